@@ -1,0 +1,196 @@
+import Foundation
+
+/// The type of a field's single value. Raw values are the on-disk type tags.
+public enum ScalarType: UInt8, Sendable, Hashable, CaseIterable {
+    case string = 1, int64, double, bytes, timestamp, location, reference, asset
+
+    /// CloudKit's name (`STRING`, `INT64`, `DOUBLE`, `BYTES`, `TIMESTAMP`, `LOCATION`, `REFERENCE`, `ASSETID`).
+    public var cloudKitName: String {
+        switch self {
+        case .string: "STRING"
+        case .int64: "INT64"
+        case .double: "DOUBLE"
+        case .bytes: "BYTES"
+        case .timestamp: "TIMESTAMP"
+        case .location: "LOCATION"
+        case .reference: "REFERENCE"
+        case .asset: "ASSETID"
+        }
+    }
+}
+
+/// A field's type: a scalar, or a list of one scalar type (`STRING_LIST`, …). Fixed once a record type has it.
+public struct FieldType: Sendable, Hashable, CustomStringConvertible {
+    public var scalar: ScalarType
+    public var isList: Bool
+
+    public init(_ scalar: ScalarType, list: Bool = false) {
+        self.scalar = scalar
+        self.isList = list
+    }
+
+    /// CloudKit's type tag: `STRING`, `INT64_LIST`, …
+    public var description: String { isList ? scalar.cloudKitName + "_LIST" : scalar.cloudKitName }
+
+    /// Parses a CloudKit type tag (`STRING`, `TIMESTAMP_LIST`, `ASSET` or `ASSETID`).
+    public init?(cloudKitName: String) {
+        var name = cloudKitName
+        var list = false
+        if name.hasSuffix("_LIST") {
+            list = true
+            name.removeLast(5)
+        }
+        if name == "ASSET" { name = "ASSETID" }
+        guard let s = ScalarType.allCases.first(where: { $0.cloudKitName == name }) else { return nil }
+        self.init(s, list: list)
+    }
+
+    /// One byte on disk: the scalar tag, with 0x80 set for lists.
+    public var tag: UInt8 { scalar.rawValue | (isList ? 0x80 : 0) }
+    public init?(tag: UInt8) {
+        guard let s = ScalarType(rawValue: tag & 0x7F) else { return nil }
+        self.init(s, list: tag & 0x80 != 0)
+    }
+}
+
+/// A geographic location (CloudKit `LOCATION`); optional members are absent when not known.
+public struct Location: Sendable, Hashable {
+    public var latitude: Double
+    public var longitude: Double
+    public var horizontalAccuracy: Double?
+    public var verticalAccuracy: Double?
+    public var altitude: Double?
+    public var speed: Double?
+    public var course: Double?
+    /// Milliseconds since 1970.
+    public var timestamp: Int64?
+
+    public init(
+        latitude: Double, longitude: Double, horizontalAccuracy: Double? = nil, verticalAccuracy: Double? = nil,
+        altitude: Double? = nil, speed: Double? = nil, course: Double? = nil, timestamp: Int64? = nil
+    ) {
+        self.latitude = latitude
+        self.longitude = longitude
+        self.horizontalAccuracy = horizontalAccuracy
+        self.verticalAccuracy = verticalAccuracy
+        self.altitude = altitude
+        self.speed = speed
+        self.course = course
+        self.timestamp = timestamp
+    }
+}
+
+/// A reference to another record of the same zone (CloudKit `REFERENCE`).
+public struct Reference: Sendable, Hashable {
+    /// What happens to the referring record when the target goes (`NONE`, `DELETE_SELF`, `VALIDATE`).
+    public enum Action: UInt8, Sendable, Hashable, CaseIterable {
+        /// Nothing.
+        case none = 0
+        /// Deleting the target deletes the referring record too (cascading, in the same commit).
+        case deleteSelf = 1
+        /// The target must exist when the referring record is saved.
+        case validate = 2
+
+        /// CloudKit's name: `NONE`, `DELETE_SELF`, `VALIDATE`.
+        public var cloudKitName: String {
+            switch self {
+            case .none: "NONE"
+            case .deleteSelf: "DELETE_SELF"
+            case .validate: "VALIDATE"
+            }
+        }
+    }
+
+    public var recordName: String
+    public var action: Action
+
+    public init(recordName: String, action: Action = .none) {
+        self.recordName = recordName
+        self.action = action
+    }
+}
+
+/// A reference to an asset's bytes (CloudKit `ASSETID`); the bytes themselves are stored apart from the record.
+public struct AssetReference: Sendable, Hashable {
+    /// Hex SHA-256 of the file.
+    public var fileChecksum: String
+    public var size: Int64
+    /// Opaque receipt from the upload step, if any.
+    public var receipt: String?
+
+    public init(fileChecksum: String, size: Int64, receipt: String? = nil) {
+        self.fileChecksum = fileChecksum
+        self.size = size
+        self.receipt = receipt
+    }
+}
+
+/// One field value of a record.
+public enum FieldValue: Sendable, Hashable {
+    case string(String)
+    case int64(Int64)
+    case double(Double)
+    case bytes([UInt8])
+    /// Milliseconds since 1970-01-01 UTC (CloudKit `TIMESTAMP`).
+    case timestamp(Int64)
+    case location(Location)
+    case reference(Reference)
+    case asset(AssetReference)
+    /// A list of values of one scalar type; the type is kept so that an empty list still has one.
+    case list(ScalarType, [FieldValue])
+
+    /// A timestamp from a `Date` (millisecond precision).
+    public static func date(_ d: Date) -> FieldValue { .timestamp(Int64((d.timeIntervalSince1970 * 1000).rounded())) }
+
+    /// The value's type.
+    public var type: FieldType {
+        switch self {
+        case .string: FieldType(.string)
+        case .int64: FieldType(.int64)
+        case .double: FieldType(.double)
+        case .bytes: FieldType(.bytes)
+        case .timestamp: FieldType(.timestamp)
+        case .location: FieldType(.location)
+        case .reference: FieldType(.reference)
+        case .asset: FieldType(.asset)
+        case .list(let s, _): FieldType(s, list: true)
+        }
+    }
+
+    public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
+    public var int64Value: Int64? { if case .int64(let v) = self { v } else { nil } }
+    public var doubleValue: Double? { if case .double(let v) = self { v } else { nil } }
+    public var referenceValue: Reference? { if case .reference(let r) = self { r } else { nil } }
+    public var dateValue: Date? {
+        if case .timestamp(let ms) = self { Date(timeIntervalSince1970: Double(ms) / 1000) } else { nil }
+    }
+
+    /// Every reference in this value (the value itself, or the members of a reference list).
+    public var references: [Reference] {
+        switch self {
+        case .reference(let r): [r]
+        case .list(.reference, let items): items.compactMap(\.referenceValue)
+        default: []
+        }
+    }
+
+    /// Checks that a list holds only scalars of its declared type; names `field` in the error.
+    public func validate(field: String) throws {
+        guard case .list(let s, let items) = self else { return }
+        for (i, item) in items.enumerated() {
+            if case .list = item {
+                throw CloudletError.invalid("field '\(field)': a list cannot contain a list (item \(i))")
+            }
+            if item.type.scalar != s {
+                throw CloudletError.invalid(
+                    "field '\(field)': item \(i) of a \(FieldType(s, list: true)) is a \(item.type)")
+            }
+        }
+    }
+}
+
+extension FieldValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral {
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(integerLiteral value: Int64) { self = .int64(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+}
