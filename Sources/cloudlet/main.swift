@@ -1,1 +1,3 @@
-print("cloudlet")
+import Foundation
+
+await CLI.main(Array(CommandLine.arguments.dropFirst()))

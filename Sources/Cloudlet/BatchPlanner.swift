@@ -1,0 +1,225 @@
+import CloudletCore
+import Foundation
+
+/// Validates the operations of one zone against a partition's state and turns them into mutations.
+///
+/// Runs under the partition's writer lock with the LSN its commit will get. Operations are applied in order, each
+/// seeing the effect of the earlier ones (an overlay of the records this batch touched). In an atomic batch
+/// (custom zone, `atomic` true) one failure fails everything: the failed operations carry their own error and
+/// the rest `batchRequestFailed`, and no mutation is returned.
+struct BatchPlanner {
+    /// Thrown (internally) when the commit needs schema additions that must first be committed to partition 0.
+    struct NeedsSchema: Error {
+        var mutations: [Mutation]
+    }
+
+    static let maxRecordSize = 1_000_000
+
+    let state: PartitionState
+    let lsn: UInt64
+    let zone: ZoneKey
+    let schema: SchemaCatalog
+    /// Whether schema additions may go into this commit (the zone lives in partition 0, which holds the schema).
+    let schemaInline: Bool
+    let user: String
+    let deviceID: String
+    let now: Int64
+    /// Reads the current version of a record from the log or cache.
+    let read: (String, RecordEntry) throws -> Record
+
+    private(set) var mutations: [Mutation] = []
+    /// name → the version this batch has produced so far (nil: deleted by this batch).
+    private var overlay: [String: Record?] = [:]
+    private var schemaAdditions: [Mutation] = []
+
+    init(
+        state: PartitionState, lsn: UInt64, zone: ZoneKey, schema: SchemaCatalog, schemaInline: Bool, user: String,
+        deviceID: String, now: Int64, read: @escaping (String, RecordEntry) throws -> Record
+    ) {
+        self.state = state
+        self.lsn = lsn
+        self.zone = zone
+        self.schema = schema
+        self.schemaInline = schemaInline
+        self.user = user
+        self.deviceID = deviceID
+        self.now = now
+        self.read = read
+    }
+
+    /// Plans `ops` (index in the request, operation); returns each one's result by request index.
+    mutating func plan(_ ops: [(Int, RecordOperation)], atomic: Bool) throws -> [Int: RecordResult] {
+        var results: [Int: RecordResult] = [:]
+        var firstFailure: (RecordID, CloudletError)?
+        var seen: Set<String> = []
+        for (index, op) in ops {
+            let id = op.recordID
+            do {
+                guard seen.insert(id.recordName).inserted else {
+                    throw CloudletError.invalid(
+                        "record '\(id.recordName)' appears in more than one operation of this request")
+                }
+                results[index] = try apply(op)
+            } catch let e as CloudletError {
+                results[index] = .failed(id, e)
+                if firstFailure == nil { firstFailure = (id, e) }
+            }
+        }
+        if let (failedID, failure) = firstFailure, atomic, !zone.zoneID.isDefault {
+            mutations = []
+            for (index, op) in ops where results[index]?.error == nil {
+                results[index] = .failed(
+                    op.recordID,
+                    CloudletError(
+                        .batchRequestFailed,
+                        "record '\(op.recordID.recordName)' was not saved: the atomic batch failed because "
+                            + "record '\(failedID.recordName)' failed (\(failure.message))"))
+            }
+        } else if !schemaAdditions.isEmpty {
+            guard schemaInline else { throw NeedsSchema(mutations: schemaAdditions) }
+            mutations.insert(contentsOf: schemaAdditions, at: 0)
+        }
+        return results
+    }
+
+    // MARK: - One operation
+
+    private mutating func apply(_ op: RecordOperation) throws -> RecordResult {
+        let name = op.recordID.recordName
+        try Names.validateRecordName(name)
+        switch op {
+        case .create(let r):
+            if let existing = try current(name) {
+                throw CloudletError(
+                    .recordExists, "record '\(name)' already exists in zone '\(zone.zoneName)'", serverRecord: existing)
+            }
+            return .saved(try put(r, fields: r.fields, created: nil))
+        case .update(let r), .replace(let r):
+            let existing = try requireCurrent(name, tag: r.changeTag, op: op)
+            let fields = isReplace(op) ? r.fields : existing.fields.merging(r.fields) { _, new in new }
+            return .saved(try put(r, fields: fields, created: existing))
+        case .forceUpdate(let r):
+            let existing = try current(name)
+            let fields = existing.map { $0.fields.merging(r.fields) { _, new in new } } ?? r.fields
+            return .saved(try put(r, fields: fields, created: existing))
+        case .forceReplace(let r):
+            return .saved(try put(r, fields: r.fields, created: try current(name)))
+        case .delete(let id, let tag):
+            let existing = try requireCurrent(name, tag: tag, op: op)
+            delete(id.recordName, type: existing.recordType)
+            return .deleted(id)
+        case .forceDelete(let id):
+            guard let existing = try current(name) else {
+                throw CloudletError(.unknownItem, "record '\(name)' does not exist in zone '\(zone.zoneName)'")
+            }
+            delete(id.recordName, type: existing.recordType)
+            return .deleted(id)
+        }
+    }
+
+    private func isReplace(_ op: RecordOperation) -> Bool {
+        if case .replace = op { return true }
+        return false
+    }
+
+    private func requireCurrent(_ name: String, tag: String?, op: RecordOperation) throws -> Record {
+        guard let tag, !tag.isEmpty else {
+            throw CloudletError.invalid("\(op.operationType) of record '\(name)' needs its recordChangeTag")
+        }
+        guard let existing = try current(name) else {
+            throw CloudletError(.unknownItem, "record '\(name)' does not exist in zone '\(zone.zoneName)'")
+        }
+        guard existing.changeTag == tag else {
+            throw CloudletError(
+                .serverRecordChanged,
+                "record '\(name)' has changed on the server: change tag '\(tag)' is not the current "
+                    + "'\(existing.changeTag ?? "")'", serverRecord: existing)
+        }
+        return existing
+    }
+
+    /// The current version of a record: this batch's if it touched it, else the partition's.
+    private func current(_ name: String) throws -> Record? {
+        if let o = overlay[name] { return o }
+        guard let e = state.entry(zone, name), !e.deleted else { return nil }
+        return try read(name, e)
+    }
+
+    private func exists(_ name: String) -> Bool {
+        if let o = overlay[name] { return o != nil }
+        guard let e = state.entry(zone, name) else { return false }
+        return !e.deleted
+    }
+
+    /// Validates and stages a new version of `input` with `fields`; `previous` is the version it replaces.
+    private mutating func put(_ input: Record, fields: [String: FieldValue], created previous: Record?) throws -> Record {
+        try Names.validateIdentifier(input.recordType, what: "record type")
+        if let previous, previous.recordType != input.recordType {
+            throw CloudletError.invalid(
+                "record '\(input.recordName)' has type '\(previous.recordType)'; it cannot be saved as '\(input.recordType)'")
+        }
+        var record = Record(recordType: input.recordType, id: RecordID(recordName: input.recordName, zoneID: zone.zoneID))
+        record.fields = fields
+        for (field, value) in fields {
+            try Names.validateIdentifier(field, what: "field name")
+            try value.validate(field: field)
+            for ref in value.references {
+                try Names.validateRecordName(ref.recordName)
+                if ref.action == .validate && ref.recordName != record.recordName && !exists(ref.recordName) {
+                    throw CloudletError(
+                        .referenceViolation,
+                        "field '\(field)' of record '\(record.recordName)' has a VALIDATE reference to record "
+                            + "'\(ref.recordName)', which does not exist in zone '\(zone.zoneName)'")
+                }
+            }
+        }
+        let size = RecordCodec.fieldDataSize(record)
+        guard size <= Self.maxRecordSize else {
+            throw CloudletError(
+                .limitExceeded,
+                "record '\(record.recordName)' is \(size) bytes; the limit is \(Self.maxRecordSize) bytes of field data")
+        }
+        let additions = try schema.additions(for: record, in: SchemaKey(zone: zone), pending: schemaAdditions)
+        schemaAdditions += additions
+        let stamp = RecordStamp(timestamp: now, userRecordName: user, deviceID: deviceID)
+        record.created = previous?.created ?? stamp
+        record.modified = stamp
+        record.changeTag = ChangeTag.make(lsn: lsn, index: mutations.count + 1)
+        mutations.append(.putRecord(zone: zone, record: record))
+        overlay[record.recordName] = .some(record)
+        return record
+    }
+
+    /// Stages the deletion of `name` and, transitively, of every live record that references a deleted one with
+    /// DELETE_SELF.
+    private mutating func delete(_ name: String, type: String) {
+        var queue = [(name, type)]
+        while let (target, targetType) = queue.popLast() {
+            mutations.append(.deleteRecord(zone: zone, recordName: target, recordType: targetType))
+            overlay[target] = .some(nil)
+            for source in sources(referencing: target).sorted() where exists(source) {
+                let t: String
+                if let o = overlay[source], let r = o { t = r.recordType } else { t = state.entry(zone, source)!.recordType }
+                overlay[source] = .some(nil)
+                queue.append((source, t))
+            }
+        }
+    }
+
+    /// Live records whose current version references `target` with DELETE_SELF.
+    private func sources(referencing target: String) -> Set<String> {
+        var out: Set<String> = []
+        for s in state.zones[zone]?.deleteSelfSources[target] ?? [] where overlay[s] == nil { out.insert(s) }
+        for case (let name, .some(let record)) in overlay
+        where record.fields.values.contains(where: { v in
+            v.references.contains { $0.action == .deleteSelf && $0.recordName == target }
+        }) {
+            out.insert(name)
+        }
+        return out
+    }
+}
+
+extension SchemaKey {
+    init(zone: ZoneKey) { self.init(container: zone.database.container, environment: zone.database.environment) }
+}

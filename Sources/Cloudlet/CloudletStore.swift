@@ -1,0 +1,130 @@
+import CloudletCore
+import CloudletStorage
+import Foundation
+import Synchronization
+
+/// An embedded Cloudlet store: a directory holding containers, their databases, zones and records.
+///
+/// ```swift
+/// let store = try await CloudletStore.open(at: "/var/lib/myapp/cloudlet")
+/// let db = try store.container("iCloud.com.example.notes").privateDatabase(user: "alice")
+/// var note = Record(recordType: "Note", recordName: "n1")
+/// note["title"] = "Groceries"
+/// note = try await db.save(note)
+/// try await store.close()
+/// ```
+///
+/// One process at a time may open a store for writing (an exclusive lock on `LOCK`); a second gets
+/// ``CloudletError/Code/locked``. All methods are safe to call from any task.
+public final class CloudletStore: Sendable {
+    /// The store directory.
+    public let path: String
+    public let configuration: StoreConfiguration
+    /// The store's identity and layout, fixed at creation.
+    public let metadata: StoreMetadata
+    let partitions: [Partition]
+    private let lock: StoreLock?
+    private let closed = Atomic<Bool>(false)
+
+    /// Opens (creating if needed) the store at `path`. Blocking: recovers every partition. Prefer ``open(at:configuration:)``
+    /// from async code.
+    public init(path: String, configuration: StoreConfiguration = StoreConfiguration()) throws {
+        self.path = path
+        self.configuration = configuration
+        let fs = PosixFileSystem()
+        if !configuration.readOnly { try io { () throws(FileSystemError) in try fs.createDirectory(path) } }
+        lock = configuration.readOnly ? nil : try StoreLock(directory: path)
+        do {
+            metadata = try StoreMetadata.loadOrCreate(directory: path, configuration: configuration)
+            var parts: [Partition] = []
+            for p in 0..<metadata.partitions {
+                let dir = path + "/" + StoreMetadata.partitionDirectoryName(p)
+                parts.append(try Partition(id: UInt32(p), directory: dir, configuration: configuration, fileSystem: fs))
+            }
+            partitions = parts
+        } catch {
+            lock?.release()
+            throw error
+        }
+    }
+
+    /// Opens (creating if needed) the store at `path`, recovering on a thread of its own.
+    public static func open(at path: String, configuration: StoreConfiguration = StoreConfiguration()) async throws
+        -> CloudletStore
+    {
+        try await BlockingIO.run { try CloudletStore(path: path, configuration: configuration) }
+    }
+
+    /// A container of this store. Containers exist as soon as something is saved in them.
+    /// - Throws: ``CloudletError/Code/badContainer`` for an identifier that is not `iCloud.` + a reverse-DNS name.
+    public func container(_ identifier: String) throws -> Container {
+        try Names.validateContainer(identifier)
+        return Container(identifier: identifier, store: self)
+    }
+
+    /// Flushes every partition, writes checkpoints so the next open replays nothing, and releases the lock.
+    /// Idempotent.
+    public func close() async throws {
+        try await BlockingIO.run { try self.closeNow() }
+    }
+
+    /// Blocking form of ``close()``.
+    public func closeNow() throws {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        var firstError: (any Error)?
+        for p in partitions {
+            do { try p.close(checkpoint: !configuration.readOnly) } catch { if firstError == nil { firstError = error } }
+        }
+        lock?.release()
+        if let firstError { throw firstError }
+    }
+
+    /// Writes a checkpoint of every partition now (normally done every `checkpointInterval` bytes and on close).
+    public func checkpoint() async throws {
+        try await BlockingIO.run { for p in self.partitions { try p.writeCheckpoint() } }
+    }
+
+    /// The partition that holds a zone: a stable hash of the zone's path, fixed for the life of the store.
+    func partition(for zone: ZoneKey) -> Partition {
+        partitions[Int(zone.stableHash % UInt64(partitions.count))]
+    }
+
+    /// Counters of the store's logs and caches.
+    public var statistics: StoreStatistics {
+        var s = StoreStatistics()
+        for p in partitions {
+            let l = p.log.stats
+            s.commits += l.commits
+            s.fsyncs += l.fsyncs
+            s.bytesWritten += l.bytesWritten
+            let (live, zones) = p.state.withLock { st in (st.zones.values.reduce(0) { $0 + $1.liveCount }, st.zones.count) }
+            s.framesReplayed += p.framesReplayed
+            s.records += live
+            s.zones += zones
+            let c = p.cache.counts
+            s.cacheHits += c.hits
+            s.cacheMisses += c.misses
+        }
+        return s
+    }
+
+    /// The schema partition's catalog (partition 0 holds every container's schema).
+    func schemaSnapshot() -> SchemaCatalog { partitions[0].state.withLock { $0.schema } }
+
+    func checkOpen() throws {
+        if closed.load(ordering: .acquiring) { throw CloudletError(.readOnly, "store at \(path) is closed") }
+    }
+}
+
+/// Counters of a store, summed over its partitions.
+public struct StoreStatistics: Sendable {
+    public var commits = 0
+    public var fsyncs = 0
+    public var bytesWritten = 0
+    public var records = 0
+    /// Log frames replayed when the store was opened (what the checkpoints did not cover).
+    public var framesReplayed = 0
+    public var zones = 0
+    public var cacheHits = 0
+    public var cacheMisses = 0
+}

@@ -1,0 +1,176 @@
+import CloudletCore
+
+/// One mutation of a commit. A commit (one log frame) is an atomic list of these.
+enum Mutation: Sendable {
+    /// A record's new version (its bytes carry the change tag and stamps).
+    case putRecord(zone: ZoneKey, record: Record)
+    /// A record removed (explicitly or by a DELETE_SELF cascade): leaves a tombstone.
+    case deleteRecord(zone: ZoneKey, recordName: String, recordType: String)
+    case createZone(ZoneKey)
+    /// Removes a zone and every record in it.
+    case deleteZone(ZoneKey)
+    /// A field (or, with no field, a record type) recorded in a container's schema.
+    case schemaField(SchemaKey, recordType: String, field: String?, type: FieldType?)
+    /// Development schema reset to production's.
+    case schemaReset(container: String)
+}
+
+/// A commit decoded from (or encoded into) a frame payload, with where each record's bytes sit in the payload
+/// so the key directory can point a read at just that slice.
+struct Commit: Sendable {
+    static let frameType: UInt8 = 1
+    static let version: UInt8 = 1
+
+    var mutations: [Mutation]
+
+    /// Byte range of each `putRecord`'s record inside the payload, by mutation index.
+    struct Slot: Sendable, Hashable {
+        var offset: UInt32
+        var length: UInt32
+    }
+
+    /// Encodes as `version · zoneCount · zones · mutationCount · mutations` (see docs/commit-format.md).
+    func encode() -> (payload: [UInt8], slots: [Int: Slot]) {
+        var zones: [ZoneKey: Int] = [:]
+        var zoneList: [ZoneKey] = []
+        func index(_ z: ZoneKey) -> Int {
+            if let i = zones[z] { return i }
+            zones[z] = zoneList.count
+            zoneList.append(z)
+            return zoneList.count - 1
+        }
+        for m in mutations {
+            switch m {
+            case .putRecord(let z, _), .deleteRecord(let z, _, _), .createZone(let z), .deleteZone(let z): _ = index(z)
+            case .schemaField, .schemaReset: break
+            }
+        }
+        var w = ByteWriter(capacity: 256)
+        w.u8(Self.version)
+        w.varint(zoneList.count)
+        for z in zoneList { Self.encode(z, into: &w) }
+        w.varint(mutations.count)
+        var slots: [Int: Slot] = [:]
+        for (i, m) in mutations.enumerated() {
+            switch m {
+            case .putRecord(let z, let record):
+                w.u8(1)
+                w.varint(zones[z]!)
+                let bytes = RecordCodec.encode(record)
+                w.varint(bytes.count)
+                slots[i] = Slot(offset: UInt32(w.count), length: UInt32(bytes.count))
+                w.raw(bytes)
+            case .deleteRecord(let z, let name, let type):
+                w.u8(2)
+                w.varint(zones[z]!)
+                w.string(name)
+                w.string(type)
+            case .createZone(let z):
+                w.u8(3)
+                w.varint(zones[z]!)
+            case .deleteZone(let z):
+                w.u8(4)
+                w.varint(zones[z]!)
+            case .schemaField(let key, let type, let field, let fieldType):
+                w.u8(5)
+                w.string(key.container)
+                w.u8(key.environment == .production ? 1 : 0)
+                w.string(type)
+                w.string(field ?? "")
+                w.u8(fieldType?.tag ?? 0)
+            case .schemaReset(let container):
+                w.u8(6)
+                w.string(container)
+            }
+        }
+        return (w.bytes, slots)
+    }
+
+    static func decode(_ payload: [UInt8]) throws -> (commit: Commit, slots: [Int: Slot]) {
+        var r = ByteReader(payload, what: "commit payload")
+        let v = try r.u8()
+        guard v == version else { throw CloudletError.corruption("commit payload: unknown version \(v)") }
+        let zoneCount = try r.length(unit: 5)
+        var zones: [ZoneKey] = []
+        zones.reserveCapacity(zoneCount)
+        for _ in 0..<zoneCount { zones.append(try decodeZone(&r)) }
+        func zone(_ r: inout ByteReader) throws -> ZoneKey {
+            let i = try r.varint()
+            guard i < zones.count else { throw CloudletError.corruption("commit payload: zone index \(i) out of range") }
+            return zones[Int(i)]
+        }
+        let n = try r.length()
+        var mutations: [Mutation] = []
+        mutations.reserveCapacity(n)
+        var slots: [Int: Slot] = [:]
+        for i in 0..<n {
+            let kind = try r.u8()
+            switch kind {
+            case 1:
+                let z = try zone(&r)
+                let len = try r.length()
+                let start = r.offset
+                var sub = ByteReader(r.buffer, from: start, to: start + len, what: "record in commit payload")
+                let record = try RecordCodec.decode(&sub, zoneID: z.zoneID)
+                _ = try r.raw(len)
+                slots[i] = Slot(offset: UInt32(start), length: UInt32(len))
+                mutations.append(.putRecord(zone: z, record: record))
+            case 2:
+                mutations.append(.deleteRecord(zone: try zone(&r), recordName: try r.string(), recordType: try r.string()))
+            case 3: mutations.append(.createZone(try zone(&r)))
+            case 4: mutations.append(.deleteZone(try zone(&r)))
+            case 5:
+                let container = try r.string()
+                let env: CloudletCore.Environment = try r.u8() == 1 ? .production : .development
+                let type = try r.string()
+                let field = try r.string()
+                let tag = try r.u8()
+                let fieldType = tag == 0 ? nil : FieldType(tag: tag)
+                if tag != 0 && fieldType == nil { throw CloudletError.corruption("commit payload: bad field type \(tag)") }
+                mutations.append(
+                    .schemaField(
+                        SchemaKey(container: container, environment: env), recordType: type,
+                        field: field.isEmpty ? nil : field, type: fieldType))
+            case 6: mutations.append(.schemaReset(container: try r.string()))
+            default: throw CloudletError.corruption("commit payload: unknown mutation kind \(kind)")
+            }
+        }
+        guard r.isAtEnd else { throw CloudletError.corruption("commit payload: \(r.remaining) trailing bytes") }
+        return (Commit(mutations: mutations), slots)
+    }
+
+    static func encode(_ z: ZoneKey, into w: inout ByteWriter) {
+        w.string(z.database.container)
+        w.u8(z.database.environment == .production ? 1 : 0)
+        w.u8(scopeTag(z.database.scope))
+        w.string(z.database.owner)
+        w.string(z.zoneName)
+    }
+
+    static func decodeZone(_ r: inout ByteReader) throws -> ZoneKey {
+        let container = try r.string()
+        let env: CloudletCore.Environment = try r.u8() == 1 ? .production : .development
+        let scopeByte = try r.u8()
+        guard let scope = scope(scopeByte) else { throw CloudletError.corruption("commit payload: bad scope \(scopeByte)") }
+        let owner = try r.string()
+        let name = try r.string()
+        return ZoneKey(database: DatabaseID(container: container, environment: env, scope: scope, owner: owner), zoneName: name)
+    }
+
+    static func scopeTag(_ s: DatabaseScope) -> UInt8 {
+        switch s {
+        case .public: 0
+        case .private: 1
+        case .shared: 2
+        }
+    }
+
+    static func scope(_ b: UInt8) -> DatabaseScope? {
+        switch b {
+        case 0: .public
+        case 1: .private
+        case 2: .shared
+        default: nil
+        }
+    }
+}

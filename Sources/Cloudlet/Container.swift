@@ -1,0 +1,73 @@
+import CloudletCore
+
+/// A container (`iCloud.com.example.app`): two environments, each with a public database, a private database
+/// per user and a shared database per user, and a schema.
+public struct Container: Sendable {
+    public let identifier: String
+    let store: CloudletStore
+
+    /// The public database: one per container and environment, readable by everyone. `user` is who writes.
+    public func publicDatabase(environment: Environment = .development, user: String = defaultOwnerName) -> Database {
+        Database(id: DatabaseID(container: identifier, environment: environment, scope: .public, owner: defaultOwnerName),
+                 user: user, store: store)
+    }
+
+    /// The private database of `user`: only that user's records and custom zones.
+    public func privateDatabase(user: String = defaultOwnerName, environment: Environment = .development) throws
+        -> Database
+    {
+        try Names.validateUser(user)
+        return Database(
+            id: DatabaseID(container: identifier, environment: environment, scope: .private, owner: user), user: user,
+            store: store)
+    }
+
+    /// The shared database of `user`: zones other users shared with them.
+    public func sharedDatabase(user: String = defaultOwnerName, environment: Environment = .development) throws
+        -> Database
+    {
+        try Names.validateUser(user)
+        return Database(
+            id: DatabaseID(container: identifier, environment: environment, scope: .shared, owner: user), user: user,
+            store: store)
+    }
+
+    /// The database of `scope` for `user`.
+    public func database(_ scope: DatabaseScope, user: String = defaultOwnerName, environment: Environment = .development)
+        throws -> Database
+    {
+        switch scope {
+        case .public: publicDatabase(environment: environment, user: user)
+        case .private: try privateDatabase(user: user, environment: environment)
+        case .shared: try sharedDatabase(user: user, environment: environment)
+        }
+    }
+
+    /// The record types of an environment's schema, sorted by name.
+    public func schema(environment: Environment) -> [RecordTypeSchema] {
+        let types = store.schemaSnapshot().types[SchemaKey(container: identifier, environment: environment)] ?? [:]
+        return types.values.sorted { $0.name < $1.name }
+    }
+
+    /// Promotes the development schema to production: adds every record type and field production lacks.
+    /// Additive only: a field whose type differs between the two is refused (naming it) and nothing changes.
+    /// - Returns: how many types and fields were added.
+    @discardableResult
+    public func deploySchema() async throws -> Int {
+        let partition = store.partitions[0]
+        let (added, lsn) = try partition.commit { st, _ in
+            let m = try st.schema.deployment(container: identifier)
+            return (m, m.count)
+        }
+        if let lsn { try await partition.log.waitDurable(lsn) }
+        return added
+    }
+
+    /// Resets the development schema to production's (types and fields only development has are forgotten;
+    /// records are kept).
+    public func resetDevelopmentSchema() async throws {
+        let partition = store.partitions[0]
+        let (_, lsn) = try partition.commit { _, _ in ([.schemaReset(container: identifier)], ()) }
+        if let lsn { try await partition.log.waitDurable(lsn) }
+    }
+}

@@ -1,0 +1,227 @@
+import CloudletCore
+import Foundation
+
+/// One database of a container: the public one, or a user's private or shared one. Holds zones; zones hold records.
+///
+/// Every method is `async`, validates its input before anything is written, and returns only after what it
+/// wrote is durable (per the store's ``StoreConfiguration/durability``).
+public struct Database: Sendable {
+    public let id: DatabaseID
+    /// The user on whose behalf this handle reads and writes (recorded in `created` / `modified`).
+    public let user: String
+    let store: CloudletStore
+
+    /// At most this many operations in one ``modify(_:atomic:)`` call (CloudKit's limit).
+    public static let maxOperationsPerBatch = 200
+
+    // MARK: - Zones
+
+    /// Resolves a zone ID of this database to its store key. The owner may be `__defaultOwner__` or the
+    /// database's owner; anything else is another user's zone, which this database does not hold.
+    func key(_ zoneID: ZoneID) throws -> ZoneKey {
+        guard zoneID.ownerName == defaultOwnerName || zoneID.ownerName == id.owner else {
+            throw CloudletError(
+                .zoneNotFound, "zone '\(zoneID.zoneName)' of owner '\(zoneID.ownerName)' is not in the \(id.scope.rawValue) database of '\(id.owner)'")
+        }
+        guard zoneID.zoneName.utf8.count <= Names.maxLength, !zoneID.zoneName.isEmpty else {
+            throw CloudletError.invalid("zone name '\(zoneID.zoneName)' is invalid")
+        }
+        return ZoneKey(database: id, zoneName: zoneID.zoneName)
+    }
+
+    private func zone(_ zoneID: ZoneID) -> RecordZone {
+        let id = ZoneID(zoneName: zoneID.zoneName, ownerName: self.id.owner)
+        return RecordZone(id: id, capabilities: id.isDefault ? [] : [.fetchChanges, .atomic, .sharing, .zoneWideSharing])
+    }
+
+    /// Creates a custom zone (private databases only). Saving a zone that exists returns it unchanged.
+    @discardableResult
+    public func createZone(_ zoneID: ZoneID) async throws -> RecordZone {
+        try store.checkOpen()
+        guard id.scope == .private else {
+            throw CloudletError(.badDatabase, "custom zones can only be created in a private database, not in \(id.scope.rawValue)")
+        }
+        try Names.validateZoneName(zoneID.zoneName)
+        let key = try key(zoneID)
+        let partition = store.partition(for: key)
+        let (_, lsn) = try partition.commit { st, _ in (st.zones[key] == nil ? [.createZone(key)] : [], ()) }
+        if let lsn { try await partition.log.waitDurable(lsn) }
+        return zone(zoneID)
+    }
+
+    /// The zones of this database: the default zone (public and private) and every custom zone, sorted by name.
+    public func zones() async throws -> [RecordZone] {
+        try store.checkOpen()
+        var names: [String] = []
+        for p in store.partitions {
+            p.state.withLock { st in
+                for key in st.zones.keys where key.database == id && key.zoneName != ZoneID.defaultZoneName {
+                    names.append(key.zoneName)
+                }
+            }
+        }
+        let custom = names.sorted().map { zone(ZoneID(zoneName: $0)) }
+        return id.scope == .shared ? custom : [zone(.default)] + custom
+    }
+
+    /// One zone. - Throws: ``CloudletError/Code/zoneNotFound``.
+    public func zone(for zoneID: ZoneID) async throws -> RecordZone {
+        try store.checkOpen()
+        try requireZone(try key(zoneID))
+        return zone(zoneID)
+    }
+
+    /// Deletes a custom zone and every record in it. - Throws: ``CloudletError/Code/zoneNotFound``; the default zone
+    /// cannot be deleted.
+    public func deleteZone(_ zoneID: ZoneID) async throws {
+        try store.checkOpen()
+        guard !zoneID.isDefault else { throw CloudletError.invalid("the default zone cannot be deleted") }
+        let key = try key(zoneID)
+        let partition = store.partition(for: key)
+        let (_, lsn) = try partition.commit { st, _ in
+            guard st.zones[key] != nil else { throw zoneNotFound(key) }
+            return ([.deleteZone(key)], ())
+        }
+        if let lsn { try await partition.log.waitDurable(lsn) }
+    }
+
+    private func requireZone(_ key: ZoneKey) throws {
+        if key.zoneName == ZoneID.defaultZoneName {
+            guard id.scope != .shared else {
+                throw CloudletError(.badDatabase, "the shared database has no default zone; use a shared zone")
+            }
+            return
+        }
+        let exists = store.partition(for: key).state.withLock { $0.zones[key] != nil }
+        guard exists else { throw zoneNotFound(key) }
+    }
+
+    private func zoneNotFound(_ key: ZoneKey) -> CloudletError {
+        CloudletError(.zoneNotFound, "zone '\(key.zoneName)' does not exist in the \(id.scope.rawValue) database of \(id.container)")
+    }
+
+    // MARK: - Records
+
+    /// Saves a record with a save policy (CloudKit's `CKModifyRecordsOperation.savePolicy`); see ``SavePolicy``.
+    /// - Returns: the record as saved, with its new change tag.
+    @discardableResult
+    public func save(_ record: Record, policy: SavePolicy = .ifServerRecordUnchanged) async throws -> Record {
+        let op: RecordOperation
+        switch policy {
+        case .ifServerRecordUnchanged: op = record.changeTag == nil ? .create(record) : .replace(record)
+        case .changedKeys: op = .forceUpdate(record)
+        case .allKeys: op = .forceReplace(record)
+        }
+        return try await one(op).record!
+    }
+
+    /// Fetches a record. - Throws: ``CloudletError/Code/unknownItem`` if it does not exist,
+    /// ``CloudletError/Code/zoneNotFound`` if its zone does not.
+    public func record(for recordID: RecordID) async throws -> Record {
+        try store.checkOpen()
+        let key = try key(recordID.zoneID)
+        try requireZone(key)
+        let partition = store.partition(for: key)
+        guard let entry = partition.state.withLock({ $0.entry(key, recordID.recordName) }), !entry.deleted else {
+            throw CloudletError(.unknownItem, "record '\(recordID.recordName)' does not exist in zone '\(key.zoneName)'")
+        }
+        return try await partition.read(key, recordID.recordName, entry)
+    }
+
+    /// Fetches several records; one result per ID, in order.
+    public func records(for recordIDs: [RecordID]) async throws -> [Result<Record, CloudletError>] {
+        var out: [Result<Record, CloudletError>] = []
+        out.reserveCapacity(recordIDs.count)
+        for rid in recordIDs {
+            do { out.append(.success(try await record(for: rid))) } catch let e as CloudletError { out.append(.failure(e)) }
+        }
+        return out
+    }
+
+    /// Deletes a record (whatever its change tag, or only if `changeTag` is current) and the records that reference
+    /// it with DELETE_SELF.
+    public func deleteRecord(_ recordID: RecordID, changeTag: String? = nil) async throws {
+        _ = try await one(changeTag.map { .delete(recordID, changeTag: $0) } ?? .forceDelete(recordID))
+    }
+
+    private func one(_ op: RecordOperation) async throws -> RecordResult {
+        let result = try await modify([op], atomic: true)[0]
+        if let e = result.error { throw e }
+        return result
+    }
+
+    /// Applies operations in order with CloudKit's `records/modify` semantics and returns one result per
+    /// operation, in request order.
+    ///
+    /// Operations in a custom zone with `atomic` are all or nothing: if one fails, it carries its error and every
+    /// other operation of that zone fails with ``CloudletError/Code/batchRequestFailed``. In the default zone each
+    /// operation succeeds or fails on its own.
+    /// - Throws: ``CloudletError/Code/limitExceeded`` for more than 200 operations (nothing is applied).
+    public func modify(_ operations: [RecordOperation], atomic: Bool = true) async throws -> [RecordResult] {
+        try store.checkOpen()
+        guard operations.count <= Self.maxOperationsPerBatch else {
+            throw CloudletError(
+                .limitExceeded, "\(operations.count) operations in one request; the limit is \(Self.maxOperationsPerBatch)")
+        }
+        var results = [RecordResult?](repeating: nil, count: operations.count)
+        var groups: [ZoneKey: [(Int, RecordOperation)]] = [:]
+        var order: [ZoneKey] = []
+        for (i, op) in operations.enumerated() {
+            do {
+                let key = try key(op.recordID.zoneID)
+                try requireZone(key)
+                if groups[key] == nil { order.append(key) }
+                groups[key, default: []].append((i, op))
+            } catch let e as CloudletError {
+                results[i] = .failed(op.recordID, e)
+            }
+        }
+        var waits: [(Partition, UInt64)] = []
+        for key in order {
+            let (groupResults, wait) = try commitGroup(key, groups[key]!, atomic: atomic)
+            for (i, r) in groupResults { results[i] = r }
+            if let wait { waits.append(wait) }
+        }
+        for (p, lsn) in waits { try await p.log.waitDurable(lsn) }
+        return results.map { $0! }
+    }
+
+    /// Plans and commits one zone's operations; commits schema additions to partition 0 first when the zone lives
+    /// elsewhere.
+    private func commitGroup(_ key: ZoneKey, _ ops: [(Int, RecordOperation)], atomic: Bool) throws -> (
+        [Int: RecordResult], (Partition, UInt64)?
+    ) {
+        let partition = store.partition(for: key)
+        let schemaInline = partition.id == 0
+        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+        for _ in 0..<8 {
+            let schema = schemaInline ? nil : store.schemaSnapshot()
+            do {
+                let (results, lsn) = try partition.commit { st, lsn in
+                    var planner = BatchPlanner(
+                        state: st, lsn: lsn, zone: key, schema: schema ?? st.schema, schemaInline: schemaInline, user: user,
+                        deviceID: store.configuration.deviceID, now: now,
+                        read: { name, entry in try partition.readDurable(key, name, entry) })
+                    let results = try planner.plan(ops, atomic: atomic)
+                    return (planner.mutations, results)
+                }
+                return (results, lsn.map { (partition, $0) })
+            } catch let needs as BatchPlanner.NeedsSchema {
+                let p0 = store.partitions[0]
+                let (_, lsn) = try p0.commit { st, _ in
+                    // Keep only what is still missing (another writer may have added it meanwhile).
+                    var missing: [Mutation] = []
+                    for case .schemaField(let k, let type, let field, let ft) in needs.mutations {
+                        let known = st.schema.recordType(k, type)
+                        if known == nil && field == nil || field.map({ known?.fields[$0] == nil }) == true {
+                            missing.append(.schemaField(k, recordType: type, field: field, type: ft))
+                        }
+                    }
+                    return (missing, ())
+                }
+                if let lsn { try p0.log.waitDurableBlocking(lsn) }
+            }
+        }
+        throw CloudletError(.internalError, "schema for zone '\(key.zoneName)' kept changing; retry the request")
+    }
+}

@@ -1,0 +1,160 @@
+import CloudletCore
+import CloudletStorage
+import Dispatch
+import Synchronization
+
+/// One partition: an append-only log and the state derived from it.
+///
+/// Writers are serialized by `state`'s lock from validation through staging and applying, so every commit is
+/// validated against the state all earlier commits produced, and LSN order equals apply order. Commits become
+/// visible at staging; a reader that meets an entry whose LSN is not yet durable waits for it, so nothing that
+/// could still be lost in a crash is ever returned.
+final class Partition: Sendable {
+    let id: UInt32
+    let directory: String
+    let log: Log
+    let state: Mutex<PartitionState>
+    let cache: RecordCache
+    private let checkpoints: CheckpointStore
+    private let checkpointInterval: Int
+    /// Log bytes staged since the last checkpoint was started, and whether one is running.
+    private let checkpointProgress = Mutex((bytes: 0, running: false, lastLSN: UInt64(0)))
+    /// Serializes checkpoint writers (the background one and close's).
+    private let checkpointWriter = Mutex(())
+    /// Frames replayed from the log when the partition was opened (0 after a clean close).
+    let framesReplayed: Int
+
+    init(id: UInt32, directory: String, configuration: StoreConfiguration, fileSystem: any FileSystem) throws {
+        self.id = id
+        self.directory = directory
+        self.checkpointInterval = configuration.checkpointInterval
+        checkpoints = CheckpointStore(directory: directory, fileSystem: fileSystem)
+        var initial = PartitionState()
+        var afterLSN: UInt64 = 0
+        var hint: FramePosition?
+        if let ckpt = try checkpoints.loadLatest() {
+            initial = try PartitionState.decodeCheckpoint(ckpt.payload, next: ckpt.next)
+            afterLSN = ckpt.lsn
+            hint = ckpt.next
+        }
+        var logConfig = LogConfiguration()
+        logConfig.durability = configuration.durability
+        logConfig.segmentSize = configuration.segmentSize
+        logConfig.readOnly = configuration.readOnly
+        var replayed = initial
+        var replayedBytes = 0
+        var replayedFrames = 0
+        log = try Log.open(
+            directory: directory, partition: id, configuration: logConfig, fileSystem: fileSystem, afterLSN: afterLSN,
+            startHint: hint
+        ) { frame in
+            guard frame.type == Commit.frameType else {
+                throw CloudletError.corruption(
+                    "partition \(id): frame LSN \(frame.lsn) at segment \(frame.position.segment) offset "
+                        + "\(frame.position.offset) has unknown type \(frame.type)")
+            }
+            let (commit, slots) = try Commit.decode(frame.payload)
+            replayed.apply(commit, lsn: frame.lsn, position: frame.position, slots: slots)
+            replayedBytes += Int(frame.position.length)
+            replayedFrames += 1
+        }
+        guard replayed.lastLSN == log.lastLSN else {
+            throw CloudletError.corruption(
+                "partition \(id): checkpoint is at LSN \(afterLSN) but the log ends at LSN \(log.lastLSN)")
+        }
+        framesReplayed = replayedFrames
+        state = Mutex(replayed)
+        cache = RecordCache(capacity: configuration.recordCacheSize)
+        checkpointProgress.withLock { $0 = (replayedBytes, false, afterLSN) }
+    }
+
+    /// Runs `plan` under the writer lock with the LSN its commit will get; stages the mutations it returns (if any)
+    /// as one frame and applies them. Returns the plan's result and the LSN to wait for (nil if nothing was written).
+    func commit<R>(_ plan: (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R)) throws -> (
+        result: R, lsn: UInt64?
+    ) {
+        let (result, lsn, bytes) = try state.withLock { st -> (R, UInt64?, Int) in
+            let lsn = st.lastLSN + 1
+            let (mutations, result) = try plan(st, lsn)
+            guard !mutations.isEmpty else { return (result, nil, 0) }
+            let commit = Commit(mutations: mutations)
+            let (payload, slots) = commit.encode()
+            let (staged, position) = try log.stage(type: Commit.frameType, payload: payload)
+            precondition(staged == lsn, "partition \(id): staged LSN \(staged), expected \(lsn)")
+            st.apply(commit, lsn: lsn, position: position, slots: slots)
+            for m in mutations {
+                switch m {
+                case .putRecord(let z, let r): cache.put(.init(zone: z, name: r.recordName), lsn: lsn, record: r)
+                case .deleteRecord(let z, let name, _): cache.remove(.init(zone: z, name: name))
+                default: break
+                }
+            }
+            return (result, lsn, Int(position.length))
+        }
+        if lsn != nil { noteWritten(bytes) }
+        return (result, lsn)
+    }
+
+    /// Reads the version of a record that `entry` points at, waiting for it to be durable first.
+    func read(_ zone: ZoneKey, _ name: String, _ entry: RecordEntry) async throws -> Record {
+        if entry.lsn > log.durableLSN { try await log.waitDurable(entry.lsn) }
+        return try readDurable(zone, name, entry)
+    }
+
+    /// Reads a record version known to be durable (or cached): a cache hit, else one positioned read of its frame.
+    func readDurable(_ zone: ZoneKey, _ name: String, _ entry: RecordEntry) throws -> Record {
+        let key = RecordCache.Key(zone: zone, name: name)
+        if let r = cache.get(key, lsn: entry.lsn) { return r }
+        if entry.lsn > log.durableLSN { try log.waitDurableBlocking(entry.lsn) }
+        let frame = try log.readFrame(at: entry.position)
+        let end = Int(entry.slot.offset) + Int(entry.slot.length)
+        guard frame.lsn == entry.lsn, end <= frame.payload.count else {
+            throw CloudletError.corruption(
+                "partition \(id): record '\(name)' points at LSN \(entry.lsn) bytes \(entry.slot.offset)..<\(end) "
+                    + "of segment \(entry.position.segment) offset \(entry.position.offset), which holds LSN "
+                    + "\(frame.lsn) with \(frame.payload.count) payload bytes")
+        }
+        var r = ByteReader(frame.payload, from: Int(entry.slot.offset), to: end, what: "record '\(name)'")
+        var record = try RecordCodec.decode(&r, zoneID: zone.zoneID)
+        record.id.zoneID = zone.zoneID
+        cache.put(key, lsn: entry.lsn, record: record)
+        return record
+    }
+
+    private func noteWritten(_ bytes: Int) {
+        let start = checkpointProgress.withLock { p -> Bool in
+            p.bytes += bytes
+            guard p.bytes >= checkpointInterval, !p.running else { return false }
+            p.running = true
+            p.bytes = 0
+            return true
+        }
+        guard start else { return }
+        DispatchQueue.global(qos: .utility).async { [self] in
+            try? writeCheckpoint()
+            checkpointProgress.withLock { $0.running = false }
+        }
+    }
+
+    /// Writes a checkpoint of the state as of now, once everything it covers is durable. Returns false when the
+    /// newest checkpoint is already current.
+    @discardableResult
+    func writeCheckpoint() throws -> Bool {
+        try checkpointWriter.withLock { _ in try writeCheckpointLocked() }
+    }
+
+    private func writeCheckpointLocked() throws -> Bool {
+        let snapshot = state.withLock { $0 }
+        guard snapshot.lastLSN > checkpointProgress.withLock({ $0.lastLSN }) else { return false }
+        if snapshot.lastLSN > log.durableLSN { try log.waitDurableBlocking(snapshot.lastLSN) }
+        try checkpoints.write(lsn: snapshot.lastLSN, next: snapshot.nextPosition, payload: snapshot.encodeCheckpoint())
+        checkpointProgress.withLock { $0.lastLSN = max($0.lastLSN, snapshot.lastLSN) }
+        return true
+    }
+
+    func close(checkpoint: Bool) throws {
+        try log.flush()
+        if checkpoint && log.failure == nil { try writeCheckpoint() }
+        try log.close()
+    }
+}

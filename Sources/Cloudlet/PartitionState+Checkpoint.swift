@@ -1,0 +1,116 @@
+import CloudletCore
+import CloudletStorage
+
+/// Checkpoint encoding of a partition's derived state (see docs/storage-format.md, "Checkpoint payload").
+extension PartitionState {
+    static let checkpointVersion: UInt8 = 1
+
+    func encodeCheckpoint() -> [UInt8] {
+        var w = ByteWriter(capacity: 1 << 16)
+        w.u8(Self.checkpointVersion)
+        w.u64(lastLSN)
+        w.varint(zones.count)
+        for (key, zone) in zones {
+            Commit.encode(key, into: &w)
+            w.u64(zone.createdLSN)
+            w.varint(zone.records.count)
+            for (name, e) in zone.records {
+                w.string(name)
+                w.u64(e.lsn)
+                w.bool(e.deleted)
+                w.string(e.recordType)
+                if !e.deleted {
+                    w.u64(e.position.segment)
+                    w.u64(e.position.offset)
+                    w.u32(e.position.length)
+                    w.u32(e.slot.offset)
+                    w.u32(e.slot.length)
+                    w.string(e.changeTag)
+                    w.varint(e.deleteSelfTargets.count)
+                    for t in e.deleteSelfTargets { w.string(t) }
+                }
+            }
+        }
+        w.varint(deletedZones.count)
+        for (key, lsn) in deletedZones {
+            Commit.encode(key, into: &w)
+            w.u64(lsn)
+        }
+        w.varint(schema.types.count)
+        for (key, types) in schema.types {
+            w.string(key.container)
+            w.u8(key.environment == .production ? 1 : 0)
+            w.varint(types.count)
+            for (name, t) in types {
+                w.string(name)
+                w.varint(t.fields.count)
+                for (field, ft) in t.fields {
+                    w.string(field)
+                    w.u8(ft.tag)
+                }
+            }
+        }
+        return w.bytes
+    }
+
+    static func decodeCheckpoint(_ bytes: [UInt8], next: FramePosition?) throws -> PartitionState {
+        var r = ByteReader(bytes, what: "checkpoint")
+        let v = try r.u8()
+        guard v == checkpointVersion else { throw CloudletError.corruption("checkpoint: unknown version \(v)") }
+        var s = PartitionState()
+        s.lastLSN = try r.u64()
+        s.nextPosition = next
+        let zoneCount = try r.length()
+        for _ in 0..<zoneCount {
+            let key = try Commit.decodeZone(&r)
+            var zone = ZoneState(createdLSN: try r.u64())
+            let n = try r.length()
+            zone.records.reserveCapacity(n)
+            for _ in 0..<n {
+                let name = try r.string()
+                let lsn = try r.u64()
+                let deleted = try r.bool()
+                let type = try r.string()
+                var e = RecordEntry(
+                    lsn: lsn, position: FramePosition(segment: 0, offset: 0, length: 0),
+                    slot: Commit.Slot(offset: 0, length: 0), changeTag: "", recordType: type, deleted: deleted,
+                    deleteSelfTargets: [])
+                if !deleted {
+                    e.position = FramePosition(segment: try r.u64(), offset: try r.u64(), length: try r.u32())
+                    e.slot = Commit.Slot(offset: try r.u32(), length: try r.u32())
+                    e.changeTag = try r.string()
+                    let t = try r.length()
+                    for _ in 0..<t { e.deleteSelfTargets.append(try r.string()) }
+                }
+                zone.put(name, e)
+            }
+            s.zones[key] = zone
+        }
+        let deletedCount = try r.length()
+        for _ in 0..<deletedCount {
+            let key = try Commit.decodeZone(&r)
+            s.deletedZones[key] = try r.u64()
+        }
+        let schemaCount = try r.length()
+        for _ in 0..<schemaCount {
+            let container = try r.string()
+            let key = SchemaKey(container: container, environment: try r.u8() == 1 ? .production : .development)
+            let typeCount = try r.length()
+            var types: [String: RecordTypeSchema] = [:]
+            for _ in 0..<typeCount {
+                var t = RecordTypeSchema(name: try r.string())
+                let fc = try r.length()
+                for _ in 0..<fc {
+                    let field = try r.string()
+                    let tag = try r.u8()
+                    guard let ft = FieldType(tag: tag) else { throw CloudletError.corruption("checkpoint: bad field type \(tag)") }
+                    t.fields[field] = ft
+                }
+                types[t.name] = t
+            }
+            s.schema.types[key] = types
+        }
+        guard r.isAtEnd else { throw CloudletError.corruption("checkpoint: \(r.remaining) trailing bytes") }
+        return s
+    }
+}

@@ -1,0 +1,100 @@
+import CloudletCore
+import Synchronization
+
+/// An LRU cache of decoded records, keyed by zone and record name and tagged with the LSN of the version held,
+/// so a stale version is never returned for a newer key-directory entry.
+final class RecordCache: Sendable {
+    struct Key: Hashable, Sendable {
+        var zone: ZoneKey
+        var name: String
+    }
+
+    private struct Node {
+        var key: Key
+        var lsn: UInt64
+        var record: Record
+        var prev: Int
+        var next: Int
+    }
+
+    private struct State {
+        var index: [Key: Int] = [:]
+        var nodes: [Node] = []
+        var free: [Int] = []
+        var head = -1  // most recent
+        var tail = -1  // least recent
+        var hits = 0
+        var misses = 0
+
+        mutating func unlink(_ i: Int) {
+            let p = nodes[i].prev, n = nodes[i].next
+            if p >= 0 { nodes[p].next = n } else { head = n }
+            if n >= 0 { nodes[n].prev = p } else { tail = p }
+        }
+
+        mutating func pushFront(_ i: Int) {
+            nodes[i].prev = -1
+            nodes[i].next = head
+            if head >= 0 { nodes[head].prev = i }
+            head = i
+            if tail < 0 { tail = i }
+        }
+    }
+
+    private let capacity: Int
+    private let state = Mutex(State())
+
+    init(capacity: Int) { self.capacity = max(capacity, 0) }
+
+    /// The cached record for `key` if it is exactly the version written at `lsn`.
+    func get(_ key: Key, lsn: UInt64) -> Record? {
+        state.withLock { s in
+            guard let i = s.index[key], s.nodes[i].lsn == lsn else {
+                s.misses += 1
+                return nil
+            }
+            s.hits += 1
+            s.unlink(i)
+            s.pushFront(i)
+            return s.nodes[i].record
+        }
+    }
+
+    func put(_ key: Key, lsn: UInt64, record: Record) {
+        guard capacity > 0 else { return }
+        state.withLock { s in
+            if let i = s.index[key] {
+                s.nodes[i].lsn = lsn
+                s.nodes[i].record = record
+                s.unlink(i)
+                s.pushFront(i)
+                return
+            }
+            let i: Int
+            if s.index.count >= capacity {
+                i = s.tail
+                s.unlink(i)
+                s.index[s.nodes[i].key] = nil
+                s.nodes[i] = Node(key: key, lsn: lsn, record: record, prev: -1, next: -1)
+            } else if let f = s.free.popLast() {
+                i = f
+                s.nodes[i] = Node(key: key, lsn: lsn, record: record, prev: -1, next: -1)
+            } else {
+                i = s.nodes.count
+                s.nodes.append(Node(key: key, lsn: lsn, record: record, prev: -1, next: -1))
+            }
+            s.index[key] = i
+            s.pushFront(i)
+        }
+    }
+
+    func remove(_ key: Key) {
+        state.withLock { s in
+            guard let i = s.index.removeValue(forKey: key) else { return }
+            s.unlink(i)
+            s.free.append(i)
+        }
+    }
+
+    var counts: (hits: Int, misses: Int) { state.withLock { ($0.hits, $0.misses) } }
+}

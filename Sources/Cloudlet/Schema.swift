@@ -1,0 +1,114 @@
+import CloudletCore
+
+/// Which schema: each container has one per environment.
+public struct SchemaKey: Hashable, Sendable {
+    public var container: String
+    public var environment: CloudletCore.Environment
+
+    public init(container: String, environment: CloudletCore.Environment) {
+        self.container = container
+        self.environment = environment
+    }
+}
+
+/// The record types of one container and environment, and each field's type (fixed once set).
+public struct RecordTypeSchema: Sendable, Hashable {
+    public var name: String
+    public var fields: [String: FieldType]
+
+    public init(name: String, fields: [String: FieldType] = [:]) {
+        self.name = name
+        self.fields = fields
+    }
+}
+
+/// All schemas of a store. Development grows just in time as records are saved; production changes only by
+/// ``Database/deploySchema()`` (additive) and development can be reset to production.
+struct SchemaCatalog: Sendable {
+    var types: [SchemaKey: [String: RecordTypeSchema]] = [:]
+
+    func recordType(_ key: SchemaKey, _ name: String) -> RecordTypeSchema? { types[key]?[name] }
+
+    /// The schema mutations saving `record` needs, or an error naming the field whose type does not match (any
+    /// environment) or the type/field production does not have. `pending` holds additions made earlier in the
+    /// same commit.
+    func additions(for record: Record, in key: SchemaKey, pending: [Mutation]) throws -> [Mutation] {
+        var known = types[key]?[record.recordType]
+        for case .schemaField(let k, let type, let field, let fieldType) in pending
+        where k == key && type == record.recordType {
+            if known == nil { known = RecordTypeSchema(name: type) }
+            if let field, let fieldType { known!.fields[field] = fieldType }
+        }
+        if key.environment == .production {
+            guard let known else {
+                throw CloudletError.invalid(
+                    "record type '\(record.recordType)' is not in the production schema of \(key.container); "
+                        + "deploy the development schema first")
+            }
+            for (field, value) in record.fields {
+                guard let t = known.fields[field] else {
+                    throw CloudletError.invalid(
+                        "field '\(field)' is not in the production schema of record type '\(record.recordType)'")
+                }
+                try check(field: field, value: value, expected: t, recordType: record.recordType)
+            }
+            return []
+        }
+        var out: [Mutation] = []
+        if known == nil { out.append(.schemaField(key, recordType: record.recordType, field: nil, type: nil)) }
+        for field in record.fields.keys.sorted() {
+            let value = record.fields[field]!
+            if let t = known?.fields[field] {
+                try check(field: field, value: value, expected: t, recordType: record.recordType)
+            } else {
+                out.append(.schemaField(key, recordType: record.recordType, field: field, type: value.type))
+            }
+        }
+        return out
+    }
+
+    private func check(field: String, value: FieldValue, expected: FieldType, recordType: String) throws {
+        guard value.type != expected else { return }
+        throw CloudletError.invalid(
+            "field '\(field)' of record type '\(recordType)' has type \(expected); cannot save a \(value.type)")
+    }
+
+    mutating func apply(_ m: Mutation) {
+        switch m {
+        case .schemaField(let key, let type, let field, let fieldType):
+            if types[key]?[type] == nil { types[key, default: [:]][type] = RecordTypeSchema(name: type) }
+            if let field, let fieldType { types[key]![type]!.fields[field] = fieldType }
+        case .schemaReset(let container):
+            let prod = types[SchemaKey(container: container, environment: .production)] ?? [:]
+            types[SchemaKey(container: container, environment: .development)] = prod
+        default: break
+        }
+    }
+
+    /// The mutations that promote development to production: every type and field production lacks. Refuses (and
+    /// names) a field whose type differs between the two.
+    func deployment(container: String) throws -> [Mutation] {
+        let dev = types[SchemaKey(container: container, environment: .development)] ?? [:]
+        let prodKey = SchemaKey(container: container, environment: .production)
+        let prod = types[prodKey] ?? [:]
+        var out: [Mutation] = []
+        for name in dev.keys.sorted() {
+            let d = dev[name]!
+            let p = prod[name]
+            if p == nil { out.append(.schemaField(prodKey, recordType: name, field: nil, type: nil)) }
+            for field in d.fields.keys.sorted() {
+                let t = d.fields[field]!
+                if let existing = p?.fields[field] {
+                    if existing != t {
+                        throw CloudletError.invalid(
+                            "cannot deploy: field '\(field)' of record type '\(name)' is \(existing) in production "
+                                + "but \(t) in development")
+                    }
+                } else {
+                    out.append(.schemaField(prodKey, recordType: name, field: field, type: t))
+                }
+            }
+        }
+        return out
+    }
+}

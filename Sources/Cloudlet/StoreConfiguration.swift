@@ -1,0 +1,23 @@
+import CloudletCore
+import CloudletStorage
+
+/// Options of an embedded store. Every default is what a production deployment should use.
+public struct StoreConfiguration: Sendable {
+    /// When a commit is acknowledged: `.fsync` (default) after `fdatasync` of its group; `.os` once written to the
+    /// operating system (survives a process crash, not a power loss; for bulk loads and tests).
+    public var durability: Durability = .fsync
+    /// Number of partitions, fixed when a store is created (ignored when opening an existing store). Default 1.
+    public var partitions: Int = 1
+    /// Segment files roll at this size. Default 64 MiB.
+    public var segmentSize: Int = 64 << 20
+    /// A partition writes a checkpoint of its derived state after this many bytes of log. Default 64 MiB.
+    public var checkpointInterval: Int = 64 << 20
+    /// Decoded records kept in memory per partition. Default 10,000.
+    public var recordCacheSize: Int = 10_000
+    /// Open without writing anything (no lock, no tail truncation); every write throws `readOnly`.
+    public var readOnly: Bool = false
+    /// The device ID recorded in `created` / `modified` of records this process saves. Default `cloudlet`.
+    public var deviceID: String = "cloudlet"
+
+    public init(durability: Durability = .fsync) { self.durability = durability }
+}

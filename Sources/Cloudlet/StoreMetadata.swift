@@ -1,0 +1,55 @@
+import CloudletCore
+import CloudletStorage
+import Foundation
+
+/// The store's identity and layout, in `DIR/CLOUDLET` (JSON), written once when the store is created.
+public struct StoreMetadata: Sendable, Codable, Equatable {
+    /// Version of the directory layout and file formats. A store of a newer format is refused.
+    public var format: Int
+    /// Random identity of this store; change tokens and replicas carry it.
+    public var storeID: String
+    /// Partition count, fixed at creation.
+    public var partitions: Int
+    /// Creation time, milliseconds since 1970.
+    public var created: Int64
+
+    public static let currentFormat = 1
+    public static let fileName = "CLOUDLET"
+
+    static func partitionDirectoryName(_ p: Int) -> String {
+        "p" + String(repeating: "0", count: max(0, 4 - String(p).count)) + String(p)
+    }
+
+    static func loadOrCreate(directory: String, configuration: StoreConfiguration) throws -> StoreMetadata {
+        let path = directory + "/" + fileName
+        if FileManager.default.fileExists(atPath: path) {
+            let data: Data
+            do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
+                throw CloudletError.io("cannot read \(path): \(error)")
+            }
+            let m: StoreMetadata
+            do { m = try JSONDecoder().decode(StoreMetadata.self, from: data) } catch {
+                throw CloudletError.corruption("\(path) is not a valid store metadata file: \(error)")
+            }
+            guard m.format <= currentFormat else {
+                throw CloudletError(
+                    .notSupported, "\(path): store format \(m.format) is newer than this build supports (\(currentFormat))")
+            }
+            guard m.partitions >= 1 else { throw CloudletError.corruption("\(path): partition count \(m.partitions)") }
+            return m
+        }
+        guard !configuration.readOnly else {
+            throw CloudletError(.unknownItem, "no Cloudlet store at \(directory) (missing \(fileName))")
+        }
+        guard (1...1024).contains(configuration.partitions) else {
+            throw CloudletError.invalid("partition count \(configuration.partitions) is outside 1...1024")
+        }
+        let m = StoreMetadata(
+            format: currentFormat, storeID: UUID().uuidString.lowercased(), partitions: configuration.partitions,
+            created: Int64(Date().timeIntervalSince1970 * 1000))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try AtomicFile.write(Array(try encoder.encode(m)), to: path)
+        return m
+    }
+}

@@ -1,0 +1,85 @@
+import Cloudlet
+import CloudletCore
+import Foundation
+
+/// `cloudlet` — subcommands; exit codes per house style: 0 ok, 64 usage, 65 bad data, 74 I/O, 1 other.
+enum CLI {
+    static let usage = """
+        cloudlet — a CloudKit-style record database
+
+        USAGE: cloudlet <command> [options]
+
+        COMMANDS:
+          demo          Open (or create) a store and walk through the embedded API: zones, records,
+                        conflicts, atomic batches, cascades. Prints what it does.
+          crash-writer  Write records forever, printing "ack <name>" after each durable save (used by the
+                        crash-consistency tests; kill it with SIGKILL).
+
+        Run `cloudlet <command> --help` for a command's options.
+        """
+
+    static func main(_ args: [String]) async {
+        guard let command = args.first else {
+            print(usage)
+            exit(64)
+        }
+        let rest = Array(args.dropFirst())
+        switch command {
+        case "--help", "-h", "help": print(usage)
+        case "demo": await run { try await Demo.run(rest) }
+        case "crash-writer": await run { try await CrashWriter.run(rest) }
+        default: fail("unknown command '\(command)'; see `cloudlet --help`", code: 64)
+        }
+    }
+
+    static func run(_ body: () async throws -> Void) async {
+        do { try await body() } catch let e as UsageError {
+            fail(e.message, code: 64)
+        } catch let e as CloudletError {
+            fail(e.description, code: e.code == .io ? 74 : e.code == .corruption ? 65 : 1)
+        } catch {
+            fail("\(error)", code: 1)
+        }
+    }
+
+    static func fail(_ message: String, code: Int32) -> Never {
+        FileHandle.standardError.write(Data("error: \(message)\n".utf8))
+        exit(code)
+    }
+}
+
+struct UsageError: Error {
+    var message: String
+}
+
+/// Minimal option parsing: `--name value`, `--flag`, and `--help`.
+struct Options {
+    private var values: [String: String] = [:]
+    private var flags: Set<String> = []
+    var positional: [String] = []
+
+    init(_ args: [String], valued: Set<String>, flags allowed: Set<String> = [], help: String) throws {
+        var i = 0
+        while i < args.count {
+            let a = args[i]
+            if a == "--help" || a == "-h" {
+                print(help)
+                exit(0)
+            } else if valued.contains(a) {
+                guard i + 1 < args.count else { throw UsageError(message: "\(a) needs a value") }
+                values[a] = args[i + 1]
+                i += 1
+            } else if allowed.contains(a) {
+                flags.insert(a)
+            } else if a.hasPrefix("--") {
+                throw UsageError(message: "unknown option \(a)")
+            } else {
+                positional.append(a)
+            }
+            i += 1
+        }
+    }
+
+    subscript(_ name: String) -> String? { values[name] }
+    func has(_ flag: String) -> Bool { flags.contains(flag) }
+}

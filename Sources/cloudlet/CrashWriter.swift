@@ -1,0 +1,50 @@
+import Cloudlet
+import CloudletCore
+import Foundation
+
+/// Writes records until killed, printing `ack <zone> <name>` once each save is durable. The crash tests kill it
+/// with SIGKILL and check that every acknowledged record is in the store after reopening.
+enum CrashWriter {
+    static let help = """
+        USAGE: cloudlet crash-writer --data DIR [--writers N] [--prefix P]
+
+        Saves records named <P>-<writer>-<i> with 8 concurrent writers (into the default zone and a custom zone
+        'Crash'), printing "ack <zone> <name>" after each save returns. Runs until killed.
+        """
+
+    static func run(_ args: [String]) async throws {
+        let o = try Options(args, valued: ["--data", "--writers", "--prefix"], help: help)
+        guard let dir = o["--data"] else { throw UsageError(message: "--data DIR is required") }
+        let writers = Int(o["--writers"] ?? "8") ?? 8
+        let prefix = o["--prefix"] ?? "w"
+        let store = try await CloudletStore.open(at: dir)
+        let db = try store.container("iCloud.com.example.crash").privateDatabase(user: "crash")
+        try await db.createZone(ZoneID(zoneName: "Crash"))
+        print("ready")
+        fflush(stdout)
+        await withTaskGroup(of: Void.self) { group in
+            for w in 0..<writers {
+                group.addTask {
+                    var i = 0
+                    while true {
+                        let zone = i % 2 == 0 ? ZoneID.default : ZoneID(zoneName: "Crash")
+                        let name = "\(prefix)-\(w)-\(i)"
+                        var r = Record(recordType: "Entry", recordName: name, zoneID: zone)
+                        r["writer"] = .int64(Int64(w))
+                        r["seq"] = .int64(Int64(i))
+                        r["body"] = .string(String(repeating: "x", count: (i * 37) % 700))
+                        do {
+                            _ = try await db.save(r)
+                        } catch {
+                            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+                            exit(1)
+                        }
+                        // One write(2) per line: lines from concurrent writers never interleave.
+                        FileHandle.standardOutput.write(Data("ack \(zone.zoneName) \(name)\n".utf8))
+                        i += 1
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import CloudletCore
+import Foundation
+import Testing
+
+@testable import Cloudlet
+
+/// A fresh directory under the system temp dir, removed when the value is released.
+final class TempDir: Sendable {
+    let path: String
+
+    init(_ name: String = "cloudlet-test") {
+        let base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
+        path = base + "/\(name)-\(UUID().uuidString.prefix(8))"
+        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    func sub(_ name: String) -> String { path + "/" + name }
+}
+
+/// Opens a store in a temp dir with OS durability (fast) unless told otherwise.
+func openStore(_ dir: TempDir, durability: Durability = .os, partitions: Int = 1) async throws -> CloudletStore {
+    var config = StoreConfiguration(durability: durability)
+    config.partitions = partitions
+    return try await CloudletStore.open(at: dir.sub("store"), configuration: config)
+}
+
+let testContainer = "iCloud.com.example.tests"
+
+func note(_ name: String, zone: ZoneID = .default, title: String = "t", count: Int64 = 0) -> Record {
+    Record(recordType: "Note", recordName: name, zoneID: zone, fields: ["title": .string(title), "count": .int64(count)])
+}
+
+extension RecordResult {
+    var code: CloudletError.Code? { error?.code }
+}
+
+/// Expects `body` to throw a CloudletError with `code`; returns it for further checks.
+@discardableResult
+func expectError<T>(
+    _ code: CloudletError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () async throws -> T
+) async -> CloudletError? {
+    do {
+        _ = try await body()
+        Issue.record("expected \(code), got success", sourceLocation: sourceLocation)
+        return nil
+    } catch let e as CloudletError {
+        #expect(e.code == code, "expected \(code), got \(e)", sourceLocation: sourceLocation)
+        return e
+    } catch {
+        Issue.record("expected CloudletError \(code), got \(error)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
