@@ -52,6 +52,15 @@ struct RecordCodecCorruptionTests {
         }
     }
 
+    @Test("bytes after the end of a record are rejected")
+    func trailingBytes() {
+        let bytes = RecordCodec.encode(Samples.richRecord())
+        for extra: [UInt8] in [[0], [0xFF], [1, 2, 3]] {
+            let message = expectCorruption(bytes + extra, "\(extra.count) trailing bytes")
+            #expect(message?.contains("trailing") == true, "message: \(message ?? "-")")
+        }
+    }
+
     @Test("unknown presence bits are rejected", arguments: [8, 0x10, 0x80, 0xFF] as [UInt8])
     func presenceBits(_ bits: UInt8) {
         var w = ByteWriter()
