@@ -29,5 +29,10 @@ enum EngineRegistry {
         // default zone of one private database. The subject goes first so it runs first in every round.
         // ────────────────────────────────────────────────────────────────────────────────────────────────
         Entry(name: "sqlite", role: .anchor, detail: { SQLiteEngine.detail }, make: { SQLiteEngine() }),
+        // The strongest in-process way to write SQLite from many threads: one connection, writers queue on a
+        // lock, no busy-handler sleeps. Only where it differs from `sqlite` (with one writer they are the same).
+        Entry(
+            name: "sqlite-serial", role: .anchor, detail: { SQLiteEngine.sharedDetail },
+            make: { SQLiteEngine(sharedConnection: true) }, only: ["fillsync-concurrent"]),
     ]
 }

@@ -23,7 +23,7 @@ struct BenchOptions: Equatable {
           --quick          Smaller workloads and 3 runs: a smoke test, not a measurement.
           --json           Print the results as a JSON array of objects instead of a table.
           --filter NAME    Run only workloads whose name contains NAME, or whose engine is NAME
-                           (disk, sqlite). Repeatable; commas separate names.
+                           (disk, sqlite, sqlite-serial). Repeatable; commas separate names.
           --runs N         Measured runs per workload after one warm-up run (default 5, 3 with --quick).
           --dir PATH       Where to put data files (kept). Default: a new directory under $TMPDIR,
                            removed at exit. Benchmarks measure the filesystem this is on.

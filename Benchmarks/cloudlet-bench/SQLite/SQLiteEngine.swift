@@ -1,14 +1,22 @@
 import CSQLite
+import Dispatch
 import Synchronization
 
 /// The SQLite anchor: one table, one row per record, WAL, `synchronous=FULL`, prepared statements.
 ///
 /// `saveOne` is an autocommit `INSERT` (its own transaction, fsync'd at commit); `saveBatch` wraps its inserts
-/// in `BEGIN IMMEDIATE … COMMIT`. Every concurrent writer gets its own connection and they queue on the
-/// database's single write lock through `busy_timeout`.
+/// in `BEGIN IMMEDIATE … COMMIT`. By default every concurrent writer gets its own connection and they queue on
+/// the database's single write lock through `busy_timeout` (SQLite's busy handler sleeps 1, 2, 5 … 100 ms
+/// between retries, which is most of what this configuration measures under contention). With
+/// `sharedConnection`, all writers take turns on one connection through a serial dispatch queue (first come,
+/// first served) instead, as an app that serializes its SQLite access in-process does (GRDB's
+/// `SerializedDatabase`).
 final class SQLiteEngine: BenchEngine {
     static let version = String(cString: sqlite3_libversion())
     static let detail = "SQLite \(version), WAL, synchronous=FULL, a connection per writer, busy_timeout"
+    static let sharedDetail = "SQLite \(version), WAL, synchronous=FULL, one connection shared by all writers"
+
+    let sharedConnection: Bool
 
     private struct State {
         var records: [GeneratedRecord] = []
@@ -18,11 +26,17 @@ final class SQLiteEngine: BenchEngine {
     }
 
     private let state = Mutex(State())
+    /// With `sharedConnection`, every save runs on this queue, so callers queue in arrival order.
+    private let serial = DispatchQueue(label: "cloudlet-bench.sqlite-serial")
+
+    init(sharedConnection: Bool = false) {
+        self.sharedConnection = sharedConnection
+    }
 
     func open(dir: String, records: [GeneratedRecord], writers: Int) throws {
         let path = dir + "/bench.sqlite"
         var connections: [SQLiteConnection] = []
-        for _ in 0..<max(writers, 1) { connections.append(try SQLiteConnection(path: path)) }
+        for _ in 0..<(sharedConnection ? 1 : max(writers, 1)) { connections.append(try SQLiteConnection(path: path)) }
         state.withLock {
             $0.records = records
             $0.idle = connections
@@ -54,8 +68,18 @@ final class SQLiteEngine: BenchEngine {
     }
 
     /// Runs `body` with an idle connection and the records `pick` chooses (taken under the same lock), then
-    /// returns the connection to the pool.
+    /// returns the connection to the pool. With `sharedConnection` the whole of it runs on the serial queue.
     private func withConnection<T: Sendable>(
+        picking pick: ([GeneratedRecord]) -> T, _ body: (SQLiteConnection, T) throws -> Void
+    ) throws {
+        if sharedConnection {
+            try serial.sync { try withPooledConnection(picking: pick, body) }
+        } else {
+            try withPooledConnection(picking: pick, body)
+        }
+    }
+
+    private func withPooledConnection<T: Sendable>(
         picking pick: ([GeneratedRecord]) -> T, _ body: (SQLiteConnection, T) throws -> Void
     ) throws {
         let taken = state.withLock { s -> (SQLiteConnection, T)? in
