@@ -1,1 +1,82 @@
-print("bench")
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// cloudlet-bench: see BenchOptions.usage and Benchmarks/README.md.
+
+func main() -> Int32 {
+    let options: BenchOptions
+    do {
+        options = try BenchOptions.parse(Array(CommandLine.arguments.dropFirst()))
+    } catch {
+        return fail(error)
+    }
+    if options.help {
+        print(BenchOptions.usage)
+        return 0
+    }
+    let groups: [[any Workload]]
+    do {
+        groups = try options.select(WorkloadCatalog.groups(quick: options.quick))
+    } catch {
+        return fail(error)
+    }
+    if options.list {
+        print(WorkloadCatalog.listing(indent: ""))
+        print("\nengines:\n  disk (anchor): the filesystem under --dir")
+        for e in EngineRegistry.all { print("  \(e.name) (\(e.role.rawValue)): \(e.detail())") }
+        return 0
+    }
+    if BuildInfo.isDebug { Console.error(BuildInfo.debugBanner) }
+
+    let directory: BenchDirectory
+    do {
+        directory = try BenchDirectory(path: options.dir)
+    } catch {
+        return fail(error)
+    }
+    defer { directory.cleanUp() }
+
+    let results: [BenchResult]
+    do {
+        results = try BenchRunner(directory: directory, runs: options.measuredRuns).run(groups)
+    } catch {
+        Console.progress(nil)
+        return fail(error)
+    }
+
+    if options.json {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        do {
+            print(String(decoding: try encoder.encode(results), as: UTF8.self))
+        } catch {
+            return fail(error)
+        }
+    } else {
+        let engines = EngineRegistry.all.map { "\($0.name): \($0.detail())" }.joined(separator: "; ")
+        print(
+            "cloudlet-bench · \(BuildInfo.configuration) build · \(options.quick ? "quick" : "full") · "
+                + "\(options.measuredRuns) runs + 1 warm-up · \(ProcessInfo.processInfo.activeProcessorCount) cores")
+        print("engines: \(engines)")
+        print("data: \(directory.path)\(directory.isTemporary ? " (temporary)" : "")")
+        print("")
+        print(TablePrinter().render(results))
+    }
+    if BuildInfo.isDebug { Console.error(BuildInfo.debugBanner) }
+    return 0
+}
+
+/// Reports `error` as `error: …` on stderr; returns the exit status for it.
+func fail(_ error: any Error) -> Int32 {
+    guard let e = error as? BenchError else {
+        Console.error("error: \(error)")
+        return 1
+    }
+    Console.error("error: \(e.message)")
+    return e.exitStatus
+}
+
+exit(main())

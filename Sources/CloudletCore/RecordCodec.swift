@@ -32,9 +32,15 @@ public enum RecordCodec {
         }
     }
 
+    /// Decodes a buffer that holds exactly one record; bytes left over after it are corruption.
     public static func decode(_ bytes: [UInt8], zoneID: ZoneID = .default) throws -> Record {
         var r = ByteReader(bytes, what: "record")
-        return try decode(&r, zoneID: zoneID)
+        let record = try decode(&r, zoneID: zoneID)
+        guard r.isAtEnd else {
+            throw CloudletError.corruption(
+                "record '\(record.recordName)': \(r.remaining) trailing bytes after byte \(r.offset)")
+        }
+        return record
     }
 
     public static func decode(_ r: inout ByteReader, zoneID: ZoneID) throws -> Record {

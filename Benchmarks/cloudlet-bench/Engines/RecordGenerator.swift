@@ -1,0 +1,96 @@
+/// The field values of one benchmark record, as plain Swift values every engine can store its own way.
+///
+/// Six fields of mixed types besides the name and type, about 250 bytes in all: what a small app record
+/// (a note, a task) looks like.
+struct GeneratedRecord: Sendable, Hashable {
+    /// Unique per index, in pseudo-random order (like the UUIDs apps use), 17 characters.
+    var recordName: String
+    var recordType: String
+    /// Words, about 20 to 55 characters.
+    var title: String
+    var count: Int64
+    var score: Double
+    /// Milliseconds since 1970.
+    var created: Int64
+    /// One to four short tags.
+    var tags: [String]
+    /// 120–180 pseudo-random bytes.
+    var payload: [UInt8]
+
+    /// Bytes of field data (UTF-8 text, 8 per number, tags without separators), for sizing.
+    var approximateSize: Int {
+        recordName.utf8.count + recordType.utf8.count + title.utf8.count + 8 * 3
+            + tags.reduce(0) { $0 + $1.utf8.count } + payload.count
+    }
+}
+
+/// Builds benchmark records deterministically from their index, so every engine stores exactly the same data
+/// and a run can be reproduced. Generation is cheap but not free: workloads build their records in `setUp`.
+struct RecordGenerator: Sendable {
+    static let recordTypes = ["Note", "Task", "Contact", "Event"]
+    private static let words = [
+        "alpha", "bravo", "cloud", "delta", "echo", "field", "grove", "harbor", "island", "jade", "kite", "lumen",
+        "meadow", "north", "orbit", "prism", "quartz", "river", "summit", "tundra", "umber", "vivid", "willow", "zephyr",
+    ]
+    private static let tagWords = ["work", "home", "urgent", "later", "idea", "shared", "draft", "done"]
+    /// 2025-12-01T00:00:00Z, the base of `created`.
+    static let epochMillis: Int64 = 1_764_547_200_000
+
+    /// A seed so that separate data sets can be generated; the same seed and index give the same record.
+    var seed: UInt64 = 0
+
+    /// The record with index `i`.
+    func record(_ i: Int) -> GeneratedRecord {
+        // Each record's stream starts at an unrelated point of SplitMix64's sequence (starting at `i * step`
+        // would make record i+1's values record i's, shifted by one).
+        var rng = SplitMix64(state: SplitMix64.mix(SplitMix64.mix(UInt64(i)) ^ seed))
+        // `mix` is a bijection, so names are unique per index; the constant keeps record 0 from being all zeros.
+        let nameBits = SplitMix64.mix(UInt64(i) ^ seed ^ 0x5DEE_CE66_D1CE_F00D)
+        let hex = String(nameBits, radix: 16)
+        let recordName = "r" + String(repeating: "0", count: 16 - hex.count) + hex
+
+        var title = ""
+        while title.utf8.count < 20 || (title.utf8.count < 50 && rng.next() % 3 != 0) {
+            if !title.isEmpty { title += " " }
+            title += Self.words[Int(rng.next() % UInt64(Self.words.count))]
+        }
+        let tags = (0...(rng.next() % 4)).map { _ in Self.tagWords[Int(rng.next() % UInt64(Self.tagWords.count))] }
+        let payloadCount = 120 + Int(rng.next() % 61)
+        var payload: [UInt8] = []
+        payload.reserveCapacity(payloadCount + 8)
+        while payload.count < payloadCount {
+            withUnsafeBytes(of: rng.next().littleEndian) { payload.append(contentsOf: $0) }
+        }
+        payload.removeLast(payload.count - payloadCount)
+
+        return GeneratedRecord(
+            recordName: recordName,
+            recordType: Self.recordTypes[i % Self.recordTypes.count],
+            title: title,
+            count: Int64(rng.next() % 10_000),
+            score: Double(rng.next() % 1_000_000) / 1000,
+            created: Self.epochMillis + Int64(i) * 1000,
+            tags: tags,
+            payload: payload)
+    }
+
+    /// Records `0..<count`.
+    func records(_ count: Int) -> [GeneratedRecord] { (0..<count).map(record) }
+}
+
+/// SplitMix64: a tiny deterministic generator (Steele, Lea, Flood 2014).
+struct SplitMix64 {
+    var state: UInt64
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        return Self.mix(state)
+    }
+
+    static func mix(_ x: UInt64) -> UInt64 {
+        var z = x
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,108 @@
+/// The command line, parsed by hand (no swift-argument-parser on our machines).
+struct BenchOptions: Equatable {
+    var quick = false
+    var json = false
+    var help = false
+    var list = false
+    /// Terms from every `--filter`, comma-separated lists split.
+    var filters: [String] = []
+    /// Measured runs per workload; nil: 5, or 3 with `--quick`.
+    var runs: Int?
+    var dir: String?
+
+    var measuredRuns: Int { runs ?? (quick ? 3 : 5) }
+
+    static let usage = """
+        USAGE: cloudlet-bench [--quick] [--json] [--filter NAME]... [--runs N] [--dir PATH]
+
+        Runs Cloudlet's benchmarks side by side with their anchors (the bare disk, SQLite) in one process and
+        prints median throughput, p50/p99 latency and the ratio Cloudlet / anchor. Build with -c release:
+        a debug build says so loudly and its numbers mean nothing.
+
+        OPTIONS:
+          --quick          Smaller workloads and 3 runs: a smoke test, not a measurement.
+          --json           Print the results as a JSON array of objects instead of a table.
+          --filter NAME    Run only workloads whose name contains NAME, or whose engine is NAME
+                           (disk, sqlite, sqlite-serial). Repeatable; commas separate names.
+          --runs N         Measured runs per workload after one warm-up run (default 5, 3 with --quick).
+          --dir PATH       Where to put data files (kept). Default: a new directory under $TMPDIR,
+                           removed at exit. Benchmarks measure the filesystem this is on.
+          --list           List the workloads and engines, then exit.
+          -h, --help       Show this help.
+
+        WORKLOADS:
+        \(WorkloadCatalog.listing(indent: "  "))
+
+        EXIT STATUS: 0 success, 64 usage error, 74 I/O error, 1 engine error.
+        """
+
+    /// Parses `arguments` (without the program name). Throws ``BenchError`` with code `.usage`.
+    static func parse(_ arguments: [String]) throws -> BenchOptions {
+        var o = BenchOptions()
+        var rest = arguments[...]
+        while let arg = rest.popFirst() {
+            // `--name=value` and `--name value` are both accepted for options that take a value.
+            var name = arg
+            var inlineValue: String?
+            if arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") {
+                name = String(arg[..<eq])
+                inlineValue = String(arg[arg.index(after: eq)...])
+            }
+            func value() throws -> String {
+                if let inlineValue { return inlineValue }
+                guard let v = rest.popFirst(), !v.hasPrefix("--") else {
+                    throw BenchError(.usage, "\(name) needs a value (see --help)")
+                }
+                return v
+            }
+            func noValue() throws {
+                if inlineValue != nil { throw BenchError(.usage, "\(name) takes no value") }
+            }
+            switch name {
+            case "-h", "--help":
+                try noValue()
+                o.help = true
+            case "--quick":
+                try noValue()
+                o.quick = true
+            case "--json":
+                try noValue()
+                o.json = true
+            case "--list":
+                try noValue()
+                o.list = true
+            case "--filter":
+                let terms = try value().split(separator: ",").map { String($0) }.filter { !$0.isEmpty }
+                guard !terms.isEmpty else { throw BenchError(.usage, "--filter needs a name") }
+                o.filters += terms
+            case "--runs":
+                let text = try value()
+                guard let n = Int(text), n >= 1 else {
+                    throw BenchError(.usage, "--runs must be a whole number of at least 1, not '\(text)'")
+                }
+                o.runs = n
+            case "--dir":
+                let path = try value()
+                guard !path.isEmpty else { throw BenchError(.usage, "--dir needs a path") }
+                o.dir = path
+            default:
+                if arg.hasPrefix("-") { throw BenchError(.usage, "unknown option '\(arg)' (see --help)") }
+                throw BenchError(.usage, "unexpected argument '\(arg)' (see --help)")
+            }
+        }
+        return o
+    }
+
+    /// The groups whose workloads match the filters (all when there are none). Throws a usage error for a
+    /// filter term that matches nothing, listing what exists.
+    func select(_ groups: [[any Workload]]) throws -> [[any Workload]] {
+        guard !filters.isEmpty else { return groups }
+        func matches(_ w: any Workload, _ term: String) -> Bool { w.name.contains(term) || w.engine == term }
+        let all = groups.flatMap { $0 }
+        for term in filters where !all.contains(where: { matches($0, term) }) {
+            let names = Set(all.map(\.name) + all.map(\.engine)).sorted().joined(separator: ", ")
+            throw BenchError(.usage, "--filter '\(term)' matches no workload or engine; there are: \(names)")
+        }
+        return groups.map { $0.filter { w in filters.contains { matches(w, $0) } } }.filter { !$0.isEmpty }
+    }
+}

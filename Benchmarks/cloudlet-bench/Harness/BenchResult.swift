@@ -1,0 +1,73 @@
+/// The summary of one workload on one engine over its measured runs.
+struct BenchResult: Sendable {
+    var workload: String
+    var engine: String
+    var role: EngineRole
+    var unit: String
+    var latencyOf: String
+    /// Operations per second of each measured run, in run order.
+    var throughputs: [Double]
+    /// Operations each run did (in `unit`s × seconds).
+    var operationsPerRun: Double
+    /// Latency percentiles over the samples of all measured runs pooled, in seconds.
+    var p50: Double?
+    var p99: Double?
+    var latencySamples: Int
+    /// For an anchor: the subject's median throughput divided by this one's (> 1: Cloudlet is faster); nil
+    /// when no subject ran this workload.
+    var ratio: Double?
+    /// `cloudlet/sqlite` when `ratio` is set.
+    var ratioOf: String?
+
+    init(workload: any Workload, runs: [RunMeasurement]) {
+        self.workload = workload.name
+        engine = workload.engine
+        role = workload.role
+        unit = workload.unit
+        latencyOf = workload.latencyOf
+        throughputs = runs.map(\.throughput)
+        operationsPerRun = runs.first?.operations ?? 0
+        let samples = runs.flatMap(\.latencies).sorted()
+        p50 = Statistics.percentile(samples, 50)
+        p99 = Statistics.percentile(samples, 99)
+        latencySamples = samples.count
+    }
+
+    /// Median throughput over the measured runs.
+    var median: Double { Statistics.median(throughputs) ?? 0 }
+
+    /// (max − min) / median of the runs' throughputs: how noisy the runs were.
+    var spread: Double? {
+        guard let lo = throughputs.min(), let hi = throughputs.max(), median > 0 else { return nil }
+        return (hi - lo) / median
+    }
+}
+
+extension BenchResult: Encodable {
+    private enum Key: String, CodingKey {
+        case workload, engine, role, unit, throughputMedian, throughputRuns, operationsPerRun, spread
+        case latencyOf, latencyP50Seconds, latencyP99Seconds, latencySamples, ratio, ratioOf
+        case buildConfiguration, debugBuild
+    }
+
+    /// Every key is always present (null when unknown), so consumers need not guess.
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(workload, forKey: .workload)
+        try c.encode(engine, forKey: .engine)
+        try c.encode(role, forKey: .role)
+        try c.encode(unit, forKey: .unit)
+        try c.encode(median, forKey: .throughputMedian)
+        try c.encode(throughputs, forKey: .throughputRuns)
+        try c.encode(operationsPerRun, forKey: .operationsPerRun)
+        try c.encode(spread, forKey: .spread)
+        try c.encode(latencyOf, forKey: .latencyOf)
+        try c.encode(p50, forKey: .latencyP50Seconds)
+        try c.encode(p99, forKey: .latencyP99Seconds)
+        try c.encode(latencySamples, forKey: .latencySamples)
+        try c.encode(ratio, forKey: .ratio)
+        try c.encode(ratioOf, forKey: .ratioOf)
+        try c.encode(BuildInfo.configuration, forKey: .buildConfiguration)
+        try c.encode(BuildInfo.isDebug, forKey: .debugBuild)
+    }
+}

@@ -1,0 +1,58 @@
+/// Runs workload groups: for each group, one warm-up run per engine, then the measured runs with the engines
+/// interleaved (run 1 of every engine, then run 2…), so that drift on a shared machine hits them all alike.
+struct BenchRunner {
+    let directory: BenchDirectory
+    /// Measured runs per workload (after the warm-up).
+    let runs: Int
+
+    func run(_ groups: [[any Workload]]) throws -> [BenchResult] {
+        var results: [BenchResult] = []
+        for (g, group) in groups.enumerated() {
+            let label = "[\(g + 1)/\(groups.count)] \(group[0].name)"
+            if !Console.stderrIsTerminal {
+                Console.error("running \(group[0].name) (\(group.map(\.engine).joined(separator: ", ")))")
+            }
+            for w in group {
+                Console.progress("\(label) · \(w.engine) · warm-up")
+                _ = try runOnce(w, tag: "warmup")
+            }
+            var measured = [[RunMeasurement]](repeating: [], count: group.count)
+            for r in 0..<runs {
+                for (k, w) in group.enumerated() {
+                    Console.progress("\(label) · \(w.engine) · run \(r + 1)/\(runs)")
+                    measured[k].append(try runOnce(w, tag: "run\(r + 1)"))
+                }
+            }
+            results += Self.summarize(group, measured)
+        }
+        Console.progress(nil)
+        return results
+    }
+
+    /// One setUp / run / tearDown in a fresh directory that is removed afterwards, even on failure.
+    private func runOnce(_ w: any Workload, tag: String) throws -> RunMeasurement {
+        let dir = try directory.makeRunDirectory("\(w.name)-\(w.engine)-\(tag)")
+        defer { directory.removeRunDirectory(dir) }
+        try w.setUp(in: dir)
+        let m: RunMeasurement
+        do {
+            m = try w.run()
+        } catch {
+            try? w.tearDown()
+            throw error
+        }
+        try w.tearDown()
+        return m
+    }
+
+    /// One result per workload; anchors get the ratio subject ÷ anchor when a subject ran the same workload.
+    static func summarize(_ group: [any Workload], _ runs: [[RunMeasurement]]) -> [BenchResult] {
+        var results = zip(group, runs).map { BenchResult(workload: $0, runs: $1) }
+        guard let subject = results.first(where: { $0.role == .subject }) else { return results }
+        for k in results.indices where results[k].role == .anchor && results[k].median > 0 {
+            results[k].ratio = subject.median / results[k].median
+            results[k].ratioOf = "\(subject.engine)/\(results[k].engine)"
+        }
+        return results
+    }
+}

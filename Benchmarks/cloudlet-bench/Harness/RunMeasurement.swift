@@ -1,0 +1,12 @@
+/// What one run of a workload measured.
+struct RunMeasurement: Sendable {
+    /// Operations completed (records saved, syncs done, megabytes written…, in the workload's unit).
+    var operations: Double
+    /// Wall-clock seconds for all of them.
+    var seconds: Double
+    /// The latency of each timed operation, in seconds (what an "operation" is: ``Workload/latencyOf``).
+    var latencies: [Double]
+
+    /// Operations per second.
+    var throughput: Double { seconds > 0 ? operations / seconds : 0 }
+}

@@ -1,0 +1,30 @@
+/// Whether an engine is the one under test or a reference point it is compared with.
+enum EngineRole: String, Sendable, Codable {
+    /// Cloudlet itself.
+    case subject
+    /// SQLite, RocksDB, the bare disk: what the subject's numbers are divided by.
+    case anchor
+}
+
+/// One benchmark on one engine, in LevelDB `db_bench` style: named, set up on a fresh directory, run, torn down.
+///
+/// The runner calls `setUp`, `run`, `tearDown` once per run (one warm-up run, then the measured ones), each time
+/// in a new empty directory, so every run starts from the same state.
+protocol Workload: AnyObject {
+    /// The workload's name, shared by every engine that runs it (`bulkload`, `disk-append-sync`).
+    var name: String { get }
+    /// The engine it drives (`sqlite`, `cloudlet`, `disk`).
+    var engine: String { get }
+    var role: EngineRole { get }
+    /// The throughput unit: `records/s`, `syncs/s`, `MB/s`.
+    var unit: String { get }
+    /// What one latency sample times (`one record commit`, `one 200-record transaction`).
+    var latencyOf: String { get }
+
+    /// Prepares a run in `dir` (an empty directory); nothing here is timed.
+    func setUp(in dir: String) throws
+    /// Does the measured work.
+    func run() throws -> RunMeasurement
+    /// Closes whatever `setUp` opened; the runner deletes the directory afterwards.
+    func tearDown() throws
+}
