@@ -131,7 +131,7 @@ final class Partition: Sendable {
         }
         guard start else { return }
         DispatchQueue.global(qos: .utility).async { [self] in
-            try? writeCheckpoint()
+            _ = try? writeCheckpoint()
             checkpointProgress.withLock { $0.running = false }
         }
     }

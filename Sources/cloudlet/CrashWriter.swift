@@ -20,8 +20,7 @@ enum CrashWriter {
         let store = try await CloudletStore.open(at: dir)
         let db = try store.container("iCloud.com.example.crash").privateDatabase(user: "crash")
         try await db.createZone(ZoneID(zoneName: "Crash"))
-        print("ready")
-        fflush(stdout)
+        FileHandle.standardOutput.write(Data("ready\n".utf8))
         await withTaskGroup(of: Void.self) { group in
             for w in 0..<writers {
                 group.addTask {

@@ -18,16 +18,8 @@ enum EngineRegistry {
     }
 
     static let all: [Entry] = [
-        // ────────────────────────────────────────────────────────────────────────────────────────────────
-        // TODO(cloudlet-engine): add the subject here once the embedded `Cloudlet` API compiles:
-        //
-        //     Entry(name: "cloudlet", role: .subject, detail: { "Cloudlet embedded" }, make: { CloudletEngine() }),
-        //
-        // with `final class CloudletEngine: BenchEngine` in Engines/CloudletEngine.swift, storing each
-        // GeneratedRecord as a Record of type `recordType` named `recordName` with fields title (STRING),
-        // count (INT64), score (DOUBLE), created (TIMESTAMP), tags (STRING_LIST), payload (BYTES), in the
-        // default zone of one private database. The subject goes first so it runs first in every round.
-        // ────────────────────────────────────────────────────────────────────────────────────────────────
+        // The subject goes first so it runs first in every round.
+        Entry(name: "cloudlet", role: .subject, detail: { CloudletEngine.detail }, make: { CloudletEngine() }),
         Entry(name: "sqlite", role: .anchor, detail: { SQLiteEngine.detail }, make: { SQLiteEngine() }),
         // The strongest in-process way to write SQLite from many threads: one connection, writers queue on a
         // lock, no busy-handler sleeps. Only where it differs from `sqlite` (with one writer they are the same).
