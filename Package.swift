@@ -20,7 +20,7 @@ let package = Package(
         // Value types, codec, checksums, errors. No I/O.
         .target(name: "CloudletCore"),
         // Segments, frames, group commit, recovery, checkpoints.
-        .target(name: "CloudletStorage", dependencies: ["CloudletCore", "CLZ4"]),
+        .target(name: "CloudletStorage", dependencies: ["CloudletCore", "CLZ4"], exclude: ["LogFormat.md"]),
         // The embedded engine (library product).
         .target(name: "Cloudlet", dependencies: ["CloudletCore", "CloudletStorage", "COpenSSL"]),
 

@@ -1,0 +1,142 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CloudletCore
+import Synchronization
+
+/// The checkpoints of a partition: the derived state (opaque bytes to this layer) as of an LSN, plus the log
+/// position right after that LSN so that recovery can start there. Files `checkpoint-<lsn, 20 digits>.ckpt`
+/// (LogFormat.md, "Checkpoint file").
+///
+/// A checkpoint is written as a temp file, fdatasync'd, renamed into place and the directory fsync'd: a crash
+/// leaves the old checkpoint or the new one, never a mix. The newest two are kept, so a damaged newest one falls
+/// back to the one before. Checkpoint LSNs must increase.
+public final class CheckpointStore: Sendable {
+    /// The directory holding the checkpoint files.
+    public let directory: String
+    let fileSystem: any FileSystem
+    /// Serializes writers of this store (the temp file name is per LSN).
+    private let writeLock = Mutex(())
+
+    static let magic: [UInt8] = [0x43, 0x4C, 0x54, 0x43, 0x4B, 0x50, 0x54, 0x01]  // CLTCKPT\x01
+    static let formatVersion: UInt16 = 1
+    static let headerSize = 64
+    static let prefix = "checkpoint-"
+    static let suffix = ".ckpt"
+    static let tempSuffix = ".tmp"
+    /// How many checkpoints survive a write.
+    static let kept = 2
+
+    public init(directory: String, fileSystem: any FileSystem = PosixFileSystem()) {
+        self.directory = Path.normalize(directory)
+        self.fileSystem = fileSystem
+    }
+
+    /// Atomically writes a checkpoint: temp file + fdatasync + rename + fsync(dir); keeps the newest 2 (by LSN)
+    /// and deletes older ones and leftover temp files.
+    public func write(lsn: UInt64, next: FramePosition?, payload: [UInt8]) throws {
+        let path = Path.join(directory, Self.fileName(lsn: lsn))
+        let temp = path + Self.tempSuffix
+        let bytes = Self.encode(lsn: lsn, next: next, payload: payload)
+        try writeLock.withLock { _ throws(CloudletError) in
+            do throws(FileSystemError) {
+                try fileSystem.createDirectory(directory)
+                let file = try fileSystem.open(temp, options: [.create, .truncate])
+                do throws(FileSystemError) {
+                    try file.write(bytes, at: 0)
+                    try file.fdatasync()
+                } catch {
+                    try? file.close()
+                    throw error
+                }
+                try file.close()
+                try fileSystem.rename(temp, to: path)
+                try fileSystem.fsyncDirectory(directory)
+
+                let names = try fileSystem.listDirectory(directory)
+                let checkpoints = names.compactMap { Self.lsn(fileName: $0) }.sorted(by: >)
+                var removed = false
+                for old in checkpoints.dropFirst(Self.kept) {
+                    try fileSystem.remove(Path.join(directory, Self.fileName(lsn: old)))
+                    removed = true
+                }
+                for name in names where name.hasPrefix(Self.prefix) && name.hasSuffix(Self.suffix + Self.tempSuffix) {
+                    try fileSystem.remove(Path.join(directory, name))
+                    removed = true
+                }
+                if removed { try fileSystem.fsyncDirectory(directory) }
+            } catch {
+                throw CloudletError.io(error, "writing checkpoint \(path)")
+            }
+        }
+    }
+
+    /// The newest checkpoint whose header, checksums and size check out; falls back to an older one if the newest
+    /// is damaged; nil if there is none. Temp files of interrupted writes are ignored.
+    public func loadLatest() throws -> (lsn: UInt64, next: FramePosition?, payload: [UInt8])? {
+        let names: [String]
+        do throws(FileSystemError) { names = try fileSystem.listDirectory(directory) } catch {
+            if error.errno == ENOENT { return nil }
+            throw CloudletError.io(error, "listing checkpoint directory \(directory)")
+        }
+        for lsn in names.compactMap({ Self.lsn(fileName: $0) }).sorted(by: >) {
+            let path = Path.join(directory, Self.fileName(lsn: lsn))
+            let bytes: [UInt8]
+            do throws(FileSystemError) {
+                let file = try fileSystem.open(path, options: .readOnly)
+                defer { try? file.close() }
+                bytes = try file.read(at: 0, count: Int(try file.size()))
+            } catch {
+                throw CloudletError.io(error, "reading checkpoint \(path)")
+            }
+            if let checkpoint = Self.decode(bytes), checkpoint.lsn == lsn { return checkpoint }
+        }
+        return nil
+    }
+
+    static func fileName(lsn: UInt64) -> String { prefix + zeroPadded(lsn) + suffix }
+
+    /// The LSN in a checkpoint file name, or nil if `name` is not one (temp files are not).
+    static func lsn(fileName name: String) -> UInt64? {
+        guard name.hasPrefix(prefix), name.hasSuffix(suffix) else { return nil }
+        return parseZeroPadded(name.dropFirst(prefix.count).dropLast(suffix.count))
+    }
+
+    static func encode(lsn: UInt64, next: FramePosition?, payload: [UInt8]) -> [UInt8] {
+        var w = ByteWriter(capacity: headerSize + payload.count)
+        w.raw(magic)
+        w.u16(formatVersion)
+        w.u16(next == nil ? 0 : 1)
+        w.u32(0)
+        w.u64(lsn)
+        w.u64(next?.segment ?? 0)
+        w.u64(next?.offset ?? 0)
+        w.u32(next?.length ?? 0)
+        w.u32(CRC32C.checksum(payload))
+        w.u64(UInt64(payload.count))
+        w.u32(0)
+        w.u32(CRC32C.checksum(w.bytes))
+        w.raw(payload)
+        return w.bytes
+    }
+
+    /// The checkpoint in `bytes`, or nil if anything does not check out.
+    static func decode(_ bytes: [UInt8]) -> (lsn: UInt64, next: FramePosition?, payload: [UInt8])? {
+        guard bytes.count >= headerSize, Array(bytes[0..<8]) == magic,
+            bytes.loadLE(UInt32.self, at: 60) == CRC32C.checksum(bytes[0..<60]),
+            bytes.loadLE(UInt16.self, at: 8) == formatVersion
+        else { return nil }
+        let flags = bytes.loadLE(UInt16.self, at: 10)
+        let payloadLength = bytes.loadLE(UInt64.self, at: 48)
+        guard flags & ~1 == 0, UInt64(bytes.count - headerSize) == payloadLength else { return nil }
+        let payload = Array(bytes[headerSize...])
+        guard CRC32C.checksum(payload) == bytes.loadLE(UInt32.self, at: 44) else { return nil }
+        let next =
+            flags & 1 == 0
+            ? nil
+            : FramePosition(
+                segment: bytes.loadLE(UInt64.self, at: 24), offset: bytes.loadLE(UInt64.self, at: 32),
+                length: bytes.loadLE(UInt32.self, at: 40))
+        return (bytes.loadLE(UInt64.self, at: 16), next, payload)
+    }
+}

@@ -1,0 +1,151 @@
+import CloudletCore
+
+/// The group commit of one ``Log``, run on its own thread: takes everything staged, writes it (creating new
+/// segments as the staged frames roll into them), calls fdatasync once for the whole group, publishes the new
+/// durable LSN and wakes every waiter it covers. The first failed write or fdatasync is fatal and never retried.
+///
+/// `@unchecked Sendable`: `current` and `currentSegment` are touched only by the committer thread while it runs,
+/// and by ``Log/close()`` after joining that thread; everything shared lives in `monitor`.
+final class Committer: @unchecked Sendable {
+    let monitor: Monitor<LogState>
+    let fileSystem: any FileSystem
+    let directory: String
+    let partition: UInt32
+    let configuration: LogConfiguration
+    /// The segment file being appended to.
+    private(set) var current: any File
+    private(set) var currentSegment: UInt64
+
+    /// Buffers bigger than this are freed after a group instead of being kept for reuse.
+    static let maxSpareCapacity = 4 << 20
+
+    init(
+        monitor: Monitor<LogState>, fileSystem: any FileSystem, directory: String, partition: UInt32,
+        configuration: LogConfiguration, current: any File, currentSegment: UInt64
+    ) {
+        self.monitor = monitor
+        self.fileSystem = fileSystem
+        self.directory = directory
+        self.partition = partition
+        self.configuration = configuration
+        self.current = current
+        self.currentSegment = currentSegment
+    }
+
+    private struct Group {
+        var bytes: [UInt8]
+        var chunks: [LogState.Chunk]
+    }
+
+    /// The thread's body: returns when the log closes (after writing everything staged) or fails.
+    func run() {
+        while true {
+            let taken = monitor.withLock(
+                waitingOn: .work, until: { !$0.chunks.isEmpty || $0.closing || $0.failure != nil }
+            ) { s -> Group? in
+                guard s.failure == nil, !s.chunks.isEmpty else { return nil }
+                let group = Group(bytes: s.pending, chunks: s.chunks)
+                s.pending = s.spare
+                s.spare = []
+                s.chunks = []
+                s.inflightBytes = group.bytes.count
+                return group
+            }
+            guard let group = taken else { return }
+            do throws(FileSystemError) {
+                try write(group)
+            } catch {
+                fail(error)
+                return
+            }
+        }
+    }
+
+    private func write(_ group: Group) throws(FileSystemError) {
+        var fsyncs = 0
+        var written = 0
+        for chunk in group.chunks {
+            if chunk.createsSegment {
+                // Seal the old segment before the new one exists, so that a crash can never leave a later segment
+                // behind a torn one.
+                try current.fdatasync()
+                fsyncs += 1
+                let header = SegmentHeader(partition: partition, firstLSN: chunk.segment, epoch: configuration.epoch)
+                let file = try header.createFile(in: directory, fileSystem: fileSystem)
+                fsyncs += 1
+                written += SegmentHeader.size
+                let sealed = currentSegment
+                monitor.withLock { s in
+                    if let i = s.segmentIndex(sealed) { s.segments[i].sealed = true }
+                    s.segments.append(
+                        LogState.Segment(
+                            firstLSN: chunk.segment, lastLSN: chunk.segment - 1, size: UInt64(SegmentHeader.size),
+                            sealed: false))
+                    s.files[chunk.segment] = file
+                }
+                current = file
+                currentSegment = chunk.segment
+            }
+            try current.write(group.bytes[chunk.start..<(chunk.start + chunk.count)], at: chunk.fileOffset)
+            written += chunk.count
+        }
+        if configuration.durability == .fsync {
+            try current.fdatasync()
+            fsyncs += 1
+        }
+        publish(group, fsyncs: fsyncs, written: written)
+    }
+
+    /// Makes the group's frames durable in the state and wakes whoever waited for them.
+    private func publish(_ group: consuming Group, fsyncs: Int, written: Int) {
+        var buffer = group.bytes
+        let chunks = group.chunks
+        let ready = monitor.withLock { s -> [LogState.Waiter] in
+            for chunk in chunks {
+                guard let i = s.segmentIndex(chunk.segment) else { continue }
+                s.segments[i].lastLSN = chunk.lastLSN
+                s.segments[i].size = chunk.fileOffset + UInt64(chunk.count)
+            }
+            let durable = chunks.last!.lastLSN
+            s.durableLSN = durable
+            s.inflightBytes = 0
+            s.stats.groups += 1
+            s.stats.fsyncs += fsyncs
+            s.stats.bytesWritten += written
+            if s.spare.isEmpty && buffer.capacity <= Self.maxSpareCapacity {
+                buffer.removeAll(keepingCapacity: true)
+                s.spare = buffer
+            }
+            let ready = s.waiters.filter { $0.lsn <= durable }
+            s.waiters.removeAll { $0.lsn <= durable }
+            return ready
+        }
+        monitor.broadcast(.progress)
+        for waiter in ready { waiter.continuation.resume() }
+    }
+
+    /// Records the fatal error: the log goes read-only and every waiter, now and later, gets it.
+    func fail(_ error: FileSystemError) {
+        let failure = CloudletError(
+            .readOnly,
+            "partition \(partition) is read-only after a failed \(error.operation) on \(error.path): \(error.errnoText) (errno \(error.errno))",
+            cause: error)
+        let waiters = monitor.withLock { s -> [LogState.Waiter] in
+            if s.failure == nil { s.failure = failure }
+            s.pending = []
+            s.chunks = []
+            s.inflightBytes = 0
+            let waiters = s.waiters
+            s.waiters = []
+            return waiters
+        }
+        monitor.broadcast(.progress)
+        for waiter in waiters { waiter.continuation.resume(throwing: failure) }
+    }
+
+    /// The final sync of ``Log/close()``, also under `.os` durability; call only after the thread was joined.
+    func syncOnClose() throws(FileSystemError) {
+        try current.fdatasync()
+        try fileSystem.fsyncDirectory(directory)
+    }
+}

@@ -1,0 +1,180 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+/// Wraps another file system and makes chosen calls fail, for tests of the failure paths (LevelDB's
+/// `fault_injection_test.cc`): fail the Nth `fdatasync` with `EIO`, tear a write part-way (the process "dies":
+/// every later write and sync fails), fail every write with `ENOSPC`, or stall every `fdatasync` (a slow disk).
+///
+/// Counting starts when a fault is armed; faults fire once (except ``failWrites(errno:)``) and are cleared by
+/// ``clearFaults()``.
+public final class FaultInjectingFileSystem: FileSystem {
+    struct Faults {
+        /// Fail the fdatasync call this many calls from now (1 = the next one).
+        var fdatasyncCountdown: Int?
+        var fdatasyncErrno: Int32 = EIO
+        /// Tear the pwrite call this many calls from now, keeping `tearKeep` bytes of it.
+        var tearCountdown: Int?
+        var tearKeep = 0
+        /// Every pwrite fails with this errno.
+        var writeErrno: Int32?
+        /// After a torn write nothing gets written or synced any more.
+        var dead = false
+        var fdatasyncCalls = 0
+        var writeCalls = 0
+    }
+
+    /// The file system underneath, where the bytes really go.
+    public let base: any FileSystem
+    let faults = Mutex(Faults())
+    /// Whether fdatasync calls wait (a Monitor rather than the Mutex: they sleep until it changes).
+    let stalled = Monitor(false)
+
+    public init(wrapping base: any FileSystem) {
+        self.base = base
+    }
+
+    /// Makes the `nth` fdatasync from now (1 = the next) fail with `errno`, without syncing anything.
+    public func failFdatasync(nth: Int = 1, errno: Int32 = EIO) {
+        precondition(nth >= 1)
+        faults.withLock {
+            $0.fdatasyncCountdown = nth
+            $0.fdatasyncErrno = errno
+        }
+    }
+
+    /// Tears the `nth` pwrite from now (1 = the next): only its first `bytes` bytes reach the file underneath, the
+    /// call fails with `EIO`, and every later pwrite and fdatasync fails too, as if the process had died mid-write.
+    public func tearWrite(nth: Int = 1, keeping bytes: Int) {
+        precondition(nth >= 1 && bytes >= 0)
+        faults.withLock {
+            $0.tearCountdown = nth
+            $0.tearKeep = bytes
+        }
+    }
+
+    /// Makes every pwrite from now on fail with `errno` (a full disk by default) until ``clearFaults()``.
+    public func failWrites(errno: Int32 = ENOSPC) {
+        faults.withLock { $0.writeErrno = errno }
+    }
+
+    /// Makes every fdatasync from now on wait until ``resumeFdatasync()``, then go on as usual: a stalled disk,
+    /// for tests of what happens while the committer is stuck.
+    public func stallFdatasync() {
+        stalled.withLock { $0 = true }
+    }
+
+    /// Lets stalled fdatasync calls go on.
+    public func resumeFdatasync() {
+        stalled.withLock { $0 = false }
+        stalled.broadcast(.progress)
+    }
+
+    /// Disarms every fault (a torn write's "death" and a stall included).
+    public func clearFaults() {
+        faults.withLock {
+            $0.fdatasyncCountdown = nil
+            $0.tearCountdown = nil
+            $0.writeErrno = nil
+            $0.dead = false
+        }
+        resumeFdatasync()
+    }
+
+    /// How many fdatasync calls went through this wrapper (failed ones included).
+    public var fdatasyncCount: Int { faults.withLock { $0.fdatasyncCalls } }
+    /// How many pwrite calls went through this wrapper (failed ones included).
+    public var writeCount: Int { faults.withLock { $0.writeCalls } }
+
+    public func open(_ path: String, options: OpenOptions) throws(FileSystemError) -> any File {
+        FaultyFile(base: try base.open(path, options: options), fileSystem: self)
+    }
+
+    public func listDirectory(_ path: String) throws(FileSystemError) -> [String] { try base.listDirectory(path) }
+    public func createDirectory(_ path: String) throws(FileSystemError) { try base.createDirectory(path) }
+    public func rename(_ from: String, to: String) throws(FileSystemError) { try base.rename(from, to: to) }
+    public func remove(_ path: String) throws(FileSystemError) { try base.remove(path) }
+    public func fsyncDirectory(_ path: String) throws(FileSystemError) { try base.fsyncDirectory(path) }
+    public func fileExists(_ path: String) -> Bool { base.fileExists(path) }
+
+    /// What a pwrite of `count` bytes may do: all of it, a prefix then fail, or fail.
+    enum WriteDecision {
+        case proceed
+        case tear(keep: Int)
+        case fail(Int32)
+    }
+
+    func decideWrite(count: Int) -> WriteDecision {
+        faults.withLock { f in
+            f.writeCalls += 1
+            if f.dead { return .fail(EIO) }
+            if let e = f.writeErrno { return .fail(e) }
+            if let n = f.tearCountdown {
+                if n > 1 {
+                    f.tearCountdown = n - 1
+                } else {
+                    f.tearCountdown = nil
+                    f.dead = true
+                    return .tear(keep: min(f.tearKeep, count))
+                }
+            }
+            return .proceed
+        }
+    }
+
+    /// The errno the next fdatasync must fail with, if any (after waiting out a stall).
+    func decideFdatasync() -> Int32? {
+        stalled.withLock(waitingOn: .progress, until: { !$0 }) { _ in }
+        return faults.withLock { f in
+            f.fdatasyncCalls += 1
+            if f.dead { return EIO }
+            guard let n = f.fdatasyncCountdown else { return nil }
+            if n > 1 {
+                f.fdatasyncCountdown = n - 1
+                return nil
+            }
+            f.fdatasyncCountdown = nil
+            return f.fdatasyncErrno
+        }
+    }
+}
+
+/// A file of a ``FaultInjectingFileSystem``. Sendable: both stored properties are immutable references to
+/// Sendable objects; the fault state lives behind the file system's mutex.
+final class FaultyFile: File {
+    let base: any File
+    let fileSystem: FaultInjectingFileSystem
+
+    init(base: any File, fileSystem: FaultInjectingFileSystem) {
+        self.base = base
+        self.fileSystem = fileSystem
+    }
+
+    var path: String { base.path }
+
+    func pread(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(FileSystemError) -> Int {
+        try base.pread(into: buffer, at: offset)
+    }
+
+    func pwrite(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(FileSystemError) {
+        switch fileSystem.decideWrite(count: bytes.count) {
+        case .proceed:
+            try base.pwrite(bytes, at: offset)
+        case .tear(let keep):
+            if keep > 0 { try base.pwrite(UnsafeRawBufferPointer(rebasing: bytes[0..<keep]), at: offset) }
+            throw FileSystemError(operation: "pwrite", path: path, errno: EIO)
+        case .fail(let e):
+            throw FileSystemError(operation: "pwrite", path: path, errno: e)
+        }
+    }
+
+    func fdatasync() throws(FileSystemError) {
+        if let e = fileSystem.decideFdatasync() { throw FileSystemError(operation: "fdatasync", path: path, errno: e) }
+        try base.fdatasync()
+    }
+
+    func truncate(to size: UInt64) throws(FileSystemError) { try base.truncate(to: size) }
+    func size() throws(FileSystemError) -> UInt64 { try base.size() }
+    func close() throws(FileSystemError) { try base.close() }
+}

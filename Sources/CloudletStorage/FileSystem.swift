@@ -1,0 +1,143 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How ``FileSystem/open(_:options:)`` opens a file. The empty set opens an existing file for reading and writing.
+public struct OpenOptions: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    /// Create the file (mode 0644) if it does not exist (`O_CREAT`).
+    public static let create = OpenOptions(rawValue: 1 << 0)
+    /// Cut the file to zero bytes on open (`O_TRUNC`).
+    public static let truncate = OpenOptions(rawValue: 1 << 1)
+    /// Open for reading only (`O_RDONLY`); writes fail with `EBADF`.
+    public static let readOnly = OpenOptions(rawValue: 1 << 2)
+}
+
+/// A failed file-system call: which call, on which path, and the `errno` it returned.
+///
+/// The only error of the file layer (typed throws); the log turns it into a ``CloudletError`` that names the segment.
+public struct FileSystemError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The call that failed: `open`, `pread`, `pwrite`, `fdatasync`, `ftruncate`, `rename`…
+    public var operation: String
+    /// The file or directory it was called on.
+    public var path: String
+    /// The `errno` it failed with.
+    public var errno: Int32
+
+    public init(operation: String, path: String, errno: Int32) {
+        self.operation = operation
+        self.path = path
+        self.errno = errno
+    }
+
+    /// `strerror(errno)`, e.g. "Input/output error".
+    public var errnoText: String { String(cString: strerror(errno)) }
+
+    public var description: String { "\(operation) \(path): \(errnoText) (errno \(errno))" }
+}
+
+/// The few file-system calls the storage layer makes, so that tests can swap the real disk for an in-memory one
+/// (``InMemoryFileSystem``) or inject faults (``FaultInjectingFileSystem``). Modelled on LevelDB's `Env`.
+///
+/// Paths are absolute or relative POSIX paths joined with `/`.
+public protocol FileSystem: Sendable {
+    /// Opens (and with `.create` creates) a file.
+    func open(_ path: String, options: OpenOptions) throws(FileSystemError) -> any File
+    /// The names (not paths) of the entries of a directory, without `.` and `..`, in no particular order.
+    func listDirectory(_ path: String) throws(FileSystemError) -> [String]
+    /// Creates a directory and any missing parents; succeeds if it exists.
+    func createDirectory(_ path: String) throws(FileSystemError)
+    /// Renames a file, atomically replacing `to` if it exists (`rename(2)`). Durable only after ``fsyncDirectory(_:)``.
+    func rename(_ from: String, to: String) throws(FileSystemError)
+    /// Removes a file (`unlink(2)`). Durable only after ``fsyncDirectory(_:)``.
+    func remove(_ path: String) throws(FileSystemError)
+    /// Makes the directory's entries (creations, renames, removals) durable (`fsync` of the directory).
+    func fsyncDirectory(_ path: String) throws(FileSystemError)
+    /// Whether a file or directory exists at `path`.
+    func fileExists(_ path: String) -> Bool
+}
+
+/// An open file. Safe to use from several threads at once: reads and writes are positioned (`pread`/`pwrite`).
+public protocol File: AnyObject, Sendable {
+    /// The path it was opened with.
+    var path: String { get }
+    /// Reads into `buffer` from `offset` until it is full or the file ends; returns the number of bytes read
+    /// (less than `buffer.count` only at end of file).
+    func pread(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(FileSystemError) -> Int
+    /// Writes all of `bytes` at `offset`, extending the file if needed.
+    func pwrite(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(FileSystemError)
+    /// Makes the file's data (and its size) durable.
+    func fdatasync() throws(FileSystemError)
+    /// Sets the file's size; durable after ``fdatasync()``.
+    func truncate(to size: UInt64) throws(FileSystemError)
+    /// The file's current size in bytes.
+    func size() throws(FileSystemError) -> UInt64
+    /// Closes the file. Idempotent; any other call afterwards fails with `EBADF`.
+    func close() throws(FileSystemError)
+}
+
+extension File {
+    /// Reads up to `count` bytes at `offset`; fewer only at end of file.
+    public func read(at offset: UInt64, count: Int) throws(FileSystemError) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        // Array's withUnsafe…Bytes only rethrows untyped errors, so the typed error travels in a Result.
+        let n = try bytes.withUnsafeMutableBytes { buffer in
+            Result { () throws(FileSystemError) in try pread(into: buffer, at: offset) }
+        }.get()
+        if n < count { bytes.removeLast(count - n) }
+        return bytes
+    }
+
+    /// Writes all of `bytes` at `offset`.
+    public func write(_ bytes: [UInt8], at offset: UInt64) throws(FileSystemError) {
+        try bytes.withUnsafeBytes { buffer in
+            Result { () throws(FileSystemError) in try pwrite(buffer, at: offset) }
+        }.get()
+    }
+
+    /// Writes all of `bytes` at `offset`.
+    public func write(_ bytes: ArraySlice<UInt8>, at offset: UInt64) throws(FileSystemError) {
+        try bytes.withUnsafeBytes { buffer in
+            Result { () throws(FileSystemError) in try pwrite(buffer, at: offset) }
+        }.get()
+    }
+}
+
+/// Path helpers shared by the file systems and the log.
+enum Path {
+    /// `directory/name`.
+    static func join(_ directory: String, _ name: String) -> String {
+        directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+
+    /// The directory part of a path (`"."` for a bare name, `"/"` for a top-level entry).
+    static func parent(_ path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    /// The last component of a path.
+    static func name(_ path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return path }
+        return String(path[path.index(after: slash)...])
+    }
+
+    /// Drops repeated and trailing slashes (`a//b/` → `a/b`), keeping a lone `/`.
+    static func normalize(_ path: String) -> String {
+        var out = ""
+        var lastWasSlash = false
+        for c in path {
+            if c == "/" {
+                if !lastWasSlash { out.append(c) }
+                lastWasSlash = true
+            } else {
+                out.append(c)
+                lastWasSlash = false
+            }
+        }
+        if out.count > 1 && out.hasSuffix("/") { out.removeLast() }
+        return out
+    }
+}

@@ -1,0 +1,349 @@
+import CloudletCore
+
+/// The append-only log of one partition: segment files of checksummed, optionally LZ4-compressed frames, written
+/// by group commit. Payloads are opaque bytes; the layer above decides what a frame means.
+///
+/// Writers ``stage(type:payload:)`` a frame (which assigns its LSN and position at once, without I/O) and then
+/// ``waitDurable(_:)`` for it; one committer thread writes whatever is staged as one group and syncs it once.
+/// The on-disk format and recovery rules: LogFormat.md next to this file.
+///
+/// Sendable: every stored property is immutable; the mutable state lives in `monitor`.
+public final class Log: Sendable {
+    /// The directory holding the segment files.
+    public let directory: String
+    /// The partition the log belongs to (stamped into every segment header).
+    public let partition: UInt32
+    public let configuration: LogConfiguration
+    /// What opening the log found: frames replayed, a torn tail cut off.
+    public let recovery: LogRecoveryReport
+
+    let fileSystem: any FileSystem
+    let monitor: Monitor<LogState>
+    private let committer: Committer?
+    private let thread: NativeThread?
+
+    /// Opens or creates the log in `directory` (created if missing) for `partition`.
+    ///
+    /// Recovers: replays every valid frame with LSN > `afterLSN` (0 = all) in order through `replay`, starting at
+    /// `startHint` (the position right after the frame `afterLSN`, from a checkpoint: ``FramePosition/next``) when
+    /// it checks out, else scanning from the first segment. Truncates a torn tail of the last segment (unless
+    /// read-only); throws `.corruption` naming the segment file and byte offset for a bad frame anywhere else, a
+    /// missing segment, or a log that ends before `afterLSN`.
+    public static func open(
+        directory: String, partition: UInt32, configuration: LogConfiguration,
+        fileSystem: any FileSystem = PosixFileSystem(), afterLSN: UInt64 = 0, startHint: FramePosition? = nil,
+        replay: (Frame) throws -> Void
+    ) throws -> Log {
+        try validate(configuration)
+        let directory = Path.normalize(directory)
+        if !configuration.readOnly {
+            do { try fileSystem.createDirectory(directory) } catch {
+                throw CloudletError.io(error, "creating log directory \(directory)")
+            }
+        }
+        let recovery = LogRecovery(
+            directory: directory, fileSystem: fileSystem, partition: partition,
+            mode: configuration.readOnly ? .inspect : .repair, epoch: configuration.epoch)
+        var outcome = try recovery.run(afterLSN: afterLSN, startHint: startHint, replay: replay)
+        if !configuration.readOnly && outcome.segments.isEmpty {
+            let header = SegmentHeader(partition: partition, firstLSN: outcome.lastLSN + 1, epoch: configuration.epoch)
+            do { outcome.lastFile = try header.createFile(in: directory, fileSystem: fileSystem) } catch {
+                throw CloudletError.io(error, "creating the first segment of partition \(partition) in \(directory)")
+            }
+            outcome.segments = [
+                LogRecovery.Segment(
+                    firstLSN: header.firstLSN, lastLSN: outcome.lastLSN, size: UInt64(SegmentHeader.size),
+                    path: Path.join(directory, SegmentHeader.fileName(firstLSN: header.firstLSN)))
+            ]
+        }
+        do {
+            return try Log(
+                directory: directory, partition: partition, configuration: configuration, fileSystem: fileSystem,
+                outcome: outcome)
+        } catch {
+            try? outcome.lastFile?.close()
+            throw error
+        }
+    }
+
+    private static func validate(_ c: LogConfiguration) throws {
+        guard c.segmentSize >= SegmentHeader.size + FrameHeader.size else {
+            throw CloudletError.invalid("segmentSize \(c.segmentSize) is below the minimum of \(SegmentHeader.size + FrameHeader.size) bytes")
+        }
+        guard c.compressionThreshold >= 0 else {
+            throw CloudletError.invalid("compressionThreshold \(c.compressionThreshold) is negative")
+        }
+        guard c.maxPendingBytes > 0 else { throw CloudletError.invalid("maxPendingBytes must be positive") }
+    }
+
+    private init(
+        directory: String, partition: UInt32, configuration: LogConfiguration, fileSystem: any FileSystem,
+        outcome: LogRecovery.Outcome
+    ) throws {
+        self.directory = directory
+        self.partition = partition
+        self.configuration = configuration
+        self.fileSystem = fileSystem
+        self.recovery = outcome.report
+        let segments = outcome.segments.enumerated().map { i, s in
+            LogState.Segment(
+                firstLSN: s.firstLSN, lastLSN: s.lastLSN, size: s.size, sealed: i < outcome.segments.count - 1)
+        }
+        var state = LogState(lastLSN: outcome.lastLSN, segments: segments)
+        if let file = outcome.lastFile, let last = segments.last { state.files[last.firstLSN] = file }
+        let monitor = Monitor(state)
+        self.monitor = monitor
+        if let file = outcome.lastFile, let last = segments.last {
+            let committer = Committer(
+                monitor: monitor, fileSystem: fileSystem, directory: directory, partition: partition,
+                configuration: configuration, current: file, currentSegment: last.firstLSN)
+            self.committer = committer
+            thread = try NativeThread(name: "cloudlet-commit-\(partition)") { committer.run() }
+        } else {
+            committer = nil
+            thread = nil
+        }
+    }
+
+    deinit {
+        try? close()
+    }
+
+    // MARK: Writing
+
+    /// Assigns the next LSN and the frame's position, copies the encoded frame into the pending buffer and returns
+    /// at once (no I/O; LZ4 and the checksum of the payload run before the lock is taken). Thread-safe; LSNs are
+    /// dense and increase in call order.
+    ///
+    /// Blocks while ``LogConfiguration/maxPendingBytes`` are staged but unwritten. `type` 0 is reserved.
+    /// Throws `.readOnly` when the log was opened read-only, after a failed write or fdatasync (the error of
+    /// that failure), or once it is closed.
+    public func stage(type: UInt8, payload: [UInt8]) throws -> (lsn: UInt64, position: FramePosition) {
+        if configuration.readOnly {
+            throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is open read-only")
+        }
+        guard type != 0 else { throw CloudletError.invalid("frame type 0 is reserved (partition \(partition))") }
+        guard payload.count <= FrameHeader.maxPayloadLength else {
+            throw CloudletError(
+                .limitExceeded, "a frame payload of \(payload.count) bytes exceeds \(FrameHeader.maxPayloadLength)")
+        }
+        let prepared = PreparedPayload(
+            type: type, payload: payload, compressionThreshold: configuration.compressionThreshold)
+        let length = prepared.frameLength
+        let limit = configuration.maxPendingBytes
+        let segmentSize = UInt64(configuration.segmentSize)
+        let epoch = configuration.epoch
+        let (staged, wasIdle) = try monitor.withLock(
+            waitingOn: .progress,
+            until: { s in
+                s.failure != nil || s.closing || s.unwrittenBytes == 0 || s.unwrittenBytes + length <= limit
+            }
+        ) { s throws -> ((lsn: UInt64, position: FramePosition), Bool) in
+            if let failure = s.failure { throw failure }
+            if s.closing { throw closedError() }
+            let lsn = s.lastLSN + 1
+            let rolls = s.stagingSegmentHasFrames && s.stagingOffset + UInt64(length) > segmentSize
+            if rolls {
+                s.stagingSegment = lsn
+                s.stagingOffset = UInt64(SegmentHeader.size)
+                s.stagingSegmentHasFrames = false
+            }
+            let position = FramePosition(segment: s.stagingSegment, offset: s.stagingOffset, length: UInt32(length))
+            let wasIdle = s.chunks.isEmpty
+            let start = s.pending.count
+            s.pending.append(contentsOf: prepared.header(lsn: lsn, epoch: epoch))
+            s.pending.append(contentsOf: prepared.stored)
+            if !rolls, let last = s.chunks.indices.last, s.chunks[last].segment == s.stagingSegment {
+                s.chunks[last].count += length
+                s.chunks[last].lastLSN = lsn
+            } else {
+                s.chunks.append(
+                    LogState.Chunk(
+                        segment: s.stagingSegment, fileOffset: s.stagingOffset, start: start, count: length,
+                        createsSegment: rolls, lastLSN: lsn))
+            }
+            s.lastLSN = lsn
+            s.stagingOffset += UInt64(length)
+            s.stagingSegmentHasFrames = true
+            s.stats.commits += 1
+            if prepared.isCompressed { s.stats.compressedFrames += 1 }
+            return ((lsn, position), wasIdle)
+        }
+        if wasIdle { monitor.signal(.work) }
+        return staged
+    }
+
+    /// Returns when `lsn` is written (and fdatasync'd under ``Durability/fsync``). Throws the log's failure if it
+    /// failed before that, `.invalidArguments` for an LSN never staged.
+    public func waitDurable(_ lsn: UInt64) async throws {
+        if try monitor.withLock({ try isDurable(lsn, $0) }) { return }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let outcome = monitor.withLock { s -> Result<Void, any Error>? in
+                do {
+                    if try isDurable(lsn, s) { return .success(()) }
+                } catch {
+                    return .failure(error)
+                }
+                s.waiters.append(LogState.Waiter(lsn: lsn, continuation: continuation))
+                return nil
+            }
+            if let outcome { continuation.resume(with: outcome) }
+        }
+    }
+
+    /// ``waitDurable(_:)`` for threads that may block (never call it on the cooperative pool).
+    public func waitDurableBlocking(_ lsn: UInt64) throws {
+        try monitor.withLock(
+            waitingOn: .progress,
+            until: { s in s.durableLSN >= lsn || s.failure != nil || lsn > s.lastLSN || s.closed }
+        ) { s in _ = try isDurable(lsn, s) }
+    }
+
+    /// Whether `lsn` is durable; throws if it never will be.
+    private func isDurable(_ lsn: UInt64, _ s: LogState) throws -> Bool {
+        if s.durableLSN >= lsn { return true }
+        if let failure = s.failure { throw failure }
+        if lsn > s.lastLSN {
+            throw CloudletError.invalid("LSN \(lsn) of partition \(partition) was never staged (the last is \(s.lastLSN))")
+        }
+        if s.closed { throw closedError() }
+        return false
+    }
+
+    /// Waits until everything staged so far is durable.
+    public func flush() throws {
+        try waitDurableBlocking(monitor.withLock { $0.lastLSN })
+    }
+
+    private func closedError() -> CloudletError {
+        CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is closed")
+    }
+
+    // MARK: State
+
+    /// The highest LSN that is durable: every frame up to it survives a crash.
+    public var durableLSN: UInt64 { monitor.withLock { $0.durableLSN } }
+    /// The last LSN staged (or recovered).
+    public var lastLSN: UInt64 { monitor.withLock { $0.lastLSN } }
+    /// The leader epoch stamped into new frames.
+    public var epoch: UInt64 { configuration.epoch }
+    public var stats: LogStats { monitor.withLock { $0.stats } }
+    /// Set once the log went read-only after a failed write or fdatasync.
+    public var failure: CloudletError? { monitor.withLock { $0.failure } }
+
+    /// The segment files written so far, oldest first.
+    public func segments() -> [SegmentInfo] {
+        monitor.withLock { s in
+            s.segments.map {
+                SegmentInfo(
+                    path: segmentPath($0.firstLSN), firstLSN: $0.firstLSN, lastLSN: $0.lastLSN, size: $0.size,
+                    sealed: $0.sealed)
+            }
+        }
+    }
+
+    func segmentPath(_ id: UInt64) -> String { Path.join(directory, SegmentHeader.fileName(firstLSN: id)) }
+
+    // MARK: Reading
+
+    /// Reads the frame at `position` with one `pread`, checks its checksum and decompresses it. Throws
+    /// `.corruption` naming the segment file and offset on any mismatch, `.invalidArguments` for a position that
+    /// is not inside the durable part of a segment.
+    public func readFrame(at position: FramePosition) throws -> Frame {
+        let path = segmentPath(position.segment)
+        let file = try monitor.withLock { s throws -> any File in
+            if s.closing { throw closedError() }
+            guard let i = s.segmentIndex(position.segment) else {
+                throw CloudletError.invalid("position \(position): partition \(partition) has no segment \(path)")
+            }
+            guard position.offset >= UInt64(SegmentHeader.size), position.length >= UInt32(FrameHeader.size),
+                position.end <= s.segments[i].size
+            else {
+                throw CloudletError.invalid(
+                    "position \(position) is not inside the \(s.segments[i].size) durable bytes of segment \(path)")
+            }
+            let file: any File
+            if let open = s.files[position.segment] {
+                file = open
+            } else {
+                do throws(FileSystemError) { file = try fileSystem.open(path, options: .readOnly) } catch {
+                    throw CloudletError.io(error, "opening segment \(path)")
+                }
+                s.files[position.segment] = file
+            }
+            s.activeReads += 1
+            return file
+        }
+        defer {
+            let last = monitor.withLock { s in
+                s.activeReads -= 1
+                return s.activeReads == 0 && s.closing
+            }
+            if last { monitor.broadcast(.progress) }
+        }
+        let bytes: [UInt8]
+        do throws(FileSystemError) { bytes = try file.read(at: position.offset, count: Int(position.length)) } catch {
+            throw CloudletError.io(error, "reading segment \(path) at offset \(position.offset)")
+        }
+        func corrupt(_ what: String) -> CloudletError { .corruption(segment: path, offset: position.offset, what) }
+        let header: FrameHeader
+        switch FrameHeader.check(bytes, at: 0, available: bytes.count) {
+        case .failure(let defect): throw corrupt(defect.reason)
+        case .success(let h): header = h
+        }
+        guard header.frameLength == Int(position.length) else {
+            throw corrupt("the frame is \(header.frameLength) bytes, the position says \(position.length)")
+        }
+        if let defect = header.checkBody(bytes, at: 0) { throw corrupt(defect.reason) }
+        switch header.payload(bytes, at: 0) {
+        case .failure(let defect): throw corrupt(defect.reason)
+        case .success(let payload):
+            return Frame(
+                lsn: header.lsn, epoch: header.epoch, type: header.type, flags: header.flags, payload: payload,
+                position: position)
+        }
+    }
+
+    // MARK: Closing
+
+    /// Writes and syncs everything staged, stops the committer thread and closes the files. Idempotent (a
+    /// concurrent second call waits for the first). Throws the log's failure if it failed at any time.
+    public func close() throws {
+        enum Step { case close, wait, done }
+        let step = monitor.withLock { s -> Step in
+            if s.closed { return .done }
+            if s.closing { return .wait }
+            s.closing = true
+            return .close
+        }
+        switch step {
+        case .done: return
+        case .wait:
+            monitor.withLock(waitingOn: .progress, until: { $0.closed }) { _ in }
+            return
+        case .close: break
+        }
+        monitor.broadcast(.work)
+        monitor.broadcast(.progress)
+        thread?.join()
+        if let committer, monitor.withLock({ $0.failure == nil }) {
+            do throws(FileSystemError) { try committer.syncOnClose() } catch { committer.fail(error) }
+        }
+        let files = monitor.withLock(waitingOn: .progress, until: { $0.activeReads == 0 }) { s in
+            let files = s.files
+            s.files = [:]
+            return files
+        }
+        // Everything was synced above; an error closing a descriptor can lose nothing more.
+        for file in files.values { try? file.close() }
+        let (failure, waiters) = monitor.withLock { s in
+            s.closed = true
+            let waiters = s.waiters
+            s.waiters = []
+            return (s.failure, waiters)
+        }
+        monitor.broadcast(.progress)
+        for waiter in waiters { waiter.continuation.resume(throwing: failure ?? closedError()) }
+        if let failure { throw failure }
+    }
+}

@@ -1,0 +1,90 @@
+import CloudletCore
+
+/// The mutable state of a ``Log``, shared by the writers (``Log/stage(type:payload:)``), the committer thread,
+/// the waiters and the readers. Lives in the log's ``Monitor``; never touched without its lock.
+struct LogState {
+    /// A run of staged bytes bound for one segment file, contiguous in the file and in ``pending``.
+    struct Chunk {
+        /// The segment it goes to.
+        var segment: UInt64
+        /// Where in the segment file it starts.
+        var fileOffset: UInt64
+        /// Where in the pending buffer it starts, and how long it is.
+        var start: Int
+        var count: Int
+        /// The first frame of a new segment: the committer seals the current file and creates this one first.
+        var createsSegment: Bool
+        /// The LSN of its last frame.
+        var lastLSN: UInt64
+    }
+
+    /// A segment as written so far (what ``Log/segments()`` reports and ``Log/readFrame(at:)`` may read).
+    struct Segment {
+        var firstLSN: UInt64
+        var lastLSN: UInt64
+        /// Bytes written, header included; frames below it are durable.
+        var size: UInt64
+        var sealed: Bool
+    }
+
+    /// An `async` caller of ``Log/waitDurable(_:)``.
+    struct Waiter {
+        var lsn: UInt64
+        var continuation: CheckedContinuation<Void, any Error>
+    }
+
+    // Staging, advanced by stage().
+    /// The last LSN staged (or recovered).
+    var lastLSN: UInt64
+    /// The segment the next frame goes to, and where in it.
+    var stagingSegment: UInt64
+    var stagingOffset: UInt64
+    var stagingSegmentHasFrames: Bool
+    /// Encoded frames staged and not yet taken by the committer, and where each run of them goes.
+    var pending: [UInt8] = []
+    var chunks: [Chunk] = []
+    /// Bytes the committer took and has not finished writing.
+    var inflightBytes = 0
+    /// An emptied buffer the committer handed back, reused as the next ``pending`` to spare reallocations.
+    var spare: [UInt8] = []
+
+    // Durability, advanced by the committer.
+    var durableLSN: UInt64
+    var segments: [Segment]
+    var waiters: [Waiter] = []
+    /// Set once, by the first failed write or fdatasync; the log is read-only from then on.
+    var failure: CloudletError?
+    var stats = LogStats()
+
+    // Readers and lifecycle.
+    /// Open segment files by id: the one being written, and sealed ones opened by readFrame.
+    var files: [UInt64: any File] = [:]
+    /// readFrame calls between taking a file and finishing its pread; close() waits for them.
+    var activeReads = 0
+    var closing = false
+    var closed = false
+
+    init(lastLSN: UInt64, segments: [Segment]) {
+        self.lastLSN = lastLSN
+        self.durableLSN = lastLSN
+        self.segments = segments
+        let last = segments.last
+        stagingSegment = last?.firstLSN ?? lastLSN + 1
+        stagingOffset = last?.size ?? UInt64(SegmentHeader.size)
+        stagingSegmentHasFrames = last.map { $0.lastLSN >= $0.firstLSN } ?? false
+    }
+
+    /// Staged bytes not yet written: what backpressure bounds.
+    var unwrittenBytes: Int { pending.count + inflightBytes }
+
+    /// The index of segment `id` in ``segments`` (binary search: they are sorted by first LSN).
+    func segmentIndex(_ id: UInt64) -> Int? {
+        var low = 0
+        var high = segments.count
+        while low < high {
+            let mid = (low + high) / 2
+            if segments[mid].firstLSN < id { low = mid + 1 } else { high = mid }
+        }
+        return low < segments.count && segments[low].firstLSN == id ? low : nil
+    }
+}

@@ -1,0 +1,159 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Synchronization
+
+/// The real file system: POSIX `open`/`pread`/`pwrite`/`fdatasync`, retrying on `EINTR` and looping over short
+/// reads and writes, with the `errno` of every failure in the error.
+public struct PosixFileSystem: FileSystem {
+    public init() {}
+
+    public func open(_ path: String, options: OpenOptions) throws(FileSystemError) -> any File {
+        try openFile(path, options: options)
+    }
+
+    /// ``open(_:options:)`` with the concrete type, for callers that need the descriptor (``StoreLock``).
+    func openFile(_ path: String, options: OpenOptions) throws(FileSystemError) -> PosixFile {
+        var flags = O_CLOEXEC | (options.contains(.readOnly) ? O_RDONLY : O_RDWR)
+        if options.contains(.create) { flags |= O_CREAT }
+        if options.contains(.truncate) { flags |= O_TRUNC }
+        return PosixFile(fd: try retryingEINTR("open", path) { Glibc.open(path, flags, 0o644) }, path: path)
+    }
+
+    public func listDirectory(_ path: String) throws(FileSystemError) -> [String] {
+        guard let dir = opendir(path) else { throw FileSystemError(operation: "opendir", path: path, errno: errno) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(dir) else {
+                if errno != 0 { throw FileSystemError(operation: "readdir", path: path, errno: errno) }
+                return names
+            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+    }
+
+    public func createDirectory(_ path: String) throws(FileSystemError) {
+        let path = Path.normalize(path)
+        if mkdir(path, 0o755) == 0 { return }
+        switch errno {
+        case EEXIST:
+            var st = stat()
+            if stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR { return }
+            throw FileSystemError(operation: "mkdir", path: path, errno: ENOTDIR)
+        case ENOENT where path != "/" && path != ".":
+            try createDirectory(Path.parent(path))
+            if mkdir(path, 0o755) != 0 && errno != EEXIST {
+                throw FileSystemError(operation: "mkdir", path: path, errno: errno)
+            }
+        case let e:
+            throw FileSystemError(operation: "mkdir", path: path, errno: e)
+        }
+    }
+
+    public func rename(_ from: String, to: String) throws(FileSystemError) {
+        if Glibc.rename(from, to) != 0 { throw FileSystemError(operation: "rename to \(to)", path: from, errno: errno) }
+    }
+
+    public func remove(_ path: String) throws(FileSystemError) {
+        if unlink(path) != 0 { throw FileSystemError(operation: "unlink", path: path, errno: errno) }
+    }
+
+    public func fsyncDirectory(_ path: String) throws(FileSystemError) {
+        let fd = try retryingEINTR("open directory", path) { Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        defer { Glibc.close(fd) }
+        try retryingEINTR("fsync directory", path) { fsync(fd) }
+    }
+
+    public func fileExists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+}
+
+/// A file descriptor. Sendable without a lock: `fd` and `path` never change, `closed` is atomic, and positioned
+/// reads and writes on one descriptor are safe from several threads.
+final class PosixFile: File {
+    let fd: Int32
+    let path: String
+    private let closed = Atomic<Bool>(false)
+
+    init(fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+    }
+
+    deinit {
+        if !closed.load(ordering: .acquiring) { Glibc.close(fd) }
+    }
+
+    private func checkOpen(_ operation: String) throws(FileSystemError) {
+        if closed.load(ordering: .acquiring) { throw FileSystemError(operation: operation, path: path, errno: EBADF) }
+    }
+
+    func pread(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(FileSystemError) -> Int {
+        try checkOpen("pread")
+        var done = 0
+        while done < buffer.count {
+            let n = Glibc.pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            if n > 0 {
+                done += n
+            } else if n == 0 {
+                break
+            } else if errno != EINTR {
+                throw FileSystemError(operation: "pread", path: path, errno: errno)
+            }
+        }
+        return done
+    }
+
+    func pwrite(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(FileSystemError) {
+        try checkOpen("pwrite")
+        var done = 0
+        while done < bytes.count {
+            let n = Glibc.pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            if n > 0 {
+                done += n
+            } else if n == 0 {
+                throw FileSystemError(operation: "pwrite", path: path, errno: EIO)
+            } else if errno != EINTR {
+                throw FileSystemError(operation: "pwrite", path: path, errno: errno)
+            }
+        }
+    }
+
+    func fdatasync() throws(FileSystemError) {
+        try checkOpen("fdatasync")
+        try retryingEINTR("fdatasync", path) { Glibc.fdatasync(fd) }
+    }
+
+    func truncate(to size: UInt64) throws(FileSystemError) {
+        try checkOpen("ftruncate")
+        try retryingEINTR("ftruncate", path) { ftruncate(fd, off_t(size)) }
+    }
+
+    func size() throws(FileSystemError) -> UInt64 {
+        try checkOpen("fstat")
+        var st = stat()
+        if fstat(fd, &st) != 0 { throw FileSystemError(operation: "fstat", path: path, errno: errno) }
+        return UInt64(st.st_size)
+    }
+
+    func close() throws(FileSystemError) {
+        if closed.exchange(true, ordering: .acquiringAndReleasing) { return }
+        // Linux releases the descriptor even when close fails with EINTR, so it is never retried.
+        if Glibc.close(fd) != 0 && errno != EINTR { throw FileSystemError(operation: "close", path: path, errno: errno) }
+    }
+}
+
+/// Runs a system call that returns -1 and sets `errno` on failure, again while it fails with `EINTR`; returns
+/// its result or throws its `errno`.
+@discardableResult
+func retryingEINTR(_ operation: String, _ path: String, _ call: () -> Int32) throws(FileSystemError) -> Int32 {
+    while true {
+        let rc = call()
+        if rc >= 0 { return rc }
+        if errno != EINTR { throw FileSystemError(operation: operation, path: path, errno: errno) }
+    }
+}

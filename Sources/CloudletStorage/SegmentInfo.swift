@@ -1,0 +1,24 @@
+/// A segment file of a log, as ``Log/segments()`` reports it.
+public struct SegmentInfo: Sendable, Hashable {
+    /// The file's path.
+    public var path: String
+    /// The LSN of its first frame (its id and file name).
+    public var firstLSN: UInt64
+    /// The LSN of its last written frame; `firstLSN - 1` while it holds none.
+    public var lastLSN: UInt64
+    /// Bytes written (header included).
+    public var size: UInt64
+    /// Whether it is immutable: a later segment exists, so it was synced and will never be written again.
+    public var sealed: Bool
+
+    public init(path: String, firstLSN: UInt64, lastLSN: UInt64, size: UInt64, sealed: Bool) {
+        self.path = path
+        self.firstLSN = firstLSN
+        self.lastLSN = lastLSN
+        self.size = size
+        self.sealed = sealed
+    }
+
+    /// How many frames it holds.
+    public var frameCount: UInt64 { lastLSN + 1 - firstLSN }
+}

@@ -1,0 +1,55 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CloudletCore
+
+/// An exclusive lock on a store directory, held for as long as a process has the store open:
+/// `flock(LOCK_EX | LOCK_NB)` on `DIR/LOCK`, with the holder's pid written in the file for the error message.
+///
+/// `flock` locks belong to an open file description, so a second `StoreLock` on the same directory fails in the
+/// same process too. The lock goes away with the process; the `LOCK` file stays (removing it would race with a
+/// new holder).
+public final class StoreLock: Sendable {
+    /// The locked directory.
+    public let directory: String
+    /// The locked file; closing it releases the lock.
+    private let file: PosixFile
+
+    static let fileName = "LOCK"
+
+    /// Takes the lock, creating the directory if missing. Throws `.locked` naming the holder's pid if another
+    /// process (or another `StoreLock` of this one) holds it, `.io` if the file cannot be opened or locked.
+    public init(directory: String) throws {
+        self.directory = Path.normalize(directory)
+        let path = Path.join(self.directory, Self.fileName)
+        do throws(FileSystemError) {
+            try PosixFileSystem().createDirectory(self.directory)
+            file = try PosixFileSystem().openFile(path, options: .create)
+        } catch {
+            throw CloudletError.io(error, "opening lock file \(path)")
+        }
+        do throws(FileSystemError) {
+            try retryingEINTR("flock", path) { flock(file.fd, LOCK_EX | LOCK_NB) }
+        } catch {
+            let holder = (try? file.read(at: 0, count: 32)).flatMap { bytes in
+                pid_t(String(decoding: bytes, as: UTF8.self).split(separator: "\n").first ?? "")
+            }
+            try? file.close()
+            guard error.errno == EWOULDBLOCK else { throw CloudletError.io(error, "locking \(path)") }
+            let ours = holder == getpid() ? ", which is this process: another StoreLock is open" : ""
+            throw CloudletError(
+                .locked,
+                "store directory \(self.directory) is locked by another process (pid \(holder.map(String.init) ?? "unknown"))\(ours)")
+        }
+        // The pid is only for the message of the next would-be holder; failing to record it does not weaken the lock.
+        try? file.truncate(to: 0)
+        try? file.write(Array("\(getpid())\n".utf8), at: 0)
+    }
+
+    /// Releases the lock. Idempotent.
+    public func release() {
+        try? file.close()
+    }
+
+    deinit { release() }
+}

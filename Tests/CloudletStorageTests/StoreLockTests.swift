@@ -1,0 +1,44 @@
+import CloudletCore
+import CloudletStorage
+import Foundation
+import Testing
+
+@Suite("Store lock")
+struct StoreLockTests {
+    @Test("a second lock on the same directory is refused with the holder's pid; after release it succeeds")
+    func exclusive() async throws {
+        try await withTempDirectory { dir in
+            let store = dir + "/store"
+            let first = try StoreLock(directory: store)
+            let error = cloudletError { _ = try StoreLock(directory: store) }
+            #expect(error?.code == .locked)
+            #expect(error?.message.contains("\(store) is locked by another process (pid \(getpid()))") == true)
+            let pid = try String(contentsOfFile: store + "/LOCK", encoding: .utf8)
+            #expect(pid == "\(getpid())\n")
+            first.release()
+            first.release()
+            let second = try StoreLock(directory: store)
+            second.release()
+        }
+    }
+
+    @Test("the lock holds against another process")
+    func otherProcess() async throws {
+        try await withTempDirectory { dir in
+            let lock = try StoreLock(directory: dir)
+            let probe = Process()
+            probe.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+            probe.arguments = ["--nonblock", "--conflict-exit-code", "42", dir + "/LOCK", "true"]
+            try probe.run()
+            probe.waitUntilExit()
+            #expect(probe.terminationStatus == 42)
+            lock.release()
+            let after = Process()
+            after.executableURL = probe.executableURL
+            after.arguments = probe.arguments
+            try after.run()
+            after.waitUntilExit()
+            #expect(after.terminationStatus == 0)
+        }
+    }
+}
