@@ -173,19 +173,21 @@ struct BatchPlanner {
                 }
             }
         }
-        let size = RecordCodec.fieldDataSize(record)
-        guard size <= Self.maxRecordSize else {
-            throw CloudletError(
-                .limitExceeded,
-                "record '\(record.recordName)' is \(size) bytes; the limit is \(Self.maxRecordSize) bytes of field data")
-        }
         let additions = try schema.additions(for: record, in: SchemaKey(zone: zone), pending: schemaAdditions)
-        schemaAdditions += additions
         let stamp = RecordStamp(timestamp: now, userRecordName: user, deviceID: deviceID)
         record.created = previous?.created ?? stamp
         record.modified = stamp
-        record.changeTag = ChangeTag.make(lsn: lsn, index: mutations.count + 1)
-        mutations.append(.putRecord(zone: zone, record: record))
+        record.changeTag = ChangeTag.make(lsn: lsn, index: mutations.count)
+        // The size CloudKit limits is the record's data; ours is its whole encoding (fields plus the few bytes
+        // of system fields), so nothing over the limit gets through.
+        let encoded = RecordCodec.encode(record)
+        guard encoded.count <= Self.maxRecordSize else {
+            throw CloudletError(
+                .limitExceeded,
+                "record '\(record.recordName)' is \(encoded.count) bytes; the limit is \(Self.maxRecordSize) bytes")
+        }
+        schemaAdditions += additions
+        mutations.append(.putRecord(zone: zone, record: record, encoded: encoded))
         overlay[record.recordName] = .some(record)
         return record
     }

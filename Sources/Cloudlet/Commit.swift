@@ -2,8 +2,9 @@ import CloudletCore
 
 /// One mutation of a commit. A commit (one log frame) is an atomic list of these.
 enum Mutation: Sendable {
-    /// A record's new version (its bytes carry the change tag and stamps).
-    case putRecord(zone: ZoneKey, record: Record)
+    /// A record's new version (its bytes carry the change tag and stamps). `encoded` is the record's
+    /// ``RecordCodec`` encoding when the writer already has it (empty after decoding a commit).
+    case putRecord(zone: ZoneKey, record: Record, encoded: [UInt8])
     /// A record removed (explicitly or by a DELETE_SELF cascade): leaves a tombstone.
     case deleteRecord(zone: ZoneKey, recordName: String, recordType: String)
     case createZone(ZoneKey)
@@ -41,11 +42,13 @@ struct Commit: Sendable {
         }
         for m in mutations {
             switch m {
-            case .putRecord(let z, _), .deleteRecord(let z, _, _), .createZone(let z), .deleteZone(let z): _ = index(z)
+            case .putRecord(let z, _, _), .deleteRecord(let z, _, _), .createZone(let z), .deleteZone(let z): _ = index(z)
             case .schemaField, .schemaReset: break
             }
         }
-        var w = ByteWriter(capacity: 256)
+        var estimate = 64 + zoneList.count * 96
+        for case .putRecord(_, _, let encoded) in mutations { estimate += encoded.count + 8 }
+        var w = ByteWriter(capacity: estimate)
         w.u8(Self.version)
         w.varint(zoneList.count)
         for z in zoneList { Self.encode(z, into: &w) }
@@ -53,10 +56,10 @@ struct Commit: Sendable {
         var slots: [Int: Slot] = [:]
         for (i, m) in mutations.enumerated() {
             switch m {
-            case .putRecord(let z, let record):
+            case .putRecord(let z, let record, let encoded):
                 w.u8(1)
                 w.varint(zones[z]!)
-                let bytes = RecordCodec.encode(record)
+                let bytes = encoded.isEmpty ? RecordCodec.encode(record) : encoded
                 w.varint(bytes.count)
                 slots[i] = Slot(offset: UInt32(w.count), length: UInt32(bytes.count))
                 w.raw(bytes)
@@ -114,7 +117,7 @@ struct Commit: Sendable {
                 let record = try RecordCodec.decode(&sub, zoneID: z.zoneID)
                 _ = try r.raw(len)
                 slots[i] = Slot(offset: UInt32(start), length: UInt32(len))
-                mutations.append(.putRecord(zone: z, record: record))
+                mutations.append(.putRecord(zone: z, record: record, encoded: []))
             case 2:
                 mutations.append(.deleteRecord(zone: try zone(&r), recordName: try r.string(), recordType: try r.string()))
             case 3: mutations.append(.createZone(try zone(&r)))

@@ -166,11 +166,24 @@ public struct Database: Sendable {
         var results = [RecordResult?](repeating: nil, count: operations.count)
         var groups: [ZoneKey: [(Int, RecordOperation)]] = [:]
         var order: [ZoneKey] = []
+        var zoneErrors: [ZoneKey: CloudletError] = [:]
+        var lastZone: (ZoneID, ZoneKey)?
         for (i, op) in operations.enumerated() {
             do {
-                let key = try key(op.recordID.zoneID)
-                try requireZone(key)
-                if groups[key] == nil { order.append(key) }
+                let zoneID = op.recordID.zoneID
+                let key: ZoneKey
+                if let (z, k) = lastZone, z == zoneID { key = k } else {
+                    key = try self.key(zoneID)
+                    lastZone = (zoneID, key)
+                }
+                if groups[key] == nil {
+                    if let e = zoneErrors[key] { throw e }
+                    do { try requireZone(key) } catch let e as CloudletError {
+                        zoneErrors[key] = e
+                        throw e
+                    }
+                    order.append(key)
+                }
                 groups[key, default: []].append((i, op))
             } catch let e as CloudletError {
                 results[i] = .failed(op.recordID, e)

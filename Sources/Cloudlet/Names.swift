@@ -21,7 +21,7 @@ enum Names {
 
     /// Record type and field names: start with a letter, then letters, digits and `_`, at most 255 characters.
     static func validateIdentifier(_ name: String, what: String) throws {
-        let u = Array(name.utf8)
+        let u = name.utf8
         guard let first = u.first, isAlpha(first), u.count <= maxLength,
             u.allSatisfy({ isAlnum($0) || $0 == UInt8(ascii: "_") })
         else {
@@ -33,12 +33,12 @@ enum Names {
 
     /// Record names: 1–255 printable ASCII characters, not starting with `_` (reserved for system records).
     static func validateRecordName(_ name: String) throws {
-        let u = Array(name.utf8)
+        let u = name.utf8
         guard !u.isEmpty, u.count <= maxLength, u.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else {
             throw CloudletError.invalid(
                 "record name '\(name)' is invalid: it must be 1–\(maxLength) printable ASCII characters")
         }
-        guard u[0] != UInt8(ascii: "_") else {
+        guard u.first != UInt8(ascii: "_") else {
             throw CloudletError.invalid("record name '\(name)' is invalid: names starting with '_' are reserved")
         }
     }

@@ -82,12 +82,10 @@ final class Partition: Sendable {
             let (staged, position) = try log.stage(type: Commit.frameType, payload: payload)
             precondition(staged == lsn, "partition \(id): staged LSN \(staged), expected \(lsn)")
             st.apply(commit, lsn: lsn, position: position, slots: slots)
-            for m in mutations {
-                switch m {
-                case .putRecord(let z, let r): cache.put(.init(zone: z, name: r.recordName), lsn: lsn, record: r)
-                case .deleteRecord(let z, let name, _): cache.remove(.init(zone: z, name: name))
-                default: break
-                }
+            // Cache what was written: a writer that reads it back (an update of a record saved a moment ago) must
+            // not wait for the commit's fdatasync while holding the writer lock.
+            for (i, m) in mutations.enumerated() {
+                if case .putRecord(_, let r, _) = m { cache.put(.init(lsn: lsn, offset: slots[i]!.offset), record: r) }
             }
             return (result, lsn, Int(position.length))
         }
@@ -98,13 +96,15 @@ final class Partition: Sendable {
     /// Reads the version of a record that `entry` points at, waiting for it to be durable first.
     func read(_ zone: ZoneKey, _ name: String, _ entry: RecordEntry) async throws -> Record {
         if entry.lsn > log.durableLSN { try await log.waitDurable(entry.lsn) }
-        return try readDurable(zone, name, entry)
+        if let r = cache.get(RecordCache.Key(entry)) { return r }
+        // A miss reads the disk: do it off the cooperative pool.
+        return try await BlockingIO.run { try self.readDurable(zone, name, entry) }
     }
 
     /// Reads a record version known to be durable (or cached): a cache hit, else one positioned read of its frame.
     func readDurable(_ zone: ZoneKey, _ name: String, _ entry: RecordEntry) throws -> Record {
-        let key = RecordCache.Key(zone: zone, name: name)
-        if let r = cache.get(key, lsn: entry.lsn) { return r }
+        let key = RecordCache.Key(entry)
+        if let r = cache.get(key) { return r }
         if entry.lsn > log.durableLSN { try log.waitDurableBlocking(entry.lsn) }
         let frame = try log.readFrame(at: entry.position)
         let end = Int(entry.slot.offset) + Int(entry.slot.length)
@@ -117,7 +117,7 @@ final class Partition: Sendable {
         var r = ByteReader(frame.payload, from: Int(entry.slot.offset), to: end, what: "record '\(name)'")
         var record = try RecordCodec.decode(&r, zoneID: zone.zoneID)
         record.id.zoneID = zone.zoneID
-        cache.put(key, lsn: entry.lsn, record: record)
+        cache.put(key, record: record)
         return record
     }
 

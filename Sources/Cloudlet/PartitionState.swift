@@ -64,9 +64,16 @@ struct PartitionState: Sendable {
     mutating func apply(_ commit: Commit, lsn: UInt64, position: FramePosition, slots: [Int: Commit.Slot]) {
         for (i, m) in commit.mutations.enumerated() {
             switch m {
-            case .putRecord(let z, let record):
-                let targets = record.fields.values.flatMap(\.references).filter { $0.action == .deleteSelf }
-                    .map(\.recordName)
+            case .putRecord(let z, let record, _):
+                var targets: [String] = []
+                for value in record.fields.values {
+                    switch value {
+                    case .reference(let r) where r.action == .deleteSelf: targets.append(r.recordName)
+                    case .list(.reference, let items):
+                        for case .reference(let r) in items where r.action == .deleteSelf { targets.append(r.recordName) }
+                    default: break
+                    }
+                }
                 let entry = RecordEntry(
                     lsn: lsn, position: position, slot: slots[i]!, changeTag: record.changeTag ?? "",
                     recordType: record.recordType, deleted: false, deleteSelfTargets: targets)

@@ -1,17 +1,27 @@
 import CloudletCore
 import Synchronization
 
-/// An LRU cache of decoded records, keyed by zone and record name and tagged with the LSN of the version held,
-/// so a stale version is never returned for a newer key-directory entry.
+/// An LRU cache of decoded record versions. A version is named by where it was written — the LSN of its commit
+/// and its byte offset in that commit — so a key-directory entry always finds exactly its version or nothing,
+/// and keys hash without touching strings.
 final class RecordCache: Sendable {
     struct Key: Hashable, Sendable {
-        var zone: ZoneKey
-        var name: String
+        var lsn: UInt64
+        var offset: UInt32
+
+        init(_ entry: RecordEntry) {
+            lsn = entry.lsn
+            offset = entry.slot.offset
+        }
+
+        init(lsn: UInt64, offset: UInt32) {
+            self.lsn = lsn
+            self.offset = offset
+        }
     }
 
     private struct Node {
         var key: Key
-        var lsn: UInt64
         var record: Record
         var prev: Int
         var next: Int
@@ -46,10 +56,10 @@ final class RecordCache: Sendable {
 
     init(capacity: Int) { self.capacity = max(capacity, 0) }
 
-    /// The cached record for `key` if it is exactly the version written at `lsn`.
-    func get(_ key: Key, lsn: UInt64) -> Record? {
+    /// The cached record version, if present.
+    func get(_ key: Key) -> Record? {
         state.withLock { s in
-            guard let i = s.index[key], s.nodes[i].lsn == lsn else {
+            guard let i = s.index[key] else {
                 s.misses += 1
                 return nil
             }
@@ -60,11 +70,10 @@ final class RecordCache: Sendable {
         }
     }
 
-    func put(_ key: Key, lsn: UInt64, record: Record) {
+    func put(_ key: Key, record: Record) {
         guard capacity > 0 else { return }
         state.withLock { s in
             if let i = s.index[key] {
-                s.nodes[i].lsn = lsn
                 s.nodes[i].record = record
                 s.unlink(i)
                 s.pushFront(i)
@@ -75,24 +84,16 @@ final class RecordCache: Sendable {
                 i = s.tail
                 s.unlink(i)
                 s.index[s.nodes[i].key] = nil
-                s.nodes[i] = Node(key: key, lsn: lsn, record: record, prev: -1, next: -1)
+                s.nodes[i] = Node(key: key, record: record, prev: -1, next: -1)
             } else if let f = s.free.popLast() {
                 i = f
-                s.nodes[i] = Node(key: key, lsn: lsn, record: record, prev: -1, next: -1)
+                s.nodes[i] = Node(key: key, record: record, prev: -1, next: -1)
             } else {
                 i = s.nodes.count
-                s.nodes.append(Node(key: key, lsn: lsn, record: record, prev: -1, next: -1))
+                s.nodes.append(Node(key: key, record: record, prev: -1, next: -1))
             }
             s.index[key] = i
             s.pushFront(i)
-        }
-    }
-
-    func remove(_ key: Key) {
-        state.withLock { s in
-            guard let i = s.index.removeValue(forKey: key) else { return }
-            s.unlink(i)
-            s.free.append(i)
         }
     }
 

@@ -33,6 +33,12 @@ struct SchemaCatalog: Sendable {
     /// environment) or the type/field production does not have. `pending` holds additions made earlier in the
     /// same commit.
     func additions(for record: Record, in key: SchemaKey, pending: [Mutation]) throws -> [Mutation] {
+        // Fast path: the type and every field are known with the right types.
+        if let t = types[key]?[record.recordType],
+            record.fields.allSatisfy({ t.fields[$0.key] == $0.value.type })
+        {
+            return []
+        }
         var known = types[key]?[record.recordType]
         for case .schemaField(let k, let type, let field, let fieldType) in pending
         where k == key && type == record.recordType {

@@ -63,13 +63,20 @@ public struct RecordID: Hashable, Sendable, CustomStringConvertible {
 
 /// The fully qualified key of a zone inside a store: database plus zone name. Zone owners are resolved to the
 /// database owner, so `__defaultOwner__` and the user's own name address the same zone.
+///
+/// Hashing uses a fingerprint computed once at creation (the key is hashed for every record of a batch).
 public struct ZoneKey: Hashable, Sendable, CustomStringConvertible {
-    public var database: DatabaseID
-    public var zoneName: String
+    public let database: DatabaseID
+    public let zoneName: String
+    /// ``stableHash``, computed once.
+    private let fingerprint: UInt64
 
     public init(database: DatabaseID, zoneName: String) {
         self.database = database
         self.zoneName = zoneName
+        fingerprint = Self.fnv1a([
+            database.container, database.environment.rawValue, database.scope.rawValue, database.owner, zoneName,
+        ])
     }
 
     public var zoneID: ZoneID { ZoneID(zoneName: zoneName, ownerName: database.owner) }
@@ -77,9 +84,17 @@ public struct ZoneKey: Hashable, Sendable, CustomStringConvertible {
 
     /// A stable 64-bit hash (FNV-1a) of the zone's path; picks the zone's partition. Never changes across
     /// versions or processes (unlike `hashValue`).
-    public var stableHash: UInt64 {
+    public var stableHash: UInt64 { fingerprint }
+
+    public static func == (a: ZoneKey, b: ZoneKey) -> Bool {
+        a.fingerprint == b.fingerprint && a.zoneName == b.zoneName && a.database == b.database
+    }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(fingerprint) }
+
+    private static func fnv1a(_ parts: [String]) -> UInt64 {
         var h: UInt64 = 0xCBF2_9CE4_8422_2325
-        for part in [database.container, database.environment.rawValue, database.scope.rawValue, database.owner, zoneName] {
+        for part in parts {
             for b in part.utf8 {
                 h ^= UInt64(b)
                 h = h &* 0x100_0000_01B3

@@ -8,7 +8,7 @@ public enum RecordCodec {
     public static let version: UInt8 = 1
 
     public static func encode(_ record: Record) -> [UInt8] {
-        var w = ByteWriter(capacity: 128)
+        var w = ByteWriter(capacity: 512)
         encode(record, into: &w)
         return w.bytes
     }
@@ -26,9 +26,9 @@ public enum RecordCodec {
         if let c = record.created { encode(c, into: &w) }
         if let m = record.modified { encode(m, into: &w) }
         w.varint(record.fields.count)
-        for name in record.fields.keys.sorted() {
+        for (name, value) in record.fields.sorted(by: { $0.key < $1.key }) {
             w.string(name)
-            encode(record.fields[name]!, into: &w)
+            encode(value, into: &w)
         }
     }
 
