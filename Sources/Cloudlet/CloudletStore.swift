@@ -128,3 +128,18 @@ public struct StoreStatistics: Sendable {
     public var cacheHits = 0
     public var cacheMisses = 0
 }
+
+extension CloudletStore {
+    /// The reserved container that holds the store's own records (server users, API tokens, settings). Its name
+    /// is not a valid `iCloud.` identifier, so no client request can address it.
+    public static let systemContainerIdentifier = "_cloudlet.system"
+
+    /// The private database of the store's system container: for the server's users and token hashes. Records
+    /// here follow the same rules and durability as any other.
+    public func systemDatabase() -> Database {
+        Database(
+            id: DatabaseID(
+                container: Self.systemContainerIdentifier, environment: .development, scope: .private, owner: "_system"),
+            user: "_system", store: self)
+    }
+}
