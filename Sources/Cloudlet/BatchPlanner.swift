@@ -197,7 +197,7 @@ struct BatchPlanner {
     private mutating func delete(_ name: String, type: String) {
         var queue = [(name, type)]
         while let (target, targetType) = queue.popLast() {
-            mutations.append(.deleteRecord(zone: zone, recordName: target, recordType: targetType))
+            mutations.append(.deleteRecord(zone: zone, recordName: target, recordType: targetType, time: now))
             overlay[target] = .some(nil)
             for source in sources(referencing: target).sorted() where exists(source) {
                 let t: String

@@ -23,8 +23,11 @@ public final class CloudletStore: Sendable {
     /// The store's identity and layout, fixed at creation.
     public let metadata: StoreMetadata
     let partitions: [Partition]
+    /// A 64-bit fingerprint of ``StoreMetadata/storeID``, carried by change tokens.
+    let fingerprint: UInt64
     private let lock: StoreLock?
     private let closed = Atomic<Bool>(false)
+    let listenerIDs = Atomic<Int>(0)
 
     /// Opens (creating if needed) the store at `path`. Blocking: recovers every partition. Prefer ``open(at:configuration:)``
     /// from async code.
@@ -42,6 +45,7 @@ public final class CloudletStore: Sendable {
                 parts.append(try Partition(id: UInt32(p), directory: dir, configuration: configuration, fileSystem: fs))
             }
             partitions = parts
+            fingerprint = Fingerprint.of([metadata.storeID])
         } catch {
             lock?.release()
             throw error
@@ -75,6 +79,7 @@ public final class CloudletStore: Sendable {
         for p in partitions {
             do { try p.close(checkpoint: !configuration.readOnly) } catch { if firstError == nil { firstError = error } }
         }
+        for p in partitions { p.publisher.finishAll() }
         lock?.release()
         if let firstError { throw firstError }
     }
@@ -82,6 +87,18 @@ public final class CloudletStore: Sendable {
     /// Writes a checkpoint of every partition now (normally done every `checkpointInterval` bytes and on close).
     public func checkpoint() async throws {
         try await BlockingIO.run { for p in self.partitions { try p.writeCheckpoint() } }
+    }
+
+    /// Forgets tombstones (deleted records and zones) older than the retention window — by default
+    /// ``StoreConfiguration/tombstoneRetention``; done automatically with each checkpoint. Change tokens from before
+    /// the forgotten range get `changeTokenExpired`. Returns how many partitions purged something.
+    @discardableResult
+    public func purgeTombstones(olderThan retention: Double? = nil) async throws -> Int {
+        try checkOpen()
+        let cutoff = Int64((Date().timeIntervalSince1970 - (retention ?? configuration.tombstoneRetention)) * 1000)
+        return try await BlockingIO.run {
+            try self.partitions.reduce(0) { n, p in n + (try p.purgeTombstones(olderThan: cutoff) == nil ? 0 : 1) }
+        }
     }
 
     /// The partition that holds a zone: a stable hash of the zone's path, fixed for the life of the store.

@@ -5,15 +5,18 @@ enum Mutation: Sendable {
     /// A record's new version (its bytes carry the change tag and stamps). `encoded` is the record's
     /// ``RecordCodec`` encoding when the writer already has it (empty after decoding a commit).
     case putRecord(zone: ZoneKey, record: Record, encoded: [UInt8])
-    /// A record removed (explicitly or by a DELETE_SELF cascade): leaves a tombstone.
-    case deleteRecord(zone: ZoneKey, recordName: String, recordType: String)
+    /// A record removed (explicitly or by a DELETE_SELF cascade): leaves a tombstone, stamped with the deletion
+    /// time (ms since 1970) so that the retention window can expire it.
+    case deleteRecord(zone: ZoneKey, recordName: String, recordType: String, time: Int64)
     case createZone(ZoneKey)
     /// Removes a zone and every record in it.
-    case deleteZone(ZoneKey)
+    case deleteZone(ZoneKey, time: Int64)
     /// A field (or, with no field, a record type) recorded in a container's schema.
     case schemaField(SchemaKey, recordType: String, field: String?, type: FieldType?)
     /// Development schema reset to production's.
     case schemaReset(container: String)
+    /// Forget tombstones and deleted zones with LSN ≤ `through`: change tokens older than that expire.
+    case purge(through: UInt64)
 }
 
 /// A commit decoded from (or encoded into) a frame payload, with where each record's bytes sit in the payload
@@ -42,8 +45,8 @@ struct Commit: Sendable {
         }
         for m in mutations {
             switch m {
-            case .putRecord(let z, _, _), .deleteRecord(let z, _, _), .createZone(let z), .deleteZone(let z): _ = index(z)
-            case .schemaField, .schemaReset: break
+            case .putRecord(let z, _, _), .deleteRecord(let z, _, _, _), .createZone(let z), .deleteZone(let z, _): _ = index(z)
+            case .schemaField, .schemaReset, .purge: break
             }
         }
         var estimate = 64 + zoneList.count * 96
@@ -63,17 +66,19 @@ struct Commit: Sendable {
                 w.varint(bytes.count)
                 slots[i] = Slot(offset: UInt32(w.count), length: UInt32(bytes.count))
                 w.raw(bytes)
-            case .deleteRecord(let z, let name, let type):
+            case .deleteRecord(let z, let name, let type, let time):
                 w.u8(2)
                 w.varint(zones[z]!)
                 w.string(name)
                 w.string(type)
+                w.svarint(time)
             case .createZone(let z):
                 w.u8(3)
                 w.varint(zones[z]!)
-            case .deleteZone(let z):
+            case .deleteZone(let z, let time):
                 w.u8(4)
                 w.varint(zones[z]!)
+                w.svarint(time)
             case .schemaField(let key, let type, let field, let fieldType):
                 w.u8(5)
                 w.string(key.container)
@@ -84,6 +89,9 @@ struct Commit: Sendable {
             case .schemaReset(let container):
                 w.u8(6)
                 w.string(container)
+            case .purge(let through):
+                w.u8(7)
+                w.u64(through)
             }
         }
         return (w.bytes, slots)
@@ -119,9 +127,10 @@ struct Commit: Sendable {
                 slots[i] = Slot(offset: UInt32(start), length: UInt32(len))
                 mutations.append(.putRecord(zone: z, record: record, encoded: []))
             case 2:
-                mutations.append(.deleteRecord(zone: try zone(&r), recordName: try r.string(), recordType: try r.string()))
+                mutations.append(
+                    .deleteRecord(zone: try zone(&r), recordName: try r.string(), recordType: try r.string(), time: try r.svarint()))
             case 3: mutations.append(.createZone(try zone(&r)))
-            case 4: mutations.append(.deleteZone(try zone(&r)))
+            case 4: mutations.append(.deleteZone(try zone(&r), time: try r.svarint()))
             case 5:
                 let container = try r.string()
                 let env: CloudletCore.Environment = try r.u8() == 1 ? .production : .development
@@ -135,6 +144,7 @@ struct Commit: Sendable {
                         SchemaKey(container: container, environment: env), recordType: type,
                         field: field.isEmpty ? nil : field, type: fieldType))
             case 6: mutations.append(.schemaReset(container: try r.string()))
+            case 7: mutations.append(.purge(through: try r.u64()))
             default: throw CloudletError.corruption("commit payload: unknown mutation kind \(kind)")
             }
         }

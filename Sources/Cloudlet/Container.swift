@@ -59,7 +59,7 @@ public struct Container: Sendable {
             let m = try st.schema.deployment(container: identifier)
             return (m, m.count)
         }
-        if let lsn { try await partition.log.waitDurable(lsn) }
+        if let lsn { try await partition.waitDurable(lsn) }
         return added
     }
 
@@ -68,6 +68,6 @@ public struct Container: Sendable {
     public func resetDevelopmentSchema() async throws {
         let partition = store.partitions[0]
         let (_, lsn) = try partition.commit { _, _ in ([.schemaReset(container: identifier)], ()) }
-        if let lsn { try await partition.log.waitDurable(lsn) }
+        if let lsn { try await partition.waitDurable(lsn) }
     }
 }

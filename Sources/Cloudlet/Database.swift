@@ -45,7 +45,7 @@ public struct Database: Sendable {
         let key = try key(zoneID)
         let partition = store.partition(for: key)
         let (_, lsn) = try partition.commit { st, _ in (st.zones[key] == nil ? [.createZone(key)] : [], ()) }
-        if let lsn { try await partition.log.waitDurable(lsn) }
+        if let lsn { try await partition.waitDurable(lsn) }
         return zone(zoneID)
     }
 
@@ -80,9 +80,9 @@ public struct Database: Sendable {
         let partition = store.partition(for: key)
         let (_, lsn) = try partition.commit { st, _ in
             guard st.zones[key] != nil else { throw zoneNotFound(key) }
-            return ([.deleteZone(key)], ())
+            return ([.deleteZone(key, time: Int64((Date().timeIntervalSince1970 * 1000).rounded()))], ())
         }
-        if let lsn { try await partition.log.waitDurable(lsn) }
+        if let lsn { try await partition.waitDurable(lsn) }
     }
 
     private func requireZone(_ key: ZoneKey) throws {
@@ -195,7 +195,7 @@ public struct Database: Sendable {
             for (i, r) in groupResults { results[i] = r }
             if let wait { waits.append(wait) }
         }
-        for (p, lsn) in waits { try await p.log.waitDurable(lsn) }
+        for (p, lsn) in waits { try await p.waitDurable(lsn) }
         return results.map { $0! }
     }
 

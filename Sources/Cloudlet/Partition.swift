@@ -1,6 +1,7 @@
 import CloudletCore
 import CloudletStorage
 import Dispatch
+import Foundation
 import Synchronization
 
 /// One partition: an append-only log and the state derived from it.
@@ -15,8 +16,10 @@ final class Partition: Sendable {
     let log: Log
     let state: Mutex<PartitionState>
     let cache: RecordCache
+    let publisher: ChangePublisher
     private let checkpoints: CheckpointStore
     private let checkpointInterval: Int
+    private let tombstoneRetention: Double
     /// Log bytes staged since the last checkpoint was started, and whether one is running.
     private let checkpointProgress = Mutex((bytes: 0, running: false, lastLSN: UInt64(0)))
     /// Serializes checkpoint writers (the background one and close's).
@@ -28,6 +31,7 @@ final class Partition: Sendable {
         self.id = id
         self.directory = directory
         self.checkpointInterval = configuration.checkpointInterval
+        self.tombstoneRetention = configuration.tombstoneRetention
         checkpoints = CheckpointStore(directory: directory, fileSystem: fileSystem)
         var initial = PartitionState()
         var afterLSN: UInt64 = 0
@@ -65,6 +69,7 @@ final class Partition: Sendable {
         framesReplayed = replayedFrames
         state = Mutex(replayed)
         cache = RecordCache(capacity: configuration.recordCacheSize)
+        publisher = ChangePublisher(partition: Int(id))
         checkpointProgress.withLock { $0 = (replayedBytes, false, afterLSN) }
     }
 
@@ -82,6 +87,7 @@ final class Partition: Sendable {
             let (staged, position) = try log.stage(type: Commit.frameType, payload: payload)
             precondition(staged == lsn, "partition \(id): staged LSN \(staged), expected \(lsn)")
             st.apply(commit, lsn: lsn, position: position, slots: slots)
+            if publisher.isActive { publisher.staged(lsn: lsn, mutations: mutations) }
             // Cache what was written: a writer that reads it back (an update of a record saved a moment ago) must
             // not wait for the commit's fdatasync while holding the writer lock.
             for (i, m) in mutations.enumerated() {
@@ -91,6 +97,13 @@ final class Partition: Sendable {
         }
         if lsn != nil { noteWritten(bytes) }
         return (result, lsn)
+    }
+
+    /// Waits until `lsn` is durable, then hands durable commits to change listeners.
+    func waitDurable(_ lsn: UInt64) async throws {
+        guard lsn > 0 else { return }
+        try await log.waitDurable(lsn)
+        if publisher.isActive { publisher.publish(durable: log.durableLSN) }
     }
 
     /// Reads the version of a record that `entry` points at, waiting for it to be durable first.
@@ -131,9 +144,22 @@ final class Partition: Sendable {
         }
         guard start else { return }
         DispatchQueue.global(qos: .utility).async { [self] in
+            _ = try? purgeTombstones(olderThan: Int64((Date().timeIntervalSince1970 - tombstoneRetention) * 1000))
             _ = try? writeCheckpoint()
             checkpointProgress.withLock { $0.running = false }
         }
+    }
+
+    /// Commits a purge of the tombstones and deleted zones older than `cutoff` (ms since 1970), if any; change
+    /// tokens from before the purged range expire. Blocking. Returns the new horizon LSN.
+    @discardableResult
+    func purgeTombstones(olderThan cutoff: Int64) throws -> UInt64? {
+        let (horizon, lsn) = try commit { st, _ -> ([Mutation], UInt64?) in
+            guard let h = st.purgeHorizon(before: cutoff) else { return ([], nil) }
+            return ([.purge(through: h)], h)
+        }
+        if let lsn { try log.waitDurableBlocking(lsn) }
+        return horizon
     }
 
     /// Writes a checkpoint of the state as of now, once everything it covers is durable. Returns false when the

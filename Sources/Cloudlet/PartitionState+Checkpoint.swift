@@ -9,14 +9,18 @@ extension PartitionState {
         var w = ByteWriter(capacity: 1 << 16)
         w.u8(Self.checkpointVersion)
         w.u64(lastLSN)
+        w.u64(purgedThroughLSN)
         w.varint(zones.count)
         for (key, zone) in zones {
             Commit.encode(key, into: &w)
             w.u64(zone.createdLSN)
+            w.u64(zone.lastChangeLSN)
             w.varint(zone.records.count)
             for (name, e) in zone.records {
                 w.string(name)
                 w.u64(e.lsn)
+                w.u32(e.index)
+                w.svarint(e.time)
                 w.bool(e.deleted)
                 w.string(e.recordType)
                 if !e.deleted {
@@ -32,9 +36,10 @@ extension PartitionState {
             }
         }
         w.varint(deletedZones.count)
-        for (key, lsn) in deletedZones {
+        for (key, d) in deletedZones {
             Commit.encode(key, into: &w)
-            w.u64(lsn)
+            w.u64(d.lsn)
+            w.svarint(d.time)
         }
         w.varint(schema.types.count)
         for (key, types) in schema.types {
@@ -59,22 +64,26 @@ extension PartitionState {
         guard v == checkpointVersion else { throw CloudletError.corruption("checkpoint: unknown version \(v)") }
         var s = PartitionState()
         s.lastLSN = try r.u64()
+        s.purgedThroughLSN = try r.u64()
         s.nextPosition = next
         let zoneCount = try r.length()
         for _ in 0..<zoneCount {
             let key = try Commit.decodeZone(&r)
             var zone = ZoneState(createdLSN: try r.u64())
+            let lastChange = try r.u64()
             let n = try r.length()
             zone.records.reserveCapacity(n)
             for _ in 0..<n {
                 let name = try r.string()
                 let lsn = try r.u64()
+                let index = try r.u32()
+                let time = try r.svarint()
                 let deleted = try r.bool()
                 let type = try r.string()
                 var e = RecordEntry(
-                    lsn: lsn, position: FramePosition(segment: 0, offset: 0, length: 0),
+                    lsn: lsn, index: index, position: FramePosition(segment: 0, offset: 0, length: 0),
                     slot: Commit.Slot(offset: 0, length: 0), changeTag: "", recordType: type, deleted: deleted,
-                    deleteSelfTargets: [])
+                    time: time, deleteSelfTargets: [])
                 if !deleted {
                     e.position = FramePosition(segment: try r.u64(), offset: try r.u64(), length: try r.u32())
                     e.slot = Commit.Slot(offset: try r.u32(), length: try r.u32())
@@ -84,12 +93,14 @@ extension PartitionState {
                 }
                 zone.put(name, e)
             }
+            zone.pruneChanges()
+            zone.lastChangeLSN = lastChange
             s.zones[key] = zone
         }
         let deletedCount = try r.length()
         for _ in 0..<deletedCount {
             let key = try Commit.decodeZone(&r)
-            s.deletedZones[key] = try r.u64()
+            s.deletedZones[key] = (try r.u64(), try r.svarint())
         }
         let schemaCount = try r.length()
         for _ in 0..<schemaCount {

@@ -16,6 +16,9 @@ public struct StoreConfiguration: Sendable {
     public var recordCacheSize: Int = 10_000
     /// Open without writing anything (no lock, no tail truncation); every write throws `readOnly`.
     public var readOnly: Bool = false
+    /// How long tombstones (deleted records and zones) are kept for change feeds, in seconds. A change token
+    /// older than this gets `changeTokenExpired`. Default 30 days.
+    public var tombstoneRetention: Double = 30 * 24 * 3600
     /// The device ID recorded in `created` / `modified` of records this process saves. Default `cloudlet`.
     public var deviceID: String = "cloudlet"
 

@@ -1,0 +1,211 @@
+import CloudletCore
+
+/// One entry of a zone's change feed.
+public enum RecordChange: Sendable, Hashable {
+    /// The record as it is now (created or changed since the token).
+    case changed(Record)
+    /// The record was deleted since the token (a tombstone).
+    case deleted(RecordID, recordType: String)
+
+    public var recordID: RecordID {
+        switch self {
+        case .changed(let r): r.id
+        case .deleted(let id, _): id
+        }
+    }
+}
+
+/// A page of a zone's changes (CloudKit `changes/zone`, `CKFetchRecordZoneChangesOperation`).
+public struct ZoneChanges: Sendable {
+    /// Each changed record once, at its latest version, and each deletion, in commit order.
+    public var changes: [RecordChange]
+    /// Pass to the next call. After a page with `moreComing`, it resumes right after the page's last change.
+    public var token: ChangeToken
+    /// More changes are waiting: call again with ``token``.
+    public var moreComing: Bool
+}
+
+/// A page of a database's zone changes (CloudKit `changes/database`).
+public struct DatabaseChanges: Sendable {
+    /// Zones created or holding changed records since the token.
+    public var changedZones: [ZoneID]
+    /// Zones deleted since the token.
+    public var deletedZones: [ZoneID]
+    public var token: ChangeToken
+    public var moreComing: Bool
+}
+
+enum Fingerprint {
+    static func of(_ parts: [String]) -> UInt64 {
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325
+        for part in parts {
+            for b in part.utf8 {
+                h ^= UInt64(b)
+                h = h &* 0x100_0000_01B3
+            }
+            h ^= 0xFF
+            h = h &* 0x100_0000_01B3
+        }
+        return h
+    }
+
+    static func of(_ d: DatabaseID) -> UInt64 {
+        of([d.container, d.environment.rawValue, d.scope.rawValue, d.owner])
+    }
+}
+
+extension Database {
+    /// The most changes one call returns, and the default.
+    public static let maxChangesPerPage = 200
+
+    /// The records of a zone changed or deleted since `token` (nil: since the zone was created), in commit order,
+    /// each once at its latest version; at most `resultsLimit` (default and maximum 200) per call.
+    ///
+    /// - Parameters:
+    ///   - desiredKeys: return only these fields of changed records (nil: all).
+    ///   - desiredRecordTypes: report only records of these types (nil: all).
+    /// - Throws: `zoneNotFound`; `invalidArguments` for a token of another store or zone, or a malformed one;
+    ///   `changeTokenExpired` for a token older than the tombstone retention window or from before the zone was
+    ///   deleted and re-created — fetch from scratch (token nil).
+    public func zoneChanges(
+        _ zoneID: ZoneID, since token: ChangeToken? = nil, resultsLimit: Int? = nil, desiredKeys: [String]? = nil,
+        desiredRecordTypes: [String]? = nil
+    ) async throws -> ZoneChanges {
+        try store.checkOpen()
+        let limit = try Self.pageLimit(resultsLimit)
+        let key = try key(zoneID)
+        let partition = store.partition(for: key)
+        let storeFP = store.fingerprint
+        let types = desiredRecordTypes.map(Set.init)
+        // Collect the page's entries under the lock; read the records after.
+        let (page, next, more) = try partition.state.withLock { st -> ([(String, RecordEntry)], ChangePoint, Bool) in
+            guard st.zoneExists(key) else {
+                throw CloudletError(.zoneNotFound, "zone '\(key.zoneName)' does not exist in the \(id.scope.rawValue) database")
+            }
+            let zone = st.zones[key]
+            var from = ChangePoint.zero
+            if let token {
+                let p = try token.zonePosition()
+                guard p.store == storeFP else {
+                    throw CloudletError.invalid("the change token belongs to another store")
+                }
+                guard p.zone == key.stableHash else {
+                    throw CloudletError.invalid("the change token belongs to another zone than '\(key.zoneName)'")
+                }
+                guard p.incarnation == (zone?.createdLSN ?? 0) else {
+                    throw CloudletError(
+                        .changeTokenExpired, "zone '\(key.zoneName)' was deleted and re-created since the token; fetch from scratch")
+                }
+                guard p.point.lsn <= st.lastLSN else {
+                    throw CloudletError.invalid("the change token is ahead of this store (LSN \(p.point.lsn) > \(st.lastLSN))")
+                }
+                if p.point.lsn > 0 && p.point.lsn < st.purgedThroughLSN {
+                    throw CloudletError(
+                        .changeTokenExpired,
+                        "the change token is older than the tombstone retention window; fetch the zone from scratch")
+                }
+                from = p.point
+            }
+            var page: [(String, RecordEntry)] = []
+            guard let zone else { return (page, ChangePoint(lsn: st.lastLSN, index: .max), false) }
+            var i = zone.firstChange(after: from)
+            var last = from
+            while i < zone.changes.count {
+                let (point, name) = zone.changes[i]
+                i += 1
+                guard let e = zone.records[name], e.change == point else { continue }
+                if page.count == limit { return (page, last, true) }
+                last = point
+                if let types, !types.contains(e.recordType) { continue }
+                page.append((name, e))
+            }
+            return (page, ChangePoint(lsn: st.lastLSN, index: .max), false)
+        }
+        // Nothing that could still be lost in a crash is reported, and the token never points past what is durable.
+        try await partition.waitDurable(min(next.lsn, partition.log.lastLSN))
+        var changes: [RecordChange] = []
+        changes.reserveCapacity(page.count)
+        for (name, e) in page {
+            let rid = RecordID(recordName: name, zoneID: key.zoneID)
+            if e.deleted {
+                changes.append(.deleted(rid, recordType: e.recordType))
+            } else {
+                var r = try await partition.read(key, name, e)
+                if let desiredKeys { r.fields = r.fields.filter { desiredKeys.contains($0.key) } }
+                changes.append(.changed(r))
+            }
+        }
+        let zoneState = partition.state.withLock { $0.zones[key]?.createdLSN ?? 0 }
+        let t = ChangeToken(ChangeToken.ZonePosition(store: storeFP, zone: key.stableHash, incarnation: zoneState, point: next))
+        return ZoneChanges(changes: changes, token: t, moreComing: more)
+    }
+
+    /// The zones of this database created, changed or deleted since `token` (nil: all zones), at most
+    /// `resultsLimit` (default and maximum 200) per call. Private and shared databases only, as in CloudKit.
+    public func databaseChanges(since token: ChangeToken? = nil, resultsLimit: Int? = nil) async throws -> DatabaseChanges {
+        try store.checkOpen()
+        guard id.scope != .public else {
+            throw CloudletError(.badDatabase, "database changes are not available for the public database")
+        }
+        let limit = try Self.pageLimit(resultsLimit)
+        let partitions = store.partitions
+        var lsns = [UInt64](repeating: 0, count: partitions.count)
+        if let token {
+            let p = try token.databasePosition()
+            guard p.store == store.fingerprint else { throw CloudletError.invalid("the change token belongs to another store") }
+            guard p.database == Fingerprint.of(id) else {
+                throw CloudletError.invalid("the change token belongs to another database")
+            }
+            guard p.lsns.count == partitions.count else { throw CloudletError.invalid("the change token is malformed") }
+            lsns = p.lsns
+        }
+        var changed: [ZoneID] = []
+        var deleted: [ZoneID] = []
+        var more = false
+        var next = lsns
+        for (pi, partition) in partitions.enumerated() {
+            let since = lsns[pi]
+            let (events, last, expired, ahead) = partition.state.withLock { st in
+                var events: [(lsn: UInt64, zone: String, deleted: Bool)] = []
+                for (key, zone) in st.zones where key.database == id && zone.lastChangeLSN > since {
+                    // A zone nobody wrote to is reported once it exists as a custom zone.
+                    if key.zoneName == ZoneID.defaultZoneName && zone.records.isEmpty { continue }
+                    events.append((zone.lastChangeLSN, key.zoneName, false))
+                }
+                for (key, d) in st.deletedZones where key.database == id && d.lsn > since {
+                    events.append((d.lsn, key.zoneName, true))
+                }
+                events.sort { ($0.lsn, $0.zone) < ($1.lsn, $1.zone) }
+                return (events, st.lastLSN, since > 0 && since < st.purgedThroughLSN, since > st.lastLSN)
+            }
+            if ahead { throw CloudletError.invalid("the change token is ahead of this store") }
+            if expired {
+                throw CloudletError(
+                    .changeTokenExpired, "the change token is older than the tombstone retention window; fetch from scratch")
+            }
+            if more { continue }
+            var taken = 0
+            for e in events {
+                if changed.count + deleted.count == limit {
+                    more = true
+                    break
+                }
+                if e.deleted { deleted.append(ZoneID(zoneName: e.zone, ownerName: id.owner)) } else {
+                    changed.append(ZoneID(zoneName: e.zone, ownerName: id.owner))
+                }
+                taken += 1
+                next[pi] = e.lsn
+            }
+            if !more { next[pi] = last }
+            try await partition.waitDurable(min(next[pi], partition.log.lastLSN))
+        }
+        let t = ChangeToken(ChangeToken.DatabasePosition(store: store.fingerprint, database: Fingerprint.of(id), lsns: next))
+        return DatabaseChanges(changedZones: changed, deletedZones: deleted, token: t, moreComing: more)
+    }
+
+    static func pageLimit(_ requested: Int?) throws -> Int {
+        guard let requested else { return maxChangesPerPage }
+        guard requested >= 1 else { throw CloudletError.invalid("resultsLimit must be at least 1, not \(requested)") }
+        return min(requested, maxChangesPerPage)
+    }
+}
