@@ -1,0 +1,178 @@
+import Foundation
+
+extension Predicate {
+    /// Whether `record` matches. `searchable` says which string fields full-text search (`self CONTAINS`) looks
+    /// at; nil means every string field.
+    public func matches(_ record: Record, searchable: Set<String>? = nil) -> Bool {
+        switch self {
+        case .all: true
+        case .none: false
+        case .comparison(let c): c.matches(record, searchable: searchable)
+        case .and(let ps): ps.allSatisfy { $0.matches(record, searchable: searchable) }
+        case .or(let ps): ps.contains { $0.matches(record, searchable: searchable) }
+        case .not(let p): !p.matches(record, searchable: searchable)
+        }
+    }
+}
+
+extension Comparison {
+    /// The value this comparison looks at in `record` (a field, or a system field).
+    public func operand(in record: Record) -> FieldValue? {
+        if let s = SystemField(rawValue: field) { return s.value(in: record) }
+        return record.fields[field]
+    }
+
+    /// Whether `record` matches. A record without the field matches no comparison (not even a NOT_ one).
+    public func matches(_ record: Record, searchable: Set<String>? = nil) -> Bool {
+        if field == fullTextField {
+            var tokens: Set<String> = []
+            for (name, v) in record.fields where searchable?.contains(name) ?? true {
+                switch v {
+                case .string(let s): tokens.formUnion(TextTokenizer.tokens(s))
+                case .list(.string, let items): for case .string(let s) in items { tokens.formUnion(TextTokenizer.tokens(s)) }
+                default: break
+                }
+            }
+            return matchTokens(tokens)
+        }
+        guard let v = operand(in: record) else { return false }
+        return matches(v)
+    }
+
+    private func matchTokens(_ have: Set<String>) -> Bool {
+        let want = Set(value.stringValue.map(TextTokenizer.tokens) ?? [])
+        guard !want.isEmpty else { return false }
+        switch comparator {
+        case .containsAllTokens: return want.isSubset(of: have)
+        case .containsAnyTokens: return !want.isDisjoint(with: have)
+        default: return false
+        }
+    }
+
+    /// Whether a field value matches.
+    public func matches(_ v: FieldValue) -> Bool {
+        switch comparator {
+        case .equals: return FieldOrder.equal(v, value)
+        case .notEquals: return !FieldOrder.equal(v, value) && FieldOrder.comparable(v, value)
+        case .lessThan: return FieldOrder.compare(v, value).map { $0 < 0 } ?? false
+        case .lessThanOrEquals: return FieldOrder.compare(v, value).map { $0 <= 0 } ?? false
+        case .greaterThan: return FieldOrder.compare(v, value).map { $0 > 0 } ?? false
+        case .greaterThanOrEquals: return FieldOrder.compare(v, value).map { $0 >= 0 } ?? false
+        case .near:
+            guard case .location(let here) = v, case .location(let center) = value, let distance else { return false }
+            return Geo.distanceKilometres(here, center) <= distance
+        case .containsAllTokens, .containsAnyTokens:
+            switch v {
+            case .string(let s): return matchTokens(Set(TextTokenizer.tokens(s)))
+            case .list(.string, let items):
+                var t: Set<String> = []
+                for case .string(let s) in items { t.formUnion(TextTokenizer.tokens(s)) }
+                return matchTokens(t)
+            default: return false
+            }
+        case .in: return members(value).contains { FieldOrder.equal(v, $0) }
+        case .notIn: return !members(value).contains { FieldOrder.equal(v, $0) }
+        case .listContains: return members(v).contains { FieldOrder.equal($0, value) }
+        case .notListContains: return isList(v) && !members(v).contains { FieldOrder.equal($0, value) }
+        case .listContainsAny: return members(value).contains { w in members(v).contains { FieldOrder.equal($0, w) } }
+        case .notListContainsAny:
+            return isList(v) && !members(value).contains { w in members(v).contains { FieldOrder.equal($0, w) } }
+        case .listContainsAll: return members(value).allSatisfy { w in members(v).contains { FieldOrder.equal($0, w) } }
+        case .notListContainsAll:
+            return isList(v) && !members(value).allSatisfy { w in members(v).contains { FieldOrder.equal($0, w) } }
+        case .beginsWith: return prefix(v)
+        case .notBeginsWith: return v.stringValue != nil && !prefix(v)
+        case .listMemberBeginsWith: return members(v).contains { prefix($0) }
+        case .notListMemberBeginsWith: return isList(v) && !members(v).contains { prefix($0) }
+        }
+    }
+
+    private func prefix(_ v: FieldValue) -> Bool {
+        guard let s = v.stringValue, let p = value.stringValue else { return false }
+        return s.utf8.starts(with: p.utf8)
+    }
+
+    private func members(_ v: FieldValue) -> [FieldValue] {
+        if case .list(_, let items) = v { return items }
+        return [v]
+    }
+
+    private func isList(_ v: FieldValue) -> Bool {
+        if case .list = v { return true }
+        return false
+    }
+}
+
+/// How field values compare in predicates and sorts. Numbers compare across INT64 and DOUBLE; strings compare by
+/// Unicode scalar values (equality is case-insensitive, as CloudKit documents); references by record name;
+/// values of unrelated types do not compare.
+public enum FieldOrder {
+    /// -1, 0, 1, or nil when the two values do not compare.
+    public static func compare(_ a: FieldValue, _ b: FieldValue) -> Int? {
+        switch (a, b) {
+        case (.int64(let x), .int64(let y)): return x < y ? -1 : x == y ? 0 : 1
+        case (.double(let x), .double(let y)): return x < y ? -1 : x == y ? 0 : 1
+        case (.int64(let x), .double(let y)): return Double(x) < y ? -1 : Double(x) == y ? 0 : 1
+        case (.double(let x), .int64(let y)): return x < Double(y) ? -1 : x == Double(y) ? 0 : 1
+        case (.timestamp(let x), .timestamp(let y)): return x < y ? -1 : x == y ? 0 : 1
+        case (.string(let x), .string(let y)): return x.unicodeScalars.lexicographicallyPrecedes(y.unicodeScalars) ? -1 : x == y ? 0 : 1
+        case (.reference(let x), .reference(let y)): return compare(.string(x.recordName), .string(y.recordName))
+        case (.reference(let x), .string(let y)): return compare(.string(x.recordName), .string(y))
+        case (.bytes(let x), .bytes(let y)): return x.lexicographicallyPrecedes(y) ? -1 : x == y ? 0 : 1
+        default: return nil
+        }
+    }
+
+    /// Equality as EQUALS means it (strings case-insensitively).
+    public static func equal(_ a: FieldValue, _ b: FieldValue) -> Bool {
+        if case .string(let x) = a, case .string(let y) = b { return x == y || x.lowercased() == y.lowercased() }
+        if case .location(let x) = a, case .location(let y) = b { return x.latitude == y.latitude && x.longitude == y.longitude }
+        if case .asset(let x) = a, case .asset(let y) = b { return x.fileChecksum == y.fileChecksum }
+        return compare(a, b) == 0
+    }
+
+    static func comparable(_ a: FieldValue, _ b: FieldValue) -> Bool {
+        if case .location = a, case .location = b { return true }
+        return compare(a, b) != nil || (a.stringValue != nil && b.stringValue != nil)
+    }
+}
+
+/// Great-circle distances.
+public enum Geo {
+    static let earthRadiusKm = 6371.0088
+
+    public static func distanceKilometres(_ a: Location, _ b: Location) -> Double {
+        let toRad = Double.pi / 180
+        let dLat = (b.latitude - a.latitude) * toRad
+        let dLon = (b.longitude - a.longitude) * toRad
+        let h = sin(dLat / 2) * sin(dLat / 2)
+            + cos(a.latitude * toRad) * cos(b.latitude * toRad) * sin(dLon / 2) * sin(dLon / 2)
+        return 2 * earthRadiusKm * asin(min(1, sqrt(h)))
+    }
+}
+
+/// Full-text tokens as CloudKit's SEARCHABLE indexes them: words split on anything that is not a letter or digit,
+/// case- and diacritic-folded, common English stop words dropped.
+public enum TextTokenizer {
+    static let stopWords: Set<String> = [
+        "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not",
+        "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was",
+        "will", "with",
+    ]
+
+    public static func tokens(_ s: String) -> [String] {
+        let folded = s.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil)
+        var out: [String] = []
+        var current = ""
+        for ch in folded.unicodeScalars {
+            if CharacterSet.alphanumerics.contains(ch) {
+                current.unicodeScalars.append(ch)
+            } else if !current.isEmpty {
+                if !stopWords.contains(current) { out.append(current) }
+                current = ""
+            }
+        }
+        if !current.isEmpty && !stopWords.contains(current) { out.append(current) }
+        return out
+    }
+}
