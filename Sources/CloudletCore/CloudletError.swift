@@ -11,6 +11,7 @@ public struct CloudletError: Error, Sendable, CustomStringConvertible {
             case zoneNotFound, batchRequestFailed, referenceViolation, limitExceeded, permissionFailure
             case badContainer, badDatabase, changeTokenExpired, corruption, io, notSupported, readOnly, locked
             case partialFailure, quotaExceeded, authenticationFailed, authenticationRequired
+            case serviceUnavailable
         }
         private let value: Value
         private init(_ v: Value) { value = v }
@@ -60,6 +61,9 @@ public struct CloudletError: Error, Sendable, CustomStringConvertible {
         public static let authenticationFailed = Code(.authenticationFailed)
         /// A user is needed. `AUTHENTICATION_REQUIRED`.
         public static let authenticationRequired = Code(.authenticationRequired)
+        /// Temporarily unable to answer (an index still being built); retry shortly. `serviceUnavailable` (6) /
+        /// `TRY_AGAIN_LATER`.
+        public static let serviceUnavailable = Code(.serviceUnavailable)
 
         /// The CloudKit Web Services `serverErrorCode` for this code.
         public var serverErrorCode: String {
@@ -74,7 +78,7 @@ public struct CloudletError: Error, Sendable, CustomStringConvertible {
             case .referenceViolation: return "VALIDATING_REFERENCE_ERROR"
             case .permissionFailure: return "ACCESS_DENIED"
             case .changeTokenExpired: return "CHANGE_TOKEN_EXPIRED"
-            case .readOnly, .locked: return "TRY_AGAIN_LATER"
+            case .readOnly, .locked, .serviceUnavailable: return "TRY_AGAIN_LATER"
             case .quotaExceeded: return "QUOTA_EXCEEDED"
             case .authenticationFailed: return "AUTHENTICATION_FAILED"
             case .authenticationRequired: return "AUTHENTICATION_REQUIRED"
@@ -91,7 +95,7 @@ public struct CloudletError: Error, Sendable, CustomStringConvertible {
             case .unknownItem: return 11
             case .invalidArguments, .notSupported: return 12
             case .serverRecordChanged, .recordExists: return 14
-            case .readOnly, .locked: return 6
+            case .readOnly, .locked, .serviceUnavailable: return 6
             case .changeTokenExpired: return 21
             case .batchRequestFailed: return 22
             case .badDatabase: return 24
@@ -127,6 +131,7 @@ public struct CloudletError: Error, Sendable, CustomStringConvertible {
             case .quotaExceeded: return "quotaExceeded"
             case .authenticationFailed: return "authenticationFailed"
             case .authenticationRequired: return "authenticationRequired"
+            case .serviceUnavailable: return "serviceUnavailable"
             }
         }
     }

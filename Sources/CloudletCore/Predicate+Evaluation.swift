@@ -104,8 +104,8 @@ extension Comparison {
 }
 
 /// How field values compare in predicates and sorts. Numbers compare across INT64 and DOUBLE; strings compare by
-/// Unicode scalar values (equality is case-insensitive, as CloudKit documents); references by record name;
-/// values of unrelated types do not compare.
+/// Unicode scalar values (equality is case-insensitive, as CloudKit documents); references by record name (also
+/// against strings, either way round); values of unrelated types do not compare.
 public enum FieldOrder {
     /// -1, 0, 1, or nil when the two values do not compare.
     public static func compare(_ a: FieldValue, _ b: FieldValue) -> Int? {
@@ -115,12 +115,21 @@ public enum FieldOrder {
         case (.int64(let x), .double(let y)): return Double(x) < y ? -1 : Double(x) == y ? 0 : 1
         case (.double(let x), .int64(let y)): return x < Double(y) ? -1 : x == Double(y) ? 0 : 1
         case (.timestamp(let x), .timestamp(let y)): return x < y ? -1 : x == y ? 0 : 1
-        case (.string(let x), .string(let y)): return x.unicodeScalars.lexicographicallyPrecedes(y.unicodeScalars) ? -1 : x == y ? 0 : 1
-        case (.reference(let x), .reference(let y)): return compare(.string(x.recordName), .string(y.recordName))
-        case (.reference(let x), .string(let y)): return compare(.string(x.recordName), .string(y))
+        case (.string(let x), .string(let y)): return compareScalars(x, y)
+        case (.reference(let x), .reference(let y)): return compareScalars(x.recordName, y.recordName)
+        case (.reference(let x), .string(let y)): return compareScalars(x.recordName, y)
+        case (.string(let x), .reference(let y)): return compareScalars(x, y.recordName)
         case (.bytes(let x), .bytes(let y)): return x.lexicographicallyPrecedes(y) ? -1 : x == y ? 0 : 1
         default: return nil
         }
+    }
+
+    /// Strings order by Unicode scalar values, which is the order of their UTF-8 bytes — the order the SORTABLE
+    /// index keeps. (Canonically equivalent strings with different scalars are different here; EQUALS on strings
+    /// uses ``equal(_:_:)``, which folds case and canonical equivalence.)
+    static func compareScalars(_ x: String, _ y: String) -> Int {
+        if x.utf8.elementsEqual(y.utf8) { return 0 }
+        return x.utf8.lexicographicallyPrecedes(y.utf8) ? -1 : 1
     }
 
     /// Equality as EQUALS means it (strings case-insensitively).

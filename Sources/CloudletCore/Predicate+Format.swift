@@ -34,8 +34,10 @@ public struct PredicateSyntaxError: Error, Sendable, CustomStringConvertible {
 extension Predicate {
     /// Parses an NSPredicate-style format string — CKQuery's subset: `=`, `==`, `!=`, `<>`, `<`, `<=`, `>`, `>=`,
     /// `BETWEEN`, `BEGINSWITH`, `IN`, `CONTAINS` (list membership), `ANY`/`SOME`, `AND`/`&&`, `NOT`/`!` (where
-    /// CloudKit allows it), `TRUEPREDICATE`, `FALSEPREDICATE`, `self CONTAINS 'text'` (full text),
-    /// `distanceToLocation:fromLocation:(key, %@) < metres`, `%@` values and `%K` keys — plus `OR`/`||` and
+    /// CloudKit allows it), `TRUEPREDICATE`, `FALSEPREDICATE`, `self CONTAINS 'text'` (full text, any token),
+    /// `ALL tokenize(%@, 'Cdl') IN allTokens` (full text, every token), `distanceToLocation:fromLocation:(key, %@)
+    /// < kilometres` (CloudKit reads the radius in kilometres), `now()` and `CAST(seconds, 'NSDate')` (seconds
+    /// since 2001, as NSPredicate; an ISO 8601 string works too), `%@` values and `%K` keys — plus `OR`/`||` and
     /// parentheses, which CloudKit lacks.
     ///
     /// ```swift
@@ -69,6 +71,8 @@ struct PredicateParser {
     private var tokens: [(Token, Int)] = []
     private var pos = 0
     private var argIndex = 0
+    /// Whether the primary just parsed was a BETWEEN (which parses to an AND), for NOT's error message.
+    private var lastWasBetween = false
 
     init(format: String, arguments: [any PredicateArgument]) {
         self.format = format
@@ -138,6 +142,8 @@ struct PredicateParser {
         _ = next()
         let inner = try parseNot()
         switch inner {
+        case .and where lastWasBetween:
+            throw error("NOT cannot negate BETWEEN (CloudKit does not allow it); use < OR >", at: at)
         case .and:
             throw error("NOT cannot negate an AND (CloudKit does not allow it); negate each comparison", at: at)
         case .comparison(let c):
@@ -154,10 +160,12 @@ struct PredicateParser {
     }
 
     private mutating func parsePrimary() throws -> Predicate {
+        lastWasBetween = false
         if peek == .symbol("(") {
             _ = next()
             let p = try parseOr()
-            guard next() == .symbol(")") else { throw error("expected ')'") }
+            try expect(.symbol(")"), "')' to close the parenthesis")
+            lastWasBetween = false
             return p
         }
         if isKeyword(peek, "TRUEPREDICATE") {
@@ -167,6 +175,14 @@ struct PredicateParser {
         if isKeyword(peek, "FALSEPREDICATE") {
             _ = next()
             return .none
+        }
+        if (isKeyword(peek, "ANY") || isKeyword(peek, "SOME") || isKeyword(peek, "ALL")), case .word(let w) = tokens[pos + 1].0,
+            w.lowercased().hasPrefix("tokenize")
+        {
+            return try parseTokenize()
+        }
+        if isKeyword(peek, "ALL") {
+            throw error("ALL is not supported by CloudKit queries (ANY is; ALL only in ALL tokenize(…) IN allTokens)")
         }
         if isKeyword(peek, "ANY") || isKeyword(peek, "SOME") {
             _ = next()
@@ -184,16 +200,21 @@ struct PredicateParser {
         if case .word(let w) = peek, w.hasPrefix("distanceToLocation:fromLocation:") { return try parseDistance() }
         if case .word(let w) = peek, w.lowercased() == "self" {
             _ = next()
-            guard isKeyword(next(), "CONTAINS") else { throw error("expected CONTAINS after self") }
+            guard isKeyword(peek, "CONTAINS") else { throw error("expected CONTAINS after self, found \(describe(peek))") }
+            _ = next()
+            let at = offset
             let value = try parseValue()
-            guard value.stringValue != nil else { throw error("self CONTAINS needs a string") }
+            guard value.stringValue != nil else { throw error("self CONTAINS needs a string", at: at) }
             return .comparison(Comparison(fullTextField, .containsAnyTokens, value))
         }
         // value IN key (list membership, written the other way round)
-        if case .string = peek, isKeyword(tokens[pos + 1].0, "IN") {
+        switch peek {
+        case .string, .number, .argument:
+            guard isKeyword(tokens[pos + 1].0, "IN") else { break }
             let value = try parseValue()
             _ = next()
             return .comparison(Comparison(try parseKey(), .listContains, value))
+        default: break
         }
         let key = try parseKey()
         let opAt = offset
@@ -215,11 +236,79 @@ struct PredicateParser {
             guard case .list(_, let items) = value, items.count == 2 else {
                 throw error("BETWEEN needs a list of two values, like {1, 5}", at: opAt)
             }
+            lastWasBetween = true
             return .and([
                 .comparison(Comparison(key, .greaterThanOrEquals, items[0])),
                 .comparison(Comparison(key, .lessThanOrEquals, items[1])),
             ])
         default: throw error("unknown operator \(op)", at: opAt)
+        }
+    }
+
+    /// Consumes `token` or throws "expected <what>" at the token found instead.
+    private mutating func expect(_ token: Token, _ what: String) throws {
+        guard peek == token else { throw error("expected \(what), found \(describe(peek))") }
+        _ = next()
+    }
+
+    /// A list literal: values of one type; integers and doubles together become doubles.
+    private func list(_ items: [FieldValue], at: Int) throws -> FieldValue {
+        let numeric = items.allSatisfy { $0.type == FieldType(.int64) || $0.type == FieldType(.double) }
+        if numeric && items.contains(where: { $0.type == FieldType(.double) }) {
+            return .list(.double, items.map { v in v.int64Value.map { .double(Double($0)) } ?? v })
+        }
+        let type = items.first?.type.scalar ?? .string
+        guard items.allSatisfy({ $0.type == FieldType(type) }) else {
+            throw error("a list must hold values of one type", at: at)
+        }
+        return .list(type, items)
+    }
+
+    /// `ALL tokenize(%@, 'Cdl') IN allTokens` (every token) or `ANY tokenize(…) IN allTokens` (any token): CKQuery's
+    /// full-text form over every searchable field.
+    private mutating func parseTokenize() throws -> Predicate {
+        let all = isKeyword(peek, "ALL")
+        _ = next()
+        guard case .word(let w) = peek, w.lowercased() == "tokenize" || w.lowercased() == "tokenize:using:" else {
+            throw error("expected tokenize(…)")
+        }
+        _ = next()
+        try expect(.symbol("("), "'(' after tokenize")
+        let textAt = offset
+        let text = try parseValue()
+        guard text.stringValue != nil else { throw error("tokenize needs a string", at: textAt) }
+        try expect(.symbol(","), "',' and the options string ('Cdl')")
+        _ = try parseValue()
+        try expect(.symbol(")"), "')' after tokenize's options")
+        guard isKeyword(peek, "IN") else { throw error("expected IN allTokens after tokenize(…)") }
+        _ = next()
+        guard case .word(let target) = peek, target.lowercased() == "alltokens" || target.lowercased() == "self" else {
+            throw error("expected allTokens after IN")
+        }
+        _ = next()
+        return .comparison(Comparison(fullTextField, all ? .containsAllTokens : .containsAnyTokens, text))
+    }
+
+    /// `CAST(seconds since 2001, 'NSDate')` as NSPredicate reads it, or `CAST('2024-05-01T12:00:00Z', 'NSDate')`.
+    private mutating func parseCast(at: Int) throws -> FieldValue {
+        try expect(.symbol("("), "'(' after CAST")
+        let valueAt = offset
+        let value = try parseValue()
+        try expect(.symbol(","), "',' and the type ('NSDate')")
+        let typeAt = offset
+        guard case .string(let type) = next(), type == "NSDate" else {
+            throw error("CAST supports only 'NSDate'", at: typeAt)
+        }
+        try expect(.symbol(")"), "')' to close CAST")
+        switch value {
+        case .int64(let s): return .date(Date(timeIntervalSinceReferenceDate: Double(s)))
+        case .double(let s): return .date(Date(timeIntervalSinceReferenceDate: s))
+        case .string(let s):
+            guard let d = ISO8601DateFormatter().date(from: s) else {
+                throw error("'\(s)' is not an ISO 8601 date like 2024-05-01T12:00:00Z", at: valueAt)
+            }
+            return .date(d)
+        default: throw error("CAST to NSDate needs a number of seconds since 2001 or an ISO 8601 string", at: valueAt)
         }
     }
 
@@ -233,25 +322,30 @@ struct PredicateParser {
         guard case .word(let w) = next(), w == "distanceToLocation:fromLocation:" else {
             throw error("expected distanceToLocation:fromLocation:(key, location)", at: at)
         }
-        guard next() == .symbol("(") else { throw error("expected '(' after distanceToLocation:fromLocation:") }
+        try expect(.symbol("("), "'(' after distanceToLocation:fromLocation:")
         let key = try parseKey()
-        guard next() == .symbol(",") else { throw error("expected ','") }
+        try expect(.symbol(","), "',' between the field and the location")
+        let centerAt = offset
         let center = try parseValue()
-        guard case .location = center else { throw error("distanceToLocation:fromLocation: needs a location argument") }
-        guard next() == .symbol(")") else { throw error("expected ')'") }
+        guard case .location = center else {
+            throw error("distanceToLocation:fromLocation: needs a location argument (%@ with a Location)", at: centerAt)
+        }
+        try expect(.symbol(")"), "')' after the location")
         let opAt = offset
         let op = try parseOperator()
         guard op == "<" || op == "<=" else {
             throw error("a distance can only be compared with < or <= (CloudKit finds records inside a radius)", at: opAt)
         }
+        let radiusAt = offset
         let radius = try parseValue()
-        let metres: Double
+        let kilometres: Double
         switch radius {
-        case .int64(let v): metres = Double(v)
-        case .double(let v): metres = v
-        default: throw error("the distance must be a number of metres", at: opAt)
+        case .int64(let v): kilometres = Double(v)
+        case .double(let v): kilometres = v
+        default: throw error("the distance must be a number of kilometres", at: radiusAt)
         }
-        return .comparison(Comparison(key, .near, center, distance: metres / 1000))
+        guard kilometres.isFinite, kilometres >= 0 else { throw error("the distance must be a finite number ≥ 0", at: radiusAt) }
+        return .comparison(Comparison(key, .near, center, distance: kilometres))
     }
 
     private mutating func parseKey() throws -> String {
@@ -303,15 +397,21 @@ struct PredicateParser {
                     items.append(try parseValue())
                 }
             }
-            guard next() == .symbol("}") else { throw error("expected '}' to close the list") }
-            let type = items.first?.type.scalar ?? .string
-            guard items.allSatisfy({ $0.type == FieldType(type) }) else { throw error("a list must hold values of one type", at: at) }
-            return .list(type, items)
+            try expect(.symbol("}"), "',' or '}' to close the list")
+            return try list(items, at: at)
         case .word(let w) where w.uppercased() == "TRUE" || w.uppercased() == "YES": return .int64(1)
         case .word(let w) where w.uppercased() == "FALSE" || w.uppercased() == "NO": return .int64(0)
+        case .word(let w) where w.lowercased() == "now" || w.lowercased() == "now:":
+            try expect(.symbol("("), "'(' after now")
+            try expect(.symbol(")"), "')' after now(")
+            return .date(Date())
+        case .word(let w) where w.uppercased() == "CAST":
+            return try parseCast(at: at)
         case let t: throw error("expected a value (a quoted string, a number, %@ or {…}), found \(describe(t))", at: at)
         }
     }
+
+    private static func isDigit(_ c: Character) -> Bool { c.isASCII && c.isNumber }
 
     static func lex(_ s: String) throws -> [(Token, Int)] {
         let chars = Array(s)
@@ -334,11 +434,14 @@ struct PredicateParser {
                 guard i < chars.count else { throw fail("unterminated string", start) }
                 i += 1
                 out.append((.string(v), start))
-            } else if c.isNumber || (c == "-" && i + 1 < chars.count && chars[i + 1].isNumber) {
+            } else if isDigit(c) || (c == "-" && i + 1 < chars.count && isDigit(chars[i + 1])) {
                 var v = String(c)
                 i += 1
-                while i < chars.count && (chars[i].isNumber || chars[i] == "." || chars[i] == "e" || chars[i] == "E") {
-                    v.append(chars[i])
+                while i < chars.count {
+                    let d = chars[i]
+                    let exponentSign = (d == "-" || d == "+") && (v.last == "e" || v.last == "E")
+                    guard isDigit(d) || d == "." || d == "e" || d == "E" || exponentSign else { break }
+                    v.append(d)
                     i += 1
                 }
                 out.append((.number(v), start))
