@@ -28,6 +28,8 @@ public final class CloudletStore: Sendable {
     private let lock: StoreLock?
     private let closed = Atomic<Bool>(false)
     let listenerIDs = Atomic<Int>(0)
+    /// Background index builds (CloudletStore+Indexes.swift).
+    let indexBuilder = IndexBuilder()
 
     /// Opens (creating if needed) the store at `path`. Blocking: recovers every partition. Prefer ``open(at:configuration:)``
     /// from async code.
@@ -46,6 +48,7 @@ public final class CloudletStore: Sendable {
             }
             partitions = parts
             fingerprint = Fingerprint.of([metadata.storeID])
+            try openIndexes()
         } catch {
             lock?.release()
             throw error
@@ -75,6 +78,7 @@ public final class CloudletStore: Sendable {
     /// Blocking form of ``close()``.
     public func closeNow() throws {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        indexBuilder.stop()
         var firstError: (any Error)?
         for p in partitions {
             do { try p.close(checkpoint: !configuration.readOnly) } catch { if firstError == nil { firstError = error } }

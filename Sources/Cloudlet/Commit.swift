@@ -17,6 +17,8 @@ enum Mutation: Sendable {
     case schemaReset(container: String)
     /// Forget tombstones and deleted zones with LSN ≤ `through`: change tokens older than that expire.
     case purge(through: UInt64)
+    /// Index flags in a schema, or an index a partition starts or stops maintaining (see ``IndexMutation``).
+    case index(IndexMutation)
 }
 
 /// A commit decoded from (or encoded into) a frame payload, with where each record's bytes sit in the payload
@@ -46,7 +48,7 @@ struct Commit: Sendable {
         for m in mutations {
             switch m {
             case .putRecord(let z, _, _), .deleteRecord(let z, _, _, _), .createZone(let z), .deleteZone(let z, _): _ = index(z)
-            case .schemaField, .schemaReset, .purge: break
+            case .schemaField, .schemaReset, .purge, .index: break
             }
         }
         var estimate = 64 + zoneList.count * 96
@@ -92,6 +94,9 @@ struct Commit: Sendable {
             case .purge(let through):
                 w.u8(7)
                 w.u64(through)
+            case .index(let change):
+                w.u8(8)
+                change.encode(into: &w)
             }
         }
         return (w.bytes, slots)
@@ -145,6 +150,7 @@ struct Commit: Sendable {
                         field: field.isEmpty ? nil : field, type: fieldType))
             case 6: mutations.append(.schemaReset(container: try r.string()))
             case 7: mutations.append(.purge(through: try r.u64()))
+            case 8: mutations.append(.index(try IndexMutation.decode(&r)))
             default: throw CloudletError.corruption("commit payload: unknown mutation kind \(kind)")
             }
         }

@@ -49,25 +49,30 @@ public struct Container: Sendable {
         return types.values.sorted { $0.name < $1.name }
     }
 
-    /// Promotes the development schema to production: adds every record type and field production lacks.
-    /// Additive only: a field whose type differs between the two is refused (naming it) and nothing changes.
-    /// - Returns: how many types and fields were added.
+    /// Promotes the development schema to production: adds every record type, field and index flag production
+    /// lacks, and builds the new indexes over production's records in the background. Additive only: a field whose
+    /// type differs between the two, or anything production has that development lacks, is refused (naming it) and
+    /// nothing changes.
+    /// - Returns: how many types, fields and index changes were added.
     @discardableResult
     public func deploySchema() async throws -> Int {
-        let partition = store.partitions[0]
-        let (added, lsn) = try partition.commit { st, _ in
-            let m = try st.schema.deployment(container: identifier)
-            return (m, m.count)
+        try store.checkOpen()
+        let store = self.store, identifier = self.identifier
+        return try await BlockingIO.run {
+            try store.changeSchema { schema in
+                let m = try schema.deployment(container: identifier)
+                return (m, m.count)
+            }
         }
-        if let lsn { try await partition.waitDurable(lsn) }
-        return added
     }
 
-    /// Resets the development schema to production's (types and fields only development has are forgotten;
-    /// records are kept).
+    /// Resets the development schema to production's: types, fields and index flags only development has are
+    /// forgotten (records are kept; their development-only indexes are dropped).
     public func resetDevelopmentSchema() async throws {
-        let partition = store.partitions[0]
-        let (_, lsn) = try partition.commit { _, _ in ([.schemaReset(container: identifier)], ()) }
-        if let lsn { try await partition.waitDurable(lsn) }
+        try store.checkOpen()
+        let store = self.store, identifier = self.identifier
+        try await BlockingIO.run {
+            try store.changeSchema { _ in ([.schemaReset(container: identifier)], ()) }
+        }
     }
 }

@@ -3,7 +3,8 @@ import CloudletStorage
 
 /// Checkpoint encoding of a partition's derived state (see docs/storage-format.md, "Checkpoint payload").
 extension PartitionState {
-    static let checkpointVersion: UInt8 = 1
+    /// 2 adds index flags to the schema and the index section; version 1 checkpoints still load (no indexes).
+    static let checkpointVersion: UInt8 = 2
 
     func encodeCheckpoint() -> [UInt8] {
         var w = ByteWriter(capacity: 1 << 16)
@@ -53,15 +54,21 @@ extension PartitionState {
                     w.string(field)
                     w.u8(ft.tag)
                 }
+                w.varint(t.indexes.count)
+                for (field, flags) in t.indexes {
+                    w.string(field)
+                    w.u8(flags.rawValue)
+                }
             }
         }
+        indexes.encode(into: &w)
         return w.bytes
     }
 
     static func decodeCheckpoint(_ bytes: [UInt8], next: FramePosition?) throws -> PartitionState {
         var r = ByteReader(bytes, what: "checkpoint")
         let v = try r.u8()
-        guard v == checkpointVersion else { throw CloudletError.corruption("checkpoint: unknown version \(v)") }
+        guard v == 1 || v == checkpointVersion else { throw CloudletError.corruption("checkpoint: unknown version \(v)") }
         var s = PartitionState()
         s.lastLSN = try r.u64()
         s.purgedThroughLSN = try r.u64()
@@ -117,9 +124,21 @@ extension PartitionState {
                     guard let ft = FieldType(tag: tag) else { throw CloudletError.corruption("checkpoint: bad field type \(tag)") }
                     t.fields[field] = ft
                 }
+                if v >= 2 {
+                    let ic = try r.length()
+                    for _ in 0..<ic {
+                        let field = try r.string()
+                        t.indexes[field] = IndexFlags(rawValue: try r.u8())
+                    }
+                }
                 types[t.name] = t
             }
             s.schema.types[key] = types
+        }
+        if v >= 2 {
+            s.indexes = try IndexState.decode(&r, zones: s.zones)
+        } else {
+            s.indexes = IndexState.withoutIndexes(s.zones)
         }
         guard r.isAtEnd else { throw CloudletError.corruption("checkpoint: \(r.remaining) trailing bytes") }
         return s

@@ -111,6 +111,8 @@ struct PartitionState: Sendable {
     /// Zones deleted, with the LSN and time (ms) of the deletion (for database change feeds), until purged.
     var deletedZones: [ZoneKey: (lsn: UInt64, time: Int64)] = [:]
     var schema = SchemaCatalog()
+    /// Secondary indexes of this partition's zones (IndexState.swift).
+    var indexes = IndexState()
     /// LSN of the last applied commit.
     var lastLSN: UInt64 = 0
     /// Where the frame after `lastLSN` starts (the replay start of a checkpoint taken now).
@@ -128,6 +130,7 @@ struct PartitionState: Sendable {
         for (i, m) in commit.mutations.enumerated() {
             switch m {
             case .putRecord(let z, let record, _):
+                indexes.put(z, record, replacing: zones[z]?.records[record.recordName])
                 var targets: [String] = []
                 for value in record.fields.values {
                     switch value {
@@ -144,6 +147,7 @@ struct PartitionState: Sendable {
                 zones[z, default: ZoneState(createdLSN: 0)].put(record.recordName, entry)
             case .deleteRecord(let z, let name, let type, let time):
                 guard zones[z] != nil else { continue }
+                indexes.delete(z, name, recordType: type)
                 let entry = RecordEntry(
                     lsn: lsn, index: UInt32(i), position: position, slot: Commit.Slot(offset: 0, length: 0),
                     changeTag: "", recordType: type, deleted: true, time: time, deleteSelfTargets: [])
@@ -153,9 +157,13 @@ struct PartitionState: Sendable {
                 deletedZones[z] = nil
             case .deleteZone(let z, let time):
                 zones[z] = nil
+                indexes.dropZone(z)
                 deletedZones[z] = (lsn, time)
             case .schemaField, .schemaReset:
                 schema.apply(m)
+            case .index(let change):
+                schema.apply(m)
+                indexes.apply(change, lsn: lsn)
             case .purge(let through):
                 guard through > purgedThroughLSN else { continue }
                 purgedThroughLSN = through

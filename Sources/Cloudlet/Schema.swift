@@ -11,14 +11,22 @@ public struct SchemaKey: Hashable, Sendable {
     }
 }
 
-/// The record types of one container and environment, and each field's type (fixed once set).
+/// The record types of one container and environment, each field's type (fixed once set) and index flags.
 public struct RecordTypeSchema: Sendable, Hashable {
     public var name: String
     public var fields: [String: FieldType]
+    /// Index flags by field; system fields by their ``SystemField`` names (`recordName`, `createdTimestamp`, …).
+    public var indexes: [String: IndexFlags]
 
-    public init(name: String, fields: [String: FieldType] = [:]) {
+    public init(name: String, fields: [String: FieldType] = [:], indexes: [String: IndexFlags] = [:]) {
         self.name = name
         self.fields = fields
+        self.indexes = indexes
+    }
+
+    /// A field's type: a record field's, or a system field's.
+    public func type(of field: String) -> FieldType? {
+        SystemField(rawValue: field)?.type ?? fields[field]
     }
 }
 
@@ -87,12 +95,16 @@ struct SchemaCatalog: Sendable {
         case .schemaReset(let container):
             let prod = types[SchemaKey(container: container, environment: .production)] ?? [:]
             types[SchemaKey(container: container, environment: .development)] = prod
+        case .index(.flags(let key, let type, let field, let flags)):
+            if types[key]?[type] == nil { types[key, default: [:]][type] = RecordTypeSchema(name: type) }
+            types[key]![type]!.indexes[field, default: []].formUnion(flags)
         default: break
         }
     }
 
-    /// The mutations that promote development to production: every type and field production lacks. Refuses (and
-    /// names) a field whose type differs between the two.
+    /// The mutations that promote development to production: every type, field and index flag production lacks.
+    /// Refuses (and names) a field whose type differs between the two, and anything production has that development
+    /// lacks (deploying must never drop it).
     func deployment(container: String) throws -> [Mutation] {
         let dev = types[SchemaKey(container: container, environment: .development)] ?? [:]
         let prodKey = SchemaKey(container: container, environment: .production)
@@ -114,7 +126,35 @@ struct SchemaCatalog: Sendable {
                     out.append(.schemaField(prodKey, recordType: name, field: field, type: t))
                 }
             }
+            for field in d.indexes.keys.sorted() {
+                let missing = d.indexes[field]!.subtracting(p?.indexes[field] ?? [])
+                if !missing.isEmpty { out.append(.index(.flags(prodKey, recordType: name, field: field, missing))) }
+            }
         }
+        try checkNothingDropped(dev: dev, prod: prod)
         return out
+    }
+
+    /// Throws, naming it, if production has a type, field or index flag that development does not.
+    private func checkNothingDropped(dev: [String: RecordTypeSchema], prod: [String: RecordTypeSchema]) throws {
+        for name in prod.keys.sorted() {
+            let p = prod[name]!
+            guard let d = dev[name] else {
+                throw CloudletError.invalid(
+                    "cannot deploy: record type '\(name)' is in production but not in development; deploying would drop it")
+            }
+            for field in p.fields.keys.sorted() where d.fields[field] == nil {
+                throw CloudletError.invalid(
+                    "cannot deploy: field '\(field)' of record type '\(name)' is in production but not in development")
+            }
+            for field in p.indexes.keys.sorted() {
+                let lost = p.indexes[field]!.subtracting(d.indexes[field] ?? [])
+                if !lost.isEmpty {
+                    throw CloudletError.invalid(
+                        "cannot deploy: field '\(field)' of record type '\(name)' is \(lost) in production but not in "
+                            + "development; deploying would drop the index")
+                }
+            }
+        }
     }
 }

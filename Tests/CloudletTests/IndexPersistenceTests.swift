@@ -1,0 +1,138 @@
+import CloudletCore
+import Foundation
+import Testing
+
+@testable import Cloudlet
+
+extension IndexState {
+    /// Everything the indexes hold, in a canonical text form (slot numbers replaced by field names), for comparing
+    /// the state of two stores.
+    func dump() -> String {
+        var lines: [String] = []
+        for (d, info) in definitions.sorted(by: { "\($0.key)" < "\($1.key)" }) {
+            lines.append("def \(d) \(info.status) @\(info.definedAt)")
+        }
+        for (z, zi) in zones.sorted(by: { "\($0.key)" < "\($1.key)" }) {
+            for (type, t) in zi.types.sorted(by: { $0.key < $1.key }) {
+                lines.append("\(z) \(type) names \(t.names.all)")
+                for name in t.stored.keys.sorted() {
+                    let v = t.values(name).map { (t.slots[$0.key], $0.value.map { "\($0)" } ?? "missing") }.sorted { $0.0 < $1.0 }
+                    lines.append("  stored \(name) \(v)")
+                }
+                for (f, e) in t.equality.sorted(by: { $0.key < $1.key }) {
+                    lines.append("  eq \(f) \(e.postings.map { "\($0.key)=\($0.value.sorted())" }.sorted())")
+                }
+                for (f, o) in t.ordered.sorted(by: { $0.key < $1.key }) {
+                    lines.append("  ord \(f) \(o.entries.all.map { "\($0.key):\($0.name)" })")
+                }
+                for (f, x) in t.text.sorted(by: { $0.key < $1.key }) {
+                    lines.append("  text \(f) \(x.postings.map { "\($0.key)=\($0.value.sorted())" }.sorted())")
+                }
+                for (f, s) in t.spatial.sorted(by: { $0.key < $1.key }) {
+                    lines.append("  geo \(f) \(s.cells.map { "\($0.key)=\($0.value.sorted())" }.sorted())")
+                }
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// Index state is derived from the log: the same after a clean reopen (from the checkpoint), after a crash (replay,
+/// then background builds), and as maintained live.
+@Suite struct IndexPersistenceTests {
+    func item(_ i: Int, zone: ZoneID) -> Record {
+        var r = Record(recordType: "Item", recordName: "i\(i)", zoneID: zone)
+        r["title"] = .string(["Red apple", "green Pear", "blue plum", "Café au lait"][i % 4] + " \(i % 7)")
+        r["n"] = .int64(Int64(i % 13))
+        if i % 5 != 0 { r["tags"] = .list(.string, [.string("t\(i % 3)"), .string("u\(i % 4)")]) }
+        r["where"] = .location(Location(latitude: Double(i % 17) - 8, longitude: Double(i % 23) * 2))
+        return r
+    }
+
+    func dumps(_ store: CloudletStore) -> String {
+        store.partitions.map { p in p.state.withLock { $0.indexes.dump() } }.joined(separator: "\n---\n")
+    }
+
+    @Test(arguments: [1, 3])
+    func indexStateSurvivesReopenWithAndWithoutCheckpoint(partitions: Int) async throws {
+        let dir = TempDir("index-persist")
+        let store = try await openStore(dir, partitions: partitions)
+        let container = try store.container(testContainer)
+        let db = try container.privateDatabase(user: "u")
+        let zones = [ZoneID.default, ZoneID(zoneName: "Z1"), ZoneID(zoneName: "Z2")]
+        for z in zones where !z.isDefault { try await db.createZone(z) }
+        // Records first, so the indexes below are built over existing records …
+        for z in zones { _ = try await db.modify((0..<60).map { .create(item($0, zone: z)) }) }
+        try await container.addIndexes([.queryable, .sortable, .searchable], recordType: "Item", field: "title")
+        try await container.addIndexes([.queryable, .sortable], recordType: "Item", field: "n")
+        try await container.addIndexes(.queryable, recordType: "Item", field: "tags")
+        try await container.addIndexes(.queryable, recordType: "Item", field: "where")
+        try await container.addIndexes(.sortable, recordType: "Item", field: "createdTimestamp")
+        await store.waitForIndexBuilds()
+        // … then changes the indexes must follow.
+        for z in zones {
+            var ops: [RecordOperation] = []
+            for i in stride(from: 0, to: 60, by: 4) { ops.append(.forceDelete(RecordID(recordName: "i\(i)", zoneID: z))) }
+            for i in stride(from: 1, to: 60, by: 6) {
+                var r = item(i + 100, zone: z)
+                r.id = RecordID(recordName: "i\(i)", zoneID: z)
+                r["tags"] = nil
+                ops.append(.forceReplace(r))
+            }
+            for i in 60..<70 { ops.append(.create(item(i, zone: z))) }
+            _ = try await db.modify(ops)
+        }
+        let live = dumps(store)
+        #expect(live.contains("ready"))
+        #expect(!live.contains("building"))
+        #expect(live.contains("stored i1 "))
+        #expect(!live.contains("stored i0 "), "deleted records leave no index values")
+
+        // A crash image: the log as it is, no checkpoint.
+        for p in store.partitions { try p.log.flush() }
+        let image = dir.sub("image")
+        try FileManager.default.copyItem(atPath: dir.sub("store"), toPath: image)
+        try await store.close()
+        for p in 0..<partitions {
+            let pdir = image + "/" + StoreMetadata.partitionDirectoryName(p)
+            for f in try FileManager.default.contentsOfDirectory(atPath: pdir) where f.hasSuffix(".ckpt") {
+                try FileManager.default.removeItem(atPath: pdir + "/" + f)
+            }
+        }
+        try? FileManager.default.removeItem(atPath: image + "/LOCK")
+
+        let reopened = try await openStore(dir)
+        #expect(reopened.statistics.framesReplayed == 0, "a clean close leaves a checkpoint")
+        #expect(dumps(reopened) == live, "from the checkpoint")
+        try await reopened.close()
+
+        let replayed = try await CloudletStore.open(at: image, configuration: StoreConfiguration(durability: .os))
+        #expect(replayed.statistics.framesReplayed > 0)
+        await replayed.waitForIndexBuilds()
+        #expect(dumps(replayed) == live, "from the log, with the indexes built again in the background")
+        try await replayed.close()
+    }
+
+    @Test func aCheckpointTakenWhileAnIndexIsBuildingRebuildsItAfterOpen() async throws {
+        let dir = TempDir("index-building")
+        let store = try await openStore(dir)
+        let container = try store.container(testContainer)
+        let db = try container.privateDatabase(user: "u")
+        _ = try await db.modify((0..<50).map { .create(item($0, zone: .default)) })
+        // Define the index directly (no build started): as if the process stopped right after the schema change.
+        _ = try store.partitions[0].commit { st, _ in
+            var schema = st.schema
+            let m = try schema.indexAdditions(SchemaKey(container: testContainer, environment: .development), recordType: "Item", field: "n", .sortable)
+            for x in m { schema.apply(x) }
+            return (m + IndexReconciler.mutations(schema: schema, indexes: st.indexes), ())
+        }
+        #expect(store.partitions[0].state.withLock { $0.indexes.building.count } == 1)
+        try await store.close()  // the checkpoint records the index as building
+        let reopened = try await openStore(dir)
+        await reopened.waitForIndexBuilds()
+        let dump = reopened.partitions[0].state.withLock { $0.indexes.dump() }
+        #expect(dump.contains("ordered index on 'n'") && dump.contains("ready"))
+        #expect(dump.components(separatedBy: ":i").count - 1 == 50, "every record is in the ordered index:\n\(dump)")
+        try await reopened.close()
+    }
+}
