@@ -85,7 +85,7 @@ public struct Database: Sendable {
         if let lsn { try await partition.waitDurable(lsn) }
     }
 
-    private func requireZone(_ key: ZoneKey) throws {
+    func requireZone(_ key: ZoneKey) throws {
         if key.zoneName == ZoneID.defaultZoneName {
             guard id.scope != .shared else {
                 throw CloudletError(.badDatabase, "the shared database has no default zone; use a shared zone")

@@ -1,0 +1,204 @@
+import CloudletCore
+
+extension Database {
+    /// The most records one ``query(_:zoneID:zoneWide:resultsLimit:desiredKeys:continuationMarker:)`` returns, and
+    /// the default (CloudKit Web Services' limit).
+    public static let maxQueryResults = 200
+
+    /// Records of a type matching a predicate, in the query's order (CloudKit's `records/query`,
+    /// `CKQueryOperation`), at most `resultsLimit` (default and maximum 200) per call.
+    ///
+    /// The planner uses the most selective ready index and evaluates the whole predicate on every candidate. In
+    /// development, a query on a field without the index it needs adds the index to the schema just in time and
+    /// scans until the index is built; in production such a query is refused naming the field (`Field 'x' is not
+    /// marked queryable`), and one whose index is still being built gets `serviceUnavailable` (`TRY_AGAIN_LATER`).
+    ///
+    /// - Parameters:
+    ///   - zoneID: the zone to search (default: the default zone), or
+    ///   - zoneWide: search every zone of this database.
+    ///   - desiredKeys: return only these fields (nil: all; empty: system fields only).
+    ///   - continuationMarker: the ``QueryResults/cursor`` of the previous page; the page resumes right after that
+    ///     page's last record.
+    /// - Throws: `invalidArguments` for an unknown record type or field (production), a field without the needed
+    ///   index (production), a malformed or foreign continuation marker, or an unsupported comparison; `zoneNotFound`.
+    public func query(
+        _ query: Query, zoneID: ZoneID = .default, zoneWide: Bool = false, resultsLimit: Int? = nil,
+        desiredKeys: [String]? = nil, continuationMarker: QueryCursor? = nil
+    ) async throws -> QueryResults {
+        try store.checkOpen()
+        let limit = try Self.queryLimit(resultsLimit)
+        let zones = try queryZones(zoneID: zoneID, zoneWide: zoneWide)
+        let (pq, prepared) = try await prepare(query, addIndexes: true)
+        var notes = prepared
+        let fingerprint = query.fingerprint(store: store.fingerprint, database: id, zone: zoneWide ? nil : zones[0].zoneName)
+        let after = try continuationMarker.map { try $0.position(query: fingerprint, keyCount: query.sortDescriptors.count) }
+        var rows: [(record: Record, position: QueryPosition)] = []
+        var plans: [QueryPlan.Zone] = []
+        for z in zones {
+            let run = try await run(pq, in: z, limit: limit + 1, after: after, notes: &notes)
+            rows += run.rows
+            plans.append(run.plan)
+        }
+        if zones.count > 1 { rows.sort { pq.order.less($0.position, $1.position) } }
+        let more = rows.count > limit
+        if more { rows.removeLast(rows.count - limit) }
+        var records = rows.map(\.record)
+        if let desiredKeys {
+            let keep = Set(desiredKeys)
+            for i in records.indices { records[i].fields = records[i].fields.filter { keep.contains($0.key) } }
+        }
+        return QueryResults(
+            records: records, cursor: more ? QueryCursor(query: fingerprint, after: rows[rows.count - 1].position) : nil,
+            plan: QueryPlan(zones: plans, notes: notes))
+    }
+
+    /// How many records match, without returning them (beyond CloudKit). A query without comparisons counts record
+    /// names alone; otherwise the candidates an index finds are evaluated. Same schema rules as ``query(_:zoneID:zoneWide:resultsLimit:desiredKeys:continuationMarker:)``.
+    public func count(_ query: Query, zoneID: ZoneID = .default, zoneWide: Bool = false) async throws -> Int {
+        try store.checkOpen()
+        let zones = try queryZones(zoneID: zoneID, zoneWide: zoneWide)
+        let (pq, prepared) = try await prepare(Query(recordType: query.recordType, predicate: query.predicate), addIndexes: true)
+        var notes = prepared
+        var n = 0
+        for z in zones {
+            if case .all = query.predicate {
+                n += store.partition(for: z).state.withLock { $0.indexes.type(z, query.recordType)?.names.count ?? 0 }
+                continue
+            }
+            n += try await run(pq, in: z, limit: nil, after: nil, notes: &notes).count
+        }
+        return n
+    }
+
+    /// How ``query(_:zoneID:zoneWide:resultsLimit:desiredKeys:continuationMarker:)`` would run, without running it
+    /// or changing the schema: for each zone, the index and the number of candidates it yields, and whether results
+    /// would be sorted in memory.
+    public func explain(
+        _ query: Query, zoneID: ZoneID = .default, zoneWide: Bool = false, resultsLimit: Int? = nil
+    ) async throws -> QueryPlan {
+        try store.checkOpen()
+        let limit = try Self.queryLimit(resultsLimit)
+        let zones = try queryZones(zoneID: zoneID, zoneWide: zoneWide)
+        let (pq, notes) = try await prepare(query, addIndexes: false)
+        var plans: [QueryPlan.Zone] = []
+        var allNotes = notes
+        for z in zones {
+            let (plan, unready) = store.partition(for: z).state.withLock { st in
+                let planner = QueryPlanner(state: st, zone: z, query: pq)
+                return (planner.plan(limit: limit + 1, after: nil).1, planner.unready())
+            }
+            for f in unready { allNotes.append("the index on '\(f)' is still being built in zone '\(z.zoneName)'") }
+            plans.append(plan)
+        }
+        return QueryPlan(zones: plans, notes: allNotes)
+    }
+
+    static func queryLimit(_ requested: Int?) throws -> Int {
+        guard let requested else { return maxQueryResults }
+        guard requested >= 1 else { throw CloudletError.invalid("resultsLimit must be at least 1, not \(requested)") }
+        return min(requested, maxQueryResults)
+    }
+
+    /// The zones a query searches, sorted by name.
+    func queryZones(zoneID: ZoneID, zoneWide: Bool) throws -> [ZoneKey] {
+        guard zoneWide else {
+            let k = try key(zoneID)
+            try requireZone(k)
+            return [k]
+        }
+        var keys: [ZoneKey] = id.scope == .shared ? [] : [ZoneKey(database: id, zoneName: ZoneID.defaultZoneName)]
+        for p in store.partitions {
+            p.state.withLock { st in
+                for k in st.zones.keys where k.database == id && k.zoneName != ZoneID.defaultZoneName { keys.append(k) }
+            }
+        }
+        return keys.sorted { $0.zoneName < $1.zoneName }
+    }
+
+    // MARK: - Running
+
+    /// Records read per lock acquisition when walking an index in order (grows from the first to the last value).
+    static let walkBatch = (first: 32, last: 1024)
+
+    /// Plans and runs `pq` in one zone: up to `limit` matches after `after` in order (all of them when `limit` is
+    /// nil, for a count). In production an index the query needs that is not ready is an error; in development the
+    /// planner does without it and a note says so.
+    private func run(
+        _ pq: PreparedQuery, in key: ZoneKey, limit: Int?, after: QueryPosition?, notes: inout [String]
+    ) async throws -> (rows: [(record: Record, position: QueryPosition)], count: Int, plan: QueryPlan.Zone) {
+        let partition = store.partition(for: key)
+        let query = pq
+        let (execution, planned, unready) = partition.state.withLock { st in
+            let planner = QueryPlanner(state: st, zone: key, query: query)
+            let (e, p) = planner.plan(limit: limit, after: after)
+            return (e, p, planner.unready())
+        }
+        if let field = unready.first {
+            guard id.environment == .development else {
+                throw CloudletError(
+                    .serviceUnavailable,
+                    "the index on field '\(field)' of record type '\(pq.query.recordType)' is still being built; try again shortly")
+            }
+            for f in unready where !notes.contains(where: { $0.contains("'\(f)'") && $0.contains("being built") }) {
+                notes.append("the index on '\(f)' is still being built; the query scanned meanwhile (development)")
+            }
+        }
+        var plan = planned
+        var rows: [(record: Record, position: QueryPosition)] = []
+        var examined = 0
+        var matched = 0
+        switch execution {
+        case .empty:
+            break
+        case .walk(let w):
+            var from: OrderedEntry?
+            var batch = Self.walkBatch.first
+            walking: repeat {
+                let start = from
+                let size = batch
+                let (items, last) = partition.state.withLock { st in
+                    QueryPlanner(state: st, zone: key, query: query).walkBatch(w, from: start, after: after, max: size)
+                }
+                from = last
+                batch = min(batch * 2, Self.walkBatch.last)
+                for item in items {
+                    let r = try await partition.read(key, item.name, item.entry)
+                    examined += 1
+                    guard pq.matches(r) else { continue }
+                    rows.append((r, item.position))
+                    if rows.count == limit { break walking }
+                }
+            } while from != nil
+        case .keyed(var candidates):
+            candidates.sort { pq.order.less($0.position, $1.position) }
+            for c in candidates {
+                let r = try await partition.read(key, c.name, c.entry)
+                examined += 1
+                guard pq.matches(r) else { continue }
+                rows.append((r, c.position))
+                if rows.count == limit { break }
+            }
+        case .readAll(let candidates):
+            for c in candidates {
+                let r = try await partition.read(key, c.name, c.entry)
+                examined += 1
+                guard pq.matches(r) else { continue }
+                guard limit != nil else {
+                    matched += 1
+                    continue
+                }
+                let p = pq.order.position(r, zoneName: key.zoneName)
+                if let after, pq.order.compare(p, after) <= 0 { continue }
+                rows.append((r, p))
+            }
+            if let limit {
+                rows.sort { pq.order.less($0.position, $1.position) }
+                if rows.count > limit { rows.removeLast(rows.count - limit) }
+            }
+        }
+        if limit != nil { matched = rows.count }
+        plan.examined = examined
+        plan.matched = matched
+        return (rows, matched, plan)
+    }
+}

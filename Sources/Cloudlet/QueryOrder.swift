@@ -1,0 +1,145 @@
+import CloudletCore
+
+/// A result's place in a query's order: its sort keys (one ``SortKey`` per descriptor), record name and zone.
+struct QueryPosition: Sendable, Hashable {
+    var keys: [[UInt8]]
+    var recordName: String
+    var zoneName: String
+}
+
+/// A query's total order: the sort descriptors, then record name, then zone name (for zone-wide queries). Ties go
+/// in the direction of the last descriptor (ascending without descriptors), so that a single descending sort reads
+/// its index backwards.
+struct SortOrder: Sendable {
+    var descriptors: [SortDescriptor]
+
+    var tiesAscending: Bool { descriptors.last?.ascending ?? true }
+
+    func compare(_ a: QueryPosition, _ b: QueryPosition) -> Int {
+        for (i, d) in descriptors.enumerated() {
+            let c = SortKey.compare(a.keys[i], b.keys[i])
+            if c != 0 { return d.ascending ? c : -c }
+        }
+        var c = a.recordName == b.recordName ? 0 : a.recordName < b.recordName ? -1 : 1
+        if c == 0 { c = a.zoneName == b.zoneName ? 0 : a.zoneName < b.zoneName ? -1 : 1 }
+        return tiesAscending ? c : -c
+    }
+
+    func less(_ a: QueryPosition, _ b: QueryPosition) -> Bool { compare(a, b) < 0 }
+
+    /// The key of `value` (of the descriptor's field) for descriptor `i`.
+    func key(_ i: Int, _ value: FieldValue?) -> [UInt8] {
+        let d = descriptors[i]
+        if let here = d.relativeLocation {
+            guard case .location(let l)? = value else { return SortKey.distance(nil) }
+            return SortKey.distance(Geo.distanceKilometres(l, here))
+        }
+        return SortKey.encode(value)
+    }
+
+    /// A record's position.
+    func position(_ r: Record, zoneName: String) -> QueryPosition {
+        QueryPosition(
+            keys: descriptors.indices.map { key($0, TypeIndexes.value(descriptors[$0].field, in: r)) },
+            recordName: r.recordName, zoneName: zoneName)
+    }
+}
+
+extension QueryCursor {
+    static let version: UInt8 = 1
+
+    /// `version u8 · query fingerprint u64 · key count varint · keys (bytes) · recordName string · zoneName string ·
+    /// CRC32C u32`, base64.
+    init(query: UInt64, after p: QueryPosition) {
+        var w = ByteWriter(capacity: 64)
+        w.u8(Self.version)
+        w.u64(query)
+        w.varint(p.keys.count)
+        for k in p.keys { w.bytes(k) }
+        w.string(p.recordName)
+        w.string(p.zoneName)
+        w.u32(CRC32C.checksum(w.bytes))
+        self.init(marker: Base64.encode(w.bytes))
+    }
+
+    /// The position this cursor resumes after, checked against the query it must belong to.
+    func position(query: UInt64, keyCount: Int) throws -> QueryPosition {
+        let bad = CloudletError.invalid("the continuation marker is malformed")
+        guard let bytes = Base64.decode(marker), bytes.count >= 1 + 8 + 4 else { throw bad }
+        let body = Array(bytes[..<(bytes.count - 4)])
+        var tail = ByteReader(bytes, from: bytes.count - 4, what: "continuation marker")
+        guard try tail.u32() == CRC32C.checksum(body) else { throw bad }
+        var r = ByteReader(body, what: "continuation marker")
+        guard try r.u8() == Self.version else { throw CloudletError.invalid("the continuation marker is of an unknown version") }
+        guard try r.u64() == query else {
+            throw CloudletError.invalid(
+                "the continuation marker belongs to another query (record type, predicate, sort, zone or database differ)")
+        }
+        let n = try r.length()
+        guard n == keyCount else { throw bad }
+        var keys: [[UInt8]] = []
+        for _ in 0..<n { keys.append(try r.bytes()) }
+        let p = QueryPosition(keys: keys, recordName: try r.string(), zoneName: try r.string())
+        guard r.isAtEnd else { throw bad }
+        return p
+    }
+}
+
+extension Query {
+    /// A fingerprint of everything a continuation marker depends on: the store, database, zone scope, record type,
+    /// predicate and sort.
+    func fingerprint(store: UInt64, database: DatabaseID, zone: String?) -> UInt64 {
+        var w = ByteWriter(capacity: 128)
+        w.u64(store)
+        w.u64(Fingerprint.of(database))
+        w.string(zone ?? "*")
+        w.string(recordType)
+        predicate.canonicalEncode(into: &w)
+        w.varint(sortDescriptors.count)
+        for d in sortDescriptors {
+            w.string(d.field)
+            w.bool(d.ascending)
+            if let l = d.relativeLocation {
+                w.u8(1)
+                w.f64(l.latitude)
+                w.f64(l.longitude)
+            } else {
+                w.u8(0)
+            }
+        }
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325
+        for b in w.bytes {
+            h ^= UInt64(b)
+            h = h &* 0x100_0000_01B3
+        }
+        return h
+    }
+}
+
+extension Predicate {
+    /// A deterministic byte form (for fingerprints).
+    func canonicalEncode(into w: inout ByteWriter) {
+        switch self {
+        case .all: w.u8(1)
+        case .none: w.u8(2)
+        case .comparison(let c):
+            w.u8(3)
+            w.string(c.field)
+            w.string(c.comparator.rawValue)
+            RecordCodec.encode(c.value, into: &w)
+            if let d = c.distance {
+                w.u8(1)
+                w.f64(d)
+            } else {
+                w.u8(0)
+            }
+        case .and(let ps), .or(let ps):
+            if case .and = self { w.u8(4) } else { w.u8(5) }
+            w.varint(ps.count)
+            for p in ps { p.canonicalEncode(into: &w) }
+        case .not(let p):
+            w.u8(6)
+            p.canonicalEncode(into: &w)
+        }
+    }
+}

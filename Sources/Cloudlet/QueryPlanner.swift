@@ -1,0 +1,419 @@
+import CloudletCore
+
+/// A query resolved against the schema, ready to plan in each zone (Database+Query.swift).
+struct PreparedQuery: Sendable {
+    var query: Query
+    var schemaKey: SchemaKey
+    var order: SortOrder
+    /// The type's SEARCHABLE fields: what `self CONTAINS` searches.
+    var searchable: Set<String>
+    /// The index kinds the query's comparisons and sorts require, by field (from their schema flags).
+    var needed: [String: Set<IndexKind>]
+
+    func matches(_ r: Record) -> Bool { query.predicate.matches(r, searchable: searchable) }
+}
+
+/// How a zone's candidates are found: an index lookup, or a union of lookups (OR).
+indirect enum CandidateSource: Sendable {
+    /// Matches nothing (FALSEPREDICATE, IN of an empty list, a search for stop words only).
+    case nothing
+    /// Equality index: records filed under any of `keys` (all of them, for LIST_CONTAINS_ALL).
+    case equality(field: String, keys: [EqualityKey], all: Bool)
+    /// Ordered index: keys in `lo ..< hi`.
+    case range(field: String, lo: [UInt8], hi: [UInt8]?, prefix: Bool)
+    /// The type's record names: `lo ... hi` (inclusive bounds), or those starting with `prefix`.
+    case names(lo: String?, hi: String?, prefix: String?)
+    /// Full-text index of each of `fields`: records with any (or all) of `tokens` in one of them.
+    case text(fields: [String], tokens: [String], all: Bool)
+    /// Spatial index: records in the cells covering a NEAR circle.
+    case spatial(field: String, cells: [UInt64])
+    case union([CandidateSource])
+}
+
+/// What a query does in one zone, decided under the partition's lock (``QueryPlanner``) and carried out off it.
+enum ZoneExecution: Sendable {
+    case empty
+    /// Read candidates in index order (record names, or an ordered index), evaluating each, until enough match.
+    case walk(WalkSource)
+    /// Candidates with their positions (sort keys from the indexes' kept values), already past the continuation
+    /// point: sort them, then read in order until enough match.
+    case keyed([(name: String, entry: RecordEntry, position: QueryPosition)])
+    /// Candidates to read and evaluate; the matches are sorted in memory.
+    case readAll([(name: String, entry: RecordEntry)])
+}
+
+/// An ordered walk: the type's record names (`field` nil) or a SORTABLE index, forwards or backwards.
+struct WalkSource: Sendable {
+    var field: String?
+    var ascending: Bool
+    /// Whether positions carry a key (a sort by the field, or by recordName), or none (no sort descriptors).
+    var keyed: Bool
+}
+
+/// Plans a query in one zone: picks the most selective usable index (estimating candidates from index sizes), and
+/// an order strategy that sorts in memory only what it must. Every candidate is still evaluated against the full
+/// predicate (``Predicate/matches(_:searchable:)`` is the ground truth): an index only has to find a superset.
+struct QueryPlanner {
+    let st: PartitionState
+    let zone: ZoneKey
+    let q: PreparedQuery
+    let types: TypeIndexes?
+
+    init(state: PartitionState, zone: ZoneKey, query: PreparedQuery) {
+        st = state
+        self.zone = zone
+        q = query
+        types = state.indexes.type(zone, query.query.recordType)
+    }
+
+    var recordsOfType: Int { types?.names.count ?? 0 }
+
+    func ready(_ field: String, _ kind: IndexKind) -> Bool {
+        st.indexes.status(IndexDefinition(schema: q.schemaKey, recordType: q.query.recordType, field: field, kind: kind)) == .ready
+    }
+
+    /// Whether every live record of the type has `field`'s value kept (some ready index covers the field).
+    func valuesKept(_ field: String) -> Bool {
+        field == SystemField.recordName.rawValue || IndexKind.allCases.contains { ready(field, $0) }
+    }
+
+    // MARK: - Candidate sources
+
+    /// The cheapest index access for `p`, nil when it needs a scan.
+    func source(_ p: Predicate) -> CandidateSource? {
+        switch p {
+        case .all, .not: return nil
+        case .none: return .nothing
+        case .comparison(let c): return source(c)
+        case .and(let ps):
+            var best: (CandidateSource, Int)?
+            for child in ps {
+                guard let s = source(child) else { continue }
+                if case .nothing = s { return .nothing }
+                let e = estimate(s)
+                if best == nil || e < best!.1 { best = (s, e) }
+            }
+            return best?.0
+        case .or(let ps):
+            var parts: [CandidateSource] = []
+            for child in ps {
+                guard let s = source(child) else { return nil }
+                if case .nothing = s { continue }
+                parts.append(s)
+            }
+            return parts.isEmpty ? .nothing : parts.count == 1 ? parts[0] : .union(parts)
+        }
+    }
+
+    func source(_ c: Comparison) -> CandidateSource? {
+        let v = c.value
+        if c.field == fullTextField {
+            guard c.comparator == .containsAllTokens || c.comparator == .containsAnyTokens else { return nil }
+            let tokens = Set(v.stringValue.map(TextTokenizer.tokens) ?? []).sorted()
+            let fields = q.searchable.sorted()
+            if tokens.isEmpty || fields.isEmpty { return .nothing }
+            guard fields.allSatisfy({ ready($0, .text) }) else { return nil }
+            return .text(fields: fields, tokens: tokens, all: c.comparator == .containsAllTokens)
+        }
+        if c.field == SystemField.recordName.rawValue, let s = nameSource(c) { return s }
+        switch c.comparator {
+        case .equals, .in, .listContains, .listContainsAny, .listContainsAll:
+            let keys = EqualityKey.keys(v).filter { $0 != .notANumber }
+            if ready(c.field, .equality) {
+                if keys.isEmpty { return c.comparator == .listContainsAll ? nil : .nothing }
+                return .equality(field: c.field, keys: keys, all: c.comparator == .listContainsAll)
+            }
+            // A SORTABLE-only number or timestamp: an equality is a one-key range.
+            if c.comparator == .equals, v.stringValue == nil, v.referenceValue == nil, ready(c.field, .ordered),
+                let b = SortKey.bound(v)
+            {
+                return .range(field: c.field, lo: b, hi: SortKey.successor(b), prefix: false)
+            }
+            return nil
+        case .lessThan, .lessThanOrEquals:
+            guard ready(c.field, .ordered), let b = SortKey.bound(v) else { return nil }
+            // `< v` can stop before v's key, unless integers beyond 2^53 share v's rounded double.
+            let exact = c.comparator == .lessThan && (v.int64Value.map { $0.magnitude <= 1 << 53 } ?? true)
+            return .range(field: c.field, lo: [b[0]], hi: exact ? b : SortKey.successor(b), prefix: false)
+        case .greaterThan, .greaterThanOrEquals:
+            guard ready(c.field, .ordered), let b = SortKey.bound(v) else { return nil }
+            return .range(field: c.field, lo: b, hi: SortKey.successor([b[0]]), prefix: false)
+        case .beginsWith, .listMemberBeginsWith:
+            guard ready(c.field, .ordered), let p = v.stringValue else { return nil }
+            let lo = [SortKey.text] + Array(p.utf8)
+            return .range(field: c.field, lo: lo, hi: SortKey.successor(lo), prefix: true)
+        case .near:
+            guard ready(c.field, .spatial), case .location(let l) = v, let d = c.distance else { return nil }
+            return .spatial(field: c.field, cells: GeoCells.covering(l, km: d))
+        case .containsAllTokens, .containsAnyTokens:
+            guard ready(c.field, .text) else { return nil }
+            let tokens = Set(v.stringValue.map(TextTokenizer.tokens) ?? []).sorted()
+            if tokens.isEmpty { return .nothing }
+            return .text(fields: [c.field], tokens: tokens, all: c.comparator == .containsAllTokens)
+        default:
+            return nil
+        }
+    }
+
+    /// recordName comparisons the type's ordered record names answer (no index needed). EQUALS with a string is
+    /// case-insensitive, so it needs the equality index (or a scan); with a reference it is exact.
+    private func nameSource(_ c: Comparison) -> CandidateSource? {
+        let name = c.value.stringValue ?? c.value.referenceValue?.recordName
+        switch c.comparator {
+        case .equals, .in, .listContains, .listContainsAny:
+            if ready(c.field, .equality) {
+                let keys = EqualityKey.keys(c.value)
+                return keys.isEmpty ? .nothing : .equality(field: c.field, keys: keys, all: false)
+            }
+            if c.comparator == .equals, let r = c.value.referenceValue { return .names(lo: r.recordName, hi: r.recordName, prefix: nil) }
+            return nil
+        case .beginsWith:
+            guard let p = c.value.stringValue else { return nil }
+            return .names(lo: nil, hi: nil, prefix: p)
+        case .lessThan, .lessThanOrEquals:
+            guard let name else { return nil }
+            return .names(lo: nil, hi: name, prefix: nil)
+        case .greaterThan, .greaterThanOrEquals:
+            guard let name else { return nil }
+            return .names(lo: name, hi: nil, prefix: nil)
+        default: return nil
+        }
+    }
+
+    private func nameRange(_ lo: String?, _ hi: String?, _ prefix: String?) -> (SortedBlockList<String>.Index, SortedBlockList<String>.Index) {
+        guard let names = types?.names else { return (.init(block: 0, offset: 0), .init(block: 0, offset: 0)) }
+        if let prefix {
+            let start = names.lowerBound(prefix)
+            var end = start
+            while end < names.endIndex && names[end].utf8.starts(with: prefix.utf8) { end = names.index(after: end) }
+            return (start, end)
+        }
+        let start = lo.map { names.lowerBound($0) } ?? names.startIndex
+        let end = hi.map { names.upperBound($0) } ?? names.endIndex
+        return (start, max(start, end))
+    }
+
+    /// How many candidates `s` yields (ranges are counted over the index's blocks).
+    func estimate(_ s: CandidateSource) -> Int {
+        switch s {
+        case .nothing: return 0
+        case .equality(let f, let keys, let all):
+            guard let idx = types?.equality[f] else { return 0 }
+            return all ? keys.map { idx.count([$0]) }.min() ?? 0 : idx.count(keys)
+        case .range(let f, let lo, let hi, _): return types?.ordered[f]?.count(lo, hi) ?? 0
+        case .names(let lo, let hi, let prefix):
+            guard let names = types?.names else { return 0 }
+            let (a, b) = nameRange(lo, hi, prefix)
+            return names.distance(from: a, to: b)
+        case .text(let fields, let tokens, let all):
+            let perToken = tokens.map { t in fields.reduce(0) { $0 + (types?.text[$1]?.postings[t]?.count ?? 0) } }
+            return all ? perToken.min() ?? 0 : perToken.reduce(0, +)
+        case .spatial(let f, let cells): return types?.spatial[f]?.count(cells) ?? 0
+        case .union(let parts): return parts.reduce(0) { $0 + estimate($1) }
+        }
+    }
+
+    /// The candidates' names.
+    func names(_ s: CandidateSource) -> Set<String> {
+        switch s {
+        case .nothing: return []
+        case .equality(let f, let keys, let all):
+            guard let idx = types?.equality[f] else { return [] }
+            guard all else { return idx.names(keys) }
+            var out: Set<String>?
+            for k in keys.sorted(by: { idx.count([$0]) < idx.count([$1]) }) {
+                out = out.map { $0.intersection(idx.postings[k] ?? []) } ?? (idx.postings[k] ?? [])
+                if out!.isEmpty { break }
+            }
+            return out ?? []
+        case .range(let f, let lo, let hi, _): return types?.ordered[f]?.names(lo, hi) ?? []
+        case .names(let lo, let hi, let prefix):
+            guard let names = types?.names else { return [] }
+            let (a, b) = nameRange(lo, hi, prefix)
+            return Set(names.elements(from: a, to: b))
+        case .text(let fields, let tokens, let all):
+            var out: Set<String>?
+            for t in tokens {
+                var withToken: Set<String> = []
+                for f in fields { if let p = types?.text[f]?.postings[t] { withToken.formUnion(p) } }
+                if all {
+                    out = out.map { $0.intersection(withToken) } ?? withToken
+                    if out!.isEmpty { break }
+                } else {
+                    out = (out ?? []).union(withToken)
+                }
+            }
+            return out ?? []
+        case .spatial(let f, let cells): return types?.spatial[f]?.names(cells) ?? []
+        case .union(let parts): return parts.reduce(into: Set<String>()) { $0.formUnion(names($1)) }
+        }
+    }
+
+    func describe(_ s: CandidateSource) -> (String, [String]) {
+        switch s {
+        case .nothing: return ("nothing (the predicate cannot match)", [])
+        case .equality(let f, _, _): return ("equality index on '\(f)'", [f])
+        case .range(let f, _, _, let prefix): return ("ordered index on '\(f)' [\(prefix ? "prefix" : "range")]", [f])
+        case .names(_, _, let prefix): return ("record names of '\(q.query.recordType)' [\(prefix == nil ? "range" : "prefix")]", ["recordName"])
+        case .text(let fields, _, _):
+            return ("full-text index on \(fields.map { "'\($0)'" }.joined(separator: ", "))", fields)
+        case .spatial(let f, let cells): return ("spatial index on '\(f)' (\(cells.count) cells)", [f])
+        case .union(let parts):
+            let d = parts.map(describe)
+            return ("union of " + d.map { "(\($0.0))" }.joined(separator: ", "), Array(Set(d.flatMap(\.1))).sorted())
+        }
+    }
+
+    // MARK: - Plans
+
+    /// Decides how to answer in this zone. `limit` is how many matches are wanted (nil: all, for a count); `after`
+    /// the continuation point.
+    func plan(limit: Int?, after: QueryPosition?) -> (ZoneExecution, QueryPlan.Zone) {
+        let all = recordsOfType
+        let src = source(q.query.predicate)
+        var info = QueryPlan.Zone(
+            zoneID: zone.zoneID, access: "scan of '\(q.query.recordType)'", indexedFields: [], candidates: all,
+            recordsOfType: all, order: "", sortedInMemory: false, examined: nil, matched: nil)
+        if let src {
+            (info.access, info.indexedFields) = describe(src)
+            info.candidates = estimate(src)
+            if case .nothing = src {
+                info.order = "none needed"
+                return (.empty, info)
+            }
+        }
+        let descriptors = q.order.descriptors
+        guard let limit else {
+            info.order = "none needed (count)"
+            return (.readAll(candidates(src).map { ($0, st.zones[zone]!.records[$0]!) }), info)
+        }
+        var walk: WalkSource?
+        if descriptors.isEmpty {
+            walk = WalkSource(field: nil, ascending: true, keyed: false)
+        } else if descriptors.count == 1, let d = descriptors.first, d.relativeLocation == nil {
+            if d.field == SystemField.recordName.rawValue {
+                walk = WalkSource(field: nil, ascending: d.ascending, keyed: true)
+            } else if ready(d.field, .ordered) {
+                walk = WalkSource(field: d.field, ascending: d.ascending, keyed: true)
+            }
+        }
+        let keysKept = descriptors.allSatisfy { valuesKept($0.field) }
+        // Costs in records read (an index key sorted in memory counts as a tenth of a read).
+        let wanted = limit + 1
+        let est = info.candidates
+        let walkCost = src == nil ? min(all, wanted) : min(all, wanted * all / max(est, 1))
+        let keyedCost = keysKept ? est / 10 + min(est, wanted) : Int.max
+        let readCost = est + est / 10
+        if let walk, walkCost <= min(keyedCost, readCost) {
+            if let f = walk.field {
+                info.order = "ordered index on '\(f)'\(walk.ascending ? "" : ", backwards")"
+                if !info.indexedFields.contains(f) { info.indexedFields.append(f) }
+            } else {
+                info.order = "record names in order\(walk.ascending ? "" : ", backwards")"
+            }
+            return (.walk(walk), info)
+        }
+        let names = candidates(src)
+        if keysKept, let keyed = keyedCandidates(names, after: after) {
+            info.order = "sorted \(keyed.count) index key\(keyed.count == 1 ? "" : "s") in memory"
+            info.sortedInMemory = true
+            return (.keyed(keyed), info)
+        }
+        info.order = "sorted matching records in memory (\(names.count) read)"
+        info.sortedInMemory = true
+        return (.readAll(names.map { ($0, st.zones[zone]!.records[$0]!) }), info)
+    }
+
+    /// Candidate names (every live record of the type for a scan), in name order.
+    private func candidates(_ src: CandidateSource?) -> [String] {
+        let live: (String) -> Bool = { self.st.zones[self.zone]?.records[$0].map { !$0.deleted } ?? false }
+        guard let src else { return (types?.names.all ?? []).filter(live) }
+        return names(src).filter(live).sorted()
+    }
+
+    /// Candidates with positions built from kept index values, past `after`; nil if a value is missing (then the
+    /// records must be read).
+    private func keyedCandidates(_ names: [String], after: QueryPosition?) -> [(name: String, entry: RecordEntry, position: QueryPosition)]? {
+        guard let t = types else { return [] }
+        var out: [(name: String, entry: RecordEntry, position: QueryPosition)] = []
+        out.reserveCapacity(names.count)
+        let descriptors = q.order.descriptors
+        for name in names {
+            var keys: [[UInt8]] = []
+            keys.reserveCapacity(descriptors.count)
+            for (i, d) in descriptors.enumerated() {
+                if d.field == SystemField.recordName.rawValue {
+                    keys.append(q.order.key(i, .string(name)))
+                } else {
+                    guard let kept = t.storedValue(name, d.field) else { return nil }
+                    keys.append(q.order.key(i, kept))
+                }
+            }
+            let p = QueryPosition(keys: keys, recordName: name, zoneName: zone.zoneName)
+            if let after, q.order.compare(p, after) <= 0 { continue }
+            out.append((name, st.zones[zone]!.records[name]!, p))
+        }
+        return out
+    }
+
+    /// The next `max` records of a walk after `from` (the last position visited) — or, at the start, after the
+    /// continuation point `after`. Returns them with the last index position visited, nil when the walk is done.
+    func walkBatch(_ w: WalkSource, from: OrderedEntry?, after: QueryPosition?, max: Int) -> (
+        items: [(name: String, entry: RecordEntry, position: QueryPosition)], last: OrderedEntry?
+    ) {
+        var items: [(name: String, entry: RecordEntry, position: QueryPosition)] = []
+        var last: OrderedEntry?
+        let records = st.zones[zone]?.records ?? [:]
+        func visit(_ e: OrderedEntry) {
+            last = e
+            guard let entry = records[e.name], !entry.deleted else { return }
+            let p = QueryPosition(keys: w.keyed ? [e.key] : [], recordName: e.name, zoneName: zone.zoneName)
+            if let after, q.order.compare(p, after) <= 0 { return }
+            items.append((e.name, entry, p))
+        }
+        if let f = w.field {
+            guard let entries = types?.ordered[f]?.entries else { return ([], nil) }
+            let markerEntry = after.map { OrderedEntry(key: $0.keys[0], name: $0.recordName) }
+            if w.ascending {
+                var i = from.map { entries.upperBound($0) } ?? markerEntry.map { entries.lowerBound($0) } ?? entries.startIndex
+                while i < entries.endIndex && items.count < max {
+                    visit(entries[i])
+                    i = entries.index(after: i)
+                }
+                return (items, i < entries.endIndex ? last : nil)
+            }
+            var i = from.map { entries.lowerBound($0) } ?? markerEntry.map { entries.upperBound($0) } ?? entries.endIndex
+            while i > entries.startIndex && items.count < max {
+                i = entries.index(before: i)
+                visit(entries[i])
+            }
+            return (items, i > entries.startIndex ? last : nil)
+        }
+        guard let names = types?.names else { return ([], nil) }
+        func entry(_ name: String) -> OrderedEntry {
+            OrderedEntry(key: w.keyed ? SortKey.encode(.string(name)) : [], name: name)
+        }
+        if w.ascending {
+            var i = from.map { names.upperBound($0.name) } ?? after.map { names.lowerBound($0.recordName) } ?? names.startIndex
+            while i < names.endIndex && items.count < max {
+                visit(entry(names[i]))
+                i = names.index(after: i)
+            }
+            return (items, i < names.endIndex ? last : nil)
+        }
+        var i = from.map { names.lowerBound($0.name) } ?? after.map { names.upperBound($0.recordName) } ?? names.endIndex
+        while i > names.startIndex && items.count < max {
+            i = names.index(before: i)
+            visit(entry(names[i]))
+        }
+        return (items, i > names.startIndex ? last : nil)
+    }
+}
+
+extension QueryPlanner {
+    /// Fields the query needs an index on whose index is not ready in this partition (still building, or not
+    /// defined here yet).
+    func unready() -> [String] {
+        q.needed.filter { field, kinds in !kinds.allSatisfy { ready(field, $0) } }.keys.sorted()
+    }
+}
