@@ -12,9 +12,9 @@ public struct Query: Sendable, Hashable {
     /// Which records match; ``Predicate/all`` for every record of the type.
     public var predicate: Predicate
     /// The order of the results; ties (and queries without descriptors) are ordered by record name.
-    public var sortDescriptors: [SortDescriptor]
+    public var sortDescriptors: [QuerySort]
 
-    public init(recordType: String, predicate: Predicate = .all, sortDescriptors: [SortDescriptor] = []) {
+    public init(recordType: String, predicate: Predicate = .all, sortDescriptors: [QuerySort] = []) {
         self.recordType = recordType
         self.predicate = predicate
         self.sortDescriptors = sortDescriptors
@@ -23,7 +23,7 @@ public struct Query: Sendable, Hashable {
     /// A query whose predicate is an NSPredicate-style format string (``Predicate/init(format:_:)``).
     /// - Throws: ``PredicateSyntaxError`` saying where and why the format is wrong.
     public init(
-        recordType: String, format: String, _ arguments: any PredicateArgument..., sortDescriptors: [SortDescriptor] = []
+        recordType: String, format: String, _ arguments: any PredicateArgument..., sortDescriptors: [QuerySort] = []
     ) throws {
         self.init(
             recordType: recordType, predicate: try Predicate(format: format, arguments: arguments),
@@ -31,12 +31,13 @@ public struct Query: Sendable, Hashable {
     }
 }
 
-/// One sort key of a query: a field, ascending or descending, or the distance of a LOCATION field from a point
-/// (CloudKit's `NSSortDescriptor` / `CKLocationSortDescriptor`; Web Services `sortBy` with `relativeLocation`).
+/// One sort descriptor of a query: a field, ascending or descending, or the distance of a LOCATION field from a
+/// point (CloudKit's `NSSortDescriptor` / `CKLocationSortDescriptor`; Web Services `sortBy` entries with
+/// `fieldName`, `ascending`, `relativeLocation`). Named so as not to collide with Foundation's `SortDescriptor`.
 ///
 /// Records without the field sort before all others (ascending); records without the location sort after every
 /// distance. System fields are named as in predicates (`recordName`, `createdTimestamp`, `creationDate`, …).
-public struct SortDescriptor: Sendable, Hashable {
+public struct QuerySort: Sendable, Hashable {
     public var field: String
     public var ascending: Bool
     /// When set, sort by great-circle distance of `field` from this location.
@@ -48,11 +49,11 @@ public struct SortDescriptor: Sendable, Hashable {
         self.relativeLocation = relativeLocation
     }
 
-    public static func ascending(_ field: String) -> SortDescriptor { SortDescriptor(field) }
-    public static func descending(_ field: String) -> SortDescriptor { SortDescriptor(field, ascending: false) }
+    public static func ascending(_ field: String) -> QuerySort { QuerySort(field) }
+    public static func descending(_ field: String) -> QuerySort { QuerySort(field, ascending: false) }
     /// Nearest first.
-    public static func distance(_ field: String, from location: Location) -> SortDescriptor {
-        SortDescriptor(field, relativeLocation: location)
+    public static func distance(_ field: String, from location: Location) -> QuerySort {
+        QuerySort(field, relativeLocation: location)
     }
 }
 

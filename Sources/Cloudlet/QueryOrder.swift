@@ -11,7 +11,7 @@ struct QueryPosition: Sendable, Hashable {
 /// in the direction of the last descriptor (ascending without descriptors), so that a single descending sort reads
 /// its index backwards.
 struct SortOrder: Sendable {
-    var descriptors: [SortDescriptor]
+    var descriptors: [QuerySort]
 
     var tiesAscending: Bool { descriptors.last?.ascending ?? true }
 

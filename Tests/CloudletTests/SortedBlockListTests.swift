@@ -4,22 +4,9 @@ import Testing
 
 /// The ordered structure under SORTABLE indexes, against a sorted-array model.
 @Suite struct SortedBlockListTests {
-    /// A small deterministic generator (SplitMix64), so a failure can be replayed from its seed.
-    struct Rng {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func int(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-    }
-
     @Test(arguments: [1 as UInt64, 2, 3, 4])
     func randomInsertsAndRemovesMatchASortedArray(seed: UInt64) {
-        var rng = Rng(state: seed)
+        var rng = SeededRandom(seed: seed)
         var list = SortedBlockList<Int>(blockCapacity: 8)
         var model: [Int] = []
         for step in 0..<4000 {
@@ -45,7 +32,7 @@ import Testing
     }
 
     @Test func boundsDistancesAndIterationBothWays() {
-        var rng = Rng(state: 7)
+        var rng = SeededRandom(seed: 7)
         var list = SortedBlockList<Int>(blockCapacity: 4)
         var model = Set<Int>()
         for _ in 0..<300 {

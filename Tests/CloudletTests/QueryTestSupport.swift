@@ -1,0 +1,50 @@
+import CloudletCore
+import Foundation
+
+@testable import Cloudlet
+
+// Foundation has a Predicate and a Comparator too; in this test module the names mean Cloudlet's.
+typealias Predicate = CloudletCore.Predicate
+typealias Comparator = CloudletCore.Comparator
+
+/// Helpers on the seeded generator of ModelPropertyTests.
+extension SeededRandom {
+    mutating func int(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+    mutating func chance(_ percent: Int) -> Bool { int(100) < percent }
+    mutating func pick<T>(_ xs: [T]) -> T { xs[int(xs.count)] }
+    mutating func subset<T>(_ xs: [T]) -> [T] { xs.filter { _ in chance(50) } }
+}
+
+/// The model order of query results, written independently of the engine's sort keys: per descriptor, a missing
+/// value first (ascending) and otherwise `FieldOrder.compare`; a distance sort puts records without the location
+/// last; ties by record name then zone name, in the direction of the last descriptor.
+func modelLess(_ a: Record, _ b: Record, _ descriptors: [QuerySort]) -> Bool {
+    func value(_ r: Record, _ f: String) -> FieldValue? {
+        if let s = SystemField(rawValue: f) { return s.value(in: r) }
+        return r.fields[f]
+    }
+    for d in descriptors {
+        var c: Int
+        if let here = d.relativeLocation {
+            let da = value(a, d.field).flatMap { v -> Double? in if case .location(let l) = v { Geo.distanceKilometres(l, here) } else { nil } }
+            let db = value(b, d.field).flatMap { v -> Double? in if case .location(let l) = v { Geo.distanceKilometres(l, here) } else { nil } }
+            switch (da, db) {
+            case (nil, nil): c = 0
+            case (nil, _): c = 1
+            case (_, nil): c = -1
+            case (let x?, let y?): c = x < y ? -1 : x == y ? 0 : 1
+            }
+        } else {
+            switch (value(a, d.field), value(b, d.field)) {
+            case (nil, nil): c = 0
+            case (nil, _): c = -1
+            case (_, nil): c = 1
+            case (let x?, let y?): c = FieldOrder.compare(x, y) ?? 0
+            }
+        }
+        if c != 0 { return d.ascending ? c < 0 : c > 0 }
+    }
+    let asc = descriptors.last?.ascending ?? true
+    if a.recordName != b.recordName { return asc ? a.recordName < b.recordName : a.recordName > b.recordName }
+    return asc ? a.id.zoneID.zoneName < b.id.zoneID.zoneName : a.id.zoneID.zoneName > b.id.zoneID.zoneName
+}
