@@ -84,4 +84,92 @@ import Testing
         await expectError(.invalidArguments) { try await db.query(q, continuationMarker: QueryCursor(marker: Base64.encode(bytes))) }
         try await store.close()
     }
+
+    @Test func explainNamesTheIndexTheCandidatesAndTheSort() async throws {
+        let dir = TempDir("query-explain")
+        let store = try await openStore(dir)
+        let container = try store.container(testContainer)
+        let db = try container.privateDatabase(user: "u")
+        _ = try await db.modify((0..<60).map { .create(book($0)) })
+        try await container.addIndexes(.queryable, recordType: "Book", field: "kind")
+        try await container.addIndexes([.queryable, .sortable], recordType: "Book", field: "price")
+        try await container.addIndexes(.searchable, recordType: "Book", field: "title")
+        try await container.addIndexes(.queryable, recordType: "Book", field: "tags")
+        try await container.addIndexes(.queryable, recordType: "Book", field: "where")
+        await store.waitForIndexBuilds()
+        let near = Location(latitude: 48.5, longitude: 2.3)
+        let cases: [(Query, String, Int?)] = [
+            (try Query(recordType: "Book", format: "kind == 'novel'"), "equality index on 'kind'", 20),
+            (try Query(recordType: "Book", format: "kind IN {'novel', 'manual'}"), "equality index on 'kind'", 60),
+            (try Query(recordType: "Book", format: "price >= 25"), "ordered index on 'price' [range]", (0..<60).filter { 10 + $0 % 17 >= 25 }.count),
+            (try Query(recordType: "Book", format: "kind BEGINSWITH 'nov'"), "ordered index on 'kind' [prefix]", 20),
+            (Query(recordType: "Book", predicate: .comparison(Comparison("title", .containsAllTokens, "coffee cooking"))), "full-text index on 'title'", 15),
+            (try Query(recordType: "Book", format: "self CONTAINS 'databases'"), "full-text index on 'title'", 15),
+            (try Query(recordType: "Book", format: "distanceToLocation:fromLocation:(where, %@) < 30", near), "spatial index on 'where'", nil),
+            (try Query(recordType: "Book", format: "recordName BEGINSWITH 'b01'"), "record names of 'Book' [prefix]", 10),
+            (try Query(recordType: "Book", format: "ANY tags == 't1'"), "equality index on 'tags'", 12),
+            (try Query(recordType: "Book", format: "kind == 'novel' OR price < 12"), "union of (equality index on 'kind'), (ordered index on 'price' [range])", 28),
+            (try Query(recordType: "Book", format: "NOT (kind == 'novel' OR price < 12)"), "scan of 'Book'", 60),
+            (try Query(recordType: "Book", format: "kind != 'novel'"), "scan of 'Book'", 60),
+            (try Query(recordType: "Book", format: "FALSEPREDICATE"), "nothing", 0),
+        ]
+        for (q, access, candidates) in cases {
+            let plan = try await db.explain(q)
+            #expect(plan.zones[0].access.hasPrefix(access), "\(q.predicate): \(plan)")
+            if let candidates { #expect(plan.zones[0].candidates == candidates, "\(q.predicate): \(plan)") }
+            // And the query agrees with a scan.
+            let all = try await db.query(Query(recordType: "Book", predicate: .all)).records
+            let got = try await db.query(q).records.map(\.recordName)
+            #expect(got == all.filter { q.predicate.matches($0, searchable: ["title"]) }.map(\.recordName))
+        }
+        // Sorting: an ordered index read in order needs no in-memory sort …
+        let byPrice = try await db.query(Query(recordType: "Book", sortDescriptors: [.ascending("price")]), resultsLimit: 5)
+        #expect(byPrice.plan.zones[0].order == "ordered index on 'price'")
+        #expect(!byPrice.plan.zones[0].sortedInMemory)
+        #expect(byPrice.plan.zones[0].examined == 6, "reads what it returns, and one more to know whether more follow: \(byPrice.plan)")
+        // … a selective filter sorts its few candidates' index keys in memory …
+        let novels = try await db.query(try Query(recordType: "Book", format: "kind == 'novel'", sortDescriptors: [.descending("price")]))
+        #expect(novels.plan.zones[0].order.contains("index keys in memory") && novels.plan.zones[0].sortedInMemory, "\(novels.plan)")
+        #expect(novels.records.map { $0["price"]!.int64Value! } == novels.records.map { $0["price"]!.int64Value! }.sorted(by: >))
+        // … and a sort by distance from a point orders by the kept locations.
+        let nearest = try await db.query(Query(recordType: "Book", sortDescriptors: [.distance("where", from: near)]), resultsLimit: 3)
+        let distances = nearest.records.map { r -> Double in
+            guard case .location(let l) = r["where"]! else { return .infinity }
+            return Geo.distanceKilometres(l, near)
+        }
+        #expect(distances == distances.sorted())
+        #expect(nearest.plan.zones[0].sortedInMemory)
+        try await store.close()
+    }
+
+    @Test func countsZoneWideQueriesAndDesiredKeys() async throws {
+        let dir = TempDir("query-count")
+        let store = try await openStore(dir, partitions: 3)
+        let db = try store.container(testContainer).privateDatabase(user: "u")
+        let zones = [ZoneID.default, ZoneID(zoneName: "A"), ZoneID(zoneName: "B")]
+        for z in zones where !z.isDefault { try await db.createZone(z) }
+        for z in zones { _ = try await db.modify((0..<30).map { .create(book($0, zone: z)) }) }
+        #expect(try await db.count(Query(recordType: "Book")) == 30)
+        #expect(try await db.count(Query(recordType: "Book"), zoneWide: true) == 90)
+        #expect(try await db.count(try Query(recordType: "Book", format: "kind == 'novel'"), zoneID: zones[1]) == 10)
+        #expect(try await db.count(try Query(recordType: "Book", format: "kind == 'novel'"), zoneWide: true) == 30)
+        // Zone-wide pages merge the zones in order; ties (same name) go by zone name.
+        var seen: [RecordID] = []
+        var cursor: QueryCursor?
+        let q = Query(recordType: "Book", sortDescriptors: [.ascending("recordName")])
+        repeat {
+            let page = try await db.query(q, zoneWide: true, resultsLimit: 7, desiredKeys: ["kind"], continuationMarker: cursor)
+            #expect(page.records.allSatisfy { Set($0.fields.keys) == ["kind"] })
+            seen += page.records.map(\.id)
+            cursor = page.cursor
+        } while cursor != nil
+        #expect(seen.count == 90)
+        #expect(seen.map { "\($0.recordName)/\($0.zoneID.zoneName)" } == seen.map { "\($0.recordName)/\($0.zoneID.zoneName)" }.sorted())
+        #expect(seen.prefix(3).map(\.zoneID.zoneName) == ["A", "B", "_defaultZone"])
+        let empty = try await db.query(Query(recordType: "Book"), resultsLimit: 1, desiredKeys: [])
+        #expect(empty.records[0].fields.isEmpty && empty.records[0].changeTag != nil)
+        await expectError(.invalidArguments) { try await db.query(Query(recordType: "Book"), resultsLimit: 0) }
+        await expectError(.zoneNotFound) { try await db.query(Query(recordType: "Book"), zoneID: ZoneID(zoneName: "Nope")) }
+        try await store.close()
+    }
 }
