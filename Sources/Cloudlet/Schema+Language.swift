@@ -1,0 +1,479 @@
+import CloudletCore
+
+/// The CloudKit Schema Language: a container's record types, field types and index flags as text.
+///
+/// ```
+/// DEFINE SCHEMA
+///
+///     RECORD TYPE Lists (
+///         "___createTime" TIMESTAMP SORTABLE,
+///         "___recordID" REFERENCE QUERYABLE,
+///         name STRING QUERYABLE SORTABLE SEARCHABLE,
+///         tags LIST<STRING>
+///     );
+/// ```
+///
+/// The grammar is Apple's: `DEFINE SCHEMA`, then `CREATE ROLE name;` and `RECORD TYPE name (field TYPE [QUERYABLE]
+/// [SORTABLE] [SEARCHABLE], …, GRANT READ, CREATE, WRITE TO role);`, types ASSET, BYTES, DOUBLE, INT64, LOCATION,
+/// REFERENCE, STRING, TIMESTAMP, `LIST<type>` and `NUMBER PREFERRED AS INT64|DOUBLE`; comments `//`, `--` and
+/// `/* */`; double quotes around identifiers that are keywords or system fields (`"___recordID"`). Roles and
+/// grants are read and ignored (Cloudlet has no security roles yet); `ENCRYPTED` fields are refused.
+public enum SchemaLanguage {
+    /// One field of a record type in a schema text.
+    public struct Field: Sendable, Hashable {
+        /// The field name; system fields by their ``SystemField`` names (`recordName` for `___recordID`, …).
+        public var name: String
+        public var type: FieldType
+        public var indexes: IndexFlags
+        /// Whether this is a system field (`"___createTime"`, …).
+        public var isSystem: Bool
+        public var line: Int
+        public var column: Int
+    }
+
+    /// One record type of a schema text.
+    public struct RecordType: Sendable, Hashable {
+        public var name: String
+        public var fields: [Field]
+        public var line: Int
+        public var column: Int
+    }
+
+    /// A parsed schema text.
+    public struct Document: Sendable, Hashable {
+        public var recordTypes: [RecordType]
+        /// What was read but has no effect (roles, grants, options on `___etag`), with where.
+        public var ignored: [String]
+    }
+
+    /// A schema text that cannot be read: where and why.
+    public struct SyntaxError: Error, Sendable, CustomStringConvertible {
+        public var line: Int
+        public var column: Int
+        public var message: String
+        public var description: String { "line \(line), column \(column): \(message)" }
+    }
+
+    /// The system fields, by their schema-language names, with their types.
+    static let systemFields: [(name: String, field: String?, type: FieldType)] = [
+        ("___createTime", SystemField.createdTimestamp.rawValue, FieldType(.timestamp)),
+        ("___createdBy", SystemField.createdUserRecordName.rawValue, FieldType(.reference)),
+        ("___etag", nil, FieldType(.string)),
+        ("___modTime", SystemField.modifiedTimestamp.rawValue, FieldType(.timestamp)),
+        ("___modifiedBy", SystemField.modifiedUserRecordName.rawValue, FieldType(.reference)),
+        ("___recordID", SystemField.recordName.rawValue, FieldType(.reference)),
+    ]
+
+    static let keywords: Set<String> = [
+        "define", "schema", "create", "role", "record", "type", "grant", "read", "write", "to", "queryable", "sortable",
+        "searchable", "list", "asset", "bytes", "double", "encrypted", "int64", "location", "number", "preferred", "as",
+        "reference", "string", "timestamp",
+    ]
+
+    // MARK: - Writing
+
+    /// The text of `types`: every record type sorted by name, its system fields (with their index options) and its
+    /// fields sorted by name.
+    public static func format(_ types: [RecordTypeSchema]) -> String {
+        var out = "DEFINE SCHEMA\n"
+        for t in types.sorted(by: { $0.name < $1.name }) {
+            var lines: [String] = []
+            for s in systemFields {
+                let flags = s.field.flatMap { t.indexes[$0] } ?? []
+                lines.append("\"\(s.name)\" \(typeName(s.type))" + (flags.isEmpty ? "" : " \(flags)"))
+            }
+            for name in t.fields.keys.sorted() {
+                let flags = t.indexes[name] ?? []
+                lines.append("\(identifier(name)) \(typeName(t.fields[name]!))" + (flags.isEmpty ? "" : " \(flags)"))
+            }
+            out += "\n    RECORD TYPE \(identifier(t.name)) (\n"
+            out += lines.map { "        " + $0 }.joined(separator: ",\n")
+            out += "\n    );\n"
+        }
+        return out
+    }
+
+    static func identifier(_ name: String) -> String {
+        keywords.contains(name.lowercased()) || name.hasPrefix("_") ? "\"\(name)\"" : name
+    }
+
+    static func typeName(_ t: FieldType) -> String {
+        let scalar = t.scalar == .asset ? "ASSET" : t.scalar.cloudKitName
+        return t.isList ? "LIST<\(scalar)>" : scalar
+    }
+
+    // MARK: - Reading
+
+    /// Reads a schema text. - Throws: ``SyntaxError`` with the line and column of the problem.
+    public static func parse(_ text: String) throws -> Document {
+        var p = Parser(tokens: try lex(text))
+        return try p.document()
+    }
+
+    enum Token: Equatable {
+        case word(String)  // identifiers and keywords
+        case quoted(String)  // "identifier"
+        case symbol(Character)  // ( ) , ; < >
+        case end
+    }
+
+    struct Located {
+        var token: Token
+        var line: Int
+        var column: Int
+    }
+
+    static func lex(_ text: String) throws -> [Located] {
+        let chars = Array(text)
+        var out: [Located] = []
+        var i = 0
+        var line = 1
+        var column = 1
+        func advance() {
+            if chars[i] == "\n" {
+                line += 1
+                column = 1
+            } else {
+                column += 1
+            }
+            i += 1
+        }
+        while i < chars.count {
+            let c = chars[i]
+            let (l, col) = (line, column)
+            if c.isWhitespace {
+                advance()
+            } else if (c == "/" || c == "-") && i + 1 < chars.count && chars[i + 1] == c {
+                while i < chars.count && chars[i] != "\n" { advance() }
+            } else if c == "/" && i + 1 < chars.count && chars[i + 1] == "*" {
+                advance()
+                advance()
+                while i < chars.count && !(chars[i] == "*" && i + 1 < chars.count && chars[i + 1] == "/") { advance() }
+                guard i < chars.count else { throw SyntaxError(line: l, column: col, message: "unterminated /* comment") }
+                advance()
+                advance()
+            } else if c == "\"" {
+                advance()
+                var s = ""
+                while i < chars.count && chars[i] != "\"" && chars[i] != "\n" {
+                    s.append(chars[i])
+                    advance()
+                }
+                guard i < chars.count, chars[i] == "\"" else {
+                    throw SyntaxError(line: l, column: col, message: "unterminated quoted identifier")
+                }
+                advance()
+                out.append(Located(token: .quoted(s), line: l, column: col))
+            } else if c.isLetter || c == "_" || c.isNumber {
+                var s = ""
+                while i < chars.count && (chars[i].isLetter || chars[i].isNumber || chars[i] == "_") {
+                    s.append(chars[i])
+                    advance()
+                }
+                out.append(Located(token: .word(s), line: l, column: col))
+            } else if "(),;<>".contains(c) {
+                out.append(Located(token: .symbol(c), line: l, column: col))
+                advance()
+            } else {
+                throw SyntaxError(line: l, column: col, message: "unexpected character '\(c)'")
+            }
+        }
+        out.append(Located(token: .end, line: line, column: column))
+        return out
+    }
+
+    struct Parser {
+        let tokens: [Located]
+        var pos = 0
+        var ignored: [String] = []
+
+        init(tokens: [Located]) { self.tokens = tokens }
+
+        var peek: Located { tokens[pos] }
+
+        mutating func next() -> Located {
+            defer { if pos < tokens.count - 1 { pos += 1 } }
+            return tokens[pos]
+        }
+
+        func fail(_ message: String, at t: Located? = nil) -> SyntaxError {
+            let t = t ?? peek
+            return SyntaxError(line: t.line, column: t.column, message: message)
+        }
+
+        func describe(_ t: Token) -> String {
+            switch t {
+            case .word(let w): "'\(w)'"
+            case .quoted(let q): "\"\(q)\""
+            case .symbol(let c): "'\(c)'"
+            case .end: "the end"
+            }
+        }
+
+        func isKeyword(_ t: Token, _ k: String) -> Bool {
+            if case .word(let w) = t { return w.uppercased() == k }
+            return false
+        }
+
+        mutating func keyword(_ k: String) throws {
+            guard isKeyword(peek.token, k) else { throw fail("expected \(k), found \(describe(peek.token))") }
+            _ = next()
+        }
+
+        mutating func symbol(_ c: Character, _ what: String) throws {
+            guard peek.token == .symbol(c) else { throw fail("expected \(what), found \(describe(peek.token))") }
+            _ = next()
+        }
+
+        /// An identifier: a word that is not a reserved word, or a quoted name.
+        mutating func name(_ what: String) throws -> (String, quoted: Bool) {
+            let t = next()
+            switch t.token {
+            case .quoted(let q):
+                guard !q.isEmpty else { throw fail("empty \(what)", at: t) }
+                return (q, true)
+            case .word(let w):
+                if ["GRANT", "PREFERRED", "QUERYABLE", "SORTABLE", "SEARCHABLE"].contains(w.uppercased()) {
+                    throw fail("expected \(what), found the reserved word \(w) (quote it: \"\(w)\")", at: t)
+                }
+                return (w, false)
+            default: throw fail("expected \(what), found \(describe(t.token))", at: t)
+            }
+        }
+
+        mutating func document() throws -> Document {
+            try keyword("DEFINE")
+            try keyword("SCHEMA")
+            var types: [RecordType] = []
+            while peek.token != .end {
+                if isKeyword(peek.token, "CREATE") {
+                    let at = next()
+                    try keyword("ROLE")
+                    let (role, _) = try name("a role name")
+                    ignored.append("line \(at.line): CREATE ROLE \(role) (security roles are not supported yet)")
+                } else if isKeyword(peek.token, "RECORD") {
+                    let t = try recordType()
+                    if let other = types.first(where: { $0.name == t.name }) {
+                        throw SyntaxError(
+                            line: t.line, column: t.column, message: "record type '\(t.name)' is already defined on line \(other.line)")
+                    }
+                    types.append(t)
+                } else {
+                    throw fail("expected RECORD TYPE or CREATE ROLE, found \(describe(peek.token))")
+                }
+                try symbol(";", "';' after the definition")
+            }
+            return Document(recordTypes: types, ignored: ignored)
+        }
+
+        mutating func recordType() throws -> RecordType {
+            try keyword("RECORD")
+            try keyword("TYPE")
+            let at = peek
+            let (typeName, _) = try name("a record type name")
+            guard Self.isIdentifier(typeName) else {
+                throw fail(
+                    "record type name '\(typeName)' is invalid: it must start with a letter and contain only letters, digits and underscores",
+                    at: at)
+            }
+            try symbol("(", "'(' after the record type name")
+            var fields: [Field] = []
+            repeat {
+                if isKeyword(peek.token, "GRANT") {
+                    let g = next()
+                    var permissions: [String] = []
+                    repeat {
+                        let p = next()
+                        guard case .word(let w) = p.token, ["READ", "CREATE", "WRITE"].contains(w.uppercased()) else {
+                            throw fail("expected READ, CREATE or WRITE, found \(describe(p.token))", at: p)
+                        }
+                        permissions.append(w.uppercased())
+                    } while peek.token == .symbol(",") && isPermission(tokens[pos + 1].token) && next().token == .symbol(",")
+                    try keyword("TO")
+                    let (role, _) = try name("a role name")
+                    ignored.append(
+                        "line \(g.line): GRANT \(permissions.joined(separator: ", ")) TO \(role) on '\(typeName)' (security roles are not supported yet)")
+                } else {
+                    let f = try field(of: typeName)
+                    if let other = fields.first(where: { $0.name == f.name }) {
+                        throw SyntaxError(
+                            line: f.line, column: f.column,
+                            message: "field '\(f.name)' of record type '\(typeName)' is already defined on line \(other.line)")
+                    }
+                    fields.append(f)
+                }
+            } while peek.token == .symbol(",") && next().token == .symbol(",")
+            try symbol(")", "',' or ')' after a field")
+            return RecordType(name: typeName, fields: fields, line: at.line, column: at.column)
+        }
+
+        func isPermission(_ t: Token) -> Bool { ["READ", "CREATE", "WRITE"].contains { isKeyword(t, $0) } }
+
+        mutating func field(of typeName: String) throws -> Field {
+            let at = peek
+            let (fieldName, quoted) = try name("a field name")
+            let typeAt = peek
+            let type = try dataType()
+            var flags: IndexFlags = []
+            while case .word(let w) = peek.token, ["QUERYABLE", "SORTABLE", "SEARCHABLE"].contains(w.uppercased()) {
+                _ = next()
+                switch w.uppercased() {
+                case "QUERYABLE": flags.insert(.queryable)
+                case "SORTABLE": flags.insert(.sortable)
+                default: flags.insert(.searchable)
+                }
+            }
+            var name = fieldName
+            var system = false
+            if fieldName.hasPrefix("_") {
+                guard quoted, let s = SchemaLanguage.systemFields.first(where: { $0.name == fieldName }) else {
+                    throw fail(
+                        "unknown system field '\(fieldName)' (system fields are \(SchemaLanguage.systemFields.map { "\"\($0.name)\"" }.joined(separator: ", ")))",
+                        at: at)
+                }
+                guard type == s.type else {
+                    throw fail("system field \"\(fieldName)\" is \(SchemaLanguage.typeName(s.type)), not \(SchemaLanguage.typeName(type))", at: typeAt)
+                }
+                guard let canonical = s.field else {
+                    if !flags.isEmpty { ignored.append("line \(at.line): options on \"\(fieldName)\" (not indexable)") }
+                    return Field(name: fieldName, type: type, indexes: [], isSystem: true, line: at.line, column: at.column)
+                }
+                name = canonical
+                system = true
+            } else if !Self.isIdentifier(fieldName) {
+                throw fail(
+                    "field name '\(fieldName)' is invalid: it must start with a letter and contain only letters, digits and underscores",
+                    at: at)
+            }
+            if let problem = IndexFlags.problem(flags, for: type, system: system) {
+                throw fail("field '\(fieldName)' cannot be \(flags): \(problem)", at: at)
+            }
+            return Field(name: name, type: type, indexes: flags, isSystem: system, line: at.line, column: at.column)
+        }
+
+        mutating func dataType() throws -> FieldType {
+            if isKeyword(peek.token, "LIST") {
+                _ = next()
+                try symbol("<", "'<' after LIST")
+                let inner = try primitive()
+                try symbol(">", "'>' to close LIST<")
+                return FieldType(inner, list: true)
+            }
+            return FieldType(try primitive())
+        }
+
+        mutating func primitive() throws -> ScalarType {
+            let t = next()
+            guard case .word(let w) = t.token else { throw fail("expected a type, found \(describe(t.token))", at: t) }
+            switch w.uppercased() {
+            case "ASSET": return .asset
+            case "BYTES": return .bytes
+            case "DOUBLE": return .double
+            case "INT64": return .int64
+            case "LOCATION": return .location
+            case "REFERENCE": return .reference
+            case "STRING": return .string
+            case "TIMESTAMP": return .timestamp
+            case "ENCRYPTED": throw fail("ENCRYPTED fields are not supported", at: t)
+            case "NUMBER":
+                guard isKeyword(peek.token, "PREFERRED") else {
+                    throw fail("NUMBER needs PREFERRED AS INT64 or PREFERRED AS DOUBLE", at: t)
+                }
+                _ = next()
+                try keyword("AS")
+                let p = next()
+                if isKeyword(p.token, "INT64") { return .int64 }
+                if isKeyword(p.token, "DOUBLE") { return .double }
+                throw fail("expected INT64 or DOUBLE after PREFERRED AS, found \(describe(p.token))", at: p)
+            default:
+                throw fail(
+                    "unknown type '\(w)' (types: ASSET, BYTES, DOUBLE, INT64, LOCATION, REFERENCE, STRING, TIMESTAMP, LIST<…>)",
+                    at: t)
+            }
+        }
+
+        static func isIdentifier(_ s: String) -> Bool {
+            guard let first = s.unicodeScalars.first, first.isASCII, first.properties.isAlphabetic else { return false }
+            return s.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_") }
+        }
+    }
+}
+
+/// What a schema import added to the development schema.
+public struct SchemaImportResult: Sendable, Hashable {
+    /// Record types added.
+    public var recordTypes: [String] = []
+    /// Fields added, as `Type.field`.
+    public var fields: [String] = []
+    /// Index options added, as `Type.field QUERYABLE …`.
+    public var indexes: [String] = []
+    /// Statements read but without effect (roles, grants).
+    public var ignored: [String] = []
+
+    /// Whether the import changed nothing.
+    public var isEmpty: Bool { recordTypes.isEmpty && fields.isEmpty && indexes.isEmpty }
+}
+
+extension SchemaCatalog {
+    /// The mutations that add a schema text's types, fields and index options to a schema (additive: nothing is
+    /// removed). - Throws: `invalidArguments` naming the line, column and field of a type that contradicts the
+    /// schema.
+    func importing(_ doc: SchemaLanguage.Document, into key: SchemaKey) throws -> ([Mutation], SchemaImportResult) {
+        var out: [Mutation] = []
+        var result = SchemaImportResult(ignored: doc.ignored)
+        for t in doc.recordTypes {
+            let existing = recordType(key, t.name)
+            if existing == nil {
+                out.append(.schemaField(key, recordType: t.name, field: nil, type: nil))
+                result.recordTypes.append(t.name)
+            }
+            for f in t.fields where !(f.isSystem && SystemField(rawValue: f.name) == nil) {
+                if !f.isSystem {
+                    if let have = existing?.fields[f.name] {
+                        guard have == f.type else {
+                            throw CloudletError.invalid(
+                                "line \(f.line), column \(f.column): field '\(f.name)' of record type '\(t.name)' is \(have) in the "
+                                    + "\(key.environment.rawValue) schema; the text says \(f.type) (a field's type cannot change)")
+                        }
+                    } else {
+                        out.append(.schemaField(key, recordType: t.name, field: f.name, type: f.type))
+                        result.fields.append("\(t.name).\(f.name)")
+                    }
+                }
+                let missing = f.indexes.subtracting(existing?.indexes[f.name] ?? [])
+                if !missing.isEmpty {
+                    out.append(.index(.flags(key, recordType: t.name, field: f.name, missing)))
+                    result.indexes.append("\(t.name).\(f.name) \(missing)")
+                }
+            }
+        }
+        return (out, result)
+    }
+}
+
+extension Container {
+    /// The schema of an environment in the CloudKit Schema Language (for `cloudlet schema export`, and the admin
+    /// endpoint of the server).
+    public func exportSchema(environment: Environment = .development) -> String {
+        SchemaLanguage.format(schema(environment: environment))
+    }
+
+    /// Adds a schema text's record types, fields and index options to the development schema, in one commit:
+    /// additive (nothing the text omits is removed, and an option already set stays), and all or nothing. New
+    /// indexes are built in the background over existing records. Deploy to reach production.
+    /// - Throws: `invalidArguments` whose message starts with the line and column of the problem: a syntax error,
+    ///   an invalid name, options that do not fit a type, or a field whose type contradicts the schema.
+    @discardableResult
+    public func importSchema(_ text: String) async throws -> SchemaImportResult {
+        try store.checkOpen()
+        let doc: SchemaLanguage.Document
+        do { doc = try SchemaLanguage.parse(text) } catch let e as SchemaLanguage.SyntaxError {
+            throw CloudletError(.invalidArguments, e.description, cause: e)
+        }
+        let key = SchemaKey(container: identifier, environment: .development)
+        let store = self.store
+        return try await BlockingIO.run {
+            try store.changeSchema { schema in try schema.importing(doc, into: key) }
+        }
+    }
+}
