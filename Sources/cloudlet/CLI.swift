@@ -12,6 +12,8 @@ enum CLI {
         COMMANDS:
           demo          Open (or create) a store and walk through the embedded API: zones, records,
                         conflicts, atomic batches, cascades. Prints what it does.
+          schema        Export, import, deploy or reset a container's schema (CloudKit Schema Language).
+          query         Query records of a type with a predicate and sort, or explain the plan.
           crash-writer  Write records forever, printing "ack <name>" after each durable save (used by the
                         crash-consistency tests; kill it with SIGKILL).
 
@@ -27,6 +29,8 @@ enum CLI {
         switch command {
         case "--help", "-h", "help": print(usage)
         case "demo": await run { try await Demo.run(rest) }
+        case "schema": await run { try await SchemaCommand.run(rest) }
+        case "query": await run { try await QueryCommand.run(rest) }
         case "crash-writer": await run { try await CrashWriter.run(rest) }
         default: fail("unknown command '\(command)'; see `cloudlet --help`", code: 64)
         }

@@ -1,0 +1,81 @@
+import CloudletCore
+import Foundation
+import Testing
+
+@testable import Cloudlet
+
+/// `cloudlet schema …` and `cloudlet query …` on a store directory, through the built executable.
+@Suite struct QueryCommandTests {
+    /// Runs the executable to completion: exit status, standard output, standard error.
+    func cloudlet(_ args: [String], stdin: String? = nil) throws -> (status: Int32, out: String, err: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: try cloudletExecutable())
+        p.arguments = args
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        p.standardInput = input
+        try p.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    }
+
+    @Test func schemaAndQueryCommands() async throws {
+        let dir = TempDir("cli-query")
+        let path = dir.sub("store")
+        let store = try await openStore(dir)
+        let db = try store.container(testContainer).publicDatabase()
+        _ = try await db.modify(
+            (0..<30).map { i in
+                .create(Record(recordType: "Song", recordName: "s\(i)", fields: ["title": .string("Song \(i)"), "plays": .int64(Int64(i % 10))]))
+            })
+        try await store.close()
+        let base = ["--data", path, "--container", testContainer]
+
+        let schema = """
+            DEFINE SCHEMA
+                RECORD TYPE Song (
+                    "___recordID" REFERENCE QUERYABLE,
+                    plays INT64 QUERYABLE SORTABLE,
+                    title STRING SEARCHABLE
+                );
+            """
+        let imported = try cloudlet(["schema", "import"] + base, stdin: schema)
+        #expect(imported.status == 0, "\(imported.err)")
+        #expect(imported.out.contains("added index Song.plays QUERYABLE SORTABLE"))
+        let exported = try cloudlet(["schema", "export"] + base)
+        #expect(exported.status == 0 && exported.out.contains("plays INT64 QUERYABLE SORTABLE"), "\(exported)")
+
+        let json = try cloudlet(["query"] + base + ["--type", "Song", "--predicate", "plays >= 7", "--sort", "plays:desc", "--limit", "5", "--json"])
+        #expect(json.status == 0, "\(json.err)")
+        let obj = try #require(try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [String: Any])
+        let records = try #require(obj["records"] as? [[String: Any]])
+        #expect(records.count == 5)
+        #expect(records.compactMap { ($0["fields"] as? [String: Any])?["plays"] as? [String: Any] }.map { $0["value"] as? Int } == [9, 9, 9, 8, 8])
+        let marker = try #require(obj["continuationMarker"] as? String)
+        let next = try cloudlet(["query"] + base + ["--type", "Song", "--predicate", "plays >= 7", "--sort", "plays:desc", "--continue", marker])
+        #expect(next.status == 0 && next.out.contains("(4 records)"), "\(next)")
+
+        let explain = try cloudlet(["query"] + base + ["--type", "Song", "--predicate", "plays == 3", "--explain"])
+        #expect(explain.out.contains("equality index on 'plays'") && explain.out.contains("3 candidates of 30"), "\(explain)")
+        let count = try cloudlet(["query"] + base + ["--type", "Song", "--predicate", "self CONTAINS 'SONG' AND plays < 2", "--count"])
+        #expect(count.out == "6\n", "\(count)")
+
+        let bad = try cloudlet(["query"] + base + ["--type", "Song", "--predicate", "plays =="])
+        #expect(bad.status == 64 && bad.err.contains("error: predicate \"plays ==\": expected a value"), "\(bad)")
+        let prod = try cloudlet(["query"] + base + ["--type", "Song", "--environment", "production"])
+        #expect(prod.status == 65 && prod.err.contains("record type 'Song' is not in the production schema"), "\(prod)")
+        let badSchema = try cloudlet(["schema", "import"] + base, stdin: "DEFINE SCHEMA\nRECORD TYPE Song ( plays STRING );")
+        #expect(badSchema.status == 65 && badSchema.err.contains("line 2, column 20: field 'plays'"), "\(badSchema)")
+        let deploy = try cloudlet(["schema", "deploy"] + base)
+        #expect(deploy.status == 0 && deploy.out.contains("deployed"), "\(deploy)")
+        let help = try cloudlet(["schema", "export", "--help"])
+        #expect(help.status == 0 && help.out.hasPrefix("USAGE: cloudlet schema export"))
+        let usage = try cloudlet(["schema", "frobnicate"])
+        #expect(usage.status == 64)
+    }
+}
