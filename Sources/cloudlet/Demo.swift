@@ -7,8 +7,8 @@ enum Demo {
     static let help = """
         USAGE: cloudlet demo [--data DIR]
 
-        Opens (or creates) the store at DIR (default ./cloudlet-data), then creates a zone, saves, updates and
-        fetches records, shows a change-tag conflict, an atomic batch failing as a whole and a DELETE_SELF
+        Opens (or creates) the store at DIR (default ./cloudlet-data), then creates a zone, saves, queries, updates
+        and fetches records, shows a change-tag conflict, an atomic batch failing as a whole and a DELETE_SELF
         cascade, and prints the store's counters. Safe to run again: it reuses what is there.
         """
 
@@ -40,6 +40,12 @@ enum Demo {
         }
         let saved = try await db.modify(items)
         say("atomic batch saved \(saved.filter { $0.error == nil }.count) items referencing the list (DELETE_SELF)")
+
+        let found = try await db.query(
+            try Query(recordType: "Item", format: "title BEGINSWITH %@ OR title == %@", "c", "MILK", sortDescriptors: [.ascending("title")]),
+            zoneID: zone)
+        say("query \"title BEGINSWITH 'c' OR title == 'MILK'\": \(found.records.map { $0["title"]?.stringValue ?? "?" }) "
+            + "(\(found.plan.zones[0].access); \(found.plan.notes.first ?? "indexes ready"))")
 
         var renamed = list
         renamed["name"] = "Weekly groceries"
