@@ -64,7 +64,15 @@ import Testing
         #expect(prices == prices.sorted(by: >))
         // Ties go in the direction of the last descriptor: descending names within a price.
         for (a, b) in zip(seen, seen.dropFirst()) where a["price"] == b["price"] { #expect(a.recordName > b.recordName) }
+        // A marker holds no server state: it resumes after a restart.
+        let first = try await db.query(q, resultsLimit: 30)
         try await store.close()
+        let reopened = try await openStore(dir)
+        let rest = try await reopened.container(testContainer).privateDatabase(user: "u")
+            .query(q, resultsLimit: 200, continuationMarker: first.cursor)
+        #expect(names(first.records + rest.records) == names(seen))
+        #expect(rest.cursor == nil)
+        try await reopened.close()
     }
 
     @Test func markersAreValidated() async throws {
