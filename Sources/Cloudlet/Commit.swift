@@ -17,6 +17,9 @@ enum Mutation: Sendable {
     case schemaReset(container: String)
     /// Forget tombstones and deleted zones with LSN ≤ `through`: change tokens older than that expire.
     case purge(through: UInt64)
+    /// A subscription created or replaced (held by partition 0).
+    case saveSubscription(SubscriberID, Subscription)
+    case deleteSubscription(SubscriberID, id: String)
 }
 
 /// A commit decoded from (or encoded into) a frame payload, with where each record's bytes sit in the payload
@@ -46,7 +49,7 @@ struct Commit: Sendable {
         for m in mutations {
             switch m {
             case .putRecord(let z, _, _), .deleteRecord(let z, _, _, _), .createZone(let z), .deleteZone(let z, _): _ = index(z)
-            case .schemaField, .schemaReset, .purge: break
+            case .schemaField, .schemaReset, .purge, .saveSubscription, .deleteSubscription: break
             }
         }
         var estimate = 64 + zoneList.count * 96
@@ -92,6 +95,14 @@ struct Commit: Sendable {
             case .purge(let through):
                 w.u8(7)
                 w.u64(through)
+            case .saveSubscription(let who, let sub):
+                w.u8(20)
+                who.encode(into: &w)
+                Subscription.encode(sub, into: &w)
+            case .deleteSubscription(let who, let id):
+                w.u8(21)
+                who.encode(into: &w)
+                w.string(id)
             }
         }
         return (w.bytes, slots)
@@ -145,6 +156,8 @@ struct Commit: Sendable {
                         field: field.isEmpty ? nil : field, type: fieldType))
             case 6: mutations.append(.schemaReset(container: try r.string()))
             case 7: mutations.append(.purge(through: try r.u64()))
+            case 20: mutations.append(.saveSubscription(try SubscriberID.decode(&r), try Subscription.decode(&r)))
+            case 21: mutations.append(.deleteSubscription(try SubscriberID.decode(&r), id: try r.string()))
             default: throw CloudletError.corruption("commit payload: unknown mutation kind \(kind)")
             }
         }

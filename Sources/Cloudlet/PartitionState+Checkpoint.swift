@@ -55,6 +55,12 @@ extension PartitionState {
                 }
             }
         }
+        w.varint(subscriptions.count)
+        for (who, subs) in subscriptions {
+            who.encode(into: &w)
+            w.varint(subs.count)
+            for s in subs.values { Subscription.encode(s, into: &w) }
+        }
         return w.bytes
     }
 
@@ -120,6 +126,15 @@ extension PartitionState {
                 types[t.name] = t
             }
             s.schema.types[key] = types
+        }
+        let subscribers = try r.length()
+        for _ in 0..<subscribers {
+            let who = try SubscriberID.decode(&r)
+            let n = try r.length()
+            for _ in 0..<n {
+                let sub = try Subscription.decode(&r)
+                s.subscriptions[who, default: [:]][sub.id] = sub
+            }
         }
         guard r.isAtEnd else { throw CloudletError.corruption("checkpoint: \(r.remaining) trailing bytes") }
         return s
