@@ -27,7 +27,9 @@ public final class CloudletStore: Sendable {
     let fingerprint: UInt64
     private let lock: StoreLock?
     private let closed = Atomic<Bool>(false)
-    let listenerIDs = Atomic<Int>(0)
+    let listenerIDs = Atomic<Int>(1)
+    /// Subscriptions → notifications.
+    let notificationHub: NotificationHub
     /// Background index builds (CloudletStore+Indexes.swift).
     let indexBuilder = IndexBuilder()
 
@@ -48,6 +50,8 @@ public final class CloudletStore: Sendable {
             }
             partitions = parts
             fingerprint = Fingerprint.of([metadata.storeID])
+            notificationHub = NotificationHub(partitions: parts, listenerID: 0)
+            if parts[0].state.withLock({ !$0.subscriptions.isEmpty }) { notificationHub.start() }
             try openIndexes()
         } catch {
             lock?.release()
@@ -83,6 +87,7 @@ public final class CloudletStore: Sendable {
         for p in partitions {
             do { try p.close(checkpoint: !configuration.readOnly) } catch { if firstError == nil { firstError = error } }
         }
+        notificationHub.stop()
         for p in partitions { p.publisher.finishAll() }
         lock?.release()
         if let firstError { throw firstError }

@@ -19,6 +19,9 @@ enum Mutation: Sendable {
     case purge(through: UInt64)
     /// Index flags in a schema, or an index a partition starts or stops maintaining (see ``IndexMutation``).
     case index(IndexMutation)
+    /// A subscription created or replaced (held by partition 0).
+    case saveSubscription(SubscriberID, Subscription)
+    case deleteSubscription(SubscriberID, id: String)
 }
 
 /// A commit decoded from (or encoded into) a frame payload, with where each record's bytes sit in the payload
@@ -48,7 +51,7 @@ struct Commit: Sendable {
         for m in mutations {
             switch m {
             case .putRecord(let z, _, _), .deleteRecord(let z, _, _, _), .createZone(let z), .deleteZone(let z, _): _ = index(z)
-            case .schemaField, .schemaReset, .purge, .index: break
+            case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription: break
             }
         }
         var estimate = 64 + zoneList.count * 96
@@ -97,6 +100,14 @@ struct Commit: Sendable {
             case .index(let change):
                 w.u8(8)
                 change.encode(into: &w)
+            case .saveSubscription(let who, let sub):
+                w.u8(20)
+                who.encode(into: &w)
+                Subscription.encode(sub, into: &w)
+            case .deleteSubscription(let who, let id):
+                w.u8(21)
+                who.encode(into: &w)
+                w.string(id)
             }
         }
         return (w.bytes, slots)
@@ -151,6 +162,8 @@ struct Commit: Sendable {
             case 6: mutations.append(.schemaReset(container: try r.string()))
             case 7: mutations.append(.purge(through: try r.u64()))
             case 8: mutations.append(.index(try IndexMutation.decode(&r)))
+            case 20: mutations.append(.saveSubscription(try SubscriberID.decode(&r), try Subscription.decode(&r)))
+            case 21: mutations.append(.deleteSubscription(try SubscriberID.decode(&r), id: try r.string()))
             default: throw CloudletError.corruption("commit payload: unknown mutation kind \(kind)")
             }
         }

@@ -8,6 +8,11 @@ public struct CommittedChange: Sendable {
     public var partition: Int
     public var lsn: UInt64
     public var events: [ChangeEvent]
+    /// For record events: the version the commit replaced or deleted, if the record existed (by event index).
+    var previous: [Int: RecordEntry] = [:]
+
+    /// Whether event `i` (a save) created the record rather than changing an existing one.
+    public func isCreation(_ i: Int) -> Bool { previous[i] == nil }
 }
 
 /// One effect of a commit.
@@ -24,7 +29,7 @@ public enum ChangeEvent: Sendable, Hashable {
             .recordDeleted(z.database, RecordID(recordName: name, zoneID: z.zoneID), recordType: type)
         case .createZone(let z): .zoneCreated(z.database, z.zoneID)
         case .deleteZone(let z, _): .zoneDeleted(z.database, z.zoneID)
-        case .schemaField, .schemaReset, .purge, .index: nil
+        case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription: nil
         }
     }
 }
@@ -63,10 +68,15 @@ final class ChangePublisher: Sendable {
     }
 
     /// Queues a staged commit (call under the partition's writer lock).
-    func staged(lsn: UInt64, mutations: [Mutation]) {
-        let events = mutations.compactMap(ChangeEvent.from)
-        guard !events.isEmpty else { return }
-        state.withLock { $0.pending.append(CommittedChange(partition: partition, lsn: lsn, events: events)) }
+    func staged(lsn: UInt64, mutations: [Mutation], previous: [Int: RecordEntry]) {
+        var change = CommittedChange(partition: partition, lsn: lsn, events: [])
+        for (i, m) in mutations.enumerated() {
+            guard let e = ChangeEvent.from(m) else { continue }
+            if let p = previous[i] { change.previous[change.events.count] = p }
+            change.events.append(e)
+        }
+        guard !change.events.isEmpty else { return }
+        state.withLock { $0.pending.append(change) }
     }
 
     /// Hands out every queued commit with LSN ≤ `durable`, in order.

@@ -35,20 +35,7 @@ public struct DatabaseChanges: Sendable {
     public var moreComing: Bool
 }
 
-enum Fingerprint {
-    static func of(_ parts: [String]) -> UInt64 {
-        var h: UInt64 = 0xCBF2_9CE4_8422_2325
-        for part in parts {
-            for b in part.utf8 {
-                h ^= UInt64(b)
-                h = h &* 0x100_0000_01B3
-            }
-            h ^= 0xFF
-            h = h &* 0x100_0000_01B3
-        }
-        return h
-    }
-
+extension Fingerprint {
     static func of(_ d: DatabaseID) -> UInt64 {
         of([d.container, d.environment.rawValue, d.scope.rawValue, d.owner])
     }

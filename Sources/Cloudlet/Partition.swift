@@ -86,8 +86,21 @@ final class Partition: Sendable {
             let (payload, slots) = commit.encode()
             let (staged, position) = try log.stage(type: Commit.frameType, payload: payload)
             precondition(staged == lsn, "partition \(id): staged LSN \(staged), expected \(lsn)")
+            var previous: [Int: RecordEntry] = [:]
+            let publishing = publisher.isActive
+            if publishing {
+                for (i, m) in mutations.enumerated() {
+                    switch m {
+                    case .putRecord(let z, let r, _):
+                        if let e = st.entry(z, r.recordName), !e.deleted { previous[i] = e }
+                    case .deleteRecord(let z, let name, _, _):
+                        if let e = st.entry(z, name), !e.deleted { previous[i] = e }
+                    default: break
+                    }
+                }
+            }
             st.apply(commit, lsn: lsn, position: position, slots: slots)
-            if publisher.isActive { publisher.staged(lsn: lsn, mutations: mutations) }
+            if publishing { publisher.staged(lsn: lsn, mutations: mutations, previous: previous) }
             // Cache what was written: a writer that reads it back (an update of a record saved a moment ago) must
             // not wait for the commit's fdatasync while holding the writer lock.
             for (i, m) in mutations.enumerated() {

@@ -61,6 +61,12 @@ extension PartitionState {
                 }
             }
         }
+        w.varint(subscriptions.count)
+        for (who, subs) in subscriptions {
+            who.encode(into: &w)
+            w.varint(subs.count)
+            for s in subs.values { Subscription.encode(s, into: &w) }
+        }
         indexes.encode(into: &w)
         return w.bytes
     }
@@ -134,6 +140,15 @@ extension PartitionState {
                 types[t.name] = t
             }
             s.schema.types[key] = types
+        }
+        let subscribers = try r.length()
+        for _ in 0..<subscribers {
+            let who = try SubscriberID.decode(&r)
+            let n = try r.length()
+            for _ in 0..<n {
+                let sub = try Subscription.decode(&r)
+                s.subscriptions[who, default: [:]][sub.id] = sub
+            }
         }
         if v >= 2 {
             s.indexes = try IndexState.decode(&r, zones: s.zones)

@@ -119,6 +119,8 @@ struct PartitionState: Sendable {
     var nextPosition: FramePosition?
     /// Tombstones and deleted zones with LSN ≤ this are forgotten: change tokens before it have expired.
     var purgedThroughLSN: UInt64 = 0
+    /// Subscriptions by subscriber and ID (partition 0 only).
+    var subscriptions: [SubscriberID: [String: Subscription]] = [:]
 
     /// Whether the zone exists (a database's default zone always does).
     func zoneExists(_ z: ZoneKey) -> Bool { z.zoneName == ZoneID.defaultZoneName || zones[z] != nil }
@@ -164,6 +166,11 @@ struct PartitionState: Sendable {
             case .index(let change):
                 schema.apply(m)
                 indexes.apply(change, lsn: lsn)
+            case .saveSubscription(let who, let sub):
+                subscriptions[who, default: [:]][sub.id] = sub
+            case .deleteSubscription(let who, let id):
+                subscriptions[who]?[id] = nil
+                if subscriptions[who]?.isEmpty == true { subscriptions[who] = nil }
             case .purge(let through):
                 guard through > purgedThroughLSN else { continue }
                 purgedThroughLSN = through

@@ -94,7 +94,7 @@ extension Query {
         w.u64(Fingerprint.of(database))
         w.string(zone ?? "*")
         w.string(recordType)
-        predicate.canonicalEncode(into: &w)
+        PredicateCodec.encode(predicate, into: &w)
         w.varint(sortDescriptors.count)
         for d in sortDescriptors {
             w.string(d.field)
@@ -113,33 +113,5 @@ extension Query {
             h = h &* 0x100_0000_01B3
         }
         return h
-    }
-}
-
-extension Predicate {
-    /// A deterministic byte form (for fingerprints).
-    func canonicalEncode(into w: inout ByteWriter) {
-        switch self {
-        case .all: w.u8(1)
-        case .none: w.u8(2)
-        case .comparison(let c):
-            w.u8(3)
-            w.string(c.field)
-            w.string(c.comparator.rawValue)
-            RecordCodec.encode(c.value, into: &w)
-            if let d = c.distance {
-                w.u8(1)
-                w.f64(d)
-            } else {
-                w.u8(0)
-            }
-        case .and(let ps), .or(let ps):
-            if case .and = self { w.u8(4) } else { w.u8(5) }
-            w.varint(ps.count)
-            for p in ps { p.canonicalEncode(into: &w) }
-        case .not(let p):
-            w.u8(6)
-            p.canonicalEncode(into: &w)
-        }
     }
 }

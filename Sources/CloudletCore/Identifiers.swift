@@ -74,7 +74,7 @@ public struct ZoneKey: Hashable, Sendable, CustomStringConvertible {
     public init(database: DatabaseID, zoneName: String) {
         self.database = database
         self.zoneName = zoneName
-        fingerprint = Self.fnv1a([
+        fingerprint = Fingerprint.of([
             database.container, database.environment.rawValue, database.scope.rawValue, database.owner, zoneName,
         ])
     }
@@ -91,8 +91,12 @@ public struct ZoneKey: Hashable, Sendable, CustomStringConvertible {
     }
 
     public func hash(into hasher: inout Hasher) { hasher.combine(fingerprint) }
+}
 
-    private static func fnv1a(_ parts: [String]) -> UInt64 {
+/// Stable 64-bit FNV-1a fingerprints of name paths: the same on every machine, process and version (unlike
+/// `hashValue`), so they can be stored on disk and in change tokens.
+public enum Fingerprint {
+    public static func of(_ parts: [String]) -> UInt64 {
         var h: UInt64 = 0xCBF2_9CE4_8422_2325
         for part in parts {
             for b in part.utf8 {

@@ -1,0 +1,77 @@
+import CloudletCore
+
+extension Database {
+    /// Who this handle subscribes as.
+    var subscriber: SubscriberID { SubscriberID(database: id, user: user) }
+
+    /// Creates or replaces a subscription (CloudKit `subscriptions/modify` create/update).
+    ///
+    /// - Throws: `invalidArguments` for a bad ID, record type or predicate field; `zoneNotFound` for a zone
+    ///   subscription to a missing zone; `badDatabase` for a database subscription in the public database.
+    @discardableResult
+    public func saveSubscription(_ subscription: Subscription) async throws -> Subscription {
+        try store.checkOpen()
+        let sid = subscription.id
+        guard !sid.isEmpty, sid.utf8.count <= Names.maxLength, sid.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw CloudletError.invalid("subscription ID '\(sid)' is invalid: 1–255 printable ASCII characters")
+        }
+        switch subscription.kind {
+        case .query(let type, let predicate, let zone):
+            try Names.validateIdentifier(type, what: "record type")
+            for c in predicate.comparisons where c.field != fullTextField && SystemField(rawValue: c.field) == nil {
+                try Names.validateIdentifier(c.field, what: "field name")
+            }
+            if let zone { _ = try await self.zone(for: zone) }
+            guard !subscription.firesOn.isEmpty else {
+                throw CloudletError.invalid("query subscription '\(sid)' must fire on create, update or delete")
+            }
+        case .zone(let zone):
+            guard !zone.isDefault else {
+                throw CloudletError.invalid("zone subscriptions need a custom zone, not the default zone")
+            }
+            _ = try await self.zone(for: zone)
+        case .database:
+            guard id.scope != .public else {
+                throw CloudletError(.badDatabase, "database subscriptions are not available for the public database")
+            }
+        }
+        let partition = store.partitions[0]
+        let who = subscriber
+        let (_, lsn) = try partition.commit { _, _ in ([.saveSubscription(who, subscription)], ()) }
+        if let lsn { try await partition.waitDurable(lsn) }
+        store.notificationHub.start()
+        return subscription
+    }
+
+    /// This user's subscriptions in this database, sorted by ID.
+    public func subscriptions() async throws -> [Subscription] {
+        try store.checkOpen()
+        let who = subscriber
+        return store.partitions[0].state.withLock { $0.subscriptions[who].map { Array($0.values) } ?? [] }
+            .sorted { $0.id < $1.id }
+    }
+
+    /// One subscription. - Throws: `unknownItem` when there is none with that ID.
+    public func subscription(_ id: String) async throws -> Subscription {
+        try store.checkOpen()
+        let who = subscriber
+        guard let s = store.partitions[0].state.withLock({ $0.subscriptions[who]?[id] }) else {
+            throw CloudletError(.unknownItem, "subscription '\(id)' does not exist")
+        }
+        return s
+    }
+
+    /// Deletes a subscription. - Throws: `unknownItem` when there is none with that ID.
+    public func deleteSubscription(_ id: String) async throws {
+        try store.checkOpen()
+        let who = subscriber
+        let partition = store.partitions[0]
+        let (_, lsn) = try partition.commit { st, _ in
+            guard st.subscriptions[who]?[id] != nil else {
+                throw CloudletError(.unknownItem, "subscription '\(id)' does not exist")
+            }
+            return ([.deleteSubscription(who, id: id)], ())
+        }
+        if let lsn { try await partition.waitDurable(lsn) }
+    }
+}

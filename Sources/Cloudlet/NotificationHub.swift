@@ -1,0 +1,255 @@
+import CloudletCore
+import Foundation
+import Synchronization
+
+/// Turns durable commits into notifications for the subscriptions they match, and keeps each user's recent
+/// notifications in a log that clients read by position (long-poll, websocket, or directly).
+///
+/// The hub listens to the store's commit stream once any subscription exists. Each user's log (per container
+/// and environment) keeps the newest ``capacity`` notifications in memory; a client that asks from a position
+/// the log no longer holds — older than its oldest entry, or from before the store was reopened — is told so
+/// (`gap`) and should resynchronize with change tokens, as CloudKit clients do after missed pushes.
+public final class NotificationHub: Sendable {
+    /// Whose log: a user in a container and environment.
+    public struct Inbox: Hashable, Sendable {
+        public var container: String
+        public var environment: CloudletCore.Environment
+        public var user: String
+
+        public init(container: String, environment: CloudletCore.Environment, user: String) {
+            self.container = container
+            self.environment = environment
+            self.user = user
+        }
+    }
+
+    /// A read of a log.
+    public struct Batch: Sendable {
+        public var notifications: [RecordNotification]
+        /// The position to pass next time (the last notification's ID, or the log's current end).
+        public var next: NotificationID
+        /// Notifications after the requested position were dropped (too old, or from before a restart).
+        public var gap: Bool
+    }
+
+    private struct Log {
+        var items: [RecordNotification] = []
+        var head = 0
+        var nextSequence: UInt64 = 1
+        var waiters: [UUID: CheckedContinuation<Void, Never>] = [:]
+    }
+
+    private struct State {
+        var started = false
+        var logs: [Inbox: Log] = [:]
+        /// Fire-once subscriptions already fired (their deletion may still be committing).
+        var fired: Set<String> = []
+    }
+
+    public let capacity: Int
+    let incarnation: UInt64
+    private let partitions: [Partition]
+    private let state = Mutex(State())
+    private let listenerID: Int
+
+    init(partitions: [Partition], listenerID: Int, capacity: Int = 10_000) {
+        self.partitions = partitions
+        self.listenerID = listenerID
+        self.capacity = capacity
+        incarnation = UInt64.random(in: 1...(UInt64(1) << 48))
+    }
+
+    /// Starts listening to commits (idempotent). Called when a subscription is saved, and at open when some exist.
+    func start() {
+        let first = state.withLock { s -> Bool in
+            defer { s.started = true }
+            return !s.started
+        }
+        guard first else { return }
+        let (stream, continuation) = AsyncThrowingStream<CommittedChange, any Error>.makeStream(
+            bufferingPolicy: .bufferingOldest(1_000_000))
+        for p in partitions { p.publisher.add(listenerID, continuation) }
+        Task.detached { [self] in
+            do {
+                for try await change in stream { await handle(change) }
+            } catch {
+                // The commit stream overflowed: the hub's logs cannot be trusted to be complete from here on.
+                state.withLock { s in for k in s.logs.keys { s.logs[k]!.head = s.logs[k]!.items.count } }
+            }
+        }
+    }
+
+    func stop() {
+        for p in partitions { p.publisher.remove(listenerID) }
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            var all: [CheckedContinuation<Void, Never>] = []
+            for k in s.logs.keys {
+                all += s.logs[k]!.waiters.values
+                s.logs[k]!.waiters = [:]
+            }
+            return all
+        }
+        for w in waiters { w.resume() }
+    }
+
+    private func handle(_ change: CommittedChange) async {
+        let subscriptions = partitions[0].state.withLock { $0.subscriptions }
+        guard !subscriptions.isEmpty else { return }
+        var out: [(Inbox, RecordNotification)] = []
+        var fireOnce: [(SubscriberID, String)] = []
+        for (i, event) in change.events.enumerated() {
+            let database: DatabaseID
+            let recordID: RecordID
+            let recordType: String
+            var record: Record?
+            let reason: NotificationReason
+            switch event {
+            case .recordSaved(let d, let r):
+                (database, recordID, recordType, record) = (d, r.id, r.recordType, r)
+                reason = change.isCreation(i) ? .recordCreated : .recordUpdated
+            case .recordDeleted(let d, let rid, let type):
+                (database, recordID, recordType) = (d, rid, type)
+                reason = .recordDeleted
+                // The deleted version, for query subscriptions' predicates.
+                if let prev = change.previous[i] {
+                    let key = ZoneKey(database: d, zoneName: rid.zoneID.zoneName)
+                    record = try? partitions[change.partition].readDurable(key, rid.recordName, prev)
+                }
+            case .zoneCreated, .zoneDeleted: continue
+            }
+            for (who, subs) in subscriptions where who.database == database {
+                for sub in subs.values.sorted(by: { $0.id < $1.id }) {
+                    guard Self.fires(sub, reason: reason, recordID: recordID, recordType: recordType, record: record) else {
+                        continue
+                    }
+                    if sub.firesOnce {
+                        let key = "\(who.database)|\(who.user)|\(sub.id)"
+                        let already = state.withLock { !$0.fired.insert(key).inserted }
+                        if already { continue }
+                        fireOnce.append((who, sub.id))
+                    }
+                    var fields: [String: FieldValue] = [:]
+                    if let keys = sub.desiredKeys, reason != .recordDeleted, let record {
+                        fields = record.fields.filter { keys.contains($0.key) }
+                    }
+                    let inbox = Inbox(container: database.container, environment: database.environment, user: who.user)
+                    out.append((inbox, RecordNotification(
+                        id: NotificationID(incarnation: incarnation, sequence: 0), partition: change.partition,
+                        lsn: change.lsn, subscriptionID: sub.id, database: database, reason: reason, recordID: recordID,
+                        recordType: recordType, fields: fields, alertBody: sub.alertBody)))
+                }
+            }
+        }
+        if !out.isEmpty { append(out) }
+        for (who, id) in fireOnce {
+            let p0 = partitions[0]
+            if let (_, lsn) = try? p0.commit({ st, _ in
+                (st.subscriptions[who]?[id] != nil ? [.deleteSubscription(who, id: id)] : [], ())
+            }), let lsn {
+                try? await p0.waitDurable(lsn)
+            }
+        }
+    }
+
+    static func fires(_ sub: Subscription, reason: NotificationReason, recordID: RecordID, recordType: String, record: Record?)
+        -> Bool
+    {
+        switch sub.kind {
+        case .database: return true
+        case .zone(let z): return z.zoneName == recordID.zoneID.zoneName
+        case .query(let type, let predicate, let zone):
+            guard type == recordType else { return false }
+            if let zone, zone.zoneName != recordID.zoneID.zoneName { return false }
+            switch reason {
+            case .recordCreated: guard sub.firesOn.contains(.create) else { return false }
+            case .recordUpdated: guard sub.firesOn.contains(.update) else { return false }
+            case .recordDeleted: guard sub.firesOn.contains(.delete) else { return false }
+            }
+            // A deletion whose last version can no longer be read fires on its type alone.
+            guard let record else { return reason == .recordDeleted }
+            return predicate.matches(record)
+        }
+    }
+
+    private func append(_ items: [(Inbox, RecordNotification)]) {
+        let wake = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            var wake: [CheckedContinuation<Void, Never>] = []
+            for (inbox, n) in items {
+                var log = s.logs[inbox] ?? Log()
+                var n = n
+                n.id = NotificationID(incarnation: incarnation, sequence: log.nextSequence)
+                log.nextSequence += 1
+                log.items.append(n)
+                if log.items.count - log.head > capacity { log.head += 1 }
+                if log.head > 4096 && log.head * 2 > log.items.count {
+                    log.items.removeFirst(log.head)
+                    log.head = 0
+                }
+                wake += log.waiters.values
+                log.waiters = [:]
+                s.logs[inbox] = log
+            }
+            return wake
+        }
+        for w in wake { w.resume() }
+    }
+
+    /// The notifications of `inbox` after `position` (nil: every one the log holds), at most `limit`.
+    public func read(_ inbox: Inbox, after position: NotificationID?, limit: Int = 200) -> Batch {
+        state.withLock { s in
+            let log = s.logs[inbox] ?? Log()
+            let live = log.items[log.head...]
+            let end = NotificationID(incarnation: incarnation, sequence: log.nextSequence - 1)
+            var gap = false
+            var from = live.startIndex
+            if let position {
+                if position.incarnation != incarnation {
+                    gap = true
+                } else {
+                    let oldest = live.first?.id.sequence ?? log.nextSequence
+                    if position.sequence + 1 < oldest { gap = true }
+                    from = live.firstIndex { $0.id.sequence > position.sequence } ?? live.endIndex
+                }
+            }
+            let page = Array(live[from...].prefix(limit))
+            return Batch(notifications: page, next: page.last?.id ?? (position.flatMap { $0.incarnation == incarnation ? max($0, end) : nil } ?? end), gap: gap)
+        }
+    }
+
+    /// Like ``read(_:after:limit:)``, but waits up to `timeout` seconds for something to arrive when there is
+    /// nothing yet (the long-poll of CloudKit's web courier, and the websocket feed).
+    public func wait(_ inbox: Inbox, after position: NotificationID?, limit: Int = 200, timeout: Double) async -> Batch {
+        let first = read(inbox, after: position, limit: limit)
+        if !first.notifications.isEmpty || first.gap || timeout <= 0 { return first }
+        let id = UUID()
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let registered = state.withLock { s -> Bool in
+                var log = s.logs[inbox] ?? Log()
+                // Something may have arrived between the first read and now.
+                if let last = log.items.last, position == nil || last.id.sequence > position!.sequence { return false }
+                log.waiters[id] = c
+                s.logs[inbox] = log
+                return true
+            }
+            guard registered else { return c.resume() }
+            Task {
+                try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
+                self.state.withLock { s in s.logs[inbox]?.waiters.removeValue(forKey: id) }?.resume()
+            }
+        }
+        return read(inbox, after: position, limit: limit)
+    }
+}
+
+extension CloudletStore {
+    /// Notifications of a user's subscriptions in `container` and `environment` after `position` (see
+    /// ``NotificationHub``).
+    public func notifications(
+        container: String, environment: CloudletCore.Environment = .development, user: String,
+        after position: NotificationID?, limit: Int = 200, wait timeout: Double = 0
+    ) async -> NotificationHub.Batch {
+        await notificationHub.wait(
+            NotificationHub.Inbox(container: container, environment: environment, user: user), after: position,
+            limit: limit, timeout: timeout)
+    }
+}
