@@ -1,4 +1,5 @@
 import CloudletCore
+import CloudletStorage
 import Dispatch
 import Synchronization
 
@@ -6,16 +7,18 @@ import Synchronization
 /// change, or at open for an index a crash interrupted), those records are added here while commits keep
 /// maintaining the index for every change.
 ///
-/// A build walks the type's record names in chunks: under the partition's lock it takes the next names with their
-/// key-directory entries; off the lock it reads the records whose values are not already kept; under the lock again
-/// it adds each record still at the version it read (a record changed meanwhile was indexed by its commit). When
-/// every chunk is done the index is marked ready. Builds run one at a time on a utility queue; ``stop()`` ends them
-/// between chunks (an unfinished index stays building and is built again after the next open).
+/// A build takes every index of one record type that is still building, and walks the type's record names in
+/// chunks: under the partition's lock it takes the next names with their key-directory entries and the values
+/// already kept for the indexed fields; off the lock it reads the records it still needs (each commit's frame once
+/// for all its records); under the lock again it adds each record still at the version it read (a record changed
+/// meanwhile was indexed by its commit). When every chunk is done the indexes are marked ready. Builds run one at
+/// a time on a utility queue; ``stop()`` ends them between chunks (an unfinished index stays building and is built
+/// again after the next open).
 final class IndexBuilder: Sendable {
+    /// One build: the building indexes of a record type in a partition.
     struct Job: Hashable, Sendable {
         var partition: UInt32
-        var definition: IndexDefinition
-        var definedAt: UInt64
+        var type: TypeKey
     }
 
     private struct State {
@@ -24,7 +27,7 @@ final class IndexBuilder: Sendable {
         var running = false
         var stopped = false
         var waiters: [CheckedContinuation<Void, Never>] = []
-        /// Builds completed since the store opened (for tests and statistics).
+        /// Indexes completed since the store opened (for tests and statistics).
         var completed = 0
     }
 
@@ -33,14 +36,15 @@ final class IndexBuilder: Sendable {
     /// Records read and merged per lock acquisition.
     static let chunkSize = 256
 
-    /// Queues a build of every index of `partition` that is still building (skipping those already queued).
+    /// Queues a build of every record type of `partition` with an index still building (skipping those already
+    /// queued and not started).
     func enqueueBuilding(_ partition: Partition) {
-        let building = partition.state.withLock { $0.indexes.building }
+        let types = partition.state.withLock { Set($0.indexes.building.map(\.0.typeKey)) }
         var added = 0
         state.withLock { s in
             guard !s.stopped else { return }
-            for (d, at) in building {
-                let job = Job(partition: partition.id, definition: d, definedAt: at)
+            for t in types.sorted(by: { "\($0)" < "\($1)" }) {
+                let job = Job(partition: partition.id, type: t)
                 guard s.queued.insert(job).inserted else { continue }
                 s.queue.append((job, partition))
                 added += 1
@@ -86,18 +90,20 @@ final class IndexBuilder: Sendable {
             let (job, partition) = state.withLock({ s -> (Job, Partition)? in
                 guard !s.stopped, !s.queue.isEmpty else { return nil }
                 s.running = true
-                return s.queue.removeFirst()
+                let next = s.queue.removeFirst()
+                // Indexes defined from now on get a job of their own.
+                s.queued.remove(next.0)
+                return next
             })
         else { return }
-        var finished = false
-        do { finished = try build(job, partition) } catch {
-            // The index stays building: it is built again when the store is next opened. Queries meanwhile scan
-            // (development) or say the index is not ready (production).
+        var finished = 0
+        do { finished = try build(job.type, partition) } catch {
+            // The indexes stay building: they are built again when the store is next opened. Queries meanwhile
+            // scan (development) or say the index is not ready (production).
         }
         let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
             s.running = false
-            s.queued.remove(job)
-            if finished { s.completed += 1 }
+            s.completed += finished
             guard s.queue.isEmpty else { return [] }
             defer { s.waiters = [] }
             return s.waiters
@@ -105,55 +111,100 @@ final class IndexBuilder: Sendable {
         for w in waiters { w.resume() }
     }
 
-    /// Builds one index; false if it was stopped, dropped or redefined meanwhile.
-    private func build(_ job: Job, _ p: Partition) throws -> Bool {
-        let d = job.definition
-        let zones = p.state.withLock { st in
-            st.indexes.zones.keys.filter { SchemaKey(zone: $0) == d.schema && st.indexes.type($0, d.recordType) != nil }
+    /// Builds every index of `type` that is building now; returns how many it completed (an index dropped or
+    /// redefined meanwhile is not).
+    private func build(_ type: TypeKey, _ p: Partition) throws -> Int {
+        let (defs, zones) = p.state.withLock { st in
+            (
+                st.indexes.building.filter { $0.0.typeKey == type },
+                st.indexes.zones.keys.filter { SchemaKey(zone: $0) == type.schema && st.indexes.type($0, type.recordType) != nil }
+            )
+        }
+        guard !defs.isEmpty else { return 0 }
+        let fields = Array(Set(defs.map(\.0.field))).sorted()
+        func current(_ st: PartitionState) -> [(IndexDefinition, UInt64)] {
+            defs.filter { d, at in st.indexes.definitions[d]?.definedAt == at && st.indexes.status(d) == .building }
         }
         for z in zones {
             var after: String?
             while true {
-                if isStopped { return false }
-                let chunk = p.state.withLock { st -> [(String, RecordEntry, FieldValue??)]? in
-                    guard st.indexes.definitions[d]?.definedAt == job.definedAt, st.indexes.status(d) == .building else {
-                        return nil
-                    }
-                    guard let t = st.indexes.type(z, d.recordType) else { return [] }
+                if isStopped { return 0 }
+                // The next names, with their entries and the values already kept for the indexed fields.
+                let chunk = p.state.withLock { st -> [(name: String, entry: RecordEntry, kept: [FieldValue??])]? in
+                    guard !current(st).isEmpty else { return nil }
+                    guard let t = st.indexes.type(z, type.recordType) else { return [] }
                     var i = after.map { t.names.upperBound($0) } ?? t.names.startIndex
-                    var out: [(String, RecordEntry, FieldValue??)] = []
+                    var out: [(name: String, entry: RecordEntry, kept: [FieldValue??])] = []
                     while i < t.names.endIndex && out.count < Self.chunkSize {
                         let name = t.names[i]
-                        if let e = st.zones[z]?.records[name], !e.deleted { out.append((name, e, t.storedValue(name, d.field))) }
+                        if let e = st.zones[z]?.records[name], !e.deleted {
+                            out.append((name, e, fields.map { t.storedValue(name, $0) }))
+                        }
                         i = t.names.index(after: i)
                     }
                     return out
                 }
-                guard let chunk else { return false }
+                guard let chunk else { return 0 }
                 guard let last = chunk.last else { break }
-                after = last.0
-                var values: [(String, ChangePoint, FieldValue?)] = []
+                after = last.name
+                let missing = chunk.filter { c in c.kept.contains { $0 == nil } }.map { ($0.name, $0.entry) }
+                let records = try Self.read(missing, zone: z, from: p)
+                var values: [(name: String, point: ChangePoint, values: [FieldValue?])] = []
                 values.reserveCapacity(chunk.count)
-                for (name, e, kept) in chunk {
-                    if let kept {
-                        values.append((name, e.change, kept))
-                    } else {
-                        let r = try p.readDurable(z, name, e)
-                        values.append((name, e.change, TypeIndexes.value(d.field, in: r)))
-                    }
+                for c in chunk {
+                    let r = records[c.name]
+                    values.append((c.name, c.entry.change, fields.indices.map { i in c.kept[i] ?? r.flatMap { TypeIndexes.value(fields[i], in: $0) } }))
                 }
                 p.state.withLock { st in
-                    for (name, point, v) in values {
-                        guard let e = st.zones[z]?.records[name], !e.deleted, e.change == point else { continue }
-                        st.indexes.buildInsert(d, zone: z, name: name, value: v)
+                    let live = current(st)
+                    for v in values {
+                        guard let e = st.zones[z]?.records[v.name], !e.deleted, e.change == v.point else { continue }
+                        for (d, _) in live {
+                            st.indexes.buildInsert(d, zone: z, name: v.name, value: v.values[fields.firstIndex(of: d.field)!])
+                        }
                     }
                 }
             }
         }
         return p.state.withLock { st in
-            guard st.indexes.definitions[d]?.definedAt == job.definedAt else { return false }
-            st.indexes.markReady(d, definedAt: job.definedAt)
-            return true
+            var done = 0
+            for (d, at) in current(st) {
+                st.indexes.markReady(d, definedAt: at)
+                done += 1
+            }
+            return done
         }
+    }
+
+    /// Reads records for a build: a record in the cache from there, the others one frame (commit) at a time,
+    /// decoding each frame's records together — a commit of 200 records is read and decompressed once, not 200
+    /// times. Build reads do not fill the record cache (a build must not evict the records queries use).
+    static func read(_ wanted: [(String, RecordEntry)], zone: ZoneKey, from p: Partition) throws -> [String: Record] {
+        var out: [String: Record] = [:]
+        var byFrame: [FramePosition: [(String, RecordEntry)]] = [:]
+        for (name, e) in wanted {
+            if let r = p.cache.get(RecordCache.Key(e)) { out[name] = r } else { byFrame[e.position, default: []].append((name, e)) }
+        }
+        for (position, records) in byFrame {
+            if records.count == 1 {
+                out[records[0].0] = try p.readDurable(zone, records[0].0, records[0].1)
+                continue
+            }
+            let lsn = records[0].1.lsn
+            if lsn > p.log.durableLSN { try p.log.waitDurableBlocking(lsn) }
+            let frame = try p.log.readFrame(at: position)
+            for (name, e) in records {
+                let end = Int(e.slot.offset) + Int(e.slot.length)
+                guard frame.lsn == e.lsn, end <= frame.payload.count else {
+                    out[name] = try p.readDurable(zone, name, e)  // says what is wrong
+                    continue
+                }
+                var r = ByteReader(frame.payload, from: Int(e.slot.offset), to: end, what: "record '\(name)'")
+                var record = try RecordCodec.decode(&r, zoneID: zone.zoneID)
+                record.id.zoneID = zone.zoneID
+                out[name] = record
+            }
+        }
+        return out
     }
 }
