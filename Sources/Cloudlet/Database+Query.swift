@@ -28,10 +28,10 @@ extension Database {
         try store.checkOpen()
         let limit = try Self.queryLimit(resultsLimit)
         let zones = try queryZones(zoneID: zoneID, zoneWide: zoneWide)
-        let (pq, prepared) = try await prepare(query, addIndexes: true)
-        var notes = prepared
         let fingerprint = query.fingerprint(store: store.fingerprint, database: id, zone: zoneWide ? nil : zones[0].zoneName)
         let after = try continuationMarker.map { try $0.position(query: fingerprint, keyCount: query.sortDescriptors.count) }
+        let (pq, prepared) = try await prepare(query, addIndexes: true)
+        var notes = prepared
         var rows: [(record: Record, position: QueryPosition)] = []
         var plans: [QueryPlan.Zone] = []
         for z in zones {
