@@ -107,11 +107,6 @@ extension Query {
                 w.u8(0)
             }
         }
-        var h: UInt64 = 0xCBF2_9CE4_8422_2325
-        for b in w.bytes {
-            h ^= UInt64(b)
-            h = h &* 0x100_0000_01B3
-        }
-        return h
+        return Fingerprint.of([Base64.encode(w.bytes)])
     }
 }

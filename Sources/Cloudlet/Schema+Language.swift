@@ -392,10 +392,8 @@ public enum SchemaLanguage {
             }
         }
 
-        static func isIdentifier(_ s: String) -> Bool {
-            guard let first = s.unicodeScalars.first, first.isASCII, first.properties.isAlphabetic else { return false }
-            return s.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_") }
-        }
+        /// CloudKit's rule for type and field names (``Names/validateIdentifier(_:what:)``).
+        static func isIdentifier(_ s: String) -> Bool { (try? Names.validateIdentifier(s, what: "name")) != nil }
     }
 }
 

@@ -19,28 +19,53 @@ struct OrderedEntry: Comparable, Sendable {
     }
 }
 
-/// QUERYABLE: value key → names of the records holding it (each list member is filed on its own).
-struct EqualityIndex: Sendable {
-    var postings: [EqualityKey: Set<String>] = [:]
+/// Key → names of the records filed under it: the shape of the equality, full-text and spatial indexes.
+struct Postings<Key: Hashable & Sendable>: Sendable {
+    var postings: [Key: Set<String>] = [:]
 
-    mutating func insert(_ v: FieldValue, _ name: String) {
-        for k in EqualityKey.keys(v) { postings[k, default: []].insert(name) }
+    mutating func insert<S: Sequence>(_ keys: S, _ name: String) where S.Element == Key {
+        for k in keys { postings[k, default: []].insert(name) }
     }
 
-    mutating func remove(_ v: FieldValue, _ name: String) {
-        for k in EqualityKey.keys(v) {
+    mutating func remove<S: Sequence>(_ keys: S, _ name: String) where S.Element == Key {
+        for k in keys {
             postings[k]?.remove(name)
             if postings[k]?.isEmpty == true { postings[k] = nil }
         }
     }
 
-    func count(_ keys: [EqualityKey]) -> Int { keys.reduce(0) { $0 + (postings[$1]?.count ?? 0) } }
+    func count(_ keys: [Key]) -> Int { keys.reduce(0) { $0 + (postings[$1]?.count ?? 0) } }
 
-    func names(_ keys: [EqualityKey]) -> Set<String> {
+    func names(_ keys: [Key]) -> Set<String> {
         var out: Set<String> = []
         for k in keys { if let p = postings[k] { out.formUnion(p) } }
         return out
     }
+}
+
+/// QUERYABLE: value key → records holding it (each list member filed on its own).
+typealias EqualityIndex = Postings<EqualityKey>
+/// SEARCHABLE: token → records.
+typealias TextIndex = Postings<String>
+/// Spatial, for LOCATION fields: grid cell (``GeoCells``) → records.
+typealias SpatialIndex = Postings<UInt64>
+
+/// The tokens a SEARCHABLE index files a STRING or LIST<STRING> value under (``TextTokenizer``); none for other types.
+func textTokens(_ v: FieldValue) -> Set<String> {
+    switch v {
+    case .string(let s): return Set(TextTokenizer.tokens(s))
+    case .list(.string, let items):
+        var out: Set<String> = []
+        for case .string(let s) in items { out.formUnion(TextTokenizer.tokens(s)) }
+        return out
+    default: return []
+    }
+}
+
+/// The cells a spatial index files a LOCATION under; none for other values.
+func spatialCells(_ v: FieldValue) -> [UInt64] {
+    guard case .location(let l) = v else { return [] }
+    return GeoCells.cells(l)
 }
 
 /// SORTABLE (and QUERYABLE strings, for BEGINS_WITH): (key, name) entries in order. A record without the field is
@@ -81,60 +106,6 @@ struct OrderedIndex: Sendable {
             out.insert(entries[i].name)
             i = entries.index(after: i)
         }
-        return out
-    }
-}
-
-/// SEARCHABLE: token → names.
-struct TextIndex: Sendable {
-    var postings: [String: Set<String>] = [:]
-
-    /// The tokens of a STRING or LIST<STRING> value (``TextTokenizer``); none for other types.
-    static func tokens(_ v: FieldValue) -> Set<String> {
-        switch v {
-        case .string(let s): return Set(TextTokenizer.tokens(s))
-        case .list(.string, let items):
-            var out: Set<String> = []
-            for case .string(let s) in items { out.formUnion(TextTokenizer.tokens(s)) }
-            return out
-        default: return []
-        }
-    }
-
-    mutating func insert(_ v: FieldValue, _ name: String) {
-        for t in Self.tokens(v) { postings[t, default: []].insert(name) }
-    }
-
-    mutating func remove(_ v: FieldValue, _ name: String) {
-        for t in Self.tokens(v) {
-            postings[t]?.remove(name)
-            if postings[t]?.isEmpty == true { postings[t] = nil }
-        }
-    }
-}
-
-/// Spatial: grid cell (``GeoCells``) → names, for LOCATION fields.
-struct SpatialIndex: Sendable {
-    var cells: [UInt64: Set<String>] = [:]
-
-    mutating func insert(_ v: FieldValue, _ name: String) {
-        guard case .location(let l) = v else { return }
-        for c in GeoCells.cells(l) { cells[c, default: []].insert(name) }
-    }
-
-    mutating func remove(_ v: FieldValue, _ name: String) {
-        guard case .location(let l) = v else { return }
-        for c in GeoCells.cells(l) {
-            cells[c]?.remove(name)
-            if cells[c]?.isEmpty == true { cells[c] = nil }
-        }
-    }
-
-    func count(_ cs: [UInt64]) -> Int { cs.reduce(0) { $0 + (cells[$1]?.count ?? 0) } }
-
-    func names(_ cs: [UInt64]) -> Set<String> {
-        var out: Set<String> = []
-        for c in cs { if let p = cells[c] { out.formUnion(p) } }
         return out
     }
 }
@@ -231,20 +202,20 @@ struct TypeIndexes: Sendable {
     /// Adds a record's value to one index (idempotent). `v` nil: the record lacks the field.
     mutating func insert(_ fk: FieldKind, _ v: FieldValue?, _ name: String) {
         switch fk.kind {
-        case .equality: if let v { equality[fk.field, default: EqualityIndex()].insert(v, name) }
+        case .equality: if let v { equality[fk.field, default: EqualityIndex()].insert(EqualityKey.keys(v), name) }
         case .ordered: ordered[fk.field, default: OrderedIndex()].insert(v, name)
-        case .text: if let v { text[fk.field, default: TextIndex()].insert(v, name) }
-        case .spatial: if let v { spatial[fk.field, default: SpatialIndex()].insert(v, name) }
+        case .text: if let v { text[fk.field, default: TextIndex()].insert(textTokens(v), name) }
+        case .spatial: if let v { spatial[fk.field, default: SpatialIndex()].insert(spatialCells(v), name) }
         }
     }
 
     /// Removes a record's value from one index (a no-op if it is not there).
     mutating func erase(_ fk: FieldKind, _ v: FieldValue?, _ name: String) {
         switch fk.kind {
-        case .equality: if let v { equality[fk.field]?.remove(v, name) }
+        case .equality: if let v { equality[fk.field]?.remove(EqualityKey.keys(v), name) }
         case .ordered: ordered[fk.field]?.remove(v, name)
-        case .text: if let v { text[fk.field]?.remove(v, name) }
-        case .spatial: if let v { spatial[fk.field]?.remove(v, name) }
+        case .text: if let v { text[fk.field]?.remove(textTokens(v), name) }
+        case .spatial: if let v { spatial[fk.field]?.remove(spatialCells(v), name) }
         }
     }
 

@@ -29,7 +29,7 @@ extension IndexState {
                     lines.append("  text \(f) \(x.postings.map { "\($0.key)=\($0.value.sorted())" }.sorted())")
                 }
                 for (f, s) in t.spatial.sorted(by: { $0.key < $1.key }) {
-                    lines.append("  geo \(f) \(s.cells.map { "\($0.key)=\($0.value.sorted())" }.sorted())")
+                    lines.append("  geo \(f) \(s.postings.map { "\($0.key)=\($0.value.sorted())" }.sorted())")
                 }
             }
         }
