@@ -2,6 +2,10 @@
 import Glibc
 #endif
 import CloudletCore
+import Synchronization
+
+/// Lock files this process holds, so that a second lock in the same process is refused at once (see `StoreLock`).
+private let heldInProcess = Mutex<Set<String>>([])
 
 /// An exclusive lock on a store directory, held for as long as a process has the store open:
 /// `flock(LOCK_EX | LOCK_NB)` on `DIR/LOCK`, with the holder's pid written in the file for the error message.
@@ -22,8 +26,43 @@ public final class StoreLock: Sendable {
     public init(directory: String) throws {
         self.directory = Path.normalize(directory)
         let path = Path.join(self.directory, Self.fileName)
+        guard heldInProcess.withLock({ $0.insert(path).inserted }) else {
+            throw CloudletError(
+                .locked,
+                "store directory \(self.directory) is locked by another process (pid \(getpid())), which is this "
+                    + "process: the store is already open here")
+        }
+        do {
+            file = try Self.acquire(path, directory: self.directory)
+        } catch {
+            heldInProcess.withLock { _ = $0.remove(path) }
+            throw error
+        }
+        lockPath = path
+    }
+
+    private let lockPath: String
+    private let released = Atomic<Bool>(false)
+
+    /// Opens and locks the file. A child process this one just forked holds our open files (and so our old
+    /// lock) until it execs; when the file names this process as the holder and no lock of ours is open, that is
+    /// what happened: retry for a moment instead of failing.
+    private static func acquire(_ path: String, directory: String) throws -> PosixFile {
+        var attempts = 0
+        while true {
+            do {
+                return try tryAcquire(path, directory: directory)
+            } catch let e as CloudletError where e.code == .locked && e.message.contains("which is this process") && attempts < 200 {
+                attempts += 1
+                usleep(10_000)
+            }
+        }
+    }
+
+    private static func tryAcquire(_ path: String, directory: String) throws -> PosixFile {
+        let file: PosixFile
         do throws(FileSystemError) {
-            try PosixFileSystem().createDirectory(self.directory)
+            try PosixFileSystem().createDirectory(directory)
             file = try PosixFileSystem().openFile(path, options: .create)
         } catch {
             throw CloudletError.io(error, "opening lock file \(path)")
@@ -36,19 +75,22 @@ public final class StoreLock: Sendable {
             }
             try? file.close()
             guard error.errno == EWOULDBLOCK else { throw CloudletError.io(error, "locking \(path)") }
-            let ours = holder == getpid() ? ", which is this process: another StoreLock is open" : ""
+            let ours = holder == getpid() ? ", which is this process" : ""
             throw CloudletError(
                 .locked,
-                "store directory \(self.directory) is locked by another process (pid \(holder.map(String.init) ?? "unknown"))\(ours)")
+                "store directory \(directory) is locked by another process (pid \(holder.map(String.init) ?? "unknown"))\(ours)")
         }
         // The pid is only for the message of the next would-be holder; failing to record it does not weaken the lock.
         try? file.truncate(to: 0)
         try? file.write(Array("\(getpid())\n".utf8), at: 0)
+        return file
     }
 
     /// Releases the lock. Idempotent.
     public func release() {
+        guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
         try? file.close()
+        heldInProcess.withLock { _ = $0.remove(lockPath) }
     }
 
     deinit { release() }
