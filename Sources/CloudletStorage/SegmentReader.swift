@@ -39,8 +39,9 @@ struct SegmentReader {
     }
 
     /// The header of the frame at `offset` and its index in ``buffer`` (which then holds the whole frame) if the
-    /// frame is intact; else what is wrong with it. `lsn`: the LSN it must have.
-    mutating func frame(at offset: UInt64, expecting lsn: UInt64) throws -> Result<(FrameHeader, Int), FrameHeader.Defect> {
+    /// frame is intact; else what is wrong with it. `lsn`: the LSNs it may have (one for a regular segment, a range
+    /// for a compacted one).
+    mutating func frame(at offset: UInt64, expecting lsn: ClosedRange<UInt64>) throws -> Result<(FrameHeader, Int), FrameHeader.Defect> {
         let available = Int(clamping: size - offset)
         let i = try load(offset, count: FrameHeader.size)
         let header: FrameHeader
@@ -50,8 +51,9 @@ struct SegmentReader {
         }
         let j = try load(offset, count: header.frameLength)
         if let defect = header.checkBody(buffer, at: j) { return .failure(defect) }
-        guard header.lsn == lsn else {
-            return .failure(FrameHeader.Defect(reason: "frame has LSN \(header.lsn) where \(lsn) was expected", definitive: true))
+        guard lsn.contains(header.lsn) else {
+            let expected = lsn.lowerBound == lsn.upperBound ? "\(lsn.lowerBound)" : "one of \(lsn.lowerBound)…\(lsn.upperBound)"
+            return .failure(FrameHeader.Defect(reason: "frame has LSN \(header.lsn) where \(expected) was expected", definitive: true))
         }
         return .success((header, j))
     }
