@@ -71,6 +71,24 @@ public final class CheckpointStore: Sendable {
         }
     }
 
+    /// Deletes every checkpoint but the one at `lsn` (after a compaction, older checkpoints point at frames that
+    /// moved and would be ignored anyway).
+    public func removeAll(except lsn: UInt64) throws {
+        try writeLock.withLock { _ throws(CloudletError) in
+            do throws(FileSystemError) {
+                var removed = false
+                for name in try fileSystem.listDirectory(directory) {
+                    guard let other = Self.lsn(fileName: name), other != lsn else { continue }
+                    try fileSystem.remove(Path.join(directory, name))
+                    removed = true
+                }
+                if removed { try fileSystem.fsyncDirectory(directory) }
+            } catch {
+                throw CloudletError.io(error, "removing old checkpoints in \(directory)")
+            }
+        }
+    }
+
     /// The newest checkpoint whose header, checksums and size check out; falls back to an older one if the newest
     /// is damaged; nil if there is none. Temp files of interrupted writes are ignored.
     public func loadLatest() throws -> (lsn: UInt64, next: FramePosition?, payload: [UInt8])? {

@@ -65,16 +65,24 @@ extension Log {
         }
     }
 
-    /// Makes a finished compaction take effect: writes the marker (the commit point), swaps the new segments in for
-    /// the ones they replace, and deletes those. Readers that took a position in a replaced segment before the swap
-    /// keep reading the old file (still open) or fail the read with `.invalidArguments`/`.corruption` and must look
-    /// their position up again. Returns the deleted files.
-    ///
-    /// If writing the marker fails before its rename, nothing changed (the new files are deleted). If the rename
-    /// happened but the directory fsync failed, the log fails (read-only) since a crash could go either way.
+    /// Makes a finished compaction take effect: ``writeCompactionMarker(_:)``, ``swapInCompaction(_:)``, then
+    /// ``removeSegmentFiles(_:)``. Returns the replaced (deleted) files.
     @discardableResult
     public func installCompaction(_ writer: CompactionWriter) throws -> [String] {
-        precondition(!writer.segments.isEmpty, "installCompaction before finish")
+        try writeCompactionMarker(writer)
+        let replaced = swapInCompaction(writer)
+        removeSegmentFiles(replaced)
+        return replaced
+    }
+
+    /// The commit point of a compaction: writes the marker naming the writer's generation. From here on a crash
+    /// recovers the compacted log; until ``swapInCompaction(_:)`` this process keeps reading the old segments,
+    /// which still exist.
+    ///
+    /// If writing the marker fails before its rename, nothing changed and the compaction is abandoned. If the
+    /// rename happened but the directory fsync failed, the log fails (read-only): a crash could go either way.
+    public func writeCompactionMarker(_ writer: CompactionWriter) throws {
+        precondition(!writer.segments.isEmpty, "writeCompactionMarker before finish")
         let marker = writer.marker
         let valid = monitor.withLock { s in
             s.compacting && s.failure == nil && !s.closing
@@ -97,7 +105,6 @@ extension Log {
                         s.failure = CloudletError(
                             .readOnly, "partition \(partition) is read-only: \(failure.message)", cause: error.error)
                     }
-                    s.compacting = false
                 }
                 monitor.broadcast(.progress)
             } else {
@@ -105,7 +112,15 @@ extension Log {
             }
             throw failure
         }
-        let replaced = monitor.withLock { s -> [String] in
+    }
+
+    /// Swaps the compacted segments in for the ones they replace (in memory only; call after
+    /// ``writeCompactionMarker(_:)``). Readers that took a position in a replaced segment before the swap keep
+    /// reading the old file (still open) or fail with `.invalidArguments`/`.corruption` and must look their position
+    /// up again. Returns the replaced files, for ``removeSegmentFiles(_:)``.
+    public func swapInCompaction(_ writer: CompactionWriter) -> [String] {
+        let marker = writer.marker
+        return monitor.withLock { s -> [String] in
             let old = s.segments.prefix { $0.firstLSN <= marker.coveredThrough }
             // Readers holding a replaced file finish with it; the descriptor closes with its last reference.
             for o in old { s.files[o.firstLSN] = nil }
@@ -120,10 +135,13 @@ extension Log {
             s.stats.compactions += 1
             return old.map(\.path)
         }
-        // Failing to delete leaves files that the next open removes; the compaction took effect either way.
-        for path in replaced { try? fileSystem.remove(path) }
+    }
+
+    /// Deletes segment files a compaction replaced. Failing to leaves files that the next open removes.
+    public func removeSegmentFiles(_ paths: [String]) {
+        guard !paths.isEmpty else { return }
+        for path in paths { try? fileSystem.remove(path) }
         try? fileSystem.fsyncDirectory(directory)
-        return replaced
     }
 
     /// Gives up a compaction: deletes what it wrote and lets another one start.
