@@ -31,12 +31,22 @@ public final class CloudletStore: Sendable {
 
     /// Opens (creating if needed) the store at `path`. Blocking: recovers every partition. Prefer ``open(at:configuration:)``
     /// from async code.
-    public init(path: String, configuration: StoreConfiguration = StoreConfiguration()) throws {
+    public convenience init(path: String, configuration: StoreConfiguration = StoreConfiguration()) throws {
+        try self.init(path: path, configuration: configuration, lock: nil)
+    }
+
+    /// Opens the store with the exclusive lock the caller already holds (`cloudlet-tool`'s mutating commands take it
+    /// before touching any file); closing the store releases it.
+    @_spi(Maintenance) public convenience init(path: String, configuration: StoreConfiguration, holding lock: StoreLock) throws {
+        try self.init(path: path, configuration: configuration, lock: lock)
+    }
+
+    private init(path: String, configuration: StoreConfiguration, lock held: StoreLock?) throws {
         self.path = path
         self.configuration = configuration
         let fs = PosixFileSystem()
         if !configuration.readOnly { try io { () throws(FileSystemError) in try fs.createDirectory(path) } }
-        lock = configuration.readOnly ? nil : try StoreLock(directory: path)
+        lock = configuration.readOnly ? nil : try held ?? StoreLock(directory: path)
         do {
             metadata = try StoreMetadata.loadOrCreate(directory: path, configuration: configuration)
             var parts: [Partition] = []

@@ -27,6 +27,8 @@ final class Partition: Sendable {
     private let checkpointWriter = Mutex(())
     /// Frames replayed from the log when the partition was opened (0 after a clean close).
     let framesReplayed: Int
+    /// The LSN of the checkpoint the partition was opened from (nil: replayed from the start).
+    let checkpointLSN: UInt64?
     /// Online compaction: settings, progress, counters.
     let compaction: CompactionControl
 
@@ -40,6 +42,7 @@ final class Partition: Sendable {
         var initial = PartitionState()
         var afterLSN: UInt64 = 0
         var hint: FramePosition?
+        var usedCheckpoint: UInt64?
         // A checkpoint taken under another compaction generation points at frames that have moved: replay instead.
         let generation = try CompactionMarker.load(directory: directory, fileSystem: fileSystem)?.generation ?? 0
         if let ckpt = try checkpoints.loadLatest(),
@@ -49,6 +52,7 @@ final class Partition: Sendable {
             initial = decoded
             afterLSN = ckpt.lsn
             hint = ckpt.next
+            usedCheckpoint = ckpt.lsn
         }
         var logConfig = LogConfiguration()
         logConfig.durability = configuration.durability
@@ -82,6 +86,7 @@ final class Partition: Sendable {
         replayed.nextPosition = log.endPosition
         replayed.compactionGeneration = log.compactionMarker?.generation ?? 0
         framesReplayed = replayedFrames
+        checkpointLSN = usedCheckpoint
         state = Mutex(replayed)
         cache = RecordCache(capacity: configuration.recordCacheSize)
         publisher = ChangePublisher(partition: Int(id))

@@ -16,7 +16,7 @@ public final class CompactionWriter {
     public let inputs: [SegmentInfo]
     /// The LSNs the new segments cover: from the first input's first LSN through the last input's last.
     public let firstLSN: UInt64
-    public let coveredThrough: UInt64
+    public private(set) var coveredThrough: UInt64
 
     let segmentSize: Int
     let compressionThreshold: Int
@@ -125,8 +125,14 @@ public final class CompactionWriter {
 
     /// Makes the new segments complete and durable: writes each header (the range it covers), fdatasyncs each file
     /// and the directory. A compaction that kept no frame still writes one (empty) segment covering the whole range.
-    public func finish() throws {
+    /// `coveredThrough` (at least the last LSN appended) replaces the inputs' last LSN when the caller learned the
+    /// end of the range only while copying.
+    public func finish(coveredThrough end: UInt64? = nil) throws {
         precondition(!done, "finish twice")
+        if let end {
+            precondition(end >= lastLSN && end >= firstLSN, "covered range ends before the frames appended")
+            coveredThrough = end
+        }
         if outputs.isEmpty { try startSegment(firstLSN: firstLSN) }
         try flush()
         var infos: [SegmentInfo] = []

@@ -78,4 +78,29 @@ public struct LogLayout: Sendable {
 
     /// The generation the next compaction of this log writes.
     public var nextGeneration: UInt32 { highestGeneration + 1 }
+
+    /// What a segment file's header says, or nil if it is not a valid header.
+    public struct HeaderInfo: Sendable, Hashable {
+        public var partition: UInt32
+        public var firstLSN: UInt64
+        /// The epoch of the leader that created it.
+        public var epoch: UInt64
+        /// Compacted segments: the generation and the last LSN covered.
+        public var generation: UInt32?
+        public var coveredThrough: UInt64?
+        /// The file's size.
+        public var size: UInt64
+    }
+
+    /// Reads the header of the segment file at `path`.
+    public static func header(of path: String, fileSystem: any FileSystem = PosixFileSystem()) -> HeaderInfo? {
+        guard let file = try? fileSystem.open(path, options: .readOnly) else { return nil }
+        defer { try? file.close() }
+        guard let size = try? file.size(), let bytes = try? file.read(at: 0, count: SegmentHeader.size),
+            case .success(let h) = SegmentHeader.parse(bytes)
+        else { return nil }
+        return HeaderInfo(
+            partition: h.partition, firstLSN: h.firstLSN, epoch: h.epoch, generation: h.isCompacted ? h.generation : nil,
+            coveredThrough: h.isCompacted ? h.coveredThrough : nil, size: size)
+    }
 }

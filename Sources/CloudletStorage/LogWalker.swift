@@ -17,12 +17,16 @@ public struct LogFinding: Sendable, Hashable, CustomStringConvertible {
     /// Where in the file, if the finding is about a place in it.
     public var offset: UInt64?
     public var message: String
+    /// For a damaged region of a segment: the bytes that cannot be read, from `offset` to the next intact frame (or
+    /// the end of the file) — what `cloudlet-tool repair --drop-range` would drop.
+    public var damaged: Range<UInt64>?
 
-    public init(_ severity: Severity, path: String, offset: UInt64?, _ message: String) {
+    public init(_ severity: Severity, path: String, offset: UInt64?, _ message: String, damaged: Range<UInt64>? = nil) {
         self.severity = severity
         self.path = path
         self.offset = offset
         self.message = message
+        self.damaged = damaged
     }
 
     public var description: String {
@@ -136,7 +140,8 @@ public struct LogWalker: Sendable {
                         : "segment file \(missing) was deleted or lost"
                     report.findings.append(
                         LogFinding(
-                            .error, path: Path.join(directory, missing), offset: 0,
+                            .error, path: previousDamaged ? layout.segments[i - 1].path : Path.join(directory, missing),
+                            offset: previousDamaged ? nil : 0,
                             "LSNs \(e)…\(file.firstLSN - 1) are missing: \(cause) (the next segment, \(Path.name(file.path)), starts at LSN \(file.firstLSN))"))
                 } else {
                     report.findings.append(
@@ -222,8 +227,8 @@ public struct LogWalker: Sendable {
         progress: ((UInt64) -> Void)?, _ body: (StoredFrame) throws -> Void
     ) throws -> (next: UInt64?, damaged: Bool) {
         let path = file.path
-        func error(_ offset: UInt64?, _ message: String) {
-            report.findings.append(LogFinding(.error, path: path, offset: offset, message))
+        func error(_ offset: UInt64?, _ message: String, damaged: Range<UInt64>? = nil) {
+            report.findings.append(LogFinding(.error, path: path, offset: offset, message, damaged: damaged))
         }
         // Header.
         let n = Int(min(UInt64(SegmentHeader.size), reader.size))
@@ -241,7 +246,10 @@ public struct LogWalker: Sendable {
                 report.tornTail = .init(path: path, offset: 0, reason: defect.reason, droppedBytes: reader.size)
                 return (file.firstLSN, false)
             }
-            error(0, defect.reason + (defect.supported ? "" : " (not supported by this version)"))
+            let next = defect.supported ? try reader.findValidFrame(from: UInt64(SegmentHeader.size), after: 0) : nil
+            error(
+                0, defect.reason + (defect.supported ? "" : " (not supported by this version)"),
+                damaged: defect.supported ? 0..<(next?.offset ?? reader.size) : nil)
             return (nil, true)
         case .success(let h):
             header = h
@@ -264,7 +272,9 @@ public struct LogWalker: Sendable {
             let range: ClosedRange<UInt64>
             if header.isCompacted {
                 guard previous < header.coveredThrough else {
-                    error(offset, "\(reader.size - offset) bytes after the frame of LSN \(previous), the last LSN this compacted segment covers")
+                    error(
+                        offset, "\(reader.size - offset) bytes after the frame of LSN \(previous), the last LSN this compacted segment covers",
+                        damaged: offset..<reader.size)
                     damaged = true
                     break
                 }
@@ -306,13 +316,15 @@ public struct LogWalker: Sendable {
                 if let next {
                     error(
                         offset,
-                        "\(defect.reason); resuming at the next intact frame, LSN \(next.lsn) at offset \(next.offset) (\(next.offset - offset) bytes skipped\(next.lsn > previous + 1 && !header.isCompacted ? ", LSNs \(previous + 1)…\(next.lsn - 1) lost" : ""))"
-                    )
+                        "\(defect.reason); resuming at the next intact frame, LSN \(next.lsn) at offset \(next.offset) (\(next.offset - offset) bytes skipped\(next.lsn > previous + 1 && !header.isCompacted ? ", LSNs \(previous + 1)…\(next.lsn - 1) lost" : ""))",
+                        damaged: offset..<next.offset)
                     offset = next.offset
                     previous = next.lsn - 1
                     damaged = false
                 } else {
-                    error(offset, "\(defect.reason); no intact frame follows in this segment (\(reader.size - offset) bytes unreadable)")
+                    error(
+                        offset, "\(defect.reason); no intact frame follows in this segment (\(reader.size - offset) bytes unreadable)",
+                        damaged: offset..<reader.size)
                     offset = reader.size
                 }
             }
