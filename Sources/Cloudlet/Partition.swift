@@ -142,20 +142,22 @@ final class Partition: Sendable {
 
     /// Reads a record version known to be durable (or cached): a cache hit, else one positioned read of its frame.
     ///
-    /// A compaction may move the version after `entry` was taken: the read then fails (no such segment, a frame that
-    /// does not check out, another LSN or record there) and is retried once at the entry's new position. Callers
-    /// holding the state lock (the batch planner) pass `lockHeld`: no compaction can swap under them.
-    func readDurable(_ zone: ZoneKey, _ name: String, _ entry: RecordEntry, lockHeld: Bool = false) throws -> Record {
+    /// A compaction may move the version after `entry` was taken, or drop it once a newer version superseded it: the
+    /// read then fails (no such segment, a frame that does not check out, another LSN or record there) and is
+    /// retried once with the record's entry as it is now — the same version at its new place, or the newer version
+    /// (`unknownItem` if the record was deleted meanwhile). Callers holding the state lock (the batch planner) pass
+    /// `retry: false`: no compaction can swap under them, and the lock is not reentrant.
+    func readDurable(_ zone: ZoneKey, _ name: String, _ entry: RecordEntry, retry: Bool = true) throws -> Record {
         let key = RecordCache.Key(entry)
         if let r = cache.get(key) { return r }
         if entry.lsn > log.durableLSN { try log.waitDurableBlocking(entry.lsn) }
         do {
             return try readAt(zone, name, entry)
-        } catch let e as CloudletError where !lockHeld && (e.code == .corruption || e.code == .invalidArguments) {
-            guard let moved = state.withLock({ $0.entry(zone, name) }), moved.change == entry.change,
-                moved.position != entry.position
+        } catch let e as CloudletError where retry && (e.code == .corruption || e.code == .invalidArguments) {
+            guard let now = state.withLock({ $0.entry(zone, name) }), now.position != entry.position || now.change != entry.change
             else { throw e }
-            return try readAt(zone, name, moved)
+            if now.deleted { throw CloudletError(.unknownItem, "record '\(name)' was deleted while it was being read") }
+            return try readDurable(zone, name, now, retry: false)
         }
     }
 

@@ -3,7 +3,7 @@ import CloudletStorage
 import Foundation
 import Testing
 
-@testable import Cloudlet
+@testable @_spi(Maintenance) import Cloudlet
 
 /// The logical content of a partition's state: everything but where things are on disk.
 struct LogicalView: Equatable, CustomStringConvertible {
@@ -204,5 +204,95 @@ func replayFromScratch(_ directory: String) throws -> PartitionState {
         let replayed = try replayFromScratch(dir.sub("store") + "/p0000")
         #expect(LogicalView(replayed) == live, "seed \(seed): a replay of the compacted log differs")
         #expect(replayed.segmentLive.filter { $0.value != 0 } == accounted.filter { $0.value != 0 }, "seed \(seed)")
+    }
+}
+
+/// Online compaction: a store with many overwrites compacts itself while writers and readers run.
+@Suite struct OnlineCompactionTests {
+    /// The last value each writer acknowledged for each of its records, and what readers saw.
+    final class Model: @unchecked Sendable {  // every access holds `lock`
+        let lock = NSLock()
+        var acknowledged: [String: Int64] = [:]
+        var errors: [String] = []
+        func ack(_ name: String, _ v: Int64) { lock.withLock { acknowledged[name] = v } }
+        func fail(_ s: String) { lock.withLock { errors.append(s) } }
+    }
+
+    @Test func writersAndReadersRunWhileTheStoreCompactsItself() async throws {
+        let dir = TempDir("online")
+        var c = StoreConfiguration(durability: .os)
+        c.segmentSize = 8 << 10
+        c.recordCacheSize = 0  // every read goes to the log, across swaps
+        c.compaction.minDeadBytes = 32 << 10
+        c.compaction.minDeadRatio = 0.4
+        c.compaction.bytesPerSecond = 4 << 20
+        let store = try await CloudletStore.open(at: dir.sub("store"), configuration: c)
+        let db = try store.container(testContainer).privateDatabase(user: "u")
+        let zone = ZoneID(zoneName: "Hot")
+        try await db.createZone(zone)
+        let model = Model()
+        let deadline = Date().addingTimeInterval(2.5)
+        await withTaskGroup(of: Void.self) { group in
+            for w in 0..<3 {
+                group.addTask {
+                    var v: Int64 = 0
+                    while Date() < deadline {
+                        v += 1
+                        let name = "w\(w)-\(Int(v) % 25)"
+                        var r = Record(recordType: "Hot", recordName: name, zoneID: zone)
+                        r["v"] = .int64(v)
+                        r["pad"] = .string(String(repeating: "\(w)", count: 300))
+                        do {
+                            _ = try await db.modify([.forceReplace(r)])
+                            model.ack(name, v)
+                        } catch { model.fail("write \(name): \(error)") }
+                    }
+                }
+            }
+            for reader in 0..<2 {
+                group.addTask {
+                    var seen: [String: Int64] = [:]
+                    var i = reader
+                    while Date() < deadline {
+                        i += 7
+                        let name = "w\(i % 3)-\(i % 25)"
+                        do {
+                            let r = try await db.record(for: RecordID(recordName: name, zoneID: zone))
+                            let v = r["v"]!.int64Value!
+                            if v < seen[name, default: 0] { model.fail("read \(name): version \(v) after \(seen[name]!)") }
+                            seen[name] = v
+                        } catch let e as CloudletError where e.code == .unknownItem {
+                            // Not written yet.
+                        } catch { model.fail("read \(name): \(error)") }
+                    }
+                }
+            }
+            group.addTask {
+                var token: ChangeToken?
+                while Date() < deadline {
+                    do { token = try await db.zoneChanges(zone, since: token).token } catch { model.fail("changes: \(error)") }
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
+            }
+        }
+        #expect(model.errors.isEmpty, "\(model.errors.prefix(5))")
+        // A compaction the last writes started may still be running: the checks below read the log directly.
+        while store.statistics.compactionsRunning > 0 { try await Task.sleep(for: .milliseconds(5)) }
+        let stats = store.statistics
+        #expect(stats.compactions >= 1, "\(stats)")
+        #expect(stats.compactionBytesReclaimed > 0 && stats.compactionLastError == nil, "\(stats)")
+        for (name, v) in model.acknowledged {
+            #expect(try await db.record(for: RecordID(recordName: name, zoneID: zone))["v"] == .int64(v), "\(name)")
+        }
+        // Content hash: the same after a final compaction and after reopening; verify finds nothing.
+        let inspector = try StoreInspector(path: dir.sub("store"))
+        let before = try inspector.hash(store: store, filter: InspectionFilter(), options: HashOptions())
+        try await store.compact(includeActiveSegment: true)
+        #expect(try inspector.hash(store: store, filter: InspectionFilter(), options: HashOptions()).store == before.store)
+        #expect(before.records == model.acknowledged.count)
+        try await store.close()
+        let report = try inspector.verify(deep: true)
+        #expect(report.isClean && report.findings.isEmpty, "\(report.findings)")
+        #expect(try contentHash(dir.sub("store")) == before.store)
     }
 }
