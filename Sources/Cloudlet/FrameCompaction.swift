@@ -10,19 +10,18 @@ struct FrameCompaction {
     enum Action {
         case drop
         case copy
-        /// The frame's live mutations, to be encoded as a new payload.
-        case rewrite(Commit)
+        /// A new payload holding the frame's live mutations, and where they sit in it.
+        case rewrite(payload: [UInt8], entries: [CommitOutline.Entry])
     }
 
     let frame: StoredFrame
     let payload: [UInt8]
-    let commit: Commit
-    let slots: [Int: Commit.Slot]
-    let sizes: [UInt32]
-    /// Per mutation (by position in `commit.mutations`): live or not.
+    let outline: CommitOutline
+    /// Per entry of `outline`: live or not.
     let live: [Bool]
 
-    /// Decodes the frame and decides. Throws `.corruption` for a frame that is not a valid commit.
+    /// Decompresses and outlines the frame (no record is decoded) and decides. Throws `.corruption` for a frame that
+    /// is not a valid commit.
     init(_ frame: StoredFrame, state: PartitionState) throws {
         guard frame.type == Commit.frameType else {
             throw CloudletError.corruption(
@@ -31,17 +30,12 @@ struct FrameCompaction {
         self.frame = frame
         payload = try frame.payload()
         do {
-            (commit, slots, sizes) = try Commit.decode(payload)
+            outline = try CommitOutline.parse(payload)
         } catch let e as CloudletError {
             throw CloudletError.corruption(
                 "segment \(frame.path) offset \(frame.position.offset): frame LSN \(frame.lsn): \(e.message)")
         }
-        var live: [Bool] = []
-        live.reserveCapacity(commit.mutations.count)
-        for (k, m) in commit.mutations.enumerated() {
-            live.append(state.isLive(m, lsn: frame.lsn, index: commit.index(k)))
-        }
-        self.live = live
+        live = outline.entries.map { [outline, frame] e in outline.isLive(e, lsn: frame.lsn, in: state) }
     }
 
     var liveCount: Int { live.reduce(0) { $0 + ($1 ? 1 : 0) } }
@@ -50,23 +44,12 @@ struct FrameCompaction {
         let n = liveCount
         if n == 0 { return .drop }
         if n == live.count { return .copy }
-        var kept: [Mutation] = []
-        var indices: [UInt32] = []
-        for (k, m) in commit.mutations.enumerated() where live[k] {
-            if case .putRecord(let z, let r, _) = m, let slot = slots[k] {
-                // The record's bytes as written: a rewrite never re-encodes a record.
-                let bytes = Array(payload[Int(slot.offset)..<Int(slot.offset + slot.length)])
-                kept.append(.putRecord(zone: z, record: r, encoded: bytes))
-            } else {
-                kept.append(m)
-            }
-            indices.append(commit.index(k))
-        }
-        return .rewrite(Commit(mutations: kept, indices: indices, count: commit.count))
+        let (payload, entries) = outline.rewrite(payload, keep: live)
+        return .rewrite(payload: payload, entries: entries)
     }
 
-    /// The bytes each mutation keeps alive in the frame as it is.
-    var costs: [UInt32] { Commit.costs(sizes: sizes, frameLength: frame.position.length) }
+    /// The bytes each entry keeps alive in the frame as it is.
+    var costs: [UInt32] { Commit.costs(sizes: outline.sizes, frameLength: frame.position.length) }
 }
 
 /// Where compaction moved the live mutations of the frames it kept, to be applied to the partition's state when
@@ -87,23 +70,23 @@ struct CompactionMoves {
     /// Schema changes and purges: live forever.
     var permanent: [LiveSpan] = []
 
-    /// Notes where the mutations of `commit` (the frame as written to the new segments, at `position`) went.
-    mutating func note(_ commit: Commit, lsn: UInt64, position: FramePosition, slots: [Int: Commit.Slot], costs: [UInt32]) {
-        for (k, m) in commit.mutations.enumerated() {
+    /// Notes where the `entries` of a frame (as written to the new segments, at `position`; zones from
+    /// `outline`) went.
+    mutating func note(
+        _ entries: [CommitOutline.Entry], of outline: CommitOutline, lsn: UInt64, position: FramePosition, costs: [UInt32]
+    ) {
+        for (k, e) in entries.enumerated() {
             let cost = k < costs.count ? costs[k] : 0
-            let change = ChangePoint(lsn: lsn, index: commit.index(k))
-            switch m {
-            case .putRecord(let z, let r, _):
-                records.append(
-                    RecordMove(zone: z, name: r.recordName, change: change, position: position, slot: slots[k]!, cost: cost))
-            case .deleteRecord(let z, let name, _, _):
+            let span = LiveSpan(segment: position.segment, cost: cost)
+            switch e.kind {
+            case 1, 2:
                 records.append(
                     RecordMove(
-                        zone: z, name: name, change: change, position: position, slot: Commit.Slot(offset: 0, length: 0),
-                        cost: cost))
-            case .createZone(let z): creations.append((z, lsn, LiveSpan(segment: position.segment, cost: cost)))
-            case .deleteZone(let z, _): deletions.append((z, lsn, LiveSpan(segment: position.segment, cost: cost)))
-            case .schemaField, .schemaReset, .purge: permanent.append(LiveSpan(segment: position.segment, cost: cost))
+                        zone: outline.zones[e.zone!], name: e.name!, change: ChangePoint(lsn: lsn, index: e.index),
+                        position: position, slot: e.slot ?? Commit.Slot(offset: 0, length: 0), cost: cost))
+            case 3: creations.append((outline.zones[e.zone!], lsn, span))
+            case 4: deletions.append((outline.zones[e.zone!], lsn, span))
+            default: permanent.append(span)
             }
         }
     }

@@ -203,13 +203,13 @@ extension Partition {
                 case .copy:
                     report.framesCopied += 1
                     let position = try writer.appendCopy(of: frame)
-                    moves.note(plan.commit, lsn: frame.lsn, position: position, slots: plan.slots, costs: plan.costs)
-                case .rewrite(let kept):
+                    moves.note(plan.outline.entries, of: plan.outline, lsn: frame.lsn, position: position, costs: plan.costs)
+                case .rewrite(let payload, let kept):
                     report.framesRewritten += 1
-                    let (payload, slots, sizes) = kept.encode()
                     let position = try writer.append(lsn: frame.lsn, epoch: frame.epoch, type: frame.type, payload: payload)
+                    let sizes = kept.map { UInt32($0.range.count) }
                     moves.note(
-                        kept, lsn: frame.lsn, position: position, slots: slots,
+                        kept, of: plan.outline, lsn: frame.lsn, position: position,
                         costs: Commit.costs(sizes: sizes, frameLength: position.length))
                 }
                 done += UInt64(frame.position.length)

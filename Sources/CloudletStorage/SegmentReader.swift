@@ -31,6 +31,8 @@ struct SegmentReader {
         do { buffer = try file.read(at: offset, count: want) } catch {
             throw CloudletError.io(error, "reading segment \(path) at offset \(offset)")
         }
+        // Scans go forward: let the disk fetch the next windows while this one is checked.
+        if offset + UInt64(want) < size { file.prefetch(at: offset + UInt64(want), count: 4 * Self.window) }
         bufferStart = offset
         guard buffer.count >= count else {
             throw CloudletError(.io, "segment \(path) shrank while being read: \(buffer.count) bytes at offset \(offset)")

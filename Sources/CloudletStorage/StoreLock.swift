@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CloudletCore
+import Synchronization
 
 /// An exclusive lock on a store directory, held for as long as a process has the store open:
 /// `flock(LOCK_EX | LOCK_NB)` on `DIR/LOCK`, with the holder's pid written in the file for the error message.
@@ -18,6 +19,7 @@ public final class StoreLock: Sendable {
     public let directory: String
     /// The locked file; closing it releases the lock.
     private let file: PosixFile
+    private let released = Atomic<Bool>(false)
 
     static let fileName = "LOCK"
 
@@ -88,6 +90,10 @@ public final class StoreLock: Sendable {
 
     /// Releases the lock. Idempotent.
     public func release() {
+        guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        // Unlock before closing: a child process forked meanwhile (before its exec closes the descriptor) shares the
+        // open file description, and closing our descriptor alone would leave the lock held until that exec.
+        _ = flock(file.fd, LOCK_UN)
         try? file.close()
     }
 

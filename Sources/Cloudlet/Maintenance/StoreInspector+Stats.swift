@@ -117,19 +117,11 @@ extension StoreInspector {
                     seg.payloadBytes += UInt64(frame.uncompressedLength)
                     seg.storedPayloadBytes += UInt64(frame.storedLength)
                     let costs = plan.costs
-                    for (k, m) in plan.commit.mutations.enumerated() {
+                    for (k, e) in plan.outline.entries.enumerated() {
                         let cost = UInt64(costs[k])
-                        let zone: ZoneKey?
-                        switch m {
-                        case .putRecord(let z, _, _):
-                            zone = z
-                            if plan.live[k] { seg.records += 1 }
-                        case .deleteRecord(let z, _, _, _):
-                            zone = z
-                            if plan.live[k] { seg.tombstones += 1 }
-                        case .createZone(let z), .deleteZone(let z, _): zone = z
-                        case .schemaField, .schemaReset, .purge: zone = nil
-                        }
+                        let zone = e.zone.map { plan.outline.zones[$0] }
+                        if plan.live[k] && e.kind == 1 { seg.records += 1 }
+                        if plan.live[k] && e.kind == 2 { seg.tombstones += 1 }
                         if plan.live[k] { seg.liveBytes += cost } else { seg.deadMutations += 1 }
                         if let zone {
                             if zones[zone] == nil { zones[zone] = SpaceStats.Zone(partition: Int(p.id), key: zone) }
@@ -142,9 +134,9 @@ extension StoreInspector {
                     case .copy:
                         part.plan.framesCopied += 1
                         plannedPayload += UInt64(frame.position.length)
-                    case .rewrite(let kept):
+                    case .rewrite(let payload, _):
                         part.plan.framesRewritten += 1
-                        let size = UInt64(kept.encode().payload.count)
+                        let size = UInt64(payload.count)
                         let ratio = frame.uncompressedLength == 0 ? 1 : Double(frame.storedLength) / Double(frame.uncompressedLength)
                         plannedPayload += UInt64(FrameHeaderSize.bytes) + UInt64((Double(size) * ratio).rounded(.up))
                     }
