@@ -42,7 +42,8 @@ enum InfoCommand: Command {
             var rows = [["segment", "LSNs", "size", "epoch", "kind"]]
             for s in p.segments {
                 rows.append([
-                    s.name, "\(s.firstLSN)…\(s.lastLSN.map(String.init) ?? "?")", bytes(s.size), s.epoch.map(String.init) ?? "?",
+                    s.name, s.lastLSN.map { $0 < s.firstLSN ? "empty (from \(s.firstLSN))" : "\(s.firstLSN)…\($0)" } ?? "\(s.firstLSN)…?",
+                    bytes(s.size), s.epoch.map(String.init) ?? "?",
                     s.generation.map { "compacted (generation \($0))" } ?? "regular",
                 ])
             }
