@@ -203,6 +203,8 @@ import Testing
         try xorByte(path + "/p0000/" + victim, at: 200)
         let refused = try tool("repair", "--data", path)
         #expect(refused.code == 65 && refused.stdout.contains("not repairing"), "\(refused)")
+        let refusedJSON = try tool("repair", "--data", path, "--json").json()
+        #expect(refusedJSON["ok"]?.boolValue == false && refusedJSON["refused"]?.arrayValue?.first?["file"]?.stringValue == victim)
         let suggestion = try #require(refused.lines.last?.trimmingCharacters(in: .whitespaces))
         #expect(suggestion.hasPrefix("--drop-range \(victim):"))
         let dropped = try tool(["repair", "--data", path, "--backup", dir.sub("backup2")] + suggestion.split(separator: " ").map(String.init))

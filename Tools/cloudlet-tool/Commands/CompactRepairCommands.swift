@@ -77,7 +77,7 @@ enum CompactCommand: Command {
                                     "segmentsAfter": .int(r.segmentsAfter), "bytesAfter": .int(r.bytesAfter),
                                     "framesRead": .int(r.framesRead), "framesDropped": .int(r.framesDropped),
                                     "framesCopied": .int(r.framesCopied), "framesRewritten": .int(r.framesRewritten),
-                                    "bytesReclaimed": .int(r.bytesReclaimed),
+                                    "bytesReclaimed": .int(r.bytesReclaimed), "pauseMicroseconds": .int(r.pauseMicroseconds),
                                 ])
                             })
                     ),
@@ -86,7 +86,7 @@ enum CompactCommand: Command {
             if reports.isEmpty { Out.line("nothing to compact") }
             for r in reports {
                 Out.line(
-                    "partition \(r.partition): \(r.segmentsBefore) segment(s), \(bytes(r.bytesBefore)) → \(r.segmentsAfter) segment(s), \(bytes(r.bytesAfter)) (generation \(r.generation)); reclaimed \(bytes(r.bytesReclaimed)); frames: \(r.framesRead) read, \(r.framesDropped) dropped, \(r.framesCopied) copied, \(r.framesRewritten) rewritten"
+                    "partition \(r.partition): \(r.segmentsBefore) segment(s), \(bytes(r.bytesBefore)) → \(r.segmentsAfter) segment(s), \(bytes(r.bytesAfter)) (generation \(r.generation)); reclaimed \(bytes(r.bytesReclaimed)); frames: \(r.framesRead) read, \(r.framesDropped) dropped, \(r.framesCopied) copied, \(r.framesRewritten) rewritten; swap held writers \(String(format: "%.1f", Double(r.pauseMicroseconds) / 1000)) ms"
                 )
             }
             Out.line(String(format: "compacted %@ in %.2f s (%@/s)", bytes(before), seconds, bytes(UInt64(Double(before) / max(seconds, 1e-9)))))
