@@ -155,7 +155,8 @@ public final class CloudletStore: Sendable {
     /// to compact are left out). Copies the live frames of the sealed segments — with `includeActiveSegment`, of the
     /// segment being written too, which is rolled first (what `cloudlet-tool compact` does on a stopped store) — at
     /// most `bytesPerSecond` (nil: ``CompactionConfiguration/bytesPerSecond``; 0: unlimited), then swaps them in.
-    /// Readers and writers go on meanwhile; writers pause briefly at the swap.
+    /// Readers and writers go on meanwhile; they pause briefly at the swap. A background compaction under way is
+    /// waited for first.
     @discardableResult
     public func compact(
         includeActiveSegment: Bool = false, bytesPerSecond: Int? = nil,
@@ -165,7 +166,9 @@ public final class CloudletStore: Sendable {
         if configuration.readOnly { throw CloudletError(.readOnly, "store at \(path) is open read-only") }
         return try await BlockingIO.run {
             try self.partitions.compactMap {
-                try $0.compact(includeActiveSegment: includeActiveSegment, bytesPerSecond: bytesPerSecond, progress: progress)
+                try $0.compact(
+                    includeActiveSegment: includeActiveSegment, bytesPerSecond: bytesPerSecond, waitForRunning: true,
+                    progress: progress)
             }
         }
     }

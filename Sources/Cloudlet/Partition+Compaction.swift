@@ -89,6 +89,9 @@ final class CompactionControl: Sendable {
 
     var isCancelled: Bool { state.withLock { $0.cancelled } }
 
+    /// Waits until no compaction runs (one may start right after).
+    func waitIdle() { idle.wait() }
+
     /// Stops a running compaction (it abandons its work at the next frame) and waits for it; no new one starts.
     func cancelAndWait() {
         state.withLock { $0.cancelled = true }
@@ -118,13 +121,17 @@ extension Partition {
     /// purges tombstones past the retention window, copies the live frames into segments of a new generation off
     /// the writer lock at most `bytesPerSecond` (nil: the configured rate; 0: unlimited), writes the marker, then
     /// swaps the new segments in under the writer lock and writes a checkpoint. Blocking. Returns nil when there
-    /// was nothing to compact; throws `.invalidArguments` if a compaction is already running.
+    /// was nothing to compact. With `waitForRunning`, waits for a compaction under way (the background one) to end
+    /// first; otherwise throws `.invalidArguments` if one is running.
     func compact(
-        includeActiveSegment: Bool = false, bytesPerSecond: Int? = nil,
+        includeActiveSegment: Bool = false, bytesPerSecond: Int? = nil, waitForRunning: Bool = false,
         progress: ((CompactionProgress) -> Void)? = nil
     ) throws -> CompactionReport? {
-        guard compaction.begin() else {
-            throw CloudletError.invalid("partition \(id) is already compacting (or closing)")
+        while !compaction.begin() {
+            guard waitForRunning, !compaction.isCancelled else {
+                throw CloudletError.invalid("partition \(id) is already compacting (or closing)")
+            }
+            compaction.waitIdle()
         }
         do {
             let report = try compactLocked(
