@@ -35,12 +35,22 @@ public final class CloudletStore: Sendable {
 
     /// Opens (creating if needed) the store at `path`. Blocking: recovers every partition. Prefer ``open(at:configuration:)``
     /// from async code.
-    public init(path: String, configuration: StoreConfiguration = StoreConfiguration()) throws {
+    public convenience init(path: String, configuration: StoreConfiguration = StoreConfiguration()) throws {
+        try self.init(path: path, configuration: configuration, lock: nil)
+    }
+
+    /// Opens the store with the exclusive lock the caller already holds (`cloudlet-tool`'s mutating commands take it
+    /// before touching any file); closing the store releases it.
+    @_spi(Maintenance) public convenience init(path: String, configuration: StoreConfiguration, holding lock: StoreLock) throws {
+        try self.init(path: path, configuration: configuration, lock: lock)
+    }
+
+    private init(path: String, configuration: StoreConfiguration, lock held: StoreLock?) throws {
         self.path = path
         self.configuration = configuration
         let fs = PosixFileSystem()
         if !configuration.readOnly { try io { () throws(FileSystemError) in try fs.createDirectory(path) } }
-        lock = configuration.readOnly ? nil : try StoreLock(directory: path)
+        lock = configuration.readOnly ? nil : try held ?? StoreLock(directory: path)
         do {
             metadata = try StoreMetadata.loadOrCreate(directory: path, configuration: configuration)
             var parts: [Partition] = []
@@ -115,7 +125,7 @@ public final class CloudletStore: Sendable {
         partitions[Int(zone.stableHash % UInt64(partitions.count))]
     }
 
-    /// Counters of the store's logs and caches.
+    /// Counters of the store's logs, caches and compactions.
     public var statistics: StoreStatistics {
         var s = StoreStatistics()
         for p in partitions {
@@ -130,8 +140,46 @@ public final class CloudletStore: Sendable {
             let c = p.cache.counts
             s.cacheHits += c.hits
             s.cacheMisses += c.misses
+            let segments = p.log.segments()
+            s.logBytes += Int(segments.reduce(UInt64(0)) { $0 + $1.size })
+            let (dead, sealed) = p.deadBytes()
+            s.sealedBytes += Int(sealed)
+            s.deadBytes += Int(dead)
+            p.compaction.state.withLock { cs in
+                s.compactions += cs.compactions
+                s.compactionBytesReclaimed += Int(cs.bytesReclaimed)
+                s.compactionMaxPauseMicroseconds = max(s.compactionMaxPauseMicroseconds, cs.maxPauseMicroseconds)
+                if cs.running {
+                    s.compactionsRunning += 1
+                    s.compactionBytesDone += Int(cs.bytesDone)
+                    s.compactionBytesTotal += Int(cs.bytesTotal)
+                }
+                if let e = cs.lastError { s.compactionLastError = "partition \(p.id): \(e)" }
+            }
         }
         return s
+    }
+
+    /// Compacts every partition now, one after the other, and returns what each did (partitions with nothing sealed
+    /// to compact are left out). Copies the live frames of the sealed segments — with `includeActiveSegment`, of the
+    /// segment being written too, which is rolled first (what `cloudlet-tool compact` does on a stopped store) — at
+    /// most `bytesPerSecond` (nil: ``CompactionConfiguration/bytesPerSecond``; 0: unlimited), then swaps them in.
+    /// Readers and writers go on meanwhile; they pause briefly at the swap. A background compaction under way is
+    /// waited for first.
+    @discardableResult
+    public func compact(
+        includeActiveSegment: Bool = false, bytesPerSecond: Int? = nil,
+        progress: (@Sendable (CompactionProgress) -> Void)? = nil
+    ) async throws -> [CompactionReport] {
+        try checkOpen()
+        if configuration.readOnly { throw CloudletError(.readOnly, "store at \(path) is open read-only") }
+        return try await BlockingIO.run {
+            try self.partitions.compactMap {
+                try $0.compact(
+                    includeActiveSegment: includeActiveSegment, bytesPerSecond: bytesPerSecond, waitForRunning: true,
+                    progress: progress)
+            }
+        }
     }
 
     /// The schema partition's catalog (partition 0 holds every container's schema).
@@ -153,6 +201,23 @@ public struct StoreStatistics: Sendable {
     public var zones = 0
     public var cacheHits = 0
     public var cacheMisses = 0
+    /// Bytes of segment files (all partitions).
+    public var logBytes = 0
+    /// Bytes of sealed segments (the ones compaction may rewrite), and how many of them hold nothing current:
+    /// superseded versions, purged tombstones, records of deleted zones.
+    public var sealedBytes = 0
+    public var deadBytes = 0
+    /// Compactions that took effect since the store was opened, and the bytes they gave back.
+    public var compactions = 0
+    public var compactionBytesReclaimed = 0
+    /// Partitions compacting right now, and how far along they are (input bytes).
+    public var compactionsRunning = 0
+    public var compactionBytesDone = 0
+    public var compactionBytesTotal = 0
+    /// The longest pause of writers while a compaction swapped its segments in, in microseconds.
+    public var compactionMaxPauseMicroseconds = 0
+    /// Why the last compaction of some partition failed, if it did.
+    public var compactionLastError: String?
 }
 
 extension CloudletStore {

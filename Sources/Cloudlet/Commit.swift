@@ -31,6 +31,29 @@ struct Commit: Sendable {
     static let version: UInt8 = 1
 
     var mutations: [Mutation]
+    /// The index of each of `mutations` in the commit as it was first written; nil when they are all there (0, 1,
+    /// 2…). A compacted frame keeps only the live mutations of its commit and writes the others as skipped runs, so
+    /// that the kept ones keep their index (change points, change tags and cache keys depend on it).
+    var indices: [UInt32]?
+    /// How many mutations the commit had when first written (skipped ones included).
+    var count: Int
+
+    init(mutations: [Mutation]) {
+        self.mutations = mutations
+        indices = nil
+        count = mutations.count
+    }
+
+    /// The kept mutations of a commit of `count` mutations, at `indices` (increasing).
+    init(mutations: [Mutation], indices: [UInt32], count: Int) {
+        precondition(mutations.count == indices.count && indices.allSatisfy { Int($0) < count })
+        self.mutations = mutations
+        self.indices = indices.count == count ? nil : indices
+        self.count = count
+    }
+
+    /// The index in the commit of `mutations[k]`.
+    func index(_ k: Int) -> UInt32 { indices?[k] ?? UInt32(k) }
 
     /// Byte range of each `putRecord`'s record inside the payload, by mutation index.
     struct Slot: Sendable, Hashable {
@@ -38,8 +61,9 @@ struct Commit: Sendable {
         var length: UInt32
     }
 
-    /// Encodes as `version · zoneCount · zones · mutationCount · mutations` (see docs/commit-format.md).
-    func encode() -> (payload: [UInt8], slots: [Int: Slot]) {
+    /// Encodes as `version · zoneCount · zones · mutationCount · mutations` (docs/record-format.md). Also returns
+    /// the bytes each mutation takes in the payload (by position in `mutations`).
+    func encode() -> (payload: [UInt8], slots: [Int: Slot], sizes: [UInt32]) {
         var zones: [ZoneKey: Int] = [:]
         var zoneList: [ZoneKey] = []
         func index(_ z: ZoneKey) -> Int {
@@ -60,9 +84,20 @@ struct Commit: Sendable {
         w.u8(Self.version)
         w.varint(zoneList.count)
         for z in zoneList { Self.encode(z, into: &w) }
-        w.varint(mutations.count)
+        w.varint(count)
         var slots: [Int: Slot] = [:]
+        var sizes: [UInt32] = []
+        sizes.reserveCapacity(mutations.count)
+        var nextIndex = 0
         for (i, m) in mutations.enumerated() {
+            let index = Int(self.index(i))
+            if index > nextIndex {
+                w.u8(Self.skipKind)
+                w.varint(index - nextIndex)
+            }
+            nextIndex = index + 1
+            let start = w.count
+            defer { sizes.append(UInt32(w.count - start)) }
             switch m {
             case .putRecord(let z, let record, let encoded):
                 w.u8(1)
@@ -110,10 +145,19 @@ struct Commit: Sendable {
                 w.string(id)
             }
         }
-        return (w.bytes, slots)
+        if count > nextIndex {
+            w.u8(Self.skipKind)
+            w.varint(count - nextIndex)
+        }
+        return (w.bytes, slots, sizes)
     }
 
-    static func decode(_ payload: [UInt8]) throws -> (commit: Commit, slots: [Int: Slot]) {
+    /// Mutation kind 9: a run of mutations compaction dropped (body: how many, varint ≥ 1).
+    static let skipKind: UInt8 = 9
+
+    /// Decodes a commit payload; `slots` are by position in `commit.mutations`, and `sizes` the bytes each kept
+    /// mutation takes in the payload.
+    static func decode(_ payload: [UInt8]) throws -> (commit: Commit, slots: [Int: Slot], sizes: [UInt32]) {
         var r = ByteReader(payload, what: "commit payload")
         let v = try r.u8()
         guard v == version else { throw CloudletError.corruption("commit payload: unknown version \(v)") }
@@ -126,12 +170,29 @@ struct Commit: Sendable {
             guard i < zones.count else { throw CloudletError.corruption("commit payload: zone index \(i) out of range") }
             return zones[Int(i)]
         }
-        let n = try r.length()
+        let n = try r.varint()
+        guard n <= UInt64(UInt32.max) else { throw CloudletError.corruption("commit payload: \(n) mutations") }
         var mutations: [Mutation] = []
-        mutations.reserveCapacity(n)
+        mutations.reserveCapacity(min(Int(n), r.remaining))
         var slots: [Int: Slot] = [:]
-        for i in 0..<n {
+        var sizes: [UInt32] = []
+        var indices: [UInt32] = []
+        var index = 0
+        while index < Int(n) {
+            let start = r.offset
             let kind = try r.u8()
+            if kind == skipKind {
+                let run = try r.varint()
+                guard run >= 1, run <= n - UInt64(index) else {
+                    throw CloudletError.corruption("commit payload: a skipped run of \(run) mutations at index \(index) of \(n)")
+                }
+                index += Int(run)
+                continue
+            }
+            let i = mutations.count
+            indices.append(UInt32(index))
+            index += 1
+            defer { sizes.append(UInt32(r.offset - start)) }
             switch kind {
             case 1:
                 let z = try zone(&r)
@@ -168,7 +229,15 @@ struct Commit: Sendable {
             }
         }
         guard r.isAtEnd else { throw CloudletError.corruption("commit payload: \(r.remaining) trailing bytes") }
-        return (Commit(mutations: mutations), slots)
+        return (Commit(mutations: mutations, indices: indices, count: Int(n)), slots, sizes)
+    }
+
+    /// Spreads a frame's on-disk bytes over its mutations in proportion to the payload bytes each takes: what
+    /// each one keeps alive in its segment (the accounting behind compaction's dead-byte ratio).
+    static func costs(sizes: [UInt32], frameLength: UInt32) -> [UInt32] {
+        let total = sizes.reduce(UInt64(0)) { $0 + UInt64($1) }
+        guard total > 0 else { return sizes.map { _ in 0 } }
+        return sizes.map { UInt32(UInt64($0) * UInt64(frameLength) / total) }
     }
 
     static func encode(_ z: ZoneKey, into w: inout ByteWriter) {

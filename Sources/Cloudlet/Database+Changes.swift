@@ -117,9 +117,14 @@ extension Database {
             if e.deleted {
                 changes.append(.deleted(rid, recordType: e.recordType))
             } else {
-                var r = try await partition.read(key, name, e)
-                if let desiredKeys { r.fields = r.fields.filter { desiredKeys.contains($0.key) } }
-                changes.append(.changed(r))
+                do {
+                    var r = try await partition.read(key, name, e)
+                    if let desiredKeys { r.fields = r.fields.filter { desiredKeys.contains($0.key) } }
+                    changes.append(.changed(r))
+                } catch let error as CloudletError where error.code == .unknownItem {
+                    // Deleted (and its version compacted away) since the page was collected: the deletion is news.
+                    changes.append(.deleted(rid, recordType: e.recordType))
+                }
             }
         }
         let zoneState = partition.state.withLock { $0.zones[key]?.createdLSN ?? 0 }

@@ -214,7 +214,7 @@ public struct Database: Sendable {
                     var planner = BatchPlanner(
                         state: st, lsn: lsn, zone: key, schema: schema ?? st.schema, schemaInline: schemaInline, user: user,
                         deviceID: store.configuration.deviceID, now: now,
-                        read: { name, entry in try partition.readDurable(key, name, entry) })
+                        read: { name, entry in try partition.readDurable(key, name, entry, retry: false) })
                     let results = try planner.plan(ops, atomic: atomic)
                     return (planner.mutations, results)
                 }

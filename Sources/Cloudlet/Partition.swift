@@ -19,27 +19,40 @@ final class Partition: Sendable {
     let publisher: ChangePublisher
     private let checkpoints: CheckpointStore
     private let checkpointInterval: Int
-    private let tombstoneRetention: Double
+    let tombstoneRetention: Double
+    let fileSystem: any FileSystem
     /// Log bytes staged since the last checkpoint was started, and whether one is running.
     private let checkpointProgress = Mutex((bytes: 0, running: false, lastLSN: UInt64(0)))
     /// Serializes checkpoint writers (the background one and close's).
     private let checkpointWriter = Mutex(())
     /// Frames replayed from the log when the partition was opened (0 after a clean close).
     let framesReplayed: Int
+    /// The LSN of the checkpoint the partition was opened from (nil: replayed from the start).
+    let checkpointLSN: UInt64?
+    /// Online compaction: settings, progress, counters.
+    let compaction: CompactionControl
 
     init(id: UInt32, directory: String, configuration: StoreConfiguration, fileSystem: any FileSystem) throws {
         self.id = id
         self.directory = directory
         self.checkpointInterval = configuration.checkpointInterval
         self.tombstoneRetention = configuration.tombstoneRetention
+        self.fileSystem = fileSystem
         checkpoints = CheckpointStore(directory: directory, fileSystem: fileSystem)
         var initial = PartitionState()
         var afterLSN: UInt64 = 0
         var hint: FramePosition?
-        if let ckpt = try checkpoints.loadLatest() {
-            initial = try PartitionState.decodeCheckpoint(ckpt.payload, next: ckpt.next)
+        var usedCheckpoint: UInt64?
+        // A checkpoint taken under another compaction generation points at frames that have moved: replay instead.
+        let generation = try CompactionMarker.load(directory: directory, fileSystem: fileSystem)?.generation ?? 0
+        if let ckpt = try checkpoints.loadLatest(),
+            let decoded = try PartitionState.decodeCheckpoint(ckpt.payload, next: ckpt.next),
+            decoded.compactionGeneration == generation
+        {
+            initial = decoded
             afterLSN = ckpt.lsn
             hint = ckpt.next
+            usedCheckpoint = ckpt.lsn
         }
         var logConfig = LogConfiguration()
         logConfig.durability = configuration.durability
@@ -57,19 +70,27 @@ final class Partition: Sendable {
                     "partition \(id): frame LSN \(frame.lsn) at segment \(frame.position.segment) offset "
                         + "\(frame.position.offset) has unknown type \(frame.type)")
             }
-            let (commit, slots) = try Commit.decode(frame.payload)
-            replayed.apply(commit, lsn: frame.lsn, position: frame.position, slots: slots)
+            let (commit, slots, sizes) = try Commit.decode(frame.payload)
+            replayed.apply(
+                commit, lsn: frame.lsn, position: frame.position, slots: slots,
+                costs: Commit.costs(sizes: sizes, frameLength: frame.position.length))
             replayedBytes += Int(frame.position.length)
             replayedFrames += 1
         }
-        guard replayed.lastLSN == log.lastLSN else {
+        // A compacted log may end in LSNs whose frames compaction dropped: the state is still at the log's end.
+        guard replayed.lastLSN <= log.lastLSN, replayed.lastLSN == log.lastLSN || log.compactionMarker != nil else {
             throw CloudletError.corruption(
                 "partition \(id): checkpoint is at LSN \(afterLSN) but the log ends at LSN \(log.lastLSN)")
         }
+        replayed.lastLSN = log.lastLSN
+        replayed.nextPosition = log.endPosition
+        replayed.compactionGeneration = log.compactionMarker?.generation ?? 0
         framesReplayed = replayedFrames
+        checkpointLSN = usedCheckpoint
         state = Mutex(replayed)
         cache = RecordCache(capacity: configuration.recordCacheSize)
         publisher = ChangePublisher(partition: Int(id))
+        compaction = CompactionControl(configuration: configuration.compaction)
         checkpointProgress.withLock { $0 = (replayedBytes, false, afterLSN) }
     }
 
@@ -83,7 +104,7 @@ final class Partition: Sendable {
             let (mutations, result) = try plan(st, lsn)
             guard !mutations.isEmpty else { return (result, nil, 0) }
             let commit = Commit(mutations: mutations)
-            let (payload, slots) = commit.encode()
+            let (payload, slots, sizes) = commit.encode()
             let (staged, position) = try log.stage(type: Commit.frameType, payload: payload)
             precondition(staged == lsn, "partition \(id): staged LSN \(staged), expected \(lsn)")
             var previous: [Int: RecordEntry] = [:]
@@ -99,16 +120,21 @@ final class Partition: Sendable {
                     }
                 }
             }
-            st.apply(commit, lsn: lsn, position: position, slots: slots)
+            st.apply(
+                commit, lsn: lsn, position: position, slots: slots,
+                costs: Commit.costs(sizes: sizes, frameLength: position.length))
             if publishing { publisher.staged(lsn: lsn, mutations: mutations, previous: previous) }
             // Cache what was written: a writer that reads it back (an update of a record saved a moment ago) must
             // not wait for the commit's fdatasync while holding the writer lock.
             for (i, m) in mutations.enumerated() {
-                if case .putRecord(_, let r, _) = m { cache.put(.init(lsn: lsn, offset: slots[i]!.offset), record: r) }
+                if case .putRecord(_, let r, _) = m { cache.put(.init(lsn: lsn, index: UInt32(i)), record: r) }
             }
             return (result, lsn, Int(position.length))
         }
-        if lsn != nil { noteWritten(bytes) }
+        if lsn != nil {
+            noteWritten(bytes)
+            maybeCompact(after: bytes)
+        }
         return (result, lsn)
     }
 
@@ -128,22 +154,45 @@ final class Partition: Sendable {
     }
 
     /// Reads a record version known to be durable (or cached): a cache hit, else one positioned read of its frame.
-    func readDurable(_ zone: ZoneKey, _ name: String, _ entry: RecordEntry) throws -> Record {
+    ///
+    /// A compaction may move the version after `entry` was taken, or drop it once a newer version superseded it: the
+    /// read then fails (no such segment, a frame that does not check out, another LSN or record there) and is
+    /// retried once with the record's entry as it is now — the same version at its new place, or the newer version
+    /// (`unknownItem` if the record was deleted meanwhile). Callers holding the state lock (the batch planner) pass
+    /// `retry: false`: no compaction can swap under them, and the lock is not reentrant.
+    func readDurable(_ zone: ZoneKey, _ name: String, _ entry: RecordEntry, retry: Bool = true) throws -> Record {
         let key = RecordCache.Key(entry)
         if let r = cache.get(key) { return r }
         if entry.lsn > log.durableLSN { try log.waitDurableBlocking(entry.lsn) }
+        do {
+            return try readAt(zone, name, entry)
+        } catch let e as CloudletError where retry && (e.code == .corruption || e.code == .invalidArguments) {
+            guard let now = state.withLock({ $0.entry(zone, name) }), now.position != entry.position || now.change != entry.change
+            else { throw e }
+            if now.deleted { throw CloudletError(.unknownItem, "record '\(name)' was deleted while it was being read") }
+            return try readDurable(zone, name, now, retry: false)
+        }
+    }
+
+    private func readAt(_ zone: ZoneKey, _ name: String, _ entry: RecordEntry) throws -> Record {
         let frame = try log.readFrame(at: entry.position)
         let end = Int(entry.slot.offset) + Int(entry.slot.length)
-        guard frame.lsn == entry.lsn, end <= frame.payload.count else {
-            throw CloudletError.corruption(
+        func mismatch(_ what: String) -> CloudletError {
+            CloudletError.corruption(
                 "partition \(id): record '\(name)' points at LSN \(entry.lsn) bytes \(entry.slot.offset)..<\(end) "
-                    + "of segment \(entry.position.segment) offset \(entry.position.offset), which holds LSN "
-                    + "\(frame.lsn) with \(frame.payload.count) payload bytes")
+                    + "of segment \(entry.position.segment) offset \(entry.position.offset), which holds \(what)")
+        }
+        guard frame.lsn == entry.lsn, end <= frame.payload.count else {
+            throw mismatch("LSN \(frame.lsn) with \(frame.payload.count) payload bytes")
         }
         var r = ByteReader(frame.payload, from: Int(entry.slot.offset), to: end, what: "record '\(name)'")
         var record = try RecordCodec.decode(&r, zoneID: zone.zoneID)
+        // The change tag names the version: a slot that decodes to another record or version is not this one.
+        guard record.recordName == name, record.changeTag ?? "" == entry.changeTag else {
+            throw mismatch("record '\(record.recordName)' version '\(record.changeTag ?? "")'")
+        }
         record.id.zoneID = zone.zoneID
-        cache.put(key, record: record)
+        cache.put(RecordCache.Key(entry), record: record)
         return record
     }
 
@@ -176,22 +225,25 @@ final class Partition: Sendable {
     }
 
     /// Writes a checkpoint of the state as of now, once everything it covers is durable. Returns false when the
-    /// newest checkpoint is already current.
+    /// newest checkpoint is already current. `force` (after a compaction moved frames) writes one anyway and deletes
+    /// the older ones, whose positions are stale.
     @discardableResult
-    func writeCheckpoint() throws -> Bool {
-        try checkpointWriter.withLock { _ in try writeCheckpointLocked() }
+    func writeCheckpoint(force: Bool = false) throws -> Bool {
+        try checkpointWriter.withLock { _ in try writeCheckpointLocked(force: force) }
     }
 
-    private func writeCheckpointLocked() throws -> Bool {
+    private func writeCheckpointLocked(force: Bool) throws -> Bool {
         let snapshot = state.withLock { $0 }
-        guard snapshot.lastLSN > checkpointProgress.withLock({ $0.lastLSN }) else { return false }
+        guard force || snapshot.lastLSN > checkpointProgress.withLock({ $0.lastLSN }) else { return false }
         if snapshot.lastLSN > log.durableLSN { try log.waitDurableBlocking(snapshot.lastLSN) }
         try checkpoints.write(lsn: snapshot.lastLSN, next: snapshot.nextPosition, payload: snapshot.encodeCheckpoint())
+        if force { try checkpoints.removeAll(except: snapshot.lastLSN) }
         checkpointProgress.withLock { $0.lastLSN = max($0.lastLSN, snapshot.lastLSN) }
         return true
     }
 
     func close(checkpoint: Bool) throws {
+        compaction.cancelAndWait()
         try log.flush()
         if checkpoint && log.failure == nil { try writeCheckpoint() }
         try log.close()

@@ -1,21 +1,31 @@
 import CloudletCore
 import CloudletStorage
 
-/// Checkpoint encoding of a partition's derived state (see docs/storage-format.md, "Checkpoint payload").
+/// Checkpoint encoding of a partition's derived state (docs/record-format.md, "Checkpoint payload").
 extension PartitionState {
-    /// 2 adds index flags to the schema and the index section; version 1 checkpoints still load (no indexes).
-    static let checkpointVersion: UInt8 = 2
+    /// Version 3 (this one) holds the compaction generation, the live-byte accounting, index flags and each
+    /// record's indexed values. An older checkpoint is ignored: the log is replayed from the start, which rebuilds
+    /// everything.
+    static let checkpointVersion: UInt8 = 3
 
     func encodeCheckpoint() -> [UInt8] {
         var w = ByteWriter(capacity: 1 << 16)
         w.u8(Self.checkpointVersion)
         w.u64(lastLSN)
         w.u64(purgedThroughLSN)
+        w.u32(compactionGeneration)
         w.varint(zones.count)
         for (key, zone) in zones {
             Commit.encode(key, into: &w)
             w.u64(zone.createdLSN)
             w.u64(zone.lastChangeLSN)
+            if let c = zoneCreations[key] {
+                w.bool(true)
+                w.u64(c.segment)
+                w.u32(c.cost)
+            } else {
+                w.bool(false)
+            }
             w.varint(zone.records.count)
             for (name, e) in zone.records {
                 w.string(name)
@@ -24,10 +34,11 @@ extension PartitionState {
                 w.svarint(e.time)
                 w.bool(e.deleted)
                 w.string(e.recordType)
+                w.u64(e.position.segment)
+                w.u64(e.position.offset)
+                w.u32(e.position.length)
+                w.u32(e.cost)
                 if !e.deleted {
-                    w.u64(e.position.segment)
-                    w.u64(e.position.offset)
-                    w.u32(e.position.length)
                     w.u32(e.slot.offset)
                     w.u32(e.slot.length)
                     w.string(e.changeTag)
@@ -41,6 +52,14 @@ extension PartitionState {
             Commit.encode(key, into: &w)
             w.u64(d.lsn)
             w.svarint(d.time)
+            let span = zoneDeletions[key] ?? LiveSpan(segment: 0, cost: 0)
+            w.u64(span.segment)
+            w.u32(span.cost)
+        }
+        w.varint(segmentLive.count)
+        for (segment, live) in segmentLive {
+            w.u64(segment)
+            w.svarint(live)
         }
         w.varint(schema.types.count)
         for (key, types) in schema.types {
@@ -71,19 +90,23 @@ extension PartitionState {
         return w.bytes
     }
 
-    static func decodeCheckpoint(_ bytes: [UInt8], next: FramePosition?) throws -> PartitionState {
+    /// Decodes a checkpoint payload; nil for a payload of an older version (to be ignored).
+    static func decodeCheckpoint(_ bytes: [UInt8], next: FramePosition?) throws -> PartitionState? {
         var r = ByteReader(bytes, what: "checkpoint")
         let v = try r.u8()
-        guard v == 1 || v == checkpointVersion else { throw CloudletError.corruption("checkpoint: unknown version \(v)") }
+        if v < checkpointVersion { return nil }
+        guard v == checkpointVersion else { throw CloudletError.corruption("checkpoint: unknown version \(v)") }
         var s = PartitionState()
         s.lastLSN = try r.u64()
         s.purgedThroughLSN = try r.u64()
+        s.compactionGeneration = try r.u32()
         s.nextPosition = next
         let zoneCount = try r.length()
         for _ in 0..<zoneCount {
             let key = try Commit.decodeZone(&r)
             var zone = ZoneState(createdLSN: try r.u64())
             let lastChange = try r.u64()
+            if try r.bool() { s.zoneCreations[key] = LiveSpan(segment: try r.u64(), cost: try r.u32()) }
             let n = try r.length()
             zone.records.reserveCapacity(n)
             for _ in 0..<n {
@@ -94,11 +117,10 @@ extension PartitionState {
                 let deleted = try r.bool()
                 let type = try r.string()
                 var e = RecordEntry(
-                    lsn: lsn, index: index, position: FramePosition(segment: 0, offset: 0, length: 0),
+                    lsn: lsn, index: index, position: FramePosition(segment: try r.u64(), offset: try r.u64(), length: try r.u32()),
                     slot: Commit.Slot(offset: 0, length: 0), changeTag: "", recordType: type, deleted: deleted,
-                    time: time, deleteSelfTargets: [])
+                    time: time, deleteSelfTargets: [], cost: try r.u32())
                 if !deleted {
-                    e.position = FramePosition(segment: try r.u64(), offset: try r.u64(), length: try r.u32())
                     e.slot = Commit.Slot(offset: try r.u32(), length: try r.u32())
                     e.changeTag = try r.string()
                     let t = try r.length()
@@ -114,7 +136,11 @@ extension PartitionState {
         for _ in 0..<deletedCount {
             let key = try Commit.decodeZone(&r)
             s.deletedZones[key] = (try r.u64(), try r.svarint())
+            let span = LiveSpan(segment: try r.u64(), cost: try r.u32())
+            if span.cost > 0 || span.segment > 0 { s.zoneDeletions[key] = span }
         }
+        let liveCount = try r.length(unit: 9)
+        for _ in 0..<liveCount { s.segmentLive[try r.u64()] = try r.svarint() }
         let schemaCount = try r.length()
         for _ in 0..<schemaCount {
             let container = try r.string()

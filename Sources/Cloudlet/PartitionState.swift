@@ -18,6 +18,9 @@ struct RecordEntry: Sendable, Hashable {
     var time: Int64
     /// Names of the records this one references with DELETE_SELF (usually none).
     var deleteSelfTargets: [String]
+    /// The bytes of its segment this version (or tombstone) keeps alive: its share of its frame
+    /// (``Commit/costs(sizes:frameLength:)``); freed when it is superseded or purged.
+    var cost: UInt32 = 0
 
     /// The position of this change in the partition's change order.
     var change: ChangePoint { ChangePoint(lsn: lsn, index: index) }
@@ -53,31 +56,49 @@ struct ZoneState: Sendable {
         lastChangeLSN = createdLSN
     }
 
-    mutating func put(_ name: String, _ entry: RecordEntry) {
-        if let old = records[name] {
+    /// Makes `entry` the record's current version; returns the one it replaces.
+    @discardableResult
+    mutating func put(_ name: String, _ entry: RecordEntry) -> RecordEntry? {
+        let previous = records.updateValue(entry, forKey: name)
+        if let old = previous {
             if !old.deleted { liveCount -= 1 }
             for t in old.deleteSelfTargets { removeSource(name, from: t) }
             staleChanges += 1
         }
-        records[name] = entry
         if !entry.deleted { liveCount += 1 }
         for t in entry.deleteSelfTargets { deleteSelfSources[t, default: []].insert(name) }
         changes.append((entry.change, name))
         lastChangeLSN = max(lastChangeLSN, entry.lsn)
         if staleChanges > 1024 && staleChanges > changes.count / 2 { pruneChanges() }
+        return previous
     }
 
-    /// Drops tombstones with LSN ≤ `through` (past the retention window).
-    mutating func purgeTombstones(through: UInt64) {
-        var dropped = 0
+    /// Drops tombstones with LSN ≤ `through` (past the retention window); returns them. When the zone's last
+    /// change is among them, its last change becomes its newest remaining one (or its creation), which is what a
+    /// replay of the compacted log — where those tombstones no longer exist — derives as well.
+    mutating func purgeTombstones(through: UInt64) -> [RecordEntry] {
+        var dropped: [RecordEntry] = []
         for (name, e) in records where e.deleted && e.lsn <= through {
             records[name] = nil
-            dropped += 1
+            dropped.append(e)
         }
-        if dropped > 0 {
-            staleChanges += dropped
+        if lastChangeLSN <= through {
+            lastChangeLSN = records.values.reduce(createdLSN) { max($0, $1.lsn) }
+        }
+        if !dropped.isEmpty {
+            staleChanges += dropped.count
             pruneChanges()
         }
+        return dropped
+    }
+
+    /// Points the record's entry at a new place if it is still the version `change` (compaction moved it).
+    mutating func move(_ name: String, _ change: ChangePoint, to position: FramePosition, slot: Commit.Slot, cost: UInt32) -> Bool {
+        guard let i = records.index(forKey: name), records.values[i].change == change else { return false }
+        records.values[i].position = position
+        records.values[i].slot = slot
+        records.values[i].cost = cost
+        return true
     }
 
     /// Rebuilds the change index from the current entries.
@@ -103,6 +124,12 @@ struct ZoneState: Sendable {
     }
 }
 
+/// Where a live zone creation or deletion sits in the log, and the bytes it keeps alive there.
+struct LiveSpan: Sendable, Hashable {
+    var segment: UInt64
+    var cost: UInt32
+}
+
 /// The state a partition derives from its log: zones, their key directories and change indexes, deleted zones,
 /// and (partition 0) the schema. Rebuilt by replaying the log; checkpointed so that opening does not replay
 /// everything.
@@ -121,15 +148,39 @@ struct PartitionState: Sendable {
     var purgedThroughLSN: UInt64 = 0
     /// Subscriptions by subscriber and ID (partition 0 only).
     var subscriptions: [SubscriberID: [String: Subscription]] = [:]
+    /// The compaction generation the positions in this state refer to (0: never compacted). A checkpoint of
+    /// another generation is ignored on open: the frames it points at have moved.
+    var compactionGeneration: UInt32 = 0
+    /// Live bytes per segment (by segment id): the frames' bytes whose mutations are still current. Dead bytes are
+    /// a segment's size minus this; compaction starts when they are a large enough share.
+    var segmentLive: [UInt64: Int64] = [:]
+    /// Where the creation of each existing custom zone, and the deletion of each deleted zone, is in the log.
+    var zoneCreations: [ZoneKey: LiveSpan] = [:]
+    var zoneDeletions: [ZoneKey: LiveSpan] = [:]
 
     /// Whether the zone exists (a database's default zone always does).
     func zoneExists(_ z: ZoneKey) -> Bool { z.zoneName == ZoneID.defaultZoneName || zones[z] != nil }
 
     func entry(_ z: ZoneKey, _ name: String) -> RecordEntry? { zones[z]?.records[name] }
 
+    private mutating func addLive(_ segment: UInt64, _ cost: UInt32) {
+        guard cost > 0 else { return }
+        segmentLive[segment, default: 0] += Int64(cost)
+    }
+
+    private mutating func freeLive(_ segment: UInt64, _ cost: UInt32) {
+        guard cost > 0 else { return }
+        segmentLive[segment, default: 0] -= Int64(cost)
+    }
+
     /// Applies a commit: the one code path for live commits and for replay, so both derive the same state.
-    mutating func apply(_ commit: Commit, lsn: UInt64, position: FramePosition, slots: [Int: Commit.Slot]) {
-        for (i, m) in commit.mutations.enumerated() {
+    /// `costs[k]`: the bytes of its frame mutation `k` keeps alive (``Commit/costs(sizes:frameLength:)``).
+    mutating func apply(
+        _ commit: Commit, lsn: UInt64, position: FramePosition, slots: [Int: Commit.Slot], costs: [UInt32]
+    ) {
+        for (k, m) in commit.mutations.enumerated() {
+            let i = Int(commit.index(k))
+            let cost = k < costs.count ? costs[k] : 0
             switch m {
             case .putRecord(let z, let record, _):
                 indexes.put(z, record, replacing: zones[z]?.records[record.recordName])
@@ -143,43 +194,86 @@ struct PartitionState: Sendable {
                     }
                 }
                 let entry = RecordEntry(
-                    lsn: lsn, index: UInt32(i), position: position, slot: slots[i]!, changeTag: record.changeTag ?? "",
+                    lsn: lsn, index: UInt32(i), position: position, slot: slots[k]!, changeTag: record.changeTag ?? "",
                     recordType: record.recordType, deleted: false, time: record.modified?.timestamp ?? 0,
-                    deleteSelfTargets: targets)
-                zones[z, default: ZoneState(createdLSN: 0)].put(record.recordName, entry)
+                    deleteSelfTargets: targets, cost: cost)
+                addLive(position.segment, cost)
+                if let old = zones[z, default: ZoneState(createdLSN: 0)].put(record.recordName, entry) {
+                    freeLive(old.position.segment, old.cost)
+                }
             case .deleteRecord(let z, let name, let type, let time):
+                // A default zone exists without a creation; in a compacted log its tombstones can come first.
+                if zones[z] == nil && z.zoneName == ZoneID.defaultZoneName { zones[z] = ZoneState(createdLSN: 0) }
                 guard zones[z] != nil else { continue }
                 indexes.delete(z, name, recordType: type)
                 let entry = RecordEntry(
                     lsn: lsn, index: UInt32(i), position: position, slot: Commit.Slot(offset: 0, length: 0),
-                    changeTag: "", recordType: type, deleted: true, time: time, deleteSelfTargets: [])
-                zones[z]!.put(name, entry)
+                    changeTag: "", recordType: type, deleted: true, time: time, deleteSelfTargets: [], cost: cost)
+                addLive(position.segment, cost)
+                if let old = zones[z]!.put(name, entry) { freeLive(old.position.segment, old.cost) }
             case .createZone(let z):
-                if zones[z] == nil { zones[z] = ZoneState(createdLSN: lsn) }
+                if zones[z] == nil {
+                    zones[z] = ZoneState(createdLSN: lsn)
+                    zoneCreations[z] = LiveSpan(segment: position.segment, cost: cost)
+                    addLive(position.segment, cost)
+                }
                 deletedZones[z] = nil
+                if let d = zoneDeletions.removeValue(forKey: z) { freeLive(d.segment, d.cost) }
             case .deleteZone(let z, let time):
-                zones[z] = nil
+                if let zone = zones.removeValue(forKey: z) {
+                    for e in zone.records.values { freeLive(e.position.segment, e.cost) }
+                }
                 indexes.dropZone(z)
+                if let c = zoneCreations.removeValue(forKey: z) { freeLive(c.segment, c.cost) }
+                if let d = zoneDeletions.updateValue(LiveSpan(segment: position.segment, cost: cost), forKey: z) {
+                    freeLive(d.segment, d.cost)
+                }
+                addLive(position.segment, cost)
                 deletedZones[z] = (lsn, time)
             case .schemaField, .schemaReset:
                 schema.apply(m)
+                addLive(position.segment, cost)
             case .index(let change):
                 schema.apply(m)
                 indexes.apply(change, lsn: lsn)
+                addLive(position.segment, cost)
             case .saveSubscription(let who, let sub):
                 subscriptions[who, default: [:]][sub.id] = sub
+                addLive(position.segment, cost)
             case .deleteSubscription(let who, let id):
                 subscriptions[who]?[id] = nil
                 if subscriptions[who]?.isEmpty == true { subscriptions[who] = nil }
+                addLive(position.segment, cost)
             case .purge(let through):
+                addLive(position.segment, cost)
                 guard through > purgedThroughLSN else { continue }
                 purgedThroughLSN = through
-                for key in Array(zones.keys) { zones[key]!.purgeTombstones(through: through) }
-                deletedZones = deletedZones.filter { $0.value.lsn > through }
+                for key in Array(zones.keys) {
+                    for e in zones[key]!.purgeTombstones(through: through) { freeLive(e.position.segment, e.cost) }
+                    // An emptied default zone is as if it never had a record (a compacted log has nothing of it).
+                    if key.zoneName == ZoneID.defaultZoneName && zones[key]!.records.isEmpty { zones[key] = nil }
+                }
+                for (z, d) in deletedZones where d.lsn <= through {
+                    deletedZones[z] = nil
+                    if let span = zoneDeletions.removeValue(forKey: z) { freeLive(span.segment, span.cost) }
+                }
             }
         }
         lastLSN = lsn
         nextPosition = position.next
+    }
+
+    /// Whether mutation `index` of the commit at `lsn` is still current: the version or tombstone a record's entry
+    /// holds, the creation of a zone that exists, the deletion of a zone that stays deleted; schema changes and
+    /// purges always are. Compaction keeps exactly these.
+    func isLive(_ m: Mutation, lsn: UInt64, index: UInt32) -> Bool {
+        switch m {
+        case .putRecord(let z, let r, _): return entry(z, r.recordName)?.change == ChangePoint(lsn: lsn, index: index)
+        case .deleteRecord(let z, let name, _, _): return entry(z, name)?.change == ChangePoint(lsn: lsn, index: index)
+        case .createZone(let z): return zones[z]?.createdLSN == lsn
+        case .deleteZone(let z, _): return deletedZones[z]?.lsn == lsn
+        case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription: return true
+        }
     }
 
     /// What a purge may forget: the LSN of the newest tombstone (or zone deletion) such that it and every older

@@ -1,22 +1,22 @@
 import CloudletCore
 import Synchronization
 
-/// An LRU cache of decoded record versions. A version is named by where it was written — the LSN of its commit
-/// and its byte offset in that commit — so a key-directory entry always finds exactly its version or nothing,
-/// and keys hash without touching strings.
+/// An LRU cache of decoded record versions. A version is named by the commit that wrote it — its LSN and the
+/// mutation's index in it, which compaction preserves (a byte offset would not survive a rewritten frame) — so a
+/// key-directory entry always finds exactly its version or nothing, and keys hash without touching strings.
 final class RecordCache: Sendable {
     struct Key: Hashable, Sendable {
         var lsn: UInt64
-        var offset: UInt32
+        var index: UInt32
 
         init(_ entry: RecordEntry) {
             lsn = entry.lsn
-            offset = entry.slot.offset
+            index = entry.index
         }
 
-        init(lsn: UInt64, offset: UInt32) {
+        init(lsn: UInt64, index: UInt32) {
             self.lsn = lsn
-            self.offset = offset
+            self.index = index
         }
     }
 

@@ -21,6 +21,9 @@ public struct StoreConfiguration: Sendable {
     public var tombstoneRetention: Double = 30 * 24 * 3600
     /// The device ID recorded in `created` / `modified` of records this process saves. Default `cloudlet`.
     public var deviceID: String = "cloudlet"
+    /// Online compaction: when it starts and how fast it may go. Default: automatic at 50% dead bytes and at least
+    /// 64 MiB of them, 32 MiB/s (see ``CompactionConfiguration``).
+    public var compaction = CompactionConfiguration()
 
     public init(durability: Durability = .fsync) { self.durability = durability }
 }

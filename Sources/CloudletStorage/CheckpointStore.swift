@@ -71,6 +71,24 @@ public final class CheckpointStore: Sendable {
         }
     }
 
+    /// Deletes every checkpoint but the one at `lsn` (after a compaction, older checkpoints point at frames that
+    /// moved and would be ignored anyway).
+    public func removeAll(except lsn: UInt64) throws {
+        try writeLock.withLock { _ throws(CloudletError) in
+            do throws(FileSystemError) {
+                var removed = false
+                for name in try fileSystem.listDirectory(directory) {
+                    guard let other = Self.lsn(fileName: name), other != lsn else { continue }
+                    try fileSystem.remove(Path.join(directory, name))
+                    removed = true
+                }
+                if removed { try fileSystem.fsyncDirectory(directory) }
+            } catch {
+                throw CloudletError.io(error, "removing old checkpoints in \(directory)")
+            }
+        }
+    }
+
     /// The newest checkpoint whose header, checksums and size check out; falls back to an older one if the newest
     /// is damaged; nil if there is none. Temp files of interrupted writes are ignored.
     public func loadLatest() throws -> (lsn: UInt64, next: FramePosition?, payload: [UInt8])? {
@@ -120,23 +138,86 @@ public final class CheckpointStore: Sendable {
         return w.bytes
     }
 
+    /// A checkpoint file as ``list()`` finds it.
+    public struct CheckpointFile: Sendable {
+        public var path: String
+        /// The LSN in its name.
+        public var lsn: UInt64
+        public var size: UInt64
+        /// What is wrong with it; nil when its header, checksums, size and LSN check out.
+        public var problem: String?
+        /// The position recovery may start at, and the payload (empty when `problem` is set).
+        public var next: FramePosition?
+        public var payload: [UInt8]
+    }
+
+    /// Every checkpoint file, newest first, checked; and leftover temp files of interrupted writes.
+    public func list() throws -> (checkpoints: [CheckpointFile], temporary: [String]) {
+        let names: [String]
+        do throws(FileSystemError) { names = try fileSystem.listDirectory(directory) } catch {
+            if error.errno == ENOENT { return ([], []) }
+            throw CloudletError.io(error, "listing checkpoint directory \(directory)")
+        }
+        var files: [CheckpointFile] = []
+        for lsn in names.compactMap({ Self.lsn(fileName: $0) }).sorted(by: >) {
+            let path = Path.join(directory, Self.fileName(lsn: lsn))
+            let bytes: [UInt8]
+            do throws(FileSystemError) {
+                let file = try fileSystem.open(path, options: .readOnly)
+                defer { try? file.close() }
+                bytes = try file.read(at: 0, count: Int(try file.size()))
+            } catch {
+                throw CloudletError.io(error, "reading checkpoint \(path)")
+            }
+            var entry = CheckpointFile(path: path, lsn: lsn, size: UInt64(bytes.count), problem: nil, next: nil, payload: [])
+            switch Self.decodeExplained(bytes) {
+            case .failure(let why): entry.problem = why.reason
+            case .success(let c) where c.lsn != lsn: entry.problem = "holds LSN \(c.lsn), not the \(lsn) of its name"
+            case .success(let c):
+                entry.next = c.next
+                entry.payload = c.payload
+            }
+            files.append(entry)
+        }
+        let temporary = names.filter { $0.hasPrefix(Self.prefix) && $0.hasSuffix(Self.suffix + Self.tempSuffix) }
+            .map { Path.join(directory, $0) }
+        return (files, temporary)
+    }
+
+    struct Problem: Error {
+        var reason: String
+    }
+
     /// The checkpoint in `bytes`, or nil if anything does not check out.
     static func decode(_ bytes: [UInt8]) -> (lsn: UInt64, next: FramePosition?, payload: [UInt8])? {
-        guard bytes.count >= headerSize, Array(bytes[0..<8]) == magic,
-            bytes.loadLE(UInt32.self, at: 60) == CRC32C.checksum(bytes[0..<60]),
-            bytes.loadLE(UInt16.self, at: 8) == formatVersion
-        else { return nil }
+        try? decodeExplained(bytes).get()
+    }
+
+    /// The checkpoint in `bytes`, or what does not check out.
+    static func decodeExplained(_ bytes: [UInt8]) -> Result<(lsn: UInt64, next: FramePosition?, payload: [UInt8]), Problem> {
+        guard bytes.count >= headerSize else { return .failure(Problem(reason: "\(bytes.count) bytes, shorter than the header")) }
+        guard Array(bytes[0..<8]) == magic else { return .failure(Problem(reason: "bad magic")) }
+        guard bytes.loadLE(UInt32.self, at: 60) == CRC32C.checksum(bytes[0..<60]) else {
+            return .failure(Problem(reason: "header checksum mismatch"))
+        }
+        guard bytes.loadLE(UInt16.self, at: 8) == formatVersion else {
+            return .failure(Problem(reason: "unsupported format version \(bytes.loadLE(UInt16.self, at: 8))"))
+        }
         let flags = bytes.loadLE(UInt16.self, at: 10)
         let payloadLength = bytes.loadLE(UInt64.self, at: 48)
-        guard flags & ~1 == 0, UInt64(bytes.count - headerSize) == payloadLength else { return nil }
+        guard flags & ~1 == 0, UInt64(bytes.count - headerSize) == payloadLength else {
+            return .failure(Problem(reason: "the header says \(payloadLength) payload bytes, the file has \(bytes.count - headerSize)"))
+        }
         let payload = Array(bytes[headerSize...])
-        guard CRC32C.checksum(payload) == bytes.loadLE(UInt32.self, at: 44) else { return nil }
+        guard CRC32C.checksum(payload) == bytes.loadLE(UInt32.self, at: 44) else {
+            return .failure(Problem(reason: "payload checksum mismatch"))
+        }
         let next =
             flags & 1 == 0
             ? nil
             : FramePosition(
                 segment: bytes.loadLE(UInt64.self, at: 24), offset: bytes.loadLE(UInt64.self, at: 32),
                 length: bytes.loadLE(UInt32.self, at: 40))
-        return (bytes.loadLE(UInt64.self, at: 16), next, payload)
+        return .success((bytes.loadLE(UInt64.self, at: 16), next, payload))
     }
 }

@@ -80,7 +80,7 @@ final class Committer: @unchecked Sendable {
                     s.segments.append(
                         LogState.Segment(
                             firstLSN: chunk.segment, lastLSN: chunk.segment - 1, size: UInt64(SegmentHeader.size),
-                            sealed: false))
+                            sealed: false, path: Path.join(directory, SegmentHeader.fileName(firstLSN: chunk.segment))))
                     s.files[chunk.segment] = file
                 }
                 current = file

@@ -76,6 +76,13 @@ public protocol File: AnyObject, Sendable {
     func size() throws(FileSystemError) -> UInt64
     /// Closes the file. Idempotent; any other call afterwards fails with `EBADF`.
     func close() throws(FileSystemError)
+    /// Hints that `count` bytes at `offset` will be read soon (`posix_fadvise(WILLNEED)`), so that the disk reads
+    /// them while the caller works on what it has. Never fails; a no-op where there is no disk.
+    func prefetch(at offset: UInt64, count: Int)
+}
+
+extension File {
+    public func prefetch(at offset: UInt64, count: Int) {}
 }
 
 extension File {

@@ -45,16 +45,17 @@ public final class Log: Sendable {
             directory: directory, fileSystem: fileSystem, partition: partition,
             mode: configuration.readOnly ? .inspect : .repair, epoch: configuration.epoch)
         var outcome = try recovery.run(afterLSN: afterLSN, startHint: startHint, replay: replay)
-        if !configuration.readOnly && outcome.segments.isEmpty {
+        // A log that is empty, or ends with a compacted segment (everything was compacted offline), gets a new
+        // regular segment to append to, right after the last LSN it covers.
+        if !configuration.readOnly && (outcome.segments.isEmpty || outcome.segments.last!.generation != nil) {
             let header = SegmentHeader(partition: partition, firstLSN: outcome.lastLSN + 1, epoch: configuration.epoch)
             do { outcome.lastFile = try header.createFile(in: directory, fileSystem: fileSystem) } catch {
-                throw CloudletError.io(error, "creating the first segment of partition \(partition) in \(directory)")
+                throw CloudletError.io(error, "creating segment \(header.firstLSN) of partition \(partition) in \(directory)")
             }
-            outcome.segments = [
+            outcome.segments.append(
                 LogRecovery.Segment(
                     firstLSN: header.firstLSN, lastLSN: outcome.lastLSN, size: UInt64(SegmentHeader.size),
-                    path: Path.join(directory, SegmentHeader.fileName(firstLSN: header.firstLSN)))
-            ]
+                    path: Path.join(directory, SegmentHeader.fileName(firstLSN: header.firstLSN))))
         }
         do {
             return try Log(
@@ -87,9 +88,12 @@ public final class Log: Sendable {
         self.recovery = outcome.report
         let segments = outcome.segments.enumerated().map { i, s in
             LogState.Segment(
-                firstLSN: s.firstLSN, lastLSN: s.lastLSN, size: s.size, sealed: i < outcome.segments.count - 1)
+                firstLSN: s.firstLSN, lastLSN: s.lastLSN, size: s.size,
+                sealed: i < outcome.segments.count - 1 || s.generation != nil, path: s.path, generation: s.generation)
         }
         var state = LogState(lastLSN: outcome.lastLSN, segments: segments)
+        state.marker = outcome.marker
+        state.highestGeneration = outcome.highestGeneration
         if let file = outcome.lastFile, let last = segments.last { state.files[last.firstLSN] = file }
         let monitor = Monitor(state)
         self.monitor = monitor
@@ -236,13 +240,19 @@ public final class Log: Sendable {
         monitor.withLock { s in
             s.segments.map {
                 SegmentInfo(
-                    path: segmentPath($0.firstLSN), firstLSN: $0.firstLSN, lastLSN: $0.lastLSN, size: $0.size,
-                    sealed: $0.sealed)
+                    path: $0.path, firstLSN: $0.firstLSN, lastLSN: $0.lastLSN, size: $0.size, sealed: $0.sealed,
+                    generation: $0.generation)
             }
         }
     }
 
-    func segmentPath(_ id: UInt64) -> String { Path.join(directory, SegmentHeader.fileName(firstLSN: id)) }
+    /// The position right after the last frame staged: where the next frame goes (length 0).
+    public var endPosition: FramePosition {
+        monitor.withLock { s in FramePosition(segment: s.stagingSegment, offset: s.stagingOffset, length: 0) }
+    }
+
+    /// The compaction marker in force: nil until a compaction took effect.
+    public var compactionMarker: CompactionMarker? { monitor.withLock { $0.marker } }
 
     // MARK: Reading
 
@@ -250,12 +260,13 @@ public final class Log: Sendable {
     /// `.corruption` naming the segment file and offset on any mismatch, `.invalidArguments` for a position that
     /// is not inside the durable part of a segment.
     public func readFrame(at position: FramePosition) throws -> Frame {
-        let path = segmentPath(position.segment)
-        let file = try monitor.withLock { s throws -> any File in
+        let (file, path) = try monitor.withLock { s throws -> (any File, String) in
             if s.closing { throw closedError() }
             guard let i = s.segmentIndex(position.segment) else {
-                throw CloudletError.invalid("position \(position): partition \(partition) has no segment \(path)")
+                throw CloudletError.invalid(
+                    "position \(position): partition \(partition) has no segment \(position.segment) in \(directory)")
             }
+            let path = s.segments[i].path
             guard position.offset >= UInt64(SegmentHeader.size), position.length >= UInt32(FrameHeader.size),
                 position.end <= s.segments[i].size
             else {
@@ -272,7 +283,7 @@ public final class Log: Sendable {
                 s.files[position.segment] = file
             }
             s.activeReads += 1
-            return file
+            return (file, path)
         }
         defer {
             let last = monitor.withLock { s in

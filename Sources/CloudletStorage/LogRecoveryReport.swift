@@ -22,4 +22,7 @@ public struct LogRecoveryReport: Sendable, Hashable {
     public var tornTail: TornTail?
     /// Whether the last segment's header was unfinished (a crash while creating it) and was rewritten.
     public var rewroteSegmentHeader = false
+    /// Files left by an interrupted compaction (new segments that never took effect, or old ones it replaced):
+    /// removed by a read-write open, ignored read-only.
+    public var leftoverFiles: [String] = []
 }

@@ -21,10 +21,15 @@ struct LogState {
     /// A segment as written so far (what ``Log/segments()`` reports and ``Log/readFrame(at:)`` may read).
     struct Segment {
         var firstLSN: UInt64
+        /// The LSN of its last frame; for a compacted segment, the last LSN it covers.
         var lastLSN: UInt64
         /// Bytes written, header included; frames below it are durable.
         var size: UInt64
         var sealed: Bool
+        /// The file's path.
+        var path: String
+        /// The compaction generation of a compacted segment; nil for a regular one.
+        var generation: UInt32? = nil
     }
 
     /// An `async` caller of ``Log/waitDurable(_:)``.
@@ -63,6 +68,14 @@ struct LogState {
     var activeReads = 0
     var closing = false
     var closed = false
+
+    // Compaction.
+    /// The marker in force (nil before the first compaction).
+    var marker: CompactionMarker?
+    /// The highest compaction generation used in the directory.
+    var highestGeneration: UInt32 = 0
+    /// Set while a compaction of this log is between ``Log/beginCompaction()`` and its install or abandonment.
+    var compacting = false
 
     init(lastLSN: UInt64, segments: [Segment]) {
         self.lastLSN = lastLSN

@@ -10,6 +10,8 @@ public struct LogStats: Sendable, Hashable {
     public var bytesWritten: Int = 0
     /// Frames whose payload was stored LZ4-compressed.
     public var compressedFrames: Int = 0
+    /// Compactions that took effect.
+    public var compactions: Int = 0
 
     public init() {}
 }

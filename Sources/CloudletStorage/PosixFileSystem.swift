@@ -140,6 +140,10 @@ final class PosixFile: File {
         return UInt64(st.st_size)
     }
 
+    func prefetch(at offset: UInt64, count: Int) {
+        if !closed.load(ordering: .acquiring) { _ = posix_fadvise(fd, off_t(offset), off_t(count), POSIX_FADV_WILLNEED) }
+    }
+
     func close() throws(FileSystemError) {
         if closed.exchange(true, ordering: .acquiringAndReleasing) { return }
         // Linux releases the descriptor even when close fails with EINTR, so it is never retried.

@@ -31,6 +31,8 @@ struct SegmentReader {
         do { buffer = try file.read(at: offset, count: want) } catch {
             throw CloudletError.io(error, "reading segment \(path) at offset \(offset)")
         }
+        // Scans go forward: let the disk fetch the next windows while this one is checked.
+        if offset + UInt64(want) < size { file.prefetch(at: offset + UInt64(want), count: 4 * Self.window) }
         bufferStart = offset
         guard buffer.count >= count else {
             throw CloudletError(.io, "segment \(path) shrank while being read: \(buffer.count) bytes at offset \(offset)")
@@ -39,8 +41,9 @@ struct SegmentReader {
     }
 
     /// The header of the frame at `offset` and its index in ``buffer`` (which then holds the whole frame) if the
-    /// frame is intact; else what is wrong with it. `lsn`: the LSN it must have.
-    mutating func frame(at offset: UInt64, expecting lsn: UInt64) throws -> Result<(FrameHeader, Int), FrameHeader.Defect> {
+    /// frame is intact; else what is wrong with it. `lsn`: the LSNs it may have (one for a regular segment, a range
+    /// for a compacted one).
+    mutating func frame(at offset: UInt64, expecting lsn: ClosedRange<UInt64>) throws -> Result<(FrameHeader, Int), FrameHeader.Defect> {
         let available = Int(clamping: size - offset)
         let i = try load(offset, count: FrameHeader.size)
         let header: FrameHeader
@@ -50,8 +53,9 @@ struct SegmentReader {
         }
         let j = try load(offset, count: header.frameLength)
         if let defect = header.checkBody(buffer, at: j) { return .failure(defect) }
-        guard header.lsn == lsn else {
-            return .failure(FrameHeader.Defect(reason: "frame has LSN \(header.lsn) where \(lsn) was expected", definitive: true))
+        guard lsn.contains(header.lsn) else {
+            let expected = lsn.lowerBound == lsn.upperBound ? "\(lsn.lowerBound)" : "one of \(lsn.lowerBound)…\(lsn.upperBound)"
+            return .failure(FrameHeader.Defect(reason: "frame has LSN \(header.lsn) where \(expected) was expected", definitive: true))
         }
         return .success((header, j))
     }

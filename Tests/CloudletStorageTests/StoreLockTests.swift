@@ -41,4 +41,23 @@ struct StoreLockTests {
             #expect(after.terminationStatus == 0)
         }
     }
+
+    @Test("shared holders (offline readers) coexist, keep writers out, and are kept out by a writer")
+    func shared() async throws {
+        try await withTempDirectory { dir in
+            let writer = try StoreLock(directory: dir)
+            let refused = cloudletError { _ = try StoreLock(sharedOn: dir) }
+            #expect(refused?.code == .locked)
+            #expect(refused?.message.contains("open for writing by another process (pid \(getpid()))") == true)
+            writer.release()
+            let a = try StoreLock(sharedOn: dir)
+            let b = try StoreLock(sharedOn: dir)
+            let blocked = cloudletError { _ = try StoreLock(directory: dir) }
+            #expect(blocked?.code == .locked)
+            #expect(blocked?.message.contains("being read by an offline tool") == true)
+            a.release()
+            b.release()
+            try StoreLock(directory: dir).release()
+        }
+    }
 }

@@ -1,0 +1,166 @@
+import COpenSSL
+import CloudletCore
+import CloudletStorage
+
+/// SHA-256 through OpenSSL's EVP interface.
+struct SHA256Digest {
+    private let context: OpaquePointer
+
+    init() {
+        context = EVP_MD_CTX_new()!
+        EVP_DigestInit_ex(context, EVP_sha256(), nil)
+    }
+
+    func update<C: Collection>(_ bytes: C) where C.Element == UInt8 {
+        let done = bytes.withContiguousStorageIfAvailable { b in EVP_DigestUpdate(context, b.baseAddress, b.count) }
+        if done == nil { Array(bytes).withUnsafeBytes { _ = EVP_DigestUpdate(context, $0.baseAddress, $0.count) } }
+    }
+
+    /// Length-prefixed, so that concatenations are unambiguous.
+    func field<C: Collection>(_ bytes: C) where C.Element == UInt8 {
+        var n = UInt64(bytes.count).littleEndian
+        withUnsafeBytes(of: &n) { update($0) }
+        update(bytes)
+    }
+
+    func field(_ s: String) { field(Array(s.utf8)) }
+
+    func finish() -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        var n: UInt32 = 0
+        EVP_DigestFinal_ex(context, &out, &n)
+        EVP_MD_CTX_free(context)
+        return out
+    }
+}
+
+/// Deterministic digests of a store's logical content (`cloudlet-tool hash`), equal on two stores with the same
+/// content however their logs are laid out or compacted. See README, "cloudlet-tool".
+@_spi(Maintenance) public struct ContentHash: Sendable {
+    public struct Zone: Sendable {
+        public var partition: Int
+        public var key: ZoneKey
+        public var records: Int
+        public var tombstones: Int
+        public var digest: String
+    }
+
+    public struct Database: Sendable {
+        public var id: DatabaseID
+        public var zones: Int
+        public var records: Int
+        public var digest: String
+    }
+
+    public struct Partition: Sendable {
+        public var index: Int
+        public var zones: Int
+        public var records: Int
+        public var digest: String
+    }
+
+    public var zones: [Zone] = []
+    public var databases: [Database] = []
+    public var partitions: [Partition] = []
+    /// Over every zone, whatever partition holds it.
+    public var store: String = ""
+    public var records = 0
+}
+
+@_spi(Maintenance) public struct HashOptions: Sendable {
+    /// Hash tombstones (record name and type) too.
+    public var includeTombstones = false
+    /// Leave change tags out (to compare a store with a re-import of it).
+    public var ignoreChangeTags = false
+    public init() {}
+}
+
+extension StoreInspector {
+    /// The content hash: per zone, SHA-256 over its records sorted by name (each: name, then the record's stored
+    /// encoding — type, name, change tag, created/modified stamps, fields sorted by name); per database, partition
+    /// and store, SHA-256 over the (zone name, zone digest) pairs sorted by zone name. A custom zone is part of the
+    /// content even when empty; a default zone only when it holds something.
+    public func hash(
+        store: CloudletStore, filter: InspectionFilter, options: HashOptions, progress: ProgressHandler? = nil
+    ) throws -> ContentHash {
+        var filter = filter
+        filter.includeTombstones = options.includeTombstones
+        filter.lsns = nil
+        var perZone: [ZoneKey: [(name: String, digest: [UInt8], tombstone: Bool)]] = [:]
+        var zonePartition: [ZoneKey: Int] = [:]
+        for z in zones(in: store, filter: filter) {
+            perZone[z.zone] = []
+            zonePartition[z.zone] = z.partition
+        }
+        try forEachCurrent(in: store, filter: filter, progress: progress) { r in
+            let d = SHA256Digest()
+            d.field(r.recordName)
+            if let record = r.record {
+                if options.ignoreChangeTags {
+                    var copy = record
+                    copy.changeTag = nil
+                    d.field(RecordCodec.encode(copy))
+                } else {
+                    d.field(r.encoded)
+                }
+            } else {
+                d.field("deleted " + r.recordType)
+            }
+            perZone[r.zone, default: []].append((r.recordName, d.finish(), r.isTombstone))
+            zonePartition[r.zone] = r.partition
+        }
+        var out = ContentHash()
+        var zoneDigests: [(key: ZoneKey, digest: [UInt8])] = []
+        for (key, records) in perZone {
+            let d = SHA256Digest()
+            d.field(key.zoneName)
+            for r in records.sorted(by: { $0.name < $1.name }) {
+                d.field(r.name)
+                d.field(r.digest)
+            }
+            let digest = d.finish()
+            zoneDigests.append((key, digest))
+            let tombstones = records.filter(\.tombstone).count
+            out.zones.append(
+                ContentHash.Zone(
+                    partition: zonePartition[key] ?? 0, key: key, records: records.count - tombstones,
+                    tombstones: tombstones, digest: hex(digest)))
+        }
+        zoneDigests.sort { $0.key.canonicalName < $1.key.canonicalName }
+        out.zones.sort { $0.key.canonicalName < $1.key.canonicalName }
+        out.records = out.zones.reduce(0) { $0 + $1.records }
+
+        func combine(_ items: [(key: ZoneKey, digest: [UInt8])], name: (ZoneKey) -> String) -> String {
+            let d = SHA256Digest()
+            for item in items.sorted(by: { name($0.key) < name($1.key) }) {
+                d.field(name(item.key))
+                d.field(item.digest)
+            }
+            return hex(d.finish())
+        }
+        out.store = combine(zoneDigests) { $0.canonicalName }
+        let byDatabase = Dictionary(grouping: zoneDigests, by: { $0.key.database })
+        for (db, items) in byDatabase {
+            let records = out.zones.filter { $0.key.database == db }.reduce(0) { $0 + $1.records }
+            out.databases.append(ContentHash.Database(id: db, zones: items.count, records: records, digest: combine(items) { $0.zoneName }))
+        }
+        out.databases.sort { $0.id.description < $1.id.description }
+        for p in 0..<partitionCount {
+            let items = zoneDigests.filter { zonePartition[$0.key] == p }
+            let records = out.zones.filter { $0.partition == p }.reduce(0) { $0 + $1.records }
+            out.partitions.append(ContentHash.Partition(index: p, zones: items.count, records: records, digest: combine(items) { $0.canonicalName }))
+        }
+        return out
+    }
+}
+
+func hex(_ bytes: [UInt8]) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var out = [UInt8]()
+    out.reserveCapacity(bytes.count * 2)
+    for b in bytes {
+        out.append(digits[Int(b >> 4)])
+        out.append(digits[Int(b & 15)])
+    }
+    return String(decoding: out, as: UTF8.self)
+}

@@ -1,0 +1,183 @@
+import CloudletCore
+import CloudletStorage
+
+/// Space use of a store (`cloudlet-tool stats`, `compact --dry-run`): live and dead bytes per segment and per zone,
+/// compression, tombstones, key directory sizes, and what a compaction would leave.
+///
+/// A frame's bytes are spread over its mutations in proportion to their payload bytes; a mutation's share is live
+/// while it is current (``PartitionState/isLive(_:lsn:index:)``) and dead once superseded, purged or in a deleted
+/// zone — the same accounting that triggers online compaction.
+@_spi(Maintenance) public struct SpaceStats: Sendable {
+    public struct Segment: Sendable {
+        public var partition: Int
+        public var name: String
+        public var firstLSN: UInt64
+        public var lastLSN: UInt64
+        public var generation: UInt32?
+        public var size: UInt64 = 0
+        public var frames = 0
+        public var liveBytes: UInt64 = 0
+        /// Payload bytes once decompressed, and as stored.
+        public var payloadBytes: UInt64 = 0
+        public var storedPayloadBytes: UInt64 = 0
+        /// Current record versions and tombstones it holds.
+        public var records = 0
+        public var tombstones = 0
+        /// Mutations it holds that are no longer current.
+        public var deadMutations = 0
+
+        public var deadBytes: UInt64 { size > liveBytes ? size - liveBytes : 0 }
+        /// Decompressed / stored payload bytes (1 when nothing compressed).
+        public var compressionRatio: Double { storedPayloadBytes == 0 ? 1 : Double(payloadBytes) / Double(storedPayloadBytes) }
+    }
+
+    public struct Zone: Sendable {
+        public var partition: Int
+        public var key: ZoneKey
+        public var records = 0
+        public var tombstones = 0
+        public var liveBytes: UInt64 = 0
+        public var deadBytes: UInt64 = 0
+        /// Key directory entries (records and tombstones) and their approximate memory.
+        public var indexEntries = 0
+        public var indexBytes = 0
+        /// Change index entries (including stale ones not yet pruned).
+        public var changeIndexEntries = 0
+    }
+
+    /// What a compaction of everything (the active segment too) would do.
+    public struct Plan: Sendable {
+        public var framesRead = 0
+        public var framesDropped = 0
+        public var framesCopied = 0
+        public var framesRewritten = 0
+        public var bytesBefore: UInt64 = 0
+        /// Estimated: copied frames as they are, rewritten ones at their new payload size and the old compression
+        /// ratio, plus segment headers.
+        public var bytesAfter: UInt64 = 0
+
+        public var bytesReclaimed: UInt64 { bytesBefore > bytesAfter ? bytesBefore - bytesAfter : 0 }
+    }
+
+    public struct Partition: Sendable {
+        public var index: Int
+        public var segments = 0
+        public var bytes: UInt64 = 0
+        public var liveBytes: UInt64 = 0
+        public var deadBytes: UInt64 = 0
+        public var records = 0
+        public var tombstones = 0
+        public var keyDirectoryEntries = 0
+        public var keyDirectoryBytes = 0
+        public var changeIndexEntries = 0
+        public var plan = Plan()
+    }
+
+    public var segments: [Segment] = []
+    public var zones: [Zone] = []
+    public var partitions: [Partition] = []
+
+    public var totalBytes: UInt64 { partitions.reduce(0) { $0 + $1.bytes } }
+    public var deadBytes: UInt64 { partitions.reduce(0) { $0 + $1.deadBytes } }
+    public var bytesAfterCompaction: UInt64 { partitions.reduce(0) { $0 + $1.plan.bytesAfter } }
+}
+
+extension StoreInspector {
+    /// Walks every partition's log once against its current state. `segmentSize`: of the segments a compaction
+    /// would write (only the count of their headers depends on it).
+    public func spaceStats(
+        store: CloudletStore, segmentSize: Int = StoreConfiguration().segmentSize, progress: ProgressHandler? = nil
+    ) throws -> SpaceStats {
+        var stats = SpaceStats()
+        for p in store.partitions {
+            let st = p.state.withLock { $0 }
+            var part = SpaceStats.Partition(index: Int(p.id))
+            var zones: [ZoneKey: SpaceStats.Zone] = [:]
+            for (key, zone) in st.zones {
+                var z = SpaceStats.Zone(partition: Int(p.id), key: key)
+                z.records = zone.liveCount
+                z.tombstones = zone.records.count - zone.liveCount
+                z.indexEntries = zone.records.count
+                z.indexBytes = zone.records.reduce(0) { $0 + Self.entryBytes(name: $1.key, $1.value) }
+                z.changeIndexEntries = zone.changes.count
+                zones[key] = z
+            }
+            let segments = p.log.segments()
+            let total = segments.reduce(UInt64(0)) { $0 + $1.size }
+            var done: UInt64 = 0
+            var plannedPayload: UInt64 = 0
+            for info in segments {
+                var seg = SpaceStats.Segment(
+                    partition: Int(p.id), name: String(info.path.split(separator: "/").last!), firstLSN: info.firstLSN,
+                    lastLSN: info.lastLSN, generation: info.generation, size: info.size)
+                var reader = try SegmentFrameReader(info, fileSystem: fileSystem)
+                while let frame = try reader.next() {
+                    let plan = try FrameCompaction(frame, state: st)
+                    seg.frames += 1
+                    seg.payloadBytes += UInt64(frame.uncompressedLength)
+                    seg.storedPayloadBytes += UInt64(frame.storedLength)
+                    let costs = plan.costs
+                    for (k, e) in plan.outline.entries.enumerated() {
+                        let cost = UInt64(costs[k])
+                        let zone = e.zone.map { plan.outline.zones[$0] }
+                        if plan.live[k] && e.kind == 1 { seg.records += 1 }
+                        if plan.live[k] && e.kind == 2 { seg.tombstones += 1 }
+                        if plan.live[k] { seg.liveBytes += cost } else { seg.deadMutations += 1 }
+                        if let zone {
+                            if zones[zone] == nil { zones[zone] = SpaceStats.Zone(partition: Int(p.id), key: zone) }
+                            if plan.live[k] { zones[zone]!.liveBytes += cost } else { zones[zone]!.deadBytes += cost }
+                        }
+                    }
+                    part.plan.framesRead += 1
+                    switch plan.action {
+                    case .drop: part.plan.framesDropped += 1
+                    case .copy:
+                        part.plan.framesCopied += 1
+                        plannedPayload += UInt64(frame.position.length)
+                    case .rewrite(let payload, _):
+                        part.plan.framesRewritten += 1
+                        let size = UInt64(payload.count)
+                        let ratio = frame.uncompressedLength == 0 ? 1 : Double(frame.storedLength) / Double(frame.uncompressedLength)
+                        plannedPayload += UInt64(FrameHeaderSize.bytes) + UInt64((Double(size) * ratio).rounded(.up))
+                    }
+                    done += UInt64(frame.position.length)
+                    if done & 0xFFFFF < UInt64(frame.position.length) {
+                        progress?(InspectionProgress(phase: "stats partition \(p.id)", bytesDone: done, bytesTotal: total))
+                    }
+                }
+                part.segments += 1
+                part.bytes += seg.size
+                part.liveBytes += seg.liveBytes
+                part.deadBytes += seg.deadBytes
+                stats.segments.append(seg)
+            }
+            part.plan.bytesBefore = part.bytes
+            let files = max(1, (plannedPayload + UInt64(segmentSize) - 1) / UInt64(max(segmentSize, 1)))
+            // The compacted segments, plus the new empty segment writes go to.
+            part.plan.bytesAfter = plannedPayload + (files + 1) * UInt64(SegmentHeaderSize.bytes)
+            for z in zones.values {
+                part.records += z.records
+                part.tombstones += z.tombstones
+                part.keyDirectoryEntries += z.indexEntries
+                part.keyDirectoryBytes += z.indexBytes
+                part.changeIndexEntries += z.changeIndexEntries
+            }
+            stats.zones += zones.values
+            stats.partitions.append(part)
+        }
+        stats.zones.sort { $0.key.canonicalName < $1.key.canonicalName }
+        return stats
+    }
+
+    /// Approximate memory of one key directory entry: the entry, its dictionary slot and the strings that do not
+    /// fit inline (Swift keeps strings of up to 15 UTF-8 bytes in the string value itself).
+    static func entryBytes(name: String, _ e: RecordEntry) -> Int {
+        func heap(_ s: String) -> Int { s.utf8.count > 15 ? s.utf8.count + 32 : 0 }
+        return MemoryLayout<RecordEntry>.stride + MemoryLayout<String>.stride + 8 + heap(name) + heap(e.changeTag)
+            + heap(e.recordType) + e.deleteSelfTargets.reduce(0) { $0 + 16 + heap($1) }
+    }
+}
+
+/// The fixed sizes of the log format, for estimates.
+enum FrameHeaderSize { static let bytes = 32 }
+enum SegmentHeaderSize { static let bytes = 48 }

@@ -1,0 +1,283 @@
+import CloudletCore
+import CloudletStorage
+
+/// What `cloudlet-tool verify` found.
+@_spi(Maintenance) public struct VerifyReport: Sendable {
+    public struct Finding: Sendable, Hashable {
+        public var severity: LogFinding.Severity
+        public var partition: Int
+        /// The file (segment, checkpoint, marker…), or the name a missing segment should have.
+        public var file: String
+        public var offset: UInt64?
+        public var message: String
+        /// A damaged byte range of a segment (see ``LogFinding/damaged``).
+        public var damaged: Range<UInt64>? = nil
+    }
+
+    public struct Partition: Sendable {
+        public var index: Int
+        public var segments = 0
+        public var frames = 0
+        public var bytes: UInt64 = 0
+        public var lastLSN: UInt64 = 0
+        public var mutations = 0
+        /// The checkpoint checked against the log (nil: none usable).
+        public var checkpointLSN: UInt64?
+        /// Key directory entries checked against the frames they point at.
+        public var entriesChecked = 0
+        public var compactionGeneration: UInt32 = 0
+    }
+
+    public var findings: [Finding] = []
+    public var partitions: [Partition] = []
+    public var deep = false
+
+    /// No error (warnings allowed).
+    public var isClean: Bool { !findings.contains { $0.severity == .error } }
+}
+
+extension StoreInspector {
+    /// Checks every partition without opening the store: every segment header and frame (checksum, LZ4, LSN
+    /// continuity, gaps legal only inside compacted segments), every commit payload and record, the checkpoints
+    /// (checksums, format, generation, LSN against the log's end, start position), and every key directory entry
+    /// of the checkpoint against the frame it points at. `deep` also replays the whole log from scratch and
+    /// compares the state with checkpoint + tail. Never throws for bad data: everything wrong is a finding.
+    public func verify(deep: Bool, progress: ProgressHandler? = nil) throws -> VerifyReport {
+        var report = VerifyReport()
+        report.deep = deep
+        for p in 0..<partitionCount {
+            try verifyPartition(p, deep: deep, report: &report, progress: progress)
+        }
+        return report
+    }
+
+    private struct Expectation {
+        var zone: ZoneKey
+        var name: String
+        var entry: RecordEntry
+    }
+
+    private func verifyPartition(
+        _ p: Int, deep: Bool, report: inout VerifyReport, progress: ProgressHandler?
+    ) throws {
+        let dir = partitionDirectory(p)
+        var part = VerifyReport.Partition(index: p)
+        func finding(_ severity: LogFinding.Severity, _ file: String, _ offset: UInt64?, _ message: String) {
+            report.findings.append(VerifyReport.Finding(severity: severity, partition: p, file: file, offset: offset, message: message))
+        }
+        guard fileSystem.fileExists(dir) else {
+            finding(.error, dir, nil, "the partition directory is missing")
+            report.partitions.append(part)
+            return
+        }
+        let marker: CompactionMarker?
+        do { marker = try CompactionMarker.load(directory: dir, fileSystem: fileSystem) } catch { marker = nil }
+        part.compactionGeneration = marker?.generation ?? 0
+
+        // The checkpoint an open would use, checked on its own first.
+        var checkpoint: (state: PartitionState, lsn: UInt64, path: String, next: FramePosition?)?
+        let (files, temporary) = try CheckpointStore(directory: dir, fileSystem: fileSystem).list()
+        for t in temporary { finding(.warning, t, nil, "an unfinished checkpoint write (the next checkpoint deletes it)") }
+        for f in files {
+            if let problem = f.problem {
+                finding(.error, f.path, nil, "damaged checkpoint: \(problem)\(checkpoint == nil ? "; an older one (or a full replay) is used instead" : "")")
+                continue
+            }
+            guard checkpoint == nil else { continue }
+            do {
+                guard let st = try PartitionState.decodeCheckpoint(f.payload, next: f.next) else {
+                    finding(.warning, f.path, nil, "a checkpoint of an older format: ignored, the next open replays the log")
+                    continue
+                }
+                if st.compactionGeneration != part.compactionGeneration {
+                    finding(
+                        .warning, f.path, nil,
+                        "taken under compaction generation \(st.compactionGeneration), the log is at \(part.compactionGeneration): ignored, the next open replays the log")
+                    continue
+                }
+                checkpoint = (st, f.lsn, f.path, f.next)
+            } catch let e as CloudletError {
+                finding(.error, f.path, nil, "checkpoint payload does not decode: \(e.message)")
+            }
+        }
+        part.checkpointLSN = checkpoint?.lsn
+
+        // Every key directory entry of the checkpoint, by where it points.
+        var expected: [UInt64: [UInt64: [Expectation]]] = [:]
+        if let checkpoint {
+            for (key, zone) in checkpoint.state.zones {
+                for (name, e) in zone.records {
+                    expected[e.position.segment, default: [:]][e.position.offset, default: []]
+                        .append(Expectation(zone: key, name: name, entry: e))
+                }
+            }
+        }
+        var segmentPaths: [UInt64: String] = [:]
+        var tail = checkpoint?.state ?? PartitionState()
+        var full = PartitionState()
+        let replayFull = deep || checkpoint == nil
+        let afterLSN = checkpoint?.lsn ?? 0
+        var hintFound = false
+        let walker = LogWalker(directory: dir, fileSystem: fileSystem)
+        let total = (try? walker.totalBytes()) ?? 0
+        let walk = try walker.walk(progress: { progress?(InspectionProgress(phase: "verify partition \(p)", bytesDone: $0, bytesTotal: total)) }) { frame in
+            segmentPaths[frame.position.segment] = frame.path
+            if let next = checkpoint?.next, next.segment == frame.position.segment, next.offset == frame.position.offset {
+                hintFound = true
+            }
+            guard frame.type == Commit.frameType else {
+                finding(.error, frame.path, frame.position.offset, "frame LSN \(frame.lsn) has unknown type \(frame.type)")
+                return
+            }
+            let decoded: (commit: Commit, slots: [Int: Commit.Slot], sizes: [UInt32])
+            let payload: [UInt8]
+            do {
+                payload = try frame.payload()
+                decoded = try Commit.decode(payload)
+            } catch let e as CloudletError {
+                finding(.error, frame.path, frame.position.offset, "frame LSN \(frame.lsn): \(e.message)")
+                return
+            }
+            part.mutations += decoded.commit.mutations.count
+            let costs = Commit.costs(sizes: decoded.sizes, frameLength: frame.position.length)
+            if replayFull {
+                full.apply(decoded.commit, lsn: frame.lsn, position: frame.position, slots: decoded.slots, costs: costs)
+            }
+            if checkpoint != nil && frame.lsn > afterLSN {
+                tail.apply(decoded.commit, lsn: frame.lsn, position: frame.position, slots: decoded.slots, costs: costs)
+            }
+            // The checkpoint's entries that point here must find their version.
+            guard let here = expected[frame.position.segment]?.removeValue(forKey: frame.position.offset) else { return }
+            for x in here {
+                part.entriesChecked += 1
+                if let problem = Self.check(x.entry, name: x.name, zone: x.zone, against: frame, decoded, payload) {
+                    finding(
+                        .error, frame.path, frame.position.offset,
+                        "the checkpoint's key directory entry for record '\(x.name)' of \(x.zone.canonicalName) \(problem)")
+                }
+            }
+        }
+        for f in walk.findings {
+            report.findings.append(
+                VerifyReport.Finding(
+                    severity: f.severity, partition: p, file: f.path, offset: f.offset, message: f.message, damaged: f.damaged))
+        }
+        part.segments = walk.segments.count
+        part.frames = walk.segments.reduce(0) { $0 + $1.frames }
+        part.bytes = walk.segments.reduce(0) { $0 + $1.size }
+        part.lastLSN = walk.lastLSN
+
+        if let checkpoint {
+            for (segment, offsets) in expected {
+                for (offset, xs) in offsets {
+                    for x in xs {
+                        part.entriesChecked += 1
+                        finding(
+                            .error, segmentPaths[segment] ?? "segment \(segment)", offset,
+                            "the checkpoint's key directory entry for record '\(x.name)' of \(x.zone.canonicalName) (LSN \(x.entry.lsn)) points where no intact frame starts")
+                    }
+                }
+            }
+            if checkpoint.lsn > walk.lastLSN {
+                finding(.error, checkpoint.path, nil, "the checkpoint covers LSN \(checkpoint.lsn) but the log ends at LSN \(walk.lastLSN)")
+            } else if let next = checkpoint.next, !hintFound, next.offset != walk.segments.first(where: { $0.firstLSN == next.segment })?.size {
+                finding(
+                    .warning, checkpoint.path, nil,
+                    "its start position (segment \(next.segment) offset \(next.offset)) is not a frame boundary: the next open scans the log from the start")
+            }
+            if walk.isClean {
+                // A compacted log may end in LSNs whose frames were dropped: both states are at the log's end.
+                tail.lastLSN = walk.lastLSN
+                full.lastLSN = walk.lastLSN
+                if deep { compare(tail, full, checkpointPath: checkpoint.path, finding) }
+            }
+        }
+        if walk.isClean && replayFull {
+            let live = full.segmentLive.filter { $0.value < 0 }
+            for (segment, bytes) in live {
+                finding(.error, segmentPaths[segment] ?? "segment \(segment)", nil, "live-byte accounting went negative (\(bytes))")
+            }
+        }
+        report.partitions.append(part)
+    }
+
+    /// Whether `entry` (record `name` of `zone`) finds its version in `frame`; what is wrong otherwise.
+    private static func check(
+        _ entry: RecordEntry, name: String, zone: ZoneKey, against frame: StoredFrame,
+        _ decoded: (commit: Commit, slots: [Int: Commit.Slot], sizes: [UInt32]), _ payload: [UInt8]
+    ) -> String? {
+        guard frame.lsn == entry.lsn else { return "expects LSN \(entry.lsn), the frame there is LSN \(frame.lsn)" }
+        guard frame.position.length == entry.position.length else {
+            return "expects a frame of \(entry.position.length) bytes, the frame there has \(frame.position.length)"
+        }
+        guard let k = (0..<decoded.commit.mutations.count).first(where: { decoded.commit.index($0) == entry.index }) else {
+            return "expects mutation \(entry.index) of LSN \(entry.lsn), which the frame does not hold"
+        }
+        switch decoded.commit.mutations[k] {
+        case .putRecord(let z, let r, _):
+            guard !entry.deleted else { return "is a tombstone but the frame holds a version of it" }
+            guard z == zone, r.recordName == name else { return "finds record '\(r.recordName)' of \(z.canonicalName) instead" }
+            guard decoded.slots[k] == entry.slot else { return "expects bytes \(entry.slot) of the payload, the record is at \(decoded.slots[k].map { "\($0)" } ?? "none")" }
+            guard r.changeTag ?? "" == entry.changeTag else { return "expects version '\(entry.changeTag)', the frame holds '\(r.changeTag ?? "")'" }
+        case .deleteRecord(let z, let n, _, _):
+            guard entry.deleted, z == zone, n == name else { return "finds the deletion of '\(n)' of \(z.canonicalName) instead" }
+        default:
+            return "finds no record mutation at index \(entry.index)"
+        }
+        return nil
+    }
+
+    /// Reports every difference between the state from checkpoint + tail and the one from a full replay.
+    private func compare(
+        _ a: PartitionState, _ b: PartitionState, checkpointPath: String,
+        _ finding: (LogFinding.Severity, String, UInt64?, String) -> Void
+    ) {
+        var problems: [String] = []
+        if a.lastLSN != b.lastLSN { problems.append("last LSN \(a.lastLSN) vs \(b.lastLSN)") }
+        if a.purgedThroughLSN != b.purgedThroughLSN { problems.append("purged through LSN \(a.purgedThroughLSN) vs \(b.purgedThroughLSN)") }
+        for key in Set(a.zones.keys).union(b.zones.keys).sorted(by: { $0.canonicalName < $1.canonicalName }) {
+            guard let za = a.zones[key], let zb = b.zones[key] else {
+                problems.append("zone \(key.canonicalName) exists only in \(a.zones[key] == nil ? "the full replay" : "the checkpoint")")
+                continue
+            }
+            if za.createdLSN != zb.createdLSN || za.lastChangeLSN != zb.lastChangeLSN {
+                problems.append("zone \(key.canonicalName): created/last change \(za.createdLSN)/\(za.lastChangeLSN) vs \(zb.createdLSN)/\(zb.lastChangeLSN)")
+            }
+            for name in Set(za.records.keys).union(zb.records.keys).sorted() {
+                let ea = za.records[name]
+                let eb = zb.records[name]
+                if ea != eb {
+                    let describe = { (e: RecordEntry?) in
+                        e.map { "LSN \($0.lsn).\($0.index) \($0.deleted ? "tombstone" : "'\($0.changeTag)' at \($0.position)")" } ?? "nothing"
+                    }
+                    problems.append("record '\(name)' of \(key.canonicalName): \(describe(ea)) vs \(describe(eb))")
+                }
+            }
+        }
+        let deletedA = a.deletedZones.mapValues { "\($0.lsn)/\($0.time)" }
+        let deletedB = b.deletedZones.mapValues { "\($0.lsn)/\($0.time)" }
+        if deletedA != deletedB { problems.append("deleted zones differ") }
+        if LogicalSchema(a.schema) != LogicalSchema(b.schema) { problems.append("schemas differ") }
+        if a.segmentLive.filter({ $0.value != 0 }) != b.segmentLive.filter({ $0.value != 0 }) {
+            problems.append("live-byte accounting differs")
+        }
+        for problem in problems.prefix(50) {
+            finding(.error, checkpointPath, nil, "checkpoint + log tail and a full replay of the log disagree: \(problem)")
+        }
+        if problems.count > 50 {
+            finding(.error, checkpointPath, nil, "… and \(problems.count - 50) more differences")
+        }
+    }
+}
+
+/// A schema catalog as comparable values.
+private struct LogicalSchema: Equatable {
+    var types: [String: [String: UInt8]] = [:]
+    init(_ c: SchemaCatalog) {
+        for (key, ts) in c.types {
+            for (name, t) in ts {
+                types["\(key.container)/\(key.environment.rawValue)/\(name)"] = t.fields.mapValues(\.tag)
+            }
+        }
+    }
+}

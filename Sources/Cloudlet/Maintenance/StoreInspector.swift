@@ -1,0 +1,171 @@
+import CloudletCore
+import CloudletStorage
+import Foundation
+
+/// How far a long offline operation is, for a progress bar.
+@_spi(Maintenance) public struct InspectionProgress: Sendable {
+    /// What is being done ("verify partition 0").
+    public var phase: String
+    public var bytesDone: UInt64
+    public var bytesTotal: UInt64
+}
+
+@_spi(Maintenance) public typealias ProgressHandler = (InspectionProgress) -> Void
+
+/// Which part of a store an offline command looks at. Nil members match everything.
+@_spi(Maintenance) public struct InspectionFilter: Sendable {
+    public var container: String?
+    public var environment: Environment?
+    public var scope: DatabaseScope?
+    public var owner: String?
+    public var zone: String?
+    public var recordType: String?
+    public var lsns: ClosedRange<UInt64>?
+    /// Show deletions (tombstones) too.
+    public var includeTombstones = false
+
+    public init() {}
+
+    func matches(_ z: ZoneKey) -> Bool {
+        (container == nil || container == z.database.container)
+            && (environment == nil || environment == z.database.environment)
+            && (scope == nil || scope == z.database.scope) && (owner == nil || owner == z.database.owner)
+            && (zone == nil || zone == z.zoneName)
+    }
+
+    func matches(type: String) -> Bool { recordType == nil || recordType == type }
+    func matches(lsn: UInt64) -> Bool { lsns?.contains(lsn) ?? true }
+}
+
+/// One current record version (or, when asked for, tombstone) of a store, as offline commands see it.
+@_spi(Maintenance) public struct CurrentRecord: Sendable {
+    public var partition: Int
+    public var zone: ZoneKey
+    public var recordName: String
+    public var recordType: String
+    /// The record; nil for a tombstone.
+    public var record: Record?
+    /// Its encoding as stored (RecordCodec), empty for a tombstone.
+    public var encoded: ArraySlice<UInt8>
+    public var lsn: UInt64
+    public var index: UInt32
+    /// Modification (or deletion) time, ms since 1970.
+    public var time: Int64
+    public var position: FramePosition
+
+    public var isTombstone: Bool { record == nil }
+}
+
+/// Offline access to a store directory for `cloudlet-tool`: its layout, checkpoints and derived state, read-only.
+/// The caller keeps writers out (a shared ``StoreLock``).
+@_spi(Maintenance) public final class StoreInspector: Sendable {
+    public let path: String
+    public let metadata: StoreMetadata
+    let fileSystem: any FileSystem
+
+    /// Reads the store's metadata; opens nothing else. Throws `.unknownItem` if `path` holds no store.
+    public init(path: String) throws {
+        self.path = path
+        fileSystem = PosixFileSystem()
+        var config = StoreConfiguration()
+        config.readOnly = true
+        metadata = try StoreMetadata.loadOrCreate(directory: path, configuration: config)
+    }
+
+    public var partitionCount: Int { metadata.partitions }
+
+    public func partitionDirectory(_ p: Int) -> String { path + "/" + StoreMetadata.partitionDirectoryName(p) }
+
+    /// Opens the store read-only: recovers each partition in memory (checkpoint plus the log after it), writes
+    /// nothing. Throws what opening throws (`.corruption` naming the segment and offset).
+    public func openStore() throws -> CloudletStore {
+        var config = StoreConfiguration()
+        config.readOnly = true
+        config.compaction = .manual
+        return try CloudletStore(path: path, configuration: config)
+    }
+
+    /// Calls `body` with every current record version matching `filter` (and tombstone, if it asks), partition by
+    /// partition in log order, reading each frame once.
+    public func forEachCurrent(
+        in store: CloudletStore, filter: InspectionFilter, progress: ProgressHandler? = nil,
+        _ body: (CurrentRecord) throws -> Void
+    ) throws {
+        for p in store.partitions {
+            let st = p.state.withLock { $0 }
+            let wanted = st.zones.keys.contains(where: filter.matches)
+            guard wanted else { continue }
+            let segments = p.log.segments()
+            let total = segments.reduce(UInt64(0)) { $0 + $1.size }
+            var done: UInt64 = 0
+            for segment in segments {
+                var reader = try SegmentFrameReader(segment, fileSystem: fileSystem)
+                while let frame = try reader.next() {
+                    done += UInt64(frame.position.length)
+                    if done & 0xFFFFF < UInt64(frame.position.length) {
+                        progress?(InspectionProgress(phase: "partition \(p.id)", bytesDone: done, bytesTotal: total))
+                    }
+                    guard filter.matches(lsn: frame.lsn) else { continue }
+                    let payload = try frame.payload()
+                    let (commit, slots, _) = try Commit.decode(payload)
+                    for (k, m) in commit.mutations.enumerated() {
+                        let index = commit.index(k)
+                        switch m {
+                        case .putRecord(let z, let r, _):
+                            guard filter.matches(z), filter.matches(type: r.recordType),
+                                st.isLive(m, lsn: frame.lsn, index: index), let slot = slots[k]
+                            else { continue }
+                            var record = r
+                            record.id.zoneID = z.zoneID
+                            try body(
+                                CurrentRecord(
+                                    partition: Int(p.id), zone: z, recordName: r.recordName, recordType: r.recordType,
+                                    record: record, encoded: payload[Int(slot.offset)..<Int(slot.offset + slot.length)],
+                                    lsn: frame.lsn, index: index, time: r.modified?.timestamp ?? 0, position: frame.position))
+                        case .deleteRecord(let z, let name, let type, let time):
+                            guard filter.includeTombstones, filter.matches(z), filter.matches(type: type),
+                                st.isLive(m, lsn: frame.lsn, index: index)
+                            else { continue }
+                            try body(
+                                CurrentRecord(
+                                    partition: Int(p.id), zone: z, recordName: name, recordType: type, record: nil,
+                                    encoded: [], lsn: frame.lsn, index: index, time: time, position: frame.position))
+                        default: continue
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The zones of the store matching `filter`: custom zones that exist, and default zones holding something.
+    public func zones(in store: CloudletStore, filter: InspectionFilter) -> [(partition: Int, zone: ZoneKey, createdLSN: UInt64)] {
+        var out: [(Int, ZoneKey, UInt64)] = []
+        for p in store.partitions {
+            p.state.withLock { st in
+                for (key, zone) in st.zones where filter.matches(key) {
+                    if key.zoneName == ZoneID.defaultZoneName && zone.records.isEmpty { continue }
+                    out.append((Int(p.id), key, zone.createdLSN))
+                }
+            }
+        }
+        return out.sorted { $0.1.canonicalName < $1.1.canonicalName }
+    }
+
+    /// The schema of every container (both environments) matching `filter.container`.
+    public func schema(in store: CloudletStore, container: String?) -> [(container: String, environment: Environment, types: [RecordTypeSchema])] {
+        let catalog = store.schemaSnapshot()
+        return catalog.types.compactMap { key, types in
+            guard container == nil || container == key.container else { return nil }
+            return (key.container, key.environment, types.values.sorted { $0.name < $1.name })
+        }.sorted { ($0.container, $0.environment.rawValue) < ($1.container, $1.environment.rawValue) }
+    }
+}
+
+extension ZoneKey {
+    /// `container/environment/scope/owner/zone`: a stable, readable name that sorts zones the same everywhere.
+    @_spi(Maintenance) public var canonicalName: String {
+        [database.container, database.environment.rawValue, database.scope.rawValue, database.owner, zoneName]
+            .joined(separator: "/")
+    }
+}

@@ -1,0 +1,152 @@
+import CloudletCore
+
+extension Log {
+    /// Ends the segment being written (if it holds a frame): the next frame goes to a new segment, which exists
+    /// (header written and synced) when this returns. Lets a compaction take in everything written so far.
+    public func roll() throws {
+        if configuration.readOnly {
+            throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is open read-only")
+        }
+        let target = try monitor.withLock { s throws -> UInt64? in
+            if let failure = s.failure { throw failure }
+            if s.closing { throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is closed") }
+            guard s.stagingSegmentHasFrames else { return nil }
+            let first = s.lastLSN + 1
+            s.stagingSegment = first
+            s.stagingOffset = UInt64(SegmentHeader.size)
+            s.stagingSegmentHasFrames = false
+            // An empty run that creates the segment: the committer seals the current one and creates this one.
+            s.chunks.append(
+                LogState.Chunk(
+                    segment: first, fileOffset: UInt64(SegmentHeader.size), start: s.pending.count, count: 0,
+                    createsSegment: true, lastLSN: s.lastLSN))
+            return first
+        }
+        guard let target else { return }
+        monitor.signal(.work)
+        try monitor.withLock(
+            waitingOn: .progress,
+            until: { s in s.failure != nil || s.closed || s.segmentIndex(target) != nil }
+        ) { s in
+            if let failure = s.failure { throw failure }
+            if s.segmentIndex(target) == nil {
+                throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) closed while rolling")
+            }
+        }
+    }
+
+    /// Starts a compaction of every sealed segment (a prefix of the log: earlier compacted segments included), or
+    /// returns nil when there is none. Only one compaction runs at a time: throws `.invalidArguments` if one is
+    /// under way. Finish with ``installCompaction(_:)`` or ``abandonCompaction(_:)``.
+    public func beginCompaction() throws -> CompactionWriter? {
+        if configuration.readOnly {
+            throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is open read-only")
+        }
+        // Leftovers of a compaction that failed in this process may hold higher generations than the state knows.
+        let onDisk = try LogLayout.load(directory: directory, fileSystem: fileSystem).highestGeneration
+        return try monitor.withLock { s throws -> CompactionWriter? in
+            if let failure = s.failure { throw failure }
+            if s.closing { throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is closed") }
+            if s.compacting { throw CloudletError.invalid("a compaction of partition \(partition) is already running") }
+            let sealed = s.segments.prefix { $0.sealed }
+            guard !sealed.isEmpty else { return nil }
+            s.compacting = true
+            let generation = max(s.highestGeneration, onDisk) + 1
+            s.highestGeneration = generation
+            let inputs = sealed.map {
+                SegmentInfo(
+                    path: $0.path, firstLSN: $0.firstLSN, lastLSN: $0.lastLSN, size: $0.size, sealed: true,
+                    generation: $0.generation)
+            }
+            return CompactionWriter(
+                directory: directory, partition: partition, generation: generation, inputs: inputs,
+                segmentSize: configuration.segmentSize, compressionThreshold: configuration.compressionThreshold,
+                epoch: configuration.epoch, fileSystem: fileSystem)
+        }
+    }
+
+    /// Makes a finished compaction take effect: ``writeCompactionMarker(_:)``, ``swapInCompaction(_:)``, then
+    /// ``removeSegmentFiles(_:)``. Returns the replaced (deleted) files.
+    @discardableResult
+    public func installCompaction(_ writer: CompactionWriter) throws -> [String] {
+        try writeCompactionMarker(writer)
+        let replaced = swapInCompaction(writer)
+        removeSegmentFiles(replaced)
+        return replaced
+    }
+
+    /// The commit point of a compaction: writes the marker naming the writer's generation. From here on a crash
+    /// recovers the compacted log; until ``swapInCompaction(_:)`` this process keeps reading the old segments,
+    /// which still exist.
+    ///
+    /// If writing the marker fails before its rename, nothing changed and the compaction is abandoned. If the
+    /// rename happened but the directory fsync failed, the log fails (read-only): a crash could go either way.
+    public func writeCompactionMarker(_ writer: CompactionWriter) throws {
+        precondition(!writer.segments.isEmpty, "writeCompactionMarker before finish")
+        let marker = writer.marker
+        let valid = monitor.withLock { s in
+            s.compacting && s.failure == nil && !s.closing
+                && s.segments.contains { $0.firstLSN == marker.coveredThrough + 1 }
+                && s.segments.prefix { $0.firstLSN <= marker.coveredThrough }.map(\.path) == writer.inputs.map(\.path)
+        }
+        guard valid else {
+            abandonCompaction(writer)
+            throw CloudletError(
+                .internalError,
+                "the compaction of partition \(partition) no longer matches the log (closed, failed, or its segments changed)")
+        }
+        do throws(CompactionMarker.MarkerWriteError) {
+            try marker.write(directory: directory, fileSystem: fileSystem)
+        } catch {
+            let failure = CloudletError.io(error.error, "writing the compaction marker of \(directory)")
+            if error.durabilityUnknown {
+                monitor.withLock { s in
+                    if s.failure == nil {
+                        s.failure = CloudletError(
+                            .readOnly, "partition \(partition) is read-only: \(failure.message)", cause: error.error)
+                    }
+                }
+                monitor.broadcast(.progress)
+            } else {
+                abandonCompaction(writer)
+            }
+            throw failure
+        }
+    }
+
+    /// Swaps the compacted segments in for the ones they replace (in memory only; call after
+    /// ``writeCompactionMarker(_:)``). Readers that took a position in a replaced segment before the swap keep
+    /// reading the old file (still open) or fail with `.invalidArguments`/`.corruption` and must look their position
+    /// up again. Returns the replaced files, for ``removeSegmentFiles(_:)``.
+    public func swapInCompaction(_ writer: CompactionWriter) -> [String] {
+        let marker = writer.marker
+        return monitor.withLock { s -> [String] in
+            let old = s.segments.prefix { $0.firstLSN <= marker.coveredThrough }
+            // Readers holding a replaced file finish with it; the descriptor closes with its last reference.
+            for o in old { s.files[o.firstLSN] = nil }
+            let new = writer.segments.map {
+                LogState.Segment(
+                    firstLSN: $0.firstLSN, lastLSN: $0.lastLSN, size: $0.size, sealed: true, path: $0.path,
+                    generation: $0.generation)
+            }
+            s.segments.replaceSubrange(0..<old.count, with: new)
+            s.marker = marker
+            s.compacting = false
+            s.stats.compactions += 1
+            return old.map(\.path)
+        }
+    }
+
+    /// Deletes segment files a compaction replaced. Failing to leaves files that the next open removes.
+    public func removeSegmentFiles(_ paths: [String]) {
+        guard !paths.isEmpty else { return }
+        for path in paths { try? fileSystem.remove(path) }
+        try? fileSystem.fsyncDirectory(directory)
+    }
+
+    /// Gives up a compaction: deletes what it wrote and lets another one start.
+    public func abandonCompaction(_ writer: CompactionWriter) {
+        writer.abandon()
+        monitor.withLock { $0.compacting = false }
+    }
+}

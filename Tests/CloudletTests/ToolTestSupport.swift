@@ -1,0 +1,104 @@
+import CloudletCore
+import Foundation
+import Testing
+
+@testable @_spi(Maintenance) import Cloudlet
+
+/// The built `cloudlet-tool` executable, next to the test bundle.
+func toolExecutable() throws -> String {
+    let bundleDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    for dir in [bundleDir, bundleDir.deletingLastPathComponent()] {
+        let candidate = dir.appendingPathComponent("cloudlet-tool").path
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    }
+    throw CloudletError(.notSupported, "no cloudlet-tool executable next to \(bundleDir.path); run `swift build` first")
+}
+
+/// What a run of the tool printed and how it exited.
+struct ToolRun: CustomStringConvertible {
+    var code: Int32
+    var stdout: String
+    var stderr: String
+
+    var lines: [String] { stdout.split(separator: "\n").map(String.init) }
+    /// stdout as one JSON document.
+    func json() throws -> JSONValue { try JSONValue.parse(stdout.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    /// stdout as JSON lines.
+    func jsonLines() throws -> [JSONValue] { try lines.map { try JSONValue.parse($0) } }
+    var description: String { "exit \(code)\nstdout:\n\(stdout.prefix(4000))\nstderr:\n\(stderr.prefix(4000))" }
+}
+
+/// Runs `cloudlet-tool` with `args` to completion (no terminal: no progress bar).
+func tool(_ args: String...) throws -> ToolRun { try tool(args) }
+
+func tool(_ args: [String]) throws -> ToolRun {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: try toolExecutable())
+    p.arguments = args
+    let out = Pipe()
+    let err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    try p.run()
+    // Read both pipes while it runs, so that a full pipe never blocks it.
+    final class Box: @unchecked Sendable {  // written by the reader before `group.leave()`, read after `wait()`
+        var data = Data()
+    }
+    let errBox = Box()
+    let group = DispatchGroup()
+    group.enter()
+    DispatchQueue.global().async {
+        errBox.data = err.fileHandleForReading.readDataToEndOfFile()
+        group.leave()
+    }
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    group.wait()
+    let errData = errBox.data
+    return ToolRun(
+        code: p.terminationStatus, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
+}
+
+/// A store configuration for tool tests: small segments, OS durability, no background compaction.
+func toolStoreConfig(segmentSize: Int = 16 << 10) -> StoreConfiguration {
+    var c = StoreConfiguration(durability: .os)
+    c.segmentSize = segmentSize
+    c.compaction = .manual
+    return c
+}
+
+/// The content hash of the store at `path`, computed in-process (as `cloudlet-tool hash` does).
+func contentHash(_ path: String, ignoreChangeTags: Bool = false) throws -> String {
+    let inspector = try StoreInspector(path: path)
+    let store = try inspector.openStore()
+    defer { try? store.closeNow() }
+    var options = HashOptions()
+    options.ignoreChangeTags = ignoreChangeTags
+    return try inspector.hash(store: store, filter: InspectionFilter(), options: options).store
+}
+
+/// The total size of the files under `path`.
+func directorySize(_ path: String) throws -> UInt64 {
+    var total: UInt64 = 0
+    let e = FileManager.default.enumerator(atPath: path)!
+    while let f = e.nextObject() as? String {
+        let attrs = try FileManager.default.attributesOfItem(atPath: path + "/" + f)
+        if attrs[.type] as? FileAttributeType == .typeRegular { total += (attrs[.size] as? UInt64) ?? 0 }
+    }
+    return total
+}
+
+/// The segment files of partition 0, sorted.
+func segmentFiles(_ store: String) throws -> [String] {
+    try FileManager.default.contentsOfDirectory(atPath: store + "/p0000").filter { $0.hasSuffix(".seg") }.sorted()
+}
+
+/// Flips the bits of one byte of a file in place.
+func xorByte(_ path: String, at offset: UInt64, with mask: UInt8 = 0xFF) throws {
+    let h = try #require(FileHandle(forUpdatingAtPath: path))
+    defer { try? h.close() }
+    try h.seek(toOffset: offset)
+    let byte = h.readData(ofLength: 1)
+    try h.seek(toOffset: offset)
+    h.write(Data([byte[0] ^ mask]))
+}

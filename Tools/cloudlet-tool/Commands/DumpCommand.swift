@@ -1,0 +1,122 @@
+@_spi(Maintenance) import Cloudlet
+import CloudletStorage
+import Foundation
+
+enum DumpCommand: Command {
+    static let help = """
+        USAGE: cloudlet-tool dump --data DIR [--log | --frames] [filters] [--tombstones] [--json]
+
+        Prints records, one per line (JSON lines with --json, in the export format plus partition, lsn and index):
+          (default)   the current version of every record, in log order;
+          --log       every mutation in the log, superseded ones included, each marked live or dead — also on a
+                      store that does not open (problems are reported on stderr);
+          --frames    every frame: position, LSN, epoch, sizes, compression, mutations (live ones).
+        Read-only.
+
+        OPTIONS
+          --log             Every mutation of the log.
+          --frames          Every frame.
+          --tombstones      Show deletions (record tombstones; zone deletions with --log) too.
+        \(FilterOptions.help)
+        \(Common.help)
+        """
+
+    static func run(_ args: [String]) async throws -> Int32 {
+        let o = try Options(
+            args, valued: Common.valued.union(FilterOptions.valued),
+            flags: Common.flags.union(["--log", "--frames", "--tombstones"]), help: help)
+        let common = try Common(o)
+        var filter = try FilterOptions.parse(o)
+        filter.includeTombstones = o.has("--tombstones")
+        if o.has("--log") && o.has("--frames") { throw UsageError(message: "--log and --frames exclude each other") }
+        let (lock, inspector) = try common.inspect()
+        defer { lock.release() }
+
+        if o.has("--log") || o.has("--frames") {
+            // Liveness when the store opens; the log alone otherwise.
+            let store = try? inspector.openStore()
+            defer { try? store?.closeNow() }
+            let states = store.map { inspector.states(of: $0) }
+            let findings = try inspector.dumpLog(
+                filter: filter, states: states,
+                frames: o.has("--frames") ? { f in common.json ? Out.json(json(f)) : Out.line(text(f)) } : nil,
+                mutations: o.has("--log") ? { m in common.json ? Out.json(json(m)) : Out.line(text(m)) } : nil,
+                progress: Progress.handler)
+            Out.flush()
+            for f in findings { warn(VerifyCommand.describe(f)) }
+            return findings.contains { $0.severity == .error } ? 65 : 0
+        }
+
+        let store = try inspector.openStore()
+        defer { try? store.closeNow() }
+        try inspector.forEachCurrent(in: store, filter: filter, progress: Progress.handler) { r in
+            if common.json {
+                let extra: [(String, JSONValue)] = [("partition", .int(r.partition)), ("lsn", .int(r.lsn)), ("index", .int(r.index))]
+                if let record = r.record {
+                    Out.json(RecordJSON.line(record, zone: r.zone, extra: extra))
+                } else {
+                    Out.json(
+                        .object(
+                            [("kind", .string("tombstone"))] + RecordJSON.location(r.zone) + extra + [
+                                ("recordName", .string(r.recordName)), ("recordType", .string(r.recordType)),
+                                ("deleted", .int(r.time)),
+                            ]))
+                }
+            } else if let record = r.record {
+                Out.line("\(r.zone.canonicalName) \(record.recordName) \(record.recordType) tag \(record.changeTag ?? "-") LSN \(r.lsn).\(r.index) \(fields(record))")
+            } else {
+                Out.line("\(r.zone.canonicalName) \(r.recordName) \(r.recordType) DELETED LSN \(r.lsn).\(r.index)")
+            }
+        }
+        return 0
+    }
+
+    static func fields(_ r: Record) -> String {
+        "{" + r.fields.sorted { $0.key < $1.key }.map { "\($0.key): \(RecordJSON.encode($0.value)["value"]!.serialized())" }.joined(separator: ", ") + "}"
+    }
+
+    static func text(_ f: DumpedFrame) -> String {
+        let live = f.liveMutations.map { " (\($0) live)" } ?? ""
+        return "p\(f.partition) \(f.segment)@\(f.offset)+\(f.length) LSN \(f.lsn) epoch \(f.epoch) type \(f.type)\(f.compressed ? " lz4" : "") payload \(f.payloadBytes) B, \(f.mutations) mutation(s)\(live) \(f.zones.map(\.canonicalName).joined(separator: " "))"
+    }
+
+    static func json(_ f: DumpedFrame) -> JSONValue {
+        .object([
+            "partition": .int(f.partition), "segment": .string(f.segment), "offset": .int(f.offset), "length": .int(f.length),
+            "lsn": .int(f.lsn), "epoch": .int(f.epoch), "type": .int(f.type), "compressed": .bool(f.compressed),
+            "payloadBytes": .int(f.payloadBytes), "mutations": .int(f.mutations),
+            "liveMutations": f.liveMutations.map { .int($0) }, "zones": .array(f.zones.map { .string($0.canonicalName) }),
+        ])
+    }
+
+    static func text(_ m: DumpedMutation) -> String {
+        let live = m.live.map { $0 ? " live" : " dead" } ?? ""
+        var s = "p\(m.partition) LSN \(m.lsn).\(m.index) \(m.segment)@\(m.offset) \(m.kind.rawValue)\(live)"
+        if let z = m.zone { s += " \(z.canonicalName)" }
+        if let n = m.recordName { s += " \(n)" }
+        if let t = m.recordType, m.kind != .schemaField { s += " \(t)" }
+        if let r = m.record { s += " tag \(r.changeTag ?? "-") \(fields(r))" }
+        if let d = m.detail { s += " \(d)" }
+        return s
+    }
+
+    static func json(_ m: DumpedMutation) -> JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("kind", .string(m.kind.rawValue)), ("partition", .int(m.partition)), ("lsn", .int(m.lsn)),
+            ("index", .int(m.index)), ("epoch", .int(m.epoch)), ("segment", .string(m.segment)), ("offset", .int(m.offset)),
+        ]
+        if let live = m.live { members.append(("live", .bool(live))) }
+        if let z = m.zone { members += RecordJSON.location(z) }
+        if let r = m.record, let z = m.zone {
+            if case .object(let rec) = RecordJSON.line(r, zone: z) {
+                members += rec.filter { ["recordName", "recordType", "changeTag", "created", "modified", "fields"].contains($0.0) }
+            }
+        } else {
+            if let n = m.recordName { members.append(("recordName", .string(n))) }
+            if let t = m.recordType { members.append(("recordType", .string(t))) }
+        }
+        if let t = m.time { members.append(("time", .int(t))) }
+        if let d = m.detail { members.append(("detail", .string(d))) }
+        return .object(members)
+    }
+}

@@ -1,0 +1,129 @@
+@_spi(Maintenance) import Cloudlet
+import CloudletStorage
+import Foundation
+
+enum InfoCommand: Command {
+    static let help = """
+        USAGE: cloudlet-tool info --data DIR [--json]
+
+        Describes a store: format version, partitions, each partition's segments (LSN range, size, epoch,
+        compaction generation), compaction marker, checkpoints (and whether opening uses them), LSN range, dead
+        bytes, and its containers, databases and zones with record and tombstone counts. Read-only.
+
+        OPTIONS
+        \(Common.help)
+        """
+
+    static func run(_ args: [String]) async throws -> Int32 {
+        let o = try Options(args, valued: Common.valued, flags: Common.flags, help: help)
+        let common = try Common(o)
+        let (lock, inspector) = try common.inspect()
+        defer { lock.release() }
+        let info = try inspector.info()
+        if common.json { Out.json(json(info)) } else { text(info, path: common.data) }
+        if let e = info.openError {
+            warn("error: the store does not open (run `cloudlet-tool verify`): \(e)")
+            return 65
+        }
+        return 0
+    }
+
+    static func text(_ info: StoreInfo, path: String) {
+        let m = info.metadata
+        let created = Date(timeIntervalSince1970: Double(m.created) / 1000)
+        Out.line("store \(path): format \(m.format), id \(m.storeID), \(m.partitions) partition(s), created \(created)")
+        for p in info.partitions {
+            let lsns = p.lastLSN.map { "LSNs 1…\($0)" } ?? "LSN range unknown"
+            let generation = p.marker.map { "compaction generation \($0.generation) (compacted through LSN \($0.coveredThrough))" } ?? "never compacted"
+            Out.line("partition \(p.index) (\(name(p.directory))): \(lsns), \(generation)")
+            let size = p.segments.reduce(UInt64(0)) { $0 + $1.size }
+            let epochs = Set(p.segments.compactMap(\.epoch)).sorted()
+            Out.line("  \(p.segments.count) segment(s), \(bytes(size)), epochs \(epochs.map(String.init).joined(separator: ", "))")
+            var rows = [["segment", "LSNs", "size", "epoch", "kind"]]
+            for s in p.segments {
+                rows.append([
+                    s.name, s.lastLSN.map { $0 < s.firstLSN ? "empty (from \(s.firstLSN))" : "\(s.firstLSN)…\($0)" } ?? "\(s.firstLSN)…?",
+                    bytes(s.size), s.epoch.map(String.init) ?? "?",
+                    s.generation.map { "compacted (generation \($0))" } ?? "regular",
+                ])
+            }
+            table(rows, indent: "    ").forEach(Out.line)
+            for l in p.leftovers { Out.line("  leftover of an interrupted compaction: \(name(l))") }
+            if p.checkpoints.isEmpty { Out.line("  no checkpoint: opening replays the whole log") }
+            for c in p.checkpoints {
+                var notes: [String] = []
+                if let g = c.generation { notes.append("generation \(g)") }
+                if c.used { notes.append("used") }
+                if let problem = c.problem { notes.append(problem) }
+                Out.line("  checkpoint \(c.name): LSN \(c.lsn), \(bytes(c.size))\(notes.isEmpty ? "" : ", " + notes.joined(separator: ", "))")
+            }
+            if let replayed = p.framesReplayed { Out.line("  opening replays \(replayed) frame(s) after the checkpoint") }
+            if let dead = p.deadBytes, let sealed = p.sealedBytes {
+                Out.line("  dead bytes in sealed segments: \(bytes(dead)) of \(bytes(sealed)) (\(percent(dead, of: sealed)))")
+            }
+            if let purged = p.purgedThroughLSN, purged > 0 { Out.line("  tombstones purged through LSN \(purged)") }
+            if let deleted = p.deletedZones, deleted > 0 { Out.line("  \(deleted) deleted zone(s) remembered for change feeds") }
+        }
+        let containers = Set(info.zones.map(\.key.database.container))
+        let databases = Set(info.zones.map(\.key.database))
+        Out.line("\(info.zones.count) zone(s) in \(databases.count) database(s) of \(containers.count) container(s), \(info.zones.reduce(0) { $0 + $1.records }) record(s)")
+        var last: DatabaseID?
+        var rows: [[String]] = []
+        func flush() {
+            table(rows, indent: "    ").forEach(Out.line)
+            rows = []
+        }
+        for z in info.zones {
+            if z.key.database != last {
+                flush()
+                last = z.key.database
+                Out.line("  \(z.key.database.container) \(z.key.database.environment.rawValue) \(z.key.database.scope.rawValue) (\(z.key.database.owner))")
+            }
+            rows.append([z.key.zoneName, "\(z.records) record(s)", "\(z.tombstones) tombstone(s)", "partition \(z.partition)", "created at LSN \(z.createdLSN)"])
+        }
+        flush()
+    }
+
+    static func json(_ info: StoreInfo) -> JSONValue {
+        .object([
+            "format": .int(info.metadata.format), "storeID": .string(info.metadata.storeID),
+            "created": .int(info.metadata.created), "openError": info.openError.map(JSONValue.string),
+            "logBytes": .int(info.logBytes),
+            "partitions": .array(
+                info.partitions.map { p in
+                    .object([
+                        "index": .int(p.index), "directory": .string(p.directory), "lastLSN": p.lastLSN.map { .int($0) },
+                        "compaction": p.marker.map { .object([("generation", .int($0.generation)), ("coveredThrough", .int($0.coveredThrough))]) },
+                        "segments": .array(
+                            p.segments.map { s in
+                                .object([
+                                    "name": .string(s.name), "firstLSN": .int(s.firstLSN), "lastLSN": s.lastLSN.map { .int($0) },
+                                    "size": .int(s.size), "epoch": s.epoch.map { .int($0) },
+                                    "generation": s.generation.map { .int($0) },
+                                ])
+                            }),
+                        "leftovers": .array(p.leftovers.map { .string(name($0)) }),
+                        "checkpoints": .array(
+                            p.checkpoints.map { c in
+                                .object([
+                                    "name": .string(c.name), "lsn": .int(c.lsn), "size": .int(c.size),
+                                    "generation": c.generation.map { .int($0) }, "used": .bool(c.used),
+                                    "problem": c.problem.map(JSONValue.string),
+                                ])
+                            }),
+                        "framesReplayed": p.framesReplayed.map { .int($0) }, "sealedBytes": p.sealedBytes.map { .int($0) },
+                        "deadBytes": p.deadBytes.map { .int($0) }, "purgedThroughLSN": p.purgedThroughLSN.map { .int($0) },
+                        "deletedZones": p.deletedZones.map { .int($0) }, "schemaTypes": p.schemaTypes.map { .int($0) },
+                    ])
+                }),
+            "zones": .array(
+                info.zones.map { z in
+                    .object(
+                        RecordJSON.location(z.key) + [
+                            ("partition", .int(z.partition)), ("records", .int(z.records)), ("tombstones", .int(z.tombstones)),
+                            ("createdLSN", .int(z.createdLSN)), ("lastChangeLSN", .int(z.lastChangeLSN)),
+                        ])
+                }),
+        ])
+    }
+}
