@@ -29,19 +29,22 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
         case database = 2
     }
 
-    /// A zone token: store, zone, the zone's incarnation, and the change point reached.
+    /// A zone token: store, zone, the zone's incarnation, the change point reached, and the partition's purge
+    /// horizon when the token was issued (a later purge past the point expires it).
     struct ZonePosition: Equatable {
         var store: UInt64
         var zone: UInt64
         var incarnation: UInt64
         var point: ChangePoint
+        var horizon: UInt64
     }
 
-    /// A database token: store, database, and the LSN reached in each partition.
+    /// A database token: store, database, and per partition the LSN reached and the purge horizon at issue.
     struct DatabasePosition: Equatable {
         var store: UInt64
         var database: UInt64
         var lsns: [UInt64]
+        var horizons: [UInt64]
     }
 
     init(_ p: ZonePosition) {
@@ -53,6 +56,7 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
         w.u64(p.incarnation)
         w.u64(p.point.lsn)
         w.u32(p.point.index)
+        w.u64(p.horizon)
         w.u32(CRC32C.checksum(w.bytes))
         bytes = w.bytes
     }
@@ -65,6 +69,7 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
         w.u64(p.database)
         w.varint(p.lsns.count)
         for l in p.lsns { w.u64(l) }
+        for h in p.horizons { w.u64(h) }
         w.u32(CRC32C.checksum(w.bytes))
         bytes = w.bytes
     }
@@ -94,7 +99,7 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
             var r = try reader(.zone)
             let p = ZonePosition(
                 store: try r.u64(), zone: try r.u64(), incarnation: try r.u64(),
-                point: ChangePoint(lsn: try r.u64(), index: try r.u32()))
+                point: ChangePoint(lsn: try r.u64(), index: try r.u32()), horizon: try r.u64())
             guard r.isAtEnd else { throw CloudletError.invalid("the change token is malformed") }
             return p
         } catch let e as CloudletError where e.code == .corruption {
@@ -107,11 +112,13 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
             var r = try reader(.database)
             let store = try r.u64()
             let database = try r.u64()
-            let n = try r.length(unit: 8)
+            let n = try r.length(unit: 16)
             var lsns: [UInt64] = []
+            var horizons: [UInt64] = []
             for _ in 0..<n { lsns.append(try r.u64()) }
+            for _ in 0..<n { horizons.append(try r.u64()) }
             guard r.isAtEnd else { throw CloudletError.invalid("the change token is malformed") }
-            return DatabasePosition(store: store, database: database, lsns: lsns)
+            return DatabasePosition(store: store, database: database, lsns: lsns, horizons: horizons)
         } catch let e as CloudletError where e.code == .corruption {
             throw CloudletError.invalid("the change token is malformed")
         }

@@ -65,7 +65,7 @@ extension Database {
         let storeFP = store.fingerprint
         let types = desiredRecordTypes.map(Set.init)
         // Collect the page's entries under the lock; read the records after.
-        let (page, next, more) = try partition.state.withLock { st -> ([(String, RecordEntry)], ChangePoint, Bool) in
+        let (page, next, more, horizon) = try partition.state.withLock { st -> ([(String, RecordEntry)], ChangePoint, Bool, UInt64) in
             guard st.zoneExists(key) else {
                 throw CloudletError(.zoneNotFound, "zone '\(key.zoneName)' does not exist in the \(id.scope.rawValue) database")
             }
@@ -86,7 +86,8 @@ extension Database {
                 guard p.point.lsn <= st.lastLSN else {
                     throw CloudletError.invalid("the change token is ahead of this store (LSN \(p.point.lsn) > \(st.lastLSN))")
                 }
-                if p.point.lsn > 0 && p.point.lsn < st.purgedThroughLSN {
+                // Tombstones after the token's point were forgotten by a purge made since the token was issued.
+                if p.point.lsn < st.purgedThroughLSN && p.horizon < st.purgedThroughLSN {
                     throw CloudletError(
                         .changeTokenExpired,
                         "the change token is older than the tombstone retention window; fetch the zone from scratch")
@@ -94,19 +95,20 @@ extension Database {
                 from = p.point
             }
             var page: [(String, RecordEntry)] = []
-            guard let zone else { return (page, ChangePoint(lsn: st.lastLSN, index: .max), false) }
+            let horizon = st.purgedThroughLSN
+            guard let zone else { return (page, ChangePoint(lsn: st.lastLSN, index: .max), false, horizon) }
             var i = zone.firstChange(after: from)
             var last = from
             while i < zone.changes.count {
                 let (point, name) = zone.changes[i]
                 i += 1
                 guard let e = zone.records[name], e.change == point else { continue }
-                if page.count == limit { return (page, last, true) }
+                if page.count == limit { return (page, last, true, horizon) }
                 last = point
                 if let types, !types.contains(e.recordType) { continue }
                 page.append((name, e))
             }
-            return (page, ChangePoint(lsn: st.lastLSN, index: .max), false)
+            return (page, ChangePoint(lsn: st.lastLSN, index: .max), false, horizon)
         }
         // Nothing that could still be lost in a crash is reported, and the token never points past what is durable.
         try await partition.waitDurable(min(next.lsn, partition.log.lastLSN))
@@ -128,7 +130,8 @@ extension Database {
             }
         }
         let zoneState = partition.state.withLock { $0.zones[key]?.createdLSN ?? 0 }
-        let t = ChangeToken(ChangeToken.ZonePosition(store: storeFP, zone: key.stableHash, incarnation: zoneState, point: next))
+        let t = ChangeToken(ChangeToken.ZonePosition(
+                store: storeFP, zone: key.stableHash, incarnation: zoneState, point: next, horizon: horizon))
         return ZoneChanges(changes: changes, token: t, moreComing: more)
     }
 
@@ -142,6 +145,7 @@ extension Database {
         let limit = try Self.pageLimit(resultsLimit)
         let partitions = store.partitions
         var lsns = [UInt64](repeating: 0, count: partitions.count)
+        var issuedHorizons = [UInt64](repeating: 0, count: partitions.count)
         if let token {
             let p = try token.databasePosition()
             guard p.store == store.fingerprint else { throw CloudletError.invalid("the change token belongs to another store") }
@@ -150,14 +154,17 @@ extension Database {
             }
             guard p.lsns.count == partitions.count else { throw CloudletError.invalid("the change token is malformed") }
             lsns = p.lsns
+            issuedHorizons = p.horizons
         }
+        var horizons = issuedHorizons
         var changed: [ZoneID] = []
         var deleted: [ZoneID] = []
         var more = false
         var next = lsns
         for (pi, partition) in partitions.enumerated() {
             let since = lsns[pi]
-            let (events, last, expired, ahead) = partition.state.withLock { st in
+            let issued = issuedHorizons[pi]
+            let (events, last, expired, ahead, horizon) = partition.state.withLock { st in
                 var events: [(lsn: UInt64, zone: String, deleted: Bool)] = []
                 for (key, zone) in st.zones where key.database == id && zone.lastChangeLSN > since {
                     // A zone nobody wrote to is reported once it exists as a custom zone.
@@ -168,8 +175,10 @@ extension Database {
                     events.append((d.lsn, key.zoneName, true))
                 }
                 events.sort { ($0.lsn, $0.zone) < ($1.lsn, $1.zone) }
-                return (events, st.lastLSN, since > 0 && since < st.purgedThroughLSN, since > st.lastLSN)
+                let expired = token != nil && since < st.purgedThroughLSN && issued < st.purgedThroughLSN
+                return (events, st.lastLSN, expired, since > st.lastLSN, st.purgedThroughLSN)
             }
+            horizons[pi] = horizon
             if ahead { throw CloudletError.invalid("the change token is ahead of this store") }
             if expired {
                 throw CloudletError(
@@ -191,7 +200,8 @@ extension Database {
             if !more { next[pi] = last }
             try await partition.waitDurable(min(next[pi], partition.log.lastLSN))
         }
-        let t = ChangeToken(ChangeToken.DatabasePosition(store: store.fingerprint, database: Fingerprint.of(id), lsns: next))
+        let t = ChangeToken(
+            ChangeToken.DatabasePosition(store: store.fingerprint, database: Fingerprint.of(id), lsns: next, horizons: horizons))
         return DatabaseChanges(changedZones: changed, deletedZones: deleted, token: t, moreComing: more)
     }
 

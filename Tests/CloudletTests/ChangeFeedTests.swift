@@ -126,6 +126,33 @@ import Testing
         try await store.close()
     }
 
+    @Test func pagingFromScratchAfterAPurgeDoesNotExpireItsOwnTokens() async throws {
+        let store = try await openStore(dir)
+        let db = try await setUp(store)
+        _ = try await db.modify((0..<30).map { .create(note("r\($0)", zone: zone)) })
+        try await db.deleteRecord(RecordID(recordName: "r0", zoneID: zone))
+        _ = try await db.save(note("last", zone: zone))
+        #expect(try await store.purgeTombstones(olderThan: -1) == 1)
+        // From scratch, page by page: every page's token must keep working although its point is older than the
+        // purge horizon (the purge happened before the paging began).
+        var names: [String] = []
+        var token: ChangeToken?
+        while true {
+            let page = try await db.zoneChanges(zone, since: token, resultsLimit: 7)
+            names += page.changes.map(\.recordID.recordName)
+            token = page.token
+            if !page.moreComing { break }
+        }
+        #expect(names.sorted() == ((1..<30).map { "r\($0)" } + ["last"]).sorted())
+        // A purge after a token was issued, past its point, does expire it.
+        let mid = try await db.zoneChanges(zone, resultsLimit: 5).token
+        try await db.deleteRecord(RecordID(recordName: "r1", zoneID: zone))
+        _ = try await db.save(note("later", zone: zone))
+        #expect(try await store.purgeTombstones(olderThan: -1) == 1)
+        await expectError(.changeTokenExpired) { try await db.zoneChanges(zone, since: mid) }
+        try await store.close()
+    }
+
     @Test func databaseChangesReportCreatedChangedAndDeletedZones() async throws {
         let store = try await openStore(dir, partitions: 3)
         let db = try store.container(testContainer).privateDatabase(user: "alice")
