@@ -6,6 +6,7 @@ let package = Package(
     name: "Cloudlet",
     products: [
         .library(name: "Cloudlet", targets: ["Cloudlet"]),
+        .library(name: "CloudletServer", targets: ["CloudletServer"]),
         // Loaded at run time by the server for HTTPS (civetweb 1.15 + OpenSSL 3); see Sources/CivetSSLCompat/shim.c.
         .library(name: "CivetSSLCompat", type: .dynamic, targets: ["CivetSSLCompat"]),
         .executable(name: "cloudlet", targets: ["cloudlet"]),
@@ -28,6 +29,8 @@ let package = Package(
         // The embedded engine (library product).
         .target(name: "Cloudlet", dependencies: ["CloudletCore", "CloudletStorage", "COpenSSL"]),
 
+        // HTTP(S) API compatible with CloudKit Web Services, auth, metrics.
+        .target(name: "CloudletServer", dependencies: ["Cloudlet", "CloudletCore", "CCivetweb", "COpenSSL"]),
         // A shared object with SONAME libssl.so, which civetweb's dlopen("libssl.so") then picks up. SwiftPM allows
         // unsafeFlags in root packages only: a package depending on Cloudlet can use CloudletServer, but must build
         // this library itself (or set CLOUDLET_CIVET_SSL_COMPAT) to serve HTTPS.
@@ -48,5 +51,6 @@ let package = Package(
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore"]),
         .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore"]),
         .testTarget(name: "CloudletTests", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage"]),
+        .testTarget(name: "CloudletServerTests", dependencies: ["CloudletServer", "Cloudlet", "CloudletCore"]),
     ]
 )
