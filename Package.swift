@@ -40,7 +40,7 @@ let package = Package(
                 .linkedLibrary("ssl"), .linkedLibrary("crypto"), .unsafeFlags(["-Xlinker", "-soname=libssl.so"]),
             ]),
 
-        .executableTarget(name: "cloudlet", dependencies: ["Cloudlet", "CloudletCore"]),
+        .executableTarget(name: "cloudlet", dependencies: ["Cloudlet", "CloudletCore", "CloudletServer"]),
         .executableTarget(
             name: "cloudlet-tool", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage"],
             path: "Tools/cloudlet-tool"),
