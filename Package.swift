@@ -30,7 +30,10 @@ let package = Package(
         .target(name: "Cloudlet", dependencies: ["CloudletCore", "CloudletStorage", "COpenSSL"]),
 
         // HTTP(S) API compatible with CloudKit Web Services, auth, metrics.
-        .target(name: "CloudletServer", dependencies: ["Cloudlet", "CloudletCore", "CCivetweb", "COpenSSL"]),
+        .target(
+            name: "CloudletServer", dependencies: ["Cloudlet", "CloudletCore", "CCivetweb", "COpenSSL", "CivetStack"]),
+        // Gives civetweb's threads a 4 MiB stack instead of Debian's 100 KiB; see Sources/CivetStack/stack.c.
+        .target(name: "CivetStack", linkerSettings: [.linkedLibrary("dl")]),
         // A shared object with SONAME libssl.so, which civetweb's dlopen("libssl.so") then picks up. SwiftPM allows
         // unsafeFlags in root packages only: a package depending on Cloudlet can use CloudletServer, but must build
         // this library itself (or set CLOUDLET_CIVET_SSL_COMPAT) to serve HTTPS.

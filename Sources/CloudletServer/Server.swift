@@ -49,7 +49,8 @@ public final class Server: Sendable {
     /// Binds the port and starts serving. - Throws: ``ServerSetupError`` (port in use, bad certificate, no TLS).
     public func start() throws { try listener.start() }
 
-    /// Stops accepting connections, waits for requests in flight to finish, and returns. Idempotent.
+    /// Stops accepting connections, waits for requests in flight to finish, and returns: in milliseconds, or up to
+    /// about 2 s while clients hold idle keep-alive connections. Idempotent.
     public func stop() { listener.stop() }
 
     /// The port listened on (the real one when configured with 0); 0 before ``start()``.

@@ -1,5 +1,6 @@
 import CCivetweb
 import COpenSSL
+import CivetStack
 import Foundation
 import Synchronization
 
@@ -60,6 +61,12 @@ final class HTTPListener: Sendable {
     /// The port bound (the real one when ``Options/port`` was 0); 0 before ``start()``.
     var port: Int { state.withLock { $0.port } }
 
+    /// The stack size of civetweb's threads, which run the handlers (Debian's civetweb alone would give 100 KiB).
+    static var workerStackSize: Int { Int(civet_min_stack_size()) }
+
+    /// The stack size of the calling thread.
+    static var currentThreadStackSize: Int { Int(civet_current_thread_stack_size()) }
+
     /// Binds and starts serving. - Throws: ``ServerSetupError`` naming what failed (port in use, bad certificate).
     func start() throws {
         if options.tls != nil, case .failure(let e) = CivetLibrary.tls { throw e }
@@ -117,8 +124,9 @@ final class HTTPListener: Sendable {
         }
     }
 
-    /// Stops accepting, lets requests being served finish, and returns when every worker thread has exited.
-    /// Idempotent.
+    /// Stops accepting, lets requests being served finish, and returns when every worker thread has exited:
+    /// within milliseconds, except that a worker waiting on an idle keep-alive connection notices only at the end
+    /// of civetweb's 2 s poll quantum (civetweb offers no way to reach that socket). Idempotent.
     func stop() {
         let (context, retained, port) = state.withLock { s -> (Context?, Unmanaged<HTTPListener>?, Int) in
             defer {
