@@ -205,10 +205,22 @@ final class HTTPListener: Sendable {
 
     private struct BodyTooLarge: Error { var length: Int64 }
 
+    /// Reads the body: straight into an array of the declared length, or (chunked) in pieces up to the limit.
     private func readBody(_ conn: OpaquePointer, declared: Int64) -> Result<[UInt8], BodyTooLarge> {
+        if declared >= 0 {
+            var body = [UInt8](repeating: 0, count: Int(declared))
+            var got = 0
+            while got < body.count {
+                let n = body.withUnsafeMutableBytes { mg_read(conn, $0.baseAddress! + got, $0.count - got) }
+                if n <= 0 { break }
+                got += Int(n)
+            }
+            body.removeLast(body.count - got)  // the client sent less than it announced
+            return .success(body)
+        }
+        guard mg_get_header(conn, "Transfer-Encoding") != nil else { return .success([]) }  // no body at all
         var body: [UInt8] = []
-        if declared > 0 { body.reserveCapacity(Int(declared)) }
-        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        var chunk = [UInt8](repeating: 0, count: 16 << 10)
         while true {
             let n = chunk.withUnsafeMutableBytes { mg_read(conn, $0.baseAddress, $0.count) }
             if n <= 0 { break }
