@@ -77,7 +77,7 @@ enum Serve {
         // Take over SIGTERM and SIGINT before anything else, so a signal during start-up also stops cleanly.
         let stop = SignalWaiter([SIGTERM, SIGINT])
 
-        let store = try await StoreAccess.open(dir, durability: durability)
+        let store = try await StoreAccess.open(dir, durability: durability, hint: "One server per data directory")
         let server: Server
         do {
             let bootstrap = try await Credentials(store: store).bootstrapIfNeeded(
