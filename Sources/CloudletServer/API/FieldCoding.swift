@@ -119,13 +119,7 @@ enum FieldCoding {
 
     private static func location(_ v: JSONValue, at path: String, mismatch: APIError) throws -> Location {
         guard case .object(let o) = v else { throw mismatch }
-        func number(_ key: String) throws -> Double? {
-            switch o[key] {
-            case nil, .null?: return nil
-            case .number(let n)?: return n.double
-            case let x?: throw APIError.badRequest("\(path).\(key) must be a number, not \(x.kindDescription)")
-            }
-        }
+        func number(_ key: String) throws -> Double? { try o.double(key, at: path) }
         guard let lat = try number("latitude"), let lon = try number("longitude") else {
             throw APIError.badRequest("\(path) needs latitude and longitude")
         }

@@ -1,49 +1,31 @@
 /// Typed access to the members of a request object; every failure is a `BAD_REQUEST` naming the member by its
 /// path in the request (`operations[3].record.recordName`).
 extension Dictionary where Key == String, Value == JSONValue {
-    /// A string member; nil when absent or null.
-    func string(_ key: String, at path: String) throws -> String? {
-        switch self[key] {
-        case nil, .null?: return nil
-        case .string(let s)?: return s
-        case let v?: throw APIError.badRequest("\(Self.join(path, key)) must be a string, not \(v.kindDescription)")
+    /// The member `key` converted by `extract`; nil when absent or null; `BAD_REQUEST` ("… must be `expected`,
+    /// not …") when `extract` fails.
+    private func member<T>(_ key: String, at path: String, _ expected: String, _ extract: (JSONValue) -> T?) throws
+        -> T?
+    {
+        guard let v = self[key], v != .null else { return nil }
+        guard let t = extract(v) else {
+            throw APIError.badRequest("\(Self.join(path, key)) must be \(expected), not \(v.kindDescription)")
         }
+        return t
     }
 
-    /// A boolean member; nil when absent or null.
-    func bool(_ key: String, at path: String) throws -> Bool? {
-        switch self[key] {
-        case nil, .null?: return nil
-        case .bool(let b)?: return b
-        case let v?: throw APIError.badRequest("\(Self.join(path, key)) must be true or false, not \(v.kindDescription)")
-        }
-    }
-
-    /// An integer member; nil when absent or null.
+    func string(_ key: String, at path: String) throws -> String? { try member(key, at: path, "a string") { $0.stringValue } }
+    func bool(_ key: String, at path: String) throws -> Bool? { try member(key, at: path, "true or false") { $0.boolValue } }
     func int(_ key: String, at path: String) throws -> Int64? {
-        switch self[key] {
-        case nil, .null?: return nil
-        case .number(let n)? where n.int64 != nil: return n.int64
-        case let v?: throw APIError.badRequest("\(Self.join(path, key)) must be an integer, not \(v.kindDescription)")
-        }
+        try member(key, at: path, "an integer") { $0.numberValue?.int64 }
     }
-
-    /// An array member; nil when absent or null.
+    func double(_ key: String, at path: String) throws -> Double? {
+        try member(key, at: path, "a number") { $0.numberValue?.double }
+    }
     func array(_ key: String, at path: String) throws -> [JSONValue]? {
-        switch self[key] {
-        case nil, .null?: return nil
-        case .array(let a)?: return a
-        case let v?: throw APIError.badRequest("\(Self.join(path, key)) must be an array, not \(v.kindDescription)")
-        }
+        try member(key, at: path, "an array") { $0.arrayValue }
     }
-
-    /// An object member; nil when absent or null.
     func object(_ key: String, at path: String) throws -> [String: JSONValue]? {
-        switch self[key] {
-        case nil, .null?: return nil
-        case .object(let o)?: return o
-        case let v?: throw APIError.badRequest("\(Self.join(path, key)) must be an object, not \(v.kindDescription)")
-        }
+        try member(key, at: path, "an object") { $0.objectValue }
     }
 
     /// An array of strings (`desiredKeys`); nil when absent or null.
