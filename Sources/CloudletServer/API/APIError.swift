@@ -47,20 +47,19 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { "\(serverErrorCode) (\(status)): \(reason)" }
 
-    /// The JSON error body: `{uuid, serverErrorCode, reason, redirectURL?}`.
-    func write(to w: inout JSONWriter) {
-        w.object { w in
-            w.member("uuid", UUID().uuidString.lowercased())
-            w.member("serverErrorCode", serverErrorCode)
-            w.member("reason", reason)
-            if let redirectURL { w.member("redirectURL", redirectURL) }
-        }
+    /// Writes the members every error dictionary has, inside an object being written: `uuid`, `serverErrorCode`,
+    /// `reason` and, if set, `redirectURL`. Per-item errors add `recordName` or `zoneID` around them.
+    func writeMembers(to w: inout JSONWriter) {
+        w.member("uuid", UUID().uuidString.lowercased())
+        w.member("serverErrorCode", serverErrorCode)
+        w.member("reason", reason)
+        if let redirectURL { w.member("redirectURL", redirectURL) }
     }
 
-    /// The whole HTTP response for this error.
+    /// The whole HTTP response for this error: `{uuid, serverErrorCode, reason, redirectURL?}`.
     var response: HTTPResponse {
         var w = JSONWriter()
-        write(to: &w)
+        w.object { w in writeMembers(to: &w) }
         return HTTPResponse(status: status, body: w.bytes)
     }
 }

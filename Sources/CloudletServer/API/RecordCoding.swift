@@ -1,5 +1,4 @@
 import Cloudlet
-import Foundation
 
 /// Record dictionaries on the wire: `{recordName, recordType, recordChangeTag, fields, created, modified, deleted,
 /// zoneID}`, and the per-record error dictionaries that stand in for a record in `records/modify` and
@@ -48,12 +47,9 @@ enum RecordCoding {
     /// Writes a per-record error: `{recordName, serverErrorCode, reason, uuid}`, plus `serverRecord` (the record as
     /// the server has it) for `CONFLICT` and `EXISTS`, so a client can merge and retry without another lookup.
     static func writeError(_ e: CloudletError, recordName: String, to w: inout JSONWriter, numbersAsStrings: Bool) {
-        let api = APIError(e)
         w.object { w in
             w.member("recordName", recordName)
-            w.member("serverErrorCode", api.serverErrorCode)
-            w.member("reason", api.reason)
-            w.member("uuid", UUID().uuidString.lowercased())
+            APIError(e).writeMembers(to: &w)
             if let server = e.serverRecord {
                 w.key("serverRecord")
                 write(server, to: &w, desiredKeys: nil, numbersAsStrings: numbersAsStrings)

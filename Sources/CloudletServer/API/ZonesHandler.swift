@@ -1,5 +1,4 @@
 import Cloudlet
-import Foundation
 
 /// `zones/list`, `zones/lookup` and `zones/modify` (operationType `create` / `delete`; custom zones exist only in
 /// private databases). Zone operations are independent of each other: each reports its own result, in order.
@@ -115,13 +114,10 @@ struct ZonesHandler {
     }
 
     private static func writeError(_ e: CloudletError, zone: ZoneID, to w: inout JSONWriter) {
-        let api = APIError(e)
         w.object { w in
             w.key("zoneID")
             ZoneIDCoding.write(zone, to: &w)
-            w.member("serverErrorCode", api.serverErrorCode)
-            w.member("reason", api.reason)
-            w.member("uuid", UUID().uuidString.lowercased())
+            APIError(e).writeMembers(to: &w)
         }
     }
 }
