@@ -80,7 +80,7 @@ import Testing
         Case(name: "unknown database", path: { $0.url("records/lookup", db: "secret") }, body: #"{"records":[]}"#,
              status: 400, code: "BAD_REQUEST", reasonContains: "database 'secret'"),
         Case(name: "container that is not an iCloud identifier", path: { $0.url("records/lookup", container: "com.example.app") },
-             body: #"{"records":[]}"#, status: 400, code: "BAD_REQUEST", reasonContains: "container 'com.example.app' is invalid"),
+             body: #"{"records":[]}"#, status: 400, code: "BAD_REQUEST", reasonContains: "container identifier 'com.example.app' is invalid"),
         Case(name: "container the server does not know", path: { $0.url("records/lookup", container: "iCloud.com.example.nobody") },
              body: #"{"records":[]}"#, status: 400, code: "BAD_REQUEST",
              reasonContains: "container 'iCloud.com.example.nobody' is not known"),

@@ -4,9 +4,9 @@ import Foundation
 /// Answers every request: CloudKit operations under `/database/1/…`, our own endpoints under `/cloudlet/…`.
 /// Counts each request in ``Metrics`` and writes one access-log line.
 ///
-/// A database request goes through, in order: the path (`BAD_REQUEST` for a bad version, container, environment or
-/// database), the operation (`NOT_FOUND` for one we do not serve), the method, the body size (413), the API token
-/// and container (see ``Authenticator``), the user (`AUTHENTICATION_REQUIRED` with a `redirectURL` for the
+/// A database request goes through, in order: the path (`BAD_REQUEST` for a bad version, environment or database),
+/// the operation (`NOT_FOUND` for one we do not serve), the method, the body size (413), the container identifier
+/// (`BAD_REQUEST`), the API token and container (see ``Authenticator``), the user (`AUTHENTICATION_REQUIRED` with a `redirectURL` for the
 /// private and shared databases, public writes and `users/*`), the JSON body, then the operation.
 final class APIRouter: Sendable {
     let store: CloudletStore
@@ -69,6 +69,7 @@ final class APIRouter: Sendable {
                 throw APIError(
                     "BAD_REQUEST", "the request body is \(length) bytes; the limit is \(maxBodySize) bytes", status: 413)
             }
+            let container = try store.container(path.container)  // BAD_REQUEST for a malformed identifier
             let principal = try authenticator.authenticate(request, container: path.container)
             let needsUser = path.scope != .public || op.isWrite || op == .usersCaller || op == .usersCurrent
             if needsUser && principal.user == nil {
@@ -77,7 +78,8 @@ final class APIRouter: Sendable {
                     "AUTHENTICATION_REQUIRED", "\(what) needs a signed-in user: add the ckWebAuthToken query parameter",
                     redirectURL: signInURL(request, container: path.container))
             }
-            let context = try RequestContext(path: path, principal: principal, store: store, body: try body(request, op))
+            let context = try RequestContext(
+                path: path, container: container, principal: principal, body: try body(request, op))
             let bytes: [UInt8]
             switch op {
             case .recordsModify: bytes = try RecordsHandler(context: context).modify()

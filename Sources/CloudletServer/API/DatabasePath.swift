@@ -10,7 +10,8 @@ struct DatabasePath: Sendable {
     /// What follows the database segment, e.g. `records/modify`.
     var operation: String
 
-    /// Parses a path that starts with ``prefix``. - Throws: `BAD_REQUEST` naming the segment that is wrong.
+    /// Parses a path that starts with ``prefix``. - Throws: `BAD_REQUEST` naming the segment that is wrong (the
+    /// container's syntax is the engine's to check).
     init(_ path: String) throws {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst(2)  // "", "database"
         guard parts.count >= 5 else {
@@ -22,10 +23,7 @@ struct DatabasePath: Sendable {
         guard version == "1" else {
             throw APIError.badRequest("protocol version '\(version)' in the path is not supported; use /database/1/")
         }
-        container = String(it.next()!)
-        guard container.hasPrefix("iCloud."), container.count > "iCloud.".count else {
-            throw APIError.badRequest("container '\(container)' is invalid: a container identifier starts with 'iCloud.'")
-        }
+        container = String(it.next()!)  // validated by CloudletStore.container(_:)
         let env = it.next()!
         guard let e = Environment(rawValue: String(env)) else {
             throw APIError.badRequest("environment '\(env)' is not 'development' or 'production'")

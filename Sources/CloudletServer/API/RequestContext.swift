@@ -11,11 +11,11 @@ struct RequestContext: Sendable {
     /// The request body (an empty object for bodiless GETs).
     let body: [String: JSONValue]
 
-    init(path: DatabasePath, principal: Principal, store: CloudletStore, body: [String: JSONValue]) throws {
+    init(path: DatabasePath, container: Container, principal: Principal, body: [String: JSONValue]) throws {
         self.path = path
+        self.container = container
         self.principal = principal
         self.body = body
-        container = try store.container(path.container)
         let user = principal.user?.userRecordName
         switch path.scope {
         case .public:
