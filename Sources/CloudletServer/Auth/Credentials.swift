@@ -55,8 +55,7 @@ public struct Credentials: Sendable {
     /// - Throws: ``CloudletError/Code/invalidArguments`` for a bad name, ``CloudletError/Code/recordExists`` if the
     ///   name is taken.
     public func createUser(name: String) async throws -> (user: User, webAuthToken: String) {
-        try Self.validateUserName(name)
-        let user = User(name: name, userRecordName: "_" + Secrets.hex(try Secrets.randomBytes(16)))
+        let user = try newUser(name)
         let token = try Secrets.newToken()
         try await commit(userRecords(user, token: token) + [marker()])
         return (user, token)
@@ -66,19 +65,15 @@ public struct Credentials: Sendable {
     /// `userName`, atomically. Returns nil (and creates nothing) otherwise.
     public func bootstrapIfNeeded(container: String, userName: String) async throws -> Bootstrap? {
         _ = try store.container(container)
-        try Self.validateUserName(userName)
-        try await ensureZone()
+        let user = try newUser(userName)
         if try await lookup("bootstrap") != nil { return nil }
         let apiToken = try Secrets.newToken()
-        let user = User(name: userName, userRecordName: "_" + Secrets.hex(try Secrets.randomBytes(16)))
         let webToken = try Secrets.newToken()
-        // `create`, not the `forceUpdate` of marker(): of two processes bootstrapping at once, one fails whole.
-        let createMarker = RecordOperation.create(
-            Record(recordType: "Bootstrap", recordName: "bootstrap", zoneID: Self.zone))
         do {
+            // An exclusive marker: of two processes bootstrapping at once, one fails whole.
             try await commit(
                 apiTokenRecords(container: container, secret: apiToken) + userRecords(user, token: webToken)
-                    + [createMarker])
+                    + [marker(exclusive: true)])
         } catch let e as CloudletError where e.code == .recordExists {
             return nil  // another process bootstrapped meanwhile
         }
@@ -111,8 +106,17 @@ public struct Credentials: Sendable {
         ]
     }
 
-    private func marker() -> RecordOperation {
-        .forceUpdate(Record(recordType: "Bootstrap", recordName: "bootstrap", zoneID: Self.zone))
+    /// The record that says credentials exist: `forceUpdate`d by every creation, `create`d (`exclusive`) by the
+    /// bootstrap.
+    private func marker(exclusive: Bool = false) -> RecordOperation {
+        let r = Record(recordType: "Bootstrap", recordName: "bootstrap", zoneID: Self.zone)
+        return exclusive ? .create(r) : .forceUpdate(r)
+    }
+
+    /// A new user named `name` with a random CloudKit-style `userRecordName`.
+    private func newUser(_ name: String) throws -> User {
+        try Self.validateUserName(name)
+        return User(name: name, userRecordName: "_" + Secrets.hex(try Secrets.randomBytes(16)))
     }
 
     private func ensureZone() async throws {
