@@ -13,6 +13,14 @@ enum ZoneIDCoding {
         return ZoneID(zoneName: name, ownerName: owner ?? defaultOwnerName)
     }
 
+    /// The zone ID at `json`, which must be there. - Throws: `BAD_REQUEST` naming `path` when it is absent or null.
+    static func require(_ json: JSONValue?, at path: String) throws -> ZoneID {
+        guard let id = try decode(json, at: path) else {
+            throw APIError.badRequest("\(path) is missing: expected {zoneName, ownerRecordName}")
+        }
+        return id
+    }
+
     static func write(_ zone: ZoneID, to w: inout JSONWriter) {
         w.object { w in
             w.member("zoneName", zone.zoneName)

@@ -16,7 +16,7 @@ struct ZonesHandler {
     func lookup() throws -> [UInt8] {
         guard let items = try context.body.array("zones", at: "") else { throw APIError.badRequest("zones is missing") }
         try checkCount(items.count)
-        let ids = try items.enumerated().map { i, item in try ZoneIDCoding.decode(item, at: "zones[\(i)]")! }
+        let ids = try items.enumerated().map { i, item in try ZoneIDCoding.require(item, at: "zones[\(i)]") }
         let db = context.database
         let results = try EngineBridge.run { () async throws -> [Result<RecordZone, CloudletError>] in
             var out: [Result<RecordZone, CloudletError>] = []
@@ -54,7 +54,7 @@ struct ZonesHandler {
             guard let zone = try o.object("zone", at: path) else { throw APIError.badRequest("\(path).zone is missing") }
             // Spec: {zone: {zoneID: {...}}}; a bare {zone: {zoneName: ...}} is accepted too.
             let id = zone["zoneID"] != nil ? zone["zoneID"] : .object(zone)
-            return (op, try ZoneIDCoding.decode(id, at: path + ".zone.zoneID")!)
+            return (op, try ZoneIDCoding.require(id, at: path + ".zone.zoneID"))
         }
         let db = context.database
         let results = try EngineBridge.run { () async throws -> [Result<RecordZone?, CloudletError>] in
