@@ -51,6 +51,8 @@ import Testing
         (#"{"value":99999999999999999999,"type":"INT64"}"#, "outside the INT64 range"),
         (#"{"value":[1,"a"],"type":"INT64_LIST"}"#, "f.value[1] is a string"),
         (#"{"value":1,"type":"STRING_LIST"}"#, "must be an array for type STRING_LIST"),
+        (#"{"value":1e999,"type":"DOUBLE"}"#, "f.value 1e999 is outside the DOUBLE range"),
+        (#"{"value":{"latitude":1,"longitude":2,"altitude":-1e400}}"#, "f.value.altitude must be a finite number"),
         (#"{"value":{"latitude":91,"longitude":0}}"#, "outside ±90 / ±180"),
         (#"{"value":{"recordName":"r","action":"CASCADE"}}"#, "action 'CASCADE' is not NONE, DELETE_SELF or VALIDATE"),
         (#"{"value":{"fileChecksum":"c"},"type":"ASSETID"}"#, "f.value.size is missing"),

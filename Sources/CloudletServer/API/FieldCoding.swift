@@ -75,7 +75,9 @@ enum FieldCoding {
             }
         case .double:
             switch v {
-            case .number(let n): return .double(n.double)
+            case .number(let n):
+                guard n.double.isFinite else { throw APIError.badRequest("\(path) \(n.text) is outside the DOUBLE range") }
+                return .double(n.double)
             case .string(let s):
                 guard let d = Double(s), d.isFinite else { throw mismatch("expected a number or a string of one") }
                 return .double(d)

@@ -18,8 +18,9 @@ extension Dictionary where Key == String, Value == JSONValue {
     func int(_ key: String, at path: String) throws -> Int64? {
         try member(key, at: path, "an integer") { $0.numberValue?.int64 }
     }
+    /// A finite number (`1e999` does not fit a double).
     func double(_ key: String, at path: String) throws -> Double? {
-        try member(key, at: path, "a number") { $0.numberValue?.double }
+        try member(key, at: path, "a finite number") { v in v.numberValue.map(\.double).flatMap { $0.isFinite ? $0 : nil } }
     }
     func array(_ key: String, at path: String) throws -> [JSONValue]? {
         try member(key, at: path, "an array") { $0.arrayValue }
