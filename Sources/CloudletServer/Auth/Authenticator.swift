@@ -17,9 +17,28 @@ final class Authenticator: Sendable {
     let credentials: Credentials
     private let cache = Mutex(Cache())
 
+    /// A token's SHA-256, as the cache key: cheap to hash and compare, unlike its 64-character hex form.
+    private struct Digest: Hashable {
+        let words: (UInt64, UInt64, UInt64, UInt64)
+
+        init(_ secret: String) {
+            let d = Secrets.sha256(Array(secret.utf8))
+            func word(_ i: Int) -> UInt64 { d[i..<(i + 8)].reduce(0) { $0 << 8 | UInt64($1) } }
+            words = (word(0), word(8), word(16), word(24))
+        }
+
+        static func == (a: Digest, b: Digest) -> Bool { a.words == b.words }
+        func hash(into h: inout Hasher) {
+            h.combine(words.0)
+            h.combine(words.1)
+            h.combine(words.2)
+            h.combine(words.3)
+        }
+    }
+
     private struct Cache {
-        var containers: [String: String] = [:]  // API token fingerprint → container
-        var users: [String: Credentials.User] = [:]  // web auth token fingerprint → user
+        var containers: [Digest: String] = [:]  // API token → container
+        var users: [Digest: Credentials.User] = [:]  // web auth token → user
         var knownContainers: Set<String> = []
     }
 
@@ -35,44 +54,32 @@ final class Authenticator: Sendable {
             }
             throw APIError("AUTHENTICATION_FAILED", "the ckAPIToken query parameter is missing")
         }
-        guard let granted = try containerFor(apiToken: apiToken) else {
-            throw APIError("AUTHENTICATION_FAILED", "the ckAPIToken is not valid")
+        let webToken = request.queryParameter("ckWebAuthToken").flatMap { $0.isEmpty ? nil : $0 }
+        let apiKey = Digest(apiToken)
+        let webKey = webToken.map(Digest.init)
+        // One lock for both tokens: every request comes through here.
+        var (granted, user) = cache.withLock { c in (c.containers[apiKey], webKey.flatMap { c.users[$0] }) }
+
+        if granted == nil {
+            let credentials = credentials
+            granted = try EngineBridge.run { try await credentials.container(forAPIToken: apiToken) }
+            guard let g = granted else { throw APIError("AUTHENTICATION_FAILED", "the ckAPIToken is not valid") }
+            cache.withLock { $0.containers[apiKey] = g }
         }
         if granted != container {
             guard try isKnown(container) else {
                 throw APIError.badRequest(
                     "container '\(container)' is not known to this server (no API token was created for it)")
             }
-            throw APIError("ACCESS_DENIED", "the ckAPIToken is for container '\(granted)', not '\(container)'")
+            throw APIError("ACCESS_DENIED", "the ckAPIToken is for container '\(granted!)', not '\(container)'")
         }
-        var user: Credentials.User?
-        if let webToken = request.queryParameter("ckWebAuthToken"), !webToken.isEmpty {
-            guard let u = try userFor(webAuthToken: webToken) else {
-                throw APIError("AUTHENTICATION_FAILED", "the ckWebAuthToken is not valid")
-            }
-            user = u
+        if let webToken, let webKey, user == nil {
+            let credentials = credentials
+            user = try EngineBridge.run { try await credentials.user(forWebAuthToken: webToken) }
+            guard let u = user else { throw APIError("AUTHENTICATION_FAILED", "the ckWebAuthToken is not valid") }
+            cache.withLock { $0.users[webKey] = u }
         }
-        return Principal(container: granted, user: user)
-    }
-
-    private func containerFor(apiToken: String) throws -> String? {
-        let key = Secrets.fingerprint(apiToken)
-        if let c = cache.withLock({ $0.containers[key] }) { return c }
-        let credentials = credentials
-        guard let c = try EngineBridge.run({ try await credentials.container(forAPIToken: apiToken) }) else { return nil }
-        cache.withLock { $0.containers[key] = c }
-        return c
-    }
-
-    private func userFor(webAuthToken: String) throws -> Credentials.User? {
-        let key = Secrets.fingerprint(webAuthToken)
-        if let u = cache.withLock({ $0.users[key] }) { return u }
-        let credentials = credentials
-        guard let u = try EngineBridge.run({ try await credentials.user(forWebAuthToken: webAuthToken) }) else {
-            return nil
-        }
-        cache.withLock { $0.users[key] = u }
-        return u
+        return Principal(container: container, user: user)
     }
 
     private func isKnown(_ container: String) throws -> Bool {
