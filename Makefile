@@ -1,4 +1,4 @@
-# Quick start: `make test`, `make serve`, `make bench`. Every target installs missing Debian packages first.
+# Quick start: `make serve`, `make test`, `make bench`. Every target installs missing Debian packages first.
 # Extra SwiftPM flags go in SWIFTPM_FLAGS, e.g. `make test SWIFTPM_FLAGS="--scratch-path /tmp/build"`.
 
 SHELL := /bin/bash
@@ -11,7 +11,7 @@ BENCH_ARGS ?=
 # `make test` shows its output and keeps a copy here.
 TEST_LOG ?= .build/logs/test.log
 
-.PHONY: deps build test serve bench bench-quick
+.PHONY: deps build test serve bench bench-quick bench-http
 
 deps:
 	.ci/install-deps
@@ -23,12 +23,20 @@ test: deps
 	mkdir -p $(dir $(TEST_LOG))
 	{ $(SWIFT) build --build-tests $(SWIFTPM_FLAGS) && $(SWIFT) test $(SWIFTPM_FLAGS); } 2>&1 | tee $(TEST_LOG)
 
-# An embedded demo on a local data directory.
+# The HTTP server (CloudKit Web Services API) on a local data directory, http://127.0.0.1:8080 (PORT=… to change).
+# Builds CivetSSLCompat too, so that `cloudlet serve --tls-cert … --tls-key …` works from the same build.
+PORT ?= 8080
 serve: deps
-	$(SWIFT) run -c release $(SWIFTPM_FLAGS) cloudlet demo --data $(DATA)
+	$(SWIFT) build -c release $(SWIFTPM_FLAGS) --product cloudlet
+	$(SWIFT) build -c release $(SWIFTPM_FLAGS) --product CivetSSLCompat
+	"$$($(SWIFT) build -c release $(SWIFTPM_FLAGS) --show-bin-path)/cloudlet" serve --data $(DATA) --port $(PORT)
 
 bench: deps
 	$(SWIFT) run -c release $(SWIFTPM_FLAGS) cloudlet-bench $(BENCH_ARGS)
 
 bench-quick: deps
 	$(SWIFT) run -c release $(SWIFTPM_FLAGS) cloudlet-bench --quick $(BENCH_ARGS)
+
+# HTTP load test of `cloudlet serve` with wrk (Benchmarks/http/README.md).
+bench-http: deps
+	Benchmarks/http/run.sh

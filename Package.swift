@@ -6,6 +6,9 @@ let package = Package(
     name: "Cloudlet",
     products: [
         .library(name: "Cloudlet", targets: ["Cloudlet"]),
+        .library(name: "CloudletServer", targets: ["CloudletServer"]),
+        // Loaded at run time by the server for HTTPS (civetweb 1.15 + OpenSSL 3); see Sources/CivetSSLCompat/shim.c.
+        .library(name: "CivetSSLCompat", type: .dynamic, targets: ["CivetSSLCompat"]),
         .executable(name: "cloudlet", targets: ["cloudlet"]),
         .executable(name: "cloudlet-tool", targets: ["cloudlet-tool"]),
         .executable(name: "cloudlet-bench", targets: ["cloudlet-bench"]),
@@ -14,6 +17,8 @@ let package = Package(
         // C libraries from Debian packages (see .ci/packages).
         .systemLibrary(name: "CLZ4", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // civetweb ships no pkg-config file; the modulemap links it.
+        .systemLibrary(name: "CCivetweb", providers: [.apt(["libcivetweb-dev"])]),
         .systemLibrary(
             name: "CSQLite", path: "Benchmarks/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
 
@@ -24,7 +29,21 @@ let package = Package(
         // The embedded engine (library product).
         .target(name: "Cloudlet", dependencies: ["CloudletCore", "CloudletStorage", "COpenSSL"]),
 
-        .executableTarget(name: "cloudlet", dependencies: ["Cloudlet", "CloudletCore"]),
+        // HTTP(S) API compatible with CloudKit Web Services, auth, metrics.
+        .target(
+            name: "CloudletServer", dependencies: ["Cloudlet", "CloudletCore", "CCivetweb", "COpenSSL", "CivetStack"]),
+        // Gives civetweb's threads a 4 MiB stack instead of Debian's 100 KiB; see Sources/CivetStack/stack.c.
+        .target(name: "CivetStack", linkerSettings: [.linkedLibrary("dl")]),
+        // A shared object with SONAME libssl.so, which civetweb's dlopen("libssl.so") then picks up. SwiftPM allows
+        // unsafeFlags in root packages only: a package depending on Cloudlet can use CloudletServer, but must build
+        // this library itself (or set CLOUDLET_CIVET_SSL_COMPAT) to serve HTTPS.
+        .target(
+            name: "CivetSSLCompat",
+            linkerSettings: [
+                .linkedLibrary("ssl"), .linkedLibrary("crypto"), .unsafeFlags(["-Xlinker", "-soname=libssl.so"]),
+            ]),
+
+        .executableTarget(name: "cloudlet", dependencies: ["Cloudlet", "CloudletCore", "CloudletServer"]),
         .executableTarget(
             name: "cloudlet-tool", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage"],
             path: "Tools/cloudlet-tool"),
@@ -35,5 +54,6 @@ let package = Package(
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore"]),
         .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore"]),
         .testTarget(name: "CloudletTests", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage"]),
+        .testTarget(name: "CloudletServerTests", dependencies: ["CloudletServer", "Cloudlet", "CloudletCore"]),
     ]
 )

@@ -1,5 +1,6 @@
 import Cloudlet
 import CloudletCore
+import CloudletServer
 import Foundation
 
 /// `cloudlet` — subcommands; exit codes per house style: 0 ok, 64 usage, 65 bad data, 74 I/O, 1 other.
@@ -10,6 +11,9 @@ enum CLI {
         USAGE: cloudlet <command> [options]
 
         COMMANDS:
+          serve         Serve a store over HTTP(S) with the CloudKit Web Services API.
+          token add     Create an API token (ckAPIToken) for a container.
+          user add      Create a user and their web auth token (ckWebAuthToken).
           demo          Open (or create) a store and walk through the embedded API: zones, records,
                         conflicts, atomic batches, cascades. Prints what it does.
           schema        Export, import, deploy or reset a container's schema (CloudKit Schema Language).
@@ -28,6 +32,9 @@ enum CLI {
         let rest = Array(args.dropFirst())
         switch command {
         case "--help", "-h", "help": print(usage)
+        case "serve": await run { try await Serve.run(rest) }
+        case "token": await run { try await TokenCommand.run(rest) }
+        case "user": await run { try await UserCommand.run(rest) }
         case "demo": await run { try await Demo.run(rest) }
         case "schema": await run { try await SchemaCommand.run(rest) }
         case "query": await run { try await QueryCommand.run(rest) }
@@ -40,7 +47,9 @@ enum CLI {
         do { try await body() } catch let e as UsageError {
             fail(e.message, code: 64)
         } catch let e as CloudletError {
-            fail(e.description, code: e.code == .io ? 74 : e.code == .corruption ? 65 : 1)
+            fail(e.description, code: e.code == .io ? 74 : e.code == .corruption ? 65 : e.code == .invalidArguments || e.code == .badContainer ? 65 : 1)
+        } catch let e as ServerSetupError {
+            fail(e.message, code: 1)
         } catch {
             fail("\(error)", code: 1)
         }

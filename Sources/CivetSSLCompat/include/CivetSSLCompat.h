@@ -1,0 +1,1 @@
+// Intentionally empty: CivetSSLCompat is loaded with dlopen, never imported. See shim.c.

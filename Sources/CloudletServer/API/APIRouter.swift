@@ -1,0 +1,150 @@
+import Cloudlet
+import Foundation
+
+/// Answers every request: CloudKit operations under `/database/1/…`, our own endpoints under `/cloudlet/…`.
+/// Counts each request in ``Metrics`` and writes one access-log line.
+///
+/// A database request goes through, in order: the path (`BAD_REQUEST` for a bad version, environment or database),
+/// the operation (`NOT_FOUND` for one we do not serve), the method, the body size (413), the container identifier
+/// (`BAD_REQUEST`), the API token and container (see ``Authenticator``), the user (`AUTHENTICATION_REQUIRED` with a `redirectURL` for the
+/// private and shared databases, public writes and `users/*`), the JSON body, then the operation.
+final class APIRouter: Sendable {
+    let store: CloudletStore
+    let authenticator: Authenticator
+    let metrics = Metrics()
+    let log: RequestLog?
+    let maxBodySize: Int
+
+    init(store: CloudletStore, configuration: ServerConfiguration) {
+        self.store = store
+        authenticator = Authenticator(credentials: Credentials(store: store))
+        log = configuration.log.map(RequestLog.init)
+        maxBodySize = configuration.maxBodySize
+    }
+
+    func handle(_ request: HTTPRequest) -> HTTPResponse {
+        metrics.begin()
+        let (route, response) = dispatch(request)
+        let elapsed = ContinuousClock.now - request.received
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+        metrics.end(route, status: response.status, seconds: seconds)
+        log?.record(request, status: response.status, seconds: seconds)
+        return response
+    }
+
+    private func dispatch(_ request: HTTPRequest) -> (Route, HTTPResponse) {
+        if request.path.hasPrefix(DatabasePath.prefix) { return database(request) }
+        switch request.path {
+        case "/cloudlet/health": return (.health, health())
+        case "/cloudlet/metrics":
+            return (.metrics, .text(metrics.render(store: store.statistics), contentType: "text/plain; version=0.0.4"))
+        case "/cloudlet/signin": return (.signIn, signIn(request))
+        default:
+            return (
+                .unmatched,
+                APIError(
+                    "NOT_FOUND",
+                    "no endpoint at '\(request.path)': CloudKit operations are under /database/1/{container}/"
+                        + "{environment}/{database}/, Cloudlet's own under /cloudlet/ (health, metrics)"
+                ).response
+            )
+        }
+    }
+
+    private func database(_ request: HTTPRequest) -> (Route, HTTPResponse) {
+        var route = Route.unmatched
+        do {
+            let path = try DatabasePath(request.path)
+            guard let op = Route(operation: path.operation) else {
+                throw APIError(
+                    "NOT_FOUND",
+                    "operation '\(path.operation)' is not supported by this server (supported: "
+                        + Route.databaseOperations.map(\.rawValue).joined(separator: ", ") + ")")
+            }
+            route = op
+            guard op.methods.contains(request.method) else {
+                throw APIError.badRequest("\(op.rawValue) takes \(op.methods.joined(separator: " or ")), not \(request.method)")
+            }
+            if let length = request.oversizedBodyLength {
+                throw APIError(
+                    "BAD_REQUEST", "the request body is \(length) bytes; the limit is \(maxBodySize) bytes", status: 413)
+            }
+            let container = try store.container(path.container)  // BAD_REQUEST for a malformed identifier
+            let principal = try authenticator.authenticate(request, container: path.container)
+            let needsUser = path.scope != .public || op.isWrite || op == .usersCaller || op == .usersCurrent
+            if needsUser && principal.user == nil {
+                let what = path.scope != .public ? "the \(path.scope.rawValue) database" : op.isWrite ? "writing to the public database" : op.rawValue
+                throw APIError(
+                    "AUTHENTICATION_REQUIRED", "\(what) needs a signed-in user: add the ckWebAuthToken query parameter",
+                    redirectURL: signInURL(request, container: path.container))
+            }
+            let context = try RequestContext(
+                path: path, container: container, principal: principal, body: try body(request, op))
+            let bytes: [UInt8]
+            switch op {
+            case .recordsModify: bytes = try RecordsHandler(context: context).modify()
+            case .recordsLookup: bytes = try RecordsHandler(context: context).lookup()
+            case .zonesList: bytes = try ZonesHandler(context: context).list()
+            case .zonesLookup: bytes = try ZonesHandler(context: context).lookup()
+            case .zonesModify: bytes = try ZonesHandler(context: context).modify()
+            case .usersCaller: bytes = UsersHandler(user: principal.user!).caller()
+            case .usersCurrent: bytes = UsersHandler(user: principal.user!).current()
+            default: preconditionFailure("\(op) is not a database operation")
+            }
+            return (route, HTTPResponse(status: 200, body: bytes))
+        } catch let e as APIError {
+            return (route, e.response)
+        } catch let e as CloudletError {
+            return (route, APIError(e).response)
+        } catch {
+            return (route, APIError("INTERNAL_ERROR", "\(error)").response)
+        }
+    }
+
+    /// The JSON object in the body; an empty object for operations without a body (and an empty GET).
+    private func body(_ request: HTTPRequest, _ op: Route) throws -> [String: JSONValue] {
+        if request.body.isEmpty {
+            guard !op.hasBody else { throw APIError.badRequest("the request body is empty; \(op.rawValue) takes a JSON object") }
+            return [:]
+        }
+        let json: JSONValue
+        do { json = try JSONParser.parse(request.body) } catch {
+            throw APIError.badRequest("the request body is not valid JSON: \(error)")
+        }
+        return try json.requireObject(at: "")
+    }
+
+    private func health() -> HTTPResponse {
+        var w = JSONWriter()
+        w.object { w in
+            w.member("status", "ok")
+            w.member("storeID", store.metadata.storeID)
+            w.member("uptimeSeconds", metrics.uptimeSeconds)
+        }
+        return HTTPResponse(status: 200, body: w.bytes)
+    }
+
+    /// Where `AUTHENTICATION_REQUIRED` sends a client: this server's sign-in page.
+    private func signInURL(_ request: HTTPRequest, container: String) -> String {
+        let scheme = request.isTLS ? "https" : "http"
+        let host = request.host ?? "localhost"
+        let c = container.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? container
+        return "\(scheme)://\(host)/cloudlet/signin?container=\(c)"
+    }
+
+    /// Cloudlet has no interactive sign-in: this page says how to get a web auth token.
+    private func signIn(_ request: HTTPRequest) -> HTTPResponse {
+        .text(
+            """
+            Cloudlet has no interactive sign-in page.
+
+            Users are created by the server's administrator on the server's data directory (with the server stopped):
+
+                cloudlet user add NAME --data DIR
+
+            which prints the user's web auth token. Send it as the ckWebAuthToken query parameter together with
+            ckAPIToken (from `cloudlet token add --data DIR --container ID`).
+
+            """)
+    }
+}

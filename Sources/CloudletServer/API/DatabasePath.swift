@@ -1,0 +1,39 @@
+import Cloudlet
+
+/// The parts of `/database/1/{container}/{environment}/{database}/{operation}`.
+struct DatabasePath: Sendable {
+    static let prefix = "/database/"
+
+    var container: String
+    var environment: Environment
+    var scope: DatabaseScope
+    /// What follows the database segment, e.g. `records/modify`.
+    var operation: String
+
+    /// Parses a path that starts with ``prefix``. - Throws: `BAD_REQUEST` naming the segment that is wrong (the
+    /// container's syntax is the engine's to check).
+    init(_ path: String) throws {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst(2)  // "", "database"
+        guard parts.count >= 5 else {
+            throw APIError.badRequest(
+                "path '\(path)' is incomplete: expected /database/1/{container}/{environment}/{database}/{operation}")
+        }
+        var it = parts.makeIterator()
+        let version = it.next()!
+        guard version == "1" else {
+            throw APIError.badRequest("protocol version '\(version)' in the path is not supported; use /database/1/")
+        }
+        container = String(it.next()!)  // validated by CloudletStore.container(_:)
+        let env = it.next()!
+        guard let e = Environment(rawValue: String(env)) else {
+            throw APIError.badRequest("environment '\(env)' is not 'development' or 'production'")
+        }
+        environment = e
+        let db = it.next()!
+        guard let s = DatabaseScope(rawValue: String(db)) else {
+            throw APIError.badRequest("database '\(db)' is not 'public', 'private' or 'shared'")
+        }
+        scope = s
+        operation = parts.dropFirst(4).joined(separator: "/")
+    }
+}

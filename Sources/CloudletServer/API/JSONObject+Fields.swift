@@ -1,0 +1,54 @@
+/// Typed access to the members of a request object; every failure is a `BAD_REQUEST` naming the member by its
+/// path in the request (`operations[3].record.recordName`).
+extension Dictionary where Key == String, Value == JSONValue {
+    /// The member `key` converted by `extract`; nil when absent or null; `BAD_REQUEST` ("… must be `expected`,
+    /// not …") when `extract` fails.
+    private func member<T>(_ key: String, at path: String, _ expected: String, _ extract: (JSONValue) -> T?) throws
+        -> T?
+    {
+        guard let v = self[key], v != .null else { return nil }
+        guard let t = extract(v) else {
+            throw APIError.badRequest("\(Self.join(path, key)) must be \(expected), not \(v.kindDescription)")
+        }
+        return t
+    }
+
+    func string(_ key: String, at path: String) throws -> String? { try member(key, at: path, "a string") { $0.stringValue } }
+    func bool(_ key: String, at path: String) throws -> Bool? { try member(key, at: path, "true or false") { $0.boolValue } }
+    func int(_ key: String, at path: String) throws -> Int64? {
+        try member(key, at: path, "an integer") { $0.numberValue?.int64 }
+    }
+    /// A finite number (`1e999` does not fit a double).
+    func double(_ key: String, at path: String) throws -> Double? {
+        try member(key, at: path, "a finite number") { v in v.numberValue.map(\.double).flatMap { $0.isFinite ? $0 : nil } }
+    }
+    func array(_ key: String, at path: String) throws -> [JSONValue]? {
+        try member(key, at: path, "an array") { $0.arrayValue }
+    }
+    func object(_ key: String, at path: String) throws -> [String: JSONValue]? {
+        try member(key, at: path, "an object") { $0.objectValue }
+    }
+
+    /// An array of strings (`desiredKeys`); nil when absent or null.
+    func strings(_ key: String, at path: String) throws -> [String]? {
+        guard let items = try array(key, at: path) else { return nil }
+        return try items.enumerated().map { i, item in
+            guard case .string(let s) = item else {
+                throw APIError.badRequest("\(Self.join(path, key))[\(i)] must be a string, not \(item.kindDescription)")
+            }
+            return s
+        }
+    }
+
+    static func join(_ path: String, _ key: String) -> String { path.isEmpty ? key : path + "." + key }
+}
+
+extension JSONValue {
+    /// This value as an object, or a `BAD_REQUEST` naming `path`.
+    func requireObject(at path: String) throws -> [String: JSONValue] {
+        guard case .object(let o) = self else {
+            throw APIError.badRequest("\(path.isEmpty ? "the request body" : path) must be a JSON object, not \(kindDescription)")
+        }
+        return o
+    }
+}

@@ -1,0 +1,117 @@
+import Cloudlet
+
+/// `records/modify` and `records/lookup`.
+///
+/// A request is checked whole before anything is written: its shape, operation types, record names and every
+/// field value against its type tag. Any fault there is a `BAD_REQUEST` for the request, naming the member
+/// (`operations[2].record.fields.age.value`), and nothing is applied. What only the engine can decide (change tags,
+/// existence, schema types, the 1 MB record limit, atomic zones) comes back per record in a 200 response, in
+/// request order, as in CloudKit.
+struct RecordsHandler {
+    /// Operations per `records/modify` and records per `records/lookup` (CloudKit's limits).
+    static let maxOperations = Database.maxOperationsPerBatch
+    static let maxLookups = 200
+
+    let context: RequestContext
+
+    func modify() throws -> [UInt8] {
+        let body = context.body
+        guard let items = try body.array("operations", at: "") else {
+            throw APIError.badRequest("operations is missing")
+        }
+        guard items.count <= Self.maxOperations else {
+            throw APIError.badRequest(
+                "\(items.count) operations in one request; the limit is \(Self.maxOperations) (split the request)")
+        }
+        let zone = try ZoneIDCoding.decode(body["zoneID"], at: "zoneID") ?? .default
+        let atomic = try body.bool("atomic", at: "") ?? true
+        let requestKeys = try body.strings("desiredKeys", at: "")
+        let numbersAsStrings = try body.bool("numbersAsStrings", at: "") ?? false
+
+        var parsed = try items.enumerated().map { i, item in try ParsedOperation(item, index: i, zone: zone) }
+        try resolveRecordTypes(&parsed)
+        var schema = SchemaHints(container: context.container, environment: context.path.environment)
+        let operations = try parsed.map { try $0.operation(schema: &schema) }
+
+        let db = context.database
+        let results = try EngineBridge.run { try await db.modify(operations, atomic: atomic) }
+
+        var w = JSONWriter(capacity: 256 * results.count + 16)
+        w.object { w in
+            w.key("records")
+            w.array { w in
+                for (op, result) in zip(parsed, results) {
+                    switch result {
+                    case .saved(let r):
+                        let keys = (op.desiredKeys ?? requestKeys).map(Set.init)
+                        RecordCoding.write(r, to: &w, desiredKeys: keys, numbersAsStrings: numbersAsStrings)
+                    case .deleted(let id): RecordCoding.writeDeleted(id, to: &w)
+                    case .failed(let id, let e):
+                        RecordCoding.writeError(e, recordName: id.recordName, to: &w, numbersAsStrings: numbersAsStrings)
+                    }
+                }
+            }
+        }
+        return w.bytes
+    }
+
+    /// CloudKit lets `update` and friends omit `recordType`: take it from the stored record. A record that does
+    /// not exist cannot be created without one (`forceUpdate`, `forceReplace`: `BAD_REQUEST`); for `update` and
+    /// `replace` the engine reports the missing record itself, so any type does.
+    private func resolveRecordTypes(_ ops: inout [ParsedOperation]) throws {
+        let missing = ops.indices.filter { ops[$0].recordType == nil && !ops[$0].kind.isDelete }
+        guard !missing.isEmpty else { return }
+        let ids = missing.map { ops[$0].recordID }
+        let db = context.database
+        let found = try EngineBridge.run { try await db.records(for: ids) }
+        for (i, result) in zip(missing, found) {
+            switch result {
+            case .success(let r): ops[i].recordType = r.recordType
+            case .failure(let e) where e.code == .unknownItem && (ops[i].kind == .forceUpdate || ops[i].kind == .forceReplace):
+                throw APIError.badRequest(
+                    "\(ops[i].path).record.recordType is missing and record '\(ops[i].recordName)' does not exist, "
+                        + "so \(ops[i].kind.rawValue) would create it without a type")
+            case .failure: ops[i].recordType = "Unknown"  // never stored: the engine fails this operation first
+            }
+        }
+    }
+
+    func lookup() throws -> [UInt8] {
+        let body = context.body
+        guard let items = try body.array("records", at: "") else { throw APIError.badRequest("records is missing") }
+        guard items.count <= Self.maxLookups else {
+            throw APIError.badRequest(
+                "\(items.count) records in one lookup; the limit is \(Self.maxLookups) (split the request)")
+        }
+        let zone = try ZoneIDCoding.decode(body["zoneID"], at: "zoneID") ?? .default
+        let requestKeys = try body.strings("desiredKeys", at: "")
+        let numbersAsStrings = try body.bool("numbersAsStrings", at: "") ?? false
+        var keys: [Set<String>?] = []
+        let ids = try items.enumerated().map { i, item in
+            let path = "records[\(i)]"
+            let o = try item.requireObject(at: path)
+            guard let name = try o.string("recordName", at: path), !name.isEmpty else {
+                throw APIError.badRequest("\(path).recordName is missing")
+            }
+            keys.append((try o.strings("desiredKeys", at: path) ?? requestKeys).map(Set.init))
+            return RecordID(recordName: name, zoneID: try ZoneIDCoding.decode(o["zoneID"], at: path + ".zoneID") ?? zone)
+        }
+        let db = context.database
+        let results = try EngineBridge.run { try await db.records(for: ids) }
+        var w = JSONWriter(capacity: 256 * results.count + 16)
+        w.object { w in
+            w.key("records")
+            w.array { w in
+                for ((id, result), desired) in zip(zip(ids, results), keys) {
+                    switch result {
+                    case .success(let r):
+                        RecordCoding.write(r, to: &w, desiredKeys: desired, numbersAsStrings: numbersAsStrings)
+                    case .failure(let e):
+                        RecordCoding.writeError(e, recordName: id.recordName, to: &w, numbersAsStrings: numbersAsStrings)
+                    }
+                }
+            }
+        }
+        return w.bytes
+    }
+}

@@ -1,0 +1,28 @@
+import Cloudlet
+
+/// What a database operation works on: the database the path and the caller select, and the request body.
+struct RequestContext: Sendable {
+    let path: DatabasePath
+    let principal: Principal
+    let container: Container
+    /// The public database, or the caller's own private or shared one: never another user's, whatever zone
+    /// owner a request names (the engine resolves owners against this handle).
+    let database: Database
+    /// The request body (an empty object for bodiless GETs).
+    let body: [String: JSONValue]
+
+    init(path: DatabasePath, container: Container, principal: Principal, body: [String: JSONValue]) throws {
+        self.path = path
+        self.container = container
+        self.principal = principal
+        self.body = body
+        let user = principal.user?.userRecordName
+        switch path.scope {
+        case .public:
+            database = container.publicDatabase(environment: path.environment, user: user ?? defaultOwnerName)
+        case .private, .shared:
+            // The router has required a user for these.
+            database = try container.database(path.scope, user: user!, environment: path.environment)
+        }
+    }
+}

@@ -1,0 +1,41 @@
+/// Every route the server answers, with the label it has in metrics (a fixed set, so metrics stay bounded).
+enum Route: String, CaseIterable, Sendable {
+    case recordsModify = "records/modify"
+    case recordsLookup = "records/lookup"
+    case zonesList = "zones/list"
+    case zonesLookup = "zones/lookup"
+    case zonesModify = "zones/modify"
+    case usersCaller = "users/caller"
+    case usersCurrent = "users/current"
+    case health = "cloudlet/health"
+    case metrics = "cloudlet/metrics"
+    case signIn = "cloudlet/signin"
+    /// Anything else (unknown paths and operations).
+    case unmatched
+
+    /// The CloudKit operations under `/database/1/{container}/{environment}/{database}/`.
+    static let databaseOperations: [Route] = [
+        .recordsModify, .recordsLookup, .zonesList, .zonesLookup, .zonesModify, .usersCaller, .usersCurrent,
+    ]
+
+    /// The operation named by the path after the database segment (`records/modify`), if we serve it.
+    init?(operation: String) {
+        guard let r = Route(rawValue: operation), Self.databaseOperations.contains(r) else { return nil }
+        self = r
+    }
+
+    /// CloudKit documents `zones/list` and `users/*` as GET and the rest as POST; the GET ones also accept POST
+    /// (some clients send everything as POST).
+    var methods: [String] {
+        switch self {
+        case .zonesList, .usersCaller, .usersCurrent, .health, .metrics, .signIn: ["GET", "POST"]
+        default: ["POST"]
+        }
+    }
+
+    /// Whether the operation changes data (a public-database write needs a signed-in user).
+    var isWrite: Bool { self == .recordsModify || self == .zonesModify }
+
+    /// Whether the request body is a JSON object the operation reads.
+    var hasBody: Bool { methods == ["POST"] }
+}

@@ -1,0 +1,92 @@
+import Cloudlet
+import Synchronization
+
+/// Checks a request's credentials the way CloudKit Web Services does:
+///
+/// - `ckAPIToken` (query parameter) is required and grants one container. Missing or unknown:
+///   `AUTHENTICATION_FAILED` (401). Server-to-server keys (`X-Apple-CloudKit-Request-KeyID`) are not supported and
+///   get the same error saying so.
+/// - A container no API token was ever created for is unknown to the server: `BAD_REQUEST` (400). A valid token
+///   for another, known container: `ACCESS_DENIED` (403).
+/// - `ckWebAuthToken` (optional) names a user; unknown: `AUTHENTICATION_FAILED` (401). Whether a user is needed
+///   is decided per route by the caller.
+///
+/// Tokens are never revoked while a server runs (the CLI cannot open a store a server holds), so a token once
+/// found is cached by its fingerprint; unknown tokens are not cached.
+final class Authenticator: Sendable {
+    let credentials: Credentials
+    private let cache = Mutex(Cache())
+
+    /// A token's SHA-256, as the cache key: cheap to hash and compare, unlike its 64-character hex form.
+    private struct Digest: Hashable {
+        let words: (UInt64, UInt64, UInt64, UInt64)
+
+        init(_ secret: String) {
+            let d = Secrets.sha256(Array(secret.utf8))
+            func word(_ i: Int) -> UInt64 { d[i..<(i + 8)].reduce(0) { $0 << 8 | UInt64($1) } }
+            words = (word(0), word(8), word(16), word(24))
+        }
+
+        static func == (a: Digest, b: Digest) -> Bool { a.words == b.words }
+        func hash(into h: inout Hasher) {
+            h.combine(words.0)
+            h.combine(words.1)
+            h.combine(words.2)
+            h.combine(words.3)
+        }
+    }
+
+    private struct Cache {
+        var containers: [Digest: String] = [:]  // API token → container
+        var users: [Digest: Credentials.User] = [:]  // web auth token → user
+        var knownContainers: Set<String> = []
+    }
+
+    init(credentials: Credentials) { self.credentials = credentials }
+
+    func authenticate(_ request: HTTPRequest, container: String) throws -> Principal {
+        guard let apiToken = request.queryParameter("ckAPIToken"), !apiToken.isEmpty else {
+            if request.serverKeyID != nil {
+                throw APIError(
+                    "AUTHENTICATION_FAILED",
+                    "server-to-server keys (X-Apple-CloudKit-Request-KeyID) are not supported by this server; use the "
+                        + "ckAPIToken query parameter")
+            }
+            throw APIError("AUTHENTICATION_FAILED", "the ckAPIToken query parameter is missing")
+        }
+        let webToken = request.queryParameter("ckWebAuthToken").flatMap { $0.isEmpty ? nil : $0 }
+        let apiKey = Digest(apiToken)
+        let webKey = webToken.map(Digest.init)
+        // One lock for both tokens: every request comes through here.
+        var (granted, user) = cache.withLock { c in (c.containers[apiKey], webKey.flatMap { c.users[$0] }) }
+
+        if granted == nil {
+            let credentials = credentials
+            granted = try EngineBridge.run { try await credentials.container(forAPIToken: apiToken) }
+            guard let g = granted else { throw APIError("AUTHENTICATION_FAILED", "the ckAPIToken is not valid") }
+            cache.withLock { $0.containers[apiKey] = g }
+        }
+        if granted != container {
+            guard try isKnown(container) else {
+                throw APIError.badRequest(
+                    "container '\(container)' is not known to this server (no API token was created for it)")
+            }
+            throw APIError("ACCESS_DENIED", "the ckAPIToken is for container '\(granted!)', not '\(container)'")
+        }
+        if let webToken, let webKey, user == nil {
+            let credentials = credentials
+            user = try EngineBridge.run { try await credentials.user(forWebAuthToken: webToken) }
+            guard let u = user else { throw APIError("AUTHENTICATION_FAILED", "the ckWebAuthToken is not valid") }
+            cache.withLock { $0.users[webKey] = u }
+        }
+        return Principal(container: container, user: user)
+    }
+
+    private func isKnown(_ container: String) throws -> Bool {
+        if cache.withLock({ $0.knownContainers.contains(container) }) { return true }
+        let credentials = credentials
+        guard try EngineBridge.run({ try await credentials.isKnownContainer(container) }) else { return false }
+        cache.withLock { _ = $0.knownContainers.insert(container) }
+        return true
+    }
+}

@@ -1,0 +1,45 @@
+import CloudletCore
+import COpenSSL
+
+/// Random secrets and their SHA-256 fingerprints (OpenSSL's `RAND_bytes` and EVP). Only fingerprints are stored.
+enum Secrets {
+    /// A new secret: 32 random bytes as 64 lowercase hex characters (the shape of a CloudKit API token).
+    static func newToken() throws -> String { hex(try randomBytes(32)) }
+
+    /// `count` bytes from OpenSSL's CSPRNG. - Throws: if the generator is not seeded (never on Linux with getrandom).
+    static func randomBytes(_ count: Int) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        guard RAND_bytes(&out, Int32(count)) == 1 else {
+            throw CloudletError(.internalError, "OpenSSL RAND_bytes failed: the random generator is not available")
+        }
+        return out
+    }
+
+    /// SHA-256 of the UTF-8 bytes of `secret`, as 64 lowercase hex characters.
+    static func fingerprint(_ secret: String) -> String { hex(sha256(Array(secret.utf8))) }
+
+    static func sha256(_ data: [UInt8]) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        let ok = data.withUnsafeBytes { EVP_Digest($0.baseAddress, $0.count, &digest, &length, EVP_sha256(), nil) }
+        precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed")
+        return Array(digest.prefix(32))
+    }
+
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Whether `s` looks like one of our secrets (64 hex characters); anything else is rejected before hashing.
+    static func isWellFormed(_ s: String) -> Bool {
+        s.utf8.count == 64 && s.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    }
+}

@@ -1,0 +1,73 @@
+/// One HTTP request as the listener read it: method, decoded path, raw query, the headers the server uses, and
+/// the body (already bounded by ``HTTPListener/Options/maxBodySize``).
+public struct HTTPRequest: Sendable {
+    public var method: String
+    /// The URL-decoded path, e.g. `/database/1/iCloud.com.example/development/public/records/lookup`.
+    public var path: String
+    /// The raw query string (after `?`, not decoded), or "".
+    public var query: String
+    /// The `Host` header, if any.
+    public var host: String?
+    /// The `X-Apple-CloudKit-Request-KeyID` header (server-to-server auth, which we refuse with a clear error).
+    public var serverKeyID: String?
+    public var body: [UInt8]
+    /// The declared `Content-Length` when the body was over the limit and was not kept; nil otherwise.
+    public var oversizedBodyLength: Int64?
+    public var remoteAddress: String
+    public var isTLS: Bool
+    /// When the listener started reading the request (for latency metrics).
+    public var received: ContinuousClock.Instant
+
+    public init(
+        method: String, path: String, query: String = "", host: String? = nil, serverKeyID: String? = nil,
+        body: [UInt8] = [],
+        oversizedBodyLength: Int64? = nil, remoteAddress: String = "", isTLS: Bool = false,
+        received: ContinuousClock.Instant = .now
+    ) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.host = host
+        self.serverKeyID = serverKeyID
+        self.body = body
+        self.oversizedBodyLength = oversizedBodyLength
+        self.remoteAddress = remoteAddress
+        self.isTLS = isTLS
+        self.received = received
+    }
+
+    /// The query parameter `name`, percent-decoded (`+` is kept as is: CloudKit clients percent-encode it).
+    public func queryParameter(_ name: String) -> String? {
+        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            if parts[0] == name { return Self.percentDecode(parts.count > 1 ? parts[1] : "") }
+        }
+        return nil
+    }
+
+    static func percentDecode(_ s: Substring) -> String {
+        guard s.utf8.contains(UInt8(ascii: "%")) else { return String(s) }
+        var out: [UInt8] = []
+        var it = Array(s.utf8)[...]
+        while let c = it.popFirst() {
+            if c == UInt8(ascii: "%"), it.count >= 2, let h = hexValue(it[it.startIndex]),
+                let l = hexValue(it[it.startIndex + 1])
+            {
+                out.append(h << 4 | l)
+                it = it.dropFirst(2)
+            } else {
+                out.append(c)
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,54 @@
+/// A parsed JSON document, keeping what CloudKit's wire format needs to tell apart: integers from fractions (a
+/// number keeps its literal text), `true` from `1`, and a missing key from `null`.
+public enum JSONValue: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    case number(JSONNumber)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    /// The member `key` of an object; nil for a missing key and for non-objects.
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let o) = self { return o[key] }
+        return nil
+    }
+
+    public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
+    public var boolValue: Bool? { if case .bool(let b) = self { b } else { nil } }
+    public var numberValue: JSONNumber? { if case .number(let n) = self { n } else { nil } }
+    public var arrayValue: [JSONValue]? { if case .array(let a) = self { a } else { nil } }
+    public var objectValue: [String: JSONValue]? { if case .object(let o) = self { o } else { nil } }
+
+    /// A short name of the value's JSON kind, for error messages ("a string", "an object", …).
+    public var kindDescription: String {
+        switch self {
+        case .null: "null"
+        case .bool(let b): b ? "true" : "false"
+        case .number(let n): n.isInteger ? "an integer" : "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
+}
+
+/// A JSON number as written: exact integers survive (an `Int64` beyond 2^53 keeps every digit), and whether it
+/// was written as an integer is known.
+public struct JSONNumber: Sendable, Equatable, CustomStringConvertible {
+    /// The literal, e.g. `-12`, `3.5e2`.
+    public let text: String
+    /// True when the literal has no fraction and no exponent.
+    public let isInteger: Bool
+
+    init(text: String, isInteger: Bool) {
+        self.text = text
+        self.isInteger = isInteger
+    }
+
+    /// The exact value when the literal is an integer that fits in 64 bits.
+    public var int64: Int64? { isInteger ? Int64(text) : nil }
+    /// The value as a double (the nearest one).
+    public var double: Double { Double(text) ?? .nan }
+    public var description: String { text }
+}

@@ -1,0 +1,90 @@
+import Cloudlet
+import Synchronization
+
+/// Request counters and latency histograms per route, rendered with the store's counters in the Prometheus text
+/// format (`GET /cloudlet/metrics`).
+///
+/// | metric | type | labels |
+/// |---|---|---|
+/// | `cloudlet_http_requests_total` | counter | `route`, `status` |
+/// | `cloudlet_http_request_duration_seconds` | histogram | `route` (from the request read to the response ready) |
+/// | `cloudlet_http_requests_in_flight` | gauge | |
+/// | `cloudlet_store_commits_total`, `_fsyncs_total`, `_log_bytes_written_total`, `_cache_hits_total`, `_cache_misses_total` | counter | |
+/// | `cloudlet_store_records`, `cloudlet_store_zones`, `cloudlet_store_frames_replayed` | gauge | |
+/// | `cloudlet_uptime_seconds` | gauge | |
+///
+/// Route labels are a fixed set (``Route``), so the number of series is bounded whatever clients send.
+final class Metrics: Sendable {
+    /// Histogram bucket bounds, seconds.
+    static let buckets: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+    private struct RouteStats {
+        var byStatus: [Int: Int] = [:]
+        var buckets = [Int](repeating: 0, count: Metrics.buckets.count)
+        var count = 0
+        var sum = 0.0
+    }
+
+    private let routes = Mutex([RouteStats](repeating: RouteStats(), count: Route.allCases.count))
+    private let inFlight = Atomic<Int>(0)
+    private let started = ContinuousClock.now
+
+    func begin() { inFlight.add(1, ordering: .relaxed) }
+
+    func end(_ route: Route, status: Int, seconds: Double) {
+        inFlight.subtract(1, ordering: .relaxed)
+        let index = Route.allCases.firstIndex(of: route)!
+        let bucket = Self.buckets.firstIndex { seconds <= $0 }
+        routes.withLock { all in
+            all[index].byStatus[status, default: 0] += 1
+            if let bucket { all[index].buckets[bucket] += 1 }
+            all[index].count += 1
+            all[index].sum += seconds
+        }
+    }
+
+    /// The Prometheus text exposition (format 0.0.4).
+    func render(store: StoreStatistics) -> String {
+        let snapshot = routes.withLock { $0 }
+        var out = ""
+        out += "# HELP cloudlet_http_requests_total HTTP requests answered, by route and status.\n"
+        out += "# TYPE cloudlet_http_requests_total counter\n"
+        for (route, stats) in zip(Route.allCases, snapshot) {
+            for status in stats.byStatus.keys.sorted() {
+                out += "cloudlet_http_requests_total{route=\"\(route.rawValue)\",status=\"\(status)\"} \(stats.byStatus[status]!)\n"
+            }
+        }
+        out += "# HELP cloudlet_http_request_duration_seconds Time from the request read to the response ready.\n"
+        out += "# TYPE cloudlet_http_request_duration_seconds histogram\n"
+        for (route, stats) in zip(Route.allCases, snapshot) where stats.count > 0 {
+            let label = "route=\"\(route.rawValue)\""
+            var cumulative = 0
+            for (bound, n) in zip(Self.buckets, stats.buckets) {
+                cumulative += n
+                out += "cloudlet_http_request_duration_seconds_bucket{\(label),le=\"\(bound)\"} \(cumulative)\n"
+            }
+            out += "cloudlet_http_request_duration_seconds_bucket{\(label),le=\"+Inf\"} \(stats.count)\n"
+            out += "cloudlet_http_request_duration_seconds_sum{\(label)} \(stats.sum)\n"
+            out += "cloudlet_http_request_duration_seconds_count{\(label)} \(stats.count)\n"
+        }
+        func metric(_ name: String, _ type: String, _ help: String, _ value: some CustomStringConvertible) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
+        }
+        // The in-flight gauge counts this request too.
+        metric("cloudlet_http_requests_in_flight", "gauge", "Requests being handled.", inFlight.load(ordering: .relaxed))
+        metric("cloudlet_store_commits_total", "counter", "Commits (log frames) written since the store was opened.", store.commits)
+        metric("cloudlet_store_fsyncs_total", "counter", "fdatasync calls on log segments since the store was opened.", store.fsyncs)
+        metric("cloudlet_store_log_bytes_written_total", "counter", "Bytes written to log segments since the store was opened.", store.bytesWritten)
+        metric("cloudlet_store_records", "gauge", "Live records in the store (every container and database).", store.records)
+        metric("cloudlet_store_zones", "gauge", "Zones in the store.", store.zones)
+        metric("cloudlet_store_cache_hits_total", "counter", "Record cache hits.", store.cacheHits)
+        metric("cloudlet_store_cache_misses_total", "counter", "Record cache misses (a read from the log).", store.cacheMisses)
+        metric("cloudlet_store_frames_replayed", "gauge", "Log frames replayed when the store was opened.", store.framesReplayed)
+        let uptime = ContinuousClock.now - started
+        metric("cloudlet_uptime_seconds", "gauge", "Seconds since the server was created.", Double(uptime.components.seconds))
+        return out
+    }
+
+    /// Seconds since the metrics (and the server) were created.
+    var uptimeSeconds: Int64 { (ContinuousClock.now - started).components.seconds }
+}

@@ -1,0 +1,64 @@
+import Cloudlet
+import Foundation
+
+/// Cloudlet's HTTP(S) server: the CloudKit Web Services API over an open ``CloudletStore``, plus health and
+/// Prometheus metrics under `/cloudlet/`.
+///
+/// ```swift
+/// let store = try await CloudletStore.open(at: "/var/lib/cloudlet")
+/// var config = ServerConfiguration()
+/// config.port = 0
+/// let server = try Server(store: store, configuration: config)
+/// try server.start()
+/// print(server.url)               // http://127.0.0.1:41234
+/// …
+/// server.stop()                   // finishes requests in flight
+/// try await store.close()
+/// ```
+///
+/// Requests are served on civetweb's worker threads (``ServerConfiguration/threads``); engine calls go to Swift
+/// tasks. The server never closes the store: stop the server, then close the store.
+public final class Server: Sendable {
+    public let store: CloudletStore
+    public let configuration: ServerConfiguration
+    /// The users and API tokens of this store.
+    public var credentials: Credentials { Credentials(store: store) }
+    private let listener: HTTPListener
+
+    /// - Throws: ``ServerSetupError`` when only one of the TLS certificate and key is given.
+    public init(store: CloudletStore, configuration: ServerConfiguration = ServerConfiguration()) throws {
+        self.store = store
+        self.configuration = configuration
+        var options = HTTPListener.Options()
+        options.host = configuration.host
+        options.port = configuration.port
+        options.threads = configuration.threads
+        options.maxBodySize = configuration.maxBodySize
+        options.requestTimeoutMs = configuration.requestTimeoutMilliseconds
+        options.keepAliveTimeoutMs = configuration.keepAliveTimeoutMilliseconds
+        switch (configuration.tlsCertificatePath, configuration.tlsKeyPath) {
+        case (nil, nil): break
+        case (let cert?, let key?): options.tls = HTTPListener.TLSFiles(certificate: cert, key: key)
+        default: throw ServerSetupError("HTTPS needs both a certificate and a private key")
+        }
+        let router = APIRouter(store: store, configuration: configuration)
+        let log = configuration.log ?? { _ in }
+        listener = HTTPListener(options: options, log: { log("civetweb: " + $0) }, handler: router.handle)
+    }
+
+    /// Binds the port and starts serving. - Throws: ``ServerSetupError`` (port in use, bad certificate, no TLS).
+    public func start() throws { try listener.start() }
+
+    /// Stops accepting connections, waits for requests in flight to finish, and returns: in milliseconds, or up to
+    /// about 2 s while clients hold idle keep-alive connections. Idempotent.
+    public func stop() { listener.stop() }
+
+    /// The port listened on (the real one when configured with 0); 0 before ``start()``.
+    public var port: Int { listener.port }
+
+    /// The base URL, e.g. `https://127.0.0.1:8443` (with `127.0.0.1` for a server listening on `0.0.0.0`).
+    public var url: String {
+        let host = configuration.host == "0.0.0.0" ? "127.0.0.1" : configuration.host
+        return "\(configuration.tlsCertificatePath != nil ? "https" : "http")://\(host):\(port)"
+    }
+}

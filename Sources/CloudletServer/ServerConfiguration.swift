@@ -1,0 +1,39 @@
+import Foundation
+
+/// Options of a ``Server``. Every default is what `cloudlet serve` uses.
+public struct ServerConfiguration: Sendable {
+    /// IPv4 address to listen on. Default `127.0.0.1` (this machine only); `0.0.0.0` for every interface.
+    public var host = "127.0.0.1"
+    /// TCP port. Default 8080; 0 picks a free one (see ``Server/port``).
+    public var port = 8080
+    /// PEM certificate (and chain) for HTTPS. Set together with ``tlsKeyPath``; nil (default): plain HTTP.
+    public var tlsCertificatePath: String?
+    /// PEM private key for HTTPS.
+    public var tlsKeyPath: String?
+    /// Worker threads, i.e. connections served at once (a keep-alive connection holds one while open). Default 64.
+    public var threads = 64
+    /// Largest request body accepted; larger ones get HTTP 413. Default 16 MiB.
+    public var maxBodySize = 16 << 20
+    /// A request must arrive whole within this time. Default 30 s.
+    public var requestTimeoutMilliseconds = 30_000
+    /// An idle keep-alive connection is closed after this time. Default 5 s.
+    public var keepAliveTimeoutMilliseconds = 5_000
+    /// Where the access log (one line per request, see `RequestLog`) and civetweb's messages go. Default: standard
+    /// error. nil: no access log.
+    public var log: (@Sendable (String) -> Void)? = ServerConfiguration.standardError
+
+    public init() {}
+
+    /// Writes a line to standard error with one `write(2)`, so lines from concurrent requests never interleave.
+    public static let standardError: @Sendable (String) -> Void = { line in
+        let bytes = Array((line + "\n").utf8)
+        bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let n = write(2, raw.baseAddress! + offset, raw.count - offset)
+                if n <= 0 { return }
+                offset += n
+            }
+        }
+    }
+}

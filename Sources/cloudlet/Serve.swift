@@ -1,0 +1,128 @@
+import Cloudlet
+import CloudletServer
+import Dispatch
+import Foundation
+
+/// `cloudlet serve`: the CloudKit Web Services API over a data directory, until SIGTERM or SIGINT.
+enum Serve {
+    static let defaultContainer = "iCloud.com.example.app"
+    static let firstUserName = "user"
+
+    static let help = """
+        USAGE: cloudlet serve [--data DIR] [--host H] [--port P] [--tls-cert FILE --tls-key FILE]
+                              [--durability fsync|os] [--container ID] [--threads N]
+
+        Serves the store at DIR over HTTP (or HTTPS) with the CloudKit Web Services API under
+        /database/1/{container}/{environment}/{database}/ and Cloudlet's own /cloudlet/health and /cloudlet/metrics.
+
+        OPTIONS:
+          --data DIR          store directory, created if missing (default \(StoreAccess.defaultDirectory))
+          --host H            IPv4 address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)
+          --port P            TCP port (default 8080; 0 picks a free port, printed as "listening on URL")
+          --tls-cert FILE     PEM certificate (and chain): serve HTTPS (needs --tls-key)
+          --tls-key FILE      PEM private key
+          --durability D      fsync (default): a write is acknowledged once fdatasync'ed;
+                              os: once written to the OS (survives a process crash, not a power cut)
+          --container ID      on a fresh store, the container of the first API token (default \(defaultContainer))
+          --threads N         worker threads, i.e. connections served at once (default 64)
+
+        On a fresh store it creates an API token for the container and a user named '\(firstUserName)', and prints
+        both with a curl example (they are stored hashed and shown only once). Manage more with `cloudlet token add`
+        and `cloudlet user add` while the server is stopped.
+
+        Logs one line per request to stderr (time, client, method, path, status, ms; never the query string).
+        SIGTERM or SIGINT stops it cleanly: no new connections, requests in flight finish, the store is closed
+        (everything acknowledged is on disk) and the lock released.
+        """
+
+    static func run(_ args: [String]) async throws {
+        let o = try Options(
+            args,
+            valued: [
+                "--data", "--host", "--port", "--tls-cert", "--tls-key", "--durability", "--container", "--threads",
+            ], help: help)
+        guard o.positional.isEmpty else { throw UsageError(message: "unexpected argument '\(o.positional[0])'") }
+        let dir = o["--data"] ?? StoreAccess.defaultDirectory
+        var config = ServerConfiguration()
+        config.host = o["--host"] ?? config.host
+        if let p = o["--port"] {
+            guard let port = Int(p), (0...65535).contains(port) else {
+                throw UsageError(message: "--port must be a number from 0 to 65535, not '\(p)'")
+            }
+            config.port = port
+        }
+        if let t = o["--threads"] {
+            guard let n = Int(t), (1...1024).contains(n) else {
+                throw UsageError(message: "--threads must be a number from 1 to 1024, not '\(t)'")
+            }
+            config.threads = n
+        }
+        config.tlsCertificatePath = o["--tls-cert"]
+        config.tlsKeyPath = o["--tls-key"]
+        guard (config.tlsCertificatePath == nil) == (config.tlsKeyPath == nil) else {
+            throw UsageError(message: "--tls-cert and --tls-key go together")
+        }
+        for path in [config.tlsCertificatePath, config.tlsKeyPath].compactMap({ $0 })
+        where !FileManager.default.isReadableFile(atPath: path) {
+            throw CloudletError(.io, "cannot read \(path)")
+        }
+        let durability: Durability
+        switch o["--durability"] ?? "fsync" {
+        case "fsync": durability = .fsync
+        case "os": durability = .os
+        case let d: throw UsageError(message: "--durability must be fsync or os, not '\(d)'")
+        }
+        let container = o["--container"] ?? defaultContainer
+
+        // Take over SIGTERM and SIGINT before anything else, so a signal during start-up also stops cleanly.
+        let stop = SignalWaiter([SIGTERM, SIGINT])
+
+        let store = try await StoreAccess.open(dir, durability: durability, hint: "One server per data directory")
+        let server: Server
+        do {
+            let bootstrap = try await Credentials(store: store).bootstrapIfNeeded(
+                container: container, userName: firstUserName)
+            server = try Server(store: store, configuration: config)
+            try server.start()
+            say("cloudlet: serving store \(dir) (id \(store.metadata.storeID), durability \(o["--durability"] ?? "fsync"))")
+            if let bootstrap { printBootstrap(bootstrap, url: server.url) }
+            // Last: a script waiting for this line has everything above it.
+            say("listening on \(server.url)")
+        } catch {
+            try? await store.close()
+            throw error
+        }
+
+        let signal = await stop.wait()
+        ServerConfiguration.standardError("cloudlet: \(signal == SIGINT ? "SIGINT" : "SIGTERM"): stopping")
+        await withCheckedContinuation { c in
+            DispatchQueue.global().async {
+                server.stop()
+                c.resume()
+            }
+        }
+        try await store.close()
+        ServerConfiguration.standardError("cloudlet: stopped; store closed")
+    }
+
+    private static func printBootstrap(_ b: Credentials.Bootstrap, url: String) {
+        let base = "\(url)/database/1/\(b.container)/development"
+        let auth = "ckAPIToken=\(b.apiToken)&ckWebAuthToken=\(b.webAuthToken)"
+        let tls = url.hasPrefix("https") ? "--cacert CERT.pem " : ""
+        say(
+            """
+
+            This is a fresh store: created an API token for \(b.container) and user '\(b.user.name)' \
+            (userRecordName \(b.user.userRecordName)).
+            They are stored only as SHA-256 hashes; save them now:
+              ckAPIToken: \(b.apiToken)
+              ckWebAuthToken: \(b.webAuthToken)
+
+            Try it:
+              curl -s \(tls)'\(base)/private/records/modify?\(auth)' \\
+                -d '{"operations":[{"operationType":"create","record":{"recordName":"hello","recordType":"Note","fields":{"title":{"value":"Hello, Cloudlet"}}}}]}'
+              curl -s \(tls)'\(base)/private/records/lookup?\(auth)' -d '{"records":[{"recordName":"hello"}]}'
+
+            """)
+    }
+}

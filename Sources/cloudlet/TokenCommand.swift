@@ -1,0 +1,43 @@
+import Cloudlet
+import CloudletServer
+import Foundation
+
+/// `cloudlet token add`: API tokens (CloudKit's `ckAPIToken`), each granting access to one container.
+enum TokenCommand {
+    static let help = """
+        USAGE: cloudlet token <subcommand> [options]
+
+        SUBCOMMANDS:
+          add    Create an API token for a container.
+
+        Run `cloudlet token add --help` for its options.
+        """
+
+    static let addHelp = """
+        USAGE: cloudlet token add --container ID [--data DIR]
+
+        Creates an API token granting access to container ID (e.g. iCloud.com.example.app) in the store at DIR
+        (default \(StoreAccess.defaultDirectory)) and prints it alone on the last line. Clients send it as the
+        ckAPIToken query parameter. Only its SHA-256 is stored: save it now, it cannot be shown again.
+
+        The store must not be in use: stop `cloudlet serve` first.
+        """
+
+    static func run(_ args: [String]) async throws {
+        guard let sub = args.first else { throw UsageError(message: "token needs a subcommand; see `cloudlet token --help`") }
+        switch sub {
+        case "--help", "-h", "help": say(help)
+        case "add":
+            let o = try Options(Array(args.dropFirst()), valued: ["--data", "--container"], help: addHelp)
+            guard o.positional.isEmpty else { throw UsageError(message: "unexpected argument '\(o.positional[0])'") }
+            guard let container = o["--container"] else { throw UsageError(message: "--container ID is required") }
+            let dir = o["--data"] ?? StoreAccess.defaultDirectory
+            let secret = try await StoreAccess.with(dir) { store in
+                try await Credentials(store: store).createAPIToken(container: container)
+            }
+            say("created an API token for \(container) in \(dir) (only its SHA-256 is stored; save it now):")
+            say(secret)
+        default: throw UsageError(message: "unknown token subcommand '\(sub)'; see `cloudlet token --help`")
+        }
+    }
+}

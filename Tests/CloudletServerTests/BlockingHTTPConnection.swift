@@ -1,0 +1,86 @@
+import Foundation
+
+/// A minimal keep-alive HTTP/1.1 client over one TCP connection, with blocking POSIX calls: for threads that talk to
+/// a server that may be killed mid-request. (corelibs URLSession traps with "Transfer completed, but there's no
+/// response" when that happens, and cancelling its requests can deadlock.)
+final class BlockingHTTPConnection {
+    struct Failure: Error { var message: String }
+
+    private let fd: Int32
+    private let host: String
+    private var buffer: [UInt8] = []
+
+    /// Connects to `url`'s host and port (`http://127.0.0.1:8080`).
+    init(_ url: String) throws {
+        let parts = url.replacingOccurrences(of: "http://", with: "").split(separator: ":")
+        guard parts.count == 2, let port = UInt16(parts[1]) else { throw Failure(message: "bad URL \(url)") }
+        host = String(parts[0])
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(message: "socket: errno \(errno)") }
+        var timeout = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = port.bigEndian
+        inet_pton(AF_INET, host, &addr.sin_addr)
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard rc == 0 else {
+            Glibc.close(fd)
+            throw Failure(message: "connect: errno \(errno)")
+        }
+    }
+
+    deinit { Glibc.close(fd) }
+
+    /// POSTs `body` to `path` (with its query string); returns the status and body.
+    func post(_ path: String, _ body: String) throws -> (status: Int, body: [UInt8]) {
+        let payload = Array(body.utf8)
+        let head = "POST \(path) HTTP/1.1\r\nHost: \(host)\r\nContent-Type: text/plain\r\nContent-Length: \(payload.count)\r\n\r\n"
+        try send(Array(head.utf8) + payload)
+        let headerEnd = try readUntilHeaderEnd()
+        let header = String(decoding: buffer[0..<headerEnd], as: UTF8.self)
+        buffer.removeFirst(headerEnd + 4)
+        let lines = header.split(separator: "\r\n")
+        guard let statusLine = lines.first, statusLine.split(separator: " ").count >= 2,
+            let status = Int(statusLine.split(separator: " ")[1])
+        else { throw Failure(message: "bad status line in \(header)") }
+        let length = lines.dropFirst().compactMap { line -> Int? in
+            let kv = line.split(separator: ":", maxSplits: 1)
+            return kv.count == 2 && kv[0].lowercased() == "content-length" ? Int(kv[1].trimmingCharacters(in: .whitespaces)) : nil
+        }.first ?? 0
+        while buffer.count < length { try fill() }
+        let out = Array(buffer[0..<length])
+        buffer.removeFirst(length)
+        return (status, out)
+    }
+
+    private func send(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw Failure(message: "send: errno \(errno)") }
+            offset += n
+        }
+    }
+
+    private func fill() throws {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { throw Failure(message: n == 0 ? "connection closed" : "recv: errno \(errno)") }
+        buffer += chunk[0..<n]
+    }
+
+    private func readUntilHeaderEnd() throws -> Int {
+        let marker: [UInt8] = [13, 10, 13, 10]
+        while true {
+            if buffer.count >= 4 {
+                for i in 0...(buffer.count - 4) where buffer[i] == 13 && Array(buffer[i..<(i + 4)]) == marker { return i }
+            }
+            try fill()
+        }
+    }
+}

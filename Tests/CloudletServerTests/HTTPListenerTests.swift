@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+
+@testable import CloudletServer
+
+/// The civetweb wrapper on its own: handler threads, bodies, and stopping.
+@Suite struct HTTPListenerTests {
+    /// Starts a listener on port 0 whose handler answers with `respond`.
+    static func listener(maxBody: Int = 1 << 20, _ respond: @escaping @Sendable (HTTPRequest) -> HTTPResponse) throws
+        -> HTTPListener
+    {
+        var options = HTTPListener.Options()
+        options.port = 0
+        options.threads = 4
+        options.maxBodySize = maxBody
+        let l = HTTPListener(options: options, log: { _ in }, handler: respond)
+        try l.start()
+        return l
+    }
+
+    @Test func handlersRunOnThreadsWithAFullSizeStack() async throws {
+        let l = try Self.listener { _ in .text(String(HTTPListener.currentThreadStackSize)) }
+        defer { l.stop() }
+        let r = try await HTTP.get("http://127.0.0.1:\(l.port)/")
+        // Debian's civetweb alone gives 102400 bytes; see Sources/CivetStack/stack.c.
+        #expect(Int(r.text) ?? 0 >= HTTPListener.workerStackSize, "\(r)")
+        #expect(HTTPListener.workerStackSize == 4 << 20)
+    }
+
+    @Test func bodiesArriveWholeAndOversizedOnesAreFlagged() async throws {
+        let l = try Self.listener(maxBody: 1000) { req in
+            .text("\(req.method) \(req.path) \(req.query) \(req.body.count) \(req.oversizedBodyLength.map(String.init) ?? "-")")
+        }
+        defer { l.stop() }
+        let base = "http://127.0.0.1:\(l.port)"
+        #expect(try await HTTP.post(base + "/a/b?x=1&y=%2F", String(repeating: "q", count: 1000)).text == "POST /a/b x=1&y=%2F 1000 -")
+        #expect(try await HTTP.post(base + "/big", String(repeating: "q", count: 1001)).text == "POST /big  0 1001")
+        // A chunked body (no Content-Length) is bounded the same way.
+        let chunked = try ChildProcess.run(
+            "/usr/bin/curl", ["-sS", "-H", "Transfer-Encoding: chunked", "--data-binary", String(repeating: "c", count: 900), base + "/c"])
+        #expect(chunked.out.first == "POST /c  900 -", "\(chunked)")
+        let tooLong = try ChildProcess.run(
+            "/usr/bin/curl", ["-sS", "-H", "Transfer-Encoding: chunked", "--data-binary", String(repeating: "c", count: 5000), base + "/c"])
+        #expect(tooLong.out.first?.hasPrefix("POST /c  0 ") == true, "\(tooLong)")
+    }
+
+    @Test func queryParametersArePercentDecoded() {
+        let r = HTTPRequest(method: "GET", path: "/", query: "a=1&ckAPIToken=ab%2Bc%3D&empty=&flag")
+        #expect(r.queryParameter("ckAPIToken") == "ab+c=")
+        #expect(r.queryParameter("a") == "1" && r.queryParameter("empty") == "" && r.queryParameter("flag") == "")
+        #expect(r.queryParameter("missing") == nil)
+    }
+
+    @Test func stoppingTakesMillisecondsWithoutIdleConnectionsAndAtMostAboutTwoSecondsWithThem() async throws {
+        let l = try Self.listener { _ in .text("ok") }
+        let r = try ChildProcess.run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(l.port)/"])  // closes its connection
+        #expect(r.out.first == "ok")
+        var started = ContinuousClock.now
+        l.stop()
+        #expect(ContinuousClock.now - started < .milliseconds(1000))
+        l.stop()  // idempotent
+
+        // A keep-alive connection left idle holds a worker in civetweb's 2 s poll quantum.
+        let idle = try Self.listener { _ in .text("ok") }
+        let connection = try BlockingHTTPConnection("http://127.0.0.1:\(idle.port)")
+        #expect(try connection.post("/", "").status == 200)
+        started = ContinuousClock.now
+        idle.stop()
+        #expect(ContinuousClock.now - started < .milliseconds(3000))
+    }
+}

@@ -1,0 +1,76 @@
+import Cloudlet
+import Foundation
+import Testing
+
+@testable import CloudletServer
+
+/// HTTPS with civetweb + OpenSSL 3 (and the CivetSSLCompat fix), checked with `curl --cacert` against a
+/// certificate made for the test.
+@Suite struct TLSTests {
+    /// Runs curl; returns (exit status, HTTP status, body).
+    static func curl(_ args: [String]) throws -> (status: Int32, http: Int, body: String) {
+        let r = try ChildProcess.run("/usr/bin/curl", ["-sS", "-w", "\n%{http_code}\n"] + args)
+        let lines = r.out
+        return (r.status, Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+    }
+
+    @Test func servesHTTPSWithACertificateForItsAddress() async throws {
+        let dir = TempDir("tls")
+        let cert = dir.sub("cert.pem"), key = dir.sub("key.pem")
+        let gen = try ChildProcess.run(
+            "/usr/bin/openssl",
+            [
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj",
+                "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+            ])
+        try #require(gen.status == 0, "openssl: \(gen.err)")
+        let s = try await LiveServer.start { config in
+            config.tlsCertificatePath = cert
+            config.tlsKeyPath = key
+        }
+        defer { Task { await s.shutdown() } }
+        #expect(s.server.url.hasPrefix("https://127.0.0.1:"))
+
+        let health = try Self.curl(["--cacert", cert, s.server.url + "/cloudlet/health"])
+        #expect(health.status == 0 && health.http == 200 && health.body.contains(#""status":"ok""#), "\(health)")
+
+        let n = unique("tls")
+        let saved = try Self.curl(["--cacert", cert, s.url("records/modify"), "-d", #"{"operations":[\#(createOp(n))]}"#])
+        #expect(saved.http == 200 && saved.body.contains(#""recordName":"\#(n)""#), "\(saved)")
+        let fetched = try Self.curl(["--cacert", cert, s.url("records/lookup"), "-d", #"{"records":[{"recordName":"\#(n)"}]}"#])
+        #expect(fetched.http == 200 && fetched.body.contains(#""recordChangeTag""#), "\(fetched)")
+
+        // Without the CA the certificate is not trusted (curl exit 60); plain HTTP gets no answer.
+        let untrusted = try Self.curl([s.server.url + "/cloudlet/health"])
+        #expect(untrusted.status == 60, "\(untrusted)")
+        let plain = try Self.curl([s.server.url.replacingOccurrences(of: "https:", with: "http:") + "/cloudlet/health"])
+        #expect(plain.status != 0 && plain.http != 200, "\(plain)")
+        // And the server is still fine after those.
+        #expect(try Self.curl(["--cacert", cert, s.server.url + "/cloudlet/health"]).http == 200)
+        await s.shutdown()
+    }
+
+    @Test func aBadCertificateFailsToStartWithAReason() async throws {
+        let dir = TempDir("tls-bad")
+        let cert = dir.sub("cert.pem")
+        try "not a certificate".write(toFile: cert, atomically: true, encoding: .utf8)
+        let store = try await CloudletStore.open(at: dir.sub("store"), configuration: StoreConfiguration(durability: .os))
+        var config = ServerConfiguration()
+        config.port = 0
+        config.log = nil
+        config.tlsCertificatePath = cert
+        config.tlsKeyPath = cert
+        let server = try Server(store: store, configuration: config)
+        do {
+            try server.start()
+            Issue.record("a server with a bad certificate started")
+            server.stop()
+        } catch let e as ServerSetupError {
+            #expect(e.message.contains("cannot load TLS certificate \(cert)"), "\(e)")
+        }
+        var half = ServerConfiguration()
+        half.tlsCertificatePath = cert
+        #expect(throws: ServerSetupError.self) { _ = try Server(store: store, configuration: half) }
+        try await store.close()
+    }
+}
