@@ -43,7 +43,9 @@ public final class Server: Sendable {
         }
         let router = APIRouter(store: store, configuration: configuration)
         let log = configuration.log ?? { _ in }
-        listener = HTTPListener(options: options, log: { log("civetweb: " + $0) }, handler: router.handle)
+        let feed = WebSocketFeed(courier: router.courier)
+        listener = HTTPListener(
+            options: options, log: { log("civetweb: " + $0) }, onStart: { feed.register($0) }, handler: router.handle)
     }
 
     /// Binds the port and starts serving. - Throws: ``ServerSetupError`` (port in use, bad certificate, no TLS).

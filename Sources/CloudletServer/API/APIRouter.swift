@@ -14,12 +14,14 @@ final class APIRouter: Sendable {
     let metrics = Metrics()
     let log: RequestLog?
     let maxBodySize: Int
+    let courier: NotificationCourier
 
     init(store: CloudletStore, configuration: ServerConfiguration) {
         self.store = store
         authenticator = Authenticator(credentials: Credentials(store: store))
         log = configuration.log.map(RequestLog.init)
         maxBodySize = configuration.maxBodySize
+        courier = NotificationCourier(store: store)
     }
 
     func handle(_ request: HTTPRequest) -> HTTPResponse {
@@ -39,6 +41,7 @@ final class APIRouter: Sendable {
         case "/cloudlet/metrics":
             return (.metrics, .text(metrics.render(store: store.statistics), contentType: "text/plain; version=0.0.4"))
         case "/cloudlet/signin": return (.signIn, signIn(request))
+        case "/cloudlet/notifications/poll": return (.notificationsPoll, courier.poll(request))
         default:
             return (
                 .unmatched,
@@ -72,6 +75,7 @@ final class APIRouter: Sendable {
             let container = try store.container(path.container)  // BAD_REQUEST for a malformed identifier
             let principal = try authenticator.authenticate(request, container: path.container)
             let needsUser = path.scope != .public || op.isWrite || op == .usersCaller || op == .usersCurrent
+                || op == .tokensCreate || op == .subscriptionsList || op == .subscriptionsLookup
             if needsUser && principal.user == nil {
                 let what = path.scope != .public ? "the \(path.scope.rawValue) database" : op.isWrite ? "writing to the public database" : op.rawValue
                 throw APIError(
@@ -89,6 +93,13 @@ final class APIRouter: Sendable {
             case .zonesModify: bytes = try ZonesHandler(context: context).modify()
             case .usersCaller: bytes = UsersHandler(user: principal.user!).caller()
             case .usersCurrent: bytes = UsersHandler(user: principal.user!).current()
+            case .changesZone: bytes = try ChangesHandler(context: context).zone()
+            case .recordsChanges: bytes = try ChangesHandler(context: context).records()
+            case .changesDatabase, .zonesChanges: bytes = try ChangesHandler(context: context).database()
+            case .subscriptionsList: bytes = try SubscriptionsHandler(context: context).list()
+            case .subscriptionsLookup: bytes = try SubscriptionsHandler(context: context).lookup()
+            case .subscriptionsModify: bytes = try SubscriptionsHandler(context: context).modify()
+            case .tokensCreate: bytes = try courier.createToken(context, request: request)
             default: preconditionFailure("\(op) is not a database operation")
             }
             return (route, HTTPResponse(status: 200, body: bytes))

@@ -7,6 +7,15 @@ enum Route: String, CaseIterable, Sendable {
     case zonesModify = "zones/modify"
     case usersCaller = "users/caller"
     case usersCurrent = "users/current"
+    case changesZone = "changes/zone"
+    case changesDatabase = "changes/database"
+    case recordsChanges = "records/changes"
+    case zonesChanges = "zones/changes"
+    case subscriptionsList = "subscriptions/list"
+    case subscriptionsLookup = "subscriptions/lookup"
+    case subscriptionsModify = "subscriptions/modify"
+    case tokensCreate = "tokens/create"
+    case notificationsPoll = "cloudlet/notifications/poll"
     case health = "cloudlet/health"
     case metrics = "cloudlet/metrics"
     case signIn = "cloudlet/signin"
@@ -16,6 +25,8 @@ enum Route: String, CaseIterable, Sendable {
     /// The CloudKit operations under `/database/1/{container}/{environment}/{database}/`.
     static let databaseOperations: [Route] = [
         .recordsModify, .recordsLookup, .zonesList, .zonesLookup, .zonesModify, .usersCaller, .usersCurrent,
+        .changesZone, .changesDatabase, .recordsChanges, .zonesChanges, .subscriptionsList, .subscriptionsLookup,
+        .subscriptionsModify, .tokensCreate,
     ]
 
     /// The operation named by the path after the database segment (`records/modify`), if we serve it.
@@ -28,13 +39,14 @@ enum Route: String, CaseIterable, Sendable {
     /// (some clients send everything as POST).
     var methods: [String] {
         switch self {
-        case .zonesList, .usersCaller, .usersCurrent, .health, .metrics, .signIn: ["GET", "POST"]
+        case .zonesList, .usersCaller, .usersCurrent, .health, .metrics, .signIn, .subscriptionsList, .notificationsPoll:
+            ["GET", "POST"]
         default: ["POST"]
         }
     }
 
     /// Whether the operation changes data (a public-database write needs a signed-in user).
-    var isWrite: Bool { self == .recordsModify || self == .zonesModify }
+    var isWrite: Bool { self == .recordsModify || self == .zonesModify || self == .subscriptionsModify }
 
     /// Whether the request body is a JSON object the operation reads.
     var hasBody: Bool { methods == ["POST"] }

@@ -29,10 +29,10 @@ enum CivetLibrary {
             tried[tried.count - 1] += " (\(reason))"
         }
         if let loaded {
-            _ = mg_init_library(UInt32(MG_FEATURES_TLS))
+            _ = mg_init_library(UInt32(MG_FEATURES_TLS) | UInt32(MG_FEATURES_WEBSOCKET))
             return .success(loaded)
         }
-        _ = mg_init_library(0)
+        _ = mg_init_library(UInt32(MG_FEATURES_WEBSOCKET))
         return .failure(
             ServerSetupError(
                 "HTTPS is unavailable: \(compatFileName) was not found (tried \(tried.joined(separator: ", "))); "

@@ -34,6 +34,8 @@ final class HTTPListener: Sendable {
 
     let options: Options
     let handler: @Sendable (HTTPRequest) -> HTTPResponse
+    /// Registers more handlers (websockets) on the started civetweb context.
+    let onStart: (@Sendable (OpaquePointer) -> Void)?
     /// Where civetweb's own messages (TLS handshake failures, socket errors) go.
     let log: @Sendable (String) -> Void
     private let state = Mutex(State())
@@ -52,9 +54,14 @@ final class HTTPListener: Sendable {
         var stopping = false
     }
 
-    init(options: Options, log: @escaping @Sendable (String) -> Void, handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) {
+    init(
+        options: Options, log: @escaping @Sendable (String) -> Void,
+        onStart: (@Sendable (OpaquePointer) -> Void)? = nil,
+        handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse
+    ) {
         self.options = options
         self.log = log
+        self.onStart = onStart
         self.handler = handler
     }
 
@@ -117,6 +124,7 @@ final class HTTPListener: Sendable {
         let n = mg_get_server_ports(context, Int32(ports.count), &ports)
         let bound = n > 0 ? Int(ports[0].port) : options.port
         mg_set_request_handler(context, "/", requestTrampoline, me.toOpaque())
+        onStart?(context)
         state.withLock {
             $0.context = Context(pointer: context)
             $0.port = bound

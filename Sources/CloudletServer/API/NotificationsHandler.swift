@@ -1,0 +1,112 @@
+import Cloudlet
+import Foundation
+import Synchronization
+
+/// Notification delivery, as CloudKit's web courier: `tokens/create` returns a `webcourierURL` that the client
+/// long-polls (`GET /cloudlet/notifications/poll?token=…&after=…&timeout=…`); the same token opens a websocket at
+/// `/cloudlet/notifications/ws?token=…&after=…` that pushes each notification as a JSON text message.
+///
+/// Both take `after`, the ID of the last notification the client has; a client that reconnects passes it and gets
+/// what it missed from the user's notification log. A response with `gap: true` says the log no longer holds
+/// everything after that position (it was reopened, or the client is too far behind): fetch changes with sync
+/// tokens. Courier tokens live as long as the server process; clients create a new one after a restart.
+final class NotificationCourier: Sendable {
+    /// Courier token → whose notifications it reads.
+    private let tokens = Mutex<[String: NotificationHub.Inbox]>([:])
+    let store: CloudletStore
+    static let maxPollSeconds = 60.0
+
+    init(store: CloudletStore) { self.store = store }
+
+    /// `tokens/create`: `{apnsEnvironment?}` → `{apnsEnvironment, apnsToken, webcourierURL, websocketURL}`.
+    func createToken(_ context: RequestContext, request: HTTPRequest) throws -> [UInt8] {
+        let env = try context.body.string("apnsEnvironment", at: "") ?? "development"
+        guard env == "development" || env == "production" else {
+            throw APIError.badRequest("apnsEnvironment must be development or production, not '\(env)'")
+        }
+        let token = try Secrets.newToken()
+        let inbox = NotificationHub.Inbox(
+            container: context.path.container, environment: context.path.environment,
+            user: context.database.user)
+        tokens.withLock { $0[token] = inbox }
+        let scheme = request.isTLS ? "https" : "http"
+        let host = request.host ?? "localhost"
+        var w = JSONWriter()
+        w.object { w in
+            w.member("apnsEnvironment", env)
+            w.member("apnsToken", token)
+            w.member("webcourierURL", "\(scheme)://\(host)/cloudlet/notifications/poll?token=\(token)")
+            w.member("websocketURL", "\(scheme == "https" ? "wss" : "ws")://\(host)/cloudlet/notifications/ws?token=\(token)")
+        }
+        return w.bytes
+    }
+
+    func inbox(token: String?) -> NotificationHub.Inbox? {
+        guard let token else { return nil }
+        return tokens.withLock { $0[token] }
+    }
+
+    /// `GET /cloudlet/notifications/poll?token=&after=&timeout=` → `{notifications: […], next, gap}`; waits up to
+    /// `timeout` seconds (default 30, at most 60) when there is nothing new.
+    func poll(_ request: HTTPRequest) -> HTTPResponse {
+        guard let inbox = inbox(token: request.queryParameter("token")) else {
+            return APIError("AUTHENTICATION_FAILED", "unknown or expired courier token: call tokens/create").response
+        }
+        var after: NotificationID?
+        if let a = request.queryParameter("after"), !a.isEmpty {
+            guard let id = NotificationID(a) else { return APIError.badRequest("after '\(a)' is not a notification ID").response }
+            after = id
+        }
+        let timeout = min(Double(request.queryParameter("timeout") ?? "") ?? 30, Self.maxPollSeconds)
+        let store = self.store
+        let position = after
+        let batch = (try? EngineBridge.run {
+            await store.notifications(
+                container: inbox.container, environment: inbox.environment, user: inbox.user, after: position,
+                wait: max(timeout, 0))
+        })
+        guard let batch else { return APIError("INTERNAL_ERROR", "the notification log could not be read").response }
+        return HTTPResponse(status: 200, body: Self.encode(batch))
+    }
+
+    static func encode(_ batch: NotificationHub.Batch) -> [UInt8] {
+        var w = JSONWriter()
+        w.object { w in
+            w.key("notifications")
+            w.array { w in for n in batch.notifications { write(n, to: &w) } }
+            w.member("next", batch.next.description)
+            w.member("gap", batch.gap)
+        }
+        return w.bytes
+    }
+
+    static func encode(_ n: RecordNotification) -> [UInt8] {
+        var w = JSONWriter()
+        write(n, to: &w)
+        return w.bytes
+    }
+
+    /// `{notificationID, subscriptionID, notificationType: "query", queryNotificationReason, recordName,
+    /// recordType, zoneID, databaseScope, fields, alertBody}`.
+    static func write(_ n: RecordNotification, to w: inout JSONWriter) {
+        w.object { w in
+            w.member("notificationID", n.id.description)
+            w.member("subscriptionID", n.subscriptionID)
+            w.member("notificationType", "query")
+            w.member("queryNotificationReason", n.reason.rawValue)
+            w.member("recordName", n.recordID.recordName)
+            w.member("recordType", n.recordType)
+            w.key("zoneID")
+            ZoneIDCoding.write(n.recordID.zoneID, to: &w)
+            w.member("databaseScope", n.database.scope.rawValue)
+            w.key("fields")
+            w.object { w in
+                for name in n.fields.keys.sorted() {
+                    w.key(name)
+                    FieldCoding.write(n.fields[name]!, to: &w, numbersAsStrings: false, zone: n.recordID.zoneID)
+                }
+            }
+            if let a = n.alertBody { w.member("alertBody", a) }
+        }
+    }
+}
