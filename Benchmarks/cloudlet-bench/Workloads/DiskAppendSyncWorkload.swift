@@ -18,7 +18,7 @@ final class DiskAppendSyncWorkload: Workload {
         block = (0..<Self.blockSize).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
     }
 
-    func setUp(in dir: String) throws {
+    func setUp(in dir: String, fixtures: Fixtures) throws {
         file = try PosixFile(creating: dir + "/append.dat")
     }
 
