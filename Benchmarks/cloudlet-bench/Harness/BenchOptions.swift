@@ -15,15 +15,16 @@ struct BenchOptions: Equatable {
     static let usage = """
         USAGE: cloudlet-bench [--quick] [--json] [--filter NAME]... [--runs N] [--dir PATH]
 
-        Runs Cloudlet's benchmarks side by side with their anchors (the bare disk, SQLite) in one process and
-        prints median throughput, p50/p99 latency and the ratio Cloudlet / anchor. Build with -c release:
-        a debug build says so loudly and its numbers mean nothing.
+        Runs Cloudlet's benchmarks side by side with their anchors (the bare disk, SQLite, RocksDB) in one
+        process and prints median throughput, p50/p99 latency and the ratio Cloudlet / anchor. Build with
+        -c release: a debug build says so loudly and its numbers mean nothing.
 
         OPTIONS:
           --quick          Smaller workloads and 3 runs: a smoke test, not a measurement.
-          --json           Print the results as a JSON array of objects instead of a table.
+          --json           Print the results as JSON (machine, engines, one object per result).
           --filter NAME    Run only workloads whose name contains NAME, or whose engine is NAME
-                           (disk, sqlite, sqlite-serial). Repeatable; commas separate names.
+                           (disk, cloudlet, sqlite, sqlite-serial, rocksdb). Repeatable; commas
+                           separate names. fillsync* also run disk-append-sync (their limit).
           --runs N         Measured runs per workload after one warm-up run (default 5, 3 with --quick).
           --dir PATH       Where to put data files (kept). Default: a new directory under $TMPDIR,
                            removed at exit. Benchmarks measure the filesystem this is on.
