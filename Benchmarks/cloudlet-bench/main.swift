@@ -19,8 +19,7 @@ func main() -> Int32 {
     }
     let groups: [[any Workload]]
     do {
-        let all = WorkloadCatalog.groups(quick: options.quick)
-        groups = WorkloadCatalog.addingSyncLimit(try options.select(all), from: all)
+        groups = try options.select(WorkloadCatalog.groups(quick: options.quick))
     } catch {
         return fail(error)
     }

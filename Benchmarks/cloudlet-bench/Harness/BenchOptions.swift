@@ -24,7 +24,7 @@ struct BenchOptions: Equatable {
           --json           Print the results as JSON (machine, engines, one object per result).
           --filter NAME    Run only workloads whose name contains NAME, or whose engine is NAME
                            (disk, cloudlet, sqlite, sqlite-serial, rocksdb). Repeatable; commas
-                           separate names. fillsync* also run disk-append-sync (their limit).
+                           separate names. fillsync* keep their disk row (their limit).
           --runs N         Measured runs per workload after one warm-up run (default 5, 3 with --quick).
           --dir PATH       Where to put data files (kept). Default: a new directory under $TMPDIR,
                            removed at exit. Benchmarks measure the filesystem this is on.
@@ -104,6 +104,10 @@ struct BenchOptions: Equatable {
             let names = Set(all.map(\.name) + all.map(\.engine)).sorted().joined(separator: ", ")
             throw BenchError(.usage, "--filter '\(term)' matches no workload or engine; there are: \(names)")
         }
-        return groups.map { $0.filter { w in filters.contains { matches(w, $0) } } }.filter { !$0.isEmpty }
+        return groups.map { group in
+            let kept = group.filter { w in filters.contains { matches(w, $0) } }
+            guard kept.contains(where: { !$0.accompaniesGroup }) else { return kept }
+            return group.filter { w in w.accompaniesGroup || kept.contains { $0 === w } }
+        }.filter { !$0.isEmpty }
     }
 }

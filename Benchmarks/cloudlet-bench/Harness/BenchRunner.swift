@@ -63,13 +63,16 @@ struct BenchRunner {
         return results
     }
 
-    /// Sets ``BenchResult/ofSyncLimit`` on the results of workloads that compare to the disk's sync rate.
+    /// Sets ``BenchResult/ofSyncLimit`` on the results of workloads that compare to the disk's sync rate: their
+    /// median over the median of the `disk` row of the same workload.
     static func relateToSyncLimit(_ results: [BenchResult]) -> [BenchResult] {
-        guard let limit = results.first(where: { $0.workload == WorkloadCatalog.diskSyncLimit }), limit.median > 0
-        else { return results }
-        return results.map { r in
+        results.map { r in
             var r = r
-            if r.comparesToSyncLimit { r.ofSyncLimit = r.median / limit.median }
+            if r.comparesToSyncLimit,
+                let limit = results.first(where: { $0.workload == r.workload && $0.engine == "disk" }), limit.median > 0
+            {
+                r.ofSyncLimit = r.median / limit.median
+            }
             return r
         }
     }

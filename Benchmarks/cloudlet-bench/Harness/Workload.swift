@@ -31,9 +31,12 @@ protocol Workload: AnyObject {
     var latencyOf: String { get }
     /// How the median is shown; default `.throughput`.
     var metric: Metric { get }
-    /// Whether the table also shows this throughput as a fraction of `disk-append-sync` (the one-commit-per-sync
-    /// limit): true for the `fillsync*` workloads. Default false.
+    /// Whether the table also shows this throughput as a fraction of the `disk` row of the same group (4 KiB
+    /// appends, each fdatasync'd: the one-commit-per-sync limit): true for the `fillsync*` workloads. Default false.
     var comparesToSyncLimit: Bool { get }
+    /// Whether `--filter` keeps this workload whenever it keeps another of its group (the `disk` row of
+    /// `fillsync*`, which the others are compared with). Default false.
+    var accompaniesGroup: Bool { get }
 
     /// Prepares a run in `dir` (an empty directory); nothing here is timed. Preloaded stores come from `fixtures`.
     func setUp(in dir: String, fixtures: Fixtures) throws
@@ -46,4 +49,5 @@ protocol Workload: AnyObject {
 extension Workload {
     var metric: Metric { .throughput }
     var comparesToSyncLimit: Bool { false }
+    var accompaniesGroup: Bool { false }
 }

@@ -15,10 +15,14 @@ final class SQLiteConnection: @unchecked Sendable {
     private var commit: OpaquePointer?
     private var rollback: OpaquePointer?
 
+    /// A rowid table (rows in insertion order) plus the primary-key index on `recordName`: the same shape as
+    /// Cloudlet's log plus its by-name map. Measured at 100,000 records, `WITHOUT ROWID` (one B-tree keyed by name)
+    /// was 2.5-5x slower at `fillrandom` (whole rows split pages in random key order) and ~10% faster at
+    /// `readrandom`; this is the stronger anchor overall.
     static let createTable = """
         CREATE TABLE IF NOT EXISTS records(
             recordName TEXT PRIMARY KEY, recordType TEXT, title TEXT, count INTEGER, score REAL,
-            created INTEGER, tags TEXT, payload BLOB) WITHOUT ROWID
+            created INTEGER, tags TEXT, payload BLOB)
         """
 
     /// `PRAGMA synchronous` for a durability: FULL syncs the WAL at every commit; NORMAL only at checkpoints (in

@@ -3,7 +3,7 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// The SQLite anchor: one table keyed by record name, one row per record, WAL, `synchronous=FULL` (`fsync`) or
+/// The SQLite anchor: one table with a primary key on record name, one row per record, WAL, `synchronous=FULL` (`fsync`) or
 /// `NORMAL` (`os`), prepared statements.
 ///
 /// `saveOne` is an autocommit `INSERT` (its own transaction, fsync'd at commit under FULL); `saveBatch` wraps its
@@ -16,7 +16,7 @@ import Synchronization
 final class SQLiteEngine: BenchEngine {
     static let version = String(cString: sqlite3_libversion())
     static let detail =
-        "SQLite \(version), WAL, synchronous=FULL/NORMAL per durability, WITHOUT ROWID table keyed by name, "
+        "SQLite \(version), WAL, synchronous=FULL/NORMAL per durability, rowid table + primary key on name, "
         + "a connection per writer, busy_timeout"
     static let sharedDetail = "SQLite \(version), as sqlite but one connection shared by all writers"
     static let fileName = "bench.sqlite"

@@ -42,13 +42,14 @@ enum WorkloadCatalog {
         var needs: EngineCapabilities?
         /// Builds the workload for an engine (nil for disk workloads).
         var make: @Sendable (EngineRegistry.Entry?, Sizes) -> any Workload
+        /// For `fillsync*`: the number of 4 KiB fdatasync'd appends of the group's `disk` row (the limit), run
+        /// interleaved with the engines.
+        var diskRow: (@Sendable (Sizes) -> Int)? = nil
     }
-
-    static let diskSyncLimit = "disk-append-sync"
 
     static let definitions: [Definition] = [
         Definition(
-            name: diskSyncLimit, summary: "4 KiB appends, fdatasync after each (disk only)", needs: nil,
+            name: "disk-append-sync", summary: "4 KiB appends, fdatasync after each (disk only)", needs: nil,
             make: { _, s in DiskAppendSyncWorkload(appends: s.appendSyncs) }),
         Definition(
             name: "disk-seqwrite", summary: "1 MiB sequential writes, one fdatasync at the end (disk only)", needs: nil,
@@ -78,12 +79,13 @@ enum WorkloadCatalog {
             }),
         Definition(
             name: "fillsync", summary: "one thread saves records, one fsync'd commit each", needs: .write,
-            make: { e, s in FillSyncWorkload(name: "fillsync", engine: e!, count: s.fillsyncRecords, writers: 1) }),
+            make: { e, s in FillSyncWorkload(name: "fillsync", engine: e!, count: s.fillsyncRecords, writers: 1) },
+            diskRow: { $0.fillsyncRecords }),
         Definition(
             name: "fillsync-concurrent", summary: "32 threads save records, one fsync'd commit each", needs: .write,
             make: { e, s in
                 FillSyncWorkload(name: "fillsync-concurrent", engine: e!, count: s.concurrentRecords, writers: s.writers)
-            }),
+            }, diskRow: { $0.concurrentRecords }),
         Definition(
             name: "overwrite", summary: "replace existing records, random order, batches of 200, durability os",
             needs: [.write, .update],
@@ -130,17 +132,10 @@ enum WorkloadCatalog {
         let s = quick ? Sizes.quick : Sizes.full
         return definitions.map { d -> [any Workload] in
             guard let needs = d.needs else { return [d.make(nil, s)] }
-            return engines.filter { $0.runs(d.name, needing: needs) }.map { d.make($0, s) }
+            let rows = engines.filter { $0.runs(d.name, needing: needs) }.map { d.make($0, s) }
+            guard let diskRow = d.diskRow, !rows.isEmpty else { return rows }
+            return rows + [DiskAppendSyncWorkload(appends: diskRow(s), limitOf: d.name)]
         }.filter { !$0.isEmpty }
     }
 
-    /// `selected` plus `disk-append-sync` from `all` when a selected workload is reported against it and it is
-    /// not selected already (so `--filter fillsync` still shows the fraction of the disk's limit).
-    static func addingSyncLimit(_ selected: [[any Workload]], from all: [[any Workload]]) -> [[any Workload]] {
-        let names = Set(selected.flatMap { $0.map(\.name) })
-        guard !names.contains(diskSyncLimit), selected.contains(where: { $0.contains { $0.comparesToSyncLimit } }),
-            let limit = all.first(where: { $0.first?.name == diskSyncLimit })
-        else { return selected }
-        return [limit] + selected
-    }
 }
