@@ -24,12 +24,12 @@ struct BenchOptions: Equatable {
         OPTIONS:
           --quick          Smaller workloads and 3 runs: a smoke test, not a measurement.
           --json           Print the results as JSON (machine, engines, one object per result).
-          --filter NAME    Run only workloads whose name contains NAME, or whose engine is NAME
-                           (disk, cloudlet, sqlite, sqlite-serial, rocksdb). Repeatable; commas
-                           separate names. fillsync* keep their disk row (their limit).
-          --engine NAME    Run only this engine's rows of the selected workloads (disk, cloudlet, sqlite,
-                           sqlite-serial, rocksdb); repeatable, commas allowed. For profiling one engine:
-                           --filter readrandom --engine cloudlet.
+          --filter NAME    Run only workloads whose name contains NAME, or whose engine is NAME.
+                           Repeatable; commas separate names; the union runs. fillsync* keep
+                           their disk rows (their limit).
+          --engine NAME    Of those, run only this engine's rows (disk, disk-prewritten, cloudlet,
+                           sqlite, sqlite-serial, rocksdb). Repeatable; commas separate names.
+                           To profile one engine: --filter readrandom --engine cloudlet.
           --runs N         Measured runs per workload after one warm-up run (default 5, 3 with --quick).
           --dir PATH       Where to put data files (kept). Default: a new directory under $TMPDIR,
                            removed at exit. Benchmarks measure the filesystem this is on.

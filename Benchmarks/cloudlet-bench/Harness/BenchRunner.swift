@@ -64,15 +64,13 @@ struct BenchRunner {
     }
 
     /// Sets ``BenchResult/ofSyncLimit`` on the results of workloads that compare to the disk's sync rate: their
-    /// median over the median of the `disk` row of the same workload.
+    /// median over the best median of the `disk` rows of the same workload (`disk-prewritten` unless the noise
+    /// says otherwise).
     static func relateToSyncLimit(_ results: [BenchResult]) -> [BenchResult] {
         results.map { r in
             var r = r
-            if r.comparesToSyncLimit,
-                let limit = results.first(where: { $0.workload == r.workload && $0.engine == "disk" }), limit.median > 0
-            {
-                r.ofSyncLimit = r.median / limit.median
-            }
+            let limit = results.filter { $0.workload == r.workload && $0.engine.hasPrefix("disk") }.map(\.median).max()
+            if r.comparesToSyncLimit, let limit, limit > 0 { r.ofSyncLimit = r.median / limit }
             return r
         }
     }

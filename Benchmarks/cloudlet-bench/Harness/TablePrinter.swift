@@ -24,8 +24,8 @@ struct TablePrinter {
             out.append("  \(r.workload): \(r.latencyOf)")
         }
         out.append(
-            "of sync limit: records/s / the disk row's (one 4 KiB append + fdatasync per record, run interleaved "
-                + "with the engines); over 100%: several commits per sync.")
+            "of sync limit: records/s / the faster disk row's (one 4 KiB write + fdatasync per record, run "
+                + "interleaved with the engines); over 100%: several commits per sync.")
         out.append(
             "cloudlet/anchor: Cloudlet's median throughput / this row's (> 1: Cloudlet faster; for s/1M records, "
                 + "the anchor's time / Cloudlet's); n/a: no Cloudlet run.")

@@ -42,8 +42,8 @@ enum WorkloadCatalog {
         var needs: EngineCapabilities?
         /// Builds the workload for an engine (nil for disk workloads).
         var make: @Sendable (EngineRegistry.Entry?, Sizes) -> any Workload
-        /// For `fillsync*`: the number of 4 KiB fdatasync'd appends of the group's `disk` row (the limit), run
-        /// interleaved with the engines.
+        /// For `fillsync*`: the number of 4 KiB fdatasync'd writes of the group's `disk` and `disk-prewritten`
+        /// rows (the limits), run interleaved with the engines.
         var diskRow: (@Sendable (Sizes) -> Int)? = nil
     }
 
@@ -134,7 +134,7 @@ enum WorkloadCatalog {
             guard let needs = d.needs else { return [d.make(nil, s)] }
             let rows = engines.filter { $0.runs(d.name, needing: needs) }.map { d.make($0, s) }
             guard let diskRow = d.diskRow, !rows.isEmpty else { return rows }
-            return rows + [DiskAppendSyncWorkload(appends: diskRow(s), limitOf: d.name)]
+            return rows + [false, true].map { DiskAppendSyncWorkload(appends: diskRow(s), limitOf: d.name, prewritten: $0) }
         }.filter { !$0.isEmpty }
     }
 
