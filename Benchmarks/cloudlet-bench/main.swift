@@ -25,7 +25,8 @@ func main() -> Int32 {
     }
     if options.list {
         print(WorkloadCatalog.listing(indent: ""))
-        print("\nengines:\n  disk (anchor): the filesystem under --dir")
+        print("\nengines:\n  disk (anchor): the filesystem under --dir, appending to growing files")
+        print("  disk-prewritten (anchor, fillsync* only): the same, overwriting a file written beforehand")
         for e in EngineRegistry.all { print("  \(e.name) (\(e.role.rawValue)): \(e.detail())") }
         return 0
     }
