@@ -21,6 +21,9 @@ let package = Package(
         .systemLibrary(name: "CCivetweb", providers: [.apt(["libcivetweb-dev"])]),
         .systemLibrary(
             name: "CSQLite", path: "Benchmarks/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // Benchmark anchor only: nothing but cloudlet-bench links RocksDB.
+        .systemLibrary(
+            name: "CRocksDB", path: "Benchmarks/CRocksDB", pkgConfig: "rocksdb", providers: [.apt(["librocksdb-dev"])]),
 
         // Value types, codec, checksums, errors. No I/O.
         .target(name: "CloudletCore"),
@@ -48,7 +51,7 @@ let package = Package(
             name: "cloudlet-tool", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage"],
             path: "Tools/cloudlet-tool"),
         .executableTarget(
-            name: "cloudlet-bench", dependencies: ["Cloudlet", "CloudletCore", "CSQLite"],
+            name: "cloudlet-bench", dependencies: ["Cloudlet", "CloudletCore", "CSQLite", "CRocksDB"],
             path: "Benchmarks/cloudlet-bench"),
 
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore"]),

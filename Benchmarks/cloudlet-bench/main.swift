@@ -25,7 +25,8 @@ func main() -> Int32 {
     }
     if options.list {
         print(WorkloadCatalog.listing(indent: ""))
-        print("\nengines:\n  disk (anchor): the filesystem under --dir")
+        print("\nengines:\n  disk (anchor): the filesystem under --dir, appending to growing files")
+        print("  disk-prewritten (anchor, fillsync* only): the same, overwriting a file written beforehand")
         for e in EngineRegistry.all { print("  \(e.name) (\(e.role.rawValue)): \(e.detail())") }
         return 0
     }
@@ -47,20 +48,27 @@ func main() -> Int32 {
         return fail(error)
     }
 
+    let machine = MachineInfo(dataPath: directory.path)
+    let ran = Set(results.map(\.engine))
+    let engines = EngineRegistry.all.filter { ran.contains($0.name) }
     if options.json {
+        let report = BenchReport(
+            buildConfiguration: BuildInfo.configuration, debugBuild: BuildInfo.isDebug, quick: options.quick,
+            measuredRuns: options.measuredRuns, machine: machine,
+            engines: Dictionary(uniqueKeysWithValues: engines.map { ($0.name, $0.detail()) }), results: results)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         do {
-            print(String(decoding: try encoder.encode(results), as: UTF8.self))
+            print(String(decoding: try encoder.encode(report), as: UTF8.self))
         } catch {
             return fail(error)
         }
     } else {
-        let engines = EngineRegistry.all.map { "\($0.name): \($0.detail())" }.joined(separator: "; ")
         print(
             "cloudlet-bench · \(BuildInfo.configuration) build · \(options.quick ? "quick" : "full") · "
-                + "\(options.measuredRuns) runs + 1 warm-up · \(ProcessInfo.processInfo.activeProcessorCount) cores")
-        print("engines: \(engines)")
+                + "\(options.measuredRuns) runs + 1 warm-up · \(machine.date)")
+        print("machine: \(machine.summary)")
+        for e in engines { print("\(e.name): \(e.detail())") }
         print("data: \(directory.path)\(directory.isTemporary ? " (temporary)" : "")")
         print("")
         print(TablePrinter().render(results))

@@ -1,19 +1,102 @@
-/// A record store the record workloads (`fillsync-concurrent`, `bulkload`) drive: SQLite as the anchor now,
-/// Cloudlet's embedded engine as the subject once it compiles (see ``EngineRegistry``).
+/// A record store the record workloads drive: Cloudlet's embedded engine (the subject), SQLite and RocksDB (the
+/// anchors). Every engine gets the same records, the same durability and the same one index (by record name).
 ///
-/// Contract, the same for every engine so that the ratio means something:
-/// - `open` gets an empty directory, the records the run will save (built from ``RecordGenerator``, indexed by
-///   `i`) and how many threads will call `saveOne` at once; open connections, create tables, prepare statements
-///   here: it is not timed.
-/// - `saveOne(i)` stores record `i` as its own durable commit: when it returns the record survives power loss
-///   (fsync or fdatasync done). It is called from up to `writers` threads at the same time.
-/// - `saveBatch(range)` stores the records in `range` as one durable, atomic commit; one thread at a time.
-/// - Turning a ``GeneratedRecord`` into the engine's own form (binding SQL parameters, building a `Record`) is
-///   part of the measured cost.
-/// - `close` releases everything; the runner deletes the directory afterwards.
+/// Contract, the same for every engine so that the ratios mean something:
+/// - `open` gets a directory (empty, or holding what an earlier `open` of the same engine type left there: that
+///   is a reopen, and recovers), the data set the run uses and the settings. Opening, creating tables and
+///   preparing statements happen here. It is not timed, except by the `recover-*` workloads, which time
+///   `open` plus one `get`.
+/// - `saveOne(i)` stores `data.records[i]` as its own commit; `saveBatch(range)` stores `data.records[range]` as
+///   one atomic commit. Both return once the commit is as durable as `settings.durability` says. `saveOne` may be
+///   called from up to `settings.writers` threads at once; everything else from one thread at a time.
+/// - `updateBatch(indices)` replaces the fields of existing records `indices` with `data.updates[i]` (same name,
+///   type and field names, new values), as one atomic commit.
+/// - `get(i)` reads record `i` by its name and turns it into what an app holds (Cloudlet: a `Record`; SQLite and
+///   RocksDB: a ``GeneratedRecord`` decoded from the row or value); it throws if the record is missing or its
+///   `count` is not `data.records[i].count`.
+/// - `crashImage(to:)` copies the engine's files, while it is open and idle, into an empty directory as a crash
+///   at this moment would leave them: opening the copy must replay the engine's log (Cloudlet: no checkpoint;
+///   SQLite: the WAL; RocksDB: the WAL, memtable not flushed).
+/// - Turning a ``GeneratedRecord`` into the engine's own form (binding SQL parameters, building a `Record`,
+///   serializing a value) and back is part of the measured cost.
+/// - `close` releases everything cleanly (Cloudlet writes a checkpoint, SQLite checkpoints its WAL, RocksDB
+///   flushes its memtable); the runner deletes the directory afterwards.
+///
+/// Workloads that come later (query, changefeed, compact) add their own protocols refining this one, and a
+/// capability in ``EngineCapabilities``, so that engines without them are simply not run on them.
 protocol BenchEngine: AnyObject, Sendable {
-    func open(dir: String, records: [GeneratedRecord], writers: Int) throws
+    func open(dir: String, data: BenchData, settings: EngineSettings) throws
     func saveOne(_ i: Int) throws
     func saveBatch(_ range: Range<Int>) throws
+    func updateBatch(_ indices: ArraySlice<Int>) throws
+    func get(_ i: Int) throws
+    func crashImage(to dir: String) throws
     func close() throws
+
+    /// `saveOne` for each index in turn, returning each one's latency in seconds. Engines whose API is async
+    /// override it to run the whole loop in one task, so that the bench thread's bridge is not counted per call.
+    func saveEach(_ indices: StrideTo<Int>) throws -> [Double]
+    /// `get` for each index in turn, returning each one's latency in seconds (see ``saveEach(_:)``).
+    func getEach(_ indices: ArraySlice<Int>) throws -> [Double]
+    /// Log frames the last `open` replayed, when the engine reports it (Cloudlet: `framesReplayed`); the
+    /// `recover-*` workloads check it so that they measure what they claim.
+    var framesReplayedOnOpen: Int? { get }
+}
+
+extension BenchEngine {
+    func saveEach(_ indices: StrideTo<Int>) throws -> [Double] {
+        var latencies: [Double] = []
+        latencies.reserveCapacity(indices.underestimatedCount)
+        for i in indices {
+            let t = Stopwatch()
+            try saveOne(i)
+            latencies.append(t.elapsed)
+        }
+        return latencies
+    }
+
+    func getEach(_ indices: ArraySlice<Int>) throws -> [Double] {
+        var latencies: [Double] = []
+        latencies.reserveCapacity(indices.count)
+        for i in indices {
+            let t = Stopwatch()
+            try get(i)
+            latencies.append(t.elapsed)
+        }
+        return latencies
+    }
+
+    var framesReplayedOnOpen: Int? { nil }
+}
+
+/// When a commit is acknowledged; each engine maps it onto its own setting.
+enum BenchDurability: String, Sendable, Codable {
+    /// Survives power loss: Cloudlet `.fsync` (group commit, fdatasync), SQLite WAL `synchronous=FULL`, RocksDB
+    /// `WriteOptions.sync = true`.
+    case fsync
+    /// Written to the OS, survives a process crash: Cloudlet `.os`, SQLite WAL `synchronous=NORMAL`, RocksDB
+    /// `sync = false` (WAL written, not synced).
+    case os
+}
+
+/// How a workload opens an engine.
+struct EngineSettings: Sendable {
+    var durability: BenchDurability
+    /// Threads that may call `saveOne` at the same time.
+    var writers: Int = 1
+}
+
+/// The records of one run, shared read-only by the workload and the engine.
+final class BenchData: Sendable {
+    let records: [GeneratedRecord]
+    /// `updates[i]`: record `i` with new field values (empty unless asked for).
+    let updates: [GeneratedRecord]
+
+    init(count: Int, names: RecordGenerator.NameOrder, withUpdates: Bool = false) {
+        let generator = RecordGenerator(names: names)
+        records = generator.records(count)
+        updates = withUpdates ? (0..<count).map { generator.updated($0) } : []
+    }
+
+    var count: Int { records.count }
 }

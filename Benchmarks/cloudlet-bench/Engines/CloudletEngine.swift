@@ -1,39 +1,150 @@
 import Cloudlet
 import CloudletCore
 import Dispatch
+import Foundation
 import Synchronization
 
-/// The subject: Cloudlet's embedded engine through its public async API, with `fsync` durability (each save
-/// returns after its group's fdatasync) and records in a custom zone of one private database, so a batch is one
-/// atomic commit.
+/// The subject: Cloudlet's embedded engine through its public async API, with `fsync` or `os` durability (an
+/// `fsync` save returns after its group's fdatasync) and records in a custom zone of one private database, so a
+/// batch is one atomic commit. Updates are `forceReplace` (CloudKit's `allKeys` save policy: replace the whole
+/// record whatever its change tag, the analogue of a key-value put or an SQL `UPDATE` of every column).
+///
+/// Calls come from bench threads and wait for a task; the loops (`saveEach`, `getEach`) run in one task each, as
+/// an async caller would, so the bridge is paid per loop and not per operation.
 final class CloudletEngine: BenchEngine {
-    static var detail: String { "Cloudlet embedded, durability fsync, group commit, 1 partition" }
+    static var detail: String {
+        "Cloudlet embedded, durability fsync/os, group commit, 1 partition, one custom zone, forceReplace updates"
+    }
 
     private struct State {
         var store: CloudletStore?
         var db: Database?
-        var records: [GeneratedRecord] = []
+        var data: BenchData?
+        var path = ""
     }
 
     private let state = Mutex(State())
     private let zone = ZoneID(zoneName: "Bench")
+    static let directoryName = "cloudlet"
 
-    func open(dir: String, records: [GeneratedRecord], writers: Int) throws {
+    func open(dir: String, data: BenchData, settings: EngineSettings) throws {
         let zone = self.zone
+        let path = dir + "/" + Self.directoryName
+        let configuration = StoreConfiguration(durability: settings.durability == .fsync ? .fsync : .os)
         let (store, db) = try Self.wait {
-            let store = try await CloudletStore.open(at: dir + "/cloudlet", configuration: StoreConfiguration(durability: .fsync))
+            let store = try await CloudletStore.open(at: path, configuration: configuration)
             let db = try store.container("iCloud.com.example.bench").privateDatabase(user: "bench")
-            try await db.createZone(zone)
+            try await db.createZone(zone)  // no commit when it exists (a reopen)
             return (store, db)
         }
         state.withLock {
             $0.store = store
             $0.db = db
-            $0.records = records
+            $0.data = data
+            $0.path = path
         }
     }
 
-    private func record(_ g: GeneratedRecord) -> Record {
+    private func opened() -> (Database, BenchData) {
+        state.withLock { s in
+            guard let db = s.db, let data = s.data else { preconditionFailure("CloudletEngine used before open()") }
+            return (db, data)
+        }
+    }
+
+    private func record(_ g: GeneratedRecord) -> Record { Self.record(g, zone) }
+
+    func saveOne(_ i: Int) throws {
+        let (db, data) = opened()
+        let r = record(data.records[i])
+        _ = try Self.wait { try await db.save(r) }
+    }
+
+    func saveEach(_ indices: StrideTo<Int>) throws -> [Double] {
+        let (db, data) = opened()
+        let zone = self.zone
+        return try Self.wait {
+            var latencies: [Double] = []
+            latencies.reserveCapacity(indices.underestimatedCount)
+            for i in indices {
+                let t = Stopwatch()
+                _ = try await db.save(Self.record(data.records[i], zone))
+                latencies.append(t.elapsed)
+            }
+            return latencies
+        }
+    }
+
+    func saveBatch(_ range: Range<Int>) throws {
+        let (db, data) = opened()
+        let ops = data.records[range].map { RecordOperation.create(record($0)) }
+        try Self.check(try Self.wait { try await db.modify(ops, atomic: true) })
+    }
+
+    func updateBatch(_ indices: ArraySlice<Int>) throws {
+        let (db, data) = opened()
+        let ops = indices.map { RecordOperation.forceReplace(record(data.updates[$0])) }
+        try Self.check(try Self.wait { try await db.modify(ops, atomic: true) })
+    }
+
+    func get(_ i: Int) throws {
+        let (db, data) = opened()
+        let (zone, expected) = (self.zone, data.records[i])
+        try Self.wait { try await Self.get(db, zone, expected) }
+    }
+
+    func getEach(_ indices: ArraySlice<Int>) throws -> [Double] {
+        let (db, data) = opened()
+        let zone = self.zone
+        return try Self.wait {
+            var latencies: [Double] = []
+            latencies.reserveCapacity(indices.count)
+            for i in indices {
+                let t = Stopwatch()
+                try await Self.get(db, zone, data.records[i])
+                latencies.append(t.elapsed)
+            }
+            return latencies
+        }
+    }
+
+    private static func get(_ db: Database, _ zone: ZoneID, _ expected: GeneratedRecord) async throws {
+        let r = try await db.record(for: RecordID(recordName: expected.recordName, zoneID: zone))
+        guard r["count"] == .int64(expected.count) else {
+            throw BenchError(
+                .engine, "Cloudlet: '\(expected.recordName)' has count \(String(describing: r["count"])), expected \(expected.count)")
+        }
+    }
+
+    /// Copies the open store's directory (every save has returned, so every commit is written to the OS) and
+    /// deletes the checkpoints and the lock file in the copy, as `StoreRecoveryTests.crashImage` does: opening the
+    /// copy replays the whole log.
+    func crashImage(to dir: String) throws {
+        let path = state.withLock { $0.path }
+        let image = dir + "/" + Self.directoryName
+        let fm = FileManager.default
+        try fm.copyItem(atPath: path, toPath: image)
+        guard let files = fm.enumerator(atPath: image) else { throw BenchError.io("opendir", image) }
+        for case let file as String in files
+        where file.hasSuffix(".ckpt") || file.hasSuffix(".tmp") || file == "LOCK" {
+            try fm.removeItem(atPath: image + "/" + file)
+        }
+    }
+
+    var framesReplayedOnOpen: Int? {
+        state.withLock { $0.store?.statistics.framesReplayed }
+    }
+
+    func close() throws {
+        let store = state.withLock { s -> CloudletStore? in
+            defer { s = State() }
+            return s.store
+        }
+        try store?.closeNow()
+    }
+
+    /// The record as an app would build it: its type and name in the bench zone, six typed fields.
+    private static func record(_ g: GeneratedRecord, _ zone: ZoneID) -> Record {
         Record(
             recordType: g.recordType, recordName: g.recordName, zoneID: zone,
             fields: [
@@ -43,27 +154,8 @@ final class CloudletEngine: BenchEngine {
             ])
     }
 
-    func saveOne(_ i: Int) throws {
-        let (db, g) = state.withLock { ($0.db!, $0.records[i]) }
-        let r = record(g)
-        _ = try Self.wait { try await db.save(r) }
-    }
-
-    func saveBatch(_ range: Range<Int>) throws {
-        let (db, gs) = state.withLock { ($0.db!, Array($0.records[range])) }
-        let ops = gs.map { RecordOperation.create(record($0)) }
-        let results = try Self.wait { try await db.modify(ops, atomic: true) }
-        if let failure = results.first(where: { $0.error != nil }) {
-            throw failure.error!
-        }
-    }
-
-    func close() throws {
-        let store = state.withLock { s -> CloudletStore? in
-            defer { s = State() }
-            return s.store
-        }
-        try store?.closeNow()
+    private static func check(_ results: [RecordResult]) throws {
+        if let failure = results.first(where: { $0.error != nil }) { throw failure.error! }
     }
 
     /// Runs async work from a benchmark thread (never a cooperative-pool thread) and waits for it.

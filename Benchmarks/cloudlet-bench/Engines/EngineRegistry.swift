@@ -1,7 +1,27 @@
+/// What a record engine can do beyond the core of ``BenchEngine`` (which every engine implements). A workload
+/// names what it needs; engines without it are not run on it.
+///
+/// Workloads still to come add their capability and a protocol refining ``BenchEngine``: `query` (records by
+/// field predicates, with the same secondary index on every engine), `changefeed` (changes since a token),
+/// `compact` (log or LSM compaction under load).
+struct EngineCapabilities: OptionSet, Sendable {
+    let rawValue: Int
+    /// `open`, `saveOne`, `saveBatch`, `close`.
+    static let write = EngineCapabilities(rawValue: 1 << 0)
+    /// `get`.
+    static let read = EngineCapabilities(rawValue: 1 << 1)
+    /// `updateBatch`.
+    static let update = EngineCapabilities(rawValue: 1 << 2)
+    /// `crashImage(to:)` and reopening an existing directory.
+    static let recover = EngineCapabilities(rawValue: 1 << 3)
+
+    static let core: EngineCapabilities = [.write, .read, .update, .recover]
+}
+
 /// The record engines the workloads run on, in the order they run.
 ///
-/// Every workload that takes an engine runs once per entry here, side by side in the same process run; the
-/// table divides the subject's throughput by each anchor's.
+/// Every workload that takes an engine runs once per entry here that has the capabilities it needs, side by side
+/// in the same process run; the table divides the subject's throughput by each anchor's.
 enum EngineRegistry {
     struct Entry: Sendable {
         /// Short name for tables, JSON and `--filter` (`sqlite`).
@@ -9,12 +29,15 @@ enum EngineRegistry {
         var role: EngineRole
         /// Version or configuration shown in reports (`SQLite 3.40.1, WAL, synchronous=FULL`).
         var detail: @Sendable () -> String
-        /// A new, unopened engine; one per workload.
+        /// A new, unopened engine; one per workload run.
         var make: @Sendable () -> any BenchEngine
-        /// The workloads this entry runs; nil: all of them.
+        var capabilities: EngineCapabilities = .core
+        /// The workloads this entry runs (by name); nil: every one it has the capabilities for.
         var only: Set<String>? = nil
 
-        func runs(_ workload: String) -> Bool { only?.contains(workload) ?? true }
+        func runs(_ workload: String, needing: EngineCapabilities) -> Bool {
+            capabilities.isSuperset(of: needing) && (only?.contains(workload) ?? true)
+        }
     }
 
     static let all: [Entry] = [
@@ -26,5 +49,6 @@ enum EngineRegistry {
         Entry(
             name: "sqlite-serial", role: .anchor, detail: { SQLiteEngine.sharedDetail },
             make: { SQLiteEngine(sharedConnection: true) }, only: ["fillsync-concurrent"]),
+        Entry(name: "rocksdb", role: .anchor, detail: { RocksDBEngine.detail }, make: { RocksDBEngine() }),
     ]
 }

@@ -3,7 +3,8 @@
 /// Six fields of mixed types besides the name and type, about 250 bytes in all: what a small app record
 /// (a note, a task) looks like.
 struct GeneratedRecord: Sendable, Hashable {
-    /// Unique per index, in pseudo-random order (like the UUIDs apps use), 17 characters.
+    /// Unique per index, 17 characters: in pseudo-random order (like the UUIDs apps use), or in index order
+    /// (see ``RecordGenerator/NameOrder``).
     var recordName: String
     var recordType: String
     /// Words, about 20 to 55 characters.
@@ -36,18 +37,42 @@ struct RecordGenerator: Sendable {
     /// 2025-12-01T00:00:00Z, the base of `created`.
     static let epochMillis: Int64 = 1_764_547_200_000
 
+    /// How record names relate to indexes.
+    enum NameOrder: String, Sendable {
+        /// `r` + 16 pseudo-random hex digits: saving records 0, 1, 2… inserts keys in random order (`fillrandom`).
+        case random
+        /// `r` + the index as 16 hex digits: saving records 0, 1, 2… appends keys in sorted order (`fillseq`).
+        case sequential
+    }
+
     /// A seed so that separate data sets can be generated; the same seed and index give the same record.
     var seed: UInt64 = 0
+    var names: NameOrder = .random
+
+    /// The name of record `i`: unique per index (for one seed), 17 characters.
+    func recordName(_ i: Int) -> String {
+        // `mix` is a bijection, so names are unique per index; the constant keeps record 0 from being all zeros.
+        let nameBits = names == .sequential ? UInt64(i) : SplitMix64.mix(UInt64(i) ^ seed ^ 0x5DEE_CE66_D1CE_F00D)
+        let hex = String(nameBits, radix: 16)
+        return "r" + String(repeating: "0", count: 16 - hex.count) + hex
+    }
 
     /// The record with index `i`.
     func record(_ i: Int) -> GeneratedRecord {
+        fields(i, stream: SplitMix64.mix(SplitMix64.mix(UInt64(i)) ^ seed))
+    }
+
+    /// Record `i` as an update would leave it: the same name, type and field names, every field value new
+    /// (`overwrite`).
+    func updated(_ i: Int) -> GeneratedRecord {
+        fields(i, stream: SplitMix64.mix(SplitMix64.mix(UInt64(i)) ^ seed ^ 0x0DDB_A11C_AFE0_0001))
+    }
+
+    private func fields(_ i: Int, stream: UInt64) -> GeneratedRecord {
         // Each record's stream starts at an unrelated point of SplitMix64's sequence (starting at `i * step`
         // would make record i+1's values record i's, shifted by one).
-        var rng = SplitMix64(state: SplitMix64.mix(SplitMix64.mix(UInt64(i)) ^ seed))
-        // `mix` is a bijection, so names are unique per index; the constant keeps record 0 from being all zeros.
-        let nameBits = SplitMix64.mix(UInt64(i) ^ seed ^ 0x5DEE_CE66_D1CE_F00D)
-        let hex = String(nameBits, radix: 16)
-        let recordName = "r" + String(repeating: "0", count: 16 - hex.count) + hex
+        var rng = SplitMix64(state: stream)
+        let recordName = recordName(i)
 
         var title = ""
         while title.utf8.count < 20 || (title.utf8.count < 50 && rng.next() % 3 != 0) {

@@ -6,6 +6,8 @@ struct BenchOptions: Equatable {
     var list = false
     /// Terms from every `--filter`, comma-separated lists split.
     var filters: [String] = []
+    /// Engines from every `--engine`: when set, only these engines' rows run (after `--filter`).
+    var engines: [String] = []
     /// Measured runs per workload; nil: 5, or 3 with `--quick`.
     var runs: Int?
     var dir: String?
@@ -13,17 +15,21 @@ struct BenchOptions: Equatable {
     var measuredRuns: Int { runs ?? (quick ? 3 : 5) }
 
     static let usage = """
-        USAGE: cloudlet-bench [--quick] [--json] [--filter NAME]... [--runs N] [--dir PATH]
+        USAGE: cloudlet-bench [--quick] [--json] [--filter NAME]... [--engine NAME]... [--runs N] [--dir PATH]
 
-        Runs Cloudlet's benchmarks side by side with their anchors (the bare disk, SQLite) in one process and
-        prints median throughput, p50/p99 latency and the ratio Cloudlet / anchor. Build with -c release:
-        a debug build says so loudly and its numbers mean nothing.
+        Runs Cloudlet's benchmarks side by side with their anchors (the bare disk, SQLite, RocksDB) in one
+        process and prints median throughput, p50/p99 latency and the ratio Cloudlet / anchor. Build with
+        -c release: a debug build says so loudly and its numbers mean nothing.
 
         OPTIONS:
           --quick          Smaller workloads and 3 runs: a smoke test, not a measurement.
-          --json           Print the results as a JSON array of objects instead of a table.
-          --filter NAME    Run only workloads whose name contains NAME, or whose engine is NAME
-                           (disk, sqlite, sqlite-serial). Repeatable; commas separate names.
+          --json           Print the results as JSON (machine, engines, one object per result).
+          --filter NAME    Run only workloads whose name contains NAME, or whose engine is NAME.
+                           Repeatable; commas separate names; the union runs. fillsync* keep
+                           their disk rows (their limit).
+          --engine NAME    Of those, run only this engine's rows (disk, disk-prewritten, cloudlet,
+                           sqlite, sqlite-serial, rocksdb). Repeatable; commas separate names.
+                           To profile one engine: --filter readrandom --engine cloudlet.
           --runs N         Measured runs per workload after one warm-up run (default 5, 3 with --quick).
           --dir PATH       Where to put data files (kept). Default: a new directory under $TMPDIR,
                            removed at exit. Benchmarks measure the filesystem this is on.
@@ -75,6 +81,10 @@ struct BenchOptions: Equatable {
                 let terms = try value().split(separator: ",").map { String($0) }.filter { !$0.isEmpty }
                 guard !terms.isEmpty else { throw BenchError(.usage, "--filter needs a name") }
                 o.filters += terms
+            case "--engine":
+                let terms = try value().split(separator: ",").map { String($0) }.filter { !$0.isEmpty }
+                guard !terms.isEmpty else { throw BenchError(.usage, "--engine needs a name") }
+                o.engines += terms
             case "--runs":
                 let text = try value()
                 guard let n = Int(text), n >= 1 else {
@@ -93,16 +103,26 @@ struct BenchOptions: Equatable {
         return o
     }
 
-    /// The groups whose workloads match the filters (all when there are none). Throws a usage error for a
-    /// filter term that matches nothing, listing what exists.
+    /// The groups whose workloads match the filters (all when there are none), restricted to `--engine`'s
+    /// engines. Throws a usage error for a filter term or engine that matches nothing, listing what exists.
     func select(_ groups: [[any Workload]]) throws -> [[any Workload]] {
-        guard !filters.isEmpty else { return groups }
-        func matches(_ w: any Workload, _ term: String) -> Bool { w.name.contains(term) || w.engine == term }
         let all = groups.flatMap { $0 }
+        let names = Set(all.map(\.name) + all.map(\.engine)).sorted().joined(separator: ", ")
+        for engine in engines where !all.contains(where: { $0.engine == engine }) {
+            let engineNames = Set(all.map(\.engine)).sorted().joined(separator: ", ")
+            throw BenchError(.usage, "--engine '\(engine)' is not an engine; there are: \(engineNames)")
+        }
+        func matches(_ w: any Workload, _ term: String) -> Bool { w.name.contains(term) || w.engine == term }
         for term in filters where !all.contains(where: { matches($0, term) }) {
-            let names = Set(all.map(\.name) + all.map(\.engine)).sorted().joined(separator: ", ")
             throw BenchError(.usage, "--filter '\(term)' matches no workload or engine; there are: \(names)")
         }
-        return groups.map { $0.filter { w in filters.contains { matches(w, $0) } } }.filter { !$0.isEmpty }
+        return groups.map { group in
+            var kept = filters.isEmpty ? group : group.filter { w in filters.contains { matches(w, $0) } }
+            // The disk row of fillsync* stays with any engine of its group that runs (unless --engine drops it).
+            if kept.contains(where: { !$0.accompaniesGroup }) {
+                kept = group.filter { w in w.accompaniesGroup || kept.contains { $0 === w } }
+            }
+            return engines.isEmpty ? kept : kept.filter { engines.contains($0.engine) }
+        }.filter { !$0.isEmpty }
     }
 }

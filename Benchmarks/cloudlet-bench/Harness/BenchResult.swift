@@ -4,6 +4,7 @@ struct BenchResult: Sendable {
     var engine: String
     var role: EngineRole
     var unit: String
+    var metric: Metric
     var latencyOf: String
     /// Operations per second of each measured run, in run order.
     var throughputs: [Double]
@@ -18,12 +19,21 @@ struct BenchResult: Sendable {
     var ratio: Double?
     /// `cloudlet/sqlite` when `ratio` is set.
     var ratioOf: String?
+    /// Whether ``ofSyncLimit`` applies (``Workload/comparesToSyncLimit``).
+    var comparesToSyncLimit: Bool
+    /// For `fillsync*`: the median throughput divided by `disk-append-sync`'s median (syncs/s) in the same
+    /// process run; nil when not applicable or the disk workload did not run. Above 1 only with group commit.
+    var ofSyncLimit: Double?
+    /// The last measured run's note, if any (`1,001 log frames replayed`).
+    var note: String?
 
     init(workload: any Workload, runs: [RunMeasurement]) {
         self.workload = workload.name
         engine = workload.engine
         role = workload.role
         unit = workload.unit
+        metric = workload.metric
+        comparesToSyncLimit = workload.comparesToSyncLimit
         latencyOf = workload.latencyOf
         throughputs = runs.map(\.throughput)
         operationsPerRun = runs.first?.operations ?? 0
@@ -31,10 +41,19 @@ struct BenchResult: Sendable {
         p50 = Statistics.percentile(samples, 50)
         p99 = Statistics.percentile(samples, 99)
         latencySamples = samples.count
+        note = runs.last?.note
     }
 
     /// Median throughput over the measured runs.
     var median: Double { Statistics.median(throughputs) ?? 0 }
+
+    /// The median as ``metric`` shows it, and its unit.
+    var shown: (value: Double, unit: String) {
+        switch metric {
+        case .throughput: (median, unit)
+        case .secondsPerMillion: (median > 0 ? 1e6 / median : 0, "s/1M records")
+        }
+    }
 
     /// (max − min) / median of the runs' throughputs: how noisy the runs were.
     var spread: Double? {
@@ -47,6 +66,7 @@ extension BenchResult: Encodable {
     private enum Key: String, CodingKey {
         case workload, engine, role, unit, throughputMedian, throughputRuns, operationsPerRun, spread
         case latencyOf, latencyP50Seconds, latencyP99Seconds, latencySamples, ratio, ratioOf
+        case metric, shownMedian, shownUnit, ofSyncLimit, note
         case buildConfiguration, debugBuild
     }
 
@@ -67,6 +87,11 @@ extension BenchResult: Encodable {
         try c.encode(latencySamples, forKey: .latencySamples)
         try c.encode(ratio, forKey: .ratio)
         try c.encode(ratioOf, forKey: .ratioOf)
+        try c.encode(metric, forKey: .metric)
+        try c.encode(shown.value, forKey: .shownMedian)
+        try c.encode(shown.unit, forKey: .shownUnit)
+        try c.encode(ofSyncLimit, forKey: .ofSyncLimit)
+        try c.encode(note, forKey: .note)
         try c.encode(BuildInfo.configuration, forKey: .buildConfiguration)
         try c.encode(BuildInfo.isDebug, forKey: .debugBuild)
     }

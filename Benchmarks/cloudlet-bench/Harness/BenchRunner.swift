@@ -6,6 +6,8 @@ struct BenchRunner {
     let runs: Int
 
     func run(_ groups: [[any Workload]]) throws -> [BenchResult] {
+        let fixtures = Fixtures(root: directory.path + "/fixtures")
+        defer { fixtures.removeAll() }
         var results: [BenchResult] = []
         for (g, group) in groups.enumerated() {
             let label = "[\(g + 1)/\(groups.count)] \(group[0].name)"
@@ -14,26 +16,31 @@ struct BenchRunner {
             }
             for w in group {
                 Console.progress("\(label) · \(w.engine) · warm-up")
-                _ = try runOnce(w, tag: "warmup")
+                _ = try runOnce(w, tag: "warmup", fixtures)
             }
             var measured = [[RunMeasurement]](repeating: [], count: group.count)
             for r in 0..<runs {
                 for (k, w) in group.enumerated() {
                     Console.progress("\(label) · \(w.engine) · run \(r + 1)/\(runs)")
-                    measured[k].append(try runOnce(w, tag: "run\(r + 1)"))
+                    measured[k].append(try runOnce(w, tag: "run\(r + 1)", fixtures))
                 }
             }
             results += Self.summarize(group, measured)
         }
         Console.progress(nil)
-        return results
+        return Self.relateToSyncLimit(results)
     }
 
     /// One setUp / run / tearDown in a fresh directory that is removed afterwards, even on failure.
-    private func runOnce(_ w: any Workload, tag: String) throws -> RunMeasurement {
+    private func runOnce(_ w: any Workload, tag: String, _ fixtures: Fixtures) throws -> RunMeasurement {
         let dir = try directory.makeRunDirectory("\(w.name)-\(w.engine)-\(tag)")
         defer { directory.removeRunDirectory(dir) }
-        try w.setUp(in: dir)
+        do {
+            try w.setUp(in: dir, fixtures: fixtures)
+        } catch {
+            try? w.tearDown()
+            throw error
+        }
         let m: RunMeasurement
         do {
             m = try w.run()
@@ -54,5 +61,17 @@ struct BenchRunner {
             results[k].ratioOf = "\(subject.engine)/\(results[k].engine)"
         }
         return results
+    }
+
+    /// Sets ``BenchResult/ofSyncLimit`` on the results of workloads that compare to the disk's sync rate: their
+    /// median over the best median of the `disk` rows of the same workload (`disk-prewritten` unless the noise
+    /// says otherwise).
+    static func relateToSyncLimit(_ results: [BenchResult]) -> [BenchResult] {
+        results.map { r in
+            var r = r
+            let limit = results.filter { $0.workload == r.workload && $0.engine.hasPrefix("disk") }.map(\.median).max()
+            if r.comparesToSyncLimit, let limit, limit > 0 { r.ofSyncLimit = r.median / limit }
+            return r
+        }
     }
 }

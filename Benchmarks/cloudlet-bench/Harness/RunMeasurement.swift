@@ -6,6 +6,8 @@ struct RunMeasurement: Sendable {
     var seconds: Double
     /// The latency of each timed operation, in seconds (what an "operation" is: ``Workload/latencyOf``).
     var latencies: [Double]
+    /// Something the run observed that the reader should know (`1,001 log frames replayed`); shown under the table.
+    var note: String? = nil
 
     /// Operations per second.
     var throughput: Double { seconds > 0 ? operations / seconds : 0 }

@@ -6,12 +6,21 @@ enum EngineRole: String, Sendable, Codable {
     case anchor
 }
 
+/// How a workload's result reads in the table. Runs are always measured as operations per second (so that the
+/// ratio is "> 1: Cloudlet faster" everywhere); this only chooses how the median is shown.
+enum Metric: String, Sendable, Codable {
+    /// The median throughput in the workload's `unit`.
+    case throughput
+    /// Seconds per million operations (1e6 / throughput): for `recover-*`, open time per million records.
+    case secondsPerMillion
+}
+
 /// One benchmark on one engine, in LevelDB `db_bench` style: named, set up on a fresh directory, run, torn down.
 ///
 /// The runner calls `setUp`, `run`, `tearDown` once per run (one warm-up run, then the measured ones), each time
 /// in a new empty directory, so every run starts from the same state.
 protocol Workload: AnyObject {
-    /// The workload's name, shared by every engine that runs it (`bulkload`, `disk-append-sync`).
+    /// The workload's name, shared by every engine that runs it (`fillrandom`, `disk-append-sync`).
     var name: String { get }
     /// The engine it drives (`sqlite`, `cloudlet`, `disk`).
     var engine: String { get }
@@ -20,11 +29,25 @@ protocol Workload: AnyObject {
     var unit: String { get }
     /// What one latency sample times (`one record commit`, `one 200-record transaction`).
     var latencyOf: String { get }
+    /// How the median is shown; default `.throughput`.
+    var metric: Metric { get }
+    /// Whether the table also shows this throughput as a fraction of the `disk` row of the same group (4 KiB
+    /// appends, each fdatasync'd: the one-commit-per-sync limit): true for the `fillsync*` workloads. Default false.
+    var comparesToSyncLimit: Bool { get }
+    /// Whether `--filter` keeps this workload whenever it keeps another of its group (the `disk` row of
+    /// `fillsync*`, which the others are compared with). Default false.
+    var accompaniesGroup: Bool { get }
 
-    /// Prepares a run in `dir` (an empty directory); nothing here is timed.
-    func setUp(in dir: String) throws
+    /// Prepares a run in `dir` (an empty directory); nothing here is timed. Preloaded stores come from `fixtures`.
+    func setUp(in dir: String, fixtures: Fixtures) throws
     /// Does the measured work.
     func run() throws -> RunMeasurement
     /// Closes whatever `setUp` opened; the runner deletes the directory afterwards.
     func tearDown() throws
+}
+
+extension Workload {
+    var metric: Metric { .throughput }
+    var comparesToSyncLimit: Bool { false }
+    var accompaniesGroup: Bool { false }
 }

@@ -1,11 +1,13 @@
 import CSQLite
 import Dispatch
+import Foundation
 import Synchronization
 
-/// The SQLite anchor: one table, one row per record, WAL, `synchronous=FULL`, prepared statements.
+/// The SQLite anchor: one table with a primary key on record name, one row per record, WAL, `synchronous=FULL` (`fsync`) or
+/// `NORMAL` (`os`), prepared statements.
 ///
-/// `saveOne` is an autocommit `INSERT` (its own transaction, fsync'd at commit); `saveBatch` wraps its inserts
-/// in `BEGIN IMMEDIATE … COMMIT`. By default every concurrent writer gets its own connection and they queue on
+/// `saveOne` is an autocommit `INSERT` (its own transaction, fsync'd at commit under FULL); `saveBatch` wraps its
+/// inserts (`updateBatch` its `UPDATE`s) in `BEGIN IMMEDIATE … COMMIT`; `get` is a `SELECT` by record name. By default every concurrent writer gets its own connection and they queue on
 /// the database's single write lock through `busy_timeout` (SQLite's busy handler sleeps 1, 2, 5 … 100 ms
 /// between retries, which is most of what this configuration measures under contention). With
 /// `sharedConnection`, all writers take turns on one connection through a serial dispatch queue (first come,
@@ -13,13 +15,17 @@ import Synchronization
 /// `SerializedDatabase`).
 final class SQLiteEngine: BenchEngine {
     static let version = String(cString: sqlite3_libversion())
-    static let detail = "SQLite \(version), WAL, synchronous=FULL, a connection per writer, busy_timeout"
-    static let sharedDetail = "SQLite \(version), WAL, synchronous=FULL, one connection shared by all writers"
+    static let detail =
+        "SQLite \(version), WAL, synchronous=FULL/NORMAL per durability, rowid table + primary key on name, "
+        + "a connection per writer, busy_timeout"
+    static let sharedDetail = "SQLite \(version), as sqlite but one connection shared by all writers"
+    static let fileName = "bench.sqlite"
 
     let sharedConnection: Bool
 
     private struct State {
-        var records: [GeneratedRecord] = []
+        var data: BenchData?
+        var path = ""
         /// Connections not in use; a caller takes one for the duration of one save.
         var idle: [SQLiteConnection] = []
         var opened = 0
@@ -33,28 +39,59 @@ final class SQLiteEngine: BenchEngine {
         self.sharedConnection = sharedConnection
     }
 
-    func open(dir: String, records: [GeneratedRecord], writers: Int) throws {
-        let path = dir + "/bench.sqlite"
+    func open(dir: String, data: BenchData, settings: EngineSettings) throws {
+        let path = dir + "/" + Self.fileName
         var connections: [SQLiteConnection] = []
-        for _ in 0..<(sharedConnection ? 1 : max(writers, 1)) { connections.append(try SQLiteConnection(path: path)) }
+        for _ in 0..<(sharedConnection ? 1 : max(settings.writers, 1)) {
+            connections.append(try SQLiteConnection(path: path, durability: settings.durability))
+        }
         state.withLock {
-            $0.records = records
+            $0.data = data
+            $0.path = path
             $0.idle = connections
             $0.opened = connections.count
         }
     }
 
     func saveOne(_ i: Int) throws {
-        try withConnection(picking: { $0[i] }) { connection, record in
+        try withConnection(picking: { $0.records[i] }) { connection, record in
             try connection.insert(record)
         }
     }
 
     func saveBatch(_ range: Range<Int>) throws {
-        try withConnection(picking: { Array($0[range]) }) { connection, batch in
+        try withConnection(picking: { $0.records[range] }) { connection, batch in
             try connection.transaction {
                 for record in batch { try connection.insert(record) }
             }
+        }
+    }
+
+    func updateBatch(_ indices: ArraySlice<Int>) throws {
+        try withConnection(picking: { $0 }) { connection, data in
+            try connection.transaction {
+                for i in indices { try connection.update(data.updates[i]) }
+            }
+        }
+    }
+
+    func get(_ i: Int) throws {
+        try withConnection(picking: { $0.records[i] }) { connection, expected in
+            guard let found = try connection.read(expected.recordName) else {
+                throw BenchError(.engine, "SQLite: record '\(expected.recordName)' not found")
+            }
+            guard found.count == expected.count else {
+                throw BenchError(.engine, "SQLite: '\(expected.recordName)' has count \(found.count), expected \(expected.count)")
+            }
+        }
+    }
+
+    /// Copies the database file and its WAL (not the shared-memory index, which SQLite rebuilds from the WAL)
+    /// while the connections are idle, as a crash would leave them.
+    func crashImage(to dir: String) throws {
+        let path = state.withLock { $0.path }
+        for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: path + suffix) {
+            try FileManager.default.copyItem(atPath: path + suffix, toPath: dir + "/" + Self.fileName + suffix)
         }
     }
 
@@ -70,7 +107,7 @@ final class SQLiteEngine: BenchEngine {
     /// Runs `body` with an idle connection and the records `pick` chooses (taken under the same lock), then
     /// returns the connection to the pool. With `sharedConnection` the whole of it runs on the serial queue.
     private func withConnection<T: Sendable>(
-        picking pick: ([GeneratedRecord]) -> T, _ body: (SQLiteConnection, T) throws -> Void
+        picking pick: (BenchData) -> T, _ body: (SQLiteConnection, T) throws -> Void
     ) throws {
         if sharedConnection {
             try serial.sync { try withPooledConnection(picking: pick, body) }
@@ -80,11 +117,12 @@ final class SQLiteEngine: BenchEngine {
     }
 
     private func withPooledConnection<T: Sendable>(
-        picking pick: ([GeneratedRecord]) -> T, _ body: (SQLiteConnection, T) throws -> Void
+        picking pick: (BenchData) -> T, _ body: (SQLiteConnection, T) throws -> Void
     ) throws {
         let taken = state.withLock { s -> (SQLiteConnection, T)? in
             guard let c = s.idle.popLast() else { return nil }
-            return (c, pick(s.records))
+            guard let data = s.data else { preconditionFailure("SQLiteEngine used before open()") }
+            return (c, pick(data))
         }
         guard let (connection, picked) = taken else {
             throw BenchError(.engine, "SQLiteEngine: more concurrent saves than the writers it was opened for")

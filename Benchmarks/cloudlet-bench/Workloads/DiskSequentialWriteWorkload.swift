@@ -18,7 +18,7 @@ final class DiskSequentialWriteWorkload: Workload {
         chunk = (0..<Self.chunkSize).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
     }
 
-    func setUp(in dir: String) throws {
+    func setUp(in dir: String, fixtures: Fixtures) throws {
         file = try PosixFile(creating: dir + "/seqwrite.dat")
     }
 

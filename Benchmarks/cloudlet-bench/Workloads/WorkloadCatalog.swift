@@ -1,43 +1,143 @@
 /// Every workload with its sizes, full and `--quick`, in the order they run.
+///
+/// A workload is a ``Definition``: a name, a summary, the engine capabilities it needs (nil: it runs on the
+/// disk, not on an engine) and a factory. Adding one (`query`, `changefeed`, `compact` when their issues land) is
+/// one entry here, its sizes in ``Sizes``, and, if engines need a new operation, a capability in
+/// ``EngineCapabilities`` with a protocol refining ``BenchEngine``.
 enum WorkloadCatalog {
-    struct Sizes {
+    struct Sizes: Sendable {
         var appendSyncs: Int
         var seqwriteMiB: Int
+        /// `fillseq`, `fillrandom`, `fillrandom-sync`.
+        var fillRecords: Int
+        var batch = 200
+        /// `fillsync` (one writer).
         var fillsyncRecords: Int
-        var fillsyncWriters = 32
-        var bulkloadRecords: Int
-        var bulkloadBatch = 200
+        /// `fillsync-concurrent`.
+        var concurrentRecords: Int
+        var writers = 32
+        /// The preloaded store of `readrandom`, `readhot`, `overwrite`.
+        var storeRecords: Int
+        /// Lookups per run of `readrandom` and `readhot`.
+        var reads: Int
+        /// Records replaced per run of `overwrite`.
+        var overwrites: Int
+        /// The preloaded store of `recover-*`.
+        var recoverRecords: Int
 
-        static let full = Sizes(appendSyncs: 5_000, seqwriteMiB: 256, fillsyncRecords: 3_200, bulkloadRecords: 100_000)
-        static let quick = Sizes(appendSyncs: 1_000, seqwriteMiB: 64, fillsyncRecords: 640, bulkloadRecords: 20_000)
+        static let full = Sizes(
+            appendSyncs: 5_000, seqwriteMiB: 256, fillRecords: 100_000, fillsyncRecords: 2_000,
+            concurrentRecords: 3_200, storeRecords: 100_000, reads: 100_000, overwrites: 50_000,
+            recoverRecords: 200_000)
+        /// Small enough that `--quick` stays under a minute even while other builds load the disk (syncs are
+        /// what slows down first).
+        static let quick = Sizes(
+            appendSyncs: 500, seqwriteMiB: 64, fillRecords: 10_000, fillsyncRecords: 150,
+            concurrentRecords: 320, storeRecords: 10_000, reads: 10_000, overwrites: 5_000,
+            recoverRecords: 10_000)
     }
 
-    /// The names and one-line summaries shown by `--help` and `--list`.
-    static let summaries: [(name: String, summary: String)] = [
-        ("disk-append-sync", "4 KiB appends, fdatasync after each (disk only)"),
-        ("disk-seqwrite", "1 MiB sequential writes, one fdatasync at the end (disk only)"),
-        ("fillsync-concurrent", "32 threads save small records, one durable commit each (per engine)"),
-        ("bulkload", "one thread saves records in durable transactions of 200 (per engine)"),
+    struct Definition: Sendable {
+        var name: String
+        var summary: String
+        /// What an engine must offer to run this; nil: a disk workload, run once on `disk`.
+        var needs: EngineCapabilities?
+        /// Builds the workload for an engine (nil for disk workloads).
+        var make: @Sendable (EngineRegistry.Entry?, Sizes) -> any Workload
+        /// For `fillsync*`: the number of 4 KiB fdatasync'd writes of the group's `disk` and `disk-prewritten`
+        /// rows (the limits), run interleaved with the engines.
+        var diskRow: (@Sendable (Sizes) -> Int)? = nil
+    }
+
+    static let definitions: [Definition] = [
+        Definition(
+            name: "disk-append-sync", summary: "4 KiB appends, fdatasync after each (disk only)", needs: nil,
+            make: { _, s in DiskAppendSyncWorkload(appends: s.appendSyncs) }),
+        Definition(
+            name: "disk-seqwrite", summary: "1 MiB sequential writes, one fdatasync at the end (disk only)", needs: nil,
+            make: { _, s in DiskSequentialWriteWorkload(mebibytes: s.seqwriteMiB) }),
+        Definition(
+            name: "fillseq", summary: "save new records in sorted name order, batches of 200, durability os",
+            needs: .write,
+            make: { e, s in
+                FillWorkload(
+                    name: "fillseq", engine: e!, count: s.fillRecords, batchSize: s.batch, names: .sequential,
+                    durability: .os)
+            }),
+        Definition(
+            name: "fillrandom", summary: "save new records in random name order, batches of 200, durability os",
+            needs: .write,
+            make: { e, s in
+                FillWorkload(
+                    name: "fillrandom", engine: e!, count: s.fillRecords, batchSize: s.batch, names: .random,
+                    durability: .os)
+            }),
+        Definition(
+            name: "fillrandom-sync", summary: "fillrandom with every batch fsync'd (a durable import)", needs: .write,
+            make: { e, s in
+                FillWorkload(
+                    name: "fillrandom-sync", engine: e!, count: s.fillRecords, batchSize: s.batch, names: .random,
+                    durability: .fsync)
+            }),
+        Definition(
+            name: "fillsync", summary: "one thread saves records, one fsync'd commit each", needs: .write,
+            make: { e, s in FillSyncWorkload(name: "fillsync", engine: e!, count: s.fillsyncRecords, writers: 1) },
+            diskRow: { $0.fillsyncRecords }),
+        Definition(
+            name: "fillsync-concurrent", summary: "32 threads save records, one fsync'd commit each", needs: .write,
+            make: { e, s in
+                FillSyncWorkload(name: "fillsync-concurrent", engine: e!, count: s.concurrentRecords, writers: s.writers)
+            }, diskRow: { $0.concurrentRecords }),
+        Definition(
+            name: "overwrite", summary: "replace existing records, random order, batches of 200, durability os",
+            needs: [.write, .update],
+            make: { e, s in
+                OverwriteWorkload(
+                    name: "overwrite", engine: e!, storeCount: s.storeRecords, count: s.overwrites, batchSize: s.batch)
+            }),
+        Definition(
+            name: "readrandom", summary: "point lookups by name, uniform, in a reopened store", needs: [.write, .read],
+            make: { e, s in
+                ReadWorkload(
+                    name: "readrandom", engine: e!, storeCount: s.storeRecords, reads: s.reads, distribution: .uniform)
+            }),
+        Definition(
+            name: "readhot", summary: "point lookups by name, Zipfian s=0.99, in a reopened store",
+            needs: [.write, .read],
+            make: { e, s in
+                ReadWorkload(
+                    name: "readhot", engine: e!, storeCount: s.storeRecords, reads: s.reads,
+                    distribution: .zipfian(s: 0.99))
+            }),
+        Definition(
+            name: "recover-checkpoint", summary: "open a cleanly closed store + one get; s per 1M records",
+            needs: [.write, .read, .recover],
+            make: { e, s in
+                RecoverWorkload(name: "recover-checkpoint", engine: e!, storeCount: s.recoverRecords, crash: false)
+            }),
+        Definition(
+            name: "recover-crash", summary: "open a crash image (log replay) + one get; s per 1M records",
+            needs: [.write, .read, .recover],
+            make: { e, s in
+                RecoverWorkload(name: "recover-crash", engine: e!, storeCount: s.recoverRecords, crash: true)
+            }),
     ]
 
     /// One line per workload: name, then summary.
     static func listing(indent: String) -> String {
-        summaries.map { indent + $0.name.padding(toLength: 21, withPad: " ", startingAt: 0) + $0.summary }
+        definitions.map { indent + $0.name.padding(toLength: 21, withPad: " ", startingAt: 0) + $0.summary }
             .joined(separator: "\n")
     }
 
     /// The workloads to run, grouped by name: every engine's instance of a workload is in the same group.
     static func groups(quick: Bool, engines: [EngineRegistry.Entry] = EngineRegistry.all) -> [[any Workload]] {
         let s = quick ? Sizes.quick : Sizes.full
-        return [
-            [DiskAppendSyncWorkload(appends: s.appendSyncs)],
-            [DiskSequentialWriteWorkload(mebibytes: s.seqwriteMiB)],
-            engines.filter { $0.runs("fillsync-concurrent") }.map {
-                FillSyncConcurrentWorkload(engine: $0, count: s.fillsyncRecords, writers: s.fillsyncWriters)
-            },
-            engines.filter { $0.runs("bulkload") }.map {
-                BulkLoadWorkload(engine: $0, count: s.bulkloadRecords, batchSize: s.bulkloadBatch)
-            },
-        ].filter { !$0.isEmpty }
+        return definitions.map { d -> [any Workload] in
+            guard let needs = d.needs else { return [d.make(nil, s)] }
+            let rows = engines.filter { $0.runs(d.name, needing: needs) }.map { d.make($0, s) }
+            guard let diskRow = d.diskRow, !rows.isEmpty else { return rows }
+            return rows + [false, true].map { DiskAppendSyncWorkload(appends: diskRow(s), limitOf: d.name, prewritten: $0) }
+        }.filter { !$0.isEmpty }
     }
+
 }

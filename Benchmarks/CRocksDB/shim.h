@@ -1,0 +1,2 @@
+/* RocksDB's C API (Debian librocksdb-dev). Used only by cloudlet-bench, as an anchor. */
+#include <rocksdb/c.h>
