@@ -51,7 +51,7 @@ let package = Package(
             name: "cloudlet-tool", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage"],
             path: "Tools/cloudlet-tool"),
         .executableTarget(
-            name: "cloudlet-bench", dependencies: ["Cloudlet", "CloudletCore", "CSQLite", "CRocksDB"],
+            name: "cloudlet-bench", dependencies: ["Cloudlet", "CloudletCore", "CloudletServer", "CCivetweb", "CSQLite", "CRocksDB"],
             path: "Benchmarks/cloudlet-bench"),
 
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore"]),

@@ -112,21 +112,28 @@ extension Database {
         }
         // Nothing that could still be lost in a crash is reported, and the token never points past what is durable.
         try await partition.waitDurable(min(next.lsn, partition.log.lastLSN))
+        // One trip off the cooperative pool for the page's records, each frame read once.
+        let wanted = page.filter { !$0.1.deleted }.map { (zone: key, name: $0.0, entry: $0.1) }
+        let read = wanted.isEmpty ? [] : try await BlockingIO.run { partition.readMany(wanted) }
+        var records: [String: Result<Record, CloudletError>] = [:]
+        for (item, result) in zip(wanted, read) { records[item.name] = result }
         var changes: [RecordChange] = []
         changes.reserveCapacity(page.count)
         for (name, e) in page {
             let rid = RecordID(recordName: name, zoneID: key.zoneID)
             if e.deleted {
                 changes.append(.deleted(rid, recordType: e.recordType))
-            } else {
-                do {
-                    var r = try await partition.read(key, name, e)
-                    if let desiredKeys { r.fields = r.fields.filter { desiredKeys.contains($0.key) } }
-                    changes.append(.changed(r))
-                } catch let error as CloudletError where error.code == .unknownItem {
-                    // Deleted (and its version compacted away) since the page was collected: the deletion is news.
-                    changes.append(.deleted(rid, recordType: e.recordType))
-                }
+                continue
+            }
+            switch records[name]! {
+            case .success(var r):
+                if let desiredKeys { r.fields = r.fields.filter { desiredKeys.contains($0.key) } }
+                changes.append(.changed(r))
+            case .failure(let error) where error.code == .unknownItem:
+                // Deleted (and its version compacted away) since the page was collected: the deletion is news.
+                changes.append(.deleted(rid, recordType: e.recordType))
+            case .failure(let error):
+                throw error
             }
         }
         let zoneState = partition.state.withLock { $0.zones[key]?.createdLSN ?? 0 }

@@ -174,8 +174,41 @@ final class Partition: Sendable {
         }
     }
 
+    /// Reads several record versions (a change-feed page): each frame is read and decompressed once however many
+    /// of the records it holds, and the cache is not filled (a catch-up would only evict what others use). A record
+    /// whose read fails goes through ``readDurable(_:_:_:retry:)`` and its retry.
+    func readMany(_ items: [(zone: ZoneKey, name: String, entry: RecordEntry)]) -> [Result<Record, CloudletError>] {
+        var frames: [FramePosition: Frame] = [:]
+        return items.map { zone, name, entry in
+            if let r = cache.get(RecordCache.Key(entry)) { return .success(r) }
+            do {
+                if entry.lsn > log.durableLSN { try log.waitDurableBlocking(entry.lsn) }
+                let frame: Frame
+                if let f = frames[entry.position] {
+                    frame = f
+                } else {
+                    frame = try log.readFrame(at: entry.position)
+                    frames[entry.position] = frame
+                }
+                return .success(try decode(frame, zone, name, entry))
+            } catch {
+                do { return .success(try readDurable(zone, name, entry)) } catch let e as CloudletError {
+                    return .failure(e)
+                } catch {
+                    return .failure(CloudletError(.internalError, "reading record '\(name)': \(error)"))
+                }
+            }
+        }
+    }
+
     private func readAt(_ zone: ZoneKey, _ name: String, _ entry: RecordEntry) throws -> Record {
-        let frame = try log.readFrame(at: entry.position)
+        let record = try decode(try log.readFrame(at: entry.position), zone, name, entry)
+        cache.put(RecordCache.Key(entry), record: record)
+        return record
+    }
+
+    /// The version `entry` names, decoded from its frame; corruption if the slot holds anything else.
+    private func decode(_ frame: Frame, _ zone: ZoneKey, _ name: String, _ entry: RecordEntry) throws -> Record {
         let end = Int(entry.slot.offset) + Int(entry.slot.length)
         func mismatch(_ what: String) -> CloudletError {
             CloudletError.corruption(
@@ -192,7 +225,6 @@ final class Partition: Sendable {
             throw mismatch("record '\(record.recordName)' version '\(record.changeTag ?? "")'")
         }
         record.id.zoneID = zone.zoneID
-        cache.put(RecordCache.Key(entry), record: record)
         return record
     }
 

@@ -24,6 +24,7 @@ public final class Server: Sendable {
     /// The users and API tokens of this store.
     public var credentials: Credentials { Credentials(store: store) }
     private let listener: HTTPListener
+    let courier: NotificationCourier
 
     /// - Throws: ``ServerSetupError`` when only one of the TLS certificate and key is given.
     public init(store: CloudletStore, configuration: ServerConfiguration = ServerConfiguration()) throws {
@@ -43,6 +44,7 @@ public final class Server: Sendable {
         }
         let router = APIRouter(store: store, configuration: configuration)
         let log = configuration.log ?? { _ in }
+        courier = router.courier
         let feed = WebSocketFeed(courier: router.courier)
         listener = HTTPListener(
             options: options, log: { log("civetweb: " + $0) }, onStart: { feed.register($0) }, handler: router.handle)
@@ -62,5 +64,13 @@ public final class Server: Sendable {
     public var url: String {
         let host = configuration.host == "0.0.0.0" ? "127.0.0.1" : configuration.host
         return "\(configuration.tlsCertificatePath != nil ? "https" : "http")://\(host):\(port)"
+    }
+}
+
+extension Server {
+    /// A web-courier token for a user's notifications, as `tokens/create` would return (for in-process clients and
+    /// benchmarks that connect to `/cloudlet/notifications/ws`).
+    public func courierToken(container: String, environment: CloudletCore.Environment, user: String) throws -> String {
+        try courier.createToken(NotificationHub.Inbox(container: container, environment: environment, user: user))
     }
 }

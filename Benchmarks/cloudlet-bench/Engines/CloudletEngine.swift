@@ -159,6 +159,12 @@ final class CloudletEngine: BenchEngine {
     }
 
     /// Runs async work from a benchmark thread (never a cooperative-pool thread) and waits for it.
+    /// The opened database (for extensions in other files).
+    func openedDatabase() -> Database { opened().0 }
+
+    /// ``wait(_:)`` for extensions in other files.
+    static func runAsync<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T { try wait(body) }
+
     private static func wait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
         let box = Mutex<Result<T, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
@@ -170,5 +176,25 @@ final class CloudletEngine: BenchEngine {
         }
         done.wait()
         return try box.withLock { $0! }.get()
+    }
+}
+
+extension CloudletEngine: ChangefeedEngine {
+    func catchUp(pageSize: Int) throws -> (count: Int, latencies: [Double]) {
+        let db = openedDatabase()
+        let zone = ZoneID(zoneName: "Bench")
+        return try Self.runAsync {
+            var token: ChangeToken?
+            var count = 0
+            var latencies: [Double] = []
+            while true {
+                let clock = Stopwatch()
+                let page = try await db.zoneChanges(zone, since: token, resultsLimit: pageSize)
+                for case .changed(let r) in page.changes where r["count"]?.int64Value != nil { count += 1 }
+                latencies.append(clock.elapsed)
+                token = page.token
+                if !page.moreComing { return (count, latencies) }
+            }
+        }
     }
 }

@@ -14,6 +14,8 @@ struct EngineCapabilities: OptionSet, Sendable {
     static let update = EngineCapabilities(rawValue: 1 << 2)
     /// `crashImage(to:)` and reopening an existing directory.
     static let recover = EngineCapabilities(rawValue: 1 << 3)
+    /// ``ChangefeedEngine/catchUp(pageSize:)``.
+    static let changefeed = EngineCapabilities(rawValue: 1 << 4)
 
     static let core: EngineCapabilities = [.write, .read, .update, .recover]
 }
@@ -42,8 +44,12 @@ enum EngineRegistry {
 
     static let all: [Entry] = [
         // The subject goes first so it runs first in every round.
-        Entry(name: "cloudlet", role: .subject, detail: { CloudletEngine.detail }, make: { CloudletEngine() }),
-        Entry(name: "sqlite", role: .anchor, detail: { SQLiteEngine.detail }, make: { SQLiteEngine() }),
+        Entry(
+            name: "cloudlet", role: .subject, detail: { CloudletEngine.detail }, make: { CloudletEngine() },
+            capabilities: [.core, .changefeed]),
+        Entry(
+            name: "sqlite", role: .anchor, detail: { SQLiteEngine.detail }, make: { SQLiteEngine() },
+            capabilities: [.core, .changefeed]),
         // The strongest in-process way to write SQLite from many threads: one connection, writers queue on a
         // lock, no busy-handler sleeps. Only where it differs from `sqlite` (with one writer they are the same).
         Entry(

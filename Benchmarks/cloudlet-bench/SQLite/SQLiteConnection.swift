@@ -11,6 +11,8 @@ final class SQLiteConnection: @unchecked Sendable {
     private var insert: OpaquePointer?
     private var update: OpaquePointer?
     private var select: OpaquePointer?
+    /// The keyset scan of `changefeed`, prepared on first use.
+    private var scanStatement: OpaquePointer?
     private var begin: OpaquePointer?
     private var commit: OpaquePointer?
     private var rollback: OpaquePointer?
@@ -78,7 +80,8 @@ final class SQLiteConnection: @unchecked Sendable {
 
     /// Finalizes the statements and closes the connection; safe to call twice.
     func close() {
-        for statement in [insert, update, select, begin, commit, rollback] { sqlite3_finalize(statement) }
+        for statement in [insert, update, select, begin, commit, rollback, scanStatement] { sqlite3_finalize(statement) }
+        scanStatement = nil
         insert = nil
         update = nil
         select = nil
@@ -149,6 +152,40 @@ final class SQLiteConnection: @unchecked Sendable {
             score: sqlite3_column_double(select, 3), created: sqlite3_column_int64(select, 4),
             tags: tags.isEmpty ? [] : tags.split(separator: ",").map(String.init),
             payload: blob.map { Array(UnsafeRawBufferPointer(start: $0, count: blobCount)) } ?? [])
+    }
+
+    /// One page of a keyset scan in rowid (commit) order: decodes up to `limit` rows after `afterRowID` into the
+    /// app's form; returns how many and the last rowid.
+    func scan(afterRowID: Int64, limit: Int) throws -> (count: Int, last: Int64) {
+        let sql = "SELECT rowid, recordName, recordType, title, count, score, created, tags, payload FROM records "
+            + "WHERE rowid > ?1 ORDER BY rowid LIMIT ?2"
+        if scanStatement == nil { scanStatement = try prepare(sql) }
+        let st = scanStatement
+        defer { sqlite3_reset(st) }
+        sqlite3_bind_int64(st, 1, afterRowID)
+        sqlite3_bind_int64(st, 2, Int64(limit))
+        var n = 0
+        var last = afterRowID
+        while true {
+            let rc = sqlite3_step(st)
+            if rc == SQLITE_DONE { break }
+            try check(rc, sql, expect: SQLITE_ROW)
+            func text(_ column: Int32) -> String {
+                guard let p = sqlite3_column_text(st, column) else { return "" }
+                return String(decoding: UnsafeBufferPointer(start: p, count: Int(sqlite3_column_bytes(st, column))), as: UTF8.self)
+            }
+            last = sqlite3_column_int64(st, 0)
+            let tags = text(7)
+            let blob = sqlite3_column_blob(st, 8)
+            let blobCount = Int(sqlite3_column_bytes(st, 8))
+            let r = GeneratedRecord(
+                recordName: text(1), recordType: text(2), title: text(3), count: sqlite3_column_int64(st, 4),
+                score: sqlite3_column_double(st, 5), created: sqlite3_column_int64(st, 6),
+                tags: tags.isEmpty ? [] : tags.split(separator: ",").map(String.init),
+                payload: blob.map { Array(UnsafeRawBufferPointer(start: $0, count: blobCount)) } ?? [])
+            if r.count >= Int64.min { n += 1 }
+        }
+        return (n, last)
     }
 
     /// Runs `body` in one `BEGIN IMMEDIATE … COMMIT` transaction, rolling back if it throws.

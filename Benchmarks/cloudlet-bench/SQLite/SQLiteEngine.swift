@@ -104,6 +104,11 @@ final class SQLiteEngine: BenchEngine {
         for c in connections { c.close() }
     }
 
+    /// Runs `body` with an idle connection (for scans that need no records).
+    func withConnectionForScan(_ body: (SQLiteConnection) throws -> Void) throws {
+        try withConnection(picking: { _ in 0 }) { connection, _ in try body(connection) }
+    }
+
     /// Runs `body` with an idle connection and the records `pick` chooses (taken under the same lock), then
     /// returns the connection to the pool. With `sharedConnection` the whole of it runs on the serial queue.
     private func withConnection<T: Sendable>(
@@ -129,5 +134,23 @@ final class SQLiteEngine: BenchEngine {
         }
         defer { state.withLock { $0.idle.append(connection) } }
         try body(connection, picked)
+    }
+}
+
+extension SQLiteEngine: ChangefeedEngine {
+    func catchUp(pageSize: Int) throws -> (count: Int, latencies: [Double]) {
+        var result = (count: 0, latencies: [Double]())
+        try withConnectionForScan { connection in
+            var after: Int64 = 0
+            while true {
+                let clock = Stopwatch()
+                let (n, last) = try connection.scan(afterRowID: after, limit: pageSize)
+                result.latencies.append(clock.elapsed)
+                result.count += n
+                if n < pageSize { return }
+                after = last
+            }
+        }
+        return result
     }
 }

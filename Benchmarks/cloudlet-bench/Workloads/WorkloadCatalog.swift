@@ -24,6 +24,10 @@ enum WorkloadCatalog {
         var overwrites: Int
         /// The preloaded store of `recover-*`.
         var recoverRecords: Int
+        /// The store `changefeed` catches up on (issue: 1 M changes from token zero).
+        var changefeedRecords: Int = 1_000_000
+        /// How long `notify-*` commits at its rate.
+        var notifySeconds: Double = 3
 
         static let full = Sizes(
             appendSyncs: 5_000, seqwriteMiB: 256, fillRecords: 100_000, fillsyncRecords: 2_000,
@@ -34,7 +38,7 @@ enum WorkloadCatalog {
         static let quick = Sizes(
             appendSyncs: 500, seqwriteMiB: 64, fillRecords: 10_000, fillsyncRecords: 150,
             concurrentRecords: 320, storeRecords: 10_000, reads: 10_000, overwrites: 5_000,
-            recoverRecords: 10_000)
+            recoverRecords: 10_000, changefeedRecords: 10_000, notifySeconds: 0.5)
     }
 
     struct Definition: Sendable {
@@ -56,6 +60,12 @@ enum WorkloadCatalog {
         Definition(
             name: "disk-seqwrite", summary: "1 MiB sequential writes, one fdatasync at the end (disk only)", needs: nil,
             make: { _, s in DiskSequentialWriteWorkload(mebibytes: s.seqwriteMiB) }),
+        Definition(
+            name: "notify-1k", summary: "commit → websocket notification delay at 1,000 commits/s (cloudlet only)",
+            needs: nil, make: { _, s in NotifyLatencyWorkload(rate: 1_000, seconds: s.notifySeconds) }),
+        Definition(
+            name: "notify-10k", summary: "commit → websocket notification delay at 10,000 commits/s (cloudlet only)",
+            needs: nil, make: { _, s in NotifyLatencyWorkload(rate: 10_000, seconds: s.notifySeconds) }),
         Definition(
             name: "fillseq", summary: "save new records in sorted name order, batches of 200, durability os",
             needs: .write,
@@ -101,6 +111,11 @@ enum WorkloadCatalog {
                 ReadWorkload(
                     name: "readrandom", engine: e!, storeCount: s.storeRecords, reads: s.reads, distribution: .uniform)
             }),
+        Definition(
+            name: "changefeed",
+            summary: "catch up on a reopened store's changes from the start (token zero), pages of 200",
+            needs: [.write, .changefeed],
+            make: { e, s in ChangefeedWorkload(engine: e!, storeCount: s.changefeedRecords) }),
         Definition(
             name: "readhot", summary: "point lookups by name, Zipfian s=0.99, in a reopened store",
             needs: [.write, .read],

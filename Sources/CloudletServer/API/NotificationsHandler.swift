@@ -24,11 +24,9 @@ final class NotificationCourier: Sendable {
         guard env == "development" || env == "production" else {
             throw APIError.badRequest("apnsEnvironment must be development or production, not '\(env)'")
         }
-        let token = try Secrets.newToken()
-        let inbox = NotificationHub.Inbox(
-            container: context.path.container, environment: context.path.environment,
-            user: context.database.user)
-        tokens.withLock { $0[token] = inbox }
+        let token = try createToken(
+            NotificationHub.Inbox(
+                container: context.path.container, environment: context.path.environment, user: context.database.user))
         let scheme = request.isTLS ? "https" : "http"
         let host = request.host ?? "localhost"
         var w = JSONWriter()
@@ -39,6 +37,13 @@ final class NotificationCourier: Sendable {
             w.member("websocketURL", "\(scheme == "https" ? "wss" : "ws")://\(host)/cloudlet/notifications/ws?token=\(token)")
         }
         return w.bytes
+    }
+
+    /// A new courier token for `inbox`.
+    func createToken(_ inbox: NotificationHub.Inbox) throws -> String {
+        let token = try Secrets.newToken()
+        tokens.withLock { $0[token] = inbox }
+        return token
     }
 
     func inbox(token: String?) -> NotificationHub.Inbox? {
