@@ -2,6 +2,9 @@
 enum Route: String, CaseIterable, Sendable {
     case recordsModify = "records/modify"
     case recordsLookup = "records/lookup"
+    case recordsQuery = "records/query"
+    /// Cloudlet's own: how many records a query matches.
+    case recordsCount = "records/count"
     case zonesList = "zones/list"
     case zonesLookup = "zones/lookup"
     case zonesModify = "zones/modify"
@@ -10,12 +13,17 @@ enum Route: String, CaseIterable, Sendable {
     case health = "cloudlet/health"
     case metrics = "cloudlet/metrics"
     case signIn = "cloudlet/signin"
+    case adminSchemaExport = "cloudlet/admin/schema/export"
+    case adminSchemaImport = "cloudlet/admin/schema/import"
+    case adminSchemaDeploy = "cloudlet/admin/schema/deploy"
+    case adminSchemaReset = "cloudlet/admin/schema/reset"
+    case adminQueryExplain = "cloudlet/admin/query/explain"
     /// Anything else (unknown paths and operations).
     case unmatched
 
     /// The CloudKit operations under `/database/1/{container}/{environment}/{database}/`.
     static let databaseOperations: [Route] = [
-        .recordsModify, .recordsLookup, .zonesList, .zonesLookup, .zonesModify, .usersCaller, .usersCurrent,
+        .recordsModify, .recordsLookup, .recordsQuery, .recordsCount, .zonesList, .zonesLookup, .zonesModify, .usersCaller, .usersCurrent,
     ]
 
     /// The operation named by the path after the database segment (`records/modify`), if we serve it.
@@ -28,7 +36,7 @@ enum Route: String, CaseIterable, Sendable {
     /// (some clients send everything as POST).
     var methods: [String] {
         switch self {
-        case .zonesList, .usersCaller, .usersCurrent, .health, .metrics, .signIn: ["GET", "POST"]
+        case .zonesList, .usersCaller, .usersCurrent, .health, .metrics, .signIn, .adminSchemaExport: ["GET", "POST"]
         default: ["POST"]
         }
     }
