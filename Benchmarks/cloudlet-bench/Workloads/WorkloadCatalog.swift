@@ -18,7 +18,7 @@ enum WorkloadCatalog {
         ("disk-seqwrite", "1 MiB sequential writes, one fdatasync at the end (disk only)"),
         ("fillsync-concurrent", "32 threads save small records, one durable commit each (per engine)"),
         ("bulkload", "one thread saves records in durable transactions of 200 (per engine)"),
-    ]
+    ] + QueryWorkload.summaries
 
     /// One line per workload: name, then summary.
     static func listing(indent: String) -> String {
@@ -29,7 +29,7 @@ enum WorkloadCatalog {
     /// The workloads to run, grouped by name: every engine's instance of a workload is in the same group.
     static func groups(quick: Bool, engines: [EngineRegistry.Entry] = EngineRegistry.all) -> [[any Workload]] {
         let s = quick ? Sizes.quick : Sizes.full
-        return [
+        return ([
             [DiskAppendSyncWorkload(appends: s.appendSyncs)],
             [DiskSequentialWriteWorkload(mebibytes: s.seqwriteMiB)],
             engines.filter { $0.runs("fillsync-concurrent") }.map {
@@ -38,6 +38,6 @@ enum WorkloadCatalog {
             engines.filter { $0.runs("bulkload") }.map {
                 BulkLoadWorkload(engine: $0, count: s.bulkloadRecords, batchSize: s.bulkloadBatch)
             },
-        ].filter { !$0.isEmpty }
+        ] + QueryWorkload.groups(quick: quick, engines: engines)).filter { !$0.isEmpty }
     }
 }
