@@ -129,7 +129,10 @@ final class CloudletQueryFixture: QueryFixture {
             var tries = 0
             while true {
                 let plan = try Self.wait { try await db.explain(q, zoneID: zone) }
-                if plan.zones.allSatisfy(\.usesIndex) && plan.notes.isEmpty { break }
+                if plan.zones.allSatisfy(\.usesIndex) && plan.notes.isEmpty {
+                    if ProcessInfo.processInfo.environment["CLOUDLET_BENCH_EXPLAIN"] != nil { Console.error("\(q): \(plan)") }
+                    break
+                }
                 tries += 1
                 if tries > 600 { throw BenchError(.engine, "Cloudlet: the index is not ready: \(plan)") }
                 usleep(50_000)
