@@ -19,7 +19,7 @@ final class QueryWorkload: Workload {
         var queries: Int
         var lookups: Int
 
-        static let full = Sizes(records: 100_000, queries: 2_000, lookups: 1_000_000)
+        static let full = Sizes(records: 100_000, queries: 500, lookups: 1_000_000)
         static let quick = Sizes(records: 10_000, queries: 300, lookups: 20_000)
     }
 
