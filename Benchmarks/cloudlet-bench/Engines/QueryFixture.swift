@@ -55,10 +55,10 @@ enum QueryFixtures {
         switch engine {
         case "cloudlet":
             let f = try CloudletQueryFixture(dir: dir, records: records)
-            made = (f, { f.close(); try? FileManager.default.removeItem(atPath: dir) })
+            made = (f, { f.close(); removeData(dir, root: root) })
         case "sqlite":
             let f = try SQLiteQueryFixture(dir: dir, records: records)
-            made = (f, { f.close(); try? FileManager.default.removeItem(atPath: dir) })
+            made = (f, { f.close(); removeData(dir, root: root) })
         default: throw BenchError(.engine, "no query fixture for engine '\(engine)'")
         }
         cache.withLock { $0[key] = made }
@@ -67,6 +67,13 @@ enum QueryFixtures {
             done = true
         }
         return made.0
+    }
+
+    /// Removes the data, and the bench's temporary root if that leaves it empty (it was cleaned up while the
+    /// data was still open).
+    private static func removeData(_ dir: String, root: String) {
+        try? FileManager.default.removeItem(atPath: dir)
+        if (root as NSString).lastPathComponent.hasPrefix("cloudlet-bench.") { rmdir(root) }
     }
 
     static func closeAll() {
