@@ -87,9 +87,27 @@ struct QueryPlanner {
         case .comparison(let c): return source(c)
         case .and(let ps):
             var best: (CandidateSource, Int)?
+            var sources: [CandidateSource] = []
             for child in ps {
                 guard let s = source(child) else { continue }
                 if case .nothing = s { return .nothing }
+                // Two ranges on one field (`x >= a AND x < b`): their intersection, which holds every match of both.
+                if case .range(let f, let lo, let hi, false) = s,
+                    let i = sources.firstIndex(where: { if case .range(f, _, _, false) = $0 { true } else { false } }),
+                    case .range(_, let lo0, let hi0, _) = sources[i]
+                {
+                    let l = lo.lexicographicallyPrecedes(lo0) ? lo0 : lo
+                    let h: [UInt8]? = switch (hi, hi0) {
+                    case (nil, let b), (let b, nil): b
+                    case (let a?, let b?): a.lexicographicallyPrecedes(b) ? a : b
+                    }
+                    if let h, !l.lexicographicallyPrecedes(h) { return .nothing }
+                    sources[i] = .range(field: f, lo: l, hi: h, prefix: false)
+                } else {
+                    sources.append(s)
+                }
+            }
+            for s in sources {
                 let e = estimate(s)
                 if best == nil || e < best!.1 { best = (s, e) }
             }

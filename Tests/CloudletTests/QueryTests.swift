@@ -44,6 +44,30 @@ import Testing
         try await store.close()
     }
 
+    /// `x >= a AND x < b` reads the intersection of the two ranges from the ordered index, not one half-open side.
+    @Test func rangesOnOneFieldIntersect() async throws {
+        let dir = TempDir("query-ranges")
+        let store = try await openStore(dir)
+        let db = try store.container(testContainer).privateDatabase(user: "u")
+        _ = try await db.modify((0..<170).map { .create(book($0)) })
+        _ = try await db.query(try Query(recordType: "Book", format: "price >= 0"))
+        await store.waitForIndexBuilds()
+        for (format, lo, hi) in [
+            ("price >= 14 AND price < 17", 14, 17), ("price > 13 AND price <= 16", 14, 17),
+            ("price < 17 AND price >= 14 AND price >= 15", 15, 17), ("price >= 20 AND price < 20", 20, 20),
+            ("price > 22 AND price < 12", 23, 12),
+        ] {
+            let q = try Query(recordType: "Book", format: format)
+            let expected = (0..<170).filter { (lo..<max(lo, hi)).contains(10 + $0 % 17) }.map { String(format: "b%03d", $0) }
+            let r = try await db.query(q)
+            #expect(names(r.records) == expected, "\(format)")
+            let plan = try await db.explain(q)
+            // `>` starts at its value's key (evaluated after), so at most one key's records (10) more.
+            #expect((expected.count...expected.count + 10).contains(plan.zones[0].candidates), "\(format): \(plan)")
+        }
+        try await store.close()
+    }
+
     @Test func sortsPagesAndContinuationMarkers() async throws {
         let dir = TempDir("query-pages")
         let store = try await openStore(dir)

@@ -140,19 +140,22 @@ enum WorkloadCatalog {
 
     /// One line per workload: name, then summary.
     static func listing(indent: String) -> String {
-        definitions.map { indent + $0.name.padding(toLength: 21, withPad: " ", startingAt: 0) + $0.summary }
-            .joined(separator: "\n")
+        let all = definitions.map { ($0.name, $0.summary) }
+            + QueryWorkload.summaries.filter { $0.name != "readrandom" }.map { ($0.name, $0.summary) }
+        return all.map { indent + $0.0.padding(toLength: 21, withPad: " ", startingAt: 0) + $0.1 }.joined(separator: "\n")
     }
 
     /// The workloads to run, grouped by name: every engine's instance of a workload is in the same group.
     static func groups(quick: Bool, engines: [EngineRegistry.Entry] = EngineRegistry.all) -> [[any Workload]] {
         let s = quick ? Sizes.quick : Sizes.full
-        return definitions.map { d -> [any Workload] in
+        let rows = definitions.map { d -> [any Workload] in
             guard let needs = d.needs else { return [d.make(nil, s)] }
             let rows = engines.filter { $0.runs(d.name, needing: needs) }.map { d.make($0, s) }
             guard let diskRow = d.diskRow, !rows.isEmpty else { return rows }
             return rows + [false, true].map { DiskAppendSyncWorkload(appends: diskRow(s), limitOf: d.name, prewritten: $0) }
-        }.filter { !$0.isEmpty }
+        }
+        // The query workloads bring their own data set (QueryFixtures).
+        return (rows + QueryWorkload.groups(quick: quick, engines: engines)).filter { !$0.isEmpty }
     }
 
 }

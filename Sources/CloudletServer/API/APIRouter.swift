@@ -36,6 +36,9 @@ final class APIRouter: Sendable {
 
     private func dispatch(_ request: HTTPRequest) -> (Route, HTTPResponse) {
         if request.path.hasPrefix(DatabasePath.prefix) { return database(request) }
+        if let admin = Route(rawValue: String(request.path.dropFirst())), admin.rawValue.hasPrefix("cloudlet/admin/") {
+            return (admin, AdminHandler(store: store, authenticator: authenticator).respond(request, route: admin))
+        }
         switch request.path {
         case "/cloudlet/health": return (.health, health())
         case "/cloudlet/metrics":
@@ -88,6 +91,8 @@ final class APIRouter: Sendable {
             switch op {
             case .recordsModify: bytes = try RecordsHandler(context: context).modify()
             case .recordsLookup: bytes = try RecordsHandler(context: context).lookup()
+            case .recordsQuery: bytes = try QueryHandler(context: context).query()
+            case .recordsCount: bytes = try QueryHandler(context: context).count()
             case .zonesList: bytes = try ZonesHandler(context: context).list()
             case .zonesLookup: bytes = try ZonesHandler(context: context).lookup()
             case .zonesModify: bytes = try ZonesHandler(context: context).modify()

@@ -2,6 +2,9 @@
 enum Route: String, CaseIterable, Sendable {
     case recordsModify = "records/modify"
     case recordsLookup = "records/lookup"
+    case recordsQuery = "records/query"
+    /// Cloudlet's own: how many records a query matches.
+    case recordsCount = "records/count"
     case zonesList = "zones/list"
     case zonesLookup = "zones/lookup"
     case zonesModify = "zones/modify"
@@ -19,14 +22,19 @@ enum Route: String, CaseIterable, Sendable {
     case health = "cloudlet/health"
     case metrics = "cloudlet/metrics"
     case signIn = "cloudlet/signin"
+    case adminSchemaExport = "cloudlet/admin/schema/export"
+    case adminSchemaImport = "cloudlet/admin/schema/import"
+    case adminSchemaDeploy = "cloudlet/admin/schema/deploy"
+    case adminSchemaReset = "cloudlet/admin/schema/reset"
+    case adminQueryExplain = "cloudlet/admin/query/explain"
     /// Anything else (unknown paths and operations).
     case unmatched
 
     /// The CloudKit operations under `/database/1/{container}/{environment}/{database}/`.
     static let databaseOperations: [Route] = [
-        .recordsModify, .recordsLookup, .zonesList, .zonesLookup, .zonesModify, .usersCaller, .usersCurrent,
-        .changesZone, .changesDatabase, .recordsChanges, .zonesChanges, .subscriptionsList, .subscriptionsLookup,
-        .subscriptionsModify, .tokensCreate,
+        .recordsModify, .recordsLookup, .recordsQuery, .recordsCount, .zonesList, .zonesLookup, .zonesModify,
+        .usersCaller, .usersCurrent, .changesZone, .changesDatabase, .recordsChanges, .zonesChanges,
+        .subscriptionsList, .subscriptionsLookup, .subscriptionsModify, .tokensCreate,
     ]
 
     /// The operation named by the path after the database segment (`records/modify`), if we serve it.
@@ -39,7 +47,8 @@ enum Route: String, CaseIterable, Sendable {
     /// (some clients send everything as POST).
     var methods: [String] {
         switch self {
-        case .zonesList, .usersCaller, .usersCurrent, .health, .metrics, .signIn, .subscriptionsList, .notificationsPoll:
+        case .zonesList, .usersCaller, .usersCurrent, .health, .metrics, .signIn, .subscriptionsList, .notificationsPoll,
+            .adminSchemaExport:
             ["GET", "POST"]
         default: ["POST"]
         }

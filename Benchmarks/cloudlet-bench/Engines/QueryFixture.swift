@@ -1,0 +1,328 @@
+import CSQLite
+import Cloudlet
+import CloudletCore
+import Dispatch
+import Foundation
+import Synchronization
+
+/// A loaded, indexed data set for the read workloads (`query-*`, `readrandom`), one per engine.
+///
+/// Both engines get the same `count` records from ``RecordGenerator`` as one record type `Item`, plus a
+/// `category` field (the title's first word, 24 values), and equivalent single-field indexes:
+///
+/// | Field | Cloudlet (schema flags) | SQLite |
+/// |---|---|---|
+/// | `recordName` | the record ID (primary key) | `TEXT PRIMARY KEY` |
+/// | `category` | QUERYABLE | `CREATE INDEX … (category)` |
+/// | `count` | QUERYABLE SORTABLE | `CREATE INDEX … (count)` |
+/// | `created` | SORTABLE | `CREATE INDEX … (created)` |
+/// | `title` | SEARCHABLE | FTS5 external-content table over `title` |
+///
+/// Loading is not timed and happens once per process per engine (the first `setUp` of any read workload); the
+/// data lives next to the run directories and is closed and removed at exit. Every query materializes whole
+/// rows (SQLite: every column read into Swift values; Cloudlet: `Record`s).
+protocol QueryFixture: AnyObject, Sendable {
+    /// `category = c ORDER BY created DESC LIMIT 100`; returns the rows read.
+    func eqSort(_ category: String) throws -> Int
+    /// `count >= lo AND count < hi ORDER BY count LIMIT 100`.
+    func range(_ lo: Int64, _ hi: Int64) throws -> Int
+    /// Titles containing all the words, `LIMIT 100`.
+    func fullText(_ words: [String]) throws -> Int
+    /// The record named `name` (1 row).
+    func lookup(_ name: String) throws -> Int
+}
+
+enum QueryFixtures {
+    static let recordType = "Item"
+    static let limit = 100
+
+    private static let cache = Mutex<[String: (fixture: any QueryFixture, close: @Sendable () -> Void)]>([:])
+    private static let registered = Mutex(false)
+
+    /// The engines with a fixture.
+    static let engines: Set<String> = ["cloudlet", "sqlite"]
+
+    /// The fixture of `engine` with `count` records, loading it under `root` the first time.
+    static func fixture(engine: String, count: Int, root: String) throws -> any QueryFixture {
+        let key = "\(engine)-\(count)"
+        if let f = cache.withLock({ $0[key]?.fixture }) { return f }
+        let dir = root + "/query-data-" + key
+        try? FileManager.default.removeItem(atPath: dir)
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let records = RecordGenerator().records(count)
+        Console.progress("loading \(count) records into \(engine) for the read workloads")
+        let made: (any QueryFixture, @Sendable () -> Void)
+        switch engine {
+        case "cloudlet":
+            let f = try CloudletQueryFixture(dir: dir, records: records)
+            made = (f, { f.close(); removeData(dir, root: root) })
+        case "sqlite":
+            let f = try SQLiteQueryFixture(dir: dir, records: records)
+            made = (f, { f.close(); removeData(dir, root: root) })
+        default: throw BenchError(.engine, "no query fixture for engine '\(engine)'")
+        }
+        cache.withLock { $0[key] = made }
+        registered.withLock { done in
+            if !done { atexit { QueryFixtures.closeAll() } }
+            done = true
+        }
+        return made.0
+    }
+
+    /// Removes the data, and the bench's temporary root if that leaves it empty (it was cleaned up while the
+    /// data was still open).
+    private static func removeData(_ dir: String, root: String) {
+        try? FileManager.default.removeItem(atPath: dir)
+        if (root as NSString).lastPathComponent.hasPrefix("cloudlet-bench.") { rmdir(root) }
+    }
+
+    static func closeAll() {
+        let all = cache.withLock { c in
+            defer { c = [:] }
+            return Array(c.values)
+        }
+        for f in all { f.close() }
+    }
+
+    static func category(_ g: GeneratedRecord) -> String { String(g.title.split(separator: " ")[0]) }
+    /// The 24 title words, in order.
+    static let words = [
+        "alpha", "bravo", "cloud", "delta", "echo", "field", "grove", "harbor", "island", "jade", "kite", "lumen",
+        "meadow", "north", "orbit", "prism", "quartz", "river", "summit", "tundra", "umber", "vivid", "willow", "zephyr",
+    ]
+}
+
+// MARK: - Cloudlet
+
+final class CloudletQueryFixture: QueryFixture {
+    private let store: CloudletStore
+    private let db: Database
+    private let zone = ZoneID(zoneName: "Bench")
+
+    init(dir: String, records: [GeneratedRecord]) throws {
+        let zone = self.zone
+        (store, db) = try Self.wait {
+            let store = try await CloudletStore.open(at: dir + "/cloudlet", configuration: StoreConfiguration(durability: .os))
+            let container = try store.container("iCloud.com.example.bench")
+            try await container.importSchema(
+                """
+                DEFINE SCHEMA
+                RECORD TYPE \(QueryFixtures.recordType) (
+                    category STRING QUERYABLE, title STRING SEARCHABLE, count INT64 QUERYABLE SORTABLE,
+                    score DOUBLE, created TIMESTAMP SORTABLE, tags LIST<STRING>, payload BYTES
+                );
+                """)
+            let db = try container.privateDatabase(user: "bench")
+            try await db.createZone(zone)
+            return (store, db)
+        }
+        let db = self.db
+        for start in stride(from: 0, to: records.count, by: 200) {
+            let ops = records[start..<min(start + 200, records.count)].map { g in
+                RecordOperation.create(
+                    Record(
+                        recordType: QueryFixtures.recordType, recordName: g.recordName, zoneID: zone,
+                        fields: [
+                            "category": .string(QueryFixtures.category(g)), "title": .string(g.title),
+                            "count": .int64(g.count), "score": .double(g.score), "created": .timestamp(g.created),
+                            "tags": .list(.string, g.tags.map { .string($0) }), "payload": .bytes(g.payload),
+                        ]))
+            }
+            let results = try Self.wait { try await db.modify(ops, atomic: true) }
+            if let failure = results.first(where: { $0.error != nil }) { throw failure.error! }
+        }
+        // Every query must use its index: wait for any still being built.
+        for q in [eqSortQuery("alpha"), rangeQuery(0, 1), textQuery(["alpha"])] {
+            var tries = 0
+            while true {
+                let plan = try Self.wait { try await db.explain(q, zoneID: zone) }
+                if plan.zones.allSatisfy(\.usesIndex) && plan.notes.isEmpty {
+                    if ProcessInfo.processInfo.environment["CLOUDLET_BENCH_EXPLAIN"] != nil { Console.error("\(q): \(plan)") }
+                    break
+                }
+                tries += 1
+                if tries > 600 { throw BenchError(.engine, "Cloudlet: the index is not ready: \(plan)") }
+                usleep(50_000)
+            }
+        }
+    }
+
+    private func eqSortQuery(_ c: String) -> Query {
+        Query(
+            recordType: QueryFixtures.recordType, predicate: .comparison(Comparison("category", .equals, .string(c))),
+            sortDescriptors: [.descending("created")])
+    }
+
+    private func rangeQuery(_ lo: Int64, _ hi: Int64) -> Query {
+        Query(
+            recordType: QueryFixtures.recordType,
+            predicate: .and([
+                .comparison(Comparison("count", .greaterThanOrEquals, .int64(lo))),
+                .comparison(Comparison("count", .lessThan, .int64(hi))),
+            ]),
+            sortDescriptors: [.ascending("count")])
+    }
+
+    private func textQuery(_ words: [String]) -> Query {
+        Query(
+            recordType: QueryFixtures.recordType,
+            predicate: .comparison(Comparison("title", .containsAllTokens, .string(words.joined(separator: " ")))))
+    }
+
+    private func run(_ q: Query) throws -> Int {
+        let db = self.db, zone = self.zone
+        return try Self.wait { try await db.query(q, zoneID: zone, resultsLimit: QueryFixtures.limit).records.count }
+    }
+
+    func eqSort(_ category: String) throws -> Int { try run(eqSortQuery(category)) }
+    func range(_ lo: Int64, _ hi: Int64) throws -> Int { try run(rangeQuery(lo, hi)) }
+    func fullText(_ words: [String]) throws -> Int { try run(textQuery(words)) }
+    func lookup(_ name: String) throws -> Int {
+        let db = self.db, id = RecordID(recordName: name, zoneID: zone)
+        return try Self.wait { try await db.record(for: id) }.fields.count > 0 ? 1 : 0
+    }
+
+    func close() { try? store.closeNow() }
+
+    /// Runs async work from a benchmark thread and waits for it (as ``CloudletEngine`` does).
+    private static func wait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+        let box = Mutex<Result<T, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            let r: Result<T, any Error>
+            do { r = .success(try await body()) } catch { r = .failure(error) }
+            box.withLock { $0 = r }
+            done.signal()
+        }
+        done.wait()
+        return try box.withLock { $0! }.get()
+    }
+}
+
+// MARK: - SQLite
+
+/// `@unchecked Sendable`: one connection, used by one workload thread at a time (the runner is sequential).
+final class SQLiteQueryFixture: QueryFixture, @unchecked Sendable {
+    private var db: OpaquePointer?
+    private var statements: [OpaquePointer?] = []
+    private var eq: OpaquePointer?
+    private var rng: OpaquePointer?
+    private var fts: OpaquePointer?
+    private var get: OpaquePointer?
+
+    static let columns = "r.recordName, r.recordType, r.title, r.count, r.score, r.created, r.tags, r.payload"
+
+    init(dir: String, records: [GeneratedRecord]) throws {
+        guard sqlite3_open_v2(dir + "/query.sqlite", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
+            == SQLITE_OK
+        else { throw BenchError(.engine, "sqlite3_open_v2: \(message)") }
+        try exec("PRAGMA journal_mode=WAL")
+        try exec(
+            """
+            CREATE TABLE records(recordName TEXT PRIMARY KEY, recordType TEXT, category TEXT, title TEXT,
+                count INTEGER, score REAL, created INTEGER, tags TEXT, payload BLOB)
+            """)
+        try exec("CREATE INDEX records_category ON records(category)")
+        try exec("CREATE INDEX records_count ON records(count)")
+        try exec("CREATE INDEX records_created ON records(created)")
+        do {
+            try exec("CREATE VIRTUAL TABLE titles USING fts5(title, content='records', content_rowid='rowid')")
+        } catch {
+            throw BenchError(.engine, "this SQLite has no FTS5 (query-fulltext needs it): \(error)")
+        }
+        let insert = try prepare(
+            "INSERT INTO records(recordName, recordType, category, title, count, score, created, tags, payload) "
+                + "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")
+        try exec("BEGIN")
+        let transient = csqlite_transient()
+        for r in records {
+            sqlite3_bind_text(insert, 1, r.recordName, -1, transient)
+            sqlite3_bind_text(insert, 2, QueryFixtures.recordType, -1, transient)
+            sqlite3_bind_text(insert, 3, QueryFixtures.category(r), -1, transient)
+            sqlite3_bind_text(insert, 4, r.title, -1, transient)
+            sqlite3_bind_int64(insert, 5, r.count)
+            sqlite3_bind_double(insert, 6, r.score)
+            sqlite3_bind_int64(insert, 7, r.created)
+            sqlite3_bind_text(insert, 8, r.tags.joined(separator: ","), -1, transient)
+            r.payload.withUnsafeBytes { _ = sqlite3_bind_blob(insert, 9, $0.baseAddress, Int32($0.count), transient) }
+            guard sqlite3_step(insert) == SQLITE_DONE else { throw BenchError(.engine, "insert: \(message)") }
+            sqlite3_reset(insert)
+        }
+        try exec("INSERT INTO titles(rowid, title) SELECT rowid, title FROM records")
+        try exec("COMMIT")
+        try exec("ANALYZE")
+        let c = Self.columns
+        eq = try prepare("SELECT \(c) FROM records r WHERE category = ?1 ORDER BY created DESC LIMIT \(QueryFixtures.limit)")
+        rng = try prepare(
+            "SELECT \(c) FROM records r WHERE count >= ?1 AND count < ?2 ORDER BY count LIMIT \(QueryFixtures.limit)")
+        fts = try prepare(
+            "SELECT \(c) FROM titles JOIN records r ON r.rowid = titles.rowid WHERE titles MATCH ?1 LIMIT \(QueryFixtures.limit)")
+        get = try prepare("SELECT \(c) FROM records r WHERE recordName = ?1")
+    }
+
+    private var message: String { db.map { String(cString: sqlite3_errmsg($0)) } ?? "no connection" }
+
+    private func exec(_ sql: String) throws {
+        guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw BenchError(.engine, "\(sql): \(message)") }
+    }
+
+    private func prepare(_ sql: String) throws -> OpaquePointer? {
+        var s: OpaquePointer?
+        guard sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &s, nil) == SQLITE_OK else {
+            throw BenchError(.engine, "prepare \(sql): \(message)")
+        }
+        statements.append(s)
+        return s
+    }
+
+    /// Steps `s` to the end, reading every column of every row into Swift values; resets it.
+    private func rows(_ s: OpaquePointer?) throws -> Int {
+        defer {
+            sqlite3_reset(s)
+            sqlite3_clear_bindings(s)
+        }
+        var n = 0
+        var sink = 0
+        while true {
+            let rc = sqlite3_step(s)
+            if rc == SQLITE_DONE { break }
+            guard rc == SQLITE_ROW else { throw BenchError(.engine, "query: \(message)") }
+            for i: Int32 in [0, 1, 2, 6] { sink &+= String(cString: sqlite3_column_text(s, i)).utf8.count }
+            sink &+= Int(sqlite3_column_int64(s, 3)) &+ Int(sqlite3_column_double(s, 4)) &+ Int(sqlite3_column_int64(s, 5))
+            let bytes = Int(sqlite3_column_bytes(s, 7))
+            if let p = sqlite3_column_blob(s, 7) {
+                sink &+= Array(UnsafeRawBufferPointer(start: p, count: bytes)).count
+            }
+            n += 1
+        }
+        return sink == -1 ? 0 : n
+    }
+
+    func eqSort(_ category: String) throws -> Int {
+        sqlite3_bind_text(eq, 1, category, -1, csqlite_transient())
+        return try rows(eq)
+    }
+
+    func range(_ lo: Int64, _ hi: Int64) throws -> Int {
+        sqlite3_bind_int64(rng, 1, lo)
+        sqlite3_bind_int64(rng, 2, hi)
+        return try rows(rng)
+    }
+
+    func fullText(_ words: [String]) throws -> Int {
+        sqlite3_bind_text(fts, 1, words.joined(separator: " "), -1, csqlite_transient())
+        return try rows(fts)
+    }
+
+    func lookup(_ name: String) throws -> Int {
+        sqlite3_bind_text(get, 1, name, -1, csqlite_transient())
+        return try rows(get)
+    }
+
+    func close() {
+        for s in statements { sqlite3_finalize(s) }
+        statements = []
+        sqlite3_close_v2(db)
+        db = nil
+    }
+}

@@ -1,0 +1,100 @@
+/// The read workloads, on the data set of ``QueryFixtures`` (loaded once per engine, not timed), one thread,
+/// queries/s:
+///
+/// - `query-eq-sort`: `category = c ORDER BY created DESC LIMIT 100` (equality index, then sort).
+/// - `query-range`: `count >= lo AND count < lo + w ORDER BY count LIMIT 100`, `w` chosen for ~100 matches.
+/// - `query-fulltext`: titles containing two given words, `LIMIT 100` (Cloudlet's SEARCHABLE index, SQLite FTS5).
+/// - `readrandom`: point lookups of whole records by record name, in a scattered order.
+final class QueryWorkload: Workload {
+    enum Kind: String, CaseIterable {
+        case eqSort = "query-eq-sort"
+        case range = "query-range"
+        case fullText = "query-fulltext"
+        case readRandom = "readrandom"
+    }
+
+    /// Records in the data set and operations per run.
+    struct Sizes {
+        var records: Int
+        var queries: Int
+        var lookups: Int
+
+        static let full = Sizes(records: 100_000, queries: 500, lookups: 1_000_000)
+        static let quick = Sizes(records: 10_000, queries: 300, lookups: 20_000)
+    }
+
+    static let summaries: [(name: String, summary: String)] = [
+        ("query-eq-sort", "equality + sort + LIMIT 100 on an indexed data set (per engine)"),
+        ("query-range", "range on an indexed INT64, sorted, LIMIT 100 (per engine)"),
+        ("query-fulltext", "two-word full-text search, LIMIT 100; SQLite FTS5 (per engine)"),
+        ("readrandom", "point lookups of whole records by name, scattered order (per engine)"),
+    ]
+
+    let kind: Kind
+    var name: String { kind.rawValue }
+    let engine: String
+    let role: EngineRole
+    let unit: String
+    let latencyOf: String
+    let sizes: Sizes
+    private var fixture: (any QueryFixture)?
+    private var names: [String] = []
+
+    init(_ kind: Kind, engine entry: EngineRegistry.Entry, sizes: Sizes) {
+        self.kind = kind
+        engine = entry.name
+        role = entry.role
+        self.sizes = sizes
+        unit = kind == .readRandom ? "lookups/s" : "queries/s"
+        latencyOf = kind == .readRandom ? "one lookup" : "one query (up to 100 rows)"
+    }
+
+    /// One workload per read kind and engine that has a fixture.
+    static func groups(quick: Bool, engines: [EngineRegistry.Entry]) -> [[any Workload]] {
+        let sizes = quick ? Sizes.quick : Sizes.full
+        // `readrandom` is the catalog's own workload (on its reopened store); the query set adds the three queries.
+        return Kind.allCases.filter { $0 != .readRandom }.map { kind in
+            engines.filter { QueryFixtures.engines.contains($0.name) && $0.runs(kind.rawValue, needing: []) }.map {
+                QueryWorkload(kind, engine: $0, sizes: sizes) as any Workload
+            }
+        }
+    }
+
+    func setUp(in dir: String, fixtures: Fixtures) throws {
+        let root = String(dir[..<(dir.lastIndex(of: "/") ?? dir.endIndex)])
+        fixture = try QueryFixtures.fixture(engine: engine, count: sizes.records, root: root)
+        if kind == .readRandom && names.isEmpty {
+            let g = RecordGenerator()
+            names = (0..<sizes.records).map { g.record($0).recordName }
+        }
+    }
+
+    func run() throws -> RunMeasurement {
+        guard let f = fixture else { preconditionFailure("run() without setUp()") }
+        let n = kind == .readRandom ? sizes.lookups : sizes.queries
+        let words = QueryFixtures.words
+        let width = Int64(max(1, 1_000_000 / sizes.records))
+        var latencies: [Double] = []
+        latencies.reserveCapacity(n)
+        var rows = 0
+        let clock = Stopwatch()
+        for i in 0..<n {
+            let t = Stopwatch()
+            switch kind {
+            case .eqSort: rows += try f.eqSort(words[i % words.count])
+            case .range: rows += try f.range(Int64(i * 7919) % (10_000 - width), Int64(i * 7919) % (10_000 - width) + width)
+            case .fullText:
+                let a = words[i % words.count], b = words[(i / words.count + i + 1) % words.count]
+                rows += try f.fullText([a, b])
+            case .readRandom: rows += try f.lookup(names[(i &* 7_919) % names.count])
+            }
+            latencies.append(t.elapsed)
+        }
+        let seconds = clock.elapsed
+        if kind == .readRandom && rows != n { throw BenchError(.engine, "\(engine) readrandom found \(rows) of \(n) records") }
+        if rows == 0 { throw BenchError(.engine, "\(engine) \(name) returned no rows") }
+        return RunMeasurement(operations: Double(n), seconds: seconds, latencies: latencies)
+    }
+
+    func tearDown() throws { fixture = nil }
+}
