@@ -31,7 +31,7 @@ final class CloudletEngine: BenchEngine {
         let zone = self.zone
         let path = dir + "/" + Self.directoryName
         let configuration = StoreConfiguration(durability: settings.durability == .fsync ? .fsync : .os)
-        let (store, db) = try Self.wait {
+        let (store, db) = try runBlocking {
             let store = try await CloudletStore.open(at: path, configuration: configuration)
             let db = try store.container("iCloud.com.example.bench").privateDatabase(user: "bench")
             try await db.createZone(zone)  // no commit when it exists (a reopen)
@@ -57,13 +57,13 @@ final class CloudletEngine: BenchEngine {
     func saveOne(_ i: Int) throws {
         let (db, data) = opened()
         let r = record(data.records[i])
-        _ = try Self.wait { try await db.save(r) }
+        _ = try runBlocking { try await db.save(r) }
     }
 
     func saveEach(_ indices: StrideTo<Int>) throws -> [Double] {
         let (db, data) = opened()
         let zone = self.zone
-        return try Self.wait {
+        return try runBlocking {
             var latencies: [Double] = []
             latencies.reserveCapacity(indices.underestimatedCount)
             for i in indices {
@@ -78,25 +78,25 @@ final class CloudletEngine: BenchEngine {
     func saveBatch(_ range: Range<Int>) throws {
         let (db, data) = opened()
         let ops = data.records[range].map { RecordOperation.create(record($0)) }
-        try Self.check(try Self.wait { try await db.modify(ops, atomic: true) })
+        try Self.check(try runBlocking { try await db.modify(ops, atomic: true) })
     }
 
     func updateBatch(_ indices: ArraySlice<Int>) throws {
         let (db, data) = opened()
         let ops = indices.map { RecordOperation.forceReplace(record(data.updates[$0])) }
-        try Self.check(try Self.wait { try await db.modify(ops, atomic: true) })
+        try Self.check(try runBlocking { try await db.modify(ops, atomic: true) })
     }
 
     func get(_ i: Int) throws {
         let (db, data) = opened()
         let (zone, expected) = (self.zone, data.records[i])
-        try Self.wait { try await Self.get(db, zone, expected) }
+        try runBlocking { try await Self.get(db, zone, expected) }
     }
 
     func getEach(_ indices: ArraySlice<Int>) throws -> [Double] {
         let (db, data) = opened()
         let zone = self.zone
-        return try Self.wait {
+        return try runBlocking {
             var latencies: [Double] = []
             latencies.reserveCapacity(indices.count)
             for i in indices {
@@ -158,32 +158,16 @@ final class CloudletEngine: BenchEngine {
         if let failure = results.first(where: { $0.error != nil }) { throw failure.error! }
     }
 
-    /// Runs async work from a benchmark thread (never a cooperative-pool thread) and waits for it.
     /// The opened database (for extensions in other files).
     func openedDatabase() -> Database { opened().0 }
 
-    /// ``wait(_:)`` for extensions in other files.
-    static func runAsync<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T { try wait(body) }
-
-    private static func wait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-        let box = Mutex<Result<T, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            let r: Result<T, any Error>
-            do { r = .success(try await body()) } catch { r = .failure(error) }
-            box.withLock { $0 = r }
-            done.signal()
-        }
-        done.wait()
-        return try box.withLock { $0! }.get()
-    }
 }
 
 extension CloudletEngine: ChangefeedEngine {
     func catchUp(pageSize: Int) throws -> (count: Int, latencies: [Double]) {
         let db = openedDatabase()
         let zone = ZoneID(zoneName: "Bench")
-        return try Self.runAsync {
+        return try runBlocking {
             var token: ChangeToken?
             var count = 0
             var latencies: [Double] = []

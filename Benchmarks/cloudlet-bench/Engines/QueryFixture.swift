@@ -101,7 +101,7 @@ final class CloudletQueryFixture: QueryFixture {
 
     init(dir: String, records: [GeneratedRecord]) throws {
         let zone = self.zone
-        (store, db) = try Self.wait {
+        (store, db) = try runBlocking {
             let store = try await CloudletStore.open(at: dir + "/cloudlet", configuration: StoreConfiguration(durability: .os))
             let container = try store.container("iCloud.com.example.bench")
             try await container.importSchema(
@@ -128,14 +128,14 @@ final class CloudletQueryFixture: QueryFixture {
                             "tags": .list(.string, g.tags.map { .string($0) }), "payload": .bytes(g.payload),
                         ]))
             }
-            let results = try Self.wait { try await db.modify(ops, atomic: true) }
+            let results = try runBlocking { try await db.modify(ops, atomic: true) }
             if let failure = results.first(where: { $0.error != nil }) { throw failure.error! }
         }
         // Every query must use its index: wait for any still being built.
         for q in [eqSortQuery("alpha"), rangeQuery(0, 1), textQuery(["alpha"])] {
             var tries = 0
             while true {
-                let plan = try Self.wait { try await db.explain(q, zoneID: zone) }
+                let plan = try runBlocking { try await db.explain(q, zoneID: zone) }
                 if plan.zones.allSatisfy(\.usesIndex) && plan.notes.isEmpty {
                     if ProcessInfo.processInfo.environment["CLOUDLET_BENCH_EXPLAIN"] != nil { Console.error("\(q): \(plan)") }
                     break
@@ -171,7 +171,7 @@ final class CloudletQueryFixture: QueryFixture {
 
     private func run(_ q: Query) throws -> Int {
         let db = self.db, zone = self.zone
-        return try Self.wait { try await db.query(q, zoneID: zone, resultsLimit: QueryFixtures.limit).records.count }
+        return try runBlocking { try await db.query(q, zoneID: zone, resultsLimit: QueryFixtures.limit).records.count }
     }
 
     func eqSort(_ category: String) throws -> Int { try run(eqSortQuery(category)) }
@@ -179,24 +179,11 @@ final class CloudletQueryFixture: QueryFixture {
     func fullText(_ words: [String]) throws -> Int { try run(textQuery(words)) }
     func lookup(_ name: String) throws -> Int {
         let db = self.db, id = RecordID(recordName: name, zoneID: zone)
-        return try Self.wait { try await db.record(for: id) }.fields.count > 0 ? 1 : 0
+        return try runBlocking { try await db.record(for: id) }.fields.count > 0 ? 1 : 0
     }
 
     func close() { try? store.closeNow() }
 
-    /// Runs async work from a benchmark thread and waits for it (as ``CloudletEngine`` does).
-    private static func wait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-        let box = Mutex<Result<T, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            let r: Result<T, any Error>
-            do { r = .success(try await body()) } catch { r = .failure(error) }
-            box.withLock { $0 = r }
-            done.signal()
-        }
-        done.wait()
-        return try box.withLock { $0! }.get()
-    }
 }
 
 // MARK: - SQLite

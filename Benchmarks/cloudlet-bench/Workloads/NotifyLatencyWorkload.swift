@@ -31,7 +31,7 @@ final class NotifyLatencyWorkload: Workload {
     }
 
     func setUp(in dir: String, fixtures: Fixtures) throws {
-        let (store, server, token, db) = try Self.wait { () async throws -> (CloudletStore, Server, String, Database) in
+        let (store, server, token, db) = try runBlocking { () async throws -> (CloudletStore, Server, String, Database) in
             let store = try await CloudletStore.open(at: dir + "/store", configuration: StoreConfiguration(durability: .os))
             let credentials = Credentials(store: store)
             _ = try await credentials.createAPIToken(container: "iCloud.com.example.bench")
@@ -59,7 +59,7 @@ final class NotifyLatencyWorkload: Workload {
         let writers = 8
         let interval = Double(writers) / Double(rate)
         let clock = Stopwatch()
-        try Self.wait {
+        try runBlocking {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for w in 0..<writers {
                     group.addTask {
@@ -96,18 +96,6 @@ final class NotifyLatencyWorkload: Workload {
         (server, store, db) = (nil, nil, nil)
     }
 
-    private static func wait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
-        let box = Mutex<Result<T, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            let r: Result<T, any Error>
-            do { r = .success(try await body()) } catch { r = .failure(error) }
-            box.withLock { $0 = r }
-            done.signal()
-        }
-        done.wait()
-        return try box.withLock { $0! }.get()
-    }
 }
 
 /// When each commit was issued, shared by the writer tasks.

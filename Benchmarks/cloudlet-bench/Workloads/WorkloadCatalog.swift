@@ -31,7 +31,7 @@ enum WorkloadCatalog {
 
         static let full = Sizes(
             appendSyncs: 5_000, seqwriteMiB: 256, fillRecords: 100_000, fillsyncRecords: 2_000,
-            concurrentRecords: 3_200, storeRecords: 100_000, reads: 100_000, overwrites: 50_000,
+            concurrentRecords: 3_200, storeRecords: 100_000, reads: 1_000_000, overwrites: 50_000,
             recoverRecords: 200_000)
         /// Small enough that `--quick` stays under a minute even while other builds load the disk (syncs are
         /// what slows down first).
