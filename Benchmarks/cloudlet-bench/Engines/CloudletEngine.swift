@@ -116,11 +116,16 @@ final class CloudletEngine: BenchEngine {
         }
     }
 
-    /// Copies the open store's directory (every save has returned, so every commit is written to the OS) and
-    /// deletes the checkpoints and the lock file in the copy, as `StoreRecoveryTests.crashImage` does: opening the
-    /// copy replays the whole log.
+    /// Copies the open store's directory and deletes the checkpoints and the lock file in the copy, as
+    /// `StoreRecoveryTests.crashImage` does: opening the copy replays the whole log.
+    ///
+    /// Every save has returned, so every commit is written to the OS. `checkpoint()` first is the public API's
+    /// flush: it waits until everything is durable and, taking the checkpoint writer's lock, until a background
+    /// checkpoint (one starts every 64 MiB of log) has finished, so no checkpoint file changes during the copy.
     func crashImage(to dir: String) throws {
-        let path = state.withLock { $0.path }
+        let (path, store) = state.withLock { ($0.path, $0.store) }
+        guard let store else { preconditionFailure("CloudletEngine.crashImage before open()") }
+        try Self.wait { try await store.checkpoint() }
         let image = dir + "/" + Self.directoryName
         let fm = FileManager.default
         try fm.copyItem(atPath: path, toPath: image)
