@@ -125,7 +125,7 @@ final class CloudletEngine: BenchEngine {
     func crashImage(to dir: String) throws {
         let (path, store) = state.withLock { ($0.path, $0.store) }
         guard let store else { preconditionFailure("CloudletEngine.crashImage before open()") }
-        try Self.wait { try await store.checkpoint() }
+        try runBlocking { try await store.checkpoint() }
         let image = dir + "/" + Self.directoryName
         let fm = FileManager.default
         try fm.copyItem(atPath: path, toPath: image)
