@@ -33,6 +33,8 @@ import Testing
             #expect(value("cloudlet_store_fsyncs_total") != nil)
             #expect(value("cloudlet_store_records") ?? 0 >= 1)
             #expect(value("cloudlet_store_log_bytes_written_total") ?? 0 > 0)
+            #expect(value("cloudlet_store_log_bytes") ?? 0 > 0)
+            #expect(value("cloudlet_compactions_total") != nil && value("cloudlet_compaction_bytes_reclaimed_total") != nil)
             #expect(lines.contains("# TYPE cloudlet_http_request_duration_seconds histogram"))
         }
 

@@ -80,6 +80,14 @@ final class Metrics: Sendable {
         metric("cloudlet_store_cache_hits_total", "counter", "Record cache hits.", store.cacheHits)
         metric("cloudlet_store_cache_misses_total", "counter", "Record cache misses (a read from the log).", store.cacheMisses)
         metric("cloudlet_store_frames_replayed", "gauge", "Log frames replayed when the store was opened.", store.framesReplayed)
+        metric("cloudlet_store_log_bytes", "gauge", "Bytes of log segment files.", store.logBytes)
+        metric("cloudlet_store_dead_bytes", "gauge", "Bytes of sealed segments holding nothing current.", store.deadBytes)
+        metric("cloudlet_compactions_total", "counter", "Compactions that took effect since the store was opened.", store.compactions)
+        metric("cloudlet_compaction_bytes_reclaimed_total", "counter", "Bytes compactions gave back.", store.compactionBytesReclaimed)
+        metric("cloudlet_compactions_running", "gauge", "Partitions compacting now.", store.compactionsRunning)
+        metric("cloudlet_compaction_progress_bytes", "gauge", "Input bytes the running compactions have copied.", store.compactionBytesDone)
+        metric("cloudlet_compaction_total_bytes", "gauge", "Input bytes of the running compactions.", store.compactionBytesTotal)
+        metric("cloudlet_compaction_max_pause_microseconds", "gauge", "Longest writer pause at a compaction swap.", store.compactionMaxPauseMicroseconds)
         let uptime = ContinuousClock.now - started
         metric("cloudlet_uptime_seconds", "gauge", "Seconds since the server was created.", Double(uptime.components.seconds))
         return out
