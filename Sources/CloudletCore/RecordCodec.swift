@@ -157,14 +157,4 @@ public enum RecordCodec {
             return .asset(AssetReference(fileChecksum: checksum, size: size, receipt: receipt))
         }
     }
-
-    /// The size CloudKit's 1 MB limit counts: the encoded fields, without asset contents (which live elsewhere).
-    public static func fieldDataSize(_ record: Record) -> Int {
-        var w = ByteWriter(capacity: 256)
-        for (name, value) in record.fields {
-            w.string(name)
-            encode(value, into: &w)
-        }
-        return w.count
-    }
 }

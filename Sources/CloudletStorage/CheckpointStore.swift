@@ -99,14 +99,7 @@ public final class CheckpointStore: Sendable {
         }
         for lsn in names.compactMap({ Self.lsn(fileName: $0) }).sorted(by: >) {
             let path = Path.join(directory, Self.fileName(lsn: lsn))
-            let bytes: [UInt8]
-            do throws(FileSystemError) {
-                let file = try fileSystem.open(path, options: .readOnly)
-                defer { try? file.close() }
-                bytes = try file.read(at: 0, count: Int(try file.size()))
-            } catch {
-                throw CloudletError.io(error, "reading checkpoint \(path)")
-            }
+            let bytes = try readFile(path)
             if let checkpoint = Self.decode(bytes), checkpoint.lsn == lsn { return checkpoint }
         }
         return nil
@@ -161,14 +154,7 @@ public final class CheckpointStore: Sendable {
         var files: [CheckpointFile] = []
         for lsn in names.compactMap({ Self.lsn(fileName: $0) }).sorted(by: >) {
             let path = Path.join(directory, Self.fileName(lsn: lsn))
-            let bytes: [UInt8]
-            do throws(FileSystemError) {
-                let file = try fileSystem.open(path, options: .readOnly)
-                defer { try? file.close() }
-                bytes = try file.read(at: 0, count: Int(try file.size()))
-            } catch {
-                throw CloudletError.io(error, "reading checkpoint \(path)")
-            }
+            let bytes = try readFile(path)
             var entry = CheckpointFile(path: path, lsn: lsn, size: UInt64(bytes.count), problem: nil, next: nil, payload: [])
             switch Self.decodeExplained(bytes) {
             case .failure(let why): entry.problem = why.reason
@@ -219,5 +205,16 @@ public final class CheckpointStore: Sendable {
                 segment: bytes.loadLE(UInt64.self, at: 24), offset: bytes.loadLE(UInt64.self, at: 32),
                 length: bytes.loadLE(UInt32.self, at: 40))
         return .success((bytes.loadLE(UInt64.self, at: 16), next, payload))
+    }
+
+    /// The whole content of a checkpoint file.
+    private func readFile(_ path: String) throws -> [UInt8] {
+        do throws(FileSystemError) {
+            let file = try fileSystem.open(path, options: .readOnly)
+            defer { try? file.close() }
+            return try file.read(at: 0, count: Int(try file.size()))
+        } catch {
+            throw CloudletError.io(error, "reading checkpoint \(path)")
+        }
     }
 }

@@ -14,18 +14,8 @@ func withTempDirectory<R>(_ body: (String) async throws -> R) async rethrows -> 
     return try await body(path)
 }
 
-/// A small deterministic generator (SplitMix64), so a failure reproduces from the seed among its test arguments.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// A small deterministic generator, so a failure reproduces from the seed among its test arguments.
+typealias SeededRandom = SplitMix64
 
 /// `count` random (incompressible) bytes.
 func randomBytes(_ count: Int, _ rng: inout SeededRandom) -> [UInt8] {

@@ -1,3 +1,5 @@
+import CloudletCore
+
 /// The field values of one benchmark record, as plain Swift values every engine can store its own way.
 ///
 /// Six fields of mixed types besides the name and type, about 250 bytes in all: what a small app record
@@ -103,19 +105,3 @@ struct RecordGenerator: Sendable {
     func records(_ count: Int) -> [GeneratedRecord] { (0..<count).map(record) }
 }
 
-/// SplitMix64: a tiny deterministic generator (Steele, Lea, Flood 2014).
-struct SplitMix64 {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        return Self.mix(state)
-    }
-
-    static func mix(_ x: UInt64) -> UInt64 {
-        var z = x
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

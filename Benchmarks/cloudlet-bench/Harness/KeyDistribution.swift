@@ -1,3 +1,5 @@
+import CloudletCore
+
 import Foundation
 
 /// Which records a read or update workload touches, as a deterministic sequence of record indexes (the same on

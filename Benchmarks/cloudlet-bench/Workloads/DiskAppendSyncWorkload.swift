@@ -1,3 +1,5 @@
+import CloudletCore
+
 /// `disk-append-sync`: 4 KiB appends to a fresh file, each followed by `fdatasync`. The ceiling for any engine
 /// that makes every commit durable on its own and appends to a growing file: per-commit durability costs at
 /// least one of these.

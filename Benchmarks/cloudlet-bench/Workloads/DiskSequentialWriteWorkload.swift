@@ -1,3 +1,5 @@
+import CloudletCore
+
 /// `disk-seqwrite`: sequential 1 MiB writes to a fresh file, one `fdatasync` at the end; MB/s (10^6 bytes)
 /// including that sync. The ceiling for bulk loads, compaction and checkpoints.
 final class DiskSequentialWriteWorkload: Workload {

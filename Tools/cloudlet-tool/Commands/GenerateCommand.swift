@@ -36,7 +36,7 @@ enum GenerateCommand: Command {
         let passes = try o.int("--passes") ?? 1
         let batch = min(200, max(1, try o.int("--batch") ?? 100))
         let zoneCount = max(1, try o.int("--zones") ?? 4)
-        var rng = SplitMix(seed: try o.uint64("--seed") ?? 1)
+        var rng = SplitMix64(seed: try o.uint64("--seed") ?? 1)
         var config = StoreConfiguration(durability: .os)
         config.compaction = .manual
         config.segmentSize = try o.int("--segment-size") ?? config.segmentSize
@@ -81,15 +81,3 @@ enum GenerateCommand: Command {
     }
 }
 
-/// SplitMix64: a small seeded generator.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
