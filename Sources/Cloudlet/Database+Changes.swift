@@ -23,6 +23,9 @@ public struct ZoneChanges: Sendable {
     public var token: ChangeToken
     /// More changes are waiting: call again with ``token``.
     public var moreComing: Bool
+    /// What the page's changes cost its byte budget (`maxBytes`): the stored sizes of its records, and each
+    /// tombstone's name plus 64.
+    public var byteCount: Int = 0
 }
 
 /// A page of a database's zone changes (CloudKit `changes/database`).
@@ -51,21 +54,27 @@ extension Database {
     /// - Parameters:
     ///   - desiredKeys: return only these fields of changed records (nil: all).
     ///   - desiredRecordTypes: report only records of these types (nil: all).
+    ///   - maxBytes: the page's byte budget (nil: none), counted as ``RecordEntry/pageCost`` (a record's stored
+    ///     size, a tombstone's name plus 64): the page ends early, with `moreComing`, before the change that would
+    ///     pass it. A page with a positive budget carries at least one change however large; with 0 it carries
+    ///     none and only tells whether changes are waiting (`moreComing`, token unchanged).
     /// - Throws: `zoneNotFound`; `invalidArguments` for a token of another store or zone, or a malformed one;
     ///   `changeTokenExpired` for a token older than the tombstone retention window or from before the zone was
     ///   deleted and re-created — fetch from scratch (token nil).
     public func zoneChanges(
         _ zoneID: ZoneID, since token: ChangeToken? = nil, resultsLimit: Int? = nil, desiredKeys: [String]? = nil,
-        desiredRecordTypes: [String]? = nil
+        desiredRecordTypes: [String]? = nil, maxBytes: Int? = nil
     ) async throws -> ZoneChanges {
         try store.checkOpen()
         let limit = try Self.pageLimit(resultsLimit)
+        let budget = try Self.byteBudget(maxBytes)
         let key = try key(zoneID)
         let partition = store.partition(for: key)
         let storeFP = store.fingerprint
         let types = desiredRecordTypes.map(Set.init)
         // Collect the page's entries under the lock; read the records after.
-        let (page, next, more, horizon) = try partition.state.withLock { st -> ([(String, RecordEntry)], ChangePoint, Bool, UInt64) in
+        let (page, next, more, horizon, spent) = try partition.state.withLock {
+            st -> ([(String, RecordEntry)], ChangePoint, Bool, UInt64, Int) in
             guard st.zoneExists(key) else {
                 throw CloudletError(.zoneNotFound, "zone '\(key.zoneName)' does not exist in the \(id.scope.rawValue) database")
             }
@@ -96,19 +105,26 @@ extension Database {
             }
             var page: [(String, RecordEntry)] = []
             let horizon = st.purgedThroughLSN
-            guard let zone else { return (page, ChangePoint(lsn: st.lastLSN, index: .max), false, horizon) }
+            guard let zone else { return (page, ChangePoint(lsn: st.lastLSN, index: .max), false, horizon, 0) }
             var i = zone.firstChange(after: from)
             var last = from
+            var spent = 0
             while i < zone.changes.count {
                 let (point, name) = zone.changes[i]
                 i += 1
                 guard let e = zone.records[name], e.change == point else { continue }
-                if page.count == limit { return (page, last, true, horizon) }
+                if page.count == limit { return (page, last, true, horizon, spent) }
+                if let types, !types.contains(e.recordType) {
+                    last = point
+                    continue
+                }
+                let cost = e.pageCost(name)
+                if spent + cost > budget && (!page.isEmpty || budget == 0) { return (page, last, true, horizon, spent) }
+                spent += cost
                 last = point
-                if let types, !types.contains(e.recordType) { continue }
                 page.append((name, e))
             }
-            return (page, ChangePoint(lsn: st.lastLSN, index: .max), false, horizon)
+            return (page, ChangePoint(lsn: st.lastLSN, index: .max), false, horizon, spent)
         }
         // Nothing that could still be lost in a crash is reported, and the token never points past what is durable.
         try await partition.waitDurable(min(next.lsn, partition.log.lastLSN))
@@ -139,7 +155,7 @@ extension Database {
         let zoneState = partition.state.withLock { $0.zones[key]?.createdLSN ?? 0 }
         let t = ChangeToken(ChangeToken.ZonePosition(
                 store: storeFP, zone: key.stableHash, incarnation: zoneState, point: next, horizon: horizon))
-        return ZoneChanges(changes: changes, token: t, moreComing: more)
+        return ZoneChanges(changes: changes, token: t, moreComing: more, byteCount: spent)
     }
 
     /// The zones of this database created, changed or deleted since `token` (nil: all zones), at most
@@ -210,6 +226,13 @@ extension Database {
         let t = ChangeToken(
             ChangeToken.DatabasePosition(store: store.fingerprint, database: Fingerprint.of(id), lsns: next, horizons: horizons))
         return DatabaseChanges(changedZones: changed, deletedZones: deleted, token: t, moreComing: more)
+    }
+
+    /// `maxBytes` checked: nil is no budget (`Int.max`); a negative budget is `invalidArguments`.
+    static func byteBudget(_ maxBytes: Int?) throws -> Int {
+        guard let maxBytes else { return .max }
+        guard maxBytes >= 0 else { throw CloudletError.invalid("maxBytes must be at least 0, not \(maxBytes)") }
+        return maxBytes
     }
 
     static func pageLimit(_ requested: Int?) throws -> Int {

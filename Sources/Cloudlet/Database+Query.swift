@@ -19,29 +19,50 @@ extension Database {
     ///   - desiredKeys: return only these fields (nil: all; empty: system fields only).
     ///   - continuationMarker: the ``QueryResults/cursor`` of the previous page; the page resumes right after that
     ///     page's last record.
+    ///   - maxBytes: the page's byte budget (nil: none), counted as the matching records' stored sizes: the page
+    ///     ends early, with a cursor, before the record that would pass it, and always carries at least one record.
+    ///     No more than the budget plus one record is held in memory for the page.
     /// - Throws: `invalidArguments` for an unknown record type or field (production), a field without the needed
     ///   index (production), a malformed or foreign continuation marker, or an unsupported comparison; `zoneNotFound`.
     public func query(
         _ query: Query, zoneID: ZoneID = .default, zoneWide: Bool = false, resultsLimit: Int? = nil,
-        desiredKeys: [String]? = nil, continuationMarker: QueryCursor? = nil
+        desiredKeys: [String]? = nil, continuationMarker: QueryCursor? = nil, maxBytes: Int? = nil
     ) async throws -> QueryResults {
         try store.checkOpen()
         let limit = try Self.queryLimit(resultsLimit)
+        let budget = try Self.byteBudget(maxBytes)
         let zones = try queryZones(zoneID: zoneID, zoneWide: zoneWide)
         let fingerprint = query.fingerprint(store: store.fingerprint, database: id, zone: zoneWide ? nil : zones[0].zoneName)
         let after = try continuationMarker.map { try $0.position(query: fingerprint, keyCount: query.sortDescriptors.count) }
         let (pq, prepared) = try await prepare(query, addIndexes: true)
         var notes = prepared
-        var rows: [(record: Record, position: QueryPosition)] = []
+        var rows: [QueryRow] = []
         var plans: [QueryPlan.Zone] = []
+        // Where the earliest zone page that ended at the byte budget stopped: later rows of other zones wait.
+        var cut: QueryPosition?
         for z in zones {
-            let run = try await run(pq, in: z, limit: limit + 1, after: after, notes: &notes)
+            let run = try await run(pq, in: z, limit: limit + 1, after: after, budget: budget, notes: &notes)
             rows += run.rows
+            if run.truncated, let last = run.rows.last?.position, cut.map({ pq.order.less(last, $0) }) ?? true { cut = last }
             plans.append(run.plan)
         }
         if zones.count > 1 { rows.sort { pq.order.less($0.position, $1.position) } }
-        let more = rows.count > limit
+        var more = rows.count > limit
         if more { rows.removeLast(rows.count - limit) }
+        if let cut {
+            more = true
+            while let last = rows.last, pq.order.less(cut, last.position) { rows.removeLast() }
+        }
+        // Across zones, the budget holds for the page as a whole.
+        var spent = 0
+        for (i, row) in rows.enumerated() {
+            if i > 0 && spent + row.cost > budget {
+                rows.removeLast(rows.count - i)
+                more = true
+                break
+            }
+            spent += row.cost
+        }
         var records = rows.map(\.record)
         if let desiredKeys {
             let keep = Set(desiredKeys)
@@ -65,7 +86,7 @@ extension Database {
                 n += store.partition(for: z).state.withLock { $0.indexes.type(z, query.recordType)?.names.count ?? 0 }
                 continue
             }
-            n += try await run(pq, in: z, limit: nil, after: nil, notes: &notes).count
+            n += try await run(pq, in: z, limit: nil, after: nil, budget: .max, notes: &notes).count
         }
         return n
     }
@@ -120,12 +141,20 @@ extension Database {
     /// Records read per lock acquisition when walking an index in order (grows from the first to the last value).
     static let walkBatch = (first: 32, last: 1024)
 
+    /// One result of a query: the record, where it sorts, and what it costs the page's byte budget.
+    struct QueryRow {
+        var record: Record
+        var position: QueryPosition
+        var cost: Int
+    }
+
     /// Plans and runs `pq` in one zone: up to `limit` matches after `after` in order (all of them when `limit` is
-    /// nil, for a count). In production an index the query needs that is not ready is an error; in development the
-    /// planner does without it and a note says so.
+    /// nil, for a count), ending early (`truncated`) before the match that would take the rows' costs past
+    /// `budget` (at least one row). In production an index the query needs that is not ready is an error; in
+    /// development the planner does without it and a note says so.
     private func run(
-        _ pq: PreparedQuery, in key: ZoneKey, limit: Int?, after: QueryPosition?, notes: inout [String]
-    ) async throws -> (rows: [(record: Record, position: QueryPosition)], count: Int, plan: QueryPlan.Zone) {
+        _ pq: PreparedQuery, in key: ZoneKey, limit: Int?, after: QueryPosition?, budget: Int, notes: inout [String]
+    ) async throws -> (rows: [QueryRow], count: Int, plan: QueryPlan.Zone, truncated: Bool) {
         let partition = store.partition(for: key)
         let query = pq
         let (execution, planned, unready) = partition.state.withLock { st in
@@ -144,7 +173,18 @@ extension Database {
             }
         }
         var plan = planned
-        var rows: [(record: Record, position: QueryPosition)] = []
+        var rows: [QueryRow] = []
+        var spent = 0
+        var truncated = false
+        /// Whether a match of `cost` bytes still fits the budget (the first always does).
+        func fits(_ cost: Int) -> Bool {
+            if !rows.isEmpty && spent + cost > budget {
+                truncated = true
+                return false
+            }
+            spent += cost
+            return true
+        }
         var examined = 0
         var matched = 0
         switch execution {
@@ -165,7 +205,9 @@ extension Database {
                     let r = try await partition.read(key, item.name, item.entry)
                     examined += 1
                     guard pq.matches(r) else { continue }
-                    rows.append((r, item.position))
+                    let cost = item.entry.pageCost(item.name)
+                    guard fits(cost) else { break walking }
+                    rows.append(QueryRow(record: r, position: item.position, cost: cost))
                     if rows.count == limit { break walking }
                 }
             } while from != nil
@@ -175,10 +217,15 @@ extension Database {
                 let r = try await partition.read(key, c.name, c.entry)
                 examined += 1
                 guard pq.matches(r) else { continue }
-                rows.append((r, c.position))
+                let cost = c.entry.pageCost(c.name)
+                guard fits(cost) else { break }
+                rows.append(QueryRow(record: r, position: c.position, cost: cost))
                 if rows.count == limit { break }
             }
         case .readAll(let candidates):
+            // Matches are kept as positions, not records, so memory does not grow with them; the page's records
+            // are read again (usually from the cache) once their order is known.
+            var matches: [(name: String, entry: RecordEntry, position: QueryPosition)] = []
             for c in candidates {
                 let r = try await partition.read(key, c.name, c.entry)
                 examined += 1
@@ -189,16 +236,20 @@ extension Database {
                 }
                 let p = pq.order.position(r, zoneName: key.zoneName)
                 if let after, pq.order.compare(p, after) <= 0 { continue }
-                rows.append((r, p))
+                matches.append((c.name, c.entry, p))
             }
             if let limit {
-                rows.sort { pq.order.less($0.position, $1.position) }
-                if rows.count > limit { rows.removeLast(rows.count - limit) }
+                matches.sort { pq.order.less($0.position, $1.position) }
+                for m in matches.prefix(limit) {
+                    let cost = m.entry.pageCost(m.name)
+                    guard fits(cost) else { break }
+                    rows.append(QueryRow(record: try await partition.read(key, m.name, m.entry), position: m.position, cost: cost))
+                }
             }
         }
         if limit != nil { matched = rows.count }
         plan.examined = examined
         plan.matched = matched
-        return (rows, matched, plan)
+        return (rows, matched, plan, truncated)
     }
 }

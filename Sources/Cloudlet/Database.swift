@@ -118,22 +118,44 @@ public struct Database: Sendable {
     /// Fetches a record. - Throws: ``CloudletError/Code/unknownItem`` if it does not exist,
     /// ``CloudletError/Code/zoneNotFound`` if its zone does not.
     public func record(for recordID: RecordID) async throws -> Record {
+        let (key, entry) = try liveEntry(recordID)
+        return try await store.partition(for: key).read(key, recordID.recordName, entry)
+    }
+
+    /// The key directory's entry of a record that exists. - Throws: `unknownItem`, `zoneNotFound`.
+    private func liveEntry(_ recordID: RecordID) throws -> (ZoneKey, RecordEntry) {
         try store.checkOpen()
         let key = try key(recordID.zoneID)
         try requireZone(key)
-        let partition = store.partition(for: key)
-        guard let entry = partition.state.withLock({ $0.entry(key, recordID.recordName) }), !entry.deleted else {
+        guard let entry = store.partition(for: key).state.withLock({ $0.entry(key, recordID.recordName) }), !entry.deleted
+        else {
             throw CloudletError(.unknownItem, "record '\(recordID.recordName)' does not exist in zone '\(key.zoneName)'")
         }
-        return try await partition.read(key, recordID.recordName, entry)
+        return (key, entry)
     }
 
     /// Fetches several records; one result per ID, in order.
-    public func records(for recordIDs: [RecordID]) async throws -> [Result<Record, CloudletError>] {
+    ///
+    /// With `maxBytes` (a response's byte budget, counted as stored record sizes), a record that would take the
+    /// records read past it is not read: its result is ``CloudletError/Code/limitExceeded`` ("fetch it in another
+    /// request"). The first record found is always read, however large.
+    public func records(for recordIDs: [RecordID], maxBytes: Int? = nil) async throws -> [Result<Record, CloudletError>] {
+        let budget = try Self.byteBudget(maxBytes)
+        var spent = 0
         var out: [Result<Record, CloudletError>] = []
         out.reserveCapacity(recordIDs.count)
         for rid in recordIDs {
-            do { out.append(.success(try await record(for: rid))) } catch let e as CloudletError { out.append(.failure(e)) }
+            do {
+                let (key, entry) = try liveEntry(rid)
+                let cost = entry.pageCost(rid.recordName)
+                if spent > 0 && spent + cost > budget {
+                    throw CloudletError(
+                        .limitExceeded,
+                        "record '\(rid.recordName)' would take the response past its \(budget)-byte budget; fetch it in another request")
+                }
+                spent += cost
+                out.append(.success(try await store.partition(for: key).read(key, rid.recordName, entry)))
+            } catch let e as CloudletError { out.append(.failure(e)) }
         }
         return out
     }

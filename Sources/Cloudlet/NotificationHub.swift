@@ -10,6 +10,8 @@ import Synchronization
 /// the log no longer holds — older than its oldest entry, or from before the store was reopened — is told so
 /// (`gap`) and should resynchronize with change tokens, as CloudKit clients do after missed pushes.
 public final class NotificationHub: Sendable {
+    /// The longest ``wait(_:after:limit:timeout:)`` waits (one day), whatever it is asked.
+    public static let maxWait: Double = 86_400
     /// Whose log: a user in a container and environment.
     public struct Inbox: Hashable, Sendable {
         public var container: String
@@ -207,7 +209,8 @@ public final class NotificationHub: Sendable {
                     gap = true
                 } else {
                     let oldest = live.first?.id.sequence ?? log.nextSequence
-                    if position.sequence + 1 < oldest { gap = true }
+                    // `oldest` is at least 1; `position.sequence + 1` would trap on a client's UInt64.max.
+                    if position.sequence < oldest - 1 { gap = true }
                     from = live.firstIndex { $0.id.sequence > position.sequence } ?? live.endIndex
                 }
             }
@@ -217,10 +220,13 @@ public final class NotificationHub: Sendable {
     }
 
     /// Like ``read(_:after:limit:)``, but waits up to `timeout` seconds for something to arrive when there is
-    /// nothing yet (the long-poll of CloudKit's web courier, and the websocket feed).
+    /// nothing yet (the long-poll of CloudKit's web courier, and the websocket feed). A timeout that is not a
+    /// positive number (NaN included) does not wait; one over ``maxWait`` waits that long.
     public func wait(_ inbox: Inbox, after position: NotificationID?, limit: Int = 200, timeout: Double) async -> Batch {
         let first = read(inbox, after: position, limit: limit)
-        if !first.notifications.isEmpty || first.gap || timeout <= 0 { return first }
+        // `!(timeout > 0)` is true for NaN too, which would trap in the conversion below.
+        if !first.notifications.isEmpty || first.gap || !(timeout > 0) { return first }
+        let wait = Duration.milliseconds(Int64((min(timeout, Self.maxWait) * 1000).rounded(.up)))
         let id = UUID()
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let registered = state.withLock { s -> Bool in
@@ -233,7 +239,7 @@ public final class NotificationHub: Sendable {
             }
             guard registered else { return c.resume() }
             Task {
-                try? await Task.sleep(for: .milliseconds(Int(timeout * 1000)))
+                try? await Task.sleep(for: wait)
                 self.state.withLock { s in s.logs[inbox]?.waiters.removeValue(forKey: id) }?.resume()
             }
         }

@@ -14,6 +14,14 @@ public struct ServerConfiguration: Sendable {
     public var threads = 64
     /// Largest request body accepted; larger ones get HTTP 413. Default 16 MiB.
     public var maxBodySize = 16 << 20
+    /// The byte budget of one response's records (``ServerConfiguration/defaultResponseBudget``, 4 MiB): a
+    /// `records/query`, `changes/zone` or `records/changes` page ends early with `moreComing` / a continuation
+    /// marker before the record that would pass it, and `records/lookup` answers the records past it with a
+    /// per-record `LIMIT_EXCEEDED` error (look them up again). Counted as records' stored sizes; a page always
+    /// carries at least one record. With a response built whole before it is written and one response per
+    /// connection, this bounds what a request (or a client that never reads) can make the server hold.
+    public var responseBudget = ServerConfiguration.defaultResponseBudget
+    public static let defaultResponseBudget = 4 << 20
     /// A request must arrive whole within this time. Default 30 s.
     public var requestTimeoutMilliseconds = 30_000
     /// An idle keep-alive connection is closed after this time. Default 5 s.

@@ -10,7 +10,7 @@ enum Serve {
 
     static let help = """
         USAGE: cloudlet serve [--data DIR] [--host H] [--port P] [--tls-cert FILE --tls-key FILE]
-                              [--durability fsync|os] [--container ID] [--threads N]
+                              [--durability fsync|os] [--container ID] [--threads N] [--response-budget BYTES]
 
         Serves the store at DIR over HTTP (or HTTPS) with the CloudKit Web Services API under
         /database/1/{container}/{environment}/{database}/ and Cloudlet's own /cloudlet/health and /cloudlet/metrics.
@@ -25,6 +25,10 @@ enum Serve {
                               os: once written to the OS (survives a process crash, not a power cut)
           --container ID      on a fresh store, the container of the first API token (default \(defaultContainer))
           --threads N         worker threads, i.e. connections served at once (default 64)
+          --response-budget BYTES
+                              record bytes one response may carry (default 4194304 = 4 MiB; 65536 to 1073741824):
+                              query and change pages end early with moreComing / a continuation marker, lookups
+                              answer the records past it with LIMIT_EXCEEDED; a page always carries one record
 
         On a fresh store it creates an API token for the container and a user named '\(firstUserName)', and prints
         both with a curl example (they are stored hashed and shown only once). Manage more with `cloudlet token add`
@@ -40,6 +44,7 @@ enum Serve {
             args,
             valued: [
                 "--data", "--host", "--port", "--tls-cert", "--tls-key", "--durability", "--container", "--threads",
+                "--response-budget",
             ], help: help)
         guard o.positional.isEmpty else { throw UsageError(message: "unexpected argument '\(o.positional[0])'") }
         let dir = o["--data"] ?? StoreAccess.defaultDirectory
@@ -56,6 +61,12 @@ enum Serve {
                 throw UsageError(message: "--threads must be a number from 1 to 1024, not '\(t)'")
             }
             config.threads = n
+        }
+        if let b = o["--response-budget"] {
+            guard let n = Int(b), ((64 << 10)...(1 << 30)).contains(n) else {
+                throw UsageError(message: "--response-budget must be a number of bytes from 65536 to 1073741824, not '\(b)'")
+            }
+            config.responseBudget = n
         }
         config.tlsCertificatePath = o["--tls-cert"]
         config.tlsKeyPath = o["--tls-key"]

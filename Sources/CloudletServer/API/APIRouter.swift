@@ -14,6 +14,7 @@ final class APIRouter: Sendable {
     let metrics = Metrics()
     let log: RequestLog?
     let maxBodySize: Int
+    let responseBudget: Int
     let courier: NotificationCourier
 
     init(store: CloudletStore, configuration: ServerConfiguration) {
@@ -21,6 +22,7 @@ final class APIRouter: Sendable {
         authenticator = Authenticator(credentials: Credentials(store: store))
         log = configuration.log.map(RequestLog.init)
         maxBodySize = configuration.maxBodySize
+        responseBudget = configuration.responseBudget
         courier = NotificationCourier(store: store)
     }
 
@@ -86,7 +88,8 @@ final class APIRouter: Sendable {
                     redirectURL: signInURL(request, container: path.container))
             }
             let context = try RequestContext(
-                path: path, container: container, principal: principal, body: try body(request, op))
+                path: path, container: container, principal: principal, body: try body(request, op),
+                responseBudget: responseBudget)
             let bytes: [UInt8]
             switch op {
             case .recordsModify: bytes = try RecordsHandler(context: context).modify()

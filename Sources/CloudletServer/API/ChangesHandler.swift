@@ -24,11 +24,26 @@ struct ChangesHandler {
         let requests = try items.enumerated().map { i, item in
             try ZoneRequest(item, at: "zones[\(i)]", defaultLimit: defaultLimit)
         }
+        var seen: [ZoneID: Int] = [:]
+        for (i, r) in requests.enumerated() {
+            if let first = seen.updateValue(i, forKey: r.zoneID) {
+                throw APIError.badRequest(
+                    "zones[\(i)] names zone '\(r.zoneID.zoneName)' again (as zones[\(first)]); list each zone once")
+            }
+        }
         let db = context.database
+        let budget = context.responseBudget
+        // One budget for the whole response: once a zone's page has used it up, later zones report only whether
+        // changes are waiting (no records, `moreComing`, their token unchanged).
         let results = try EngineBridge.run { () async throws -> [Result<ZoneChanges, CloudletError>] in
             var out: [Result<ZoneChanges, CloudletError>] = []
+            var left = budget
             for r in requests {
-                do { out.append(.success(try await r.fetch(db))) } catch let e as CloudletError { out.append(.failure(e)) }
+                do {
+                    let page = try await r.fetch(db, maxBytes: left)
+                    left = max(0, left - page.byteCount)
+                    out.append(.success(page))
+                } catch let e as CloudletError { out.append(.failure(e)) }
             }
             return out
         }
@@ -52,7 +67,10 @@ struct ChangesHandler {
         let r = try ZoneRequest(.object(context.body), at: "", defaultLimit: nil, zoneOptional: true)
         let db = context.database
         let changes: ZoneChanges
-        do { changes = try EngineBridge.run { try await r.fetch(db) } } catch let e as CloudletError { throw APIError(e) }
+        let budget = context.responseBudget
+        do { changes = try EngineBridge.run { try await r.fetch(db, maxBytes: budget) } } catch let e as CloudletError {
+            throw APIError(e)
+        }
         var w = JSONWriter()
         Self.write(changes, zone: r.zoneID, owner: db.id.owner, to: &w)
         return w.bytes
@@ -116,9 +134,10 @@ struct ChangesHandler {
             desiredRecordTypes = try o.strings("desiredRecordTypes", at: path)
         }
 
-        func fetch(_ db: Database) async throws -> ZoneChanges {
+        func fetch(_ db: Database, maxBytes: Int) async throws -> ZoneChanges {
             try await db.zoneChanges(
-                zoneID, since: token, resultsLimit: limit, desiredKeys: desiredKeys, desiredRecordTypes: desiredRecordTypes)
+                zoneID, since: token, resultsLimit: limit, desiredKeys: desiredKeys, desiredRecordTypes: desiredRecordTypes,
+                maxBytes: maxBytes)
         }
     }
 

@@ -87,6 +87,9 @@ enum FilterCoding {
         if comparator == .near && distance == nil {
             throw APIError.badRequest("\(path).distance is missing: NEAR needs a radius in kilometres")
         }
+        if let distance, distance < 0 {
+            throw APIError.badRequest("\(path).distance must be a radius in kilometres of at least 0, not \(distance)")
+        }
         return .comparison(Comparison(field, comparator, value, distance: distance))
     }
 

@@ -16,7 +16,10 @@ extension Dictionary where Key == String, Value == JSONValue {
     func string(_ key: String, at path: String) throws -> String? { try member(key, at: path, "a string") { $0.stringValue } }
     func bool(_ key: String, at path: String) throws -> Bool? { try member(key, at: path, "true or false") { $0.boolValue } }
     func int(_ key: String, at path: String) throws -> Int64? {
-        try member(key, at: path, "an integer") { $0.numberValue?.int64 }
+        if case .number(let n)? = self[key], n.isInteger, n.int64 == nil {
+            throw APIError.badRequest("\(Self.join(path, key)) must be an integer of 64 bits, not \(n.text.prefix(40))")
+        }
+        return try member(key, at: path, "an integer") { $0.numberValue?.int64 }
     }
     /// A finite number (`1e999` does not fit a double).
     func double(_ key: String, at path: String) throws -> Double? {

@@ -52,7 +52,7 @@ final class NotificationCourier: Sendable {
     }
 
     /// `GET /cloudlet/notifications/poll?token=&after=&timeout=` → `{notifications: […], next, gap}`; waits up to
-    /// `timeout` seconds (default 30, at most 60) when there is nothing new.
+    /// `timeout` seconds (default 30, from 0 to 60; anything else is `BAD_REQUEST`) when there is nothing new.
     func poll(_ request: HTTPRequest) -> HTTPResponse {
         guard let inbox = inbox(token: request.queryParameter("token")) else {
             return APIError("AUTHENTICATION_FAILED", "unknown or expired courier token: call tokens/create").response
@@ -62,13 +62,20 @@ final class NotificationCourier: Sendable {
             guard let id = NotificationID(a) else { return APIError.badRequest("after '\(a)' is not a notification ID").response }
             after = id
         }
-        let timeout = min(Double(request.queryParameter("timeout") ?? "") ?? 30, Self.maxPollSeconds)
+        let timeout: Double
+        do {
+            timeout = try request.decimalParameter("timeout", in: 0...Self.maxPollSeconds, unit: "seconds") ?? 30
+        } catch let e as APIError {
+            return e.response
+        } catch {
+            return APIError.badRequest("\(error)").response
+        }
         let store = self.store
         let position = after
         let batch = (try? EngineBridge.run {
             await store.notifications(
                 container: inbox.container, environment: inbox.environment, user: inbox.user, after: position,
-                wait: max(timeout, 0))
+                wait: timeout)
         })
         guard let batch else { return APIError("INTERNAL_ERROR", "the notification log could not be read").response }
         return HTTPResponse(status: 200, body: Self.encode(batch))

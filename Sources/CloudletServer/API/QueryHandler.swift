@@ -69,12 +69,13 @@ struct QueryHandler {
     func query() throws -> [UInt8] {
         let r = try parsed()
         let db = context.database
+        let budget = context.responseBudget
         let results: QueryResults
         do {
             results = try EngineBridge.run {
                 try await db.query(
                     r.query, zoneID: r.zone, zoneWide: r.zoneWide, resultsLimit: r.resultsLimit,
-                    desiredKeys: r.desiredKeys, continuationMarker: r.marker)
+                    desiredKeys: r.desiredKeys, continuationMarker: r.marker, maxBytes: budget)
             }
         } catch let e as CloudletError where r.marker != nil && e.message.contains("continuation marker") {
             throw APIError.badRequest("continuationMarker: \(e.message)")

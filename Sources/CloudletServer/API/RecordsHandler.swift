@@ -96,8 +96,17 @@ struct RecordsHandler {
             keys.append((try o.strings("desiredKeys", at: path) ?? requestKeys).map(Set.init))
             return RecordID(recordName: name, zoneID: try ZoneIDCoding.decode(o["zoneID"], at: path + ".zoneID") ?? zone)
         }
+        var seen: [RecordID: Int] = [:]
+        for (i, id) in ids.enumerated() {
+            if let first = seen.updateValue(i, forKey: id) {
+                throw APIError.badRequest(
+                    "records[\(i)] names record '\(id.recordName)' in zone '\(id.zoneID.zoneName)' again (as records[\(first)]); "
+                        + "list each record once")
+            }
+        }
         let db = context.database
-        let results = try EngineBridge.run { try await db.records(for: ids) }
+        let budget = context.responseBudget
+        let results = try EngineBridge.run { try await db.records(for: ids, maxBytes: budget) }
         var w = JSONWriter(capacity: 256 * results.count + 16)
         w.object { w in
             w.key("records")

@@ -10,9 +10,15 @@ struct RequestContext: Sendable {
     let database: Database
     /// The request body (an empty object for bodiless GETs).
     let body: [String: JSONValue]
+    /// The byte budget of the response's records (``ServerConfiguration/responseBudget``).
+    let responseBudget: Int
 
-    init(path: DatabasePath, container: Container, principal: Principal, body: [String: JSONValue]) throws {
+    init(
+        path: DatabasePath, container: Container, principal: Principal, body: [String: JSONValue],
+        responseBudget: Int = ServerConfiguration.defaultResponseBudget
+    ) throws {
         self.path = path
+        self.responseBudget = responseBudget
         self.container = container
         self.principal = principal
         self.body = body
