@@ -27,14 +27,21 @@ let package = Package(
 
         // Value types, codec, checksums, errors. No I/O.
         .target(name: "CloudletCore"),
+        // The public API's value types (queries, operations, results, change feeds, subscriptions) and the
+        // `CloudletDatabase` protocol that embedded and remote databases share. No I/O, no C.
+        .target(name: "CloudletModel", dependencies: ["CloudletCore"]),
+        // CloudKit Web Services on the wire: one JSON value/parser/writer, every coding (records, fields, filters,
+        // zone IDs, subscriptions, tokens, errors) and the one error ↔ serverErrorCode ↔ HTTP status table. Used by
+        // the server, the tools and clients.
+        .target(name: "CloudletWire", dependencies: ["CloudletCore", "CloudletModel"]),
         // Segments, frames, group commit, recovery, checkpoints.
         .target(name: "CloudletStorage", dependencies: ["CloudletCore", "CLZ4"], exclude: ["LogFormat.md"]),
         // The embedded engine (library product).
-        .target(name: "Cloudlet", dependencies: ["CloudletCore", "CloudletStorage", "COpenSSL"]),
+        .target(name: "Cloudlet", dependencies: ["CloudletCore", "CloudletModel", "CloudletStorage", "COpenSSL"]),
 
         // HTTP(S) API compatible with CloudKit Web Services, auth, metrics.
         .target(
-            name: "CloudletServer", dependencies: ["Cloudlet", "CloudletCore", "CCivetweb", "COpenSSL", "CivetStack"]),
+            name: "CloudletServer", dependencies: ["Cloudlet", "CloudletCore", "CloudletWire", "CCivetweb", "COpenSSL", "CivetStack"]),
         // Gives civetweb's threads a 4 MiB stack instead of Debian's 100 KiB; see Sources/CivetStack/stack.c.
         .target(name: "CivetStack", linkerSettings: [.linkedLibrary("dl")]),
         // A shared object with SONAME libssl.so, which civetweb's dlopen("libssl.so") then picks up. SwiftPM allows
@@ -46,7 +53,7 @@ let package = Package(
                 .linkedLibrary("ssl"), .linkedLibrary("crypto"), .unsafeFlags(["-Xlinker", "-soname=libssl.so"]),
             ]),
 
-        .executableTarget(name: "cloudlet", dependencies: ["Cloudlet", "CloudletCore", "CloudletServer"]),
+        .executableTarget(name: "cloudlet", dependencies: ["Cloudlet", "CloudletCore", "CloudletWire", "CloudletServer"]),
         .executableTarget(
             name: "cloudlet-tool", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage"],
             path: "Tools/cloudlet-tool"),
@@ -55,8 +62,10 @@ let package = Package(
             path: "Benchmarks/cloudlet-bench"),
 
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore"]),
+        .testTarget(name: "CloudletWireTests", dependencies: ["CloudletWire", "CloudletCore"]),
         .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore"]),
-        .testTarget(name: "CloudletTests", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage"]),
-        .testTarget(name: "CloudletServerTests", dependencies: ["CloudletServer", "Cloudlet", "CloudletCore", "CCivetweb"]),
+        .testTarget(name: "CloudletTests", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "CloudletWire"]),
+        .testTarget(
+            name: "CloudletServerTests", dependencies: ["CloudletServer", "CloudletWire", "Cloudlet", "CloudletCore", "CCivetweb"]),
     ]
 )

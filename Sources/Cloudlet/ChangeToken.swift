@@ -1,27 +1,7 @@
 import CloudletCore
 
-/// An opaque position in a change feed (CloudKit's `CKServerChangeToken` / `syncToken`): pass the token a
-/// fetch returned to the next fetch to get only what changed since.
-///
-/// Serialized as base64 (``base64``). Tokens are versioned and checksummed, and name the store, the zone (or
-/// database) and the zone's incarnation they belong to: a token from elsewhere is refused with
-/// `invalidArguments` (`BAD_REQUEST`), never answered wrongly; one older than the tombstone retention window gets
-/// `changeTokenExpired` (`CHANGE_TOKEN_EXPIRED`), and the client must fetch from scratch.
-public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
-    /// The token's bytes.
-    public let bytes: [UInt8]
-
-    public init(bytes: [UInt8]) { self.bytes = bytes }
-
-    /// Parses a token from its base64 form; nil if it is not base64.
-    public init?(base64: String) {
-        guard let b = Base64.decode(base64) else { return nil }
-        bytes = b
-    }
-
-    public var base64: String { Base64.encode(bytes) }
-    public var description: String { base64 }
-
+/// What a change token encodes: the engine's positions in a zone's or database's change feed.
+extension ChangeToken {
     static let version: UInt8 = 1
 
     enum Kind: UInt8 {
@@ -58,7 +38,7 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
         w.u32(p.point.index)
         w.u64(p.horizon)
         w.u32(CRC32C.checksum(w.bytes))
-        bytes = w.bytes
+        self.init(bytes: w.bytes)
     }
 
     init(_ p: DatabasePosition) {
@@ -71,7 +51,7 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
         for l in p.lsns { w.u64(l) }
         for h in p.horizons { w.u64(h) }
         w.u32(CRC32C.checksum(w.bytes))
-        bytes = w.bytes
+        self.init(bytes: w.bytes)
     }
 
     private func reader(_ kind: Kind) throws -> ByteReader {
@@ -122,66 +102,5 @@ public struct ChangeToken: Sendable, Hashable, CustomStringConvertible {
         } catch let e as CloudletError where e.code == .corruption {
             throw CloudletError.invalid("the change token is malformed")
         }
-    }
-}
-
-/// Standard base64 (RFC 4648) without Foundation, for tokens.
-enum Base64 {
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-    private static let reverse: [Int8] = {
-        var t = [Int8](repeating: -1, count: 256)
-        for (i, c) in alphabet.enumerated() { t[Int(c)] = Int8(i) }
-        return t
-    }()
-
-    static func encode(_ b: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity((b.count + 2) / 3 * 4)
-        var i = 0
-        while i + 3 <= b.count {
-            let v = UInt32(b[i]) << 16 | UInt32(b[i + 1]) << 8 | UInt32(b[i + 2])
-            for s in [18, 12, 6, 0] { out.append(alphabet[Int((v >> UInt32(s)) & 63)]) }
-            i += 3
-        }
-        let rest = b.count - i
-        if rest > 0 {
-            var v = UInt32(b[i]) << 16
-            if rest == 2 { v |= UInt32(b[i + 1]) << 8 }
-            out.append(alphabet[Int((v >> 18) & 63)])
-            out.append(alphabet[Int((v >> 12) & 63)])
-            out.append(rest == 2 ? alphabet[Int((v >> 6) & 63)] : UInt8(ascii: "="))
-            out.append(UInt8(ascii: "="))
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    static func decode(_ s: String) -> [UInt8]? {
-        let chars = Array(s.utf8)
-        guard chars.count % 4 == 0 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(chars.count / 4 * 3)
-        var i = 0
-        while i < chars.count {
-            var v: UInt32 = 0
-            var pad = 0
-            for k in 0..<4 {
-                let c = chars[i + k]
-                if c == UInt8(ascii: "=") {
-                    guard i + 4 == chars.count, k >= 2 else { return nil }
-                    pad += 1
-                    v <<= 6
-                } else {
-                    guard pad == 0 else { return nil }
-                    let d = reverse[Int(c)]
-                    guard d >= 0 else { return nil }
-                    v = v << 6 | UInt32(d)
-                }
-            }
-            out.append(UInt8((v >> 16) & 0xFF))
-            if pad < 2 { out.append(UInt8((v >> 8) & 0xFF)) }
-            if pad < 1 { out.append(UInt8(v & 0xFF)) }
-            i += 4
-        }
-        return out
     }
 }

@@ -1,43 +1,5 @@
 import CloudletCore
 
-/// One entry of a zone's change feed.
-public enum RecordChange: Sendable, Hashable {
-    /// The record as it is now (created or changed since the token).
-    case changed(Record)
-    /// The record was deleted since the token (a tombstone).
-    case deleted(RecordID, recordType: String)
-
-    public var recordID: RecordID {
-        switch self {
-        case .changed(let r): r.id
-        case .deleted(let id, _): id
-        }
-    }
-}
-
-/// A page of a zone's changes (CloudKit `changes/zone`, `CKFetchRecordZoneChangesOperation`).
-public struct ZoneChanges: Sendable {
-    /// Each changed record once, at its latest version, and each deletion, in commit order.
-    public var changes: [RecordChange]
-    /// Pass to the next call. After a page with `moreComing`, it resumes right after the page's last change.
-    public var token: ChangeToken
-    /// More changes are waiting: call again with ``token``.
-    public var moreComing: Bool
-    /// What the page's changes cost its byte budget (`maxBytes`): the stored sizes of its records, and each
-    /// tombstone's name plus 64.
-    public var byteCount: Int = 0
-}
-
-/// A page of a database's zone changes (CloudKit `changes/database`).
-public struct DatabaseChanges: Sendable {
-    /// Zones created or holding changed records since the token.
-    public var changedZones: [ZoneID]
-    /// Zones deleted since the token.
-    public var deletedZones: [ZoneID]
-    public var token: ChangeToken
-    public var moreComing: Bool
-}
-
 extension Fingerprint {
     static func of(_ d: DatabaseID) -> UInt64 {
         of([d.container, d.environment.rawValue, d.scope.rawValue, d.owner])

@@ -26,13 +26,7 @@ public final class NotificationHub: Sendable {
     }
 
     /// A read of a log.
-    public struct Batch: Sendable {
-        public var notifications: [RecordNotification]
-        /// The position to pass next time (the last notification's ID, or the log's current end).
-        public var next: NotificationID
-        /// Notifications after the requested position were dropped (too old, or from before a restart).
-        public var gap: Bool
-    }
+    public typealias Batch = NotificationBatch
 
     private struct Log {
         var items: [RecordNotification] = []

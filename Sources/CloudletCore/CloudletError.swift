@@ -1,12 +1,12 @@
 /// The one error type of Cloudlet's engine: a code, a message naming what failed and why, and an optional cause.
 ///
 /// Codes start from LevelDB's status set (notFound, corruption, invalidArgument, io, notSupported) plus CloudKit's
-/// `CKError.Code`s; each maps 1:1 onto a Web Services `serverErrorCode` (``Code/serverErrorCode``) at the server
-/// edge. Match with `catch let e as CloudletError where e.code == .serverRecordChanged`.
+/// `CKError.Code`s; each maps onto a Web Services `serverErrorCode` at the server edge (the
+/// table is `ErrorTable` in the wire module). Match with `catch let e as CloudletError where e.code == .serverRecordChanged`.
 public struct CloudletError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure. Extensible: a struct over a private enum, so adding codes is not source-breaking.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Value: Hashable, Sendable {
+        private enum Value: Hashable, Sendable, CaseIterable {
             case internalError, invalidArguments, unknownItem, serverRecordChanged, recordExists
             case zoneNotFound, batchRequestFailed, referenceViolation, limitExceeded, permissionFailure
             case badContainer, badDatabase, changeTokenExpired, corruption, io, notSupported, readOnly, locked
@@ -15,6 +15,15 @@ public struct CloudletError: Error, Sendable, CustomStringConvertible {
         }
         private let value: Value
         private init(_ v: Value) { value = v }
+
+        /// Every code, for tables that must map each one (the wire module's error table and its test).
+        public static let allCases: [Code] = Value.allCases.map(Code.init)
+
+        /// The code whose ``description`` is `name` (`"zoneNotFound"`); nil for an unknown name.
+        public init?(name: String) {
+            guard let c = Self.allCases.first(where: { $0.description == name }) else { return nil }
+            self = c
+        }
 
         /// A bug or an unexpected state. CloudKit `internalError` (1) / `INTERNAL_ERROR`.
         public static let internalError = Code(.internalError)
@@ -64,26 +73,6 @@ public struct CloudletError: Error, Sendable, CustomStringConvertible {
         /// Temporarily unable to answer (an index still being built); retry shortly. `serviceUnavailable` (6) /
         /// `TRY_AGAIN_LATER`.
         public static let serviceUnavailable = Code(.serviceUnavailable)
-
-        /// The CloudKit Web Services `serverErrorCode` for this code.
-        public var serverErrorCode: String {
-            switch value {
-            case .internalError, .corruption, .io, .partialFailure: return "INTERNAL_ERROR"
-            case .invalidArguments, .limitExceeded, .badContainer, .badDatabase, .notSupported: return "BAD_REQUEST"
-            case .unknownItem: return "NOT_FOUND"
-            case .serverRecordChanged: return "CONFLICT"
-            case .recordExists: return "EXISTS"
-            case .zoneNotFound: return "ZONE_NOT_FOUND"
-            case .batchRequestFailed: return "ATOMIC_ERROR"
-            case .referenceViolation: return "VALIDATING_REFERENCE_ERROR"
-            case .permissionFailure: return "ACCESS_DENIED"
-            case .changeTokenExpired: return "CHANGE_TOKEN_EXPIRED"
-            case .readOnly, .locked, .serviceUnavailable: return "TRY_AGAIN_LATER"
-            case .quotaExceeded: return "QUOTA_EXCEEDED"
-            case .authenticationFailed: return "AUTHENTICATION_FAILED"
-            case .authenticationRequired: return "AUTHENTICATION_REQUIRED"
-            }
-        }
 
         /// The native `CKError.Code` raw value closest to this code.
         public var ckErrorCode: Int {

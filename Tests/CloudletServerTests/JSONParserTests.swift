@@ -1,3 +1,4 @@
+import CloudletWire
 import Testing
 
 @testable import CloudletServer

@@ -1,3 +1,4 @@
+import CloudletWire
 import Foundation
 import Testing
 

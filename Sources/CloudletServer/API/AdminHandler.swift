@@ -1,3 +1,4 @@
+import CloudletWire
 import Cloudlet
 
 /// Cloudlet's administration endpoints, under `/cloudlet/admin/`:

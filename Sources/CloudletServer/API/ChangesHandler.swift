@@ -1,3 +1,4 @@
+import CloudletWire
 import Cloudlet
 import Foundation
 

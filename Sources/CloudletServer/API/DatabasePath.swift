@@ -1,3 +1,4 @@
+import CloudletWire
 import Cloudlet
 
 /// The parts of `/database/1/{container}/{environment}/{database}/{operation}`.

@@ -1,3 +1,4 @@
+import CloudletWire
 import Cloudlet
 
 /// `records/query` (CloudKit), `records/count` (Cloudlet) and the body of `/cloudlet/admin/query/explain`.

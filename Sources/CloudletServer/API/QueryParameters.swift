@@ -1,3 +1,5 @@
+import CloudletWire
+
 /// Numbers from a request's query string. Swift traps on `Int(Double.nan)` and on overflow, and `Double(String)`
 /// accepts `nan`, `inf` and hex: untrusted text becomes a number here and nowhere else, and anything but a plain
 /// decimal inside the allowed range is a `BAD_REQUEST` naming the parameter.

@@ -1,3 +1,4 @@
+import CloudletWire
 import Cloudlet
 
 /// `records/modify` and `records/lookup`.

@@ -1,3 +1,4 @@
+import CloudletWire
 import Cloudlet
 
 /// What a database operation works on: the database the path and the caller select, and the request body.

@@ -1,3 +1,5 @@
+import CloudletWire
+
 /// `users/caller` (the caller's user identity) and `users/current` (the older user dictionary). Both need a
 /// signed-in user; Cloudlet knows a user's name, which it reports as the given name.
 struct UsersHandler {

@@ -1,3 +1,4 @@
+import CloudletWire
 import Cloudlet
 
 /// `zones/list`, `zones/lookup` and `zones/modify` (operationType `create` / `delete`; custom zones exist only in

@@ -1,3 +1,4 @@
+import CloudletWire
 import CCivetweb
 import Cloudlet
 import Foundation

@@ -1,4 +1,5 @@
-import Cloudlet
+import CloudletCore
+import CloudletModel
 import Foundation
 
 /// Field values on the wire: `{"value": …, "type": "INT64"}` (Web Services field encoding, `reference/cloudkit.md`
@@ -8,10 +9,10 @@ import Foundation
 /// type was saved), else from the JSON value (string → STRING, integer → INT64, fraction → DOUBLE, object with
 /// `recordName` → REFERENCE, with `latitude` → LOCATION, with `fileChecksum` → ASSETID, array → a list of those).
 /// A value that does not fit its type is a `BAD_REQUEST` naming the field: nothing is guessed.
-enum FieldCoding {
+public enum FieldCoding {
     /// Decodes one field value at `path` (e.g. `operations[0].record.fields.age`). `schemaType` is the field's type
     /// in the schema, if known. References must point into `zone`.
-    static func decode(_ json: JSONValue, at path: String, schemaType: FieldType?, zone: ZoneID) throws -> FieldValue {
+    public static func decode(_ json: JSONValue, at path: String, schemaType: FieldType?, zone: ZoneID) throws -> FieldValue {
         let o = try json.requireObject(at: path)
         guard let value = o["value"] else { throw APIError.badRequest("\(path).value is missing") }
         if value == .null {
@@ -197,7 +198,7 @@ enum FieldCoding {
     // MARK: - Encoding
 
     /// Writes `{"value": …, "type": …}`. `numbersAsStrings` writes INT64 and DOUBLE values as strings.
-    static func write(_ v: FieldValue, to w: inout JSONWriter, numbersAsStrings: Bool, zone: ZoneID) {
+    public static func write(_ v: FieldValue, to w: inout JSONWriter, numbersAsStrings: Bool, zone: ZoneID) {
         w.object { w in
             w.key("value")
             writeValue(v, to: &w, numbersAsStrings: numbersAsStrings, zone: zone)
@@ -207,7 +208,7 @@ enum FieldCoding {
 
     /// The type tag written for `type`: its CloudKit name, except that a list of assets is `ASSET_LIST` (there is
     /// no `ASSETID_LIST`).
-    static func typeTag(_ type: FieldType) -> String {
+    public static func typeTag(_ type: FieldType) -> String {
         type == FieldType(.asset, list: true) ? "ASSET_LIST" : type.description
     }
 

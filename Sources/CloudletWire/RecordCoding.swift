@@ -1,11 +1,12 @@
-import Cloudlet
+import CloudletCore
+import CloudletModel
 
 /// Record dictionaries on the wire: `{recordName, recordType, recordChangeTag, fields, created, modified, deleted,
 /// zoneID}`, and the per-record error dictionaries that stand in for a record in `records/modify` and
 /// `records/lookup` responses.
-enum RecordCoding {
+public enum RecordCoding {
     /// Writes a record. `desiredKeys` limits the fields written (nil: all; empty: none).
-    static func write(_ r: Record, to w: inout JSONWriter, desiredKeys: Set<String>?, numbersAsStrings: Bool) {
+    public static func write(_ r: Record, to w: inout JSONWriter, desiredKeys: Set<String>?, numbersAsStrings: Bool) {
         w.object { w in
             w.member("recordName", r.recordName)
             w.member("recordType", r.recordType)
@@ -35,7 +36,7 @@ enum RecordCoding {
     }
 
     /// Writes the result of deleting a record: `{recordName, deleted: true, zoneID}`.
-    static func writeDeleted(_ id: RecordID, to w: inout JSONWriter) {
+    public static func writeDeleted(_ id: RecordID, to w: inout JSONWriter) {
         w.object { w in
             w.member("recordName", id.recordName)
             w.member("deleted", true)
@@ -46,7 +47,7 @@ enum RecordCoding {
 
     /// Writes a per-record error: `{recordName, serverErrorCode, reason, uuid}`, plus `serverRecord` (the record as
     /// the server has it) for `CONFLICT` and `EXISTS`, so a client can merge and retry without another lookup.
-    static func writeError(_ e: CloudletError, recordName: String, to w: inout JSONWriter, numbersAsStrings: Bool) {
+    public static func writeError(_ e: CloudletError, recordName: String, to w: inout JSONWriter, numbersAsStrings: Bool) {
         w.object { w in
             w.member("recordName", recordName)
             APIError(e).writeMembers(to: &w)

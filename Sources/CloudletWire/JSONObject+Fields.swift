@@ -13,27 +13,27 @@ extension Dictionary where Key == String, Value == JSONValue {
         return t
     }
 
-    func string(_ key: String, at path: String) throws -> String? { try member(key, at: path, "a string") { $0.stringValue } }
-    func bool(_ key: String, at path: String) throws -> Bool? { try member(key, at: path, "true or false") { $0.boolValue } }
-    func int(_ key: String, at path: String) throws -> Int64? {
+    public func string(_ key: String, at path: String) throws -> String? { try member(key, at: path, "a string") { $0.stringValue } }
+    public func bool(_ key: String, at path: String) throws -> Bool? { try member(key, at: path, "true or false") { $0.boolValue } }
+    public func int(_ key: String, at path: String) throws -> Int64? {
         if case .number(let n)? = self[key], n.isInteger, n.int64 == nil {
             throw APIError.badRequest("\(Self.join(path, key)) must be an integer of 64 bits, not \(n.text.prefix(40))")
         }
         return try member(key, at: path, "an integer") { $0.numberValue?.int64 }
     }
     /// A finite number (`1e999` does not fit a double).
-    func double(_ key: String, at path: String) throws -> Double? {
+    public func double(_ key: String, at path: String) throws -> Double? {
         try member(key, at: path, "a finite number") { v in v.numberValue.map(\.double).flatMap { $0.isFinite ? $0 : nil } }
     }
-    func array(_ key: String, at path: String) throws -> [JSONValue]? {
+    public func array(_ key: String, at path: String) throws -> [JSONValue]? {
         try member(key, at: path, "an array") { $0.arrayValue }
     }
-    func object(_ key: String, at path: String) throws -> [String: JSONValue]? {
+    public func object(_ key: String, at path: String) throws -> [String: JSONValue]? {
         try member(key, at: path, "an object") { $0.objectValue }
     }
 
     /// An array of strings (`desiredKeys`); nil when absent or null.
-    func strings(_ key: String, at path: String) throws -> [String]? {
+    public func strings(_ key: String, at path: String) throws -> [String]? {
         guard let items = try array(key, at: path) else { return nil }
         return try items.enumerated().map { i, item in
             guard case .string(let s) = item else {
@@ -43,12 +43,12 @@ extension Dictionary where Key == String, Value == JSONValue {
         }
     }
 
-    static func join(_ path: String, _ key: String) -> String { path.isEmpty ? key : path + "." + key }
+    public static func join(_ path: String, _ key: String) -> String { path.isEmpty ? key : path + "." + key }
 }
 
 extension JSONValue {
     /// This value as an object, or a `BAD_REQUEST` naming `path`.
-    func requireObject(at path: String) throws -> [String: JSONValue] {
+    public func requireObject(at path: String) throws -> [String: JSONValue] {
         guard case .object(let o) = self else {
             throw APIError.badRequest("\(path.isEmpty ? "the request body" : path) must be a JSON object, not \(kindDescription)")
         }

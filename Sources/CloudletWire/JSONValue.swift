@@ -41,7 +41,7 @@ public struct JSONNumber: Sendable, Equatable, CustomStringConvertible {
     /// True when the literal has no fraction and no exponent.
     public let isInteger: Bool
 
-    init(text: String, isInteger: Bool) {
+    public init(text: String, isInteger: Bool) {
         self.text = text
         self.isInteger = isInteger
     }
@@ -51,4 +51,49 @@ public struct JSONNumber: Sendable, Equatable, CustomStringConvertible {
     /// The value as a double (the nearest one).
     public var double: Double { Double(text) ?? .nan }
     public var description: String { text }
+}
+
+// MARK: - Building and reading values (tools' `--json` output, exports)
+
+extension JSONValue {
+    public static func int<T: BinaryInteger>(_ v: T) -> JSONValue { .number(JSONNumber(text: String(v), isInteger: true)) }
+
+    /// A double as the shortest text that reads back to the same bits; NaN and the infinities as the strings
+    /// `"NaN"`, `"Infinity"`, `"-Infinity"` (JSON has no such numbers), as ``JSONWriter/double(_:)`` writes them.
+    public static func double(_ v: Double) -> JSONValue {
+        guard v.isFinite else { return .string(v.isNaN ? "NaN" : v < 0 ? "-Infinity" : "Infinity") }
+        return .number(JSONNumber(text: v.description, isInteger: false))
+    }
+
+    /// An object of `members`, leaving out nils (a later member of the same name wins). Objects are written with
+    /// their keys sorted.
+    public static func members(_ members: [(String, JSONValue?)]) -> JSONValue {
+        var o: [String: JSONValue] = [:]
+        for (k, v) in members { if let v { o[k] = v } }
+        return .object(o)
+    }
+
+    /// An integer that fits 64 bits; nil for anything else.
+    public var int64Value: Int64? { numberValue?.int64 }
+
+    /// A number, or one of the strings `"NaN"`, `"Infinity"`, `"-Infinity"`.
+    public var doubleValue: Double? {
+        switch self {
+        case .number(let n): n.double
+        case .string("NaN"): .nan
+        case .string("Infinity"): .infinity
+        case .string("-Infinity"): -.infinity
+        default: nil
+        }
+    }
+
+    /// Compact JSON text, objects' keys sorted.
+    public func serialized() -> String {
+        var w = JSONWriter()
+        w.value(self)
+        return String(decoding: w.bytes, as: UTF8.self)
+    }
+
+    /// Parses one JSON text.
+    public static func parse(_ text: String) throws -> JSONValue { try JSONParser.parse(Array(text.utf8)) }
 }

@@ -1,4 +1,5 @@
-import Cloudlet
+import CloudletCore
+import CloudletModel
 
 /// `filterBy` lists on the wire (`records/query`, query subscriptions): CloudKit's `[{comparator, fieldName,
 /// fieldValue: {value, type?}, distance?}]`, all ANDed, plus two Cloudlet extensions for what CloudKit cannot say:
@@ -10,15 +11,15 @@ import Cloudlet
 /// `distance` (NEAR) is in kilometres. Untyped values take their type from `fieldType` (the schema) when given,
 /// else from the JSON (``FieldCoding``); for `IN`, `NOT_IN` and `LIST_CONTAINS_ANY`/`_ALL` (and their `NOT_`s) the
 /// value is a list, and a scalar `type` tag with an array value is read as that type's list.
-enum FilterCoding {
+public enum FilterCoding {
     /// The predicate a `filterBy` list at `path` means: `.all` when absent, null or empty. References point into
     /// `zone`. - Throws: `BAD_REQUEST` naming the member (`query.filterBy[2].comparator`).
-    static func decode(_ json: JSONValue?, at path: String, zone: ZoneID) throws -> Predicate {
+    public static func decode(_ json: JSONValue?, at path: String, zone: ZoneID) throws -> Predicate {
         try decode(json, at: path, zone: zone, fieldType: { _ in nil })
     }
 
     /// As ``decode(_:at:zone:)``, with the schema's type of each field for untyped values.
-    static func decode(
+    public static func decode(
         _ json: JSONValue?, at path: String, zone: ZoneID, fieldType: (String) -> FieldType?
     ) throws -> Predicate {
         guard let json, json != .null else { return .all }
@@ -94,7 +95,7 @@ enum FilterCoding {
     }
 
     /// Whether the comparator's operand is a list of values.
-    static func listOperand(_ c: Comparator) -> Bool {
+    public static func listOperand(_ c: Comparator) -> Bool {
         switch c {
         case .in, .notIn, .listContainsAny, .notListContainsAny, .listContainsAll, .notListContainsAll: true
         default: false
@@ -102,7 +103,7 @@ enum FilterCoding {
     }
 
     /// The type an untyped operand is read as, given the field's type.
-    static func operandType(_ c: Comparator, field: FieldType?) -> FieldType? {
+    public static func operandType(_ c: Comparator, field: FieldType?) -> FieldType? {
         switch c {
         case .near: return FieldType(.location)
         case .containsAllTokens, .containsAnyTokens, .beginsWith, .notBeginsWith, .listMemberBeginsWith,
@@ -118,7 +119,7 @@ enum FilterCoding {
 
     /// Writes `p` as a `filterBy` array: the AND of comparisons as CloudKit's entries, OR and NOT as the `or` and
     /// `not` entries ``decode(_:at:zone:)`` reads (`.none` is `{"or": []}`).
-    static func write(_ p: Predicate, zone: ZoneID, to w: inout JSONWriter) {
+    public static func write(_ p: Predicate, zone: ZoneID, to w: inout JSONWriter) {
         w.array { w in entries(p, zone: zone, to: &w) }
     }
 

@@ -1,4 +1,5 @@
-import Cloudlet
+import CloudletCore
+import CloudletModel
 import Foundation
 
 /// An error as CloudKit Web Services reports it: a `serverErrorCode`, the HTTP status that goes with it, a reason
@@ -12,6 +13,8 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
     public var reason: String
     public var status: Int
     public var redirectURL: String?
+    /// Cloudlet's own code when the error came from one (written as `cloudletErrorCode`).
+    public var code: CloudletError.Code?
 
     public init(_ serverErrorCode: String, _ reason: String, status: Int? = nil, redirectURL: String? = nil) {
         self.serverErrorCode = serverErrorCode
@@ -23,43 +26,38 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
     /// The engine's error at the server edge: its code's `serverErrorCode` and message.
     public init(_ error: CloudletError) {
         self.init(error.code.serverErrorCode, error.message)
+        code = error.code
+    }
+
+    /// The error as the engine's: Cloudlet's own code when the response named it, else the code its
+    /// `serverErrorCode` stands for (``ErrorTable/code(serverErrorCode:)``).
+    public var cloudletError: CloudletError {
+        CloudletError(code ?? ErrorTable.code(serverErrorCode: serverErrorCode), reason)
+    }
+
+    /// An error dictionary as a response carries it (`{serverErrorCode, reason, cloudletErrorCode?,
+    /// redirectURL?}`); nil when `json` has no `serverErrorCode`.
+    public init?(json: [String: JSONValue], status: Int? = nil) {
+        guard let code = json["serverErrorCode"]?.stringValue else { return nil }
+        self.init(code, json["reason"]?.stringValue ?? "", status: status, redirectURL: json["redirectURL"]?.stringValue)
+        self.code = json["cloudletErrorCode"]?.stringValue.flatMap(CloudletError.Code.init(name:))
     }
 
     public static func badRequest(_ reason: String) -> APIError { APIError("BAD_REQUEST", reason) }
 
-    /// The HTTP status CloudKit uses for a `serverErrorCode`.
-    public static func status(for serverErrorCode: String) -> Int {
-        switch serverErrorCode {
-        case "ACCESS_DENIED": 403
-        case "ATOMIC_ERROR", "BAD_REQUEST": 400
-        case "AUTHENTICATION_FAILED": 401
-        case "AUTHENTICATION_REQUIRED": 421
-        case "CONFLICT", "EXISTS": 409
-        case "NOT_FOUND", "ZONE_NOT_FOUND": 404
-        case "QUOTA_EXCEEDED": 413
-        case "THROTTLED": 429
-        case "TRY_AGAIN_LATER": 503
-        case "VALIDATING_REFERENCE_ERROR": 412
-        case "INTERNAL_ERROR": 500
-        default: 400
-        }
-    }
+    /// The HTTP status CloudKit uses for a `serverErrorCode` (``ErrorTable/statuses``; 400 for one it does not
+    /// know).
+    public static func status(for serverErrorCode: String) -> Int { ErrorTable.statuses[serverErrorCode] ?? 400 }
 
     public var description: String { "\(serverErrorCode) (\(status)): \(reason)" }
 
     /// Writes the members every error dictionary has, inside an object being written: `uuid`, `serverErrorCode`,
     /// `reason` and, if set, `redirectURL`. Per-item errors add `recordName` or `zoneID` around them.
-    func writeMembers(to w: inout JSONWriter) {
+    public func writeMembers(to w: inout JSONWriter) {
         w.member("uuid", UUID().uuidString.lowercased())
         w.member("serverErrorCode", serverErrorCode)
         w.member("reason", reason)
+        if let code { w.member("cloudletErrorCode", code.description) }
         if let redirectURL { w.member("redirectURL", redirectURL) }
-    }
-
-    /// The whole HTTP response for this error: `{uuid, serverErrorCode, reason, redirectURL?}`.
-    var response: HTTPResponse {
-        var w = JSONWriter()
-        w.object { w in writeMembers(to: &w) }
-        return HTTPResponse(status: status, body: w.bytes)
     }
 }

@@ -80,6 +80,12 @@ public struct QueryResults: Sendable {
     public var plan: QueryPlan
 
     public var moreComing: Bool { cursor != nil }
+
+    public init(records: [Record], cursor: QueryCursor?, plan: QueryPlan = QueryPlan(zones: [], notes: [])) {
+        self.records = records
+        self.cursor = cursor
+        self.plan = plan
+    }
 }
 
 /// How a query runs in each zone: which index found the candidates, how many, and whether results were sorted in
@@ -109,6 +115,21 @@ public struct QueryPlan: Sendable, Hashable, CustomStringConvertible {
 
         public var usesIndex: Bool { !indexedFields.isEmpty }
 
+        public init(
+            zoneID: ZoneID, access: String, indexedFields: [String], candidates: Int, recordsOfType: Int, order: String,
+            sortedInMemory: Bool, examined: Int? = nil, matched: Int? = nil
+        ) {
+            self.zoneID = zoneID
+            self.access = access
+            self.indexedFields = indexedFields
+            self.candidates = candidates
+            self.recordsOfType = recordsOfType
+            self.order = order
+            self.sortedInMemory = sortedInMemory
+            self.examined = examined
+            self.matched = matched
+        }
+
         public var description: String {
             var s = "zone \(zoneID.zoneName): \(access), \(candidates) candidate\(candidates == 1 ? "" : "s") of "
                 + "\(recordsOfType) record\(recordsOfType == 1 ? "" : "s"); order: \(order)"
@@ -122,4 +143,9 @@ public struct QueryPlan: Sendable, Hashable, CustomStringConvertible {
     public var notes: [String]
 
     public var description: String { (zones.map(\.description) + notes.map { "note: " + $0 }).joined(separator: "\n") }
+
+    public init(zones: [Zone], notes: [String]) {
+        self.zones = zones
+        self.notes = notes
+    }
 }
