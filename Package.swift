@@ -7,6 +7,12 @@ let package = Package(
     products: [
         .library(name: "Cloudlet", targets: ["Cloudlet"]),
         .library(name: "CloudletServer", targets: ["CloudletServer"]),
+        // The value types, codec and helpers (SplitMix64) under both; Cloudlet re-exports them. A product of its own
+        // for packages that use them directly, such as the benchmarks (Benchmarks/Package.swift).
+        .library(name: "CloudletCore", targets: ["CloudletCore"]),
+        // civetweb's C API, which CloudletServer is built on (anyone using CloudletServer needs it installed anyway).
+        // The benchmarks use its websocket client to receive notifications from an in-process server.
+        .library(name: "CCivetweb", targets: ["CCivetweb"]),
         // Loaded at run time by the server for HTTPS (civetweb 1.15 + OpenSSL 3); see Sources/CivetSSLCompat/shim.c.
         .library(name: "CivetSSLCompat", type: .dynamic, targets: ["CivetSSLCompat"]),
         .executable(name: "cloudlet", targets: ["cloudlet"]),
