@@ -2,6 +2,8 @@
 import PackageDescription
 
 // Module layout: DESIGN.md §1. Data flows API → engine → partition → log; nothing below knows what is above.
+// The benchmarks (cloudlet-bench, with SQLite and RocksDB as anchors) are a package of their own that depends on this
+// one: Benchmarks/Package.swift.
 let package = Package(
     name: "Cloudlet",
     products: [
@@ -17,7 +19,6 @@ let package = Package(
         .library(name: "CivetSSLCompat", type: .dynamic, targets: ["CivetSSLCompat"]),
         .executable(name: "cloudlet", targets: ["cloudlet"]),
         .executable(name: "cloudlet-tool", targets: ["cloudlet-tool"]),
-        .executable(name: "cloudlet-bench", targets: ["cloudlet-bench"]),
     ],
     targets: [
         // C libraries from Debian packages (see .ci/packages).
@@ -25,11 +26,6 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // civetweb ships no pkg-config file; the modulemap links it.
         .systemLibrary(name: "CCivetweb", providers: [.apt(["libcivetweb-dev"])]),
-        .systemLibrary(
-            name: "CSQLite", path: "Benchmarks/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        // Benchmark anchor only: nothing but cloudlet-bench links RocksDB.
-        .systemLibrary(
-            name: "CRocksDB", path: "Benchmarks/CRocksDB", pkgConfig: "rocksdb", providers: [.apt(["librocksdb-dev"])]),
 
         // Value types, codec, checksums, errors. No I/O.
         .target(name: "CloudletCore"),
@@ -56,9 +52,6 @@ let package = Package(
         .executableTarget(
             name: "cloudlet-tool", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage"],
             path: "Tools/cloudlet-tool"),
-        .executableTarget(
-            name: "cloudlet-bench", dependencies: ["Cloudlet", "CloudletCore", "CloudletServer", "CCivetweb", "CSQLite", "CRocksDB"],
-            path: "Benchmarks/cloudlet-bench"),
 
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore"]),
         .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore"]),
