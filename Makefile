@@ -31,11 +31,15 @@ serve: deps
 	$(SWIFT) build -c release $(SWIFTPM_FLAGS) --product CivetSSLCompat
 	"$$($(SWIFT) build -c release $(SWIFTPM_FLAGS) --show-bin-path)/cloudlet" serve --data $(DATA) --port $(PORT)
 
+# cloudlet-bench is its own package, Benchmarks/Package.swift (SQLite and RocksDB stay out of `make build`). Its
+# default build directory is Benchmarks/.build; a --scratch-path in SWIFTPM_FLAGS serves both packages.
+BENCH_RUN = $(SWIFT) run -c release --package-path Benchmarks $(SWIFTPM_FLAGS) cloudlet-bench
+
 bench: deps
-	$(SWIFT) run -c release $(SWIFTPM_FLAGS) cloudlet-bench $(BENCH_ARGS)
+	$(BENCH_RUN) $(BENCH_ARGS)
 
 bench-quick: deps
-	$(SWIFT) run -c release $(SWIFTPM_FLAGS) cloudlet-bench --quick $(BENCH_ARGS)
+	$(BENCH_RUN) --quick $(BENCH_ARGS)
 
 # HTTP load test of `cloudlet serve` with wrk (Benchmarks/http/README.md).
 bench-http: deps

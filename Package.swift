@@ -2,16 +2,23 @@
 import PackageDescription
 
 // Module layout: DESIGN.md §1. Data flows API → engine → partition → log; nothing below knows what is above.
+// The benchmarks (cloudlet-bench, with SQLite and RocksDB as anchors) are a package of their own that depends on this
+// one: Benchmarks/Package.swift.
 let package = Package(
     name: "Cloudlet",
     products: [
         .library(name: "Cloudlet", targets: ["Cloudlet"]),
         .library(name: "CloudletServer", targets: ["CloudletServer"]),
+        // The value types, codec and helpers (SplitMix64) under both; Cloudlet re-exports them. A product of its own
+        // for packages that use them directly, such as the benchmarks (Benchmarks/Package.swift).
+        .library(name: "CloudletCore", targets: ["CloudletCore"]),
+        // civetweb's C API, which CloudletServer is built on (anyone using CloudletServer needs it installed anyway).
+        // The benchmarks use its websocket client to receive notifications from an in-process server.
+        .library(name: "CCivetweb", targets: ["CCivetweb"]),
         // Loaded at run time by the server for HTTPS (civetweb 1.15 + OpenSSL 3); see Sources/CivetSSLCompat/shim.c.
         .library(name: "CivetSSLCompat", type: .dynamic, targets: ["CivetSSLCompat"]),
         .executable(name: "cloudlet", targets: ["cloudlet"]),
         .executable(name: "cloudlet-tool", targets: ["cloudlet-tool"]),
-        .executable(name: "cloudlet-bench", targets: ["cloudlet-bench"]),
     ],
     targets: [
         // C libraries from Debian packages (see .ci/packages).
@@ -19,11 +26,6 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // civetweb ships no pkg-config file; the modulemap links it.
         .systemLibrary(name: "CCivetweb", providers: [.apt(["libcivetweb-dev"])]),
-        .systemLibrary(
-            name: "CSQLite", path: "Benchmarks/CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        // Benchmark anchor only: nothing but cloudlet-bench links RocksDB.
-        .systemLibrary(
-            name: "CRocksDB", path: "Benchmarks/CRocksDB", pkgConfig: "rocksdb", providers: [.apt(["librocksdb-dev"])]),
 
         // Value types, codec, checksums, errors. No I/O.
         .target(name: "CloudletCore"),
@@ -57,9 +59,6 @@ let package = Package(
         .executableTarget(
             name: "cloudlet-tool", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage"],
             path: "Tools/cloudlet-tool"),
-        .executableTarget(
-            name: "cloudlet-bench", dependencies: ["Cloudlet", "CloudletCore", "CloudletServer", "CCivetweb", "CSQLite", "CRocksDB"],
-            path: "Benchmarks/cloudlet-bench"),
 
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore"]),
         .testTarget(name: "CloudletWireTests", dependencies: ["CloudletWire", "CloudletCore"]),
