@@ -57,7 +57,7 @@ let package = Package(
 
         .executableTarget(name: "cloudlet", dependencies: ["Cloudlet", "CloudletCore", "CloudletWire", "CloudletServer"]),
         .executableTarget(
-            name: "cloudlet-tool", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage"],
+            name: "cloudlet-tool", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "CloudletWire"],
             path: "Tools/cloudlet-tool"),
 
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore"]),

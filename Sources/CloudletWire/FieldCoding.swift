@@ -12,7 +12,13 @@ import Foundation
 public enum FieldCoding {
     /// Decodes one field value at `path` (e.g. `operations[0].record.fields.age`). `schemaType` is the field's type
     /// in the schema, if known. References must point into `zone`.
-    public static func decode(_ json: JSONValue, at path: String, schemaType: FieldType?, zone: ZoneID) throws -> FieldValue {
+    ///
+    /// `lossless` reads back everything the encoder writes, for exports of stores the embedded API filled: DOUBLEs
+    /// (and location members) written as `"NaN"`, `"Infinity"`, `"-Infinity"`, and coordinates outside ±90 / ±180.
+    /// Requests from clients are decoded without it: such values are `BAD_REQUEST`.
+    public static func decode(
+        _ json: JSONValue, at path: String, schemaType: FieldType?, zone: ZoneID, lossless: Bool = false
+    ) throws -> FieldValue {
         let o = try json.requireObject(at: path)
         guard let value = o["value"] else { throw APIError.badRequest("\(path).value is missing") }
         if value == .null {
@@ -45,16 +51,18 @@ public enum FieldCoding {
             var out: [FieldValue] = []
             out.reserveCapacity(items.count)
             for (i, item) in items.enumerated() {
-                out.append(try scalar(item, type.scalar, at: "\(path).value[\(i)]", zone: zone))
+                out.append(try scalar(item, type.scalar, at: "\(path).value[\(i)]", zone: zone, lossless: lossless))
             }
             return .list(type.scalar, out)
         }
-        return try scalar(value, type.scalar, at: path + ".value", zone: zone)
+        return try scalar(value, type.scalar, at: path + ".value", zone: zone, lossless: lossless)
     }
 
     // MARK: - Scalars
 
-    private static func scalar(_ v: JSONValue, _ type: ScalarType, at path: String, zone: ZoneID) throws -> FieldValue {
+    private static func scalar(
+        _ v: JSONValue, _ type: ScalarType, at path: String, zone: ZoneID, lossless: Bool
+    ) throws -> FieldValue {
         func mismatch(_ expected: String) -> APIError {
             APIError.badRequest("\(path) is \(v.kindDescription), which is not a valid \(type.cloudKitName) (\(expected))")
         }
@@ -75,6 +83,7 @@ public enum FieldCoding {
             default: throw mismatch("expected an integer")
             }
         case .double:
+            if lossless, let d = v.doubleValue { return .double(d) }
             switch v {
             case .number(let n):
                 guard n.double.isFinite else { throw APIError.badRequest("\(path) \(n.text) is outside the DOUBLE range") }
@@ -86,12 +95,13 @@ public enum FieldCoding {
             }
         case .bytes:
             guard case .string(let s) = v else { throw mismatch("expected a base64 string") }
-            guard let data = Data(base64Encoded: s) else { throw APIError.badRequest("\(path) is not valid base64") }
-            return .bytes(Array(data))
+            guard let data = Base64.decode(s) else { throw APIError.badRequest("\(path) is not valid base64") }
+            return .bytes(data)
         case .timestamp:
             return .timestamp(try milliseconds(v, at: path, mismatch: mismatch("expected milliseconds since 1970")))
         case .location:
-            return .location(try location(v, at: path, mismatch: mismatch("expected {latitude, longitude, …}")))
+            return .location(
+                try location(v, at: path, mismatch: mismatch("expected {latitude, longitude, …}"), lossless: lossless))
         case .reference:
             return .reference(try reference(v, at: path, zone: zone, mismatch: mismatch("expected {recordName, action}")))
         case .asset:
@@ -120,13 +130,19 @@ public enum FieldCoding {
         }
     }
 
-    private static func location(_ v: JSONValue, at path: String, mismatch: APIError) throws -> Location {
+    private static func location(_ v: JSONValue, at path: String, mismatch: APIError, lossless: Bool) throws -> Location {
         guard case .object(let o) = v else { throw mismatch }
-        func number(_ key: String) throws -> Double? { try o.double(key, at: path) }
+        func number(_ key: String) throws -> Double? {
+            if lossless, let x = o[key], x != .null {
+                guard let d = x.doubleValue else { throw APIError.badRequest("\(path).\(key) must be a number") }
+                return d
+            }
+            return try o.double(key, at: path)
+        }
         guard let lat = try number("latitude"), let lon = try number("longitude") else {
             throw APIError.badRequest("\(path) needs latitude and longitude")
         }
-        guard (-90...90).contains(lat), (-180...180).contains(lon) else {
+        guard lossless || ((-90...90).contains(lat) && (-180...180).contains(lon)) else {
             throw APIError.badRequest("\(path): latitude \(lat) / longitude \(lon) is outside ±90 / ±180 degrees")
         }
         return Location(
@@ -212,12 +228,13 @@ public enum FieldCoding {
         type == FieldType(.asset, list: true) ? "ASSET_LIST" : type.description
     }
 
-    private static func writeValue(_ v: FieldValue, to w: inout JSONWriter, numbersAsStrings: Bool, zone: ZoneID) {
+    /// Writes a field's value alone (what ``write(_:to:numbersAsStrings:zone:)`` puts under `value`).
+    public static func writeValue(_ v: FieldValue, to w: inout JSONWriter, numbersAsStrings: Bool, zone: ZoneID) {
         switch v {
         case .string(let s): w.string(s)
         case .int64(let i): if numbersAsStrings { w.string(String(i)) } else { w.int(i) }
         case .double(let d): if numbersAsStrings { w.string(d.description) } else { w.double(d) }
-        case .bytes(let b): w.string(Data(b).base64EncodedString())
+        case .bytes(let b): w.string(Base64.encode(b))
         case .timestamp(let t): w.int(t)
         case .location(let l):
             w.object { w in

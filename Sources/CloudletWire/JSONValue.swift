@@ -73,6 +73,11 @@ extension JSONValue {
         return .object(o)
     }
 
+    /// ``members(_:)-([(String, JSONValue?)])`` from a literal: `.members(["a": .int(1), "b": nil])`.
+    public static func members(_ members: KeyValuePairs<String, JSONValue?>) -> JSONValue {
+        .members(members.map { ($0.key, $0.value) })
+    }
+
     /// An integer that fits 64 bits; nil for anything else.
     public var int64Value: Int64? { numberValue?.int64 }
 

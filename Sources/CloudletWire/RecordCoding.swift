@@ -7,23 +7,57 @@ import CloudletModel
 public enum RecordCoding {
     /// Writes a record. `desiredKeys` limits the fields written (nil: all; empty: none).
     public static func write(_ r: Record, to w: inout JSONWriter, desiredKeys: Set<String>?, numbersAsStrings: Bool) {
+        w.object { w in writeMembers(r, to: &w, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings) }
+    }
+
+    /// Writes a record's members into an object being written (an export line adds its own around them).
+    public static func writeMembers(_ r: Record, to w: inout JSONWriter, desiredKeys: Set<String>?, numbersAsStrings: Bool) {
+        w.member("recordName", r.recordName)
+        w.member("recordType", r.recordType)
+        if let tag = r.changeTag { w.member("recordChangeTag", tag) }
+        w.key("fields")
         w.object { w in
-            w.member("recordName", r.recordName)
-            w.member("recordType", r.recordType)
-            if let tag = r.changeTag { w.member("recordChangeTag", tag) }
-            w.key("fields")
-            w.object { w in
-                for name in r.fields.keys.sorted() where desiredKeys?.contains(name) ?? true {
-                    w.key(name)
-                    FieldCoding.write(r.fields[name]!, to: &w, numbersAsStrings: numbersAsStrings, zone: r.id.zoneID)
-                }
+            for name in r.fields.keys.sorted() where desiredKeys?.contains(name) ?? true {
+                w.key(name)
+                FieldCoding.write(r.fields[name]!, to: &w, numbersAsStrings: numbersAsStrings, zone: r.id.zoneID)
             }
-            if let c = r.created { writeStamp("created", c, to: &w) }
-            if let m = r.modified { writeStamp("modified", m, to: &w) }
-            w.member("deleted", false)
-            w.key("zoneID")
-            ZoneIDCoding.write(r.id.zoneID, to: &w)
         }
+        if let c = r.created { writeStamp("created", c, to: &w) }
+        if let m = r.modified { writeStamp("modified", m, to: &w) }
+        w.member("deleted", false)
+        w.key("zoneID")
+        ZoneIDCoding.write(r.id.zoneID, to: &w)
+    }
+
+    /// A whole record as ``write(_:to:desiredKeys:numbersAsStrings:)`` writes it (a lookup's, query's or change
+    /// feed's record, or an export line): name, type, change tag, fields, stamps. The zone is the dictionary's
+    /// `zoneID`, else `zone`. Fields are decoded as ``FieldCoding/decode(_:at:schemaType:zone:lossless:)``; the
+    /// older spelling `changeTag` of the change tag is read too. - Throws: `BAD_REQUEST` naming the member.
+    public static func decode(_ o: [String: JSONValue], at path: String, zone: ZoneID, lossless: Bool = false) throws -> Record {
+        guard let name = try o.string("recordName", at: path), !name.isEmpty else {
+            throw APIError.badRequest("\([String: JSONValue].join(path, "recordName")) is missing")
+        }
+        guard let type = try o.string("recordType", at: path), !type.isEmpty else {
+            throw APIError.badRequest("\([String: JSONValue].join(path, "recordType")) is missing")
+        }
+        let zoneID = try ZoneIDCoding.decode(o["zoneID"], at: [String: JSONValue].join(path, "zoneID")) ?? zone
+        var r = Record(recordType: type, recordName: name, zoneID: zoneID)
+        let fieldsPath = [String: JSONValue].join(path, "fields")
+        for (k, v) in try o.object("fields", at: path) ?? [:] {
+            r.fields[k] = try FieldCoding.decode(v, at: fieldsPath + "." + k, schemaType: nil, zone: zoneID, lossless: lossless)
+        }
+        r.changeTag = try o.string("recordChangeTag", at: path) ?? o.string("changeTag", at: path)
+        r.created = try stamp(o, "created", at: path)
+        r.modified = try stamp(o, "modified", at: path)
+        return r
+    }
+
+    private static func stamp(_ o: [String: JSONValue], _ key: String, at path: String) throws -> RecordStamp? {
+        guard let s = try o.object(key, at: path) else { return nil }
+        let p = [String: JSONValue].join(path, key)
+        guard let t = try s.int("timestamp", at: p) else { throw APIError.badRequest("\(p).timestamp is missing") }
+        return RecordStamp(
+            timestamp: t, userRecordName: try s.string("userRecordName", at: p) ?? "", deviceID: try s.string("deviceID", at: p) ?? "")
     }
 
     private static func writeStamp(_ key: String, _ s: RecordStamp, to w: inout JSONWriter) {

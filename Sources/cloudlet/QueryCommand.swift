@@ -1,3 +1,4 @@
+import CloudletWire
 import Cloudlet
 import CloudletCore
 import Foundation
@@ -77,20 +78,26 @@ enum QueryCommand {
         do {
             if o.has("--explain") {
                 let plan = try await db.explain(query, zoneID: zone, zoneWide: zoneWide, resultsLimit: limit)
-                if o.has("--json") { try printJSON(RecordJSON.plan(plan)) } else { print(plan) }
+                if o.has("--json") { printJSON { QueryPlanCoding.write(plan, to: &$0) } } else { print(plan) }
             } else if o.has("--count") {
                 let n = try await db.count(query, zoneID: zone, zoneWide: zoneWide)
-                if o.has("--json") { try printJSON(["count": n]) } else { print(n) }
+                if o.has("--json") { printJSON { w in w.object { $0.member("count", Int64(n)) } } } else { print(n) }
             } else {
                 let page = try await db.query(
                     query, zoneID: zone, zoneWide: zoneWide, resultsLimit: limit,
                     continuationMarker: o["--continue"].map(QueryCursor.init(marker:)))
                 if o.has("--json") {
-                    var out: [String: Any] = ["records": page.records.map(RecordJSON.record)]
-                    if let c = page.cursor { out["continuationMarker"] = c.marker }
-                    try printJSON(out)
+                    printJSON { w in
+                        w.object { w in
+                            w.key("records")
+                            w.array { w in
+                                for r in page.records { RecordCoding.write(r, to: &w, desiredKeys: nil, numbersAsStrings: false) }
+                            }
+                            if let c = page.cursor { w.member("continuationMarker", c.marker) }
+                        }
+                    }
                 } else {
-                    for r in page.records { print(RecordJSON.line(r)) }
+                    for r in page.records { print(RecordText.line(r)) }
                     print("(\(page.records.count) record\(page.records.count == 1 ? "" : "s"))")
                     if let c = page.cursor { print("more: --continue \(c.marker)") }
                     for n in page.plan.notes { print("note: \(n)") }
@@ -102,56 +109,16 @@ enum QueryCommand {
         }
     }
 
-    static func printJSON(_ object: Any) throws {
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-        print(String(decoding: data, as: UTF8.self))
+    /// Prints what `write` writes (CloudKit Web Services' shapes, as the server sends them).
+    static func printJSON(_ write: (inout JSONWriter) -> Void) {
+        var w = JSONWriter()
+        write(&w)
+        print(String(decoding: w.bytes, as: UTF8.self))
     }
 }
 
-/// Records and plans as JSON in CloudKit Web Services' shapes (`{value, type}` fields, timestamps in ms), and as
-/// one-line text.
-enum RecordJSON {
-    static func record(_ r: Record) -> [String: Any] {
-        var out: [String: Any] = [
-            "recordName": r.recordName, "recordType": r.recordType,
-            "zoneID": ["zoneName": r.id.zoneID.zoneName, "ownerRecordName": r.id.zoneID.ownerName],
-            "fields": r.fields.mapValues { ["value": value($0), "type": $0.type.description] },
-        ]
-        if let tag = r.changeTag { out["recordChangeTag"] = tag }
-        if let c = r.created { out["created"] = stamp(c) }
-        if let m = r.modified { out["modified"] = stamp(m) }
-        return out
-    }
-
-    static func stamp(_ s: RecordStamp) -> [String: Any] {
-        ["timestamp": s.timestamp, "userRecordName": s.userRecordName, "deviceID": s.deviceID]
-    }
-
-    static func value(_ v: FieldValue) -> Any {
-        switch v {
-        case .string(let s): return s
-        case .int64(let i): return i
-        case .double(let d): return d
-        case .bytes(let b): return Data(b).base64EncodedString()
-        case .timestamp(let t): return t
-        case .location(let l):
-            var out: [String: Any] = ["latitude": l.latitude, "longitude": l.longitude]
-            if let x = l.horizontalAccuracy { out["horizontalAccuracy"] = x }
-            if let x = l.verticalAccuracy { out["verticalAccuracy"] = x }
-            if let x = l.altitude { out["altitude"] = x }
-            if let x = l.speed { out["speed"] = x }
-            if let x = l.course { out["course"] = x }
-            if let x = l.timestamp { out["timestamp"] = x }
-            return out
-        case .reference(let r): return ["recordName": r.recordName, "action": r.action.cloudKitName]
-        case .asset(let a):
-            var out: [String: Any] = ["fileChecksum": a.fileChecksum, "size": a.size]
-            if let receipt = a.receipt { out["receipt"] = receipt }
-            return out
-        case .list(_, let items): return items.map(value)
-        }
-    }
-
+/// Records as one line of text.
+enum RecordText {
     static func line(_ r: Record) -> String {
         let fields = r.fields.keys.sorted().map { "\($0)=\(text(r.fields[$0]!))" }.joined(separator: " ")
         return "\(r.recordName)\(r.id.zoneID.isDefault ? "" : "@\(r.id.zoneID.zoneName)")  \(fields)"
@@ -170,18 +137,5 @@ enum RecordJSON {
         case .asset(let a): return "asset:\(a.fileChecksum.prefix(12))"
         case .list(_, let items): return "[" + items.map(text).joined(separator: ", ") + "]"
         }
-    }
-
-    static func plan(_ p: QueryPlan) -> [String: Any] {
-        [
-            "zones": p.zones.map { z in
-                [
-                    "zoneName": z.zoneID.zoneName, "access": z.access, "indexedFields": z.indexedFields,
-                    "candidates": z.candidates, "recordsOfType": z.recordsOfType, "order": z.order,
-                    "sortedInMemory": z.sortedInMemory,
-                ] as [String: Any]
-            },
-            "notes": p.notes,
-        ]
     }
 }

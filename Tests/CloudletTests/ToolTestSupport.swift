@@ -1,3 +1,4 @@
+import CloudletWire
 import CloudletCore
 import Foundation
 import Testing

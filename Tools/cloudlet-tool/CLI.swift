@@ -1,5 +1,6 @@
 @_spi(Maintenance) import Cloudlet
 import CloudletStorage
+import CloudletWire
 import Foundation
 
 /// `cloudlet-tool`: subcommands, `--help` on every level (stdout, exit 0), errors as `error: …` on stderr with
@@ -66,7 +67,7 @@ enum ToolCLI {
             fail("\(e.message); see `cloudlet-tool \(name) --help`", code: 64)
         } catch let e as CloudletError {
             fail(e.description, code: exitCode(e))
-        } catch let e as JSONParseError {
+        } catch let e as JSONParser.Error {
             fail("\(e)", code: 65)
         } catch {
             fail("\(error)", code: 1)

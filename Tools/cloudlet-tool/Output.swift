@@ -1,4 +1,5 @@
 @_spi(Maintenance) import Cloudlet
+import CloudletWire
 import Foundation
 
 /// Writes to stdout through one buffer (dumps and exports print a lot).

@@ -113,28 +113,7 @@ struct QueryHandler {
             try await db.explain(r.query, zoneID: r.zone, zoneWide: r.zoneWide, resultsLimit: r.resultsLimit)
         }
         var w = JSONWriter()
-        w.object { w in
-            w.key("zones")
-            w.array { w in
-                for z in plan.zones {
-                    w.object { w in
-                        w.key("zoneID")
-                        ZoneIDCoding.write(z.zoneID, to: &w)
-                        w.member("access", z.access)
-                        w.key("indexedFields")
-                        w.array { w in for f in z.indexedFields { w.string(f) } }
-                        w.member("usesIndex", z.usesIndex)
-                        w.member("candidates", Int64(z.candidates))
-                        w.member("recordsOfType", Int64(z.recordsOfType))
-                        w.member("order", z.order)
-                        w.member("sortedInMemory", z.sortedInMemory)
-                    }
-                }
-            }
-            w.key("notes")
-            w.array { w in for n in plan.notes { w.string(n) } }
-            w.member("description", plan.description)
-        }
+        QueryPlanCoding.write(plan, to: &w)
         return w.bytes
     }
 }

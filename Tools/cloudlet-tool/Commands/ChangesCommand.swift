@@ -60,13 +60,13 @@ enum ChangesCommand: Command {
                 case .changed(let r):
                     let key = ZoneKey(database: db.id, zoneName: zone)
                     if common.json {
-                        Out.json(RecordJSON.line(r, zone: key, extra: [("change", .string("changed"))]))
+                        Out.line(ExportLines.record(r, zone: key, extra: [("change", .string("changed"))]))
                     } else {
                         Out.line("changed \(r.recordName) \(r.recordType) tag \(r.changeTag ?? "-") \(DumpCommand.fields(r))")
                     }
                 case .deleted(let id, let type):
                     if common.json {
-                        Out.json(.object([("change", .string("deleted")), ("recordName", .string(id.recordName)), ("recordType", .string(type))]))
+                        Out.json(.members([("change", .string("deleted")), ("recordName", .string(id.recordName)), ("recordType", .string(type))]))
                     } else {
                         Out.line("deleted \(id.recordName) \(type)")
                     }
@@ -75,7 +75,7 @@ enum ChangesCommand: Command {
             token = page.token
             if !page.moreComing || limit != nil {
                 if common.json {
-                    Out.json(.object([("token", .string(page.token.base64)), ("moreComing", .bool(page.moreComing)), ("changes", .int(count))]))
+                    Out.json(.members([("token", .string(page.token.base64)), ("moreComing", .bool(page.moreComing)), ("changes", .int(count))]))
                 } else {
                     Out.line("token \(page.token.base64)\(page.moreComing ? " (more coming)" : "") — \(count) change(s)")
                 }

@@ -1,5 +1,6 @@
 @_spi(Maintenance) import Cloudlet
 import CloudletStorage
+import CloudletWire
 import Foundation
 
 enum CompactCommand: Command {
@@ -32,7 +33,7 @@ enum CompactCommand: Command {
             let stats = try inspector.spaceStats(store: store, segmentSize: segmentSize, progress: Progress.handler)
             Progress.clear()
             if common.json {
-                Out.json(.object([("dryRun", .bool(true)), ("partitions", .array(stats.partitions.map { .object([("index", .int($0.index))] + (StatsCommand.json($0.plan).objectMembers)) }))]))
+                Out.json(.members([("dryRun", .bool(true)), ("partitions", .array(stats.partitions.map { .members([("index", .int($0.index))] + (StatsCommand.json($0.plan).objectMembers)) }))]))
             } else {
                 for p in stats.partitions {
                     let plan = p.plan
@@ -64,14 +65,14 @@ enum CompactCommand: Command {
         let before = reports.reduce(UInt64(0)) { $0 + $1.bytesBefore }
         if common.json {
             Out.json(
-                .object([
+                .members([
                     ("seconds", .double(seconds)), ("bytesBefore", .int(before)),
                     ("bytesAfter", .int(reports.reduce(UInt64(0)) { $0 + $1.bytesAfter })),
                     (
                         "partitions",
                         .array(
                             reports.map { r in
-                                .object([
+                                .members([
                                     "partition": .int(r.partition), "generation": .int(r.generation),
                                     "segmentsBefore": .int(r.segmentsBefore), "bytesBefore": .int(r.bytesBefore),
                                     "segmentsAfter": .int(r.segmentsAfter), "bytesAfter": .int(r.bytesAfter),
@@ -96,8 +97,9 @@ enum CompactCommand: Command {
 }
 
 extension JSONValue {
-    var objectMembers: [(String, JSONValue)] {
-        if case .object(let m) = self { return m }
+    /// An object's members (sorted by name); none for other values.
+    var objectMembers: [(String, JSONValue?)] {
+        if case .object(let m) = self { return m.keys.sorted().map { ($0, m[$0]) } }
         return []
     }
 }
@@ -143,7 +145,7 @@ enum RepairCommand: Command {
         let ok = report.refused.isEmpty && (report.after?.isClean ?? true)
         if common.json {
             Out.json(
-                .object([
+                .members([
                     "ok": .bool(ok), "dryRun": .bool(o.has("--dry-run")), "actions": .array(report.actions.map(JSONValue.string)),
                     "refused": .array(report.refused.map(VerifyCommand.json)),
                     "suggestions": .array(report.suggestions.map(JSONValue.string)),

@@ -1,5 +1,6 @@
 @_spi(Maintenance) import Cloudlet
 import CloudletStorage
+import CloudletWire
 import Foundation
 
 enum DumpCommand: Command {
@@ -51,13 +52,13 @@ enum DumpCommand: Command {
         defer { try? store.closeNow() }
         try inspector.forEachCurrent(in: store, filter: filter, progress: Progress.handler) { r in
             if common.json {
-                let extra: [(String, JSONValue)] = [("partition", .int(r.partition)), ("lsn", .int(r.lsn)), ("index", .int(r.index))]
+                let extra: [(String, JSONValue?)] = [("partition", .int(r.partition)), ("lsn", .int(r.lsn)), ("index", .int(r.index))]
                 if let record = r.record {
-                    Out.json(RecordJSON.line(record, zone: r.zone, extra: extra))
+                    Out.line(ExportLines.record(record, zone: r.zone, extra: extra))
                 } else {
                     Out.json(
-                        .object(
-                            [("kind", .string("tombstone"))] + RecordJSON.location(r.zone) + extra + [
+                        .members(
+                            [("kind", .string("tombstone"))] + ExportLines.location(r.zone) + extra + [
                                 ("recordName", .string(r.recordName)), ("recordType", .string(r.recordType)),
                                 ("deleted", .int(r.time)),
                             ]))
@@ -72,7 +73,7 @@ enum DumpCommand: Command {
     }
 
     static func fields(_ r: Record) -> String {
-        "{" + r.fields.sorted { $0.key < $1.key }.map { "\($0.key): \(RecordJSON.encode($0.value)["value"]!.serialized())" }.joined(separator: ", ") + "}"
+        "{" + r.fields.sorted { $0.key < $1.key }.map { "\($0.key): \(ExportLines.valueText($0.value))" }.joined(separator: ", ") + "}"
     }
 
     static func text(_ f: DumpedFrame) -> String {
@@ -81,7 +82,7 @@ enum DumpCommand: Command {
     }
 
     static func json(_ f: DumpedFrame) -> JSONValue {
-        .object([
+        .members([
             "partition": .int(f.partition), "segment": .string(f.segment), "offset": .int(f.offset), "length": .int(f.length),
             "lsn": .int(f.lsn), "epoch": .int(f.epoch), "type": .int(f.type), "compressed": .bool(f.compressed),
             "payloadBytes": .int(f.payloadBytes), "mutations": .int(f.mutations),
@@ -101,15 +102,16 @@ enum DumpCommand: Command {
     }
 
     static func json(_ m: DumpedMutation) -> JSONValue {
-        var members: [(String, JSONValue)] = [
+        var members: [(String, JSONValue?)] = [
             ("kind", .string(m.kind.rawValue)), ("partition", .int(m.partition)), ("lsn", .int(m.lsn)),
             ("index", .int(m.index)), ("epoch", .int(m.epoch)), ("segment", .string(m.segment)), ("offset", .int(m.offset)),
         ]
         if let live = m.live { members.append(("live", .bool(live))) }
-        if let z = m.zone { members += RecordJSON.location(z) }
+        if let z = m.zone { members += ExportLines.location(z) }
         if let r = m.record, let z = m.zone {
-            if case .object(let rec) = RecordJSON.line(r, zone: z) {
-                members += rec.filter { ["recordName", "recordType", "changeTag", "created", "modified", "fields"].contains($0.0) }
+            if case .object(let rec)? = try? JSONValue.parse(ExportLines.record(r, zone: z)) {
+                let keep = ["recordName", "recordType", "recordChangeTag", "created", "modified", "fields"]
+                members += keep.map { ($0, rec[$0]) }
             }
         } else {
             if let n = m.recordName { members.append(("recordName", .string(n))) }
@@ -117,6 +119,6 @@ enum DumpCommand: Command {
         }
         if let t = m.time { members.append(("time", .int(t))) }
         if let d = m.detail { members.append(("detail", .string(d))) }
-        return .object(members)
+        return .members(members)
     }
 }

@@ -1,5 +1,6 @@
 @_spi(Maintenance) import Cloudlet
 import CloudletStorage
+import CloudletWire
 import Foundation
 
 enum ExportCommand: Command {
@@ -32,7 +33,7 @@ enum ExportCommand: Command {
             Out.fd = fd
         }
         Out.json(
-            .object([
+            .members([
                 ("kind", .string("store")), ("format", .string("cloudlet-export")), ("version", .int(1)),
                 ("storeID", .string(inspector.metadata.storeID)),
                 ("exported", .int(Int64(Date().timeIntervalSince1970 * 1000))),
@@ -40,16 +41,16 @@ enum ExportCommand: Command {
         for s in inspector.schema(in: store, container: filter.container) where filter.environment == nil || filter.environment == s.environment {
             for t in s.types {
                 Out.json(
-                    .object([
+                    .members([
                         ("kind", .string("schema")), ("container", .string(s.container)),
                         ("environment", .string(s.environment.rawValue)), ("recordType", .string(t.name)),
-                        ("fields", .object(t.fields.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value.description)) })),
+                        ("fields", .object(t.fields.mapValues { .string($0.description) })),
                     ]))
             }
         }
         var zones = 0
         for z in inspector.zones(in: store, filter: filter) where z.zone.zoneName != ZoneID.defaultZoneName {
-            Out.json(.object([("kind", .string("zone"))] + RecordJSON.location(z.zone)))
+            Out.json(.members([("kind", .string("zone"))] + ExportLines.location(z.zone)))
             zones += 1
         }
         var records = 0
@@ -57,7 +58,7 @@ enum ExportCommand: Command {
         filter2.includeTombstones = false
         try inspector.forEachCurrent(in: store, filter: filter2, progress: Progress.handler) { r in
             guard let record = r.record else { return }
-            Out.json(RecordJSON.line(record, zone: r.zone))
+            Out.line(ExportLines.record(record, zone: r.zone))
             records += 1
         }
         Out.flush()
@@ -149,7 +150,7 @@ enum ImportCommand: Command {
                             try await flush()
                             guard let container = j["container"]?.stringValue, let type = j["recordType"]?.stringValue,
                                 let env = Environment(rawValue: j["environment"]?.stringValue ?? "development"),
-                                case .object(let fields) = j["fields"] ?? .object([])
+                                case .object(let fields) = j["fields"] ?? .members([:])
                             else { throw CloudletError.invalid("a schema line needs container, environment, recordType, fields") }
                             var t = RecordTypeSchema(name: type)
                             for (f, v) in fields {
@@ -162,18 +163,18 @@ enum ImportCommand: Command {
                             counts.types += 1
                         case "zone":
                             try await flush()
-                            try await store.importZone(try RecordJSON.zone(j))
+                            try await store.importZone(try ExportLines.zone(j))
                             counts.zones += 1
                         case "record":
-                            let zone = try RecordJSON.zone(j)
-                            let record = try RecordJSON.record(j)
+                            let zone = try ExportLines.zone(j)
+                            let record = try ExportLines.record(j, zone: zone)
                             if zone != batchZone || batch.count >= batchSize { try await flush() }
                             batchZone = zone
                             batch.append(record)
                         case let other:
                             throw CloudletError.invalid("unknown line kind \(other.map { "'\($0)'" } ?? "(none)")")
                         }
-                    } catch let e as JSONParseError {
+                    } catch let e as JSONParser.Error {
                         throw CloudletError.invalid("line \(lineNumber): \(e)")
                     } catch let e as CloudletError {
                         throw CloudletError(e.code, "line \(lineNumber): \(e.message)")

@@ -36,12 +36,12 @@ enum HashCommand: Command {
         Progress.clear()
         if common.json {
             Out.json(
-                .object([
+                .members([
                     "store": .string(h.store), "records": .int(h.records),
-                    "partitions": .array(h.partitions.map { .object([("index", .int($0.index)), ("zones", .int($0.zones)), ("records", .int($0.records)), ("hash", .string($0.digest))]) }),
+                    "partitions": .array(h.partitions.map { .members([("index", .int($0.index)), ("zones", .int($0.zones)), ("records", .int($0.records)), ("hash", .string($0.digest))]) }),
                     "databases": .array(
                         h.databases.map { d in
-                            .object([
+                            .members([
                                 ("container", .string(d.id.container)), ("environment", .string(d.id.environment.rawValue)),
                                 ("scope", .string(d.id.scope.rawValue)), ("owner", .string(d.id.owner)), ("zones", .int(d.zones)),
                                 ("records", .int(d.records)), ("hash", .string(d.digest)),
@@ -49,8 +49,8 @@ enum HashCommand: Command {
                         }),
                     "zones": .array(
                         h.zones.map { z in
-                            .object(
-                                RecordJSON.location(z.key) + [
+                            .members(
+                                ExportLines.location(z.key) + [
                                     ("partition", .int(z.partition)), ("records", .int(z.records)),
                                     ("tombstones", .int(z.tombstones)), ("hash", .string(z.digest)),
                                 ])

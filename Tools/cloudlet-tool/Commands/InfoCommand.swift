@@ -1,5 +1,6 @@
 @_spi(Maintenance) import Cloudlet
 import CloudletStorage
+import CloudletWire
 import Foundation
 
 enum InfoCommand: Command {
@@ -85,18 +86,18 @@ enum InfoCommand: Command {
     }
 
     static func json(_ info: StoreInfo) -> JSONValue {
-        .object([
+        .members([
             "format": .int(info.metadata.format), "storeID": .string(info.metadata.storeID),
             "created": .int(info.metadata.created), "openError": info.openError.map(JSONValue.string),
             "logBytes": .int(info.logBytes),
             "partitions": .array(
                 info.partitions.map { p in
-                    .object([
+                    .members([
                         "index": .int(p.index), "directory": .string(p.directory), "lastLSN": p.lastLSN.map { .int($0) },
-                        "compaction": p.marker.map { .object([("generation", .int($0.generation)), ("coveredThrough", .int($0.coveredThrough))]) },
+                        "compaction": p.marker.map { .members([("generation", .int($0.generation)), ("coveredThrough", .int($0.coveredThrough))]) },
                         "segments": .array(
                             p.segments.map { s in
-                                .object([
+                                .members([
                                     "name": .string(s.name), "firstLSN": .int(s.firstLSN), "lastLSN": s.lastLSN.map { .int($0) },
                                     "size": .int(s.size), "epoch": s.epoch.map { .int($0) },
                                     "generation": s.generation.map { .int($0) },
@@ -105,7 +106,7 @@ enum InfoCommand: Command {
                         "leftovers": .array(p.leftovers.map { .string(name($0)) }),
                         "checkpoints": .array(
                             p.checkpoints.map { c in
-                                .object([
+                                .members([
                                     "name": .string(c.name), "lsn": .int(c.lsn), "size": .int(c.size),
                                     "generation": c.generation.map { .int($0) }, "used": .bool(c.used),
                                     "problem": c.problem.map(JSONValue.string),
@@ -118,8 +119,8 @@ enum InfoCommand: Command {
                 }),
             "zones": .array(
                 info.zones.map { z in
-                    .object(
-                        RecordJSON.location(z.key) + [
+                    .members(
+                        ExportLines.location(z.key) + [
                             ("partition", .int(z.partition)), ("records", .int(z.records)), ("tombstones", .int(z.tombstones)),
                             ("createdLSN", .int(z.createdLSN)), ("lastChangeLSN", .int(z.lastChangeLSN)),
                         ])

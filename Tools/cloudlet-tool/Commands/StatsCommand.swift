@@ -1,5 +1,6 @@
 @_spi(Maintenance) import Cloudlet
 import CloudletStorage
+import CloudletWire
 import Foundation
 
 enum StatsCommand: Command {
@@ -66,7 +67,7 @@ enum StatsCommand: Command {
     }
 
     static func json(_ plan: SpaceStats.Plan) -> JSONValue {
-        .object([
+        .members([
             "framesRead": .int(plan.framesRead), "framesDropped": .int(plan.framesDropped),
             "framesCopied": .int(plan.framesCopied), "framesRewritten": .int(plan.framesRewritten),
             "bytesBefore": .int(plan.bytesBefore), "bytesAfter": .int(plan.bytesAfter),
@@ -75,11 +76,11 @@ enum StatsCommand: Command {
     }
 
     static func json(_ s: SpaceStats) -> JSONValue {
-        .object([
+        .members([
             "totalBytes": .int(s.totalBytes), "deadBytes": .int(s.deadBytes), "bytesAfterCompaction": .int(s.bytesAfterCompaction),
             "partitions": .array(
                 s.partitions.map { p in
-                    .object([
+                    .members([
                         "index": .int(p.index), "segments": .int(p.segments), "bytes": .int(p.bytes), "liveBytes": .int(p.liveBytes),
                         "deadBytes": .int(p.deadBytes), "records": .int(p.records), "tombstones": .int(p.tombstones),
                         "keyDirectoryEntries": .int(p.keyDirectoryEntries), "keyDirectoryBytes": .int(p.keyDirectoryBytes),
@@ -88,7 +89,7 @@ enum StatsCommand: Command {
                 }),
             "segments": .array(
                 s.segments.map { g in
-                    .object([
+                    .members([
                         "partition": .int(g.partition), "name": .string(g.name), "firstLSN": .int(g.firstLSN),
                         "lastLSN": .int(g.lastLSN), "generation": g.generation.map { .int($0) }, "size": .int(g.size),
                         "frames": .int(g.frames), "liveBytes": .int(g.liveBytes), "deadBytes": .int(g.deadBytes),
@@ -99,8 +100,8 @@ enum StatsCommand: Command {
                 }),
             "zones": .array(
                 s.zones.map { z in
-                    .object(
-                        RecordJSON.location(z.key) + [
+                    .members(
+                        ExportLines.location(z.key) + [
                             ("partition", .int(z.partition)), ("records", .int(z.records)), ("tombstones", .int(z.tombstones)),
                             ("liveBytes", .int(z.liveBytes)), ("deadBytes", .int(z.deadBytes)),
                             ("keyDirectoryEntries", .int(z.indexEntries)), ("keyDirectoryBytes", .int(z.indexBytes)),

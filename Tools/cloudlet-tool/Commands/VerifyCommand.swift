@@ -1,5 +1,6 @@
 @_spi(Maintenance) import Cloudlet
 import CloudletStorage
+import CloudletWire
 import Foundation
 
 enum VerifyCommand: Command {
@@ -53,20 +54,20 @@ enum VerifyCommand: Command {
     }
 
     static func json(_ f: VerifyReport.Finding) -> JSONValue {
-        .object([
+        .members([
             "severity": .string(f.severity.rawValue), "partition": .int(f.partition), "file": .string(name(f.file)),
             "path": .string(f.file), "offset": f.offset.map { .int($0) }, "message": .string(f.message),
-            "damaged": f.damaged.map { .object([("start", .int($0.lowerBound)), ("end", .int($0.upperBound))]) },
+            "damaged": f.damaged.map { .members([("start", .int($0.lowerBound)), ("end", .int($0.upperBound))]) },
         ])
     }
 
     static func json(_ r: VerifyReport, seconds: Double) -> JSONValue {
-        .object([
+        .members([
             "ok": .bool(r.isClean), "deep": .bool(r.deep), "seconds": .double(seconds),
             "findings": .array(r.findings.map(json)),
             "partitions": .array(
                 r.partitions.map { p in
-                    .object([
+                    .members([
                         "index": .int(p.index), "segments": .int(p.segments), "frames": .int(p.frames), "bytes": .int(p.bytes),
                         "lastLSN": .int(p.lastLSN), "mutations": .int(p.mutations),
                         "checkpointLSN": p.checkpointLSN.map { .int($0) }, "entriesChecked": .int(p.entriesChecked),
