@@ -33,15 +33,15 @@ public final class CloudletStore: Sendable {
     /// Background index builds (CloudletStore+Indexes.swift).
     let indexBuilder = IndexBuilder()
 
-    /// Opens (creating if needed) the store at `path`. Blocking: recovers every partition. Prefer ``open(at:configuration:)``
-    /// from async code.
-    public convenience init(path: String, configuration: StoreConfiguration = StoreConfiguration()) throws {
+    /// Opens (creating if needed) the store at `path`. Blocking: recovers every partition. The public spelling is
+    /// ``open(at:configuration:)``; this one is for the package's own synchronous tools.
+    package convenience init(path: String, configuration: StoreConfiguration = StoreConfiguration()) throws {
         try self.init(path: path, configuration: configuration, lock: nil)
     }
 
     /// Opens the store with the exclusive lock the caller already holds (`cloudlet-tool`'s mutating commands take it
     /// before touching any file); closing the store releases it.
-    @_spi(Maintenance) public convenience init(path: String, configuration: StoreConfiguration, holding lock: StoreLock) throws {
+    package convenience init(path: String, configuration: StoreConfiguration, holding lock: StoreLock) throws {
         try self.init(path: path, configuration: configuration, lock: lock)
     }
 
@@ -89,8 +89,8 @@ public final class CloudletStore: Sendable {
         try await BlockingIO.run { try self.closeNow() }
     }
 
-    /// Blocking form of ``close()``.
-    public func closeNow() throws {
+    /// Blocking form of ``close()``, for the package's synchronous tools.
+    package func closeNow() throws {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         indexBuilder.stop()
         var firstError: (any Error)?

@@ -7,7 +7,7 @@ public struct Container: Sendable {
     let store: CloudletStore
 
     /// The public database: one per container and environment, readable by everyone. `user` is who writes.
-    public func publicDatabase(environment: Environment = .development, user: String = defaultOwnerName) -> Database {
+    public func publicDatabase(user: String = defaultOwnerName, environment: Environment = .development) -> Database {
         Database(id: DatabaseID(container: identifier, environment: environment, scope: .public, owner: defaultOwnerName),
                  user: user, store: store)
     }
@@ -37,7 +37,7 @@ public struct Container: Sendable {
         throws -> Database
     {
         switch scope {
-        case .public: publicDatabase(environment: environment, user: user)
+        case .public: publicDatabase(user: user, environment: environment)
         case .private: try privateDatabase(user: user, environment: environment)
         case .shared: try sharedDatabase(user: user, environment: environment)
         }

@@ -24,8 +24,18 @@ extension Database {
     ///   `changeTokenExpired` for a token older than the tombstone retention window or from before the zone was
     ///   deleted and re-created — fetch from scratch (token nil).
     public func zoneChanges(
+        _ zoneID: ZoneID, since token: ChangeToken?, resultsLimit: Int?, desiredKeys: [String]?,
+        desiredRecordTypes: [String]?
+    ) async throws -> ZoneChanges {
+        try await zoneChanges(
+            zoneID, since: token, resultsLimit: resultsLimit, desiredKeys: desiredKeys, desiredRecordTypes: desiredRecordTypes,
+            maxBytes: nil)
+    }
+
+    /// ``zoneChanges(_:since:resultsLimit:desiredKeys:desiredRecordTypes:)`` within a byte budget.
+    public func zoneChanges(
         _ zoneID: ZoneID, since token: ChangeToken? = nil, resultsLimit: Int? = nil, desiredKeys: [String]? = nil,
-        desiredRecordTypes: [String]? = nil, maxBytes: Int? = nil
+        desiredRecordTypes: [String]? = nil, maxBytes: Int?
     ) async throws -> ZoneChanges {
         try store.checkOpen()
         let limit = try Self.pageLimit(resultsLimit)

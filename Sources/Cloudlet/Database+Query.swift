@@ -25,8 +25,18 @@ extension Database {
     /// - Throws: `invalidArguments` for an unknown record type or field (production), a field without the needed
     ///   index (production), a malformed or foreign continuation marker, or an unsupported comparison; `zoneNotFound`.
     public func query(
+        _ query: Query, zoneID: ZoneID, zoneWide: Bool, resultsLimit: Int?, desiredKeys: [String]?,
+        continuationMarker: QueryCursor?
+    ) async throws -> QueryResults {
+        try await self.query(
+            query, zoneID: zoneID, zoneWide: zoneWide, resultsLimit: resultsLimit, desiredKeys: desiredKeys,
+            continuationMarker: continuationMarker, maxBytes: nil)
+    }
+
+    /// ``query(_:zoneID:zoneWide:resultsLimit:desiredKeys:continuationMarker:)`` within a byte budget.
+    public func query(
         _ query: Query, zoneID: ZoneID = .default, zoneWide: Bool = false, resultsLimit: Int? = nil,
-        desiredKeys: [String]? = nil, continuationMarker: QueryCursor? = nil, maxBytes: Int? = nil
+        desiredKeys: [String]? = nil, continuationMarker: QueryCursor? = nil, maxBytes: Int?
     ) async throws -> QueryResults {
         try store.checkOpen()
         let limit = try Self.queryLimit(resultsLimit)

@@ -75,3 +75,12 @@ extension Database {
         if let lsn { try await partition.waitDurable(lsn) }
     }
 }
+
+extension Database {
+    /// The notifications of this handle's user in this container and environment (``NotificationHub``).
+    public func notifications(after position: NotificationID?, limit: Int, wait: Double) async throws -> NotificationBatch {
+        try store.checkOpen()
+        return await store.notifications(
+            container: id.container, environment: id.environment, user: user, after: position, limit: limit, wait: wait)
+    }
+}

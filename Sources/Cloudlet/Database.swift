@@ -5,8 +5,9 @@ import Foundation
 ///
 /// Every method is `async`, validates its input before anything is written, and returns only after what it
 /// wrote is durable (per the store's ``StoreConfiguration/durability``).
-public struct Database: Sendable {
+public struct Database: CloudletDatabase {
     public let id: DatabaseID
+    public var scope: DatabaseScope { id.scope }
     /// The user on whose behalf this handle reads and writes (recorded in `created` / `modified`).
     public let user: String
     let store: CloudletStore
@@ -102,19 +103,6 @@ public struct Database: Sendable {
 
     // MARK: - Records
 
-    /// Saves a record with a save policy (CloudKit's `CKModifyRecordsOperation.savePolicy`); see ``SavePolicy``.
-    /// - Returns: the record as saved, with its new change tag.
-    @discardableResult
-    public func save(_ record: Record, policy: SavePolicy = .ifServerRecordUnchanged) async throws -> Record {
-        let op: RecordOperation
-        switch policy {
-        case .ifServerRecordUnchanged: op = record.changeTag == nil ? .create(record) : .replace(record)
-        case .changedKeys: op = .forceUpdate(record)
-        case .allKeys: op = .forceReplace(record)
-        }
-        return try await one(op).record!
-    }
-
     /// Fetches a record. - Throws: ``CloudletError/Code/unknownItem`` if it does not exist,
     /// ``CloudletError/Code/zoneNotFound`` if its zone does not.
     public func record(for recordID: RecordID) async throws -> Record {
@@ -139,7 +127,12 @@ public struct Database: Sendable {
     /// With `maxBytes` (a response's byte budget, counted as stored record sizes), a record that would take the
     /// records read past it is not read: its result is ``CloudletError/Code/limitExceeded`` ("fetch it in another
     /// request"). The first record found is always read, however large.
-    public func records(for recordIDs: [RecordID], maxBytes: Int? = nil) async throws -> [Result<Record, CloudletError>] {
+    public func records(for recordIDs: [RecordID]) async throws -> [Result<Record, CloudletError>] {
+        try await records(for: recordIDs, maxBytes: nil)
+    }
+
+    /// ``records(for:)`` within a byte budget (see below).
+    public func records(for recordIDs: [RecordID], maxBytes: Int?) async throws -> [Result<Record, CloudletError>] {
         let budget = try Self.byteBudget(maxBytes)
         var spent = 0
         var out: [Result<Record, CloudletError>] = []
@@ -158,18 +151,6 @@ public struct Database: Sendable {
             } catch let e as CloudletError { out.append(.failure(e)) }
         }
         return out
-    }
-
-    /// Deletes a record (whatever its change tag, or only if `changeTag` is current) and the records that reference
-    /// it with DELETE_SELF.
-    public func deleteRecord(_ recordID: RecordID, changeTag: String? = nil) async throws {
-        _ = try await one(changeTag.map { .delete(recordID, changeTag: $0) } ?? .forceDelete(recordID))
-    }
-
-    private func one(_ op: RecordOperation) async throws -> RecordResult {
-        let result = try await modify([op], atomic: true)[0]
-        if let e = result.error { throw e }
-        return result
     }
 
     /// Applies operations in order with CloudKit's `records/modify` semantics and returns one result per

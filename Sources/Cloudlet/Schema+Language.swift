@@ -104,10 +104,15 @@ public enum SchemaLanguage {
 
     // MARK: - Reading
 
-    /// Reads a schema text. - Throws: ``SyntaxError`` with the line and column of the problem.
+    /// Reads a schema text. - Throws: ``CloudletError`` `invalidArguments` whose message starts with the line and
+    /// column of the problem; its `cause` is the ``SyntaxError``.
     public static func parse(_ text: String) throws -> Document {
-        var p = Parser(tokens: try lex(text))
-        return try p.document()
+        do {
+            var p = Parser(tokens: try lex(text))
+            return try p.document()
+        } catch let e as SyntaxError {
+            throw CloudletError(.invalidArguments, e.description, cause: e)
+        }
     }
 
     enum Token: Equatable {
@@ -465,9 +470,7 @@ extension Container {
     public func importSchema(_ text: String) async throws -> SchemaImportResult {
         try store.checkOpen()
         let doc: SchemaLanguage.Document
-        do { doc = try SchemaLanguage.parse(text) } catch let e as SchemaLanguage.SyntaxError {
-            throw CloudletError(.invalidArguments, e.description, cause: e)
-        }
+        doc = try SchemaLanguage.parse(text)
         let key = SchemaKey(container: identifier, environment: .development)
         let store = self.store
         return try await BlockingIO.run {

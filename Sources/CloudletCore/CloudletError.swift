@@ -163,3 +163,11 @@ public struct CloudletError: Error, Sendable, CustomStringConvertible {
 import Glibc
 private func strerrorText(_ e: Int32) -> UnsafeMutablePointer<CChar> { strerror(e) }
 #endif
+
+extension CloudletError.Code {
+    /// Matches a thrown ``CloudletError`` by its code, so a catch clause can name the code:
+    /// `catch CloudletError.Code.zoneNotFound { … }`.
+    public static func ~= (code: CloudletError.Code, error: any Error) -> Bool {
+        (error as? CloudletError)?.code == code
+    }
+}

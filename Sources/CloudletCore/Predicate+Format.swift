@@ -44,14 +44,17 @@ extension Predicate {
     /// try Predicate(format: "kind == %@ AND price < %@", "book", 20)
     /// try Predicate(format: "self CONTAINS 'coffee' OR ANY tags IN %@", ["cafe", "espresso"])
     /// ```
-    /// - Throws: ``PredicateSyntaxError`` naming the offset and what was expected.
+    /// - Throws: ``CloudletError`` `invalidArguments` whose message names the offset and what was expected; its
+    ///   `cause` is the ``PredicateSyntaxError``.
     public init(format: String, _ arguments: any PredicateArgument...) throws {
         try self.init(format: format, arguments: arguments)
     }
 
     public init(format: String, arguments: [any PredicateArgument]) throws {
         var p = PredicateParser(format: format, arguments: arguments)
-        self = try p.parse()
+        do { self = try p.parse() } catch let e as PredicateSyntaxError {
+            throw CloudletError(.invalidArguments, e.description, cause: e)
+        }
     }
 }
 

@@ -21,7 +21,7 @@ public struct Query: Sendable, Hashable {
     }
 
     /// A query whose predicate is an NSPredicate-style format string (``Predicate/init(format:_:)``).
-    /// - Throws: ``PredicateSyntaxError`` saying where and why the format is wrong.
+    /// - Throws: ``CloudletError`` `invalidArguments` saying where and why the format is wrong.
     public init(
         recordType: String, format: String, _ arguments: any PredicateArgument..., sortDescriptors: [QuerySort] = []
     ) throws {

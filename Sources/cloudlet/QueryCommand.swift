@@ -41,8 +41,8 @@ enum QueryCommand {
         guard o.positional.isEmpty else { throw UsageError(message: "unexpected argument '\(o.positional[0])'") }
         guard let type = o["--type"] else { throw UsageError(message: "--type T is required") }
         let predicate: CloudletCore.Predicate
-        do { predicate = try o["--predicate"].map { try CloudletCore.Predicate(format: $0) } ?? .all } catch let e as PredicateSyntaxError {
-            throw UsageError(message: e.description)
+        do { predicate = try o["--predicate"].map { try CloudletCore.Predicate(format: $0) } ?? .all } catch let e as CloudletError where e.cause is PredicateSyntaxError {
+            throw UsageError(message: e.message)
         }
         let sorts = try (o["--sort"] ?? "").split(separator: ",").map { spec -> QuerySort in
             let parts = spec.split(separator: ":").map { String($0).trimmingCharacters(in: .whitespaces) }

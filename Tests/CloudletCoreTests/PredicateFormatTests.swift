@@ -127,7 +127,12 @@ typealias Comparator = CloudletCore.Comparator
         do {
             let p = try Predicate(format: format)
             Issue.record("\(format) parsed as \(p)")
-        } catch let e as PredicateSyntaxError {
+        } catch let wrapped as CloudletError {
+            #expect(wrapped.code == .invalidArguments)
+            guard let e = wrapped.cause as? PredicateSyntaxError else {
+                Issue.record("no syntax error in \(wrapped)")
+                return
+            }
             #expect(e.offset == offset, "\(format): \(e.description)")
             #expect(e.message.contains(words), "\(format): \(e.description)")
             #expect(e.description.contains("offset \(offset)"))
@@ -137,6 +142,21 @@ typealias Comparator = CloudletCore.Comparator
     }
 
     @Test func unusedArgumentsAreAnError() {
-        #expect(throws: PredicateSyntaxError.self) { try Predicate(format: "a == 1", "extra") }
+        let e = #expect(throws: CloudletError.self) { try Predicate(format: "a == 1", "extra") }
+        #expect(e?.code == .invalidArguments && e?.cause is PredicateSyntaxError)
+    }
+}
+
+@Suite struct CloudletErrorMatchingTests {
+    @Test func aCatchClauseMatchesByCode() {
+        func fail(_ code: CloudletError.Code) throws { throw CloudletError(code, "x") }
+        var matched = ""
+        do { try fail(.zoneNotFound) } catch CloudletError.Code.unknownItem { matched = "unknownItem" } catch CloudletError.Code.zoneNotFound {
+            matched = "zoneNotFound"
+        } catch { matched = "other" }
+        #expect(matched == "zoneNotFound")
+        do { try fail(.io) } catch CloudletError.Code.zoneNotFound { matched = "zoneNotFound" } catch { matched = "other" }
+        #expect(matched == "other")
+        #expect(!(CloudletError.Code.io ~= CancellationError()))
     }
 }

@@ -81,7 +81,12 @@ import Testing
         do {
             let doc = try SchemaLanguage.parse(text)
             Issue.record("parsed: \(doc)")
-        } catch let e as SchemaLanguage.SyntaxError {
+        } catch let wrapped as CloudletError {
+            #expect(wrapped.code == .invalidArguments)
+            guard let e = wrapped.cause as? SchemaLanguage.SyntaxError else {
+                Issue.record("no syntax error in \(wrapped)")
+                return
+            }
             #expect(e.line == line && e.column == column, "\(e)")
             #expect(e.message.contains(words), "\(e)")
         } catch {

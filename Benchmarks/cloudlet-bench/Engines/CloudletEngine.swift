@@ -145,7 +145,7 @@ final class CloudletEngine: BenchEngine {
             defer { s = State() }
             return s.store
         }
-        try store?.closeNow()
+        if let store { try runBlocking { try await store.close() } }
     }
 
     /// The record as an app would build it: its type and name in the bench zone, six typed fields.

@@ -182,7 +182,10 @@ final class CloudletQueryFixture: QueryFixture {
         return try runBlocking { try await db.record(for: id) }.fields.count > 0 ? 1 : 0
     }
 
-    func close() { try? store.closeNow() }
+    func close() {
+        let store = self.store
+        _ = try? runBlocking { try await store.close() }
+    }
 
 }
 

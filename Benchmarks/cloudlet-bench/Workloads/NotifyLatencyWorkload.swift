@@ -92,7 +92,7 @@ final class NotifyLatencyWorkload: Workload {
 
     func tearDown() throws {
         server?.stop()
-        if let store { try store.closeNow() }
+        if let store { try runBlocking { try await store.close() } }
         (server, store, db) = (nil, nil, nil)
     }
 

@@ -26,7 +26,7 @@ struct RequestContext: Sendable {
         let user = principal.user?.userRecordName
         switch path.scope {
         case .public:
-            database = container.publicDatabase(environment: path.environment, user: user ?? defaultOwnerName)
+            database = container.publicDatabase(user: user ?? defaultOwnerName, environment: path.environment)
         case .private, .shared:
             // The router has required a user for these.
             database = try container.database(path.scope, user: user!, environment: path.environment)

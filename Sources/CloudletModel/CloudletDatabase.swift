@@ -1,0 +1,128 @@
+import CloudletCore
+
+/// One database (public, a user's private, or a user's shared) as one caller sees it, whoever serves it: the
+/// embedded engine (`Cloudlet.Database`) or a server over HTTP (the client library). Code written against this
+/// protocol runs unchanged against either, the way GRDB's `DatabaseReader` / `DatabaseWriter` let code work with a
+/// queue or a pool.
+///
+/// Every method is `async` and throws ``CloudletError`` only, with CloudKit's codes (`zoneNotFound`,
+/// `serverRecordChanged` carrying the server's record, …); per-item failures of batch calls come back in their
+/// results. The extension below gives the common arguments their defaults.
+public protocol CloudletDatabase: Sendable {
+    /// Public, private or shared.
+    var scope: DatabaseScope { get }
+
+    // MARK: Records
+
+    /// A record by ID. - Throws: `unknownItem`, `zoneNotFound`.
+    func record(for recordID: RecordID) async throws -> Record
+    /// Several records; one result per ID, in order.
+    func records(for recordIDs: [RecordID]) async throws -> [Result<Record, CloudletError>]
+    /// CloudKit's `records/modify`: one result per operation, in order; `atomic` makes a custom zone's operations
+    /// all or nothing.
+    func modify(_ operations: [RecordOperation], atomic: Bool) async throws -> [RecordResult]
+
+    // MARK: Queries
+
+    /// A page of the records of a type matching a predicate, in the query's order; pass the page's cursor back for
+    /// the next one.
+    func query(
+        _ query: Query, zoneID: ZoneID, zoneWide: Bool, resultsLimit: Int?, desiredKeys: [String]?,
+        continuationMarker: QueryCursor?
+    ) async throws -> QueryResults
+    /// How many records match (beyond CloudKit).
+    func count(_ query: Query, zoneID: ZoneID, zoneWide: Bool) async throws -> Int
+
+    // MARK: Zones
+
+    func createZone(_ zoneID: ZoneID) async throws -> RecordZone
+    func zones() async throws -> [RecordZone]
+    func zone(for zoneID: ZoneID) async throws -> RecordZone
+    func deleteZone(_ zoneID: ZoneID) async throws
+
+    // MARK: Change feeds
+
+    /// A page of a zone's changes since `token` (nil: since the zone was created).
+    func zoneChanges(
+        _ zoneID: ZoneID, since token: ChangeToken?, resultsLimit: Int?, desiredKeys: [String]?,
+        desiredRecordTypes: [String]?
+    ) async throws -> ZoneChanges
+    /// A page of the zones created, changed or deleted since `token` (private and shared databases).
+    func databaseChanges(since token: ChangeToken?, resultsLimit: Int?) async throws -> DatabaseChanges
+
+    // MARK: Subscriptions and notifications
+
+    func saveSubscription(_ subscription: Subscription) async throws -> Subscription
+    func subscriptions() async throws -> [Subscription]
+    func subscription(_ id: String) async throws -> Subscription
+    func deleteSubscription(_ id: String) async throws
+    /// The caller's notifications after `position` (nil: all the log holds), waiting up to `wait` seconds when there
+    /// are none yet.
+    func notifications(after position: NotificationID?, limit: Int, wait: Double) async throws -> NotificationBatch
+}
+
+extension CloudletDatabase {
+    /// Saves a record with a save policy (CloudKit's `savePolicy`): a new record (no change tag) is created, one
+    /// with a change tag replaces the server's if the tag is current; `.changedKeys` / `.allKeys` overwrite.
+    /// - Returns: the record as saved, with its new change tag.
+    @discardableResult
+    public func save(_ record: Record, policy: SavePolicy = .ifServerRecordUnchanged) async throws -> Record {
+        let op: RecordOperation
+        switch policy {
+        case .ifServerRecordUnchanged: op = record.changeTag == nil ? .create(record) : .replace(record)
+        case .changedKeys: op = .forceUpdate(record)
+        case .allKeys: op = .forceReplace(record)
+        }
+        guard let saved = try await one(op).record else {
+            throw CloudletError(.internalError, "saving record '\(record.recordName)' returned no record")
+        }
+        return saved
+    }
+
+    /// Deletes a record (whatever its change tag, or only if `changeTag` is current) and the records that reference
+    /// it with DELETE_SELF.
+    public func deleteRecord(_ recordID: RecordID, changeTag: String? = nil) async throws {
+        _ = try await one(changeTag.map { .delete(recordID, changeTag: $0) } ?? .forceDelete(recordID))
+    }
+
+    private func one(_ op: RecordOperation) async throws -> RecordResult {
+        let result = try await modify([op], atomic: true)[0]
+        if let e = result.error { throw e }
+        return result
+    }
+
+    public func modify(_ operations: [RecordOperation], atomic: Bool = true) async throws -> [RecordResult] {
+        try await modify(operations, atomic: atomic)
+    }
+
+    public func query(
+        _ query: Query, zoneID: ZoneID = .default, zoneWide: Bool = false, resultsLimit: Int? = nil,
+        desiredKeys: [String]? = nil, continuationMarker: QueryCursor? = nil
+    ) async throws -> QueryResults {
+        try await self.query(
+            query, zoneID: zoneID, zoneWide: zoneWide, resultsLimit: resultsLimit, desiredKeys: desiredKeys,
+            continuationMarker: continuationMarker)
+    }
+
+    public func count(_ query: Query, zoneID: ZoneID = .default, zoneWide: Bool = false) async throws -> Int {
+        try await count(query, zoneID: zoneID, zoneWide: zoneWide)
+    }
+
+    public func zoneChanges(
+        _ zoneID: ZoneID, since token: ChangeToken? = nil, resultsLimit: Int? = nil, desiredKeys: [String]? = nil,
+        desiredRecordTypes: [String]? = nil
+    ) async throws -> ZoneChanges {
+        try await zoneChanges(
+            zoneID, since: token, resultsLimit: resultsLimit, desiredKeys: desiredKeys, desiredRecordTypes: desiredRecordTypes)
+    }
+
+    public func databaseChanges(since token: ChangeToken? = nil, resultsLimit: Int? = nil) async throws -> DatabaseChanges {
+        try await databaseChanges(since: token, resultsLimit: resultsLimit)
+    }
+
+    public func notifications(after position: NotificationID? = nil, limit: Int = 200, wait: Double = 0) async throws
+        -> NotificationBatch
+    {
+        try await notifications(after: position, limit: limit, wait: wait)
+    }
+}
