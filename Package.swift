@@ -54,9 +54,13 @@ let package = Package(
             name: "cloudlet-bench", dependencies: ["Cloudlet", "CloudletCore", "CloudletServer", "CCivetweb", "CSQLite", "CRocksDB"],
             path: "Benchmarks/cloudlet-bench"),
 
-        .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore"]),
-        .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore"]),
-        .testTarget(name: "CloudletTests", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage"]),
-        .testTarget(name: "CloudletServerTests", dependencies: ["CloudletServer", "Cloudlet", "CloudletCore", "CCivetweb"]),
+        // Test doubles and helpers shared by the test targets (not a product): temp directories, child processes,
+        // the seeded generator.
+        .target(name: "CloudletTestSupport", dependencies: ["CloudletCore"]),
+
+        .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore", "CloudletTestSupport"]),
+        .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore", "CloudletTestSupport"]),
+        .testTarget(name: "CloudletTests", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "CloudletTestSupport"]),
+        .testTarget(name: "CloudletServerTests", dependencies: ["CloudletServer", "Cloudlet", "CloudletCore", "CCivetweb", "CloudletTestSupport"]),
     ]
 )
