@@ -55,8 +55,8 @@ let package = Package(
             path: "Benchmarks/cloudlet-bench"),
 
         // Test doubles and helpers shared by the test targets (not a product): temp directories, child processes,
-        // the seeded generator.
-        .target(name: "CloudletTestSupport", dependencies: ["CloudletCore"]),
+        // the seeded generator, in-memory and fault-injecting file systems.
+        .target(name: "CloudletTestSupport", dependencies: ["CloudletCore", "CloudletStorage"]),
 
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore", "CloudletTestSupport"]),
         .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore", "CloudletTestSupport"]),
