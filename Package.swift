@@ -53,6 +53,9 @@ let package = Package(
         .executableTarget(
             name: "cloudlet-bench", dependencies: ["Cloudlet", "CloudletCore", "CloudletServer", "CCivetweb", "CSQLite", "CRocksDB"],
             path: "Benchmarks/cloudlet-bench"),
+        // The writer the crash-consistency tests SIGKILL (not a product; CloudletTests depends on it so that it is
+        // built with the tests).
+        .executableTarget(name: "cloudlet-crash-writer", dependencies: ["Cloudlet", "CloudletCore"]),
 
         // Test doubles and helpers shared by the test targets (not a product): temp directories, child processes,
         // the seeded generator, in-memory and fault-injecting file systems.
@@ -60,7 +63,7 @@ let package = Package(
 
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore", "CloudletTestSupport"]),
         .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore", "CloudletTestSupport"]),
-        .testTarget(name: "CloudletTests", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "CloudletTestSupport"]),
+        .testTarget(name: "CloudletTests", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "CloudletTestSupport", "cloudlet-crash-writer"]),
         .testTarget(name: "CloudletServerTests", dependencies: ["CloudletServer", "Cloudlet", "CloudletCore", "CCivetweb", "CloudletTestSupport"]),
     ]
 )

@@ -7,13 +7,13 @@ import Testing
 
 @Suite(.serialized) struct CrashConsistencyTests {
     @Test func everyAcknowledgedWriteSurvivesSIGKILL() async throws {
-        let exe = try cloudletExecutable()
+        let exe = try builtExecutable("cloudlet-crash-writer")
         let dir = TempDir("crash")
         let data = dir.sub("store")
         var rng = SeededRandom(seed: 42)
         var acked: [(zone: String, name: String)] = []
         for round in 0..<12 {
-            let child = try ChildProcess(exe, ["crash-writer", "--data", data, "--prefix", "r\(round)"])
+            let child = try ChildProcess(exe, ["--data", data, "--prefix", "r\(round)"])
             // Let it run until a random number of acknowledgements (or a time limit), then kill it mid-write.
             let target = Int.random(in: 5...400, using: &rng)
             let deadline = Date().addingTimeInterval(10)
