@@ -59,12 +59,22 @@ let package = Package(
         .executableTarget(
             name: "cloudlet-tool", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "CloudletWire"],
             path: "Tools/cloudlet-tool"),
+        // The writer the crash-consistency tests SIGKILL (not a product; CloudletTests depends on it so that it is
+        // built with the tests).
+        .executableTarget(name: "cloudlet-crash-writer", dependencies: ["Cloudlet", "CloudletCore"]),
 
-        .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore"]),
+        // Test doubles and helpers shared by the test targets (not a product): temp directories, child processes,
+        // the seeded generator, in-memory and fault-injecting file systems.
+        .target(name: "CloudletTestSupport", dependencies: ["CloudletCore", "CloudletStorage"]),
+
+        .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore", "CloudletTestSupport"]),
         .testTarget(name: "CloudletWireTests", dependencies: ["CloudletWire", "CloudletCore"]),
-        .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore"]),
-        .testTarget(name: "CloudletTests", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "CloudletWire"]),
+        .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore", "CloudletTestSupport"]),
         .testTarget(
-            name: "CloudletServerTests", dependencies: ["CloudletServer", "CloudletWire", "Cloudlet", "CloudletCore", "CCivetweb"]),
+            name: "CloudletTests",
+            dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "CloudletWire", "CloudletTestSupport", "cloudlet-crash-writer"]),
+        .testTarget(
+            name: "CloudletServerTests",
+            dependencies: ["CloudletServer", "CloudletWire", "Cloudlet", "CloudletCore", "CCivetweb", "CloudletTestSupport"]),
     ]
 )

@@ -39,7 +39,8 @@ public struct FileSystemError: Error, Sendable, Hashable, CustomStringConvertibl
 }
 
 /// The few file-system calls the storage layer makes, so that tests can swap the real disk for an in-memory one
-/// (``InMemoryFileSystem``) or inject faults (``FaultInjectingFileSystem``). Modelled on LevelDB's `Env`.
+/// or inject faults (`InMemoryFileSystem` and `FaultInjectingFileSystem` of the CloudletTestSupport target).
+/// Modelled on LevelDB's `Env`.
 ///
 /// Paths are absolute or relative POSIX paths joined with `/`.
 public protocol FileSystem: Sendable {
@@ -112,27 +113,27 @@ extension File {
     }
 }
 
-/// Path helpers shared by the file systems and the log.
-enum Path {
+/// Path helpers shared by the file systems and the log (`package`: the test file systems use them too).
+package enum Path {
     /// `directory/name`.
-    static func join(_ directory: String, _ name: String) -> String {
+    package static func join(_ directory: String, _ name: String) -> String {
         directory.hasSuffix("/") ? directory + name : directory + "/" + name
     }
 
     /// The directory part of a path (`"."` for a bare name, `"/"` for a top-level entry).
-    static func parent(_ path: String) -> String {
+    package static func parent(_ path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
     /// The last component of a path.
-    static func name(_ path: String) -> String {
+    package static func name(_ path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return path }
         return String(path[path.index(after: slash)...])
     }
 
     /// Drops repeated and trailing slashes (`a//b/` → `a/b`), keeping a lone `/`.
-    static func normalize(_ path: String) -> String {
+    package static func normalize(_ path: String) -> String {
         var out = ""
         var lastWasSlash = false
         for c in path {

@@ -8,15 +8,17 @@ import Glibc
 /// and the backpressure of ``Log/stage(type:payload:)`` all need to sleep until the state changes, so the log
 /// keeps its state here instead.
 ///
+/// `package`: CloudletTestSupport's `FaultInjectingFileSystem` stalls `fdatasync` calls on one.
+///
 /// `@unchecked Sendable`: `state` is only read or written between `pthread_mutex_lock` and
 /// `pthread_mutex_unlock` of `mutex` (inside ``withLock(_:)`` and ``withLock(waitingOn:until:_:)``).
-final class Monitor<State>: @unchecked Sendable {
+package final class Monitor<State>: @unchecked Sendable {
     /// Which condition variable to wait on or signal.
-    enum Condition: Int {
+    package enum Condition: Int {
         /// Work for the committer: frames staged, or the log closing.
         case work = 0
         /// Progress for everyone else: frames became durable, buffer space freed, the log failed or closed (or,
-        /// in ``FaultInjectingFileSystem``, a stall ended).
+        /// in `FaultInjectingFileSystem`, a stall ended).
         case progress = 1
     }
 
@@ -24,7 +26,7 @@ final class Monitor<State>: @unchecked Sendable {
     private let conditions: UnsafeMutablePointer<pthread_cond_t>
     private var state: State
 
-    init(_ state: State) {
+    package init(_ state: State) {
         self.state = state
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
@@ -44,14 +46,14 @@ final class Monitor<State>: @unchecked Sendable {
     }
 
     /// Runs `body` with the state locked.
-    func withLock<R>(_ body: (inout State) throws -> R) rethrows -> R {
+    package func withLock<R>(_ body: (inout State) throws -> R) rethrows -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&state)
     }
 
     /// Locks, sleeps on `condition` until `ready` holds, then runs `body` still holding the lock.
-    func withLock<R>(
+    package func withLock<R>(
         waitingOn condition: Condition, until ready: (borrowing State) -> Bool, _ body: (inout State) throws -> R
     ) rethrows -> R {
         pthread_mutex_lock(mutex)
@@ -61,8 +63,8 @@ final class Monitor<State>: @unchecked Sendable {
     }
 
     /// Wakes one thread waiting on `condition`.
-    func signal(_ condition: Condition) { pthread_cond_signal(conditions + condition.rawValue) }
+    package func signal(_ condition: Condition) { pthread_cond_signal(conditions + condition.rawValue) }
 
     /// Wakes every thread waiting on `condition`.
-    func broadcast(_ condition: Condition) { pthread_cond_broadcast(conditions + condition.rawValue) }
+    package func broadcast(_ condition: Condition) { pthread_cond_broadcast(conditions + condition.rawValue) }
 }

@@ -18,8 +18,6 @@ enum CLI {
                         conflicts, atomic batches, cascades. Prints what it does.
           schema        Export, import, deploy or reset a container's schema (CloudKit Schema Language).
           query         Query records of a type with a predicate and sort, or explain the plan.
-          crash-writer  Write records forever, printing "ack <name>" after each durable save (used by the
-                        crash-consistency tests; kill it with SIGKILL).
 
         Run `cloudlet <command> --help` for a command's options.
         """
@@ -38,7 +36,6 @@ enum CLI {
         case "demo": await run { try await Demo.run(rest) }
         case "schema": await run { try await SchemaCommand.run(rest) }
         case "query": await run { try await QueryCommand.run(rest) }
-        case "crash-writer": await run { try await CrashWriter.run(rest) }
         default: fail("unknown command '\(command)'; see `cloudlet --help`", code: 64)
         }
     }

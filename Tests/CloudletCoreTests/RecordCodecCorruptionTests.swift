@@ -1,4 +1,5 @@
 import CloudletCore
+import CloudletTestSupport
 import Testing
 
 /// Decodes `bytes` and expects a `CloudletError` with code `.corruption`; returns its message.
@@ -153,9 +154,9 @@ struct RecordCodecCorruptionTests {
     /// printed first so that a crash (which no expectation can report) can be replayed with CLOUDLET_TEST_SEED.
     @Test("seeded random mutations never crash the decoder")
     func randomMutations() throws {
-        let seed = SeededGenerator.testSeed()
+        let seed = SeededRandom.testSeed()
         print("RecordCodec mutation test: CLOUDLET_TEST_SEED=\(seed)")
-        var g = SeededGenerator(seed: seed)
+        var g = SeededRandom(seed: seed)
         var bases = RecordCodecRecordTests.SystemFields.all.map {
             RecordCodec.encode(Samples.richRecord(changeTag: $0.changeTag, created: $0.created, modified: $0.modified))
         }

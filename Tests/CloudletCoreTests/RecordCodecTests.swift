@@ -1,4 +1,5 @@
 import CloudletCore
+import CloudletTestSupport
 import Testing
 
 /// Encodes one value and decodes it back, checking the type tag leads and the decoder consumes every byte.
@@ -192,8 +193,8 @@ struct RecordCodecRecordTests {
 
     @Test("seeded random records round-trip")
     func randomRecords() throws {
-        let seed = SeededGenerator.testSeed()
-        var g = SeededGenerator(seed: seed)
+        let seed = SeededRandom.testSeed()
+        var g = SeededRandom(seed: seed)
         for i in 0..<2_000 {
             let record = Samples.randomRecord(using: &g)
             let decoded = try RecordCodec.decode(RecordCodec.encode(record))

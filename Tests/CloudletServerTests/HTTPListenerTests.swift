@@ -1,3 +1,4 @@
+import CloudletTestSupport
 import Foundation
 import Testing
 

@@ -1,3 +1,4 @@
+import CloudletTestSupport
 import CloudletWire
 import Foundation
 import Testing

@@ -1,5 +1,6 @@
 import CloudletWire
 import Cloudlet
+import CloudletTestSupport
 import Foundation
 import Testing
 

@@ -1,4 +1,5 @@
 import Cloudlet
+import CloudletTestSupport
 import Foundation
 import Testing
 

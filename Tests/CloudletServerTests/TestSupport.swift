@@ -1,5 +1,6 @@
 import CloudletWire
 import Cloudlet
+import CloudletTestSupport
 import Foundation
 import Testing
 
@@ -8,21 +9,6 @@ import Testing
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-
-/// A fresh directory under the system temp dir, removed when the value is released.
-final class TempDir: Sendable {
-    let path: String
-
-    init(_ name: String = "cloudlet-server-test") {
-        let base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
-        path = base + "/\(name)-\(UUID().uuidString.prefix(8))"
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
-    func sub(_ name: String) -> String { path + "/" + name }
-}
 
 /// An HTTP response as the tests look at it.
 struct Reply: Sendable, CustomStringConvertible {

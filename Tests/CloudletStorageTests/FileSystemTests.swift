@@ -1,4 +1,5 @@
 import CloudletStorage
+import CloudletTestSupport
 import Testing
 
 #if canImport(Glibc)

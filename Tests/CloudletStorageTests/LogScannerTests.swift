@@ -1,5 +1,6 @@
 import CloudletCore
 import CloudletStorage
+import CloudletTestSupport
 import Testing
 
 @Suite("Log scanner")

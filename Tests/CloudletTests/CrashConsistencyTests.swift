@@ -1,78 +1,28 @@
 import CloudletCore
+import CloudletTestSupport
 import Foundation
 import Testing
 
 @testable import Cloudlet
 
-/// The built `cloudlet` executable, next to the test bundle in `.build/<config>/`.
-func cloudletExecutable() throws -> String {
-    let bundleDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    for dir in [bundleDir, bundleDir.deletingLastPathComponent()] {
-        let candidate = dir.appendingPathComponent("cloudlet").path
-        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-    }
-    throw CloudletError(.notSupported, "no cloudlet executable next to \(bundleDir.path); run `swift build` first")
-}
-
-/// Runs a child process and collects its stdout lines as they arrive.
-final class ChildProcess: @unchecked Sendable {
-    let process = Process()
-    private let pipe = Pipe()
-    // Guarded by `lock`.
-    private var buffer = Data()
-    private var lines: [String] = []
-    private let lock = NSLock()
-    private let done = DispatchSemaphore(value: 0)
-
-    init(_ executable: String, _ args: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = args
-        process.standardOutput = pipe
-        process.standardError = FileHandle.standardError
-        try process.run()
-        let handle = pipe.fileHandleForReading
-        Thread.detachNewThread { [self] in
-            while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                lock.lock()
-                buffer.append(chunk)
-                while let nl = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                    lines.append(String(decoding: buffer[buffer.startIndex..<nl], as: UTF8.self))
-                    buffer.removeSubrange(buffer.startIndex...nl)
-                }
-                lock.unlock()
-            }
-            done.signal()
-        }
-    }
-
-    var lineCount: Int { lock.withLock { lines.count } }
-
-    /// Kills with SIGKILL, waits for exit and for stdout to reach EOF; returns every complete line.
-    func kill() -> [String] {
-        Glibc.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        done.wait()
-        return lock.withLock { lines }
-    }
-}
-
 @Suite(.serialized) struct CrashConsistencyTests {
     @Test func everyAcknowledgedWriteSurvivesSIGKILL() async throws {
-        let exe = try cloudletExecutable()
+        let exe = try builtExecutable("cloudlet-crash-writer")
         let dir = TempDir("crash")
         let data = dir.sub("store")
         var rng = SeededRandom(seed: 42)
         var acked: [(zone: String, name: String)] = []
         for round in 0..<12 {
-            let child = try ChildProcess(exe, ["crash-writer", "--data", data, "--prefix", "r\(round)"])
+            let child = try ChildProcess(exe, ["--data", data, "--prefix", "r\(round)"])
             // Let it run until a random number of acknowledgements (or a time limit), then kill it mid-write.
             let target = Int.random(in: 5...400, using: &rng)
             let deadline = Date().addingTimeInterval(10)
-            while child.lineCount < target + 1 && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
-            let lines = child.kill()
-            #expect(child.process.terminationReason == .uncaughtSignal, "round \(round): writer died on its own")
+            while child.stdout.count < target + 1 && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
+            child.stop(SIGKILL)
+            let lines = child.stdout
+            #expect(
+                child.process.terminationReason == .uncaughtSignal,
+                "round \(round): writer died on its own; stderr: \(child.stderr)")
             for line in lines where line.hasPrefix("ack ") {
                 let parts = line.split(separator: " ")
                 acked.append((String(parts[1]), String(parts[2])))

@@ -1,11 +1,9 @@
 import CloudletCore
+import CloudletTestSupport
 import Foundation
 import Testing
 
 @testable import Cloudlet
-
-/// A seeded, reproducible random number generator.
-typealias SeededRandom = SplitMix64
 
 /// The simplest possible model of a database's records: zone → name → record. Implements the modify semantics
 /// directly, without logs, indexes or overlays.

@@ -1,5 +1,6 @@
 import CloudletWire
 import CloudletCore
+import CloudletTestSupport
 import Foundation
 import Testing
 

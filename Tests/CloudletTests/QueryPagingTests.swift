@@ -1,4 +1,5 @@
 import CloudletCore
+import CloudletTestSupport
 import Foundation
 import Testing
 

@@ -7,14 +7,6 @@ import Foundation
 typealias Predicate = CloudletCore.Predicate
 typealias Comparator = CloudletCore.Comparator
 
-/// Helpers on the seeded generator of ModelPropertyTests.
-extension SeededRandom {
-    mutating func int(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-    mutating func chance(_ percent: Int) -> Bool { int(100) < percent }
-    mutating func pick<T>(_ xs: [T]) -> T { xs[int(xs.count)] }
-    mutating func subset<T>(_ xs: [T]) -> [T] { xs.filter { _ in chance(50) } }
-}
-
 /// The model order of query results, written independently of the engine's sort keys: per descriptor, a missing
 /// value first (ascending) and otherwise `FieldOrder.compare`; a distance sort puts records without the location
 /// last; ties by record name then zone name, in the direction of the last descriptor.

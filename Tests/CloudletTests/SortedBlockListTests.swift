@@ -1,3 +1,4 @@
+import CloudletTestSupport
 import Testing
 
 @testable import Cloudlet

@@ -1,23 +1,9 @@
 import CloudletCore
+import CloudletTestSupport
 import Foundation
 import Testing
 
 @testable import Cloudlet
-
-/// A fresh directory under the system temp dir, removed when the value is released.
-final class TempDir: Sendable {
-    let path: String
-
-    init(_ name: String = "cloudlet-test") {
-        let base = ProcessInfo.processInfo.environment["TMPDIR"] ?? "/tmp"
-        path = base + "/\(name)-\(UUID().uuidString.prefix(8))"
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
-    func sub(_ name: String) -> String { path + "/" + name }
-}
 
 /// Opens a store in a temp dir with OS durability (fast) unless told otherwise.
 func openStore(_ dir: TempDir, durability: Durability = .os, partitions: Int = 1) async throws -> CloudletStore {

@@ -1,19 +1,13 @@
 import CloudletWire
 import CloudletCore
+import CloudletTestSupport
 import Foundation
 import Testing
 
 @testable @_spi(Maintenance) import Cloudlet
 
 /// The built `cloudlet-tool` executable, next to the test bundle.
-func toolExecutable() throws -> String {
-    let bundleDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    for dir in [bundleDir, bundleDir.deletingLastPathComponent()] {
-        let candidate = dir.appendingPathComponent("cloudlet-tool").path
-        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-    }
-    throw CloudletError(.notSupported, "no cloudlet-tool executable next to \(bundleDir.path); run `swift build` first")
-}
+func toolExecutable() throws -> String { try builtExecutable("cloudlet-tool") }
 
 /// What a run of the tool printed and how it exited.
 struct ToolRun: CustomStringConvertible {

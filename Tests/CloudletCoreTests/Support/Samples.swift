@@ -1,4 +1,5 @@
 import CloudletCore
+import CloudletTestSupport
 
 /// Hand-picked edge-case values of every scalar type, and records built from them.
 enum Samples {
@@ -24,7 +25,7 @@ enum Samples {
 
     /// 1 MiB of deterministic, non-repeating-looking bytes.
     static let largeBytes: [UInt8] = {
-        var g = SeededGenerator(seed: 42)
+        var g = SeededRandom(seed: 42)
         return (0..<(1 << 20)).map { _ in UInt8.random(in: 0...255, using: &g) }
     }()
 
@@ -118,7 +119,7 @@ enum Samples {
     }
 
     /// A random record, for property tests. Values come from the samples above (without the 1 MiB blob).
-    static func randomRecord(using g: inout SeededGenerator) -> Record {
+    static func randomRecord(using g: inout SeededRandom) -> Record {
         let small = allScalars.filter { !isHuge($0) }
         var r = Record(recordType: "T\(Int.random(in: 0..<5, using: &g))", recordName: "r\(g.next() % 100_000)")
         for i in 0..<Int.random(in: 0...8, using: &g) {

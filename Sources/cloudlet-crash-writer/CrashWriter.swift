@@ -4,17 +4,52 @@ import Foundation
 
 /// Writes records until killed, printing `ack <zone> <name>` once each save is durable. The crash tests kill it
 /// with SIGKILL and check that every acknowledged record is in the store after reopening.
+///
+/// A test helper, not a product: the crash-consistency tests (Tests/CloudletTests) depend on this target so that
+/// it is built next to them.
+@main
 enum CrashWriter {
     static let help = """
-        USAGE: cloudlet crash-writer --data DIR [--writers N] [--prefix P]
+        USAGE: cloudlet-crash-writer --data DIR [--writers N] [--prefix P]
 
         Saves records named <P>-<writer>-<i> with 8 concurrent writers (into the default zone and a custom zone
         'Crash'), printing "ack <zone> <name>" after each save returns. Runs until killed.
         """
 
+    static func main() async {
+        do {
+            try await run(Array(CommandLine.arguments.dropFirst()))
+        } catch {
+            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            exit(error is UsageError ? 64 : 1)
+        }
+    }
+
+    struct UsageError: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// `--data DIR [--writers N] [--prefix P]`, or `--help`.
+    static func options(_ args: [String]) throws -> [String: String] {
+        if args.contains("--help") || args.contains("-h") {
+            print(help)
+            exit(0)
+        }
+        var values: [String: String] = [:]
+        var rest = args[...]
+        while let name = rest.popFirst() {
+            guard ["--data", "--writers", "--prefix"].contains(name) else {
+                throw UsageError(description: "unknown option \(name)")
+            }
+            guard let value = rest.popFirst() else { throw UsageError(description: "\(name) needs a value") }
+            values[name] = value
+        }
+        return values
+    }
+
     static func run(_ args: [String]) async throws {
-        let o = try Options(args, valued: ["--data", "--writers", "--prefix"], help: help)
-        guard let dir = o["--data"] else { throw UsageError(message: "--data DIR is required") }
+        let o = try options(args)
+        guard let dir = o["--data"] else { throw UsageError(description: "--data DIR is required") }
         let writers = Int(o["--writers"] ?? "8") ?? 8
         let prefix = o["--prefix"] ?? "w"
         let store = try await CloudletStore.open(at: dir)

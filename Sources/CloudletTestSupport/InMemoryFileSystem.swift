@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CloudletStorage
 import Synchronization
 
 /// A file system in memory that remembers what is durable, for crash tests (LevelDB's `FaultInjectionTestEnv`).

@@ -1,24 +1,33 @@
 import Foundation
-import Testing
 
-/// The built `cloudlet` executable, next to the test bundle in `<scratch>/<config>/`.
-func cloudletExecutable() throws -> String {
+/// The path of an executable of this package, built next to the test bundle in `<scratch>/<config>/` (by
+/// `swift build --build-tests`).
+public func builtExecutable(_ name: String) throws -> String {
     let bundleDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
     for dir in [bundleDir, bundleDir.deletingLastPathComponent()] {
-        let candidate = dir.appendingPathComponent("cloudlet").path
+        let candidate = dir.appendingPathComponent(name).path
         if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
     }
-    throw ChildProcess.Failure(message: "no cloudlet executable next to \(bundleDir.path); run `swift build` first")
+    throw ChildProcess.Failure(message: "no \(name) executable next to \(bundleDir.path); run `swift build` first")
 }
 
+/// The built `cloudlet` executable.
+public func cloudletExecutable() throws -> String { try builtExecutable("cloudlet") }
+
 /// A child process whose stdout and stderr are collected line by line as they arrive.
-final class ChildProcess: @unchecked Sendable {
-    struct Failure: Error, CustomStringConvertible {
-        var message: String
-        var description: String { message }
+///
+/// `@unchecked Sendable`: the collected lines are guarded by `lock`; `process` is only read after `run()`.
+public final class ChildProcess: @unchecked Sendable {
+    /// A child that could not be found, exited too early, or did not print what was awaited.
+    public struct Failure: Error, CustomStringConvertible {
+        public var message: String
+        public var description: String { message }
+
+        public init(message: String) { self.message = message }
     }
 
-    let process = Process()
+    /// The running process (for its identifier, termination status and reason).
+    public let process = Process()
     private let outPipe = Pipe()
     private let errPipe = Pipe()
     // Guarded by `lock`.
@@ -27,7 +36,8 @@ final class ChildProcess: @unchecked Sendable {
     private var err: [String] = []
     private let drained = DispatchGroup()
 
-    init(_ executable: String, _ args: [String]) throws {
+    /// Starts `executable` with `args`.
+    public init(_ executable: String, _ args: [String]) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = args
         process.standardOutput = outPipe
@@ -61,11 +71,13 @@ final class ChildProcess: @unchecked Sendable {
         }
     }
 
-    var stdout: [String] { lock.withLock { out } }
-    var stderr: [String] { lock.withLock { err } }
+    /// The lines of stdout so far.
+    public var stdout: [String] { lock.withLock { out } }
+    /// The lines of stderr so far.
+    public var stderr: [String] { lock.withLock { err } }
 
     /// Waits until a stdout line satisfies `match` (returns it) or the process exits or time runs out (throws).
-    func waitForLine(timeout: Double = 20, _ match: (String) -> Bool) async throws -> String {
+    public func waitForLine(timeout: Double = 20, _ match: (String) -> Bool) async throws -> String {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if let line = stdout.first(where: match) { return line }
@@ -78,41 +90,21 @@ final class ChildProcess: @unchecked Sendable {
     }
 
     /// Sends `signal`, waits for the exit and for both pipes to reach EOF.
-    func stop(_ signal: Int32) {
+    public func stop(_ signal: Int32) {
         kill(process.processIdentifier, signal)
         waitForExit()
     }
 
-    func waitForExit() {
+    /// Waits for the exit and for both pipes to reach EOF.
+    public func waitForExit() {
         process.waitUntilExit()
         drained.wait()
     }
 
     /// Runs a command to completion; returns (status, stdout lines, stderr lines).
-    static func run(_ executable: String, _ args: [String]) throws -> (status: Int32, out: [String], err: [String]) {
+    public static func run(_ executable: String, _ args: [String]) throws -> (status: Int32, out: [String], err: [String]) {
         let p = try ChildProcess(executable, args)
         p.waitForExit()
         return (p.process.terminationStatus, p.stdout, p.stderr)
-    }
-}
-
-/// A running `cloudlet serve` child: its URL and, on a fresh store, the bootstrap tokens it printed.
-struct ServeChild {
-    let child: ChildProcess
-    let url: String
-    let apiToken: String?
-    let webAuthToken: String?
-
-    /// Starts `cloudlet serve --port 0 --data DIR …` and waits until it listens (and has printed its tokens).
-    static func start(data: String, extra: [String] = []) async throws -> ServeChild {
-        let child = try ChildProcess(try cloudletExecutable(), ["serve", "--port", "0", "--data", data] + extra)
-        let line = try await child.waitForLine { $0.hasPrefix("listening on ") }
-        let url = String(line.dropFirst("listening on ".count))
-        // On a fresh store the tokens are printed before the "listening on" line.
-        func value(_ key: String) -> String? {
-            child.stdout.first { $0.trimmingCharacters(in: .whitespaces).hasPrefix(key + ": ") }
-                .map { String($0.trimmingCharacters(in: .whitespaces).dropFirst(key.count + 2)) }
-        }
-        return ServeChild(child: child, url: url, apiToken: value("ckAPIToken"), webAuthToken: value("ckWebAuthToken"))
     }
 }

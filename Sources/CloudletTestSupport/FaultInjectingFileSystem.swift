@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CloudletStorage
 import Synchronization
 
 /// Wraps another file system and makes chosen calls fail, for tests of the failure paths (LevelDB's
