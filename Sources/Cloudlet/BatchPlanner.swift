@@ -223,5 +223,5 @@ struct BatchPlanner {
 }
 
 extension SchemaKey {
-    init(zone: ZoneKey) { self.init(container: zone.database.container, environment: zone.database.environment) }
+    init(zone: ZoneKey) { self.init(container: zone.container, environment: zone.environment) }
 }

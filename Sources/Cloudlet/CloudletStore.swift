@@ -231,6 +231,6 @@ extension CloudletStore {
         Database(
             id: DatabaseID(
                 container: Self.systemContainerIdentifier, environment: .development, scope: .private, owner: "_system"),
-            user: "_system", store: self)
+            access: .user("_system"), store: self)
     }
 }

@@ -240,11 +240,14 @@ struct Commit: Sendable {
         return sizes.map { UInt32(UInt64($0) * UInt64(frameLength) / total) }
     }
 
+    /// `container · environment · scope · owner · zone`. The scope byte is what earlier releases keyed zones by;
+    /// it is now derived from the owner (public for `__defaultOwner__`, private for a user), so the bytes of a key are
+    /// the same as before, and it is checked on the way in, not used.
     static func encode(_ z: ZoneKey, into w: inout ByteWriter) {
-        w.string(z.database.container)
-        w.u8(z.database.environment == .production ? 1 : 0)
-        w.u8(scopeTag(z.database.scope))
-        w.string(z.database.owner)
+        w.string(z.container)
+        w.u8(z.environment == .production ? 1 : 0)
+        w.u8(scopeTag(z.ownerDatabase.scope))
+        w.string(z.owner)
         w.string(z.zoneName)
     }
 
@@ -252,10 +255,13 @@ struct Commit: Sendable {
         let container = try r.string()
         let env: CloudletCore.Environment = try r.u8() == 1 ? .production : .development
         let scopeByte = try r.u8()
-        guard let scope = scope(scopeByte) else { throw CloudletError.corruption("commit payload: bad scope \(scopeByte)") }
         let owner = try r.string()
         let name = try r.string()
-        return ZoneKey(database: DatabaseID(container: container, environment: env, scope: scope, owner: owner), zoneName: name)
+        // No release ever wrote a zone of a shared database (it refuses writes), nor a public zone of a user.
+        guard scopeByte == (owner == defaultOwnerName ? 0 : 1) else {
+            throw CloudletError.corruption("commit payload: zone '\(name)' of owner '\(owner)' has scope byte \(scopeByte)")
+        }
+        return ZoneKey(container: container, environment: env, owner: owner, zoneName: name)
     }
 
     static func scopeTag(_ s: DatabaseScope) -> UInt8 {

@@ -6,41 +6,56 @@ public struct Container: Sendable {
     public let identifier: String
     let store: CloudletStore
 
-    /// The public database: one per container and environment, readable by everyone. `user` is who writes.
+    /// The database of `scope` as `access` sees it: the public one, or the caller's own private or shared one
+    /// (a private or shared database needs a signed-in user). Every call through the handle is checked against
+    /// `access` (``Database``'s one authorization rule).
+    /// - Throws: `authenticationRequired` for a private or shared database without a user; `invalidArguments` for
+    ///   a malformed user name.
+    public func database(_ scope: DatabaseScope, access: AccessContext, environment: Environment = .development) throws
+        -> Database
+    {
+        let owner: String
+        switch scope {
+        case .public: owner = defaultOwnerName
+        case .private, .shared:
+            guard let user = access.userRecordName else {
+                throw CloudletError(.authenticationRequired, "the \(scope.rawValue) database needs a signed-in user, not \(access)")
+            }
+            try Names.validateUser(user)
+            owner = user
+        }
+        return Database(
+            id: DatabaseID(container: identifier, environment: environment, scope: scope, owner: owner), access: access,
+            store: store)
+    }
+
+    /// The public database: one per container and environment, readable by everyone; `user` is who writes
+    /// (`__defaultOwner__`: the embedding application itself).
     public func publicDatabase(user: String = defaultOwnerName, environment: Environment = .development) -> Database {
-        Database(id: DatabaseID(container: identifier, environment: environment, scope: .public, owner: defaultOwnerName),
-                 user: user, store: store)
+        Database(
+            id: DatabaseID(container: identifier, environment: environment, scope: .public, owner: defaultOwnerName),
+            access: .user(user), store: store)
     }
 
     /// The private database of `user`: only that user's records and custom zones.
     public func privateDatabase(user: String = defaultOwnerName, environment: Environment = .development) throws
         -> Database
     {
-        try Names.validateUser(user)
-        return Database(
-            id: DatabaseID(container: identifier, environment: environment, scope: .private, owner: user), user: user,
-            store: store)
+        try database(.private, access: .user(user), environment: environment)
     }
 
     /// The shared database of `user`: zones other users shared with them.
     public func sharedDatabase(user: String = defaultOwnerName, environment: Environment = .development) throws
         -> Database
     {
-        try Names.validateUser(user)
-        return Database(
-            id: DatabaseID(container: identifier, environment: environment, scope: .shared, owner: user), user: user,
-            store: store)
+        try database(.shared, access: .user(user), environment: environment)
     }
 
-    /// The database of `scope` for `user`.
+    /// The database of `scope` for `user` (a signed-in user; see ``database(_:access:environment:)``).
     public func database(_ scope: DatabaseScope, user: String = defaultOwnerName, environment: Environment = .development)
         throws -> Database
     {
-        switch scope {
-        case .public: publicDatabase(user: user, environment: environment)
-        case .private: try privateDatabase(user: user, environment: environment)
-        case .shared: try sharedDatabase(user: user, environment: environment)
-        }
+        try database(scope, access: .user(user), environment: environment)
     }
 
     /// The record types of an environment's schema, sorted by name.

@@ -37,7 +37,7 @@ extension Database {
         _ zoneID: ZoneID, since token: ChangeToken? = nil, resultsLimit: Int? = nil, desiredKeys: [String]? = nil,
         desiredRecordTypes: [String]? = nil, maxBytes: Int?
     ) async throws -> ZoneChanges {
-        try store.checkOpen()
+        try authorize(.read)
         let limit = try Self.pageLimit(resultsLimit)
         let budget = try Self.byteBudget(maxBytes)
         let key = try key(zoneID)
@@ -133,7 +133,7 @@ extension Database {
     /// The zones of this database created, changed or deleted since `token` (nil: all zones), at most
     /// `resultsLimit` (default and maximum 200) per call. Private and shared databases only, as in CloudKit.
     public func databaseChanges(since token: ChangeToken? = nil, resultsLimit: Int? = nil) async throws -> DatabaseChanges {
-        try store.checkOpen()
+        try authorize(.read)
         guard id.scope != .public else {
             throw CloudletError(.badDatabase, "database changes are not available for the public database")
         }
@@ -161,12 +161,12 @@ extension Database {
             let issued = issuedHorizons[pi]
             let (events, last, expired, ahead, horizon) = partition.state.withLock { st in
                 var events: [(lsn: UInt64, zone: String, deleted: Bool)] = []
-                for (key, zone) in st.zones where key.database == id && zone.lastChangeLSN > since {
+                for (key, zone) in st.zones where id.holds(key) && zone.lastChangeLSN > since {
                     // A zone nobody wrote to is reported once it exists as a custom zone.
                     if key.zoneName == ZoneID.defaultZoneName && zone.records.isEmpty { continue }
                     events.append((zone.lastChangeLSN, key.zoneName, false))
                 }
-                for (key, d) in st.deletedZones where key.database == id && d.lsn > since {
+                for (key, d) in st.deletedZones where id.holds(key) && d.lsn > since {
                     events.append((d.lsn, key.zoneName, true))
                 }
                 events.sort { ($0.lsn, $0.zone) < ($1.lsn, $1.zone) }

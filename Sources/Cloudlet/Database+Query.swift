@@ -38,7 +38,7 @@ extension Database {
         _ query: Query, zoneID: ZoneID = .default, zoneWide: Bool = false, resultsLimit: Int? = nil,
         desiredKeys: [String]? = nil, continuationMarker: QueryCursor? = nil, maxBytes: Int?
     ) async throws -> QueryResults {
-        try store.checkOpen()
+        try authorize(.read)
         let limit = try Self.queryLimit(resultsLimit)
         let budget = try Self.byteBudget(maxBytes)
         let zones = try queryZones(zoneID: zoneID, zoneWide: zoneWide)
@@ -86,7 +86,7 @@ extension Database {
     /// How many records match, without returning them (beyond CloudKit). A query without comparisons counts record
     /// names alone; otherwise the candidates an index finds are evaluated. Same schema rules as ``query(_:zoneID:zoneWide:resultsLimit:desiredKeys:continuationMarker:)``.
     public func count(_ query: Query, zoneID: ZoneID = .default, zoneWide: Bool = false) async throws -> Int {
-        try store.checkOpen()
+        try authorize(.read)
         let zones = try queryZones(zoneID: zoneID, zoneWide: zoneWide)
         let (pq, prepared) = try await prepare(Query(recordType: query.recordType, predicate: query.predicate), addIndexes: true)
         var notes = prepared
@@ -107,7 +107,7 @@ extension Database {
     public func explain(
         _ query: Query, zoneID: ZoneID = .default, zoneWide: Bool = false, resultsLimit: Int? = nil
     ) async throws -> QueryPlan {
-        try store.checkOpen()
+        try authorize(.read)
         let limit = try Self.queryLimit(resultsLimit)
         let zones = try queryZones(zoneID: zoneID, zoneWide: zoneWide)
         let (pq, notes) = try await prepare(query, addIndexes: false)
@@ -140,7 +140,7 @@ extension Database {
         var keys: [ZoneKey] = id.scope == .shared ? [] : [ZoneKey(database: id, zoneName: ZoneID.defaultZoneName)]
         for p in store.partitions {
             p.state.withLock { st in
-                for k in st.zones.keys where k.database == id && k.zoneName != ZoneID.defaultZoneName { keys.append(k) }
+                for k in st.zones.keys where id.holds(k) && k.zoneName != ZoneID.defaultZoneName { keys.append(k) }
             }
         }
         return keys.sorted { $0.zoneName < $1.zoneName }

@@ -10,7 +10,7 @@ extension Database {
     ///   subscription to a missing zone; `badDatabase` for a database subscription in the public database.
     @discardableResult
     public func saveSubscription(_ subscription: Subscription) async throws -> Subscription {
-        try store.checkOpen()
+        try authorize(.subscribe)
         let sid = subscription.id
         guard !sid.isEmpty, sid.utf8.count <= Names.maxLength, sid.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             throw CloudletError.invalid("subscription ID '\(sid)' is invalid: 1–255 printable ASCII characters")
@@ -45,7 +45,7 @@ extension Database {
 
     /// This user's subscriptions in this database, sorted by ID.
     public func subscriptions() async throws -> [Subscription] {
-        try store.checkOpen()
+        try authorize(.subscribe)
         let who = subscriber
         return store.partitions[0].state.withLock { $0.subscriptions[who].map { Array($0.values) } ?? [] }
             .sorted { $0.id < $1.id }
@@ -53,7 +53,7 @@ extension Database {
 
     /// One subscription. - Throws: `unknownItem` when there is none with that ID.
     public func subscription(_ id: String) async throws -> Subscription {
-        try store.checkOpen()
+        try authorize(.subscribe)
         let who = subscriber
         guard let s = store.partitions[0].state.withLock({ $0.subscriptions[who]?[id] }) else {
             throw CloudletError(.unknownItem, "subscription '\(id)' does not exist")
@@ -63,7 +63,7 @@ extension Database {
 
     /// Deletes a subscription. - Throws: `unknownItem` when there is none with that ID.
     public func deleteSubscription(_ id: String) async throws {
-        try store.checkOpen()
+        try authorize(.subscribe)
         let who = subscriber
         let partition = store.partitions[0]
         let (_, lsn) = try partition.commit { st, _ in
@@ -79,7 +79,7 @@ extension Database {
 extension Database {
     /// The notifications of this handle's user in this container and environment (``NotificationHub``).
     public func notifications(after position: NotificationID?, limit: Int, wait: Double) async throws -> NotificationBatch {
-        try store.checkOpen()
+        try authorize(.subscribe)
         return await store.notifications(
             container: id.container, environment: id.environment, user: user, after: position, limit: limit, wait: wait)
     }

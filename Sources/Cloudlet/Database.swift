@@ -8,9 +8,43 @@ import Foundation
 public struct Database: CloudletDatabase {
     public let id: DatabaseID
     public var scope: DatabaseScope { id.scope }
-    /// The user on whose behalf this handle reads and writes (recorded in `created` / `modified`).
-    public let user: String
+    /// Who reads and writes through this handle; every call is checked against it (``authorize(_:)``).
+    public let access: AccessContext
+    /// The name recorded in `created` / `modified` and whose notifications ``notifications(after:limit:wait:)``
+    /// reads: the caller's user, or `__defaultOwner__`.
+    public var user: String { access.stampName }
     let store: CloudletStore
+
+    /// What a call does, for ``authorize(_:)``.
+    enum Action {
+        case read, write, subscribe
+    }
+
+    /// The one access rule of the engine, checked by every public call before it touches anything: the public
+    /// database is readable by anyone and writable by a user or a server key; a private or shared database only by
+    /// its own user; subscriptions and notifications belong to a user. (Security roles refine the public rule.)
+    /// - Throws: `authenticationRequired` without the identity the action needs; `permissionFailure` for another
+    ///   user's database.
+    func authorize(_ action: Action) throws {
+        try store.checkOpen()
+        switch id.scope {
+        case .public:
+            switch (action, access.caller) {
+            case (.read, _), (.write, .user), (.write, .serverKey), (.subscribe, .user): return
+            case (.write, .anonymous):
+                throw CloudletError(.authenticationRequired, "writing to the public database needs a signed-in user")
+            case (.subscribe, _):
+                throw CloudletError(.authenticationRequired, "subscriptions and notifications belong to a signed-in user, not \(access)")
+            }
+        case .private, .shared:
+            guard let user = access.userRecordName else {
+                throw CloudletError(.authenticationRequired, "the \(id.scope.rawValue) database needs a signed-in user, not \(access)")
+            }
+            guard user == id.owner else {
+                throw CloudletError(.permissionFailure, "\(access) cannot use the \(id.scope.rawValue) database of '\(id.owner)'")
+            }
+        }
+    }
 
     /// At most this many operations in one ``modify(_:atomic:)`` call (CloudKit's limit).
     public static let maxOperationsPerBatch = 200
@@ -20,6 +54,13 @@ public struct Database: CloudletDatabase {
     /// Resolves a zone ID of this database to its store key. The owner may be `__defaultOwner__` or the
     /// database's owner; anything else is another user's zone, which this database does not hold.
     func key(_ zoneID: ZoneID) throws -> ZoneKey {
+        if id.scope == .shared {
+            // Zones are keyed by their owner: the caller's own are in their private database, and no zone of another
+            // user is shared with them until sharing exists.
+            if zoneID.isDefault { throw CloudletError(.badDatabase, "the shared database has no default zone; use a shared zone") }
+            throw CloudletError(
+                .zoneNotFound, "zone '\(zoneID.zoneName)' of owner '\(zoneID.ownerName)' is not shared with '\(id.owner)'")
+        }
         guard zoneID.ownerName == defaultOwnerName || zoneID.ownerName == id.owner else {
             throw CloudletError(
                 .zoneNotFound, "zone '\(zoneID.zoneName)' of owner '\(zoneID.ownerName)' is not in the \(id.scope.rawValue) database of '\(id.owner)'")
@@ -38,7 +79,7 @@ public struct Database: CloudletDatabase {
     /// Creates a custom zone (private databases only). Saving a zone that exists returns it unchanged.
     @discardableResult
     public func createZone(_ zoneID: ZoneID) async throws -> RecordZone {
-        try store.checkOpen()
+        try authorize(.write)
         guard id.scope == .private else {
             throw CloudletError(.badDatabase, "custom zones can only be created in a private database, not in \(id.scope.rawValue)")
         }
@@ -52,11 +93,11 @@ public struct Database: CloudletDatabase {
 
     /// The zones of this database: the default zone (public and private) and every custom zone, sorted by name.
     public func zones() async throws -> [RecordZone] {
-        try store.checkOpen()
+        try authorize(.read)
         var names: [String] = []
         for p in store.partitions {
             p.state.withLock { st in
-                for key in st.zones.keys where key.database == id && key.zoneName != ZoneID.defaultZoneName {
+                for key in st.zones.keys where id.holds(key) && key.zoneName != ZoneID.defaultZoneName {
                     names.append(key.zoneName)
                 }
             }
@@ -67,7 +108,7 @@ public struct Database: CloudletDatabase {
 
     /// One zone. - Throws: ``CloudletError/Code/zoneNotFound``.
     public func zone(for zoneID: ZoneID) async throws -> RecordZone {
-        try store.checkOpen()
+        try authorize(.read)
         try requireZone(try key(zoneID))
         return zone(zoneID)
     }
@@ -75,7 +116,7 @@ public struct Database: CloudletDatabase {
     /// Deletes a custom zone and every record in it. - Throws: ``CloudletError/Code/zoneNotFound``; the default zone
     /// cannot be deleted.
     public func deleteZone(_ zoneID: ZoneID) async throws {
-        try store.checkOpen()
+        try authorize(.write)
         guard !zoneID.isDefault else { throw CloudletError.invalid("the default zone cannot be deleted") }
         let key = try key(zoneID)
         let partition = store.partition(for: key)
@@ -112,7 +153,7 @@ public struct Database: CloudletDatabase {
 
     /// The key directory's entry of a record that exists. - Throws: `unknownItem`, `zoneNotFound`.
     private func liveEntry(_ recordID: RecordID) throws -> (ZoneKey, RecordEntry) {
-        try store.checkOpen()
+        try authorize(.read)
         let key = try key(recordID.zoneID)
         try requireZone(key)
         guard let entry = store.partition(for: key).state.withLock({ $0.entry(key, recordID.recordName) }), !entry.deleted
@@ -161,7 +202,7 @@ public struct Database: CloudletDatabase {
     /// operation succeeds or fails on its own.
     /// - Throws: ``CloudletError/Code/limitExceeded`` for more than 200 operations (nothing is applied).
     public func modify(_ operations: [RecordOperation], atomic: Bool = true) async throws -> [RecordResult] {
-        try store.checkOpen()
+        try authorize(.write)
         guard operations.count <= Self.maxOperationsPerBatch else {
             throw CloudletError(
                 .limitExceeded, "\(operations.count) operations in one request; the limit is \(Self.maxOperationsPerBatch)")

@@ -61,36 +61,73 @@ public struct RecordID: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "\(recordName)@\(zoneID)" }
 }
 
-/// The fully qualified key of a zone inside a store: database plus zone name. Zone owners are resolved to the
-/// database owner, so `__defaultOwner__` and the user's own name address the same zone.
+/// The physical key of a zone inside a store: container, environment, owner and zone name. Public, private and
+/// shared are properties of the *handle* a caller reads through, not of the zone: the public database's zones are
+/// owned by `__defaultOwner__`, a user's private zones by the user, and the same zone seen through a participant's
+/// shared database (once shared) has the same key.
 ///
 /// Hashing uses a fingerprint computed once at creation (the key is hashed for every record of a batch).
 public struct ZoneKey: Hashable, Sendable, CustomStringConvertible {
-    public let database: DatabaseID
+    public let container: String
+    public let environment: Environment
+    /// A user's record name, or ``defaultOwnerName`` for the public database's zones.
+    public let owner: String
     public let zoneName: String
     /// ``stableHash``, computed once.
     private let fingerprint: UInt64
 
-    public init(database: DatabaseID, zoneName: String) {
-        self.database = database
+    public init(container: String, environment: Environment, owner: String, zoneName: String) {
+        self.container = container
+        self.environment = environment
+        self.owner = owner
         self.zoneName = zoneName
+        // The path hashed keeps the scope word earlier releases put in the key (public for `__defaultOwner__`,
+        // private for a user), so stores written before keep their placement, checkpoints and change tokens.
         fingerprint = Fingerprint.of([
-            database.container, database.environment.rawValue, database.scope.rawValue, database.owner, zoneName,
+            container, environment.rawValue, owner == defaultOwnerName ? "public" : "private", owner, zoneName,
         ])
     }
 
-    public var zoneID: ZoneID { ZoneID(zoneName: zoneName, ownerName: database.owner) }
-    public var description: String { "\(database)/\(zoneName)" }
+    /// The zone `zoneName` of the database's owner (the database's scope plays no part).
+    public init(database: DatabaseID, zoneName: String) {
+        self.init(container: database.container, environment: database.environment, owner: database.owner, zoneName: zoneName)
+    }
+
+    public var zoneID: ZoneID { ZoneID(zoneName: zoneName, ownerName: owner) }
+
+    /// The database in which the owner sees this zone: the public one for `__defaultOwner__`, else the owner's
+    /// private database.
+    public var ownerDatabase: DatabaseID {
+        DatabaseID(
+            container: container, environment: environment, scope: owner == defaultOwnerName ? .public : .private, owner: owner)
+    }
+
+    public var description: String { "\(ownerDatabase)/\(zoneName)" }
 
     /// A stable 64-bit hash (FNV-1a) of the zone's path; picks the zone's partition. Never changes across
     /// versions or processes (unlike `hashValue`).
     public var stableHash: UInt64 { fingerprint }
 
     public static func == (a: ZoneKey, b: ZoneKey) -> Bool {
-        a.fingerprint == b.fingerprint && a.zoneName == b.zoneName && a.database == b.database
+        a.fingerprint == b.fingerprint && a.zoneName == b.zoneName && a.owner == b.owner && a.container == b.container
+            && a.environment == b.environment
     }
 
     public func hash(into hasher: inout Hasher) { hasher.combine(fingerprint) }
+}
+
+extension DatabaseID {
+    /// Whether `key` is a zone of this database as its owner sees it: the public database holds
+    /// `__defaultOwner__`'s zones, a private database its owner's. A shared database holds only zones shared with
+    /// its user, none of which are keyed under that user.
+    public func holds(_ key: ZoneKey) -> Bool {
+        guard key.container == container, key.environment == environment else { return false }
+        switch scope {
+        case .public: return key.owner == defaultOwnerName
+        case .private: return key.owner == owner
+        case .shared: return false
+        }
+    }
 }
 
 /// Stable 64-bit FNV-1a fingerprints of name paths: the same on every machine, process and version (unlike

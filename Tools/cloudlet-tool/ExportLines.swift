@@ -7,8 +7,8 @@ enum ExportLines {
     /// The members naming a database and zone: `container`, `environment`, `scope`, `owner`, `zone`.
     static func location(_ zone: ZoneKey) -> [(String, JSONValue?)] {
         [
-            ("container", .string(zone.database.container)), ("environment", .string(zone.database.environment.rawValue)),
-            ("scope", .string(zone.database.scope.rawValue)), ("owner", .string(zone.database.owner)),
+            ("container", .string(zone.container)), ("environment", .string(zone.environment.rawValue)),
+            ("scope", .string(zone.ownerDatabase.scope.rawValue)), ("owner", .string(zone.owner)),
             ("zone", .string(zone.zoneName)),
         ]
     }

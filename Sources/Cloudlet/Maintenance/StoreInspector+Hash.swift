@@ -139,9 +139,9 @@ extension StoreInspector {
             return hex(d.finish())
         }
         out.store = combine(zoneDigests) { $0.canonicalName }
-        let byDatabase = Dictionary(grouping: zoneDigests, by: { $0.key.database })
+        let byDatabase = Dictionary(grouping: zoneDigests, by: { $0.key.ownerDatabase })
         for (db, items) in byDatabase {
-            let records = out.zones.filter { $0.key.database == db }.reduce(0) { $0 + $1.records }
+            let records = out.zones.filter { $0.key.ownerDatabase == db }.reduce(0) { $0 + $1.records }
             out.databases.append(ContentHash.Database(id: db, zones: items.count, records: records, digest: combine(items) { $0.zoneName }))
         }
         out.databases.sort { $0.id.description < $1.id.description }

@@ -27,9 +27,8 @@ import Foundation
     public init() {}
 
     func matches(_ z: ZoneKey) -> Bool {
-        (container == nil || container == z.database.container)
-            && (environment == nil || environment == z.database.environment)
-            && (scope == nil || scope == z.database.scope) && (owner == nil || owner == z.database.owner)
+        (container == nil || container == z.container) && (environment == nil || environment == z.environment)
+            && (scope == nil || scope == z.ownerDatabase.scope) && (owner == nil || owner == z.owner)
             && (zone == nil || zone == z.zoneName)
     }
 
@@ -165,7 +164,7 @@ import Foundation
 extension ZoneKey {
     /// `container/environment/scope/owner/zone`: a stable, readable name that sorts zones the same everywhere.
     @_spi(Maintenance) public var canonicalName: String {
-        [database.container, database.environment.rawValue, database.scope.rawValue, database.owner, zoneName]
+        [container, environment.rawValue, ownerDatabase.scope.rawValue, owner, zoneName]
             .joined(separator: "/")
     }
 }

@@ -23,13 +23,8 @@ struct RequestContext: Sendable {
         self.container = container
         self.principal = principal
         self.body = body
-        let user = principal.user?.userRecordName
-        switch path.scope {
-        case .public:
-            database = container.publicDatabase(user: user ?? defaultOwnerName, environment: path.environment)
-        case .private, .shared:
-            // The router has required a user for these.
-            database = try container.database(path.scope, user: user!, environment: path.environment)
-        }
+        // The engine checks the caller against the database on every call; the router has already answered a
+        // missing user with AUTHENTICATION_REQUIRED and its sign-in redirect.
+        database = try container.database(path.scope, access: principal.access, environment: path.environment)
     }
 }

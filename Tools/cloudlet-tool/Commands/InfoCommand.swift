@@ -65,8 +65,8 @@ enum InfoCommand: Command {
             if let purged = p.purgedThroughLSN, purged > 0 { Out.line("  tombstones purged through LSN \(purged)") }
             if let deleted = p.deletedZones, deleted > 0 { Out.line("  \(deleted) deleted zone(s) remembered for change feeds") }
         }
-        let containers = Set(info.zones.map(\.key.database.container))
-        let databases = Set(info.zones.map(\.key.database))
+        let containers = Set(info.zones.map(\.key.container))
+        let databases = Set(info.zones.map(\.key.ownerDatabase))
         Out.line("\(info.zones.count) zone(s) in \(databases.count) database(s) of \(containers.count) container(s), \(info.zones.reduce(0) { $0 + $1.records }) record(s)")
         var last: DatabaseID?
         var rows: [[String]] = []
@@ -75,10 +75,10 @@ enum InfoCommand: Command {
             rows = []
         }
         for z in info.zones {
-            if z.key.database != last {
+            if z.key.ownerDatabase != last {
                 flush()
-                last = z.key.database
-                Out.line("  \(z.key.database.container) \(z.key.database.environment.rawValue) \(z.key.database.scope.rawValue) (\(z.key.database.owner))")
+                last = z.key.ownerDatabase
+                Out.line("  \(z.key.ownerDatabase.container) \(z.key.ownerDatabase.environment.rawValue) \(z.key.ownerDatabase.scope.rawValue) (\(z.key.ownerDatabase.owner))")
             }
             rows.append([z.key.zoneName, "\(z.records) record(s)", "\(z.tombstones) tombstone(s)", "partition \(z.partition)", "created at LSN \(z.createdLSN)"])
         }

@@ -1,0 +1,92 @@
+import CloudletCore
+import CloudletTestSupport
+import Foundation
+import Testing
+
+@testable import Cloudlet
+
+/// Identity and scope: a zone's physical key is (container, environment, owner, zone) whatever handle reaches it,
+/// and every engine call is checked against the caller's access context in one place.
+@Suite struct AccessContextTests {
+    let dir = TempDir("access")
+
+    @Test func anonymousCallersReadThePublicDatabaseAndNothingElse() async throws {
+        let store = try await openStore(dir)
+        let c = try store.container(testContainer)
+        _ = try await c.publicDatabase(user: "alice").save(note("p"))
+        let anonymous = try c.database(.public, access: .anonymous)
+        #expect(try await anonymous.record(for: RecordID(recordName: "p")).recordName == "p")
+        #expect(try await anonymous.query(Query(recordType: "Note")).records.count == 1)
+        let denied = await expectError(.authenticationRequired) { try await anonymous.save(note("q")) }
+        #expect(denied?.message.contains("signed-in user") == true)
+        await expectError(.authenticationRequired) { try await anonymous.saveSubscription(Subscription(id: "s", kind: .database)) }
+        await expectError(.authenticationRequired) { try await anonymous.notifications() }
+        await expectError(.authenticationRequired) { try c.database(.private, access: .anonymous) }
+        await expectError(.authenticationRequired) { try c.database(.shared, access: .anonymous) }
+        try await store.close()
+    }
+
+    @Test func serverKeysWriteThePublicDatabaseButOwnNoPrivateOne() async throws {
+        let store = try await openStore(dir)
+        let c = try store.container(testContainer)
+        let key = try c.database(.public, access: AccessContext(.serverKey("k1")))
+        let saved = try await key.save(note("from-key"))
+        #expect(saved.created?.userRecordName == defaultOwnerName)
+        await expectError(.authenticationRequired) { try c.database(.private, access: AccessContext(.serverKey("k1"))) }
+        await expectError(.authenticationRequired) { try await key.subscriptions() }
+        try await store.close()
+    }
+
+    @Test func aZoneHasOneKeyWhateverHandleReachesIt() async throws {
+        let store = try await openStore(dir)
+        let c = try store.container(testContainer)
+        let alice = try c.privateDatabase(user: "alice")
+        try await alice.createZone(ZoneID(zoneName: "Trips"))
+        _ = try await alice.save(note("t1", zone: ZoneID(zoneName: "Trips")))
+        let viaPrivate = try alice.key(ZoneID(zoneName: "Trips"))
+        #expect(viaPrivate == ZoneKey(container: testContainer, environment: .development, owner: "alice", zoneName: "Trips"))
+        #expect(viaPrivate == ZoneKey(database: DatabaseID(container: testContainer, environment: .development, scope: .shared, owner: "alice"), zoneName: "Trips"))
+        #expect(viaPrivate.ownerDatabase.scope == .private)
+        // Her shared database holds zones others share with her, not her own.
+        let shared = try c.sharedDatabase(user: "alice")
+        #expect(try await shared.zones().isEmpty)
+        await expectError(.zoneNotFound) { try await shared.record(for: RecordID(recordName: "t1", zoneID: ZoneID(zoneName: "Trips", ownerName: "alice"))) }
+        await expectError(.badDatabase) { try await shared.record(for: RecordID(recordName: "t1")) }
+        #expect(try await shared.query(Query(recordType: "Note"), zoneWide: true).records.isEmpty)
+        // The public database's zones belong to __defaultOwner__.
+        let pub = try c.database(.public, access: .user("alice"))
+        #expect(try pub.key(.default).owner == defaultOwnerName)
+        try await store.close()
+    }
+
+    /// Stores written before keyed zones by database scope: the bytes of an encoded key and the hash that places a
+    /// zone in its partition are unchanged for every zone a release could write (public and private).
+    @Test func keysEncodeAndHashAsEarlierReleasesDid() throws {
+        for (owner, scopeWord, scopeByte) in [("alice", "private", UInt8(1)), (defaultOwnerName, "public", UInt8(0))] {
+            for env in Environment.allCases {
+                let key = ZoneKey(container: testContainer, environment: env, owner: owner, zoneName: "Z")
+                #expect(key.stableHash == Fingerprint.of([testContainer, env.rawValue, scopeWord, owner, "Z"]))
+                var w = ByteWriter(capacity: 64)
+                Commit.encode(key, into: &w)
+                var old = ByteWriter(capacity: 64)
+                old.string(testContainer)
+                old.u8(env == .production ? 1 : 0)
+                old.u8(scopeByte)
+                old.string(owner)
+                old.string("Z")
+                #expect(w.bytes == old.bytes, "\(owner) \(env)")
+                var r = ByteReader(w.bytes, what: "zone key")
+                #expect(try Commit.decodeZone(&r) == key)
+            }
+        }
+        // A scope byte that disagrees with the owner was never written: refused as corruption.
+        var bad = ByteWriter(capacity: 64)
+        bad.string(testContainer)
+        bad.u8(0)
+        bad.u8(2)
+        bad.string("alice")
+        bad.string("Z")
+        var r = ByteReader(bad.bytes, what: "zone key")
+        #expect(throws: CloudletError.self) { try Commit.decodeZone(&r) }
+    }
+}
