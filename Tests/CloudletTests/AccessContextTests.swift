@@ -90,3 +90,41 @@ import Testing
         #expect(throws: CloudletError.self) { try Commit.decodeZone(&r) }
     }
 }
+
+/// The README's example of code written against ``CloudletDatabase``, run on the embedded engine.
+@Suite struct CloudletDatabaseProtocolTests {
+    func unfinishedTasks(in db: some CloudletDatabase, zone: ZoneID) async throws -> [Record] {
+        var out: [Record] = []
+        var cursor: QueryCursor?
+        repeat {
+            let page = try await db.query(
+                Query(recordType: "Task", predicate: try Predicate(format: "done == 0"), sortDescriptors: [QuerySort("due")]),
+                zoneID: zone, resultsLimit: 3, continuationMarker: cursor)
+            out += page.records
+            cursor = page.cursor
+        } while cursor != nil
+        return out
+    }
+
+    @Test func codeWrittenAgainstTheProtocolRunsOnTheEngine() async throws {
+        let dir = TempDir("protocol")
+        let store = try await openStore(dir)
+        let db: any CloudletDatabase = try store.container(testContainer).privateDatabase(user: "alice")
+        let zone = ZoneID(zoneName: "Work")
+        _ = try await db.createZone(zone)
+        let ops: [RecordOperation] = (0..<10).map { i in
+            .create(Record(recordType: "Task", recordName: "t\(i)", zoneID: zone, fields: ["done": .int64(Int64(i % 2)), "due": .int64(Int64(100 - i))]))
+        }
+        #expect(try await db.modify(ops).allSatisfy { $0.error == nil })
+        let open = try await unfinishedTasks(in: db, zone: zone)
+        #expect(open.map(\.recordName) == ["t8", "t6", "t4", "t2", "t0"])
+        let saved = try await db.save(Record(recordType: "Task", recordName: "t99", zoneID: zone, fields: ["done": .int64(0), "due": .int64(1)]))
+        #expect(saved.changeTag != nil)
+        try await db.deleteRecord(saved.id)
+        await expectError(.unknownItem) { try await db.record(for: saved.id) }
+        let changes = try await db.zoneChanges(zone)
+        #expect(changes.changes.count == 11)
+        #expect(db.scope == .private)
+        try await store.close()
+    }
+}
