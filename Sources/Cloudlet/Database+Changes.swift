@@ -8,7 +8,7 @@ extension Fingerprint {
 
 extension Database {
     /// The most changes one call returns, and the default.
-    public static let maxChangesPerPage = 200
+    public static let maxChangesPerPage = CloudletLimits.changesPerPage
 
     /// The records of a zone changed or deleted since `token` (nil: since the zone was created), in commit order,
     /// each once at its latest version; at most `resultsLimit` (default and maximum 200) per call.

@@ -3,7 +3,7 @@ import CloudletCore
 extension Database {
     /// The most records one ``query(_:zoneID:zoneWide:resultsLimit:desiredKeys:continuationMarker:)`` returns, and
     /// the default (CloudKit Web Services' limit).
-    public static let maxQueryResults = 200
+    public static let maxQueryResults = CloudletLimits.queryResults
 
     /// Records of a type matching a predicate, in the query's order (CloudKit's `records/query`,
     /// `CKQueryOperation`), at most `resultsLimit` (default and maximum 200) per call.

@@ -47,7 +47,7 @@ public struct Database: CloudletDatabase {
     }
 
     /// At most this many operations in one ``modify(_:atomic:)`` call (CloudKit's limit).
-    public static let maxOperationsPerBatch = 200
+    public static let maxOperationsPerBatch = CloudletLimits.operationsPerRequest
 
     // MARK: - Zones
 

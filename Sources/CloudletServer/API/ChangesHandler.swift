@@ -9,7 +9,7 @@ import Foundation
 /// `BAD_REQUEST`; one older than the tombstone retention window is `CHANGE_TOKEN_EXPIRED` (the client fetches
 /// from scratch). Deleted records come back as `{recordName, recordType, deleted: true, zoneID}`.
 struct ChangesHandler {
-    static let maxZones = 200
+    static let maxZones = CloudletLimits.zonesPerRequest
 
     let context: RequestContext
 
@@ -23,7 +23,7 @@ struct ChangesHandler {
         }
         let defaultLimit = try body.int("resultsLimit", at: "")
         let requests = try items.enumerated().map { i, item in
-            try ZoneRequest(item, at: "zones[\(i)]", defaultLimit: defaultLimit)
+            try ZoneChangesRequest(item, at: "zones[\(i)]", defaultLimit: defaultLimit)
         }
         var seen: [ZoneID: Int] = [:]
         for (i, r) in requests.enumerated() {
@@ -54,8 +54,8 @@ struct ChangesHandler {
             w.array { w in
                 for (r, result) in zip(requests, results) {
                     switch result {
-                    case .success(let changes): Self.write(changes, zone: r.zoneID, owner: db.id.owner, to: &w)
-                    case .failure(let e): Self.writeError(e, zone: r.zoneID, to: &w)
+                    case .success(let changes): ChangesCoding.write(changes, zone: r.zoneID, owner: db.id.owner, to: &w)
+                    case .failure(let e): ChangesCoding.writeError(e, zone: r.zoneID, to: &w)
                     }
                 }
             }
@@ -65,7 +65,7 @@ struct ChangesHandler {
 
     /// `records/changes`: `{zoneID, syncToken?, resultsLimit?, desiredKeys?}` → `{zoneID, syncToken, moreComing, records}`.
     func records() throws -> [UInt8] {
-        let r = try ZoneRequest(.object(context.body), at: "", defaultLimit: nil, zoneOptional: true)
+        let r = try ZoneChangesRequest(.object(context.body), at: "", defaultLimit: nil, zoneOptional: true)
         let db = context.database
         let changes: ZoneChanges
         let budget = context.responseBudget
@@ -73,7 +73,7 @@ struct ChangesHandler {
             throw APIError(e)
         }
         var w = JSONWriter()
-        Self.write(changes, zone: r.zoneID, owner: db.id.owner, to: &w)
+        ChangesCoding.write(changes, zone: r.zoneID, owner: db.id.owner, to: &w)
         return w.bytes
     }
 
@@ -81,108 +81,20 @@ struct ChangesHandler {
     /// deleted: true}], syncToken, moreComing}`.
     func database() throws -> [UInt8] {
         let body = context.body
-        let token = try Self.token(body, at: "syncToken")
+        let token = try ChangesCoding.token(body, at: "syncToken")
         let limit = try body.int("resultsLimit", at: "").map(Int.init)
         let db = context.database
         let changes = try EngineBridge.run { try await db.databaseChanges(since: token, resultsLimit: limit) }
         var w = JSONWriter()
-        w.object { w in
-            w.key("zones")
-            w.array { w in
-                for z in changes.changedZones {
-                    w.object { w in
-                        w.key("zoneID")
-                        ZoneIDCoding.write(z, to: &w)
-                    }
-                }
-                for z in changes.deletedZones {
-                    w.object { w in
-                        w.key("zoneID")
-                        ZoneIDCoding.write(z, to: &w)
-                        w.member("deleted", true)
-                    }
-                }
-            }
-            w.member("syncToken", changes.token.base64)
-            w.member("moreComing", changes.moreComing)
-        }
+        ChangesCoding.write(changes, to: &w)
         return w.bytes
     }
+}
 
-    /// One zone's part of a request.
-    struct ZoneRequest: Sendable {
-        var zoneID: ZoneID
-        var token: ChangeToken?
-        var limit: Int?
-        var desiredKeys: [String]?
-        var desiredRecordTypes: [String]?
-
-        init(_ json: JSONValue, at path: String, defaultLimit: Int64?, zoneOptional: Bool = false) throws {
-            let o = try json.requireObject(at: path)
-            let zonePath = [String: JSONValue].join(path, "zoneID")
-            if let z = try ZoneIDCoding.decode(o["zoneID"], at: zonePath) {
-                zoneID = z
-            } else if zoneOptional {
-                zoneID = .default
-            } else {
-                throw APIError.badRequest("\(zonePath) is missing")
-            }
-            token = try ChangesHandler.token(o, at: [String: JSONValue].join(path, "syncToken"), key: "syncToken")
-            let l = try o.int("resultsLimit", at: path) ?? defaultLimit
-            if let l, l < 1 { throw APIError.badRequest("\([String: JSONValue].join(path, "resultsLimit")) must be at least 1") }
-            limit = l.map { Int(min($0, Int64(Database.maxChangesPerPage))) }
-            desiredKeys = try o.strings("desiredKeys", at: path)
-            desiredRecordTypes = try o.strings("desiredRecordTypes", at: path)
-        }
-
-        func fetch(_ db: Database, maxBytes: Int) async throws -> ZoneChanges {
-            try await db.zoneChanges(
-                zoneID, since: token, resultsLimit: limit, desiredKeys: desiredKeys, desiredRecordTypes: desiredRecordTypes,
-                maxBytes: maxBytes)
-        }
-    }
-
-    static func token(_ o: [String: JSONValue], at path: String, key: String = "syncToken") throws -> ChangeToken? {
-        guard let s = try o.string(key, at: "") else { return nil }
-        guard let t = ChangeToken(base64: s) else {
-            throw APIError.badRequest("\(path) is not a sync token this server issued (not base64)")
-        }
-        return t
-    }
-
-    static func write(_ c: ZoneChanges, zone: ZoneID, owner: String, to w: inout JSONWriter) {
-        w.object { w in
-            w.key("zoneID")
-            ZoneIDCoding.write(ZoneID(zoneName: zone.zoneName, ownerName: owner), to: &w)
-            w.member("syncToken", c.token.base64)
-            w.member("moreComing", c.moreComing)
-            w.key("records")
-            w.array { w in
-                for change in c.changes {
-                    switch change {
-                    case .changed(let r): RecordCoding.write(r, to: &w, desiredKeys: nil, numbersAsStrings: false)
-                    case .deleted(let id, let type):
-                        w.object { w in
-                            w.member("recordName", id.recordName)
-                            w.member("recordType", type)
-                            w.member("deleted", true)
-                            w.key("zoneID")
-                            ZoneIDCoding.write(id.zoneID, to: &w)
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    static func writeError(_ e: CloudletError, zone: ZoneID, to w: inout JSONWriter) {
-        let api = APIError(e)
-        w.object { w in
-            w.key("zoneID")
-            ZoneIDCoding.write(zone, to: &w)
-            w.member("serverErrorCode", api.serverErrorCode)
-            w.member("reason", api.reason)
-            w.member("uuid", UUID().uuidString.lowercased())
-        }
+extension ZoneChangesRequest {
+    func fetch(_ db: Database, maxBytes: Int) async throws -> ZoneChanges {
+        try await db.zoneChanges(
+            zoneID, since: token, resultsLimit: limit, desiredKeys: desiredKeys, desiredRecordTypes: desiredRecordTypes,
+            maxBytes: maxBytes)
     }
 }

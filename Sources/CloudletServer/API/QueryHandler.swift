@@ -10,61 +10,9 @@ import Cloudlet
 struct QueryHandler {
     let context: RequestContext
 
-    /// A parsed query request.
-    struct Request {
-        var query: Query
-        var zone: ZoneID
-        var zoneWide: Bool
-        var resultsLimit: Int?
-        var marker: QueryCursor?
-        var desiredKeys: [String]?
-        var numbersAsStrings: Bool
-    }
-
-    static func parse(_ body: [String: JSONValue], schema: inout SchemaHints) throws -> Request {
-        guard let q = try body.object("query", at: "") else { throw APIError.badRequest("query is missing") }
-        guard let recordType = try q.string("recordType", at: "query"), !recordType.isEmpty else {
-            throw APIError.badRequest("query.recordType is missing")
-        }
-        let zone = try ZoneIDCoding.decode(body["zoneID"], at: "zoneID") ?? .default
-        let predicate = try FilterCoding.decode(
-            q["filterBy"], at: "query.filterBy", zone: zone, fieldType: { schema.type(of: $0, in: recordType) })
-        var sorts: [QuerySort] = []
-        for (i, item) in (try q.array("sortBy", at: "query") ?? []).enumerated() {
-            let path = "query.sortBy[\(i)]"
-            let o = try item.requireObject(at: path)
-            guard let field = try o.string("fieldName", at: path), !field.isEmpty else {
-                throw APIError.badRequest("\(path).fieldName is missing")
-            }
-            var location: Location?
-            if let rel = o["relativeLocation"], rel != .null {
-                // Either a field value `{value: {latitude, longitude}, type?}` or the bare location.
-                let wrapped: JSONValue = rel["value"] != nil ? rel : .object(["value": rel])
-                guard
-                    case .location(let l) = try FieldCoding.decode(
-                        wrapped, at: path + ".relativeLocation", schemaType: FieldType(.location), zone: zone)
-                else { throw APIError.badRequest("\(path).relativeLocation must be a location") }
-                location = l
-            }
-            sorts.append(QuerySort(field, ascending: try o.bool("ascending", at: path) ?? true, relativeLocation: location))
-        }
-        var limit: Int?
-        if let n = try body.int("resultsLimit", at: "") {
-            guard n >= 1 else { throw APIError.badRequest("resultsLimit must be at least 1, not \(n)") }
-            limit = Int(min(n, Int64(Database.maxQueryResults)))
-        }
-        let marker = try body.string("continuationMarker", at: "")
-        if let marker, marker.isEmpty { throw APIError.badRequest("continuationMarker is empty") }
-        return Request(
-            query: Query(recordType: recordType, predicate: predicate, sortDescriptors: sorts), zone: zone,
-            zoneWide: try body.bool("zoneWide", at: "") ?? false, resultsLimit: limit,
-            marker: marker.map(QueryCursor.init(marker:)), desiredKeys: try body.strings("desiredKeys", at: ""),
-            numbersAsStrings: try body.bool("numbersAsStrings", at: "") ?? false)
-    }
-
-    private func parsed() throws -> Request {
+    private func parsed() throws -> QueryRequest {
         var schema = SchemaHints(container: context.container, environment: context.path.environment)
-        return try Self.parse(context.body, schema: &schema)
+        return try QueryRequest(context.body, fieldType: { schema.type(of: $1, in: $0) })
     }
 
     func query() throws -> [UInt8] {

@@ -9,30 +9,15 @@ import Cloudlet
 /// existence, schema types, the 1 MB record limit, atomic zones) comes back per record in a 200 response, in
 /// request order, as in CloudKit.
 struct RecordsHandler {
-    /// Operations per `records/modify` and records per `records/lookup` (CloudKit's limits).
-    static let maxOperations = Database.maxOperationsPerBatch
-    static let maxLookups = 200
-
     let context: RequestContext
 
     func modify() throws -> [UInt8] {
-        let body = context.body
-        guard let items = try body.array("operations", at: "") else {
-            throw APIError.badRequest("operations is missing")
-        }
-        guard items.count <= Self.maxOperations else {
-            throw APIError.badRequest(
-                "\(items.count) operations in one request; the limit is \(Self.maxOperations) (split the request)")
-        }
-        let zone = try ZoneIDCoding.decode(body["zoneID"], at: "zoneID") ?? .default
-        let atomic = try body.bool("atomic", at: "") ?? true
-        let requestKeys = try body.strings("desiredKeys", at: "")
-        let numbersAsStrings = try body.bool("numbersAsStrings", at: "") ?? false
-
-        var parsed = try items.enumerated().map { i, item in try ParsedOperation(item, index: i, zone: zone) }
+        let request = try ModifyRequest(context.body)
+        var parsed = request.operations
+        let (atomic, requestKeys, numbersAsStrings) = (request.atomic, request.desiredKeys, request.numbersAsStrings)
         try resolveRecordTypes(&parsed)
         var schema = SchemaHints(container: context.container, environment: context.path.environment)
-        let operations = try parsed.map { try $0.operation(schema: &schema) }
+        let operations = try parsed.map { try $0.operation(fieldType: { schema.type(of: $1, in: $0) }) }
 
         let db = context.database
         let results = try EngineBridge.run { try await db.modify(operations, atomic: atomic) }
@@ -79,32 +64,8 @@ struct RecordsHandler {
 
     func lookup() throws -> [UInt8] {
         let body = context.body
-        guard let items = try body.array("records", at: "") else { throw APIError.badRequest("records is missing") }
-        guard items.count <= Self.maxLookups else {
-            throw APIError.badRequest(
-                "\(items.count) records in one lookup; the limit is \(Self.maxLookups) (split the request)")
-        }
-        let zone = try ZoneIDCoding.decode(body["zoneID"], at: "zoneID") ?? .default
-        let requestKeys = try body.strings("desiredKeys", at: "")
-        let numbersAsStrings = try body.bool("numbersAsStrings", at: "") ?? false
-        var keys: [Set<String>?] = []
-        let ids = try items.enumerated().map { i, item in
-            let path = "records[\(i)]"
-            let o = try item.requireObject(at: path)
-            guard let name = try o.string("recordName", at: path), !name.isEmpty else {
-                throw APIError.badRequest("\(path).recordName is missing")
-            }
-            keys.append((try o.strings("desiredKeys", at: path) ?? requestKeys).map(Set.init))
-            return RecordID(recordName: name, zoneID: try ZoneIDCoding.decode(o["zoneID"], at: path + ".zoneID") ?? zone)
-        }
-        var seen: [RecordID: Int] = [:]
-        for (i, id) in ids.enumerated() {
-            if let first = seen.updateValue(i, forKey: id) {
-                throw APIError.badRequest(
-                    "records[\(i)] names record '\(id.recordName)' in zone '\(id.zoneID.zoneName)' again (as records[\(first)]); "
-                        + "list each record once")
-            }
-        }
+        let request = try LookupRequest(body)
+        let (ids, keys, numbersAsStrings) = (request.recordIDs, request.desiredKeys, request.numbersAsStrings)
         let db = context.database
         let budget = context.responseBudget
         let results = try EngineBridge.run { try await db.records(for: ids, maxBytes: budget) }

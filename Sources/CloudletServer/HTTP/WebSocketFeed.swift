@@ -5,7 +5,7 @@ import Foundation
 import Synchronization
 
 /// The websocket at `/cloudlet/notifications/ws?token=…&after=…`: pushes each notification of the token's user as
-/// a JSON text message (the shape of ``NotificationCourier/write(_:to:)``), plus `{"gap": true, …}` when the log
+/// a JSON text message (the shape of ``NotificationCoding/write(_:to:)``), plus `{"gap": true, …}` when the log
 /// could not cover the requested position. A client that reconnects with `after` = the last notificationID it got
 /// receives what it missed.
 ///
@@ -85,7 +85,7 @@ final class WebSocketFeed: Sendable {
                     guard Self.send(w.bytes, session) else { return }
                 }
                 for n in batch.notifications {
-                    guard Self.send(NotificationCourier.encode(n), session) else { return }
+                    guard Self.send(NotificationCoding.encode(n), session) else { return }
                 }
                 session.after = batch.next
             }

@@ -1,31 +1,31 @@
-import CloudletWire
-import Cloudlet
+import CloudletCore
+import CloudletModel
 import Foundation
 
 /// One entry of a `records/modify` request's `operations`, checked for shape but with field values still JSON
 /// (their types may depend on the schema, read once per request).
-struct ParsedOperation: Sendable {
+public struct ParsedOperation: Sendable {
     /// Web Services' `operationType`.
-    enum Kind: String, CaseIterable, Sendable {
+    public enum Kind: String, CaseIterable, Sendable {
         case create, update, forceUpdate, replace, forceReplace, delete, forceDelete
 
-        var isDelete: Bool { self == .delete || self == .forceDelete }
+        public var isDelete: Bool { self == .delete || self == .forceDelete }
     }
 
     /// `operations[i]`, for error messages.
-    let path: String
-    let kind: Kind
-    let recordName: String
-    var recordType: String?
-    let changeTag: String?
-    let zone: ZoneID
-    let fields: [String: JSONValue]
+    public let path: String
+    public let kind: Kind
+    public let recordName: String
+    public var recordType: String?
+    public let changeTag: String?
+    public let zone: ZoneID
+    public let fields: [String: JSONValue]
     /// The operation's own `desiredKeys` (they override the request's).
-    let desiredKeys: [String]?
+    public let desiredKeys: [String]?
 
     /// Checks the shape of `operations[index]`. `zone` is the request's `zoneID` (a record's own `zoneID`, as in a
     /// record dictionary fetched earlier and sent back, takes precedence).
-    init(_ json: JSONValue, index: Int, zone requestZone: ZoneID) throws {
+    public init(_ json: JSONValue, index: Int, zone requestZone: ZoneID) throws {
         path = "operations[\(index)]"
         let op = try json.requireObject(at: path)
         guard let type = try op.string("operationType", at: path) else {
@@ -53,15 +53,16 @@ struct ParsedOperation: Sendable {
         }
     }
 
-    var recordID: RecordID { RecordID(recordName: recordName, zoneID: zone) }
+    public var recordID: RecordID { RecordID(recordName: recordName, zoneID: zone) }
 
-    /// The engine operation, decoding field values with the schema's types where the request gives none.
-    func operation(schema: inout SchemaHints) throws -> RecordOperation {
+    /// The engine operation, decoding field values with the schema's types (`fieldType(recordType, field)`) where
+    /// the request gives none.
+    public func operation(fieldType: (_ recordType: String, _ field: String) -> FieldType?) throws -> RecordOperation {
         let type = recordType ?? ""
         var values: [String: FieldValue] = [:]
         values.reserveCapacity(fields.count)
         for (name, json) in fields {
-            let hint = json["type"] == nil ? schema.type(of: name, in: type) : nil
+            let hint = json["type"] == nil ? fieldType(type, name) : nil
             values[name] = try FieldCoding.decode(json, at: "\(path).record.fields.\(name)", schemaType: hint, zone: zone)
         }
         var record = Record(recordType: type, id: recordID, fields: values)
@@ -76,5 +77,28 @@ struct ParsedOperation: Sendable {
         case .delete: return .delete(recordID, changeTag: changeTag ?? "")
         case .forceDelete: return .forceDelete(recordID)
         }
+    }
+}
+
+/// A `records/modify` request: `{operations: [{operationType, record, desiredKeys?}], zoneID?, atomic? (default
+/// true), desiredKeys?, numbersAsStrings?}`, at most ``CloudletLimits/operationsPerRequest`` operations, each checked
+/// for shape (field values are decoded later, with the schema: ``ParsedOperation/operation(fieldType:)``).
+public struct ModifyRequest: Sendable {
+    public var operations: [ParsedOperation]
+    public var atomic: Bool
+    public var desiredKeys: [String]?
+    public var numbersAsStrings: Bool
+
+    public init(_ body: [String: JSONValue]) throws {
+        guard let items = try body.array("operations", at: "") else { throw APIError.badRequest("operations is missing") }
+        let max = CloudletLimits.operationsPerRequest
+        guard items.count <= max else {
+            throw APIError.badRequest("\(items.count) operations in one request; the limit is \(max) (split the request)")
+        }
+        let zone = try ZoneIDCoding.decode(body["zoneID"], at: "zoneID") ?? .default
+        atomic = try body.bool("atomic", at: "") ?? true
+        desiredKeys = try body.strings("desiredKeys", at: "")
+        numbersAsStrings = try body.bool("numbersAsStrings", at: "") ?? false
+        operations = try items.enumerated().map { i, item in try ParsedOperation(item, index: i, zone: zone) }
     }
 }
