@@ -282,17 +282,7 @@ struct LogRecovery {
             switch try reader.frame(at: offset, expecting: expected...expected) {
             case .success(let (header, index)):
                 if header.lsn > afterLSN {
-                    switch header.payload(reader.buffer, at: index) {
-                    case .success(let payload):
-                        let position = FramePosition(segment: segment, offset: offset, length: UInt32(header.frameLength))
-                        try replay(
-                            Frame(
-                                lsn: header.lsn, epoch: header.epoch, type: header.type, flags: header.flags,
-                                payload: payload, position: position))
-                        report.framesReplayed += 1
-                    case .failure(let d):
-                        throw CloudletError.corruption(segment: reader.path, offset: offset, d.reason)
-                    }
+                    try Self.replayFrame(header, index, of: reader, segment: segment, at: offset, report: &report, replay)
                 }
                 offset += UInt64(header.frameLength)
                 expected += 1
@@ -315,6 +305,22 @@ struct LogRecovery {
         return Scan(end: offset, nextLSN: expected, torn: nil)
     }
 
+    /// Hands a frame whose header checked out to `replay`, once its payload does too (decompressed, checksummed).
+    private static func replayFrame(
+        _ header: FrameHeader, _ index: Int, of reader: SegmentReader, segment: UInt64, at offset: UInt64,
+        report: inout LogRecoveryReport, _ replay: (Frame) throws -> Void
+    ) throws {
+        switch header.payload(reader.buffer, at: index) {
+        case .success(let payload):
+            let position = FramePosition(segment: segment, offset: offset, length: UInt32(header.frameLength))
+            try replay(
+                Frame(lsn: header.lsn, epoch: header.epoch, type: header.type, flags: header.flags, payload: payload, position: position))
+            report.framesReplayed += 1
+        case .failure(let d):
+            throw CloudletError.corruption(segment: reader.path, offset: offset, d.reason)
+        }
+    }
+
     /// Checks the frames of a compacted segment from `from`: LSNs increase (with gaps) after `after` and stay within
     /// `through`; any bad frame is corruption (compacted segments are complete before the marker names them).
     /// Returns the offset past the last frame.
@@ -335,17 +341,7 @@ struct LogRecovery {
                 throw CloudletError.corruption(segment: reader.path, offset: offset, d.reason)
             case .success(let (header, index)):
                 if header.lsn > afterLSN {
-                    switch header.payload(reader.buffer, at: index) {
-                    case .success(let payload):
-                        let position = FramePosition(segment: segment, offset: offset, length: UInt32(header.frameLength))
-                        try replay(
-                            Frame(
-                                lsn: header.lsn, epoch: header.epoch, type: header.type, flags: header.flags,
-                                payload: payload, position: position))
-                        report.framesReplayed += 1
-                    case .failure(let d):
-                        throw CloudletError.corruption(segment: reader.path, offset: offset, d.reason)
-                    }
+                    try Self.replayFrame(header, index, of: reader, segment: segment, at: offset, report: &report, replay)
                 }
                 previous = header.lsn
                 offset += UInt64(header.frameLength)
