@@ -40,6 +40,9 @@ let package = Package(
         .target(name: "CloudletStorage", dependencies: ["CloudletCore", "CLZ4"], exclude: ["LogFormat.md"]),
         // The embedded engine (library product).
         .target(name: "Cloudlet", dependencies: ["CloudletCore", "CloudletModel", "CloudletStorage", "COpenSSL"]),
+        // Offline tooling over a stopped store (StoreInspector: info, verify, dump, stats, hash, repair; import),
+        // for cloudlet-tool and the tests. Not a product: its API and the engine internals it uses are `package`.
+        .target(name: "CloudletMaintenance", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "COpenSSL"]),
 
         // HTTP(S) API compatible with CloudKit Web Services, auth, metrics.
         .target(
@@ -57,7 +60,8 @@ let package = Package(
 
         .executableTarget(name: "cloudlet", dependencies: ["Cloudlet", "CloudletCore", "CloudletWire", "CloudletServer"]),
         .executableTarget(
-            name: "cloudlet-tool", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "CloudletWire"],
+            name: "cloudlet-tool",
+            dependencies: ["Cloudlet", "CloudletCore", "CloudletMaintenance", "CloudletStorage", "CloudletWire"],
             path: "Tools/cloudlet-tool"),
         // The writer the crash-consistency tests SIGKILL (not a product; CloudletTests depends on it so that it is
         // built with the tests).
@@ -72,7 +76,10 @@ let package = Package(
         .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore", "CloudletTestSupport"]),
         .testTarget(
             name: "CloudletTests",
-            dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "CloudletWire", "CloudletTestSupport", "cloudlet-crash-writer"]),
+            dependencies: [
+                "Cloudlet", "CloudletCore", "CloudletMaintenance", "CloudletStorage", "CloudletWire", "CloudletTestSupport",
+                "cloudlet-crash-writer",
+            ]),
         .testTarget(
             name: "CloudletServerTests",
             dependencies: ["CloudletServer", "CloudletWire", "Cloudlet", "CloudletCore", "CCivetweb", "CloudletTestSupport"]),

@@ -20,6 +20,6 @@ enum AtomicFile {
 }
 
 /// Runs a file-layer call and turns its typed error into a ``CloudletError`` with code `io`.
-func io<T>(_ body: () throws(FileSystemError) -> T) throws -> T {
+package func io<T>(_ body: () throws(FileSystemError) -> T) throws -> T {
     do { return try body() } catch { throw CloudletError.io(error.description) }
 }

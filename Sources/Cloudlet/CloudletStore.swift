@@ -22,7 +22,7 @@ public final class CloudletStore: Sendable {
     public let configuration: StoreConfiguration
     /// The store's identity and layout, fixed at creation.
     public let metadata: StoreMetadata
-    let partitions: [Partition]
+    package let partitions: [Partition]
     /// A 64-bit fingerprint of ``StoreMetadata/storeID``, carried by change tokens.
     let fingerprint: UInt64
     private let lock: StoreLock?
@@ -121,7 +121,7 @@ public final class CloudletStore: Sendable {
     }
 
     /// The partition that holds a zone: a stable hash of the zone's path, fixed for the life of the store.
-    func partition(for zone: ZoneKey) -> Partition {
+    package func partition(for zone: ZoneKey) -> Partition {
         partitions[Int(zone.stableHash % UInt64(partitions.count))]
     }
 
@@ -183,9 +183,9 @@ public final class CloudletStore: Sendable {
     }
 
     /// The schema partition's catalog (partition 0 holds every container's schema).
-    func schemaSnapshot() -> SchemaCatalog { partitions[0].state.withLock { $0.schema } }
+    package func schemaSnapshot() -> SchemaCatalog { partitions[0].state.withLock { $0.schema } }
 
-    func checkOpen() throws {
+    package func checkOpen() throws {
         if closed.load(ordering: .acquiring) { throw CloudletError(.readOnly, "store at \(path) is closed") }
     }
 }

@@ -16,11 +16,11 @@ public struct StoreMetadata: Sendable, Codable, Equatable {
     public static let currentFormat = 1
     public static let fileName = "CLOUDLET"
 
-    static func partitionDirectoryName(_ p: Int) -> String {
+    package static func partitionDirectoryName(_ p: Int) -> String {
         "p" + String(repeating: "0", count: max(0, 4 - String(p).count)) + String(p)
     }
 
-    static func loadOrCreate(directory: String, configuration: StoreConfiguration) throws -> StoreMetadata {
+    package static func loadOrCreate(directory: String, configuration: StoreConfiguration) throws -> StoreMetadata {
         let path = directory + "/" + fileName
         if FileManager.default.fileExists(atPath: path) {
             let data: Data

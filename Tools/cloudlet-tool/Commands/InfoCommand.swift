@@ -1,4 +1,5 @@
-@_spi(Maintenance) import Cloudlet
+import Cloudlet
+import CloudletMaintenance
 import CloudletStorage
 import CloudletWire
 import Foundation
