@@ -49,7 +49,10 @@ public struct StoreMetadata: Sendable, Codable, Equatable {
             created: Int64(Date().timeIntervalSince1970 * 1000))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        try AtomicFile.write(Array(try encoder.encode(m)), to: path)
+        let bytes = Array(try encoder.encode(m))
+        do throws(FileReplacementError) { try PosixFileSystem().replaceFile(path, with: bytes) } catch {
+            throw CloudletError.io(error.description)
+        }
         return m
     }
 }

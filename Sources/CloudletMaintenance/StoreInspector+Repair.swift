@@ -56,7 +56,7 @@ extension StoreInspector {
                 if f.message.hasPrefix("torn tail") || f.message.contains("a crash while creating the segment") {
                     entry.torn.append(f.file)
                     report.actions.append("partition \(f.partition): cut the torn tail of \(file) at offset \(f.offset ?? 0)")
-                } else if isSegment || file == CompactionMarker.fileName + ".tmp" {
+                } else if isSegment || file == CompactionMarker.fileName + FileReplacement.temporarySuffix {
                     report.actions.append("partition \(f.partition): set aside \(file), left by an interrupted compaction")
                 }
                 continue
