@@ -12,6 +12,9 @@ let package = Package(
         // The value types, codec and helpers (SplitMix64) under both; Cloudlet re-exports them. A product of its own
         // for packages that use them directly, such as the benchmarks (Benchmarks/Package.swift).
         .library(name: "CloudletCore", targets: ["CloudletCore"]),
+        // The two bridges between blocking threads and Swift concurrency (ThreadBridge), which the engine, the
+        // server, the CLI and the benchmarks share.
+        .library(name: "CloudletConcurrency", targets: ["CloudletConcurrency"]),
         // civetweb's C API, which CloudletServer is built on (anyone using CloudletServer needs it installed anyway).
         // The benchmarks use its websocket client to receive notifications from an in-process server.
         .library(name: "CCivetweb", targets: ["CCivetweb"]),
@@ -29,6 +32,8 @@ let package = Package(
 
         // Value types, codec, checksums, errors. No I/O.
         .target(name: "CloudletCore"),
+        // ThreadBridge: wait for async code from a thread that may block, and offload blocking work from async code.
+        .target(name: "CloudletConcurrency"),
         // The public API's value types (queries, operations, results, change feeds, subscriptions) and the
         // `CloudletDatabase` protocol that embedded and remote databases share. No I/O, no C.
         .target(name: "CloudletModel", dependencies: ["CloudletCore"]),
@@ -39,14 +44,19 @@ let package = Package(
         // Segments, frames, group commit, recovery, checkpoints.
         .target(name: "CloudletStorage", dependencies: ["CloudletCore", "CLZ4"], exclude: ["LogFormat.md"]),
         // The embedded engine (library product).
-        .target(name: "Cloudlet", dependencies: ["CloudletCore", "CloudletModel", "CloudletStorage", "COpenSSL"]),
+        .target(
+            name: "Cloudlet",
+            dependencies: ["CloudletConcurrency", "CloudletCore", "CloudletModel", "CloudletStorage", "COpenSSL"]),
         // Offline tooling over a stopped store (StoreInspector: info, verify, dump, stats, hash, repair; import),
         // for cloudlet-tool and the tests. Not a product: its API and the engine internals it uses are `package`.
         .target(name: "CloudletMaintenance", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "COpenSSL"]),
 
         // HTTP(S) API compatible with CloudKit Web Services, auth, metrics.
         .target(
-            name: "CloudletServer", dependencies: ["Cloudlet", "CloudletCore", "CloudletWire", "CCivetweb", "COpenSSL", "CivetStack"]),
+            name: "CloudletServer",
+            dependencies: [
+                "Cloudlet", "CloudletConcurrency", "CloudletCore", "CloudletWire", "CCivetweb", "COpenSSL", "CivetStack",
+            ]),
         // Gives civetweb's threads a 4 MiB stack instead of Debian's 100 KiB; see Sources/CivetStack/stack.c.
         .target(name: "CivetStack", linkerSettings: [.linkedLibrary("dl")]),
         // A shared object with SONAME libssl.so, which civetweb's dlopen("libssl.so") then picks up. SwiftPM allows
@@ -58,7 +68,8 @@ let package = Package(
                 .linkedLibrary("ssl"), .linkedLibrary("crypto"), .unsafeFlags(["-Xlinker", "-soname=libssl.so"]),
             ]),
 
-        .executableTarget(name: "cloudlet", dependencies: ["Cloudlet", "CloudletCore", "CloudletWire", "CloudletServer"]),
+        .executableTarget(
+            name: "cloudlet", dependencies: ["Cloudlet", "CloudletConcurrency", "CloudletCore", "CloudletWire", "CloudletServer"]),
         .executableTarget(
             name: "cloudlet-tool",
             dependencies: ["Cloudlet", "CloudletCore", "CloudletMaintenance", "CloudletStorage", "CloudletWire"],
@@ -72,6 +83,7 @@ let package = Package(
         .target(name: "CloudletTestSupport", dependencies: ["CloudletCore", "CloudletStorage"]),
 
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore", "CloudletTestSupport"]),
+        .testTarget(name: "CloudletConcurrencyTests", dependencies: ["CloudletConcurrency"]),
         .testTarget(name: "CloudletWireTests", dependencies: ["CloudletWire", "CloudletCore"]),
         .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore", "CloudletTestSupport"]),
         .testTarget(

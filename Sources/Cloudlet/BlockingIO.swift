@@ -1,13 +1,9 @@
-import Dispatch
+import CloudletConcurrency
 
-/// Runs blocking work (file I/O, fsync, recovery) off Swift's cooperative thread pool, which has only as many
-/// threads as cores: a blocked cooperative thread stalls every task.
+/// The engine's name for ``ThreadBridge/offload(_:)``: blocking work (file I/O, fsync, recovery) runs off Swift's
+/// cooperative thread pool, which has only as many threads as cores.
 enum BlockingIO {
-    private static let queue = DispatchQueue(label: "cloudlet.blocking-io", attributes: .concurrent)
-
     static func run<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { c in
-            queue.async { c.resume(with: Result { try work() }) }
-        }
+        try await ThreadBridge.offload(work)
     }
 }

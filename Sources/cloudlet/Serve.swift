@@ -1,6 +1,6 @@
 import Cloudlet
+import CloudletConcurrency
 import CloudletServer
-import Dispatch
 import Foundation
 
 /// `cloudlet serve`: the CloudKit Web Services API over a data directory, until SIGTERM or SIGINT.
@@ -106,12 +106,8 @@ enum Serve {
 
         let signal = await stop.wait()
         ServerConfiguration.standardError("cloudlet: \(signal == SIGINT ? "SIGINT" : "SIGTERM"): stopping")
-        await withCheckedContinuation { c in
-            DispatchQueue.global().async {
-                server.stop()
-                c.resume()
-            }
-        }
+        // Stopping waits for the requests in flight: off the cooperative pool.
+        await ThreadBridge.offload { server.stop() }
         try await store.close()
         ServerConfiguration.standardError("cloudlet: stopped; store closed")
     }
