@@ -15,6 +15,8 @@ let package = Package(
         // The two bridges between blocking threads and Swift concurrency (ThreadBridge), which the engine, the
         // server, the CLI and the benchmarks share.
         .library(name: "CloudletConcurrency", targets: ["CloudletConcurrency"]),
+        // The command-line option parser of cloudlet, cloudlet-tool and cloudlet-bench (a product for the last one).
+        .library(name: "CloudletCommandLine", targets: ["CloudletCommandLine"]),
         // civetweb's C API, which CloudletServer is built on (anyone using CloudletServer needs it installed anyway).
         // The benchmarks use its websocket client to receive notifications from an in-process server.
         .library(name: "CCivetweb", targets: ["CCivetweb"]),
@@ -34,6 +36,8 @@ let package = Package(
         .target(name: "CloudletCore"),
         // ThreadBridge: wait for async code from a thread that may block, and offload blocking work from async code.
         .target(name: "CloudletConcurrency"),
+        // CommandLineOptions and UsageError: options, flags, positional arguments, --help, integers in a range.
+        .target(name: "CloudletCommandLine"),
         // The public API's value types (queries, operations, results, change feeds, subscriptions) and the
         // `CloudletDatabase` protocol that embedded and remote databases share. No I/O, no C.
         .target(name: "CloudletModel", dependencies: ["CloudletCore"]),
@@ -69,10 +73,15 @@ let package = Package(
             ]),
 
         .executableTarget(
-            name: "cloudlet", dependencies: ["Cloudlet", "CloudletConcurrency", "CloudletCore", "CloudletWire", "CloudletServer"]),
+            name: "cloudlet",
+            dependencies: [
+                "Cloudlet", "CloudletCommandLine", "CloudletConcurrency", "CloudletCore", "CloudletWire", "CloudletServer",
+            ]),
         .executableTarget(
             name: "cloudlet-tool",
-            dependencies: ["Cloudlet", "CloudletCore", "CloudletMaintenance", "CloudletStorage", "CloudletWire"],
+            dependencies: [
+                "Cloudlet", "CloudletCommandLine", "CloudletCore", "CloudletMaintenance", "CloudletStorage", "CloudletWire",
+            ],
             path: "Tools/cloudlet-tool"),
         // The writer the crash-consistency tests SIGKILL (not a product; CloudletTests depends on it so that it is
         // built with the tests).
@@ -84,6 +93,7 @@ let package = Package(
 
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore", "CloudletTestSupport"]),
         .testTarget(name: "CloudletConcurrencyTests", dependencies: ["CloudletConcurrency"]),
+        .testTarget(name: "CloudletCommandLineTests", dependencies: ["CloudletCommandLine"]),
         .testTarget(name: "CloudletWireTests", dependencies: ["CloudletWire", "CloudletCore"]),
         .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore", "CloudletTestSupport"]),
         .testTarget(

@@ -23,6 +23,7 @@ let package = Package(
                 .product(name: "CloudletCore", package: "Cloudlet"),
                 // ThreadBridge.wait: workloads call the async engine from their own threads.
                 .product(name: "CloudletConcurrency", package: "Cloudlet"),
+                .product(name: "CloudletCommandLine", package: "Cloudlet"),
                 .product(name: "CloudletServer", package: "Cloudlet"),
                 // civetweb's websocket client, for the notify workloads.
                 .product(name: "CCivetweb", package: "Cloudlet"),

@@ -1,4 +1,5 @@
 import Cloudlet
+import CloudletCommandLine
 import CloudletMaintenance
 import CloudletStorage
 import CloudletWire
@@ -20,7 +21,7 @@ enum ExportCommand: Command {
         """
 
     static func run(_ args: [String]) async throws -> Int32 {
-        let o = try Options(args, valued: Common.valued.union(FilterOptions.valued).union(["--output"]), flags: Common.flags, help: help)
+        let o = try CommandLineOptions(args, valued: Common.valued.union(FilterOptions.valued).union(["--output"]), flags: Common.flags, help: help)
         let common = try Common(o)
         let filter = try FilterOptions.parse(o)
         let (lock, inspector) = try common.inspect()
@@ -95,7 +96,7 @@ enum ImportCommand: Command {
         """
 
     static func run(_ args: [String]) async throws -> Int32 {
-        let o = try Options(
+        let o = try CommandLineOptions(
             args, valued: Common.valued.union(["--input", "--batch", "--partitions"]), flags: Common.flags, help: help)
         let common = try Common(o)
         let batchSize = max(1, try o.int("--batch") ?? 200)
