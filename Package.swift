@@ -12,6 +12,11 @@ let package = Package(
         // The value types, codec and helpers (SplitMix64) under both; Cloudlet re-exports them. A product of its own
         // for packages that use them directly, such as the benchmarks (Benchmarks/Package.swift).
         .library(name: "CloudletCore", targets: ["CloudletCore"]),
+        // The two bridges between blocking threads and Swift concurrency (ThreadBridge), which the engine, the
+        // server, the CLI and the benchmarks share.
+        .library(name: "CloudletConcurrency", targets: ["CloudletConcurrency"]),
+        // The command-line option parser of cloudlet, cloudlet-tool and cloudlet-bench (a product for the last one).
+        .library(name: "CloudletCommandLine", targets: ["CloudletCommandLine"]),
         // civetweb's C API, which CloudletServer is built on (anyone using CloudletServer needs it installed anyway).
         // The benchmarks use its websocket client to receive notifications from an in-process server.
         .library(name: "CCivetweb", targets: ["CCivetweb"]),
@@ -29,6 +34,10 @@ let package = Package(
 
         // Value types, codec, checksums, errors. No I/O.
         .target(name: "CloudletCore"),
+        // ThreadBridge: wait for async code from a thread that may block, and offload blocking work from async code.
+        .target(name: "CloudletConcurrency"),
+        // CommandLineOptions and UsageError: options, flags, positional arguments, --help, integers in a range.
+        .target(name: "CloudletCommandLine"),
         // The public API's value types (queries, operations, results, change feeds, subscriptions) and the
         // `CloudletDatabase` protocol that embedded and remote databases share. No I/O, no C.
         .target(name: "CloudletModel", dependencies: ["CloudletCore"]),
@@ -39,11 +48,19 @@ let package = Package(
         // Segments, frames, group commit, recovery, checkpoints.
         .target(name: "CloudletStorage", dependencies: ["CloudletCore", "CLZ4"], exclude: ["LogFormat.md"]),
         // The embedded engine (library product).
-        .target(name: "Cloudlet", dependencies: ["CloudletCore", "CloudletModel", "CloudletStorage", "COpenSSL"]),
+        .target(
+            name: "Cloudlet",
+            dependencies: ["CloudletConcurrency", "CloudletCore", "CloudletModel", "CloudletStorage", "COpenSSL"]),
+        // Offline tooling over a stopped store (StoreInspector: info, verify, dump, stats, hash, repair; import),
+        // for cloudlet-tool and the tests. Not a product: its API and the engine internals it uses are `package`.
+        .target(name: "CloudletMaintenance", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "COpenSSL"]),
 
         // HTTP(S) API compatible with CloudKit Web Services, auth, metrics.
         .target(
-            name: "CloudletServer", dependencies: ["Cloudlet", "CloudletCore", "CloudletWire", "CCivetweb", "COpenSSL", "CivetStack"]),
+            name: "CloudletServer",
+            dependencies: [
+                "Cloudlet", "CloudletConcurrency", "CloudletCore", "CloudletWire", "CCivetweb", "COpenSSL", "CivetStack",
+            ]),
         // Gives civetweb's threads a 4 MiB stack instead of Debian's 100 KiB; see Sources/CivetStack/stack.c.
         .target(name: "CivetStack", linkerSettings: [.linkedLibrary("dl")]),
         // A shared object with SONAME libssl.so, which civetweb's dlopen("libssl.so") then picks up. SwiftPM allows
@@ -55,9 +72,16 @@ let package = Package(
                 .linkedLibrary("ssl"), .linkedLibrary("crypto"), .unsafeFlags(["-Xlinker", "-soname=libssl.so"]),
             ]),
 
-        .executableTarget(name: "cloudlet", dependencies: ["Cloudlet", "CloudletCore", "CloudletWire", "CloudletServer"]),
         .executableTarget(
-            name: "cloudlet-tool", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "CloudletWire"],
+            name: "cloudlet",
+            dependencies: [
+                "Cloudlet", "CloudletCommandLine", "CloudletConcurrency", "CloudletCore", "CloudletWire", "CloudletServer",
+            ]),
+        .executableTarget(
+            name: "cloudlet-tool",
+            dependencies: [
+                "Cloudlet", "CloudletCommandLine", "CloudletCore", "CloudletMaintenance", "CloudletStorage", "CloudletWire",
+            ],
             path: "Tools/cloudlet-tool"),
         // The writer the crash-consistency tests SIGKILL (not a product; CloudletTests depends on it so that it is
         // built with the tests).
@@ -68,11 +92,16 @@ let package = Package(
         .target(name: "CloudletTestSupport", dependencies: ["CloudletCore", "CloudletStorage"]),
 
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore", "CloudletTestSupport"]),
+        .testTarget(name: "CloudletConcurrencyTests", dependencies: ["CloudletConcurrency"]),
+        .testTarget(name: "CloudletCommandLineTests", dependencies: ["CloudletCommandLine"]),
         .testTarget(name: "CloudletWireTests", dependencies: ["CloudletWire", "CloudletCore"]),
         .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore", "CloudletTestSupport"]),
         .testTarget(
             name: "CloudletTests",
-            dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "CloudletWire", "CloudletTestSupport", "cloudlet-crash-writer"]),
+            dependencies: [
+                "Cloudlet", "CloudletCore", "CloudletMaintenance", "CloudletStorage", "CloudletWire", "CloudletTestSupport",
+                "cloudlet-crash-writer",
+            ]),
         .testTarget(
             name: "CloudletServerTests",
             dependencies: ["CloudletServer", "CloudletWire", "Cloudlet", "CloudletCore", "CCivetweb", "CloudletTestSupport"]),

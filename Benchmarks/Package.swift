@@ -21,6 +21,9 @@ let package = Package(
             dependencies: [
                 .product(name: "Cloudlet", package: "Cloudlet"),
                 .product(name: "CloudletCore", package: "Cloudlet"),
+                // ThreadBridge.wait: workloads call the async engine from their own threads.
+                .product(name: "CloudletConcurrency", package: "Cloudlet"),
+                .product(name: "CloudletCommandLine", package: "Cloudlet"),
                 .product(name: "CloudletServer", package: "Cloudlet"),
                 // civetweb's websocket client, for the notify workloads.
                 .product(name: "CCivetweb", package: "Cloudlet"),

@@ -23,7 +23,7 @@ public final class CheckpointStore: Sendable {
     static let headerSize = 64
     static let prefix = "checkpoint-"
     static let suffix = ".ckpt"
-    static let tempSuffix = ".tmp"
+    static let tempSuffix = FileReplacement.temporarySuffix
     /// How many checkpoints survive a write.
     static let kept = 2
 
@@ -36,22 +36,13 @@ public final class CheckpointStore: Sendable {
     /// and deletes older ones and leftover temp files.
     public func write(lsn: UInt64, next: FramePosition?, payload: [UInt8]) throws {
         let path = Path.join(directory, Self.fileName(lsn: lsn))
-        let temp = path + Self.tempSuffix
         let bytes = Self.encode(lsn: lsn, next: next, payload: payload)
         try writeLock.withLock { _ throws(CloudletError) in
             do throws(FileSystemError) {
                 try fileSystem.createDirectory(directory)
-                let file = try fileSystem.open(temp, options: [.create, .truncate])
-                do throws(FileSystemError) {
-                    try file.write(bytes, at: 0)
-                    try file.fdatasync()
-                } catch {
-                    try? file.close()
-                    throw error
+                do throws(FileReplacementError) { try fileSystem.replaceFile(path, with: bytes) } catch {
+                    throw error.error
                 }
-                try file.close()
-                try fileSystem.rename(temp, to: path)
-                try fileSystem.fsyncDirectory(directory)
 
                 let names = try fileSystem.listDirectory(directory)
                 let checkpoints = names.compactMap { Self.lsn(fileName: $0) }.sorted(by: >)

@@ -11,3 +11,9 @@ extension CloudletError {
         .corruption("segment \(path) offset \(offset): \(what)")
     }
 }
+
+/// Runs a file-layer call and turns its typed error into a ``CloudletError`` with code `io` (`package`: the engine
+/// and the offline tooling make file-system calls of their own).
+package func io<T>(_ body: () throws(FileSystemError) -> T) throws -> T {
+    do { return try body() } catch { throw CloudletError.io(error.description) }
+}

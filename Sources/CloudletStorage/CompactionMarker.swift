@@ -16,7 +16,7 @@ public struct CompactionMarker: Sendable, Hashable {
     }
 
     public static let fileName = "COMPACTED"
-    static let tempName = "COMPACTED.tmp"
+    static let tempName = fileName + FileReplacement.temporarySuffix
     static let size = 32
     /// `CLTCMPT\x01`.
     static let magic: [UInt8] = [0x43, 0x4C, 0x54, 0x43, 0x4D, 0x50, 0x54, 0x01]
@@ -79,24 +79,10 @@ public struct CompactionMarker: Sendable, Hashable {
     /// Replaces the marker atomically. Throws `.io`; `durabilityUnknown` is set when the rename happened but the
     /// directory fsync failed, so that a crash may leave either marker (the caller must stop writing).
     func write(directory: String, fileSystem: any FileSystem) throws(MarkerWriteError) {
-        let path = Path.join(directory, Self.fileName)
-        let temp = Path.join(directory, Self.tempName)
-        do throws(FileSystemError) {
-            let file = try fileSystem.open(temp, options: [.create, .truncate])
-            do throws(FileSystemError) {
-                try file.write(encoded(), at: 0)
-                try file.fdatasync()
-            } catch {
-                try? file.close()
-                throw error
-            }
-            try file.close()
-            try fileSystem.rename(temp, to: path)
+        do throws(FileReplacementError) {
+            try fileSystem.replaceFile(Path.join(directory, Self.fileName), with: encoded())
         } catch {
-            throw MarkerWriteError(error: error, durabilityUnknown: false)
-        }
-        do throws(FileSystemError) { try fileSystem.fsyncDirectory(directory) } catch {
-            throw MarkerWriteError(error: error, durabilityUnknown: true)
+            throw MarkerWriteError(error: error.error, durabilityUnknown: error.replaced)
         }
     }
 

@@ -1,4 +1,5 @@
 import Cloudlet
+import CloudletCommandLine
 import CloudletCore
 import CloudletServer
 import Foundation
@@ -56,40 +57,4 @@ enum CLI {
         FileHandle.standardError.write(Data("error: \(message)\n".utf8))
         exit(code)
     }
-}
-
-struct UsageError: Error {
-    var message: String
-}
-
-/// Minimal option parsing: `--name value`, `--flag`, and `--help`.
-struct Options {
-    private var values: [String: String] = [:]
-    private var flags: Set<String> = []
-    var positional: [String] = []
-
-    init(_ args: [String], valued: Set<String>, flags allowed: Set<String> = [], help: String) throws {
-        var i = 0
-        while i < args.count {
-            let a = args[i]
-            if a == "--help" || a == "-h" {
-                print(help)
-                exit(0)
-            } else if valued.contains(a) {
-                guard i + 1 < args.count else { throw UsageError(message: "\(a) needs a value") }
-                values[a] = args[i + 1]
-                i += 1
-            } else if allowed.contains(a) {
-                flags.insert(a)
-            } else if a.hasPrefix("--") {
-                throw UsageError(message: "unknown option \(a)")
-            } else {
-                positional.append(a)
-            }
-            i += 1
-        }
-    }
-
-    subscript(_ name: String) -> String? { values[name] }
-    func has(_ flag: String) -> Bool { flags.contains(flag) }
 }

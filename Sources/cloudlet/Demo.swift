@@ -1,5 +1,6 @@
 import CloudletWire
 import Cloudlet
+import CloudletCommandLine
 import CloudletCore
 import Foundation
 
@@ -14,7 +15,7 @@ enum Demo {
         """
 
     static func run(_ args: [String]) async throws {
-        let o = try Options(args, valued: ["--data"], help: help)
+        let o = try CommandLineOptions(args, valued: ["--data"], positional: true, help: help)
         let dir = o["--data"] ?? "./cloudlet-data"
         let started = Date()
         let store = try await CloudletStore.open(at: dir)

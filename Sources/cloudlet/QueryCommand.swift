@@ -1,5 +1,6 @@
 import CloudletWire
 import Cloudlet
+import CloudletCommandLine
 import CloudletCore
 import Foundation
 
@@ -32,14 +33,14 @@ enum QueryCommand {
         """
 
     static func run(_ args: [String]) async throws {
-        let o = try Options(
+        let o = try CommandLineOptions(
             args,
             valued: [
                 "--data", "--container", "--type", "--predicate", "--sort", "--limit", "--database", "--user",
                 "--environment", "--zone", "--continue",
-            ], flags: ["--zone-wide", "--explain", "--count", "--json"], help: help)
+            ], flags: ["--zone-wide", "--explain", "--count", "--json"], positional: true, help: help)
         guard o.positional.isEmpty else { throw UsageError(message: "unexpected argument '\(o.positional[0])'") }
-        guard let type = o["--type"] else { throw UsageError(message: "--type T is required") }
+        let type = try o.required("--type", "T")
         let predicate: CloudletCore.Predicate
         do { predicate = try o["--predicate"].map { try CloudletCore.Predicate(format: $0) } ?? .all } catch let e as CloudletError where e.cause is PredicateSyntaxError {
             throw UsageError(message: e.message)
@@ -55,10 +56,7 @@ enum QueryCommand {
             default: throw UsageError(message: "bad --sort '\(spec)': the direction is asc or desc")
             }
         }
-        let limit = try o["--limit"].map { s -> Int in
-            guard let n = Int(s), n >= 1 else { throw UsageError(message: "--limit needs a number ≥ 1, not '\(s)'") }
-            return n
-        }
+        let limit = try o.integer("--limit", in: 1...Int.max)
         let scope = try o["--database"].map { s -> DatabaseScope in
             guard let d = DatabaseScope(rawValue: s) else {
                 throw UsageError(message: "--database must be public, private or shared, not '\(s)'")

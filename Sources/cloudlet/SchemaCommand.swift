@@ -1,4 +1,5 @@
 import Cloudlet
+import CloudletCommandLine
 import CloudletCore
 import Foundation
 
@@ -71,7 +72,7 @@ enum SchemaCommand {
             case "import": ["--data", "--container", "--file"]
             default: ["--data", "--container"]
             }
-        let o = try Options(Array(args.dropFirst()), valued: valued, help: subcommandHelp(sub))
+        let o = try CommandLineOptions(Array(args.dropFirst()), valued: valued, positional: true, help: subcommandHelp(sub))
         guard o.positional.isEmpty else { throw UsageError(message: "unexpected argument '\(o.positional[0])'") }
         let store = try await StoreOptions.open(o)
         defer { try? store.closeNow() }
@@ -122,9 +123,9 @@ enum SchemaCommand {
 
 /// The options every store command shares: `--data`, `--container`, `--environment`.
 enum StoreOptions {
-    static func open(_ o: Options) async throws -> CloudletStore {
-        guard let dir = o["--data"] else { throw UsageError(message: "--data DIR is required") }
-        guard o["--container"] != nil else { throw UsageError(message: "--container ID is required") }
+    static func open(_ o: CommandLineOptions) async throws -> CloudletStore {
+        let dir = try o.required("--data", "DIR")
+        _ = try o.required("--container", "ID")
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw CloudletError.io("no store at \(dir)")
@@ -134,11 +135,11 @@ enum StoreOptions {
         return store
     }
 
-    static func container(_ o: Options, _ store: CloudletStore) throws -> Container {
+    static func container(_ o: CommandLineOptions, _ store: CloudletStore) throws -> Container {
         try store.container(o["--container"]!)
     }
 
-    static func environment(_ o: Options) throws -> CloudletCore.Environment {
+    static func environment(_ o: CommandLineOptions) throws -> CloudletCore.Environment {
         guard let e = o["--environment"] else { return .development }
         guard let env = CloudletCore.Environment(rawValue: e) else {
             throw UsageError(message: "--environment must be development or production, not '\(e)'")

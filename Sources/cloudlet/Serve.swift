@@ -1,6 +1,7 @@
 import Cloudlet
+import CloudletCommandLine
+import CloudletConcurrency
 import CloudletServer
-import Dispatch
 import Foundation
 
 /// `cloudlet serve`: the CloudKit Web Services API over a data directory, until SIGTERM or SIGINT.
@@ -40,34 +41,19 @@ enum Serve {
         """
 
     static func run(_ args: [String]) async throws {
-        let o = try Options(
+        let o = try CommandLineOptions(
             args,
             valued: [
                 "--data", "--host", "--port", "--tls-cert", "--tls-key", "--durability", "--container", "--threads",
                 "--response-budget",
-            ], help: help)
+            ], positional: true, help: help)
         guard o.positional.isEmpty else { throw UsageError(message: "unexpected argument '\(o.positional[0])'") }
         let dir = o["--data"] ?? StoreAccess.defaultDirectory
         var config = ServerConfiguration()
         config.host = o["--host"] ?? config.host
-        if let p = o["--port"] {
-            guard let port = Int(p), (0...65535).contains(port) else {
-                throw UsageError(message: "--port must be a number from 0 to 65535, not '\(p)'")
-            }
-            config.port = port
-        }
-        if let t = o["--threads"] {
-            guard let n = Int(t), (1...1024).contains(n) else {
-                throw UsageError(message: "--threads must be a number from 1 to 1024, not '\(t)'")
-            }
-            config.threads = n
-        }
-        if let b = o["--response-budget"] {
-            guard let n = Int(b), ((64 << 10)...(1 << 30)).contains(n) else {
-                throw UsageError(message: "--response-budget must be a number of bytes from 65536 to 1073741824, not '\(b)'")
-            }
-            config.responseBudget = n
-        }
+        config.port = try o.integer("--port", in: 0...65535) ?? config.port
+        config.threads = try o.integer("--threads", in: 1...1024) ?? config.threads
+        config.responseBudget = try o.integer("--response-budget", in: (64 << 10)...(1 << 30), "a number of bytes") ?? config.responseBudget
         config.tlsCertificatePath = o["--tls-cert"]
         config.tlsKeyPath = o["--tls-key"]
         guard (config.tlsCertificatePath == nil) == (config.tlsKeyPath == nil) else {
@@ -106,12 +92,8 @@ enum Serve {
 
         let signal = await stop.wait()
         ServerConfiguration.standardError("cloudlet: \(signal == SIGINT ? "SIGINT" : "SIGTERM"): stopping")
-        await withCheckedContinuation { c in
-            DispatchQueue.global().async {
-                server.stop()
-                c.resume()
-            }
-        }
+        // Stopping waits for the requests in flight: off the cooperative pool.
+        await ThreadBridge.offload { server.stop() }
         try await store.close()
         ServerConfiguration.standardError("cloudlet: stopped; store closed")
     }

@@ -1,4 +1,5 @@
 import Cloudlet
+import CloudletCommandLine
 import CloudletServer
 import Foundation
 
@@ -28,9 +29,9 @@ enum TokenCommand {
         switch sub {
         case "--help", "-h", "help": say(help)
         case "add":
-            let o = try Options(Array(args.dropFirst()), valued: ["--data", "--container"], help: addHelp)
+            let o = try CommandLineOptions(Array(args.dropFirst()), valued: ["--data", "--container"], positional: true, help: addHelp)
             guard o.positional.isEmpty else { throw UsageError(message: "unexpected argument '\(o.positional[0])'") }
-            guard let container = o["--container"] else { throw UsageError(message: "--container ID is required") }
+            let container = try o.required("--container", "ID")
             let dir = o["--data"] ?? StoreAccess.defaultDirectory
             let secret = try await StoreAccess.with(dir) { store in
                 try await Credentials(store: store).createAPIToken(container: container)

@@ -1,4 +1,5 @@
 import Cloudlet
+import CloudletCommandLine
 import CloudletServer
 import Foundation
 
@@ -29,7 +30,7 @@ enum UserCommand {
         switch sub {
         case "--help", "-h", "help": say(help)
         case "add":
-            let o = try Options(Array(args.dropFirst()), valued: ["--data"], help: addHelp)
+            let o = try CommandLineOptions(Array(args.dropFirst()), valued: ["--data"], positional: true, help: addHelp)
             guard o.positional.count == 1 else {
                 throw UsageError(message: o.positional.isEmpty ? "user add needs a NAME" : "user add takes one NAME")
             }

@@ -1,10 +1,11 @@
 import CloudletCore
+import CloudletMaintenance
 import CloudletStorage
 import CloudletTestSupport
 import Foundation
 import Testing
 
-@testable @_spi(Maintenance) import Cloudlet
+@testable import Cloudlet
 
 /// The logical content of a partition's state: everything but where things are on disk.
 struct LogicalView: Equatable, CustomStringConvertible {

@@ -1,10 +1,11 @@
 import CloudletCore
+import CloudletMaintenance
 import CloudletStorage
 import CloudletTestSupport
 import Foundation
 import Testing
 
-@testable @_spi(Maintenance) import Cloudlet
+@testable import Cloudlet
 
 /// `cloudlet-tool compact` as a process: what it gives back, what it keeps, and a SIGKILL at any point.
 @Suite(.serialized) struct ToolCompactionTests {

@@ -1,10 +1,11 @@
+import CloudletMaintenance
 import CloudletWire
 import CloudletCore
 import CloudletTestSupport
 import Foundation
 import Testing
 
-@testable @_spi(Maintenance) import Cloudlet
+@testable import Cloudlet
 
 /// The built `cloudlet-tool` executable, next to the test bundle.
 func toolExecutable() throws -> String { try builtExecutable("cloudlet-tool") }

@@ -1,10 +1,11 @@
 import CloudletCore
+import CloudletMaintenance
 import CloudletStorage
 import CloudletTestSupport
 import Foundation
 import Testing
 
-@testable @_spi(Maintenance) import Cloudlet
+@testable import Cloudlet
 
 /// `cloudlet-tool` run as a process on stores the tests build.
 @Suite(.serialized) struct ToolTests {

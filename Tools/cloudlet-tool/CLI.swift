@@ -1,4 +1,6 @@
-@_spi(Maintenance) import Cloudlet
+import Cloudlet
+import CloudletCommandLine
+import CloudletMaintenance
 import CloudletStorage
 import CloudletWire
 import Foundation
@@ -110,7 +112,7 @@ struct Common {
     let data: String
     let json: Bool
 
-    init(_ o: Options) throws {
+    init(_ o: CommandLineOptions) throws {
         data = try o.required("--data", "DIR")
         json = o.has("--json")
         if o.has("--no-progress") { Progress.enabled = false }
@@ -149,7 +151,7 @@ struct FilterOptions {
           --to-lsn N        Only changes at or before LSN N.
         """
 
-    static func parse(_ o: Options) throws -> InspectionFilter {
+    static func parse(_ o: CommandLineOptions) throws -> InspectionFilter {
         var f = InspectionFilter()
         f.container = o["--container"]
         if let e = o["--env"] {

@@ -1,4 +1,5 @@
-@_spi(Maintenance) import Cloudlet
+import Cloudlet
+import CloudletMaintenance
 import CloudletWire
 
 /// The JSON lines of `export`, `dump --json` and `changes --json`: a record is CloudKit's record dictionary

@@ -1,12 +1,17 @@
-@_spi(Maintenance) import Cloudlet
+import Cloudlet
+import CloudletMaintenance
+import CloudletStorage
 import CloudletWire
 import Foundation
 
 /// Writes to stdout through one buffer (dumps and exports print a lot).
 enum Out {
     nonisolated(unsafe) private static var buffer: [UInt8] = []
-    /// Where output goes: stdout, or the file of `export --output`.
-    nonisolated(unsafe) static var fd: Int32 = 1
+    /// Where output goes when set: the temp file of `export --output` (stdout otherwise).
+    nonisolated(unsafe) static var file: (any File)? {
+        didSet { fileOffset = 0 }
+    }
+    nonisolated(unsafe) private static var fileOffset: UInt64 = 0
 
     static func line(_ s: String) {
         buffer.append(contentsOf: s.utf8)
@@ -18,10 +23,19 @@ enum Out {
 
     static func flush() {
         guard !buffer.isEmpty else { return }
+        if let file {
+            do throws(FileSystemError) { try file.write(buffer, at: fileOffset) } catch {
+                buffer.removeAll()
+                ToolCLI.fail("cannot write \(file.path): \(error)", code: 74)
+            }
+            fileOffset += UInt64(buffer.count)
+            buffer.removeAll(keepingCapacity: true)
+            return
+        }
         buffer.withUnsafeBytes { raw in
             var done = 0
             while done < raw.count {
-                let n = write(fd, raw.baseAddress! + done, raw.count - done)
+                let n = write(1, raw.baseAddress! + done, raw.count - done)
                 if n <= 0 {
                     if n < 0 && errno == EINTR { continue }
                     // stdout is gone (a closed pipe): nothing more to say.

@@ -1,4 +1,5 @@
 import Cloudlet
+import CloudletConcurrency
 import CloudletCore
 import Dispatch
 import Foundation
@@ -31,7 +32,7 @@ final class CloudletEngine: BenchEngine {
         let zone = self.zone
         let path = dir + "/" + Self.directoryName
         let configuration = StoreConfiguration(durability: settings.durability == .fsync ? .fsync : .os)
-        let (store, db) = try runBlocking {
+        let (store, db) = try ThreadBridge.wait {
             let store = try await CloudletStore.open(at: path, configuration: configuration)
             let db = try store.container("iCloud.com.example.bench").privateDatabase(user: "bench")
             try await db.createZone(zone)  // no commit when it exists (a reopen)
@@ -57,13 +58,13 @@ final class CloudletEngine: BenchEngine {
     func saveOne(_ i: Int) throws {
         let (db, data) = opened()
         let r = record(data.records[i])
-        _ = try runBlocking { try await db.save(r) }
+        _ = try ThreadBridge.wait { try await db.save(r) }
     }
 
     func saveEach(_ indices: StrideTo<Int>) throws -> [Double] {
         let (db, data) = opened()
         let zone = self.zone
-        return try runBlocking {
+        return try ThreadBridge.wait {
             var latencies: [Double] = []
             latencies.reserveCapacity(indices.underestimatedCount)
             for i in indices {
@@ -78,25 +79,25 @@ final class CloudletEngine: BenchEngine {
     func saveBatch(_ range: Range<Int>) throws {
         let (db, data) = opened()
         let ops = data.records[range].map { RecordOperation.create(record($0)) }
-        try Self.check(try runBlocking { try await db.modify(ops, atomic: true) })
+        try Self.check(try ThreadBridge.wait { try await db.modify(ops, atomic: true) })
     }
 
     func updateBatch(_ indices: ArraySlice<Int>) throws {
         let (db, data) = opened()
         let ops = indices.map { RecordOperation.forceReplace(record(data.updates[$0])) }
-        try Self.check(try runBlocking { try await db.modify(ops, atomic: true) })
+        try Self.check(try ThreadBridge.wait { try await db.modify(ops, atomic: true) })
     }
 
     func get(_ i: Int) throws {
         let (db, data) = opened()
         let (zone, expected) = (self.zone, data.records[i])
-        try runBlocking { try await Self.get(db, zone, expected) }
+        try ThreadBridge.wait { try await Self.get(db, zone, expected) }
     }
 
     func getEach(_ indices: ArraySlice<Int>) throws -> [Double] {
         let (db, data) = opened()
         let zone = self.zone
-        return try runBlocking {
+        return try ThreadBridge.wait {
             var latencies: [Double] = []
             latencies.reserveCapacity(indices.count)
             for i in indices {
@@ -125,7 +126,7 @@ final class CloudletEngine: BenchEngine {
     func crashImage(to dir: String) throws {
         let (path, store) = state.withLock { ($0.path, $0.store) }
         guard let store else { preconditionFailure("CloudletEngine.crashImage before open()") }
-        try runBlocking { try await store.checkpoint() }
+        try ThreadBridge.wait { try await store.checkpoint() }
         let image = dir + "/" + Self.directoryName
         let fm = FileManager.default
         try fm.copyItem(atPath: path, toPath: image)
@@ -145,7 +146,7 @@ final class CloudletEngine: BenchEngine {
             defer { s = State() }
             return s.store
         }
-        if let store { try runBlocking { try await store.close() } }
+        if let store { try ThreadBridge.wait { try await store.close() } }
     }
 
     /// The record as an app would build it: its type and name in the bench zone, six typed fields.
@@ -172,7 +173,7 @@ extension CloudletEngine: ChangefeedEngine {
     func catchUp(pageSize: Int) throws -> (count: Int, latencies: [Double]) {
         let db = openedDatabase()
         let zone = ZoneID(zoneName: "Bench")
-        return try runBlocking {
+        return try ThreadBridge.wait {
             var token: ChangeToken?
             var count = 0
             var latencies: [Double] = []

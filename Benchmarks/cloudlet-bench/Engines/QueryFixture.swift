@@ -1,5 +1,6 @@
 import CSQLite
 import Cloudlet
+import CloudletConcurrency
 import CloudletCore
 import Dispatch
 import Foundation
@@ -101,7 +102,7 @@ final class CloudletQueryFixture: QueryFixture {
 
     init(dir: String, records: [GeneratedRecord]) throws {
         let zone = self.zone
-        (store, db) = try runBlocking {
+        (store, db) = try ThreadBridge.wait {
             let store = try await CloudletStore.open(at: dir + "/cloudlet", configuration: StoreConfiguration(durability: .os))
             let container = try store.container("iCloud.com.example.bench")
             try await container.importSchema(
@@ -128,14 +129,14 @@ final class CloudletQueryFixture: QueryFixture {
                             "tags": .list(.string, g.tags.map { .string($0) }), "payload": .bytes(g.payload),
                         ]))
             }
-            let results = try runBlocking { try await db.modify(ops, atomic: true) }
+            let results = try ThreadBridge.wait { try await db.modify(ops, atomic: true) }
             if let failure = results.first(where: { $0.error != nil }) { throw failure.error! }
         }
         // Every query must use its index: wait for any still being built.
         for q in [eqSortQuery("alpha"), rangeQuery(0, 1), textQuery(["alpha"])] {
             var tries = 0
             while true {
-                let plan = try runBlocking { try await db.explain(q, zoneID: zone) }
+                let plan = try ThreadBridge.wait { try await db.explain(q, zoneID: zone) }
                 if plan.zones.allSatisfy(\.usesIndex) && plan.notes.isEmpty {
                     if ProcessInfo.processInfo.environment["CLOUDLET_BENCH_EXPLAIN"] != nil { Console.error("\(q): \(plan)") }
                     break
@@ -171,7 +172,7 @@ final class CloudletQueryFixture: QueryFixture {
 
     private func run(_ q: Query) throws -> Int {
         let db = self.db, zone = self.zone
-        return try runBlocking { try await db.query(q, zoneID: zone, resultsLimit: QueryFixtures.limit).records.count }
+        return try ThreadBridge.wait { try await db.query(q, zoneID: zone, resultsLimit: QueryFixtures.limit).records.count }
     }
 
     func eqSort(_ category: String) throws -> Int { try run(eqSortQuery(category)) }
@@ -179,12 +180,12 @@ final class CloudletQueryFixture: QueryFixture {
     func fullText(_ words: [String]) throws -> Int { try run(textQuery(words)) }
     func lookup(_ name: String) throws -> Int {
         let db = self.db, id = RecordID(recordName: name, zoneID: zone)
-        return try runBlocking { try await db.record(for: id) }.fields.count > 0 ? 1 : 0
+        return try ThreadBridge.wait { try await db.record(for: id) }.fields.count > 0 ? 1 : 0
     }
 
     func close() {
         let store = self.store
-        _ = try? runBlocking { try await store.close() }
+        _ = try? ThreadBridge.wait { try await store.close() }
     }
 
 }

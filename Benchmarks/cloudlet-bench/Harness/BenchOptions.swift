@@ -1,4 +1,6 @@
-/// The command line, parsed by hand (no swift-argument-parser on our machines).
+import CloudletCommandLine
+
+/// The command line, parsed by CloudletCommandLine as cloudlet's and cloudlet-tool's are.
 struct BenchOptions: Equatable {
     var quick = false
     var json = false
@@ -44,63 +46,40 @@ struct BenchOptions: Equatable {
 
     /// Parses `arguments` (without the program name). Throws ``BenchError`` with code `.usage`.
     static func parse(_ arguments: [String]) throws -> BenchOptions {
+        let c: CommandLineOptions
+        do {
+            c = try CommandLineOptions(
+                parsing: arguments, valued: ["--filter", "--engine", "--runs", "--dir"], flags: ["--quick", "--json", "--list"])
+        } catch {
+            throw BenchError(.usage, "\(error.message) (see --help)")
+        }
         var o = BenchOptions()
-        var rest = arguments[...]
-        while let arg = rest.popFirst() {
-            // `--name=value` and `--name value` are both accepted for options that take a value.
-            var name = arg
-            var inlineValue: String?
-            if arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") {
-                name = String(arg[..<eq])
-                inlineValue = String(arg[arg.index(after: eq)...])
-            }
-            func value() throws -> String {
-                if let inlineValue { return inlineValue }
-                guard let v = rest.popFirst(), !v.hasPrefix("--") else {
-                    throw BenchError(.usage, "\(name) needs a value (see --help)")
-                }
-                return v
-            }
-            func noValue() throws {
-                if inlineValue != nil { throw BenchError(.usage, "\(name) takes no value") }
-            }
-            switch name {
-            case "-h", "--help":
-                try noValue()
-                o.help = true
-            case "--quick":
-                try noValue()
-                o.quick = true
-            case "--json":
-                try noValue()
-                o.json = true
-            case "--list":
-                try noValue()
-                o.list = true
-            case "--filter":
-                let terms = try value().split(separator: ",").map { String($0) }.filter { !$0.isEmpty }
-                guard !terms.isEmpty else { throw BenchError(.usage, "--filter needs a name") }
-                o.filters += terms
-            case "--engine":
-                let terms = try value().split(separator: ",").map { String($0) }.filter { !$0.isEmpty }
-                guard !terms.isEmpty else { throw BenchError(.usage, "--engine needs a name") }
-                o.engines += terms
-            case "--runs":
-                let text = try value()
-                guard let n = Int(text), n >= 1 else {
-                    throw BenchError(.usage, "--runs must be a whole number of at least 1, not '\(text)'")
-                }
-                o.runs = n
-            case "--dir":
-                let path = try value()
-                guard !path.isEmpty else { throw BenchError(.usage, "--dir needs a path") }
-                o.dir = path
-            default:
-                if arg.hasPrefix("-") { throw BenchError(.usage, "unknown option '\(arg)' (see --help)") }
-                throw BenchError(.usage, "unexpected argument '\(arg)' (see --help)")
-            }
+        if c.helpRequested {
+            o.help = true
+            return o
+        }
+        o.quick = c.has("--quick")
+        o.json = c.has("--json")
+        o.list = c.has("--list")
+        o.filters = try terms(c, "--filter")
+        o.engines = try terms(c, "--engine")
+        do { o.runs = try c.integer("--runs", in: 1...Int.max, "a whole number") } catch {
+            throw BenchError(.usage, error.message)
+        }
+        if let path = c["--dir"] {
+            guard !path.isEmpty else { throw BenchError(.usage, "--dir needs a path") }
+            o.dir = path
         }
         return o
+    }
+
+    /// The names of every `name` option, comma-separated lists split; each option must name something.
+    private static func terms(_ c: CommandLineOptions, _ name: String) throws -> [String] {
+        try c.values(name).flatMap { value in
+            let terms = value.split(separator: ",").map { String($0) }.filter { !$0.isEmpty }
+            guard !terms.isEmpty else { throw BenchError(.usage, "\(name) needs a name") }
+            return terms
+        }
     }
 
     /// The groups whose workloads match the filters (all when there are none), restricted to `--engine`'s

@@ -1,5 +1,6 @@
 import CCivetweb
 import Cloudlet
+import CloudletConcurrency
 import CloudletServer
 import Foundation
 import Synchronization
@@ -31,7 +32,7 @@ final class NotifyLatencyWorkload: Workload {
     }
 
     func setUp(in dir: String, fixtures: Fixtures) throws {
-        let (store, server, token, db) = try runBlocking { () async throws -> (CloudletStore, Server, String, Database) in
+        let (store, server, token, db) = try ThreadBridge.wait { () async throws -> (CloudletStore, Server, String, Database) in
             let store = try await CloudletStore.open(at: dir + "/store", configuration: StoreConfiguration(durability: .os))
             let credentials = Credentials(store: store)
             _ = try await credentials.createAPIToken(container: "iCloud.com.example.bench")
@@ -59,7 +60,7 @@ final class NotifyLatencyWorkload: Workload {
         let writers = 8
         let interval = Double(writers) / Double(rate)
         let clock = Stopwatch()
-        try runBlocking {
+        try ThreadBridge.wait {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for w in 0..<writers {
                     group.addTask {
@@ -92,7 +93,7 @@ final class NotifyLatencyWorkload: Workload {
 
     func tearDown() throws {
         server?.stop()
-        if let store { try runBlocking { try await store.close() } }
+        if let store { try ThreadBridge.wait { try await store.close() } }
         (server, store, db) = (nil, nil, nil)
     }
 

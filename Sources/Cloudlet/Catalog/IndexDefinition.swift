@@ -81,14 +81,14 @@ enum IndexKind: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible
 }
 
 /// One index a partition maintains: a kind on a field of a record type, in one container's environment.
-struct IndexDefinition: Hashable, Sendable, CustomStringConvertible {
+package struct IndexDefinition: Hashable, Sendable, CustomStringConvertible {
     var schema: SchemaKey
     var recordType: String
     var field: String
     var kind: IndexKind
 
     var typeKey: TypeKey { TypeKey(schema: schema, recordType: recordType) }
-    var description: String { "\(kind) index on '\(field)' of '\(recordType)' (\(schema.container), \(schema.environment.rawValue))" }
+    package var description: String { "\(kind) index on '\(field)' of '\(recordType)' (\(schema.container), \(schema.environment.rawValue))" }
 }
 
 /// A record type in one container's environment.
@@ -107,7 +107,7 @@ enum IndexStatus: UInt8, Sendable {
 }
 
 /// Index changes in a commit (mutation kind 8 of docs/record-format.md).
-enum IndexMutation: Sendable, Hashable {
+package enum IndexMutation: Sendable, Hashable {
     /// Flags added to a field of a record type in a schema (partition 0, which holds the schemas).
     case flags(SchemaKey, recordType: String, field: String, IndexFlags)
     /// An index the partition maintains from this commit on; ready once a background build has added the records

@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletCore
 
 /// The CloudKit Schema Language: a container's record types, field types and index flags as text.
@@ -473,7 +474,7 @@ extension Container {
         doc = try SchemaLanguage.parse(text)
         let key = SchemaKey(container: identifier, environment: .development)
         let store = self.store
-        return try await BlockingIO.run {
+        return try await ThreadBridge.offload {
             try store.changeSchema { schema in try schema.importing(doc, into: key) }
         }
     }

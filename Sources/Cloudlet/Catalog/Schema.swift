@@ -32,15 +32,15 @@ public struct RecordTypeSchema: Sendable, Hashable {
 
 /// All schemas of a store. Development grows just in time as records are saved; production changes only by
 /// ``Database/deploySchema()`` (additive) and development can be reset to production.
-struct SchemaCatalog: Sendable {
-    var types: [SchemaKey: [String: RecordTypeSchema]] = [:]
+package struct SchemaCatalog: Sendable {
+    package var types: [SchemaKey: [String: RecordTypeSchema]] = [:]
 
-    func recordType(_ key: SchemaKey, _ name: String) -> RecordTypeSchema? { types[key]?[name] }
+    package func recordType(_ key: SchemaKey, _ name: String) -> RecordTypeSchema? { types[key]?[name] }
 
     /// The schema mutations saving `record` needs, or an error naming the field whose type does not match (any
     /// environment) or the type/field production does not have. `pending` holds additions made earlier in the
     /// same commit.
-    func additions(for record: Record, in key: SchemaKey, pending: [Mutation]) throws -> [Mutation] {
+    package func additions(for record: Record, in key: SchemaKey, pending: [Mutation]) throws -> [Mutation] {
         // Fast path: the type and every field are known with the right types.
         if let t = types[key]?[record.recordType],
             record.fields.allSatisfy({ t.fields[$0.key] == $0.value.type })

@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletCore
 
 extension Container {
@@ -10,7 +11,7 @@ extension Container {
         try store.checkOpen()
         let key = SchemaKey(container: identifier, environment: .development)
         let store = self.store
-        try await BlockingIO.run {
+        try await ThreadBridge.offload {
             try store.changeSchema { schema in
                 (try schema.indexAdditions(key, recordType: recordType, field: field, flags), ())
             }

@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletCore
 
 /// A container (`iCloud.com.example.app`): two environments, each with a public database, a private database
@@ -73,7 +74,7 @@ public struct Container: Sendable {
     public func deploySchema() async throws -> Int {
         try store.checkOpen()
         let store = self.store, identifier = self.identifier
-        return try await BlockingIO.run {
+        return try await ThreadBridge.offload {
             try store.changeSchema { schema in
                 let m = try schema.deployment(container: identifier)
                 return (m, m.count)
@@ -86,7 +87,7 @@ public struct Container: Sendable {
     public func resetDevelopmentSchema() async throws {
         try store.checkOpen()
         let store = self.store, identifier = self.identifier
-        try await BlockingIO.run {
+        try await ThreadBridge.offload {
             try store.changeSchema { _ in ([.schemaReset(container: identifier)], ()) }
         }
     }

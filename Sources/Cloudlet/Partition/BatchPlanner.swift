@@ -7,13 +7,15 @@ import Foundation
 /// seeing the effect of the earlier ones (an overlay of the records this batch touched). In an atomic batch
 /// (custom zone, `atomic` true) one failure fails everything: the failed operations carry their own error and
 /// the rest `batchRequestFailed`, and no mutation is returned.
-struct BatchPlanner {
+package struct BatchPlanner {
     /// Thrown (internally) when the commit needs schema additions that must first be committed to partition 0.
-    struct NeedsSchema: Error {
-        var mutations: [Mutation]
+    package struct NeedsSchema: Error {
+        package var mutations: [Mutation]
+
+        package init(mutations: [Mutation]) { self.mutations = mutations }
     }
 
-    static let maxRecordSize = 1_000_000
+    package static let maxRecordSize = 1_000_000
 
     let state: PartitionState
     let lsn: UInt64
@@ -223,5 +225,5 @@ struct BatchPlanner {
 }
 
 extension SchemaKey {
-    init(zone: ZoneKey) { self.init(container: zone.container, environment: zone.environment) }
+    package init(zone: ZoneKey) { self.init(container: zone.container, environment: zone.environment) }
 }

@@ -1,7 +1,7 @@
 import CloudletCore
 
 /// One mutation of a commit. A commit (one log frame) is an atomic list of these.
-enum Mutation: Sendable {
+package enum Mutation: Sendable {
     /// A record's new version (its bytes carry the change tag and stamps). `encoded` is the record's
     /// ``RecordCodec`` encoding when the writer already has it (empty after decoding a commit).
     case putRecord(zone: ZoneKey, record: Record, encoded: [UInt8])
@@ -26,11 +26,11 @@ enum Mutation: Sendable {
 
 /// A commit decoded from (or encoded into) a frame payload, with where each record's bytes sit in the payload
 /// so the key directory can point a read at just that slice.
-struct Commit: Sendable {
-    static let frameType: UInt8 = 1
+package struct Commit: Sendable {
+    package static let frameType: UInt8 = 1
     static let version: UInt8 = 1
 
-    var mutations: [Mutation]
+    package var mutations: [Mutation]
     /// The index of each of `mutations` in the commit as it was first written; nil when they are all there (0, 1,
     /// 2…). A compacted frame keeps only the live mutations of its commit and writes the others as skipped runs, so
     /// that the kept ones keep their index (change points, change tags and cache keys depend on it).
@@ -53,12 +53,12 @@ struct Commit: Sendable {
     }
 
     /// The index in the commit of `mutations[k]`.
-    func index(_ k: Int) -> UInt32 { indices?[k] ?? UInt32(k) }
+    package func index(_ k: Int) -> UInt32 { indices?[k] ?? UInt32(k) }
 
     /// Byte range of each `putRecord`'s record inside the payload, by mutation index.
-    struct Slot: Sendable, Hashable {
-        var offset: UInt32
-        var length: UInt32
+    package struct Slot: Sendable, Hashable {
+        package var offset: UInt32
+        package var length: UInt32
     }
 
     /// Encodes as `version · zoneCount · zones · mutationCount · mutations` (docs/record-format.md). Also returns
@@ -157,7 +157,7 @@ struct Commit: Sendable {
 
     /// Decodes a commit payload; `slots` are by position in `commit.mutations`, and `sizes` the bytes each kept
     /// mutation takes in the payload.
-    static func decode(_ payload: [UInt8]) throws -> (commit: Commit, slots: [Int: Slot], sizes: [UInt32]) {
+    package static func decode(_ payload: [UInt8]) throws -> (commit: Commit, slots: [Int: Slot], sizes: [UInt32]) {
         var r = ByteReader(payload, what: "commit payload")
         let v = try r.u8()
         guard v == version else { throw CloudletError.corruption("commit payload: unknown version \(v)") }
@@ -234,7 +234,7 @@ struct Commit: Sendable {
 
     /// Spreads a frame's on-disk bytes over its mutations in proportion to the payload bytes each takes: what
     /// each one keeps alive in its segment (the accounting behind compaction's dead-byte ratio).
-    static func costs(sizes: [UInt32], frameLength: UInt32) -> [UInt32] {
+    package static func costs(sizes: [UInt32], frameLength: UInt32) -> [UInt32] {
         let total = sizes.reduce(UInt64(0)) { $0 + UInt64($1) }
         guard total > 0 else { return sizes.map { _ in 0 } }
         return sizes.map { UInt32(UInt64($0) * UInt64(frameLength) / total) }

@@ -3,13 +3,13 @@ import CloudletCore
 /// A commit payload parsed only as far as compaction needs (docs/record-format.md, "Commit payload"): each
 /// mutation's kind, zone, record name and byte range — no record is decoded. Compaction decides liveness from it
 /// and rewrites a frame by copying the bytes of the mutations it keeps.
-struct CommitOutline {
-    struct Entry {
+package struct CommitOutline {
+    package struct Entry {
         /// The mutation's index in the commit as first written.
         var index: UInt32
-        var kind: UInt8
+        package var kind: UInt8
         /// Index into ``CommitOutline/zones`` (kinds 1–4).
-        var zone: Int?
+        package var zone: Int?
         /// The record's name (puts and deletes).
         var name: String?
         /// The mutation's bytes in the payload, kind byte included.
@@ -20,8 +20,8 @@ struct CommitOutline {
         var slot: Commit.Slot?
     }
 
-    var zones: [ZoneKey]
-    var entries: [Entry]
+    package var zones: [ZoneKey]
+    package var entries: [Entry]
     /// Mutations in the commit as first written, skipped ones included.
     var count: Int
 

@@ -6,8 +6,8 @@ import CloudletStorage
 /// byte (everything it holds is live) or rewritten with only its live mutations (the others become skipped runs, so
 /// that every kept mutation keeps its index in the commit). Shared by online compaction, `cloudlet-tool compact
 /// --dry-run` and `stats`.
-struct FrameCompaction {
-    enum Action {
+package struct FrameCompaction {
+    package enum Action {
         case drop
         case copy
         /// A new payload holding the frame's live mutations, and where they sit in it.
@@ -16,13 +16,13 @@ struct FrameCompaction {
 
     let frame: StoredFrame
     let payload: [UInt8]
-    let outline: CommitOutline
+    package let outline: CommitOutline
     /// Per entry of `outline`: live or not.
-    let live: [Bool]
+    package let live: [Bool]
 
     /// Decompresses and outlines the frame (no record is decoded) and decides. Throws `.corruption` for a frame that
     /// is not a valid commit.
-    init(_ frame: StoredFrame, state: PartitionState) throws {
+    package init(_ frame: StoredFrame, state: PartitionState) throws {
         guard frame.type == Commit.frameType else {
             throw CloudletError.corruption(
                 "segment \(frame.path) offset \(frame.position.offset): frame LSN \(frame.lsn) has unknown type \(frame.type)")
@@ -40,7 +40,7 @@ struct FrameCompaction {
 
     var liveCount: Int { live.reduce(0) { $0 + ($1 ? 1 : 0) } }
 
-    var action: Action {
+    package var action: Action {
         let n = liveCount
         if n == 0 { return .drop }
         if n == live.count { return .copy }
@@ -49,7 +49,7 @@ struct FrameCompaction {
     }
 
     /// The bytes each entry keeps alive in the frame as it is.
-    var costs: [UInt32] { Commit.costs(sizes: outline.sizes, frameLength: frame.position.length) }
+    package var costs: [UInt32] { Commit.costs(sizes: outline.sizes, frameLength: frame.position.length) }
 }
 
 /// Where compaction moved the live mutations of the frames it kept, to be applied to the partition's state when

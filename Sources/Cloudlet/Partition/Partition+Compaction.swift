@@ -234,7 +234,7 @@ extension Partition {
     }
 
     /// The dead bytes of the sealed segments and their total size.
-    func deadBytes() -> (dead: UInt64, sealed: UInt64) {
+    package func deadBytes() -> (dead: UInt64, sealed: UInt64) {
         let segments = log.segments().filter(\.sealed)
         let live = state.withLock { st in segments.reduce(Int64(0)) { $0 + (st.segmentLive[$1.firstLSN] ?? 0) } }
         let sealed = segments.reduce(UInt64(0)) { $0 + $1.size }

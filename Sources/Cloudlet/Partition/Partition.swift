@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletCore
 import CloudletStorage
 import Dispatch
@@ -10,11 +11,11 @@ import Synchronization
 /// validated against the state all earlier commits produced, and LSN order equals apply order. Commits become
 /// visible at staging; a reader that meets an entry whose LSN is not yet durable waits for it, so nothing that
 /// could still be lost in a crash is ever returned.
-final class Partition: Sendable {
-    let id: UInt32
+package final class Partition: Sendable {
+    package let id: UInt32
     let directory: String
-    let log: Log
-    let state: Mutex<PartitionState>
+    package let log: Log
+    package let state: Mutex<PartitionState>
     let cache: RecordCache
     let publisher: ChangePublisher
     private let checkpoints: CheckpointStore
@@ -26,9 +27,9 @@ final class Partition: Sendable {
     /// Serializes checkpoint writers (the background one and close's).
     private let checkpointWriter = Mutex(())
     /// Frames replayed from the log when the partition was opened (0 after a clean close).
-    let framesReplayed: Int
+    package let framesReplayed: Int
     /// The LSN of the checkpoint the partition was opened from (nil: replayed from the start).
-    let checkpointLSN: UInt64?
+    package let checkpointLSN: UInt64?
     /// Online compaction: settings, progress, counters.
     let compaction: CompactionControl
 
@@ -96,7 +97,7 @@ final class Partition: Sendable {
 
     /// Runs `plan` under the writer lock with the LSN its commit will get; stages the mutations it returns (if any)
     /// as one frame and applies them. Returns the plan's result and the LSN to wait for (nil if nothing was written).
-    func commit<R>(_ plan: (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R)) throws -> (
+    package func commit<R>(_ plan: (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R)) throws -> (
         result: R, lsn: UInt64?
     ) {
         let (result, lsn, bytes) = try state.withLock { st -> (R, UInt64?, Int) in
@@ -139,7 +140,7 @@ final class Partition: Sendable {
     }
 
     /// Waits until `lsn` is durable, then hands durable commits to change listeners.
-    func waitDurable(_ lsn: UInt64) async throws {
+    package func waitDurable(_ lsn: UInt64) async throws {
         guard lsn > 0 else { return }
         try await log.waitDurable(lsn)
         if publisher.isActive { publisher.publish(durable: log.durableLSN) }
@@ -150,7 +151,7 @@ final class Partition: Sendable {
         if entry.lsn > log.durableLSN { try await log.waitDurable(entry.lsn) }
         if let r = cache.get(RecordCache.Key(entry)) { return r }
         // A miss reads the disk: do it off the cooperative pool.
-        return try await BlockingIO.run { try self.readDurable(zone, name, entry) }
+        return try await ThreadBridge.offload { try self.readDurable(zone, name, entry) }
     }
 
     /// Reads a record version known to be durable (or cached): a cache hit, else one positioned read of its frame.

@@ -91,7 +91,7 @@ extension PartitionState {
     }
 
     /// Decodes a checkpoint payload; nil for a payload of an older version (to be ignored).
-    static func decodeCheckpoint(_ bytes: [UInt8], next: FramePosition?) throws -> PartitionState? {
+    package static func decodeCheckpoint(_ bytes: [UInt8], next: FramePosition?) throws -> PartitionState? {
         var r = ByteReader(bytes, what: "checkpoint")
         let v = try r.u8()
         if v < checkpointVersion { return nil }

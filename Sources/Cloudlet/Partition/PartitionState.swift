@@ -2,22 +2,22 @@ import CloudletCore
 import CloudletStorage
 
 /// Where the latest version of a record lives, and what the engine must know about it without reading it.
-struct RecordEntry: Sendable, Hashable {
+package struct RecordEntry: Sendable, Hashable {
     /// LSN of the commit that wrote this version (or the tombstone).
-    var lsn: UInt64
+    package var lsn: UInt64
     /// The mutation's index in that commit: (lsn, index) orders every change of a partition.
-    var index: UInt32
+    package var index: UInt32
     /// The frame holding the record; unused for tombstones.
-    var position: FramePosition
+    package var position: FramePosition
     /// The record's bytes inside the frame's (decompressed) payload.
-    var slot: Commit.Slot
-    var changeTag: String
-    var recordType: String
-    var deleted: Bool
+    package var slot: Commit.Slot
+    package var changeTag: String
+    package var recordType: String
+    package var deleted: Bool
     /// Modification time (or, for a tombstone, deletion time), ms since 1970.
     var time: Int64
     /// Names of the records this one references with DELETE_SELF (usually none).
-    var deleteSelfTargets: [String]
+    package var deleteSelfTargets: [String]
     /// The bytes of its segment this version (or tombstone) keeps alive: its share of its frame
     /// (``Commit/costs(sizes:frameLength:)``); freed when it is superseded or purged.
     var cost: UInt32 = 0
@@ -31,29 +31,29 @@ struct RecordEntry: Sendable, Hashable {
 }
 
 /// A point in a partition's change order: a commit's LSN and a mutation's index inside it.
-struct ChangePoint: Hashable, Comparable, Sendable {
+package struct ChangePoint: Hashable, Comparable, Sendable {
     var lsn: UInt64
     var index: UInt32
 
-    static func < (a: ChangePoint, b: ChangePoint) -> Bool { (a.lsn, a.index) < (b.lsn, b.index) }
+    package static func < (a: ChangePoint, b: ChangePoint) -> Bool { (a.lsn, a.index) < (b.lsn, b.index) }
     /// Before every change.
     static let zero = ChangePoint(lsn: 0, index: 0)
 }
 
 /// One zone's key directory, reverse-reference index and change index.
-struct ZoneState: Sendable {
+package struct ZoneState: Sendable {
     /// LSN of the zone's creation (0 for a default zone, which always exists): the zone's incarnation.
-    var createdLSN: UInt64
-    var records: [String: RecordEntry] = [:]
-    var liveCount = 0
+    package var createdLSN: UInt64
+    package var records: [String: RecordEntry] = [:]
+    package var liveCount = 0
     /// target record name → names of records that reference it with DELETE_SELF.
     var deleteSelfSources: [String: Set<String>] = [:]
     /// Every change (put or tombstone) in change order; an element is current while the record's entry still
     /// has its change point. Stale elements are skipped and pruned once they outnumber the current ones.
-    var changes: [(point: ChangePoint, name: String)] = []
+    package var changes: [(point: ChangePoint, name: String)] = []
     var staleChanges = 0
     /// LSN of the zone's last change (creation included).
-    var lastChangeLSN: UInt64
+    package var lastChangeLSN: UInt64
 
     init(createdLSN: UInt64) {
         self.createdLSN = createdLSN
@@ -137,35 +137,38 @@ struct LiveSpan: Sendable, Hashable {
 /// The state a partition derives from its log: zones, their key directories and change indexes, deleted zones,
 /// and (partition 0) the schema. Rebuilt by replaying the log; checkpointed so that opening does not replay
 /// everything.
-struct PartitionState: Sendable {
-    var zones: [ZoneKey: ZoneState] = [:]
+package struct PartitionState: Sendable {
+    package var zones: [ZoneKey: ZoneState] = [:]
     /// Zones deleted, with the LSN and time (ms) of the deletion (for database change feeds), until purged.
-    var deletedZones: [ZoneKey: (lsn: UInt64, time: Int64)] = [:]
-    var schema = SchemaCatalog()
+    package var deletedZones: [ZoneKey: (lsn: UInt64, time: Int64)] = [:]
+    package var schema = SchemaCatalog()
     /// Secondary indexes of this partition's zones (IndexState.swift).
     var indexes = IndexState()
     /// LSN of the last applied commit.
-    var lastLSN: UInt64 = 0
+    package var lastLSN: UInt64 = 0
     /// Where the frame after `lastLSN` starts (the replay start of a checkpoint taken now).
     var nextPosition: FramePosition?
     /// Tombstones and deleted zones with LSN ≤ this are forgotten: change tokens before it have expired.
-    var purgedThroughLSN: UInt64 = 0
+    package var purgedThroughLSN: UInt64 = 0
     /// Subscriptions by subscriber and ID (partition 0 only).
     var subscriptions: [SubscriberID: [String: Subscription]] = [:]
     /// The compaction generation the positions in this state refer to (0: never compacted). A checkpoint of
     /// another generation is ignored on open: the frames it points at have moved.
-    var compactionGeneration: UInt32 = 0
+    package var compactionGeneration: UInt32 = 0
     /// Live bytes per segment (by segment id): the frames' bytes whose mutations are still current. Dead bytes are
     /// a segment's size minus this; compaction starts when they are a large enough share.
-    var segmentLive: [UInt64: Int64] = [:]
+    package var segmentLive: [UInt64: Int64] = [:]
     /// Where the creation of each existing custom zone, and the deletion of each deleted zone, is in the log.
     var zoneCreations: [ZoneKey: LiveSpan] = [:]
     var zoneDeletions: [ZoneKey: LiveSpan] = [:]
 
-    /// Whether the zone exists (a database's default zone always does).
-    func zoneExists(_ z: ZoneKey) -> Bool { z.zoneName == ZoneID.defaultZoneName || zones[z] != nil }
+    /// An empty state (the synthesized initializer, made `package` for offline verification's replays).
+    package init() {}
 
-    func entry(_ z: ZoneKey, _ name: String) -> RecordEntry? { zones[z]?.records[name] }
+    /// Whether the zone exists (a database's default zone always does).
+    package func zoneExists(_ z: ZoneKey) -> Bool { z.zoneName == ZoneID.defaultZoneName || zones[z] != nil }
+
+    package func entry(_ z: ZoneKey, _ name: String) -> RecordEntry? { zones[z]?.records[name] }
 
     private mutating func addLive(_ segment: UInt64, _ cost: UInt32) {
         guard cost > 0 else { return }
@@ -179,7 +182,7 @@ struct PartitionState: Sendable {
 
     /// Applies a commit: the one code path for live commits and for replay, so both derive the same state.
     /// `costs[k]`: the bytes of its frame mutation `k` keeps alive (``Commit/costs(sizes:frameLength:)``).
-    mutating func apply(
+    package mutating func apply(
         _ commit: Commit, lsn: UInt64, position: FramePosition, slots: [Int: Commit.Slot], costs: [UInt32]
     ) {
         for (k, m) in commit.mutations.enumerated() {
@@ -270,7 +273,7 @@ struct PartitionState: Sendable {
     /// Whether mutation `index` of the commit at `lsn` is still current: the version or tombstone a record's entry
     /// holds, the creation of a zone that exists, the deletion of a zone that stays deleted; schema changes and
     /// purges always are. Compaction keeps exactly these.
-    func isLive(_ m: Mutation, lsn: UInt64, index: UInt32) -> Bool {
+    package func isLive(_ m: Mutation, lsn: UInt64, index: UInt32) -> Bool {
         switch m {
         case .putRecord(let z, let r, _): return entry(z, r.recordName)?.change == ChangePoint(lsn: lsn, index: index)
         case .deleteRecord(let z, let name, _, _): return entry(z, name)?.change == ChangePoint(lsn: lsn, index: index)
@@ -298,8 +301,8 @@ struct PartitionState: Sendable {
 
 /// Change tags: derived from the commit's LSN and the mutation's index, so they are unique per saved version and
 /// identical on every replica of the log.
-enum ChangeTag {
-    static func make(lsn: UInt64, index: Int) -> String {
+package enum ChangeTag {
+    package static func make(lsn: UInt64, index: Int) -> String {
         index == 0 ? String(lsn, radix: 36) : String(lsn, radix: 36) + "-" + String(index, radix: 36)
     }
 }

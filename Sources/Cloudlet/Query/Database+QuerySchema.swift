@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletCore
 
 extension Comparator {
@@ -63,7 +64,7 @@ extension Database {
             if addIndexes {
                 let store = self.store, recordType = query.recordType, wanted = additions
                 do {
-                    try await BlockingIO.run {
+                    try await ThreadBridge.offload {
                         try store.changeSchema { schema in
                             (try wanted.flatMap { try schema.indexAdditions(key, recordType: recordType, field: $0.field, $0.flag) }, ())
                         }

@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletCore
 import CloudletStorage
 import Foundation
@@ -22,7 +23,7 @@ public final class CloudletStore: Sendable {
     public let configuration: StoreConfiguration
     /// The store's identity and layout, fixed at creation.
     public let metadata: StoreMetadata
-    let partitions: [Partition]
+    package let partitions: [Partition]
     /// A 64-bit fingerprint of ``StoreMetadata/storeID``, carried by change tokens.
     let fingerprint: UInt64
     private let lock: StoreLock?
@@ -73,7 +74,7 @@ public final class CloudletStore: Sendable {
     public static func open(at path: String, configuration: StoreConfiguration = StoreConfiguration()) async throws
         -> CloudletStore
     {
-        try await BlockingIO.run { try CloudletStore(path: path, configuration: configuration) }
+        try await ThreadBridge.offload { try CloudletStore(path: path, configuration: configuration) }
     }
 
     /// A container of this store. Containers exist as soon as something is saved in them.
@@ -86,7 +87,7 @@ public final class CloudletStore: Sendable {
     /// Flushes every partition, writes checkpoints so the next open replays nothing, and releases the lock.
     /// Idempotent.
     public func close() async throws {
-        try await BlockingIO.run { try self.closeNow() }
+        try await ThreadBridge.offload { try self.closeNow() }
     }
 
     /// Blocking form of ``close()``, for the package's synchronous tools.
@@ -105,7 +106,7 @@ public final class CloudletStore: Sendable {
 
     /// Writes a checkpoint of every partition now (normally done every `checkpointInterval` bytes and on close).
     public func checkpoint() async throws {
-        try await BlockingIO.run { for p in self.partitions { try p.writeCheckpoint() } }
+        try await ThreadBridge.offload { for p in self.partitions { try p.writeCheckpoint() } }
     }
 
     /// Forgets tombstones (deleted records and zones) older than the retention window — by default
@@ -115,13 +116,13 @@ public final class CloudletStore: Sendable {
     public func purgeTombstones(olderThan retention: Double? = nil) async throws -> Int {
         try checkOpen()
         let cutoff = Int64((Date().timeIntervalSince1970 - (retention ?? configuration.tombstoneRetention)) * 1000)
-        return try await BlockingIO.run {
+        return try await ThreadBridge.offload {
             try self.partitions.reduce(0) { n, p in n + (try p.purgeTombstones(olderThan: cutoff) == nil ? 0 : 1) }
         }
     }
 
     /// The partition that holds a zone: a stable hash of the zone's path, fixed for the life of the store.
-    func partition(for zone: ZoneKey) -> Partition {
+    package func partition(for zone: ZoneKey) -> Partition {
         partitions[Int(zone.stableHash % UInt64(partitions.count))]
     }
 
@@ -173,7 +174,7 @@ public final class CloudletStore: Sendable {
     ) async throws -> [CompactionReport] {
         try checkOpen()
         if configuration.readOnly { throw CloudletError(.readOnly, "store at \(path) is open read-only") }
-        return try await BlockingIO.run {
+        return try await ThreadBridge.offload {
             try self.partitions.compactMap {
                 try $0.compact(
                     includeActiveSegment: includeActiveSegment, bytesPerSecond: bytesPerSecond, waitForRunning: true,
@@ -183,9 +184,9 @@ public final class CloudletStore: Sendable {
     }
 
     /// The schema partition's catalog (partition 0 holds every container's schema).
-    func schemaSnapshot() -> SchemaCatalog { partitions[0].state.withLock { $0.schema } }
+    package func schemaSnapshot() -> SchemaCatalog { partitions[0].state.withLock { $0.schema } }
 
-    func checkOpen() throws {
+    package func checkOpen() throws {
         if closed.load(ordering: .acquiring) { throw CloudletError(.readOnly, "store at \(path) is closed") }
     }
 }

@@ -2,7 +2,7 @@ import CloudletCore
 
 /// CloudKit's naming rules, checked before anything is written. Every failure is
 /// ``CloudletError/Code/invalidArguments`` with a message naming the offending name and the rule it breaks.
-enum Names {
+package enum Names {
     static let maxLength = 255
 
     /// `iCloud.` followed by a reverse-DNS identifier (letters, digits, `-`, `_`, `.`), at most 255 characters.
@@ -20,7 +20,7 @@ enum Names {
     }
 
     /// Record type and field names: start with a letter, then letters, digits and `_`, at most 255 characters.
-    static func validateIdentifier(_ name: String, what: String) throws {
+    package static func validateIdentifier(_ name: String, what: String) throws {
         let u = name.utf8
         guard let first = u.first, isAlpha(first), u.count <= maxLength,
             u.allSatisfy({ isAlnum($0) || $0 == UInt8(ascii: "_") })
@@ -32,7 +32,7 @@ enum Names {
     }
 
     /// Record names: 1–255 printable ASCII characters, not starting with `_` (reserved for system records).
-    static func validateRecordName(_ name: String) throws {
+    package static func validateRecordName(_ name: String) throws {
         let u = name.utf8
         guard !u.isEmpty, u.count <= maxLength, u.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) else {
             throw CloudletError.invalid(
@@ -44,7 +44,7 @@ enum Names {
     }
 
     /// Zone names for creation: 1–255 printable ASCII characters, not starting with `_` (`_defaultZone` is reserved).
-    static func validateZoneName(_ name: String) throws {
+    package static func validateZoneName(_ name: String) throws {
         let u = Array(name.utf8)
         guard !u.isEmpty, u.count <= maxLength, u.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             throw CloudletError.invalid(

@@ -16,11 +16,11 @@ public struct StoreMetadata: Sendable, Codable, Equatable {
     public static let currentFormat = 1
     public static let fileName = "CLOUDLET"
 
-    static func partitionDirectoryName(_ p: Int) -> String {
+    package static func partitionDirectoryName(_ p: Int) -> String {
         "p" + String(repeating: "0", count: max(0, 4 - String(p).count)) + String(p)
     }
 
-    static func loadOrCreate(directory: String, configuration: StoreConfiguration) throws -> StoreMetadata {
+    package static func loadOrCreate(directory: String, configuration: StoreConfiguration) throws -> StoreMetadata {
         let path = directory + "/" + fileName
         if FileManager.default.fileExists(atPath: path) {
             let data: Data
@@ -49,7 +49,10 @@ public struct StoreMetadata: Sendable, Codable, Equatable {
             created: Int64(Date().timeIntervalSince1970 * 1000))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        try AtomicFile.write(Array(try encoder.encode(m)), to: path)
+        let bytes = Array(try encoder.encode(m))
+        do throws(FileReplacementError) { try PosixFileSystem().replaceFile(path, with: bytes) } catch {
+            throw CloudletError.io(error.description)
+        }
         return m
     }
 }

@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletWire
 import Cloudlet
 
@@ -54,7 +55,7 @@ struct AdminHandler {
             return .text(container.exportSchema(environment: environment))
         case .adminSchemaImport:
             let text = String(decoding: request.body, as: UTF8.self)
-            let result = try EngineBridge.run { try await container.importSchema(text) }
+            let result = try ThreadBridge.wait { try await container.importSchema(text) }
             var w = JSONWriter()
             w.object { w in
                 for (k, v) in [
@@ -67,12 +68,12 @@ struct AdminHandler {
             }
             return HTTPResponse(status: 200, body: w.bytes)
         case .adminSchemaDeploy:
-            let n = try EngineBridge.run { try await container.deploySchema() }
+            let n = try ThreadBridge.wait { try await container.deploySchema() }
             var w = JSONWriter()
             w.object { w in w.member("changes", Int64(n)) }
             return HTTPResponse(status: 200, body: w.bytes)
         case .adminSchemaReset:
-            try EngineBridge.run { try await container.resetDevelopmentSchema() }
+            try ThreadBridge.wait { try await container.resetDevelopmentSchema() }
             var w = JSONWriter()
             w.object { w in w.member("status", "ok") }
             return HTTPResponse(status: 200, body: w.bytes)

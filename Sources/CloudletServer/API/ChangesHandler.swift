@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletWire
 import Cloudlet
 import Foundation
@@ -36,7 +37,7 @@ struct ChangesHandler {
         let budget = context.responseBudget
         // One budget for the whole response: once a zone's page has used it up, later zones report only whether
         // changes are waiting (no records, `moreComing`, their token unchanged).
-        let results = try EngineBridge.run { () async throws -> [Result<ZoneChanges, CloudletError>] in
+        let results = try ThreadBridge.wait { () async throws -> [Result<ZoneChanges, CloudletError>] in
             var out: [Result<ZoneChanges, CloudletError>] = []
             var left = budget
             for r in requests {
@@ -69,7 +70,7 @@ struct ChangesHandler {
         let db = context.database
         let changes: ZoneChanges
         let budget = context.responseBudget
-        do { changes = try EngineBridge.run { try await r.fetch(db, maxBytes: budget) } } catch let e as CloudletError {
+        do { changes = try ThreadBridge.wait { try await r.fetch(db, maxBytes: budget) } } catch let e as CloudletError {
             throw APIError(e)
         }
         var w = JSONWriter()
@@ -84,7 +85,7 @@ struct ChangesHandler {
         let token = try ChangesCoding.token(body, at: "syncToken")
         let limit = try body.int("resultsLimit", at: "").map(Int.init)
         let db = context.database
-        let changes = try EngineBridge.run { try await db.databaseChanges(since: token, resultsLimit: limit) }
+        let changes = try ThreadBridge.wait { try await db.databaseChanges(since: token, resultsLimit: limit) }
         var w = JSONWriter()
         ChangesCoding.write(changes, to: &w)
         return w.bytes

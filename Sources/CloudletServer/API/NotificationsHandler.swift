@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletWire
 import Cloudlet
 import Foundation
@@ -73,7 +74,7 @@ final class NotificationCourier: Sendable {
         }
         let store = self.store
         let position = after
-        let batch = (try? EngineBridge.run {
+        let batch = (try? ThreadBridge.wait {
             await store.notifications(
                 container: inbox.container, environment: inbox.environment, user: inbox.user, after: position,
                 wait: timeout)

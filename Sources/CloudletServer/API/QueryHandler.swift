@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletWire
 import Cloudlet
 
@@ -21,7 +22,7 @@ struct QueryHandler {
         let budget = context.responseBudget
         let results: QueryResults
         do {
-            results = try EngineBridge.run {
+            results = try ThreadBridge.wait {
                 try await db.query(
                     r.query, zoneID: r.zone, zoneWide: r.zoneWide, resultsLimit: r.resultsLimit,
                     desiredKeys: r.desiredKeys, continuationMarker: r.marker, maxBytes: budget)
@@ -47,7 +48,7 @@ struct QueryHandler {
     func count() throws -> [UInt8] {
         let r = try parsed()
         let db = context.database
-        let n = try EngineBridge.run { try await db.count(r.query, zoneID: r.zone, zoneWide: r.zoneWide) }
+        let n = try ThreadBridge.wait { try await db.count(r.query, zoneID: r.zone, zoneWide: r.zoneWide) }
         var w = JSONWriter()
         w.object { w in w.member("count", Int64(n)) }
         return w.bytes
@@ -57,7 +58,7 @@ struct QueryHandler {
     func explain() throws -> [UInt8] {
         let r = try parsed()
         let db = context.database
-        let plan = try EngineBridge.run {
+        let plan = try ThreadBridge.wait {
             try await db.explain(r.query, zoneID: r.zone, zoneWide: r.zoneWide, resultsLimit: r.resultsLimit)
         }
         var w = JSONWriter()

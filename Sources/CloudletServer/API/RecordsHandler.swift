@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletWire
 import Cloudlet
 
@@ -20,7 +21,7 @@ struct RecordsHandler {
         let operations = try parsed.map { try $0.operation(fieldType: { schema.type(of: $1, in: $0) }) }
 
         let db = context.database
-        let results = try EngineBridge.run { try await db.modify(operations, atomic: atomic) }
+        let results = try ThreadBridge.wait { try await db.modify(operations, atomic: atomic) }
 
         var w = JSONWriter(capacity: 256 * results.count + 16)
         w.object { w in
@@ -49,7 +50,7 @@ struct RecordsHandler {
         guard !missing.isEmpty else { return }
         let ids = missing.map { ops[$0].recordID }
         let db = context.database
-        let found = try EngineBridge.run { try await db.records(for: ids) }
+        let found = try ThreadBridge.wait { try await db.records(for: ids) }
         for (i, result) in zip(missing, found) {
             switch result {
             case .success(let r): ops[i].recordType = r.recordType
@@ -68,7 +69,7 @@ struct RecordsHandler {
         let (ids, keys, numbersAsStrings) = (request.recordIDs, request.desiredKeys, request.numbersAsStrings)
         let db = context.database
         let budget = context.responseBudget
-        let results = try EngineBridge.run { try await db.records(for: ids, maxBytes: budget) }
+        let results = try ThreadBridge.wait { try await db.records(for: ids, maxBytes: budget) }
         var w = JSONWriter(capacity: 256 * results.count + 16)
         w.object { w in
             w.key("records")

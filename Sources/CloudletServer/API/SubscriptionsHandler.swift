@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletWire
 import Cloudlet
 import Foundation
@@ -13,7 +14,7 @@ struct SubscriptionsHandler {
 
     func list() throws -> [UInt8] {
         let db = context.database
-        let subs = try EngineBridge.run { try await db.subscriptions() }
+        let subs = try ThreadBridge.wait { try await db.subscriptions() }
         return Self.response { w in for s in subs { SubscriptionCoding.write(s, owner: db.id.owner, to: &w) } }
     }
 
@@ -30,7 +31,7 @@ struct SubscriptionsHandler {
             return id
         }
         let db = context.database
-        let results = try EngineBridge.run { () async throws -> [Result<Subscription, CloudletError>] in
+        let results = try ThreadBridge.wait { () async throws -> [Result<Subscription, CloudletError>] in
             var out: [Result<Subscription, CloudletError>] = []
             for id in ids {
                 do { out.append(.success(try await db.subscription(id))) } catch let e as CloudletError { out.append(.failure(e)) }
@@ -68,7 +69,7 @@ struct SubscriptionsHandler {
             return (op, op == .delete ? nil : try SubscriptionCoding.decode(s, at: "\(p).subscription"), id)
         }
         let db = context.database
-        let results = try EngineBridge.run { () async throws -> [Result<Subscription?, CloudletError>] in
+        let results = try ThreadBridge.wait { () async throws -> [Result<Subscription?, CloudletError>] in
             var out: [Result<Subscription?, CloudletError>] = []
             for (op, sub, id) in ops {
                 do {

@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletWire
 import Cloudlet
 
@@ -10,7 +11,7 @@ struct ZonesHandler {
 
     func list() throws -> [UInt8] {
         let db = context.database
-        let zones = try EngineBridge.run { try await db.zones() }
+        let zones = try ThreadBridge.wait { try await db.zones() }
         return Self.response { w in for z in zones { Self.write(z, to: &w) } }
     }
 
@@ -19,7 +20,7 @@ struct ZonesHandler {
         try checkCount(items.count)
         let ids = try items.enumerated().map { i, item in try ZoneIDCoding.require(item, at: "zones[\(i)]") }
         let db = context.database
-        let results = try EngineBridge.run { () async throws -> [Result<RecordZone, CloudletError>] in
+        let results = try ThreadBridge.wait { () async throws -> [Result<RecordZone, CloudletError>] in
             var out: [Result<RecordZone, CloudletError>] = []
             for id in ids {
                 do { out.append(.success(try await db.zone(for: id))) } catch let e as CloudletError { out.append(.failure(e)) }
@@ -58,7 +59,7 @@ struct ZonesHandler {
             return (op, try ZoneIDCoding.require(id, at: path + ".zone.zoneID"))
         }
         let db = context.database
-        let results = try EngineBridge.run { () async throws -> [Result<RecordZone?, CloudletError>] in
+        let results = try ThreadBridge.wait { () async throws -> [Result<RecordZone?, CloudletError>] in
             var out: [Result<RecordZone?, CloudletError>] = []
             for (op, id) in ops {
                 do {

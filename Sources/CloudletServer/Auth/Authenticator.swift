@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletWire
 import Cloudlet
 import Synchronization
@@ -63,7 +64,7 @@ final class Authenticator: Sendable {
 
         if granted == nil {
             let credentials = credentials
-            granted = try EngineBridge.run { try await credentials.container(forAPIToken: apiToken) }
+            granted = try ThreadBridge.wait { try await credentials.container(forAPIToken: apiToken) }
             guard let g = granted else { throw APIError("AUTHENTICATION_FAILED", "the ckAPIToken is not valid") }
             cache.withLock { $0.containers[apiKey] = g }
         }
@@ -76,7 +77,7 @@ final class Authenticator: Sendable {
         }
         if let webToken, let webKey, user == nil {
             let credentials = credentials
-            user = try EngineBridge.run { try await credentials.user(forWebAuthToken: webToken) }
+            user = try ThreadBridge.wait { try await credentials.user(forWebAuthToken: webToken) }
             guard let u = user else { throw APIError("AUTHENTICATION_FAILED", "the ckWebAuthToken is not valid") }
             cache.withLock { $0.users[webKey] = u }
         }
@@ -86,7 +87,7 @@ final class Authenticator: Sendable {
     private func isKnown(_ container: String) throws -> Bool {
         if cache.withLock({ $0.knownContainers.contains(container) }) { return true }
         let credentials = credentials
-        guard try EngineBridge.run({ try await credentials.isKnownContainer(container) }) else { return false }
+        guard try ThreadBridge.wait({ try await credentials.isKnownContainer(container) }) else { return false }
         cache.withLock { _ = $0.knownContainers.insert(container) }
         return true
     }

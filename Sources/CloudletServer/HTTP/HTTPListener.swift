@@ -8,7 +8,7 @@ import Synchronization
 /// response it returns, with keep-alive and `TCP_NODELAY`.
 ///
 /// Handlers run on civetweb's own threads (one per connection being served), never on Swift's cooperative pool,
-/// so they may block; see ``EngineBridge`` for calling async code from them.
+/// so they may block; see ``ThreadBridge/wait(_:)`` for calling async code from them.
 final class HTTPListener: Sendable {
     /// Certificate and key files for HTTPS.
     struct TLSFiles: Sendable {

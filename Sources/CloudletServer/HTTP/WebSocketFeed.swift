@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletWire
 import CCivetweb
 import Cloudlet
@@ -71,7 +72,7 @@ final class WebSocketFeed: Sendable {
             defer { session.done.signal() }
             while !session.closed.load(ordering: .acquiring) {
                 let after = session.after
-                guard let batch = try? EngineBridge.run({
+                guard let batch = try? ThreadBridge.wait({
                     await store.notifications(
                         container: session.inbox.container, environment: session.inbox.environment,
                         user: session.inbox.user, after: after, wait: Self.waitSeconds)

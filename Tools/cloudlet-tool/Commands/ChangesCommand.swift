@@ -1,4 +1,6 @@
-@_spi(Maintenance) import Cloudlet
+import Cloudlet
+import CloudletCommandLine
+import CloudletMaintenance
 import CloudletStorage
 import Foundation
 
@@ -23,7 +25,7 @@ enum ChangesCommand: Command {
         """
 
     static func run(_ args: [String]) async throws -> Int32 {
-        let o = try Options(
+        let o = try CommandLineOptions(
             args, valued: Common.valued.union(["--container", "--zone", "--env", "--scope", "--owner", "--since", "--limit"]),
             flags: Common.flags, help: help)
         let common = try Common(o)

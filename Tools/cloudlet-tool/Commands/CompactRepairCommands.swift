@@ -1,4 +1,6 @@
-@_spi(Maintenance) import Cloudlet
+import Cloudlet
+import CloudletCommandLine
+import CloudletMaintenance
 import CloudletStorage
 import CloudletWire
 import Foundation
@@ -21,7 +23,7 @@ enum CompactCommand: Command {
         """
 
     static func run(_ args: [String]) async throws -> Int32 {
-        let o = try Options(
+        let o = try CommandLineOptions(
             args, valued: Common.valued.union(["--rate", "--segment-size"]), flags: Common.flags.union(["--dry-run"]), help: help)
         let common = try Common(o)
         let segmentSize = try o.int("--segment-size") ?? StoreConfiguration().segmentSize
@@ -129,12 +131,12 @@ enum RepairCommand: Command {
         """
 
     static func run(_ args: [String]) async throws -> Int32 {
-        let o = try Options(
+        let o = try CommandLineOptions(
             args, valued: Common.valued.union(["--drop-range", "--backup"]),
             flags: Common.flags.union(["--dry-run", "--rebuild"]), help: help)
         let common = try Common(o)
         var drops: [DropRange] = []
-        for spec in o.all("--drop-range") { drops.append(try parseDrop(spec)) }
+        for spec in o.values("--drop-range") { drops.append(try parseDrop(spec)) }
         let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
         let backup = o["--backup"] ?? common.data + "/repair-" + stamp
         let (lock, inspector) = try common.exclusive()

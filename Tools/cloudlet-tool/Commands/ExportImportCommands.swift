@@ -1,4 +1,6 @@
-@_spi(Maintenance) import Cloudlet
+import Cloudlet
+import CloudletCommandLine
+import CloudletMaintenance
 import CloudletStorage
 import CloudletWire
 import Foundation
@@ -19,7 +21,7 @@ enum ExportCommand: Command {
         """
 
     static func run(_ args: [String]) async throws -> Int32 {
-        let o = try Options(args, valued: Common.valued.union(FilterOptions.valued).union(["--output"]), flags: Common.flags, help: help)
+        let o = try CommandLineOptions(args, valued: Common.valued.union(FilterOptions.valued).union(["--output"]), flags: Common.flags, help: help)
         let common = try Common(o)
         let filter = try FilterOptions.parse(o)
         let (lock, inspector) = try common.inspect()
@@ -27,10 +29,12 @@ enum ExportCommand: Command {
         let store = try inspector.openStore()
         defer { try? store.closeNow() }
         let output = o["--output"]
+        var replacement: FileReplacement?
         if let output {
-            let fd = open(output + ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw CloudletError.io("cannot create \(output).tmp", errno: errno) }
-            Out.fd = fd
+            do throws(FileSystemError) { replacement = try FileReplacement(replacing: output) } catch {
+                throw CloudletError.io("cannot create \(output)\(FileReplacement.temporarySuffix)", errno: error.errno)
+            }
+            Out.file = replacement?.file
         }
         Out.json(
             .members([
@@ -62,10 +66,11 @@ enum ExportCommand: Command {
             records += 1
         }
         Out.flush()
-        if let output {
-            guard fsync(Out.fd) == 0, close(Out.fd) == 0 else { throw CloudletError.io("cannot write \(output).tmp", errno: errno) }
-            guard rename(output + ".tmp", output) == 0 else { throw CloudletError.io("cannot rename \(output).tmp to \(output)", errno: errno) }
-            Out.fd = 1
+        if let replacement {
+            Out.file = nil
+            do throws(FileReplacementError) { try replacement.commit() } catch {
+                throw CloudletError.io("cannot replace \(replacement.path): \(error)")
+            }
         }
         Progress.clear()
         warn("exported \(records) record(s) and \(zones) custom zone(s)\(output.map { " to \($0)" } ?? "")")
@@ -91,7 +96,7 @@ enum ImportCommand: Command {
         """
 
     static func run(_ args: [String]) async throws -> Int32 {
-        let o = try Options(
+        let o = try CommandLineOptions(
             args, valued: Common.valued.union(["--input", "--batch", "--partitions"]), flags: Common.flags, help: help)
         let common = try Common(o)
         let batchSize = max(1, try o.int("--batch") ?? 200)

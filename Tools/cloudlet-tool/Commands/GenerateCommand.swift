@@ -1,4 +1,6 @@
-@_spi(Maintenance) import Cloudlet
+import Cloudlet
+import CloudletCommandLine
+import CloudletMaintenance
 import CloudletStorage
 import Foundation
 
@@ -26,7 +28,7 @@ enum GenerateCommand: Command {
     static let container = "iCloud.com.example.generated"
 
     static func run(_ args: [String]) async throws -> Int32 {
-        let o = try Options(
+        let o = try CommandLineOptions(
             args,
             valued: Common.valued.union(["--records", "--record-size", "--passes", "--batch", "--zones", "--segment-size", "--seed"]),
             flags: Common.flags, help: help)

@@ -1,4 +1,6 @@
-@_spi(Maintenance) import Cloudlet
+import Cloudlet
+import CloudletCommandLine
+import CloudletMaintenance
 import CloudletStorage
 import Foundation
 
@@ -20,7 +22,7 @@ enum HashCommand: Command {
         """
 
     static func run(_ args: [String]) async throws -> Int32 {
-        let o = try Options(
+        let o = try CommandLineOptions(
             args, valued: Common.valued.union(FilterOptions.valued),
             flags: Common.flags.union(["--tombstones", "--ignore-change-tags"]), help: help)
         let common = try Common(o)

@@ -1,4 +1,6 @@
-@_spi(Maintenance) import Cloudlet
+import Cloudlet
+import CloudletCommandLine
+import CloudletMaintenance
 import CloudletStorage
 import CloudletWire
 import Foundation
@@ -18,7 +20,7 @@ enum StatsCommand: Command {
         """
 
     static func run(_ args: [String]) async throws -> Int32 {
-        let o = try Options(args, valued: Common.valued, flags: Common.flags, help: help)
+        let o = try CommandLineOptions(args, valued: Common.valued, flags: Common.flags, help: help)
         let common = try Common(o)
         let (lock, inspector) = try common.inspect()
         defer { lock.release() }

@@ -1,4 +1,6 @@
-@_spi(Maintenance) import Cloudlet
+import Cloudlet
+import CloudletCommandLine
+import CloudletMaintenance
 import CloudletStorage
 import CloudletWire
 import Foundation
@@ -22,7 +24,7 @@ enum VerifyCommand: Command {
         """
 
     static func run(_ args: [String]) async throws -> Int32 {
-        let o = try Options(args, valued: Common.valued, flags: Common.flags.union(["--deep"]), help: help)
+        let o = try CommandLineOptions(args, valued: Common.valued, flags: Common.flags.union(["--deep"]), help: help)
         let common = try Common(o)
         let (lock, inspector) = try common.inspect()
         defer { lock.release() }

@@ -1,3 +1,4 @@
+import Cloudlet
 import CloudletCore
 import CloudletStorage
 import Foundation
@@ -5,7 +6,7 @@ import Foundation
 extension CloudletStore {
     /// Creates a custom zone if it does not exist (`cloudlet-tool import`); any database scope, the system
     /// container included.
-    @_spi(Maintenance) public func importZone(_ key: ZoneKey) async throws {
+    package func importZone(_ key: ZoneKey) async throws {
         try checkOpen()
         guard key.zoneName != ZoneID.defaultZoneName else { return }
         try Names.validateZoneName(key.zoneName)
@@ -16,7 +17,7 @@ extension CloudletStore {
 
     /// Adds the record types and fields of `types` that the schema lacks; refuses (naming it) a field whose type
     /// differs from the one the schema has.
-    @_spi(Maintenance) public func importSchema(_ key: SchemaKey, types: [RecordTypeSchema]) async throws {
+    package func importSchema(_ key: SchemaKey, types: [RecordTypeSchema]) async throws {
         try checkOpen()
         let p0 = partitions[0]
         let (_, lsn) = try p0.commit { st, _ -> ([Mutation], Void) in
@@ -45,7 +46,7 @@ extension CloudletStore {
     /// Names, field values and the schema are checked as for any save (development grows the schema, production
     /// refuses what it lacks); VALIDATE references are not, since a backup may list a record before its target.
     /// A record that exists is replaced; one of another type is refused. One commit per call.
-    @_spi(Maintenance) public func importRecords(_ records: [Record], into key: ZoneKey) async throws {
+    package func importRecords(_ records: [Record], into key: ZoneKey) async throws {
         try checkOpen()
         guard !records.isEmpty else { return }
         let p = partition(for: key)

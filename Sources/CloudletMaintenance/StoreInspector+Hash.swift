@@ -1,4 +1,5 @@
 import COpenSSL
+import Cloudlet
 import CloudletCore
 import CloudletStorage
 
@@ -36,43 +37,43 @@ struct SHA256Digest {
 
 /// Deterministic digests of a store's logical content (`cloudlet-tool hash`), equal on two stores with the same
 /// content however their logs are laid out or compacted. See README, "cloudlet-tool".
-@_spi(Maintenance) public struct ContentHash: Sendable {
-    public struct Zone: Sendable {
-        public var partition: Int
-        public var key: ZoneKey
-        public var records: Int
-        public var tombstones: Int
-        public var digest: String
+package struct ContentHash: Sendable {
+    package struct Zone: Sendable {
+        package var partition: Int
+        package var key: ZoneKey
+        package var records: Int
+        package var tombstones: Int
+        package var digest: String
     }
 
-    public struct Database: Sendable {
-        public var id: DatabaseID
-        public var zones: Int
-        public var records: Int
-        public var digest: String
+    package struct Database: Sendable {
+        package var id: DatabaseID
+        package var zones: Int
+        package var records: Int
+        package var digest: String
     }
 
-    public struct Partition: Sendable {
-        public var index: Int
-        public var zones: Int
-        public var records: Int
-        public var digest: String
+    package struct Partition: Sendable {
+        package var index: Int
+        package var zones: Int
+        package var records: Int
+        package var digest: String
     }
 
-    public var zones: [Zone] = []
-    public var databases: [Database] = []
-    public var partitions: [Partition] = []
+    package var zones: [Zone] = []
+    package var databases: [Database] = []
+    package var partitions: [Partition] = []
     /// Over every zone, whatever partition holds it.
-    public var store: String = ""
-    public var records = 0
+    package var store: String = ""
+    package var records = 0
 }
 
-@_spi(Maintenance) public struct HashOptions: Sendable {
+package struct HashOptions: Sendable {
     /// Hash tombstones (record name and type) too.
-    public var includeTombstones = false
+    package var includeTombstones = false
     /// Leave change tags out (to compare a store with a re-import of it).
-    public var ignoreChangeTags = false
-    public init() {}
+    package var ignoreChangeTags = false
+    package init() {}
 }
 
 extension StoreInspector {
@@ -80,7 +81,7 @@ extension StoreInspector {
     /// encoding — type, name, change tag, created/modified stamps, fields sorted by name); per database, partition
     /// and store, SHA-256 over the (zone name, zone digest) pairs sorted by zone name. A custom zone is part of the
     /// content even when empty; a default zone only when it holds something.
-    public func hash(
+    package func hash(
         store: CloudletStore, filter: InspectionFilter, options: HashOptions, progress: ProgressHandler? = nil
     ) throws -> ContentHash {
         var filter = filter

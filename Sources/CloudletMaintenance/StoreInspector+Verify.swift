@@ -1,39 +1,40 @@
+import Cloudlet
 import CloudletCore
 import CloudletStorage
 
 /// What `cloudlet-tool verify` found.
-@_spi(Maintenance) public struct VerifyReport: Sendable {
-    public struct Finding: Sendable, Hashable {
-        public var severity: LogFinding.Severity
-        public var partition: Int
+package struct VerifyReport: Sendable {
+    package struct Finding: Sendable, Hashable {
+        package var severity: LogFinding.Severity
+        package var partition: Int
         /// The file (segment, checkpoint, marker…), or the name a missing segment should have.
-        public var file: String
-        public var offset: UInt64?
-        public var message: String
+        package var file: String
+        package var offset: UInt64?
+        package var message: String
         /// A damaged byte range of a segment (see ``LogFinding/damaged``).
-        public var damaged: Range<UInt64>? = nil
+        package var damaged: Range<UInt64>? = nil
     }
 
-    public struct Partition: Sendable {
-        public var index: Int
-        public var segments = 0
-        public var frames = 0
-        public var bytes: UInt64 = 0
-        public var lastLSN: UInt64 = 0
-        public var mutations = 0
+    package struct Partition: Sendable {
+        package var index: Int
+        package var segments = 0
+        package var frames = 0
+        package var bytes: UInt64 = 0
+        package var lastLSN: UInt64 = 0
+        package var mutations = 0
         /// The checkpoint checked against the log (nil: none usable).
-        public var checkpointLSN: UInt64?
+        package var checkpointLSN: UInt64?
         /// Key directory entries checked against the frames they point at.
-        public var entriesChecked = 0
-        public var compactionGeneration: UInt32 = 0
+        package var entriesChecked = 0
+        package var compactionGeneration: UInt32 = 0
     }
 
-    public var findings: [Finding] = []
-    public var partitions: [Partition] = []
-    public var deep = false
+    package var findings: [Finding] = []
+    package var partitions: [Partition] = []
+    package var deep = false
 
     /// No error (warnings allowed).
-    public var isClean: Bool { !findings.contains { $0.severity == .error } }
+    package var isClean: Bool { !findings.contains { $0.severity == .error } }
 }
 
 extension StoreInspector {
@@ -42,7 +43,7 @@ extension StoreInspector {
     /// (checksums, format, generation, LSN against the log's end, start position), and every key directory entry
     /// of the checkpoint against the frame it points at. `deep` also replays the whole log from scratch and
     /// compares the state with checkpoint + tail. Never throws for bad data: everything wrong is a finding.
-    public func verify(deep: Bool, progress: ProgressHandler? = nil) throws -> VerifyReport {
+    package func verify(deep: Bool, progress: ProgressHandler? = nil) throws -> VerifyReport {
         var report = VerifyReport()
         report.deep = deep
         for p in 0..<partitionCount {

@@ -1,3 +1,4 @@
+import Cloudlet
 import CloudletCore
 import CloudletStorage
 
@@ -7,85 +8,85 @@ import CloudletStorage
 /// A frame's bytes are spread over its mutations in proportion to their payload bytes; a mutation's share is live
 /// while it is current (``PartitionState/isLive(_:lsn:index:)``) and dead once superseded, purged or in a deleted
 /// zone — the same accounting that triggers online compaction.
-@_spi(Maintenance) public struct SpaceStats: Sendable {
-    public struct Segment: Sendable {
-        public var partition: Int
-        public var name: String
-        public var firstLSN: UInt64
-        public var lastLSN: UInt64
-        public var generation: UInt32?
-        public var size: UInt64 = 0
-        public var frames = 0
-        public var liveBytes: UInt64 = 0
+package struct SpaceStats: Sendable {
+    package struct Segment: Sendable {
+        package var partition: Int
+        package var name: String
+        package var firstLSN: UInt64
+        package var lastLSN: UInt64
+        package var generation: UInt32?
+        package var size: UInt64 = 0
+        package var frames = 0
+        package var liveBytes: UInt64 = 0
         /// Payload bytes once decompressed, and as stored.
-        public var payloadBytes: UInt64 = 0
-        public var storedPayloadBytes: UInt64 = 0
+        package var payloadBytes: UInt64 = 0
+        package var storedPayloadBytes: UInt64 = 0
         /// Current record versions and tombstones it holds.
-        public var records = 0
-        public var tombstones = 0
+        package var records = 0
+        package var tombstones = 0
         /// Mutations it holds that are no longer current.
-        public var deadMutations = 0
+        package var deadMutations = 0
 
-        public var deadBytes: UInt64 { size > liveBytes ? size - liveBytes : 0 }
+        package var deadBytes: UInt64 { size > liveBytes ? size - liveBytes : 0 }
         /// Decompressed / stored payload bytes (1 when nothing compressed).
-        public var compressionRatio: Double { storedPayloadBytes == 0 ? 1 : Double(payloadBytes) / Double(storedPayloadBytes) }
+        package var compressionRatio: Double { storedPayloadBytes == 0 ? 1 : Double(payloadBytes) / Double(storedPayloadBytes) }
     }
 
-    public struct Zone: Sendable {
-        public var partition: Int
-        public var key: ZoneKey
-        public var records = 0
-        public var tombstones = 0
-        public var liveBytes: UInt64 = 0
-        public var deadBytes: UInt64 = 0
+    package struct Zone: Sendable {
+        package var partition: Int
+        package var key: ZoneKey
+        package var records = 0
+        package var tombstones = 0
+        package var liveBytes: UInt64 = 0
+        package var deadBytes: UInt64 = 0
         /// Key directory entries (records and tombstones) and their approximate memory.
-        public var indexEntries = 0
-        public var indexBytes = 0
+        package var indexEntries = 0
+        package var indexBytes = 0
         /// Change index entries (including stale ones not yet pruned).
-        public var changeIndexEntries = 0
+        package var changeIndexEntries = 0
     }
 
     /// What a compaction of everything (the active segment too) would do.
-    public struct Plan: Sendable {
-        public var framesRead = 0
-        public var framesDropped = 0
-        public var framesCopied = 0
-        public var framesRewritten = 0
-        public var bytesBefore: UInt64 = 0
+    package struct Plan: Sendable {
+        package var framesRead = 0
+        package var framesDropped = 0
+        package var framesCopied = 0
+        package var framesRewritten = 0
+        package var bytesBefore: UInt64 = 0
         /// Estimated: copied frames as they are, rewritten ones at their new payload size and the old compression
         /// ratio, plus segment headers.
-        public var bytesAfter: UInt64 = 0
+        package var bytesAfter: UInt64 = 0
 
-        public var bytesReclaimed: UInt64 { bytesBefore > bytesAfter ? bytesBefore - bytesAfter : 0 }
+        package var bytesReclaimed: UInt64 { bytesBefore > bytesAfter ? bytesBefore - bytesAfter : 0 }
     }
 
-    public struct Partition: Sendable {
-        public var index: Int
-        public var segments = 0
-        public var bytes: UInt64 = 0
-        public var liveBytes: UInt64 = 0
-        public var deadBytes: UInt64 = 0
-        public var records = 0
-        public var tombstones = 0
-        public var keyDirectoryEntries = 0
-        public var keyDirectoryBytes = 0
-        public var changeIndexEntries = 0
-        public var plan = Plan()
+    package struct Partition: Sendable {
+        package var index: Int
+        package var segments = 0
+        package var bytes: UInt64 = 0
+        package var liveBytes: UInt64 = 0
+        package var deadBytes: UInt64 = 0
+        package var records = 0
+        package var tombstones = 0
+        package var keyDirectoryEntries = 0
+        package var keyDirectoryBytes = 0
+        package var changeIndexEntries = 0
+        package var plan = Plan()
     }
 
-    public var segments: [Segment] = []
-    public var zones: [Zone] = []
-    public var partitions: [Partition] = []
+    package var segments: [Segment] = []
+    package var zones: [Zone] = []
+    package var partitions: [Partition] = []
 
-    public var totalBytes: UInt64 { partitions.reduce(0) { $0 + $1.bytes } }
-    public var deadBytes: UInt64 { partitions.reduce(0) { $0 + $1.deadBytes } }
-    public var bytesAfterCompaction: UInt64 { partitions.reduce(0) { $0 + $1.plan.bytesAfter } }
+    package var totalBytes: UInt64 { partitions.reduce(0) { $0 + $1.bytes } }
+    package var deadBytes: UInt64 { partitions.reduce(0) { $0 + $1.deadBytes } }
+    package var bytesAfterCompaction: UInt64 { partitions.reduce(0) { $0 + $1.plan.bytesAfter } }
 }
 
 extension StoreInspector {
     /// Walks every partition's log once against its current state. `segmentSize`: of the segments a compaction
     /// would write (only the count of their headers depends on it).
-    public func spaceStats(
+    package func spaceStats(
         store: CloudletStore, segmentSize: Int = StoreConfiguration().segmentSize, progress: ProgressHandler? = nil
     ) throws -> SpaceStats {
         var stats = SpaceStats()

@@ -1,59 +1,60 @@
+import Cloudlet
 import CloudletCore
 import CloudletStorage
 
 /// One frame of a log, as `cloudlet-tool dump --frames` shows it.
-@_spi(Maintenance) public struct DumpedFrame: Sendable {
-    public var partition: Int
-    public var segment: String
-    public var offset: UInt64
+package struct DumpedFrame: Sendable {
+    package var partition: Int
+    package var segment: String
+    package var offset: UInt64
     /// The whole frame on disk, header included.
-    public var length: UInt32
-    public var lsn: UInt64
-    public var epoch: UInt64
-    public var type: UInt8
-    public var compressed: Bool
+    package var length: UInt32
+    package var lsn: UInt64
+    package var epoch: UInt64
+    package var type: UInt8
+    package var compressed: Bool
     /// Payload bytes once decompressed.
-    public var payloadBytes: Int
+    package var payloadBytes: Int
     /// Mutations in the frame (kept ones, for a compacted frame) and how many are current (nil: unknown).
-    public var mutations: Int
-    public var liveMutations: Int?
+    package var mutations: Int
+    package var liveMutations: Int?
     /// Zones the frame touches.
-    public var zones: [ZoneKey]
+    package var zones: [ZoneKey]
 }
 
 /// One mutation of a log, as `cloudlet-tool dump --log` shows it.
-@_spi(Maintenance) public struct DumpedMutation: Sendable {
-    public enum Kind: String, Sendable {
+package struct DumpedMutation: Sendable {
+    package enum Kind: String, Sendable {
         case putRecord = "put", deleteRecord = "delete", createZone = "create-zone", deleteZone = "delete-zone"
         case schemaField = "schema", schemaReset = "schema-reset", purge = "purge"
         case index = "index", saveSubscription = "subscription", deleteSubscription = "subscription-delete"
     }
 
-    public var partition: Int
-    public var segment: String
-    public var offset: UInt64
-    public var lsn: UInt64
-    public var index: UInt32
-    public var epoch: UInt64
-    public var kind: Kind
-    public var zone: ZoneKey?
-    public var recordName: String?
-    public var recordType: String?
+    package var partition: Int
+    package var segment: String
+    package var offset: UInt64
+    package var lsn: UInt64
+    package var index: UInt32
+    package var epoch: UInt64
+    package var kind: Kind
+    package var zone: ZoneKey?
+    package var recordName: String?
+    package var recordType: String?
     /// The record of a put.
-    public var record: Record?
+    package var record: Record?
     /// Deletion time (ms) of a delete.
-    public var time: Int64?
+    package var time: Int64?
     /// What a schema change or purge does.
-    public var detail: String?
+    package var detail: String?
     /// Whether it is still current (nil: unknown, the store did not open).
-    public var live: Bool?
+    package var live: Bool?
 }
 
 extension StoreInspector {
     /// Walks every partition's log (damaged ones too: what is wrong is returned as findings, the walk goes on)
     /// and calls `frames` for each frame and `mutations` for each mutation that match `filter`. With `states` (the
     /// store opened), liveness is reported.
-    public func dumpLog(
+    package func dumpLog(
         filter: InspectionFilter, states: [DerivedState]?, frames: ((DumpedFrame) throws -> Void)?,
         mutations: ((DumpedMutation) throws -> Void)?, progress: ProgressHandler? = nil
     ) throws -> [VerifyReport.Finding] {
@@ -133,12 +134,12 @@ extension StoreInspector {
     }
 
     /// The derived state of each partition of an opened store.
-    public func states(of store: CloudletStore) -> [DerivedState] {
+    package func states(of store: CloudletStore) -> [DerivedState] {
         store.partitions.map { p in DerivedState(state: p.state.withLock { $0 }) }
     }
 }
 
 /// A partition's derived state, opaque to tools.
-@_spi(Maintenance) public struct DerivedState: Sendable {
+package struct DerivedState: Sendable {
     let state: PartitionState
 }

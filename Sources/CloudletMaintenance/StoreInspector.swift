@@ -1,30 +1,31 @@
+import Cloudlet
 import CloudletCore
 import CloudletStorage
 import Foundation
 
 /// How far a long offline operation is, for a progress bar.
-@_spi(Maintenance) public struct InspectionProgress: Sendable {
+package struct InspectionProgress: Sendable {
     /// What is being done ("verify partition 0").
-    public var phase: String
-    public var bytesDone: UInt64
-    public var bytesTotal: UInt64
+    package var phase: String
+    package var bytesDone: UInt64
+    package var bytesTotal: UInt64
 }
 
-@_spi(Maintenance) public typealias ProgressHandler = (InspectionProgress) -> Void
+package typealias ProgressHandler = (InspectionProgress) -> Void
 
 /// Which part of a store an offline command looks at. Nil members match everything.
-@_spi(Maintenance) public struct InspectionFilter: Sendable {
-    public var container: String?
-    public var environment: Environment?
-    public var scope: DatabaseScope?
-    public var owner: String?
-    public var zone: String?
-    public var recordType: String?
-    public var lsns: ClosedRange<UInt64>?
+package struct InspectionFilter: Sendable {
+    package var container: String?
+    package var environment: Environment?
+    package var scope: DatabaseScope?
+    package var owner: String?
+    package var zone: String?
+    package var recordType: String?
+    package var lsns: ClosedRange<UInt64>?
     /// Show deletions (tombstones) too.
-    public var includeTombstones = false
+    package var includeTombstones = false
 
-    public init() {}
+    package init() {}
 
     func matches(_ z: ZoneKey) -> Bool {
         (container == nil || container == z.container) && (environment == nil || environment == z.environment)
@@ -37,33 +38,33 @@ import Foundation
 }
 
 /// One current record version (or, when asked for, tombstone) of a store, as offline commands see it.
-@_spi(Maintenance) public struct CurrentRecord: Sendable {
-    public var partition: Int
-    public var zone: ZoneKey
-    public var recordName: String
-    public var recordType: String
+package struct CurrentRecord: Sendable {
+    package var partition: Int
+    package var zone: ZoneKey
+    package var recordName: String
+    package var recordType: String
     /// The record; nil for a tombstone.
-    public var record: Record?
+    package var record: Record?
     /// Its encoding as stored (RecordCodec), empty for a tombstone.
-    public var encoded: ArraySlice<UInt8>
-    public var lsn: UInt64
-    public var index: UInt32
+    package var encoded: ArraySlice<UInt8>
+    package var lsn: UInt64
+    package var index: UInt32
     /// Modification (or deletion) time, ms since 1970.
-    public var time: Int64
-    public var position: FramePosition
+    package var time: Int64
+    package var position: FramePosition
 
-    public var isTombstone: Bool { record == nil }
+    package var isTombstone: Bool { record == nil }
 }
 
 /// Offline access to a store directory for `cloudlet-tool`: its layout, checkpoints and derived state, read-only.
 /// The caller keeps writers out (a shared ``StoreLock``).
-@_spi(Maintenance) public final class StoreInspector: Sendable {
-    public let path: String
-    public let metadata: StoreMetadata
+package final class StoreInspector: Sendable {
+    package let path: String
+    package let metadata: StoreMetadata
     let fileSystem: any FileSystem
 
     /// Reads the store's metadata; opens nothing else. Throws `.unknownItem` if `path` holds no store.
-    public init(path: String) throws {
+    package init(path: String) throws {
         self.path = path
         fileSystem = PosixFileSystem()
         var config = StoreConfiguration()
@@ -71,13 +72,13 @@ import Foundation
         metadata = try StoreMetadata.loadOrCreate(directory: path, configuration: config)
     }
 
-    public var partitionCount: Int { metadata.partitions }
+    package var partitionCount: Int { metadata.partitions }
 
-    public func partitionDirectory(_ p: Int) -> String { path + "/" + StoreMetadata.partitionDirectoryName(p) }
+    package func partitionDirectory(_ p: Int) -> String { path + "/" + StoreMetadata.partitionDirectoryName(p) }
 
     /// Opens the store read-only: recovers each partition in memory (checkpoint plus the log after it), writes
     /// nothing. Throws what opening throws (`.corruption` naming the segment and offset).
-    public func openStore() throws -> CloudletStore {
+    package func openStore() throws -> CloudletStore {
         var config = StoreConfiguration()
         config.readOnly = true
         config.compaction = .manual
@@ -86,7 +87,7 @@ import Foundation
 
     /// Calls `body` with every current record version matching `filter` (and tombstone, if it asks), partition by
     /// partition in log order, reading each frame once.
-    public func forEachCurrent(
+    package func forEachCurrent(
         in store: CloudletStore, filter: InspectionFilter, progress: ProgressHandler? = nil,
         _ body: (CurrentRecord) throws -> Void
     ) throws {
@@ -138,7 +139,7 @@ import Foundation
     }
 
     /// The zones of the store matching `filter`: custom zones that exist, and default zones holding something.
-    public func zones(in store: CloudletStore, filter: InspectionFilter) -> [(partition: Int, zone: ZoneKey, createdLSN: UInt64)] {
+    package func zones(in store: CloudletStore, filter: InspectionFilter) -> [(partition: Int, zone: ZoneKey, createdLSN: UInt64)] {
         var out: [(Int, ZoneKey, UInt64)] = []
         for p in store.partitions {
             p.state.withLock { st in
@@ -152,7 +153,7 @@ import Foundation
     }
 
     /// The schema of every container (both environments) matching `filter.container`.
-    public func schema(in store: CloudletStore, container: String?) -> [(container: String, environment: Environment, types: [RecordTypeSchema])] {
+    package func schema(in store: CloudletStore, container: String?) -> [(container: String, environment: Environment, types: [RecordTypeSchema])] {
         let catalog = store.schemaSnapshot()
         return catalog.types.compactMap { key, types in
             guard container == nil || container == key.container else { return nil }
@@ -163,7 +164,7 @@ import Foundation
 
 extension ZoneKey {
     /// `container/environment/scope/owner/zone`: a stable, readable name that sorts zones the same everywhere.
-    @_spi(Maintenance) public var canonicalName: String {
+    package var canonicalName: String {
         [container, environment.rawValue, ownerDatabase.scope.rawValue, owner, zoneName]
             .joined(separator: "/")
     }

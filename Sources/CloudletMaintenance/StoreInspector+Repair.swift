@@ -1,28 +1,29 @@
+import Cloudlet
 import CloudletCore
 import CloudletStorage
 import Foundation
 
 /// What `cloudlet-tool repair` did, or would do.
-@_spi(Maintenance) public struct RepairReport: Sendable {
+package struct RepairReport: Sendable {
     /// What was (or would be) done, in order.
-    public var actions: [String] = []
+    package var actions: [String] = []
     /// Problems repair will not fix without being told how: mid-log corruption and lost segments (pass a drop range
     /// for each), a damaged compaction marker. Nothing was changed when this is not empty.
-    public var refused: [VerifyReport.Finding] = []
+    package var refused: [VerifyReport.Finding] = []
     /// For each refused finding that a drop range would fix, the `--drop-range` argument.
-    public var suggestions: [String] = []
+    package var suggestions: [String] = []
     /// Where the files it changed or removed were saved.
-    public var backupDirectory: String?
+    package var backupDirectory: String?
     /// The store's check before and after.
-    public var before: VerifyReport
-    public var after: VerifyReport?
+    package var before: VerifyReport
+    package var after: VerifyReport?
 }
 
 /// A `--drop-range`: partition and range.
-@_spi(Maintenance) public struct DropRange: Sendable, Hashable {
-    public var partition: Int
-    public var drop: LogRepair.Drop
-    public init(partition: Int, drop: LogRepair.Drop) {
+package struct DropRange: Sendable, Hashable {
+    package var partition: Int
+    package var drop: LogRepair.Drop
+    package init(partition: Int, drop: LogRepair.Drop) {
         self.partition = partition
         self.drop = drop
     }
@@ -35,7 +36,7 @@ extension StoreInspector {
     /// saved under `backupDirectory` (`p0000/…`): replaced segments are moved there, a segment with a torn tail is
     /// copied. Refuses — changing nothing — when the log has damage no drop range covers. `lock` is the store's
     /// exclusive lock, held by the caller; it is released when this returns.
-    public func repair(
+    package func repair(
         drops: [DropRange], backupDirectory: String, lock: StoreLock, dryRun: Bool, rebuild: Bool,
         progress: ProgressHandler? = nil
     ) async throws -> RepairReport {
@@ -55,7 +56,7 @@ extension StoreInspector {
                 if f.message.hasPrefix("torn tail") || f.message.contains("a crash while creating the segment") {
                     entry.torn.append(f.file)
                     report.actions.append("partition \(f.partition): cut the torn tail of \(file) at offset \(f.offset ?? 0)")
-                } else if isSegment || file == CompactionMarker.fileName + ".tmp" {
+                } else if isSegment || file == CompactionMarker.fileName + FileReplacement.temporarySuffix {
                     report.actions.append("partition \(f.partition): set aside \(file), left by an interrupted compaction")
                 }
                 continue

@@ -1,69 +1,70 @@
+import Cloudlet
 import CloudletCore
 import CloudletStorage
 
 /// What `cloudlet-tool info` shows of a store.
-@_spi(Maintenance) public struct StoreInfo: Sendable {
-    public struct Segment: Sendable {
-        public var name: String
-        public var firstLSN: UInt64
+package struct StoreInfo: Sendable {
+    package struct Segment: Sendable {
+        package var name: String
+        package var firstLSN: UInt64
         /// Last LSN held (regular) or covered (compacted); nil when unknown (the store did not open).
-        public var lastLSN: UInt64?
-        public var size: UInt64
-        public var generation: UInt32?
+        package var lastLSN: UInt64?
+        package var size: UInt64
+        package var generation: UInt32?
         /// The epoch in the header (nil: damaged header).
-        public var epoch: UInt64?
+        package var epoch: UInt64?
     }
 
-    public struct Checkpoint: Sendable {
-        public var name: String
-        public var lsn: UInt64
-        public var size: UInt64
-        public var generation: UInt32?
+    package struct Checkpoint: Sendable {
+        package var name: String
+        package var lsn: UInt64
+        package var size: UInt64
+        package var generation: UInt32?
         /// What is wrong with it, or why it is not used.
-        public var problem: String?
+        package var problem: String?
         /// Whether opening the store used it.
-        public var used: Bool
+        package var used: Bool
     }
 
-    public struct Zone: Sendable {
-        public var partition: Int
-        public var key: ZoneKey
-        public var records: Int
-        public var tombstones: Int
-        public var createdLSN: UInt64
-        public var lastChangeLSN: UInt64
+    package struct Zone: Sendable {
+        package var partition: Int
+        package var key: ZoneKey
+        package var records: Int
+        package var tombstones: Int
+        package var createdLSN: UInt64
+        package var lastChangeLSN: UInt64
     }
 
-    public struct Partition: Sendable {
-        public var index: Int
-        public var directory: String
-        public var segments: [Segment] = []
-        public var marker: CompactionMarker?
-        public var leftovers: [String] = []
-        public var checkpoints: [Checkpoint] = []
+    package struct Partition: Sendable {
+        package var index: Int
+        package var directory: String
+        package var segments: [Segment] = []
+        package var marker: CompactionMarker?
+        package var leftovers: [String] = []
+        package var checkpoints: [Checkpoint] = []
         /// From the opened store (nil if it did not open).
-        public var lastLSN: UInt64?
-        public var framesReplayed: Int?
-        public var purgedThroughLSN: UInt64?
-        public var deletedZones: Int?
-        public var schemaTypes: Int?
-        public var sealedBytes: UInt64?
-        public var deadBytes: UInt64?
+        package var lastLSN: UInt64?
+        package var framesReplayed: Int?
+        package var purgedThroughLSN: UInt64?
+        package var deletedZones: Int?
+        package var schemaTypes: Int?
+        package var sealedBytes: UInt64?
+        package var deadBytes: UInt64?
     }
 
-    public var metadata: StoreMetadata
-    public var partitions: [Partition] = []
-    public var zones: [Zone] = []
+    package var metadata: StoreMetadata
+    package var partitions: [Partition] = []
+    package var zones: [Zone] = []
     /// Why the store could not be opened read-only (then only the files are described).
-    public var openError: String?
+    package var openError: String?
 
-    public var logBytes: UInt64 { partitions.reduce(0) { $0 + $1.segments.reduce(0) { $0 + $1.size } } }
+    package var logBytes: UInt64 { partitions.reduce(0) { $0 + $1.segments.reduce(0) { $0 + $1.size } } }
 }
 
 extension StoreInspector {
     /// Describes the store's files and, if it opens read-only, its derived state. Never fails on bad data: what
     /// cannot be read is reported in the result.
-    public func info() throws -> StoreInfo {
+    package func info() throws -> StoreInfo {
         var info = StoreInfo(metadata: metadata)
         var store: CloudletStore?
         do { store = try openStore() } catch let e as CloudletError { info.openError = e.description }

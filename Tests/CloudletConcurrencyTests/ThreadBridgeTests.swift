@@ -1,0 +1,95 @@
+import CloudletConcurrency
+import Foundation
+import Synchronization
+import Testing
+
+@Suite("ThreadBridge: blocking threads ↔ Swift concurrency")
+struct ThreadBridgeTests {
+    struct Failure: Error, Equatable { var code: Int }
+
+    /// Runs `body` on a thread of its own (never the cooperative pool) and returns its result.
+    func onThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { c in Thread.detachNewThread { c.resume(returning: body()) } }
+    }
+
+    @Test("wait runs a body that never suspends on the calling thread")
+    func waitStaysOnTheCallingThread() async {
+        let same = await onThread {
+            let caller = pthread_self()
+            let ran = try? ThreadBridge.wait { pthread_self() }
+            return ran.map { pthread_equal($0, caller) != 0 } ?? false
+        }
+        #expect(same)
+    }
+
+    @Test("wait returns the result of a body that suspends, and throws what it throws")
+    func waitAcrossSuspensions() async {
+        let value = await onThread {
+            try? ThreadBridge.wait { () async throws -> Int in
+                try await Task.sleep(for: .milliseconds(20))
+                async let a = Task.yield()
+                await a
+                return 42
+            }
+        }
+        #expect(value == 42)
+        let error = await onThread { () -> Failure? in
+            do {
+                _ = try ThreadBridge.wait { () async throws -> Int in
+                    try await Task.sleep(for: .milliseconds(5))
+                    throw Failure(code: 7)
+                }
+                return nil
+            } catch {
+                return error as? Failure
+            }
+        }
+        #expect(error == Failure(code: 7))
+    }
+
+    @Test("many threads wait at once")
+    func concurrentWaits() async {
+        let total = await withTaskGroup(of: Int.self) { group in
+            for i in 0..<16 {
+                group.addTask {
+                    await onThread {
+                        (try? ThreadBridge.wait { () async throws -> Int in
+                            try await Task.sleep(for: .milliseconds(1))
+                            return i
+                        }) ?? -1
+                    }
+                }
+            }
+            return await group.reduce(0, +)
+        }
+        #expect(total == (0..<16).reduce(0, +))
+    }
+
+    @Test("offload runs blocking work off the calling task and keeps its error type")
+    func offload() async {
+        // More blocking calls at once than the cooperative pool has threads: they must not wait for each other.
+        final class Counter: Sendable { let value = Atomic<Int>(0) }
+        let started = Counter()
+        let count = ProcessInfo.processInfo.activeProcessorCount + 2
+        let all = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<count {
+                group.addTask {
+                    await ThreadBridge.offload { () -> Bool in
+                        started.value.add(1, ordering: .relaxed)
+                        let deadline = Date().addingTimeInterval(10)
+                        while started.value.load(ordering: .relaxed) < count && Date() < deadline { usleep(1000) }
+                        return started.value.load(ordering: .relaxed) >= count
+                    }
+                }
+            }
+            return await group.allSatisfy { $0 }
+        }
+        #expect(all)
+        do throws(Failure) {
+            try await ThreadBridge.offload { () throws(Failure) in throw Failure(code: 3) }
+            Issue.record("no error")
+        } catch {
+            #expect(error.code == 3)
+        }
+    }
+}
