@@ -29,7 +29,7 @@ public enum ChangeEvent: Sendable, Hashable {
             .recordDeleted(z.database, RecordID(recordName: name, zoneID: z.zoneID), recordType: type)
         case .createZone(let z): .zoneCreated(z.database, z.zoneID)
         case .deleteZone(let z, _): .zoneDeleted(z.database, z.zoneID)
-        case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription: nil
+        case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription, .catalogVersion: nil
         }
     }
 }

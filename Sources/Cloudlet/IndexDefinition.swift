@@ -108,7 +108,7 @@ enum IndexStatus: UInt8, Sendable {
 
 /// Index changes in a commit (mutation kind 8 of docs/record-format.md).
 enum IndexMutation: Sendable, Hashable {
-    /// Flags added to a field of a record type in a schema (partition 0, which holds the schemas).
+    /// Flags added to a field of a record type in a schema: a catalog mutation (``Catalog``).
     case flags(SchemaKey, recordType: String, field: String, IndexFlags)
     /// An index the partition maintains from this commit on; ready once a background build has added the records
     /// that were already there.

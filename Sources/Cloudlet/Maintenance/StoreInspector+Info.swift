@@ -119,7 +119,6 @@ extension StoreInspector {
                 opened.state.withLock { st in
                     part.purgedThroughLSN = st.purgedThroughLSN
                     part.deletedZones = st.deletedZones.count
-                    part.schemaTypes = st.schema.types.values.reduce(0) { $0 + $1.count }
                     for (key, zone) in st.zones {
                         let tombstones = zone.records.count - zone.liveCount
                         info.zones.append(
