@@ -65,6 +65,8 @@ struct SHA256Digest {
     /// Over every zone, whatever partition holds it.
     public var store: String = ""
     public var records = 0
+    /// Over the catalog's content: schemas (types, fields, index flags) and subscriptions.
+    public var catalog: String = ""
 }
 
 @_spi(Maintenance) public struct HashOptions: Sendable {
@@ -139,6 +141,7 @@ extension StoreInspector {
             return hex(d.finish())
         }
         out.store = combine(zoneDigests) { $0.canonicalName }
+        out.catalog = catalogDigest(store)
         let byDatabase = Dictionary(grouping: zoneDigests, by: { $0.key.database })
         for (db, items) in byDatabase {
             let records = out.zones.filter { $0.key.database == db }.reduce(0) { $0 + $1.records }

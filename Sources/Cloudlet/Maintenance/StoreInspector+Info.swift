@@ -54,6 +54,8 @@ import CloudletStorage
     public var metadata: StoreMetadata
     public var partitions: [Partition] = []
     public var zones: [Zone] = []
+    /// The catalog: its log's files and what it holds.
+    public var catalog: CatalogInfo?
     /// Why the store could not be opened read-only (then only the files are described).
     public var openError: String?
 
@@ -131,6 +133,7 @@ extension StoreInspector {
             info.partitions.append(part)
         }
         info.zones.sort { $0.key.canonicalName < $1.key.canonicalName }
+        info.catalog = catalogInfo(store: store)
         return info
     }
 }

@@ -76,6 +76,10 @@ import CloudletStorage
     public var segments: [Segment] = []
     public var zones: [Zone] = []
     public var partitions: [Partition] = []
+    /// The catalog's log (not compacted: everything in it is its history) and version.
+    public var catalogSegments = 0
+    public var catalogBytes: UInt64 = 0
+    public var catalogVersion: UInt64 = 0
 
     public var totalBytes: UInt64 { partitions.reduce(0) { $0 + $1.bytes } }
     public var deadBytes: UInt64 { partitions.reduce(0) { $0 + $1.deadBytes } }
@@ -166,6 +170,12 @@ extension StoreInspector {
             stats.partitions.append(part)
         }
         stats.zones.sort { $0.key.canonicalName < $1.key.canonicalName }
+        if let log = store.catalog.log {
+            let segments = log.segments()
+            stats.catalogSegments = segments.count
+            stats.catalogBytes = segments.reduce(0) { $0 + $1.size }
+        }
+        stats.catalogVersion = store.catalog.snapshot().version
         return stats
     }
 

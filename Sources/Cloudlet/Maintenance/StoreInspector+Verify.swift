@@ -26,10 +26,14 @@ import CloudletStorage
         /// Key directory entries checked against the frames they point at.
         public var entriesChecked = 0
         public var compactionGeneration: UInt32 = 0
+        /// The catalog version its commits were validated against (from the replay; nil when the log is damaged).
+        public var catalogVersion: UInt64?
     }
 
     public var findings: [Finding] = []
     public var partitions: [Partition] = []
+    /// The catalog's log (nil: a format-1 store, whose catalog is in partition 0).
+    public var catalog: CatalogVerification?
     public var deep = false
 
     /// No error (warnings allowed).
@@ -48,6 +52,9 @@ extension StoreInspector {
         for p in 0..<partitionCount {
             try verifyPartition(p, deep: deep, report: &report, progress: progress)
         }
+        var versions: [Int: UInt64] = [:]
+        for part in report.partitions { if let v = part.catalogVersion { versions[part.index] = v } }
+        try verifyCatalog(deep: deep, partitionVersions: versions, report: &report, progress: progress)
         return report
     }
 
@@ -192,6 +199,7 @@ extension StoreInspector {
                 if deep { compare(tail, full, checkpointPath: checkpoint.path, finding) }
             }
         }
+        if walk.isClean { part.catalogVersion = (checkpoint == nil ? full : tail).catalogVersion }
         if walk.isClean && replayFull {
             let live = full.segmentLive.filter { $0.value < 0 }
             for (segment, bytes) in live {
