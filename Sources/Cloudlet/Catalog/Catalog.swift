@@ -38,7 +38,8 @@ final class Catalog: Sendable {
     private let writer: Mutex<CatalogState>
     /// What readers see, and the staged states waiting for durability (in LSN order).
     private let visible: Mutex<Visible>
-    private let checkpointWriter = Mutex(())
+    /// Serializes checkpoint writers (a background one and close's); true once closed, after which none is written.
+    private let checkpointWriter = Mutex(false)
     /// Log bytes since the last checkpoint was started, whether one is running, the LSN of the newest one.
     private let checkpointProgress = Mutex((bytes: 0, running: false, lastLSN: UInt64(0)))
     private let checkpointInterval: Int
@@ -211,35 +212,41 @@ final class Catalog: Sendable {
         }
     }
 
-    /// Writes a checkpoint of the durable catalog if it is newer than the newest one. Returns whether it wrote one.
+    /// Writes a checkpoint of the durable catalog if it is newer than the newest one (and the catalog is not
+    /// closed). Returns whether it wrote one.
     @discardableResult
     func writeCheckpoint() throws -> Bool {
+        try checkpointWriter.withLock { closed in closed ? false : try writeCheckpointLocked() }
+    }
+
+    private func writeCheckpointLocked() throws -> Bool {
         guard let checkpoints, let log else { return false }
-        return try checkpointWriter.withLock { _ in
-            publish()
-            let state = snapshot()
-            guard state.version > checkpointProgress.withLock({ $0.lastLSN }), state.version <= log.durableLSN else {
-                return false
-            }
-            try checkpoints.write(lsn: state.version, next: state.nextPosition, payload: state.encodeCheckpoint())
-            checkpointProgress.withLock { $0.lastLSN = max($0.lastLSN, state.version) }
-            return true
-        }
+        publish()
+        let state = snapshot()
+        guard state.version > checkpointProgress.withLock({ $0.lastLSN }), state.version <= log.durableLSN else { return false }
+        try checkpoints.write(lsn: state.version, next: state.nextPosition, payload: state.encodeCheckpoint())
+        checkpointProgress.withLock { $0.lastLSN = max($0.lastLSN, state.version) }
+        return true
     }
 
     /// Closes the log after a failed open of the store (no checkpoint); a failure to close is reported on standard
     /// error, the open's own error being the one thrown.
     func abandon() {
         guard let log else { return }
+        checkpointWriter.withLock { $0 = true }
         do { try log.close() } catch { StoreLog.warning("closing the catalog's log after a failed open: \(error)") }
     }
 
-    /// Flushes the log, writes a checkpoint (`checkpoint`, and the log did not fail) and closes it.
+    /// Flushes the log, writes a checkpoint (`checkpoint`, and the log did not fail) and closes it; a background
+    /// checkpoint that has not started by then never will.
     func close(checkpoint: Bool) throws {
         guard let log else { return }
         try log.flush()
         publish()
-        if checkpoint && log.failure == nil { try writeCheckpoint() }
+        try checkpointWriter.withLock { closed in
+            defer { closed = true }
+            if checkpoint && !closed && log.failure == nil { _ = try writeCheckpointLocked() }
+        }
         try log.close()
     }
 }

@@ -46,7 +46,6 @@ import CloudletStorage
         public var framesReplayed: Int?
         public var purgedThroughLSN: UInt64?
         public var deletedZones: Int?
-        public var schemaTypes: Int?
         public var sealedBytes: UInt64?
         public var deadBytes: UInt64?
     }

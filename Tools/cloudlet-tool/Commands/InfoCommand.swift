@@ -161,7 +161,7 @@ enum InfoCommand: Command {
                             }),
                         "framesReplayed": p.framesReplayed.map { .int($0) }, "sealedBytes": p.sealedBytes.map { .int($0) },
                         "deadBytes": p.deadBytes.map { .int($0) }, "purgedThroughLSN": p.purgedThroughLSN.map { .int($0) },
-                        "deletedZones": p.deletedZones.map { .int($0) }, "schemaTypes": p.schemaTypes.map { .int($0) },
+                        "deletedZones": p.deletedZones.map { .int($0) },
                     ])
                 }),
             "zones": .array(
