@@ -85,20 +85,23 @@ final class Catalog: Sendable {
         logConfig.readOnly = configuration.readOnly
         var replayed = 0
         var replayedBytes = 0
-        log = try Log.open(
+        let opened = try Log.open(
             directory: directory, partition: Self.logPartition, configuration: logConfig, fileSystem: fileSystem,
             afterLSN: state.version, startHint: usedCheckpoint == nil ? nil : state.nextPosition
         ) { frame in
-            let commit = try Self.decode(frame.type, frame.payload, lsn: frame.lsn, at: "segment \(frame.position.segment) offset \(frame.position.offset)")
-            state.apply(commit, lsn: frame.lsn, position: frame.position)
+            let place = "segment \(frame.position.segment) offset \(frame.position.offset)"
+            state.apply(try Self.decode(frame.type, frame.payload, lsn: frame.lsn, at: place), lsn: frame.lsn, position: frame.position)
             replayed += 1
             replayedBytes += Int(frame.position.length)
         }
-        guard state.version == log!.lastLSN else {
+        // The catalog's log is never compacted: its LSNs are dense, and replay reaches its end.
+        guard state.version == opened.lastLSN else {
+            do { try opened.close() } catch { StoreLog.warning("closing the catalog's log after a failed open: \(error)") }
             throw CloudletError.corruption(
-                "catalog \(directory): the state is at version \(state.version) but the log ends at LSN \(log!.lastLSN)")
+                "catalog \(directory): the state is at version \(state.version) but the log ends at LSN \(opened.lastLSN)")
         }
-        state.nextPosition = log!.endPosition
+        state.nextPosition = opened.endPosition
+        log = opened
         framesReplayed = replayed
         checkpointLSN = usedCheckpoint
         writer = Mutex(state)
