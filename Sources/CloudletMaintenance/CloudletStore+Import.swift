@@ -19,8 +19,7 @@ extension CloudletStore {
     /// differs from the one the schema has.
     package func importSchema(_ key: SchemaKey, types: [RecordTypeSchema]) async throws {
         try checkOpen()
-        let p0 = partitions[0]
-        let (_, lsn) = try p0.commit { st, _ -> ([Mutation], Void) in
+        let (_, version) = try catalog.commit { st -> ([Mutation], Void) in
             var missing: [Mutation] = []
             for t in types {
                 let known = st.schema.recordType(key, t.name)
@@ -38,7 +37,7 @@ extension CloudletStore {
             }
             return (missing, ())
         }
-        if let lsn { try await p0.waitDurable(lsn) }
+        try await catalog.waitDurable(version)
     }
 
     /// Saves records into a zone as they are (`cloudlet-tool import`): created and modified stamps are kept, each
@@ -54,12 +53,12 @@ extension CloudletStore {
         guard exists else { throw CloudletError(.zoneNotFound, "zone \(key.canonicalName) does not exist") }
         let schemaKey = SchemaKey(zone: key)
         for _ in 0..<8 {
-            let catalog = p.id == 0 ? nil : schemaSnapshot()
             do {
                 let (_, lsn) = try p.commit { st, lsn -> ([Mutation], Void) in
                     var mutations: [Mutation] = []
                     var additions: [Mutation] = []
-                    let schema = catalog ?? st.schema
+                    let snapshot = catalog.snapshot()
+                    let schema = snapshot.schema
                     let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
                     for input in records {
                         try Names.validateRecordName(input.recordName)
@@ -78,32 +77,22 @@ extension CloudletStore {
                         r.created = input.created ?? input.modified ?? stamp
                         r.modified = input.modified ?? r.created
                         additions += try schema.additions(for: r, in: schemaKey, pending: additions)
-                        r.changeTag = ChangeTag.make(lsn: lsn, index: additions.count + mutations.count)
+                        r.changeTag = ChangeTag.make(lsn: lsn, index: mutations.count)
                         let encoded = RecordCodec.encode(r)
                         guard encoded.count <= BatchPlanner.maxRecordSize else {
                             throw CloudletError(.limitExceeded, "record '\(r.recordName)' is \(encoded.count) bytes; the limit is \(BatchPlanner.maxRecordSize)")
                         }
                         mutations.append(.putRecord(zone: key, record: r, encoded: encoded))
                     }
-                    if additions.isEmpty { return (mutations, ()) }
-                    guard p.id == 0 else { throw BatchPlanner.NeedsSchema(mutations: additions) }
-                    return (additions + mutations, ())
+                    // Schema additions go to the catalog first, outside this lock (Catalog/).
+                    guard additions.isEmpty else { throw BatchPlanner.NeedsSchema(mutations: additions) }
+                    if snapshot.version > st.catalogVersion { mutations.append(.catalogVersion(snapshot.version)) }
+                    return (mutations, ())
                 }
                 if let lsn { try await p.waitDurable(lsn) }
                 return
             } catch let needs as BatchPlanner.NeedsSchema {
-                let p0 = partitions[0]
-                let (_, lsn) = try p0.commit { st, _ -> ([Mutation], Void) in
-                    var missing: [Mutation] = []
-                    for case .schemaField(let k, let type, let field, let ft) in needs.mutations {
-                        let known = st.schema.recordType(k, type)
-                        if known == nil && field == nil || field.map({ known?.fields[$0] == nil }) == true {
-                            missing.append(.schemaField(k, recordType: type, field: field, type: ft))
-                        }
-                    }
-                    return (missing, ())
-                }
-                if let lsn { try await p0.waitDurable(lsn) }
+                try await addSchema(needs.mutations)
             }
         }
         throw CloudletError(.internalError, "the schema of zone \(key.canonicalName) kept changing during the import")

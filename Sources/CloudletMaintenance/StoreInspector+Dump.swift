@@ -28,6 +28,7 @@ package struct DumpedMutation: Sendable {
         case putRecord = "put", deleteRecord = "delete", createZone = "create-zone", deleteZone = "delete-zone"
         case schemaField = "schema", schemaReset = "schema-reset", purge = "purge"
         case index = "index", saveSubscription = "subscription", deleteSubscription = "subscription-delete"
+        case catalogVersion = "catalog-version"
     }
 
     package var partition: Int
@@ -105,6 +106,7 @@ extension StoreInspector {
                         (d.kind, d.detail) = (.saveSubscription, "\(who.database.container)/\(who.database.environment.rawValue) \(who.user): \(sub.id)")
                     case .deleteSubscription(let who, let id):
                         (d.kind, d.detail) = (.deleteSubscription, "\(who.database.container)/\(who.database.environment.rawValue) \(who.user): \(id)")
+                    case .catalogVersion(let v): (d.kind, d.detail) = (.catalogVersion, "validated against catalog version \(v)")
                     }
                     if let st {
                         d.live = st.isLive(m, lsn: frame.lsn, index: index)

@@ -66,6 +66,8 @@ package struct ContentHash: Sendable {
     /// Over every zone, whatever partition holds it.
     package var store: String = ""
     package var records = 0
+    /// Over the catalog's content: schemas (types, fields, index flags) and subscriptions.
+    package var catalog: String = ""
 }
 
 package struct HashOptions: Sendable {
@@ -140,6 +142,7 @@ extension StoreInspector {
             return hex(d.finish())
         }
         out.store = combine(zoneDigests) { $0.canonicalName }
+        out.catalog = catalogDigest(store)
         let byDatabase = Dictionary(grouping: zoneDigests, by: { $0.key.ownerDatabase })
         for (db, items) in byDatabase {
             let records = out.zones.filter { $0.key.ownerDatabase == db }.reduce(0) { $0 + $1.records }

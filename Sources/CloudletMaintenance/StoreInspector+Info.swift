@@ -47,7 +47,6 @@ package struct StoreInfo: Sendable {
         package var framesReplayed: Int?
         package var purgedThroughLSN: UInt64?
         package var deletedZones: Int?
-        package var schemaTypes: Int?
         package var sealedBytes: UInt64?
         package var deadBytes: UInt64?
     }
@@ -55,6 +54,8 @@ package struct StoreInfo: Sendable {
     package var metadata: StoreMetadata
     package var partitions: [Partition] = []
     package var zones: [Zone] = []
+    /// The catalog: its log's files and what it holds.
+    package var catalog: CatalogInfo?
     /// Why the store could not be opened read-only (then only the files are described).
     package var openError: String?
 
@@ -120,7 +121,6 @@ extension StoreInspector {
                 opened.state.withLock { st in
                     part.purgedThroughLSN = st.purgedThroughLSN
                     part.deletedZones = st.deletedZones.count
-                    part.schemaTypes = st.schema.types.values.reduce(0) { $0 + $1.count }
                     for (key, zone) in st.zones {
                         let tombstones = zone.records.count - zone.liveCount
                         info.zones.append(
@@ -133,6 +133,7 @@ extension StoreInspector {
             info.partitions.append(part)
         }
         info.zones.sort { $0.key.canonicalName < $1.key.canonicalName }
+        info.catalog = catalogInfo(store: store)
         return info
     }
 }

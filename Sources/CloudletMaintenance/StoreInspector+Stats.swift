@@ -77,6 +77,10 @@ package struct SpaceStats: Sendable {
     package var segments: [Segment] = []
     package var zones: [Zone] = []
     package var partitions: [Partition] = []
+    /// The catalog's log (not compacted: everything in it is its history) and version.
+    package var catalogSegments = 0
+    package var catalogBytes: UInt64 = 0
+    package var catalogVersion: UInt64 = 0
 
     package var totalBytes: UInt64 { partitions.reduce(0) { $0 + $1.bytes } }
     package var deadBytes: UInt64 { partitions.reduce(0) { $0 + $1.deadBytes } }
@@ -167,6 +171,12 @@ extension StoreInspector {
             stats.partitions.append(part)
         }
         stats.zones.sort { $0.key.canonicalName < $1.key.canonicalName }
+        if let log = store.catalog.log {
+            let segments = log.segments()
+            stats.catalogSegments = segments.count
+            stats.catalogBytes = segments.reduce(0) { $0 + $1.size }
+        }
+        stats.catalogVersion = store.catalog.snapshot().version
         return stats
     }
 

@@ -10,10 +10,15 @@ import Foundation
 @main
 enum CrashWriter {
     static let help = """
-        USAGE: cloudlet-crash-writer --data DIR [--writers N] [--prefix P]
+        USAGE: cloudlet-crash-writer --data DIR [--writers N] [--prefix P] [--mode records|catalog] [--partitions N]
 
         Saves records named <P>-<writer>-<i> with 8 concurrent writers (into the default zone and a custom zone
         'Crash'), printing "ack <zone> <name>" after each save returns. Runs until killed.
+
+        --mode catalog keeps the catalog busy: the records go to custom zones C0…C7 (spread over the partitions of
+        a store created with --partitions N, default 4), each of a writer's first 16 records adds a field
+        f_<P>_<writer>_<i> (INT64, just in time), and every 5th save also saves subscription s-<P>-<writer>-<i>,
+        printing "sub <id>" once it returns.
         """
 
     static func main() async {
@@ -38,7 +43,7 @@ enum CrashWriter {
         var values: [String: String] = [:]
         var rest = args[...]
         while let name = rest.popFirst() {
-            guard ["--data", "--writers", "--prefix"].contains(name) else {
+            guard ["--data", "--writers", "--prefix", "--mode", "--partitions"].contains(name) else {
                 throw UsageError(description: "unknown option \(name)")
             }
             guard let value = rest.popFirst() else { throw UsageError(description: "\(name) needs a value") }
@@ -52,6 +57,13 @@ enum CrashWriter {
         guard let dir = o["--data"] else { throw UsageError(description: "--data DIR is required") }
         let writers = Int(o["--writers"] ?? "8") ?? 8
         let prefix = o["--prefix"] ?? "w"
+        switch o["--mode"] ?? "records" {
+        case "records": break
+        case "catalog":
+            try await catalog(dir: dir, writers: writers, prefix: prefix, partitions: Int(o["--partitions"] ?? "4") ?? 4)
+            return
+        case let other: throw UsageError(description: "--mode must be records or catalog, not \(other)")
+        }
         let store = try await CloudletStore.open(at: dir)
         let db = try store.container("iCloud.com.example.crash").privateDatabase(user: "crash")
         try await db.createZone(ZoneID(zoneName: "Crash"))
@@ -75,6 +87,43 @@ enum CrashWriter {
                         }
                         // One write(2) per line: lines from concurrent writers never interleave.
                         FileHandle.standardOutput.write(Data("ack \(zone.zoneName) \(name)\n".utf8))
+                        i += 1
+                    }
+                }
+            }
+        }
+    }
+
+    /// `--mode catalog`: writes that add schema fields just in time in every partition, and subscriptions.
+    static func catalog(dir: String, writers: Int, prefix: String, partitions: Int) async throws {
+        var config = StoreConfiguration()
+        config.partitions = partitions
+        let store = try await CloudletStore.open(at: dir, configuration: config)
+        let db = try store.container("iCloud.com.example.crash").privateDatabase(user: "crash")
+        for z in 0..<8 { try await db.createZone(ZoneID(zoneName: "C\(z)")) }
+        FileHandle.standardOutput.write(Data("ready\n".utf8))
+        await withTaskGroup(of: Void.self) { group in
+            for w in 0..<writers {
+                group.addTask {
+                    var i = 0
+                    while true {
+                        let zone = ZoneID(zoneName: "C\((w + i) % 8)")
+                        let name = "\(prefix)-\(w)-\(i)"
+                        var r = Record(recordType: "Entry", recordName: name, zoneID: zone)
+                        r["seq"] = .int64(Int64(i))
+                        r["f_\(prefix)_\(w)_\(i % 16)"] = .int64(Int64(i))
+                        do {
+                            _ = try await db.save(r)
+                            FileHandle.standardOutput.write(Data("ack \(zone.zoneName) \(name)\n".utf8))
+                            if i % 5 == 0 {
+                                let id = "s-\(prefix)-\(w)-\(i)"
+                                try await db.saveSubscription(Subscription(id: id, kind: .zone(zone)))
+                                FileHandle.standardOutput.write(Data("sub \(id)\n".utf8))
+                            }
+                        } catch {
+                            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+                            exit(1)
+                        }
                         i += 1
                     }
                 }

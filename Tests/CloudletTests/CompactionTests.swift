@@ -26,9 +26,8 @@ struct LogicalView: Equatable, CustomStringConvertible {
             zones[key.description] = lines.joined(separator: "\n")
         }
         for (key, d) in st.deletedZones { deleted[key.description] = "\(d.lsn) \(d.time)" }
-        schema = st.schema.types.flatMap { key, types in
-            types.values.map { "\(key.container)/\(key.environment) \($0.name) \($0.fields.sorted { $0.key < $1.key })" }
-        }.sorted()
+        // Schemas are the catalog's (Catalog/); what a partition keeps of it is the catalog version it used.
+        schema = ["catalog version \(st.catalogVersion)"]
         purgedThrough = st.purgedThroughLSN
         lastLSN = st.lastLSN
     }
@@ -268,7 +267,10 @@ func replayFromScratch(_ directory: String) throws -> PartitionState {
                             if v < seen[name, default: 0] { model.fail("read \(name): version \(v) after \(seen[name]!)") }
                             seen[name] = v
                         } catch let e as CloudletError where e.code == .unknownItem {
-                            // Not written yet.
+                            // Not written yet: let the writers run. (A miss never suspends, and a first save now
+                            // waits for its record type's catalog commit before its record exists; on a two-core
+                            // machine two polling readers would otherwise hold every thread of the pool.)
+                            await Task.yield()
                         } catch { model.fail("read \(name): \(error)") }
                     }
                 }

@@ -71,11 +71,10 @@ import Testing
         #expect(devBook.indexes == ["kind": .queryable, "price": .sortable, "recordName": .queryable])
         // … and production only when deployed. Commit the deployment without starting the builds, to see the
         // query while the index is still building.
+        let (_, version) = try store.catalog.commit { st in (try st.schema.deployment(container: testContainer), ()) }
+        try store.catalog.waitDurableBlocking(version)
         _ = try store.partitions[0].commit { st, _ in
-            var schema = st.schema
-            let m = try schema.deployment(container: testContainer)
-            for x in m { schema.apply(x) }
-            return (m + IndexReconciler.mutations(schema: schema, indexes: st.indexes), ())
+            (IndexReconciler.mutations(schema: store.catalog.snapshot().schema, indexes: st.indexes), ())
         }
         let q = try Query(recordType: "Book", format: "kind == 'novel' AND price >= 3")
         let building = await expectError(.serviceUnavailable) { try await prod.query(q) }

@@ -82,7 +82,7 @@ enum IndexKind: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible
 
 /// One index a partition maintains: a kind on a field of a record type, in one container's environment.
 package struct IndexDefinition: Hashable, Sendable, CustomStringConvertible {
-    var schema: SchemaKey
+    package var schema: SchemaKey
     var recordType: String
     var field: String
     var kind: IndexKind
@@ -93,7 +93,7 @@ package struct IndexDefinition: Hashable, Sendable, CustomStringConvertible {
 
 /// A record type in one container's environment.
 struct TypeKey: Hashable, Sendable {
-    var schema: SchemaKey
+    package var schema: SchemaKey
     var recordType: String
 }
 
@@ -108,7 +108,7 @@ enum IndexStatus: UInt8, Sendable {
 
 /// Index changes in a commit (mutation kind 8 of docs/record-format.md).
 package enum IndexMutation: Sendable, Hashable {
-    /// Flags added to a field of a record type in a schema (partition 0, which holds the schemas).
+    /// Flags added to a field of a record type in a schema: a catalog mutation (``Catalog``).
     case flags(SchemaKey, recordType: String, field: String, IndexFlags)
     /// An index the partition maintains from this commit on; ready once a background build has added the records
     /// that were already there.

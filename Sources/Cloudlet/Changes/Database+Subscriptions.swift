@@ -35,10 +35,9 @@ extension Database {
                 throw CloudletError(.badDatabase, "database subscriptions are not available for the public database")
             }
         }
-        let partition = store.partitions[0]
         let who = subscriber
-        let (_, lsn) = try partition.commit { _, _ in ([.saveSubscription(who, subscription)], ()) }
-        if let lsn { try await partition.waitDurable(lsn) }
+        let (_, version) = try store.catalog.commit { _ in ([.saveSubscription(who, subscription)], ()) }
+        try await store.catalog.waitDurable(version)
         store.notificationHub.start()
         return subscription
     }
@@ -47,15 +46,14 @@ extension Database {
     public func subscriptions() async throws -> [Subscription] {
         try authorize(.subscribe)
         let who = subscriber
-        return store.partitions[0].state.withLock { $0.subscriptions[who].map { Array($0.values) } ?? [] }
-            .sorted { $0.id < $1.id }
+        return store.catalog.snapshot().subscriptions(of: who).values.sorted { $0.id < $1.id }
     }
 
     /// One subscription. - Throws: `unknownItem` when there is none with that ID.
     public func subscription(_ id: String) async throws -> Subscription {
         try authorize(.subscribe)
         let who = subscriber
-        guard let s = store.partitions[0].state.withLock({ $0.subscriptions[who]?[id] }) else {
+        guard let s = store.catalog.snapshot().subscriptions(of: who)[id] else {
             throw CloudletError(.unknownItem, "subscription '\(id)' does not exist")
         }
         return s
@@ -65,14 +63,13 @@ extension Database {
     public func deleteSubscription(_ id: String) async throws {
         try authorize(.subscribe)
         let who = subscriber
-        let partition = store.partitions[0]
-        let (_, lsn) = try partition.commit { st, _ in
-            guard st.subscriptions[who]?[id] != nil else {
+        let (_, version) = try store.catalog.commit { st in
+            guard st.subscriptions(of: who)[id] != nil else {
                 throw CloudletError(.unknownItem, "subscription '\(id)' does not exist")
             }
             return ([.deleteSubscription(who, id: id)], ())
         }
-        if let lsn { try await partition.waitDurable(lsn) }
+        try await store.catalog.waitDurable(version)
     }
 }
 

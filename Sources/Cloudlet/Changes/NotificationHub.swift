@@ -45,11 +45,14 @@ public final class NotificationHub: Sendable {
     public let capacity: Int
     let incarnation: UInt64
     private let partitions: [Partition]
+    /// Where the subscriptions are.
+    private let catalog: Catalog
     private let state = Mutex(State())
     private let listenerID: Int
 
-    init(partitions: [Partition], listenerID: Int, capacity: Int = 10_000) {
+    init(partitions: [Partition], catalog: Catalog, listenerID: Int, capacity: Int = 10_000) {
         self.partitions = partitions
+        self.catalog = catalog
         self.listenerID = listenerID
         self.capacity = capacity
         incarnation = UInt64.random(in: 1...(UInt64(1) << 48))
@@ -89,7 +92,7 @@ public final class NotificationHub: Sendable {
     }
 
     private func handle(_ change: CommittedChange) async {
-        let subscriptions = partitions[0].state.withLock { $0.subscriptions }
+        let subscriptions = catalog.snapshot().subscriptions
         guard !subscriptions.isEmpty else { return }
         var out: [(Inbox, RecordNotification)] = []
         var fireOnce: [(SubscriberID, String)] = []
@@ -138,11 +141,14 @@ public final class NotificationHub: Sendable {
         }
         if !out.isEmpty { append(out) }
         for (who, id) in fireOnce {
-            let p0 = partitions[0]
-            if let (_, lsn) = try? p0.commit({ st, _ in
-                (st.subscriptions[who]?[id] != nil ? [.deleteSubscription(who, id: id)] : [], ())
-            }), let lsn {
-                try? await p0.waitDurable(lsn)
+            do {
+                let (_, version) = try catalog.commit { st in
+                    (st.subscriptions(of: who)[id] != nil ? [.deleteSubscription(who, id: id)] : [], ())
+                }
+                try await catalog.waitDurable(version)
+            } catch {
+                // It stays fired for as long as this process runs (`fired`); after a reopen it may fire once more.
+                StoreLog.warning("deleting fire-once subscription '\(id)' of \(who.user) after it fired: \(error)")
             }
         }
     }

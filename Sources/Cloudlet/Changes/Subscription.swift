@@ -2,7 +2,7 @@ import CloudletCore
 
 /// The log encoding of subscriptions (the value type is in CloudletModel).
 extension Subscription {
-    static func encode(_ s: Subscription, into w: inout ByteWriter) {
+    package static func encode(_ s: Subscription, into w: inout ByteWriter) {
         w.string(s.id)
         switch s.kind {
         case .query(let type, let predicate, let zone):
@@ -63,7 +63,7 @@ public struct SubscriberID: Hashable, Sendable {
         self.user = user
     }
 
-    func encode(into w: inout ByteWriter) {
+    package func encode(into w: inout ByteWriter) {
         w.string(database.container)
         w.u8(database.environment == .production ? 1 : 0)
         w.u8(Commit.scopeTag(database.scope))

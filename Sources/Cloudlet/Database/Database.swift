@@ -235,7 +235,7 @@ public struct Database: CloudletDatabase {
         }
         var waits: [(Partition, UInt64)] = []
         for key in order {
-            let (groupResults, wait) = try commitGroup(key, groups[key]!, atomic: atomic)
+            let (groupResults, wait) = try await commitGroup(key, groups[key]!, atomic: atomic)
             for (i, r) in groupResults { results[i] = r }
             if let wait { waits.append(wait) }
         }
@@ -243,20 +243,20 @@ public struct Database: CloudletDatabase {
         return results.map { $0! }
     }
 
-    /// Plans and commits one zone's operations; commits schema additions to partition 0 first when the zone lives
-    /// elsewhere.
-    private func commitGroup(_ key: ZoneKey, _ ops: [(Int, RecordOperation)], atomic: Bool) throws -> (
+    /// Plans and commits one zone's operations against a catalog snapshot taken under the partition's lock. When
+    /// they need schema additions (development), those are committed to the catalog and awaited first — outside
+    /// the lock, never under it — and the batch is planned again against a snapshot that has them (again if the
+    /// catalog moved meanwhile, e.g. a concurrent reset).
+    private func commitGroup(_ key: ZoneKey, _ ops: [(Int, RecordOperation)], atomic: Bool) async throws -> (
         [Int: RecordResult], (Partition, UInt64)?
     ) {
         let partition = store.partition(for: key)
-        let schemaInline = partition.id == 0
         let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
         for _ in 0..<8 {
-            let schema = schemaInline ? nil : store.schemaSnapshot()
             do {
                 let (results, lsn) = try partition.commit { st, lsn in
                     var planner = BatchPlanner(
-                        state: st, lsn: lsn, zone: key, schema: schema ?? st.schema, schemaInline: schemaInline, user: user,
+                        state: st, lsn: lsn, zone: key, catalog: store.catalog.snapshot(), user: user,
                         deviceID: store.configuration.deviceID, now: now,
                         read: { name, entry in try partition.readDurable(key, name, entry, retry: false) })
                     let results = try planner.plan(ops, atomic: atomic)
@@ -264,19 +264,7 @@ public struct Database: CloudletDatabase {
                 }
                 return (results, lsn.map { (partition, $0) })
             } catch let needs as BatchPlanner.NeedsSchema {
-                let p0 = store.partitions[0]
-                let (_, lsn) = try p0.commit { st, _ in
-                    // Keep only what is still missing (another writer may have added it meanwhile).
-                    var missing: [Mutation] = []
-                    for case .schemaField(let k, let type, let field, let ft) in needs.mutations {
-                        let known = st.schema.recordType(k, type)
-                        if known == nil && field == nil || field.map({ known?.fields[$0] == nil }) == true {
-                            missing.append(.schemaField(k, recordType: type, field: field, type: ft))
-                        }
-                    }
-                    return (missing, ())
-                }
-                if let lsn { try p0.log.waitDurableBlocking(lsn) }
+                try await store.addSchema(needs.mutations)
             }
         }
         throw CloudletError(.internalError, "schema for zone '\(key.zoneName)' kept changing; retry the request")

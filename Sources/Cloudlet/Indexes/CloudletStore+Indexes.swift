@@ -8,33 +8,30 @@ extension CloudletStore {
         startIndexBuilds()
     }
 
-    /// Commits a schema change to partition 0, with the index definitions and drops it implies there, then to
-    /// every other partition the definitions and drops that bring it in line, and starts the builds. `plan` runs
-    /// under partition 0's writer lock with its schema. Blocking.
+    /// Commits a schema change to the catalog and waits until it is durable, then commits to every partition the
+    /// index definitions and drops that bring it in line, and starts the builds. `plan` runs under the catalog's
+    /// writer lock with the newest schema. Blocking.
     @discardableResult
     func changeSchema<R>(_ plan: (SchemaCatalog) throws -> (mutations: [Mutation], result: R)) throws -> R {
-        let p0 = partitions[0]
-        let (result, lsn) = try p0.commit { st, _ -> ([Mutation], R) in
-            let (mutations, result) = try plan(st.schema)
-            guard !mutations.isEmpty else { return ([], result) }
-            var after = st.schema
-            for m in mutations { after.apply(m) }
-            return (mutations + IndexReconciler.mutations(schema: after, indexes: st.indexes), result)
-        }
-        if let lsn { try p0.log.waitDurableBlocking(lsn) }
+        let (result, version) = try catalog.commit { st in try plan(st.schema) }
+        try catalog.waitDurableBlocking(version)
         try reconcileIndexes()
         startIndexBuilds()
         return result
     }
 
-    /// Defines and drops indexes in each partition so that they match the schema. Each partition reads partition
-    /// 0's schema under its own writer lock (lock order: a partition, then partition 0 — nothing takes them the
-    /// other way round), so concurrent schema changes reconcile to the latest schema. Blocking.
+    /// Defines and drops indexes in each partition so that they match the catalog's schema. Each partition reads
+    /// a catalog snapshot under its own writer lock (which never waits for the catalog), so concurrent schema
+    /// changes reconcile to the latest durable schema; the commit records the catalog version it used. Blocking.
     func reconcileIndexes() throws {
         for p in partitions {
             let (_, lsn) = try p.commit { st, _ -> ([Mutation], Void) in
-                let schema = p.id == 0 ? st.schema : schemaSnapshot()
-                return (IndexReconciler.mutations(schema: schema, indexes: st.indexes), ())
+                let snapshot = catalog.snapshot()
+                var mutations = IndexReconciler.mutations(schema: snapshot.schema, indexes: st.indexes)
+                if !mutations.isEmpty && snapshot.version > st.catalogVersion {
+                    mutations.append(.catalogVersion(snapshot.version))
+                }
+                return (mutations, ())
             }
             if let lsn { try p.log.waitDurableBlocking(lsn) }
         }

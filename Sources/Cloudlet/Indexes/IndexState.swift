@@ -59,7 +59,7 @@ struct IndexState: Sendable {
 
     mutating func apply(_ m: IndexMutation, lsn: UInt64) {
         switch m {
-        case .flags: break  // the schema's business (partition 0's SchemaCatalog)
+        case .flags: break  // the schema's business: the catalog's (a data partition ignores it)
         case .define(let d):
             guard definitions[d] == nil else { return }
             definitions[d] = Info(status: .building, definedAt: lsn)
@@ -164,14 +164,6 @@ struct IndexState: Sendable {
             }
         }
         s.rebuildReadyIndexes()
-        return s
-    }
-
-    /// The index state of a checkpoint written before indexes existed (version 1): no definitions, and the record
-    /// names of each type from the key directory.
-    static func withoutIndexes(_ zones: [ZoneKey: ZoneState]) -> IndexState {
-        var s = IndexState()
-        s.rebuildNames(from: zones)
         return s
     }
 

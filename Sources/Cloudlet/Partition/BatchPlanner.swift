@@ -1,14 +1,18 @@
 import CloudletCore
 import Foundation
 
-/// Validates the operations of one zone against a partition's state and turns them into mutations.
+/// Validates the operations of one zone against a partition's state and a catalog snapshot, and turns them into
+/// mutations.
 ///
-/// Runs under the partition's writer lock with the LSN its commit will get. Operations are applied in order, each
+/// Runs under the partition's writer lock with the LSN its commit will get. Schema additions are never made here:
+/// they go to the catalog first (``NeedsSchema``), outside the lock, and the batch is planned again. A commit
+/// records the catalog version it was validated against when that is newer than the partition's
+/// (``Mutation/catalogVersion(_:)``, last in the commit so that no record's index moves). Operations are applied in order, each
 /// seeing the effect of the earlier ones (an overlay of the records this batch touched). In an atomic batch
 /// (custom zone, `atomic` true) one failure fails everything: the failed operations carry their own error and
 /// the rest `batchRequestFailed`, and no mutation is returned.
 package struct BatchPlanner {
-    /// Thrown (internally) when the commit needs schema additions that must first be committed to partition 0.
+    /// Thrown (internally) when the commit needs schema additions that must first be committed to the catalog.
     package struct NeedsSchema: Error {
         package var mutations: [Mutation]
 
@@ -21,8 +25,8 @@ package struct BatchPlanner {
     let lsn: UInt64
     let zone: ZoneKey
     let schema: SchemaCatalog
-    /// Whether schema additions may go into this commit (the zone lives in partition 0, which holds the schema).
-    let schemaInline: Bool
+    /// The catalog version `schema` is from.
+    let catalogVersion: UInt64
     let user: String
     let deviceID: String
     let now: Int64
@@ -35,14 +39,14 @@ package struct BatchPlanner {
     private var schemaAdditions: [Mutation] = []
 
     init(
-        state: PartitionState, lsn: UInt64, zone: ZoneKey, schema: SchemaCatalog, schemaInline: Bool, user: String,
-        deviceID: String, now: Int64, read: @escaping (String, RecordEntry) throws -> Record
+        state: PartitionState, lsn: UInt64, zone: ZoneKey, catalog: CatalogState, user: String, deviceID: String,
+        now: Int64, read: @escaping (String, RecordEntry) throws -> Record
     ) {
         self.state = state
         self.lsn = lsn
         self.zone = zone
-        self.schema = schema
-        self.schemaInline = schemaInline
+        self.schema = catalog.schema
+        self.catalogVersion = catalog.version
         self.user = user
         self.deviceID = deviceID
         self.now = now
@@ -78,9 +82,9 @@ package struct BatchPlanner {
                             + "record '\(failedID.recordName)' failed (\(failure.message))"))
             }
         } else if !schemaAdditions.isEmpty {
-            guard schemaInline else { throw NeedsSchema(mutations: schemaAdditions) }
-            mutations.insert(contentsOf: schemaAdditions, at: 0)
+            throw NeedsSchema(mutations: schemaAdditions)
         }
+        if !mutations.isEmpty && catalogVersion > state.catalogVersion { mutations.append(.catalogVersion(catalogVersion)) }
         return results
     }
 

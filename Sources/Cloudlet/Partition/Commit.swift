@@ -11,7 +11,9 @@ package enum Mutation: Sendable {
     case createZone(ZoneKey)
     /// Removes a zone and every record in it.
     case deleteZone(ZoneKey, time: Int64)
-    /// A field (or, with no field, a record type) recorded in a container's schema.
+    /// A field (or, with no field, a record type) recorded in a container's schema. This and the schema reset, index
+    /// flags and subscription mutations are catalog mutations: written to the catalog's log (``Catalog``), and to
+    /// partition 0 only by format-1 stores.
     case schemaField(SchemaKey, recordType: String, field: String?, type: FieldType?)
     /// Development schema reset to production's.
     case schemaReset(container: String)
@@ -19,9 +21,12 @@ package enum Mutation: Sendable {
     case purge(through: UInt64)
     /// Index flags in a schema, or an index a partition starts or stops maintaining (see ``IndexMutation``).
     case index(IndexMutation)
-    /// A subscription created or replaced (held by partition 0).
+    /// A subscription created or replaced (catalog commits; partition 0 of a format-1 store).
     case saveSubscription(SubscriberID, Subscription)
     case deleteSubscription(SubscriberID, id: String)
+    /// The catalog version (catalog log LSN) a data commit was validated against, when newer than the one its
+    /// partition recorded last (see ``Catalog``).
+    case catalogVersion(UInt64)
 }
 
 /// A commit decoded from (or encoded into) a frame payload, with where each record's bytes sit in the payload
@@ -75,7 +80,7 @@ package struct Commit: Sendable {
         for m in mutations {
             switch m {
             case .putRecord(let z, _, _), .deleteRecord(let z, _, _, _), .createZone(let z), .deleteZone(let z, _): _ = index(z)
-            case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription: break
+            case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription, .catalogVersion: break
             }
         }
         var estimate = 64 + zoneList.count * 96
@@ -143,6 +148,9 @@ package struct Commit: Sendable {
                 w.u8(21)
                 who.encode(into: &w)
                 w.string(id)
+            case .catalogVersion(let version):
+                w.u8(Self.catalogVersionKind)
+                w.varint(version)
             }
         }
         if count > nextIndex {
@@ -154,6 +162,8 @@ package struct Commit: Sendable {
 
     /// Mutation kind 9: a run of mutations compaction dropped (body: how many, varint ≥ 1).
     static let skipKind: UInt8 = 9
+    /// Mutation kind 10: the catalog version a data commit was validated against (body: varint).
+    static let catalogVersionKind: UInt8 = 10
 
     /// Decodes a commit payload; `slots` are by position in `commit.mutations`, and `sizes` the bytes each kept
     /// mutation takes in the payload.
@@ -225,6 +235,7 @@ package struct Commit: Sendable {
             case 8: mutations.append(.index(try IndexMutation.decode(&r)))
             case 20: mutations.append(.saveSubscription(try SubscriberID.decode(&r), try Subscription.decode(&r)))
             case 21: mutations.append(.deleteSubscription(try SubscriberID.decode(&r), id: try r.string()))
+            case catalogVersionKind: mutations.append(.catalogVersion(try r.varint()))
             default: throw CloudletError.corruption("commit payload: unknown mutation kind \(kind)")
             }
         }

@@ -18,6 +18,9 @@ package struct CommitOutline {
         var bodyStart: Int
         /// A put's record bytes.
         var slot: Commit.Slot?
+        /// A catalog mutation (schema, index flags, subscription) in a data partition's log: written there by
+        /// format-1 stores, dead once the store is migrated (the catalog has its own log).
+        var legacyCatalog = false
     }
 
     package var zones: [ZoneKey]
@@ -83,18 +86,25 @@ package struct CommitOutline {
                 e.bodyStart = r.offset
                 _ = try r.svarint()
             case 5:
+                e.legacyCatalog = true
                 _ = try r.string()
                 _ = try r.u8()
                 _ = try r.string()
                 _ = try r.string()
                 _ = try r.u8()
-            case 6: _ = try r.string()
+            case 6:
+                e.legacyCatalog = true
+                _ = try r.string()
             case 7: _ = try r.u64()
-            case 8: _ = try IndexMutation.decode(&r)
+            case 8:
+                if case .flags = try IndexMutation.decode(&r) { e.legacyCatalog = true }
+            case Commit.catalogVersionKind: _ = try r.varint()
             case 20:
+                e.legacyCatalog = true
                 _ = try SubscriberID.decode(&r)
                 _ = try Subscription.decode(&r)
             case 21:
+                e.legacyCatalog = true
                 _ = try SubscriberID.decode(&r)
                 _ = try r.string()
             default: throw CloudletError.corruption("commit payload: unknown mutation kind \(kind)")
@@ -112,7 +122,8 @@ package struct CommitOutline {
         case 1, 2: return st.entry(zones[e.zone!], e.name!)?.change == ChangePoint(lsn: lsn, index: e.index)
         case 3: return st.zones[zones[e.zone!]]?.createdLSN == lsn
         case 4: return st.deletedZones[zones[e.zone!]]?.lsn == lsn
-        default: return true
+        case Commit.catalogVersionKind: return st.catalogMark?.lsn == lsn
+        default: return !e.legacyCatalog
         }
     }
 

@@ -67,8 +67,10 @@ struct CompactionMoves {
     var records: [RecordMove] = []
     var creations: [(zone: ZoneKey, lsn: UInt64, span: LiveSpan)] = []
     var deletions: [(zone: ZoneKey, lsn: UInt64, span: LiveSpan)] = []
-    /// Schema changes and purges: live forever.
+    /// Index definitions and purges: live forever.
     var permanent: [LiveSpan] = []
+    /// Catalog-version marks kept (only the partition's current one is live).
+    var marks: [(lsn: UInt64, span: LiveSpan)] = []
 
     /// Notes where the `entries` of a frame (as written to the new segments, at `position`; zones from
     /// `outline`) went.
@@ -86,6 +88,7 @@ struct CompactionMoves {
                         position: position, slot: e.slot ?? Commit.Slot(offset: 0, length: 0), cost: cost))
             case 3: creations.append((outline.zones[e.zone!], lsn, span))
             case 4: deletions.append((outline.zones[e.zone!], lsn, span))
+            case Commit.catalogVersionKind: marks.append((lsn, span))
             default: permanent.append(span)
             }
         }
@@ -108,6 +111,10 @@ struct CompactionMoves {
             live(d.span)
         }
         for p in permanent { live(p) }
+        for m in marks where st.catalogMark?.lsn == m.lsn {
+            st.catalogMark!.span = m.span
+            live(m.span)
+        }
         st.compactionGeneration = generation
     }
 }

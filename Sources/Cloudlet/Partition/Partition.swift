@@ -33,7 +33,13 @@ package final class Partition: Sendable {
     /// Online compaction: settings, progress, counters.
     let compaction: CompactionControl
 
-    init(id: UInt32, directory: String, configuration: StoreConfiguration, fileSystem: any FileSystem) throws {
+    /// Opens the partition in `directory`, recovering its state. `legacyCatalog` (partition 0 of a format-1 store):
+    /// replay the whole log, checkpoints ignored, gathering the catalog mutations it holds into
+    /// ``PartitionState/legacyCatalog`` for the migration.
+    init(
+        id: UInt32, directory: String, configuration: StoreConfiguration, fileSystem: any FileSystem,
+        legacyCatalog: Bool = false
+    ) throws {
         self.id = id
         self.directory = directory
         self.checkpointInterval = configuration.checkpointInterval
@@ -44,9 +50,10 @@ package final class Partition: Sendable {
         var afterLSN: UInt64 = 0
         var hint: FramePosition?
         var usedCheckpoint: UInt64?
+        if legacyCatalog { initial.legacyCatalog = CatalogState() }
         // A checkpoint taken under another compaction generation points at frames that have moved: replay instead.
         let generation = try CompactionMarker.load(directory: directory, fileSystem: fileSystem)?.generation ?? 0
-        if let ckpt = try checkpoints.loadLatest(),
+        if !legacyCatalog, let ckpt = try checkpoints.loadLatest(),
             let decoded = try PartitionState.decodeCheckpoint(ckpt.payload, next: ckpt.next),
             decoded.compactionGeneration == generation
         {
@@ -273,6 +280,13 @@ package final class Partition: Sendable {
         if force { try checkpoints.removeAll(except: snapshot.lastLSN) }
         checkpointProgress.withLock { $0.lastLSN = max($0.lastLSN, snapshot.lastLSN) }
         return true
+    }
+
+    /// Closes the log after a failed open of the store (no checkpoint); a failure to close is reported on standard
+    /// error, the open's own error being the one thrown.
+    func abandon() {
+        compaction.cancelAndWait()
+        do { try log.close() } catch { StoreLog.warning("closing partition \(id)'s log after a failed open: \(error)") }
     }
 
     func close(checkpoint: Bool) throws {

@@ -3,10 +3,11 @@ import CloudletStorage
 
 /// Checkpoint encoding of a partition's derived state (docs/record-format.md, "Checkpoint payload").
 extension PartitionState {
-    /// Version 3 (this one) holds the compaction generation, the live-byte accounting, index flags and each
-    /// record's indexed values. An older checkpoint is ignored: the log is replayed from the start, which rebuilds
+    /// Version 4 (this one) holds the compaction generation, the live-byte accounting, each record's indexed values
+    /// and the partition's catalog-version mark; schema and subscriptions moved to the catalog (version 3 held them
+    /// in partition 0). An older checkpoint is ignored: the log is replayed from the start, which rebuilds
     /// everything.
-    static let checkpointVersion: UInt8 = 3
+    static let checkpointVersion: UInt8 = 4
 
     func encodeCheckpoint() -> [UInt8] {
         var w = ByteWriter(capacity: 1 << 16)
@@ -61,30 +62,14 @@ extension PartitionState {
             w.u64(segment)
             w.svarint(live)
         }
-        w.varint(schema.types.count)
-        for (key, types) in schema.types {
-            w.string(key.container)
-            w.u8(key.environment == .production ? 1 : 0)
-            w.varint(types.count)
-            for (name, t) in types {
-                w.string(name)
-                w.varint(t.fields.count)
-                for (field, ft) in t.fields {
-                    w.string(field)
-                    w.u8(ft.tag)
-                }
-                w.varint(t.indexes.count)
-                for (field, flags) in t.indexes {
-                    w.string(field)
-                    w.u8(flags.rawValue)
-                }
-            }
-        }
-        w.varint(subscriptions.count)
-        for (who, subs) in subscriptions {
-            who.encode(into: &w)
-            w.varint(subs.count)
-            for s in subs.values { Subscription.encode(s, into: &w) }
+        if let mark = catalogMark {
+            w.bool(true)
+            w.u64(mark.version)
+            w.u64(mark.lsn)
+            w.u64(mark.span.segment)
+            w.u32(mark.span.cost)
+        } else {
+            w.bool(false)
         }
         indexes.encode(into: &w)
         return w.bytes
@@ -141,46 +126,11 @@ extension PartitionState {
         }
         let liveCount = try r.length(unit: 9)
         for _ in 0..<liveCount { s.segmentLive[try r.u64()] = try r.svarint() }
-        let schemaCount = try r.length()
-        for _ in 0..<schemaCount {
-            let container = try r.string()
-            let key = SchemaKey(container: container, environment: try r.u8() == 1 ? .production : .development)
-            let typeCount = try r.length()
-            var types: [String: RecordTypeSchema] = [:]
-            for _ in 0..<typeCount {
-                var t = RecordTypeSchema(name: try r.string())
-                let fc = try r.length()
-                for _ in 0..<fc {
-                    let field = try r.string()
-                    let tag = try r.u8()
-                    guard let ft = FieldType(tag: tag) else { throw CloudletError.corruption("checkpoint: bad field type \(tag)") }
-                    t.fields[field] = ft
-                }
-                if v >= 2 {
-                    let ic = try r.length()
-                    for _ in 0..<ic {
-                        let field = try r.string()
-                        t.indexes[field] = IndexFlags(rawValue: try r.u8())
-                    }
-                }
-                types[t.name] = t
-            }
-            s.schema.types[key] = types
+        if try r.bool() {
+            s.catalogMark = CatalogMark(
+                version: try r.u64(), lsn: try r.u64(), span: LiveSpan(segment: try r.u64(), cost: try r.u32()))
         }
-        let subscribers = try r.length()
-        for _ in 0..<subscribers {
-            let who = try SubscriberID.decode(&r)
-            let n = try r.length()
-            for _ in 0..<n {
-                let sub = try Subscription.decode(&r)
-                s.subscriptions[who, default: [:]][sub.id] = sub
-            }
-        }
-        if v >= 2 {
-            s.indexes = try IndexState.decode(&r, zones: s.zones)
-        } else {
-            s.indexes = IndexState.withoutIndexes(s.zones)
-        }
+        s.indexes = try IndexState.decode(&r, zones: s.zones)
         guard r.isAtEnd else { throw CloudletError.corruption("checkpoint: \(r.remaining) trailing bytes") }
         return s
     }

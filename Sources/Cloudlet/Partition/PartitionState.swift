@@ -134,14 +134,23 @@ struct LiveSpan: Sendable, Hashable {
     var cost: UInt32
 }
 
+/// The newest catalog version a partition's commits were validated against, and the mutation that recorded it
+/// (``Mutation/catalogVersion(_:)``): the one such mutation that stays live.
+struct CatalogMark: Sendable, Hashable {
+    var version: UInt64
+    /// The commit that recorded it.
+    var lsn: UInt64
+    var span: LiveSpan
+}
+
 /// The state a partition derives from its log: zones, their key directories and change indexes, deleted zones,
-/// and (partition 0) the schema. Rebuilt by replaying the log; checkpointed so that opening does not replay
-/// everything.
+/// index definitions, and the catalog version its commits were validated against. Rebuilt by replaying the log;
+/// checkpointed so that opening does not replay everything. Schema and subscriptions are the catalog's
+/// (``CatalogState``).
 package struct PartitionState: Sendable {
     package var zones: [ZoneKey: ZoneState] = [:]
     /// Zones deleted, with the LSN and time (ms) of the deletion (for database change feeds), until purged.
     package var deletedZones: [ZoneKey: (lsn: UInt64, time: Int64)] = [:]
-    package var schema = SchemaCatalog()
     /// Secondary indexes of this partition's zones (IndexState.swift).
     var indexes = IndexState()
     /// LSN of the last applied commit.
@@ -150,8 +159,12 @@ package struct PartitionState: Sendable {
     var nextPosition: FramePosition?
     /// Tombstones and deleted zones with LSN ≤ this are forgotten: change tokens before it have expired.
     package var purgedThroughLSN: UInt64 = 0
-    /// Subscriptions by subscriber and ID (partition 0 only).
-    var subscriptions: [SubscriberID: [String: Subscription]] = [:]
+    /// The catalog version every commit so far was validated against (at most), and where that was recorded.
+    var catalogMark: CatalogMark?
+    /// Partition 0 of a format-1 store being opened: the catalog its log still holds (schema, index flags,
+    /// subscriptions), gathered by replay for the migration to the catalog's own log. Nil otherwise: catalog
+    /// mutations in a data partition's log are then ignored (and dead, so compaction drops them).
+    var legacyCatalog: CatalogState?
     /// The compaction generation the positions in this state refer to (0: never compacted). A checkpoint of
     /// another generation is ignored on open: the frames it points at have moved.
     package var compactionGeneration: UInt32 = 0
@@ -169,6 +182,9 @@ package struct PartitionState: Sendable {
     package func zoneExists(_ z: ZoneKey) -> Bool { z.zoneName == ZoneID.defaultZoneName || zones[z] != nil }
 
     package func entry(_ z: ZoneKey, _ name: String) -> RecordEntry? { zones[z]?.records[name] }
+
+    /// The catalog version the partition's commits were validated against so far (0: none).
+    package var catalogVersion: UInt64 { catalogMark?.version ?? 0 }
 
     private mutating func addLive(_ segment: UInt64, _ cost: UInt32) {
         guard cost > 0 else { return }
@@ -237,19 +253,16 @@ package struct PartitionState: Sendable {
                 }
                 addLive(position.segment, cost)
                 deletedZones[z] = (lsn, time)
-            case .schemaField, .schemaReset:
-                schema.apply(m)
-                addLive(position.segment, cost)
+            case .schemaField, .schemaReset, .index(.flags), .saveSubscription, .deleteSubscription:
+                // A format-1 store's catalog, in its partition 0: gathered for the migration, dead otherwise.
+                legacyCatalog?.apply(m)
             case .index(let change):
-                schema.apply(m)
                 indexes.apply(change, lsn: lsn)
                 addLive(position.segment, cost)
-            case .saveSubscription(let who, let sub):
-                subscriptions[who, default: [:]][sub.id] = sub
-                addLive(position.segment, cost)
-            case .deleteSubscription(let who, let id):
-                subscriptions[who]?[id] = nil
-                if subscriptions[who]?.isEmpty == true { subscriptions[who] = nil }
+            case .catalogVersion(let version):
+                guard version > catalogVersion else { continue }
+                if let old = catalogMark { freeLive(old.span.segment, old.span.cost) }
+                catalogMark = CatalogMark(version: version, lsn: lsn, span: LiveSpan(segment: position.segment, cost: cost))
                 addLive(position.segment, cost)
             case .purge(let through):
                 addLive(position.segment, cost)
@@ -271,15 +284,18 @@ package struct PartitionState: Sendable {
     }
 
     /// Whether mutation `index` of the commit at `lsn` is still current: the version or tombstone a record's entry
-    /// holds, the creation of a zone that exists, the deletion of a zone that stays deleted; schema changes and
-    /// purges always are. Compaction keeps exactly these.
+    /// holds, the creation of a zone that exists, the deletion of a zone that stays deleted, the partition's current
+    /// catalog-version mark; index definitions and purges always are, catalog mutations (left in partition 0 by a
+    /// format-1 store) never. Compaction keeps exactly the live ones.
     package func isLive(_ m: Mutation, lsn: UInt64, index: UInt32) -> Bool {
         switch m {
         case .putRecord(let z, let r, _): return entry(z, r.recordName)?.change == ChangePoint(lsn: lsn, index: index)
         case .deleteRecord(let z, let name, _, _): return entry(z, name)?.change == ChangePoint(lsn: lsn, index: index)
         case .createZone(let z): return zones[z]?.createdLSN == lsn
         case .deleteZone(let z, _): return deletedZones[z]?.lsn == lsn
-        case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription: return true
+        case .schemaField, .schemaReset, .index(.flags), .saveSubscription, .deleteSubscription: return false
+        case .catalogVersion: return catalogMark?.lsn == lsn
+        case .purge, .index: return true
         }
     }
 

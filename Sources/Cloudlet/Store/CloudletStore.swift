@@ -24,6 +24,10 @@ public final class CloudletStore: Sendable {
     /// The store's identity and layout, fixed at creation.
     public let metadata: StoreMetadata
     package let partitions: [Partition]
+    /// Schemas and subscriptions, in a log of their own (Catalog/).
+    package let catalog: Catalog
+    /// What opening migrated (a format-1 store's catalog moved out of partition 0), if anything.
+    package let migration: CatalogMigration?
     /// A 64-bit fingerprint of ``StoreMetadata/storeID``, carried by change tokens.
     let fingerprint: UInt64
     private let lock: StoreLock?
@@ -40,31 +44,51 @@ public final class CloudletStore: Sendable {
         try self.init(path: path, configuration: configuration, lock: nil)
     }
 
+    /// Opens the store with its files behind `fileSystem` (tests: a fault-injecting one). Blocking.
+    package convenience init(path: String, configuration: StoreConfiguration, fileSystem: any FileSystem) throws {
+        try self.init(path: path, configuration: configuration, lock: nil, fileSystem: fileSystem)
+    }
+
     /// Opens the store with the exclusive lock the caller already holds (`cloudlet-tool`'s mutating commands take it
     /// before touching any file); closing the store releases it.
     package convenience init(path: String, configuration: StoreConfiguration, holding lock: StoreLock) throws {
         try self.init(path: path, configuration: configuration, lock: lock)
     }
 
-    private init(path: String, configuration: StoreConfiguration, lock held: StoreLock?) throws {
+    private init(
+        path: String, configuration: StoreConfiguration, lock held: StoreLock?, fileSystem fs: any FileSystem = PosixFileSystem()
+    ) throws {
         self.path = path
         self.configuration = configuration
-        let fs = PosixFileSystem()
         if !configuration.readOnly { try io { () throws(FileSystemError) in try fs.createDirectory(path) } }
         lock = configuration.readOnly ? nil : try held ?? StoreLock(directory: path)
+        var parts: [Partition] = []
+        var openedCatalog: Catalog?
         do {
-            metadata = try StoreMetadata.loadOrCreate(directory: path, configuration: configuration)
-            var parts: [Partition] = []
-            for p in 0..<metadata.partitions {
+            let found = try StoreMetadata.loadOrCreate(directory: path, configuration: configuration)
+            let legacy = found.format == StoreMetadata.partitionZeroCatalogFormat
+            for p in 0..<found.partitions {
                 let dir = path + "/" + StoreMetadata.partitionDirectoryName(p)
-                parts.append(try Partition(id: UInt32(p), directory: dir, configuration: configuration, fileSystem: fs))
+                parts.append(
+                    try Partition(
+                        id: UInt32(p), directory: dir, configuration: configuration, fileSystem: fs,
+                        legacyCatalog: legacy && p == 0))
             }
+            let (catalog, metadata, migration) = try Self.openCatalog(
+                path: path, metadata: found, partitions: parts, configuration: configuration, fileSystem: fs)
+            openedCatalog = catalog
+            self.catalog = catalog
+            self.metadata = metadata
+            self.migration = migration
             partitions = parts
             fingerprint = Fingerprint.of([metadata.storeID])
-            notificationHub = NotificationHub(partitions: parts, listenerID: 0)
-            if parts[0].state.withLock({ !$0.subscriptions.isEmpty }) { notificationHub.start() }
+            notificationHub = NotificationHub(partitions: parts, catalog: catalog, listenerID: 0)
+            if !catalog.snapshot().subscriptions.isEmpty { notificationHub.start() }
             try openIndexes()
         } catch {
+            // Close what opened (without checkpoints: nothing new to keep), so that the files are not left open.
+            for p in parts { p.abandon() }
+            openedCatalog?.abandon()
             lock?.release()
             throw error
         }
@@ -98,15 +122,20 @@ public final class CloudletStore: Sendable {
         for p in partitions {
             do { try p.close(checkpoint: !configuration.readOnly) } catch { if firstError == nil { firstError = error } }
         }
+        do { try catalog.close(checkpoint: !configuration.readOnly) } catch { if firstError == nil { firstError = error } }
         notificationHub.stop()
         for p in partitions { p.publisher.finishAll() }
         lock?.release()
         if let firstError { throw firstError }
     }
 
-    /// Writes a checkpoint of every partition now (normally done every `checkpointInterval` bytes and on close).
+    /// Writes a checkpoint of every partition and of the catalog now (normally done every `checkpointInterval` bytes
+    /// and on close).
     public func checkpoint() async throws {
-        try await ThreadBridge.offload { for p in self.partitions { try p.writeCheckpoint() } }
+        try await ThreadBridge.offload {
+            for p in self.partitions { try p.writeCheckpoint() }
+            try self.catalog.writeCheckpoint()
+        }
     }
 
     /// Forgets tombstones (deleted records and zones) older than the retention window — by default
@@ -158,6 +187,13 @@ public final class CloudletStore: Sendable {
                 if let e = cs.lastError { s.compactionLastError = "partition \(p.id): \(e)" }
             }
         }
+        if let log = catalog.log {
+            let l = log.stats
+            s.commits += l.commits
+            s.fsyncs += l.fsyncs
+            s.bytesWritten += l.bytesWritten
+        }
+        s.catalogVersion = catalog.snapshot().version
         return s
     }
 
@@ -183,16 +219,18 @@ public final class CloudletStore: Sendable {
         }
     }
 
-    /// The schema partition's catalog (partition 0 holds every container's schema).
-    package func schemaSnapshot() -> SchemaCatalog { partitions[0].state.withLock { $0.schema } }
+    /// Every container's schema, as of the catalog's newest durable commit.
+    package func schemaSnapshot() -> SchemaCatalog { catalog.snapshot().schema }
 
     package func checkOpen() throws {
         if closed.load(ordering: .acquiring) { throw CloudletError(.readOnly, "store at \(path) is closed") }
     }
 }
 
-/// Counters of a store, summed over its partitions.
+/// Counters of a store, summed over its partitions (and, for commits, fsyncs and bytes written, its catalog).
 public struct StoreStatistics: Sendable {
+    /// The catalog's version: the LSN of its newest durable commit.
+    public var catalogVersion: UInt64 = 0
     public var commits = 0
     public var fsyncs = 0
     public var bytesWritten = 0

@@ -13,7 +13,12 @@ public struct StoreMetadata: Sendable, Codable, Equatable {
     /// Creation time, milliseconds since 1970.
     public var created: Int64
 
-    public static let currentFormat = 1
+    /// Format 2: the catalog (schemas, subscriptions) has its own log in `catalog/`. Format 1 kept it in partition
+    /// 0's log; a format-1 store is migrated when opened for writing (``CloudletStore``), and read as it is when
+    /// opened read-only.
+    public static let currentFormat = 2
+    /// The format whose catalog lives in partition 0.
+    package static let partitionZeroCatalogFormat = 1
     public static let fileName = "CLOUDLET"
 
     package static func partitionDirectoryName(_ p: Int) -> String {
@@ -47,12 +52,22 @@ public struct StoreMetadata: Sendable, Codable, Equatable {
         let m = StoreMetadata(
             format: currentFormat, storeID: UUID().uuidString.lowercased(), partitions: configuration.partitions,
             created: Int64(Date().timeIntervalSince1970 * 1000))
+        try m.save(directory: directory)
+        return m
+    }
+
+    /// Replaces `DIR/CLOUDLET` with this metadata, crash-safely (write-temp, fsync, rename, fsync the directory).
+    func save(directory: String) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        let bytes = Array(try encoder.encode(m))
-        do throws(FileReplacementError) { try PosixFileSystem().replaceFile(path, with: bytes) } catch {
+        let bytes: Data
+        do { bytes = try encoder.encode(self) } catch {
+            throw CloudletError(.internalError, "cannot encode the store metadata: \(error)")
+        }
+        do throws(FileReplacementError) {
+            try PosixFileSystem().replaceFile(directory + "/" + Self.fileName, with: Array(bytes))
+        } catch {
             throw CloudletError.io(error.description)
         }
-        return m
     }
 }

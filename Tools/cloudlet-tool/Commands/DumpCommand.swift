@@ -7,19 +7,21 @@ import Foundation
 
 enum DumpCommand: Command {
     static let help = """
-        USAGE: cloudlet-tool dump --data DIR [--log | --frames] [filters] [--tombstones] [--json]
+        USAGE: cloudlet-tool dump --data DIR [--catalog] [--log | --frames] [filters] [--tombstones] [--json]
 
         Prints records, one per line (JSON lines with --json, in the export format plus partition, lsn and index):
           (default)   the current version of every record, in log order;
           --log       every mutation in the log, superseded ones included, each marked live or dead — also on a
                       store that does not open (problems are reported on stderr);
           --frames    every frame: position, LSN, epoch, sizes, compression, mutations (live ones).
-        Read-only.
+        With --catalog, the catalog instead of the records: every record type (fields, index flags) and
+        subscription; with --log or --frames, the catalog's log (its entries are marked "catalog"). Read-only.
 
         OPTIONS
           --log             Every mutation of the log.
           --frames          Every frame.
           --tombstones      Show deletions (record tombstones; zone deletions with --log) too.
+          --catalog         The catalog (schemas, subscriptions) or, with --log/--frames, its log.
         \(FilterOptions.help)
         \(Common.help)
         """
@@ -27,13 +29,15 @@ enum DumpCommand: Command {
     static func run(_ args: [String]) async throws -> Int32 {
         let o = try CommandLineOptions(
             args, valued: Common.valued.union(FilterOptions.valued),
-            flags: Common.flags.union(["--log", "--frames", "--tombstones"]), help: help)
+            flags: Common.flags.union(["--log", "--frames", "--tombstones", "--catalog"]), help: help)
         let common = try Common(o)
         var filter = try FilterOptions.parse(o)
         filter.includeTombstones = o.has("--tombstones")
         if o.has("--log") && o.has("--frames") { throw UsageError(message: "--log and --frames exclude each other") }
         let (lock, inspector) = try common.inspect()
         defer { lock.release() }
+
+        if o.has("--catalog") { return try catalog(o, common: common, filter: filter, inspector: inspector) }
 
         if o.has("--log") || o.has("--frames") {
             // Liveness when the store opens; the log alone otherwise.
@@ -74,13 +78,71 @@ enum DumpCommand: Command {
         return 0
     }
 
+    /// `dump --catalog`: the catalog's entries, or with --log/--frames its log.
+    static func catalog(_ o: CommandLineOptions, common: Common, filter: InspectionFilter, inspector: StoreInspector) throws -> Int32 {
+        if o.has("--log") || o.has("--frames") {
+            let findings = try inspector.dumpCatalogLog(
+                filter: filter,
+                frames: o.has("--frames") ? { f in common.json ? Out.json(json(f)) : Out.line(text(f)) } : nil,
+                mutations: o.has("--log") ? { m in common.json ? Out.json(json(m)) : Out.line(text(m)) } : nil,
+                progress: Progress.handler)
+            Out.flush()
+            for f in findings { warn(VerifyCommand.describe(f)) }
+            return findings.contains { $0.severity == .error } ? 65 : 0
+        }
+        let store = try inspector.openStore()
+        defer {
+            do { try store.closeNow() } catch { warn("closing the store: \(error)") }
+        }
+        for e in inspector.catalogEntries(in: store, container: filter.container) {
+            if let t = e.recordType {
+                guard filter.recordType == nil || filter.recordType == t.name else { continue }
+                let fields = t.fields.keys.sorted().map { f in
+                    "\(f) \(t.fields[f]!)" + (t.indexes[f].map { $0.isEmpty ? "" : " \($0)" } ?? "")
+                }
+                let systemFlags = t.indexes.keys.filter { t.fields[$0] == nil }.sorted().map { "\($0) \(t.indexes[$0]!)" }
+                if common.json {
+                    Out.json(
+                        .members([
+                            ("kind", .string(e.kind.rawValue)), ("container", .string(e.container)),
+                            ("environment", .string(e.environment.rawValue)), ("recordType", .string(t.name)),
+                            ("fields", .members(t.fields.keys.sorted().map { ($0, .string("\(t.fields[$0]!)")) })),
+                            ("indexes", .members(t.indexes.keys.sorted().map { ($0, .string("\(t.indexes[$0]!)")) })),
+                        ]))
+                } else {
+                    Out.line("type \(e.container)/\(e.environment.rawValue) \(t.name) (\((fields + systemFlags).joined(separator: ", ")))")
+                }
+            } else if let sub = e.subscription {
+                guard filter.owner == nil || filter.owner == e.owner else { continue }
+                let scope = e.scope?.rawValue ?? "", owner = e.owner ?? "", user = e.user ?? ""
+                if common.json {
+                    Out.json(
+                        .members([
+                            ("kind", .string(e.kind.rawValue)), ("container", .string(e.container)),
+                            ("environment", .string(e.environment.rawValue)), ("scope", .string(scope)),
+                            ("owner", .string(owner)), ("user", .string(user)), ("subscriptionID", .string(sub.id)),
+                            ("subscription", .string("\(sub.kind)")),
+                        ]))
+                } else {
+                    Out.line("subscription \(e.container)/\(e.environment.rawValue)/\(scope)/\(owner) \(user) \(sub.id): \(sub.kind)")
+                }
+            }
+        }
+        return 0
+    }
+
+    /// `p3`, or `catalog` for the catalog's log.
+    static func logName(_ partition: Int) -> String {
+        partition == VerifyReport.catalogPartition ? "catalog" : "p\(partition)"
+    }
+
     static func fields(_ r: Record) -> String {
         "{" + r.fields.sorted { $0.key < $1.key }.map { "\($0.key): \(ExportLines.valueText($0.value))" }.joined(separator: ", ") + "}"
     }
 
     static func text(_ f: DumpedFrame) -> String {
         let live = f.liveMutations.map { " (\($0) live)" } ?? ""
-        return "p\(f.partition) \(f.segment)@\(f.offset)+\(f.length) LSN \(f.lsn) epoch \(f.epoch) type \(f.type)\(f.compressed ? " lz4" : "") payload \(f.payloadBytes) B, \(f.mutations) mutation(s)\(live) \(f.zones.map(\.canonicalName).joined(separator: " "))"
+        return "\(logName(f.partition)) \(f.segment)@\(f.offset)+\(f.length) LSN \(f.lsn) epoch \(f.epoch) type \(f.type)\(f.compressed ? " lz4" : "") payload \(f.payloadBytes) B, \(f.mutations) mutation(s)\(live) \(f.zones.map(\.canonicalName).joined(separator: " "))"
     }
 
     static func json(_ f: DumpedFrame) -> JSONValue {
@@ -94,7 +156,7 @@ enum DumpCommand: Command {
 
     static func text(_ m: DumpedMutation) -> String {
         let live = m.live.map { $0 ? " live" : " dead" } ?? ""
-        var s = "p\(m.partition) LSN \(m.lsn).\(m.index) \(m.segment)@\(m.offset) \(m.kind.rawValue)\(live)"
+        var s = "\(logName(m.partition)) LSN \(m.lsn).\(m.index) \(m.segment)@\(m.offset) \(m.kind.rawValue)\(live)"
         if let z = m.zone { s += " \(z.canonicalName)" }
         if let n = m.recordName { s += " \(n)" }
         if let t = m.recordType, m.kind != .schemaField { s += " \(t)" }

@@ -10,7 +10,7 @@ enum HashCommand: Command {
 
         A deterministic SHA-256 of the store's logical content, per zone, database, partition and for the whole
         store: each zone's current records sorted by name (type, name, change tag, created/modified stamps, fields)
-        and the set of zones. Two stores with the same content have the same hashes however their logs are laid
+        and the set of zones; and of its catalog (schemas with index flags, subscriptions). Two stores with the same content have the same hashes however their logs are laid
         out: before and after compaction, a leader and its replica. The store hash does not depend on the partition
         count. Read-only.
 
@@ -39,7 +39,7 @@ enum HashCommand: Command {
         if common.json {
             Out.json(
                 .members([
-                    "store": .string(h.store), "records": .int(h.records),
+                    "store": .string(h.store), "records": .int(h.records), "catalog": .string(h.catalog),
                     "partitions": .array(h.partitions.map { .members([("index", .int($0.index)), ("zones", .int($0.zones)), ("records", .int($0.records)), ("hash", .string($0.digest))]) }),
                     "databases": .array(
                         h.databases.map { d in
@@ -60,6 +60,7 @@ enum HashCommand: Command {
                 ]))
         } else {
             Out.line("store \(h.store) (\(h.records) records)")
+            Out.line("catalog \(h.catalog) (schemas and subscriptions)")
             for p in h.partitions { Out.line("partition \(p.index) \(p.digest) (\(p.zones) zones, \(p.records) records)") }
             for d in h.databases {
                 Out.line("database \(d.id.container)/\(d.id.environment.rawValue)/\(d.id.scope.rawValue)/\(d.id.owner) \(d.digest) (\(d.zones) zones, \(d.records) records)")

@@ -11,7 +11,9 @@ enum InfoCommand: Command {
 
         Describes a store: format version, partitions, each partition's segments (LSN range, size, epoch,
         compaction generation), compaction marker, checkpoints (and whether opening uses them), LSN range, dead
-        bytes, and its containers, databases and zones with record and tombstone counts. Read-only.
+        bytes, the catalog (its log, version, schemas and subscriptions, and the catalog version each partition's
+        commits were validated against), and its containers, databases and zones with record and tombstone
+        counts. Read-only.
 
         OPTIONS
         \(Common.help)
@@ -67,6 +69,7 @@ enum InfoCommand: Command {
             if let purged = p.purgedThroughLSN, purged > 0 { Out.line("  tombstones purged through LSN \(purged)") }
             if let deleted = p.deletedZones, deleted > 0 { Out.line("  \(deleted) deleted zone(s) remembered for change feeds") }
         }
+        if let c = info.catalog { catalogText(c) }
         let containers = Set(info.zones.map(\.key.container))
         let databases = Set(info.zones.map(\.key.ownerDatabase))
         Out.line("\(info.zones.count) zone(s) in \(databases.count) database(s) of \(containers.count) container(s), \(info.zones.reduce(0) { $0 + $1.records }) record(s)")
@@ -87,11 +90,55 @@ enum InfoCommand: Command {
         flush()
     }
 
+    static func catalogText(_ c: CatalogInfo) {
+        if c.inPartitionZero {
+            Out.line("catalog: in partition 0's log (format 1; the next read-write open moves it to \(name(c.directory))/)")
+        } else {
+            let size = c.segments.reduce(UInt64(0)) { $0 + $1.size }
+            Out.line("catalog (\(name(c.directory))/): version \(c.version.map(String.init) ?? "unknown"), \(c.segments.count) segment(s), \(bytes(size))")
+            for ck in c.checkpoints {
+                let notes = [ck.used ? "used" : nil, ck.problem].compactMap { $0 }
+                Out.line("  checkpoint \(ck.name): version \(ck.lsn), \(bytes(ck.size))\(notes.isEmpty ? "" : ", " + notes.joined(separator: ", "))")
+            }
+            if let replayed = c.framesReplayed { Out.line("  opening replays \(replayed) frame(s) after the checkpoint") }
+        }
+        if let types = c.recordTypes, let fields = c.fields, let indexed = c.indexedFields, let subs = c.subscriptions {
+            Out.line("  \(types) record type(s) in \(c.schemas ?? 0) schema(s), \(fields) field(s), \(indexed) with index flags; \(subs) subscription(s)")
+        }
+        if !c.partitionVersions.isEmpty {
+            Out.line("  catalog version used by partition: " + c.partitionVersions.enumerated().map { "\($0.offset): \($0.element)" }.joined(separator: ", "))
+        }
+    }
+
+    static func json(_ c: CatalogInfo) -> JSONValue {
+        .members([
+            "directory": .string(c.directory), "inPartitionZero": .bool(c.inPartitionZero), "version": c.version.map { .int($0) },
+            "framesReplayed": c.framesReplayed.map { .int($0) }, "schemas": c.schemas.map { .int($0) },
+            "recordTypes": c.recordTypes.map { .int($0) }, "fields": c.fields.map { .int($0) },
+            "indexedFields": c.indexedFields.map { .int($0) }, "subscriptions": c.subscriptions.map { .int($0) },
+            "partitionVersions": .array(c.partitionVersions.map { .int($0) }),
+            "segments": .array(
+                c.segments.map { s in
+                    .members([
+                        "name": .string(s.name), "firstLSN": .int(s.firstLSN), "lastLSN": s.lastLSN.map { .int($0) },
+                        "size": .int(s.size), "epoch": s.epoch.map { .int($0) },
+                    ])
+                }),
+            "checkpoints": .array(
+                c.checkpoints.map { ck in
+                    .members([
+                        "name": .string(ck.name), "lsn": .int(ck.lsn), "size": .int(ck.size), "used": .bool(ck.used),
+                        "problem": ck.problem.map(JSONValue.string),
+                    ])
+                }),
+        ])
+    }
+
     static func json(_ info: StoreInfo) -> JSONValue {
         .members([
             "format": .int(info.metadata.format), "storeID": .string(info.metadata.storeID),
             "created": .int(info.metadata.created), "openError": info.openError.map(JSONValue.string),
-            "logBytes": .int(info.logBytes),
+            "logBytes": .int(info.logBytes), "catalog": info.catalog.map(json),
             "partitions": .array(
                 info.partitions.map { p in
                     .members([
@@ -116,7 +163,7 @@ enum InfoCommand: Command {
                             }),
                         "framesReplayed": p.framesReplayed.map { .int($0) }, "sealedBytes": p.sealedBytes.map { .int($0) },
                         "deadBytes": p.deadBytes.map { .int($0) }, "purgedThroughLSN": p.purgedThroughLSN.map { .int($0) },
-                        "deletedZones": p.deletedZones.map { .int($0) }, "schemaTypes": p.schemaTypes.map { .int($0) },
+                        "deletedZones": p.deletedZones.map { .int($0) },
                     ])
                 }),
             "zones": .array(

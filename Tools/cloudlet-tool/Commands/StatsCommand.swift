@@ -66,6 +66,7 @@ enum StatsCommand: Command {
         }
         table(rows).forEach(Out.line)
         Out.line("total: \(bytes(s.totalBytes)), dead \(bytes(s.deadBytes)) (\(percent(s.deadBytes, of: s.totalBytes))); after compaction ~\(bytes(s.bytesAfterCompaction))")
+        Out.line("catalog: version \(s.catalogVersion), \(s.catalogSegments) segment(s), \(bytes(s.catalogBytes))")
     }
 
     static func json(_ plan: SpaceStats.Plan) -> JSONValue {
@@ -80,6 +81,9 @@ enum StatsCommand: Command {
     static func json(_ s: SpaceStats) -> JSONValue {
         .members([
             "totalBytes": .int(s.totalBytes), "deadBytes": .int(s.deadBytes), "bytesAfterCompaction": .int(s.bytesAfterCompaction),
+            "catalog": .members([
+                ("version", .int(s.catalogVersion)), ("segments", .int(s.catalogSegments)), ("bytes", .int(s.catalogBytes)),
+            ]),
             "partitions": .array(
                 s.partitions.map { p in
                     .members([

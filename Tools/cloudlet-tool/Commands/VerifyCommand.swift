@@ -12,7 +12,8 @@ enum VerifyCommand: Command {
         Checks the whole store without opening it: every segment header and frame (CRC32C, LZ4, LSN continuity;
         gaps are legal only inside compacted segments), missing and overlapping segments, every commit payload and
         record, the compaction marker, the checkpoints (checksums, generation, LSN against the log's end) and every
-        key directory entry of the checkpoint against the frame it points at. Each finding names the partition, the
+        key directory entry of the checkpoint against the frame it points at; the catalog's log (catalog/) the same
+        way, and that no partition's commits name a catalog version the catalog does not have. Each finding names the partition, the
         segment (or other file) and the byte offset. Torn tails and leftovers of an interrupted compaction are
         warnings: the next read-write open cleans them up.
 
@@ -41,8 +42,9 @@ enum VerifyCommand: Command {
             let warnings = report.findings.count - errors
             let frames = report.partitions.reduce(0) { $0 + $1.frames }
             let entries = report.partitions.reduce(0) { $0 + $1.entriesChecked }
+            let catalog = report.catalog.map { " + catalog (version \($0.lastLSN), \($0.frames) frame(s))" } ?? ""
             Out.line(
-                "\(report.isClean ? "ok" : "FAILED"): \(report.partitions.count) partition(s), \(frames) frame(s), \(bytes(totalBytes)), \(entries) key directory entries checked\(report.deep ? ", full replay compared" : "") in \(String(format: "%.2f", seconds)) s (\(bytes(UInt64(Double(totalBytes) / max(seconds, 1e-9))))/s); \(errors) error(s), \(warnings) warning(s)"
+                "\(report.isClean ? "ok" : "FAILED"): \(report.partitions.count) partition(s)\(catalog), \(frames) frame(s), \(bytes(totalBytes)), \(entries) key directory entries checked\(report.deep ? ", full replay compared" : "") in \(String(format: "%.2f", seconds)) s (\(bytes(UInt64(Double(totalBytes) / max(seconds, 1e-9))))/s); \(errors) error(s), \(warnings) warning(s)"
             )
         }
         return report.isClean ? 0 : 65
@@ -52,7 +54,8 @@ enum VerifyCommand: Command {
     static func describe(_ f: VerifyReport.Finding) -> String {
         let file = name(f.file)
         let kind = file.hasSuffix(".seg") ? "segment" : file.hasPrefix("checkpoint-") ? "checkpoint" : "file"
-        return "\(f.severity.rawValue): partition \(f.partition), \(kind) \(file)\(f.offset.map { ", offset \($0)" } ?? ""): \(f.message)"
+        let log = f.partition == VerifyReport.catalogPartition ? "catalog" : "partition \(f.partition)"
+        return "\(f.severity.rawValue): \(log), \(kind) \(file)\(f.offset.map { ", offset \($0)" } ?? ""): \(f.message)"
     }
 
     static func json(_ f: VerifyReport.Finding) -> JSONValue {
@@ -67,6 +70,13 @@ enum VerifyCommand: Command {
         .members([
             "ok": .bool(r.isClean), "deep": .bool(r.deep), "seconds": .double(seconds),
             "findings": .array(r.findings.map(json)),
+            "catalog": r.catalog.map { c in
+                .members([
+                    ("segments", .int(c.segments)), ("frames", .int(c.frames)), ("bytes", .int(c.bytes)),
+                    ("lastLSN", .int(c.lastLSN)), ("mutations", .int(c.mutations)),
+                    ("checkpointLSN", c.checkpointLSN.map { .int($0) }),
+                ])
+            },
             "partitions": .array(
                 r.partitions.map { p in
                     .members([
@@ -74,6 +84,7 @@ enum VerifyCommand: Command {
                         "lastLSN": .int(p.lastLSN), "mutations": .int(p.mutations),
                         "checkpointLSN": p.checkpointLSN.map { .int($0) }, "entriesChecked": .int(p.entriesChecked),
                         "compactionGeneration": .int(p.compactionGeneration),
+                        "catalogVersion": p.catalogVersion.map { .int($0) },
                     ])
                 }),
         ])

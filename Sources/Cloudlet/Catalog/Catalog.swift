@@ -1,0 +1,264 @@
+import CloudletCore
+import CloudletStorage
+import Dispatch
+import Foundation
+import Synchronization
+
+/// The store's catalog: schemas (types, fields, index flags) and subscriptions, in a log and state of their own
+/// (`DIR/catalog/`), apart from every data partition.
+///
+/// **Log.** The same segment files, frames, group commit, recovery and checkpoints as a partition's
+/// (``CloudletStorage/Log``, ``CheckpointStore``), stamped with partition ``logPartition``; each frame (type
+/// ``frameType``) is one catalog commit, encoded as a commit payload with no zones and only catalog mutations.
+///
+/// **Versions.** The catalog version is the LSN of the last catalog commit. A data commit is validated against a
+/// snapshot of the catalog and records the version it used when that is newer than what its partition recorded
+/// before (``Mutation/catalogVersion(_:)``), as the FoundationDB Record Layer keeps the meta-data version in its
+/// store header: a partition whose commits name a version the catalog does not have is refused at open.
+///
+/// **Writers and readers.** Writers are serialized by a lock over the newest staged state: ``commit(_:)`` plans
+/// against it, stages one frame and applies it, then returns without waiting; ``waitDurable(_:)`` waits. Readers
+/// take ``snapshot()``: an immutable value holding only *durable* commits, so nothing validated against it can
+/// outlive a crash that loses the catalog commit it depends on, and a reader never waits for a writer (the lock
+/// that guards it is held only to copy a reference).
+package final class Catalog: Sendable {
+    /// The catalog's directory in a store.
+    package static let directoryName = "catalog"
+    /// The partition number in the catalog's segment headers (no data partition has it: at most 1024 exist).
+    package static let logPartition: UInt32 = 0xFFFF_FFFF
+    /// The frame type of a catalog commit (data commits are type 1).
+    package static let frameType: UInt8 = 2
+
+    /// The catalog's directory; nil for the in-memory view of a format-1 store opened read-only.
+    package let directory: String?
+    /// The log; nil for that view (every write then throws `readOnly`).
+    package let log: Log?
+    private let checkpoints: CheckpointStore?
+    /// The newest staged state: what writers plan against.
+    private let writer: Mutex<CatalogState>
+    /// What readers see, and the staged states waiting for durability (in LSN order).
+    private let visible: Mutex<Visible>
+    /// Serializes checkpoint writers (a background one and close's); true once closed, after which none is written.
+    private let checkpointWriter = Mutex(false)
+    /// Log bytes since the last checkpoint was started, whether one is running, the LSN of the newest one.
+    private let checkpointProgress = Mutex((bytes: 0, running: false, lastLSN: UInt64(0)))
+    private let checkpointInterval: Int
+    /// Frames replayed when the catalog was opened; the checkpoint it was opened from (nil: none).
+    package let framesReplayed: Int
+    package let checkpointLSN: UInt64?
+
+    private struct Visible {
+        var current: CatalogState
+        var pending: [CatalogState] = []
+
+        /// Makes the newest pending state at or below `durable` current.
+        mutating func advance(to durable: UInt64) {
+            var n = 0
+            while n < pending.count && pending[n].version <= durable { n += 1 }
+            guard n > 0 else { return }
+            current = pending[n - 1]
+            pending.removeFirst(n)
+        }
+    }
+
+    /// Opens (creating if needed, unless read-only) the catalog in `directory`: loads the newest valid checkpoint,
+    /// replays the frames after it. Throws `.corruption` naming the segment and offset for a damaged log, a frame
+    /// that is not a catalog commit, or a checkpoint past the log's end.
+    package init(directory: String, configuration: StoreConfiguration, fileSystem: any FileSystem) throws {
+        self.directory = directory
+        checkpointInterval = max(64 << 10, min(configuration.checkpointInterval, 4 << 20))
+        let checkpoints = CheckpointStore(directory: directory, fileSystem: fileSystem)
+        self.checkpoints = checkpoints
+        var state = CatalogState()
+        var usedCheckpoint: UInt64?
+        if let ckpt = try checkpoints.loadLatest() {
+            state = try CatalogState.decodeCheckpoint(ckpt.payload, next: ckpt.next)
+            guard state.version == ckpt.lsn else {
+                throw CloudletError.corruption(
+                    "catalog checkpoint \(directory): its file says LSN \(ckpt.lsn), its payload version \(state.version)")
+            }
+            usedCheckpoint = ckpt.lsn
+        }
+        var logConfig = LogConfiguration()
+        logConfig.durability = configuration.durability
+        logConfig.segmentSize = configuration.segmentSize
+        logConfig.readOnly = configuration.readOnly
+        var replayed = 0
+        var replayedBytes = 0
+        let opened = try Log.open(
+            directory: directory, partition: Self.logPartition, configuration: logConfig, fileSystem: fileSystem,
+            afterLSN: state.version, startHint: usedCheckpoint == nil ? nil : state.nextPosition
+        ) { frame in
+            let place = "segment \(frame.position.segment) offset \(frame.position.offset)"
+            state.apply(try Self.decode(frame.type, frame.payload, lsn: frame.lsn, at: place), lsn: frame.lsn, position: frame.position)
+            replayed += 1
+            replayedBytes += Int(frame.position.length)
+        }
+        // The catalog's log is never compacted: its LSNs are dense, and replay reaches its end.
+        guard state.version == opened.lastLSN else {
+            do { try opened.close() } catch { StoreLog.warning("closing the catalog's log after a failed open: \(error)") }
+            throw CloudletError.corruption(
+                "catalog \(directory): the state is at version \(state.version) but the log ends at LSN \(opened.lastLSN)")
+        }
+        state.nextPosition = opened.endPosition
+        log = opened
+        framesReplayed = replayed
+        checkpointLSN = usedCheckpoint
+        writer = Mutex(state)
+        visible = Mutex(Visible(current: state))
+        checkpointProgress.withLock { $0 = (replayedBytes, false, usedCheckpoint ?? 0) }
+    }
+
+    /// The catalog of a format-1 store opened read-only, gathered from its partition 0: readable, never written.
+    package init(legacy state: CatalogState) {
+        directory = nil
+        log = nil
+        checkpoints = nil
+        checkpointInterval = 0
+        framesReplayed = 0
+        checkpointLSN = nil
+        writer = Mutex(state)
+        visible = Mutex(Visible(current: state))
+    }
+
+    /// Decodes a catalog frame; `.corruption` naming `lsn` and `place` for anything else.
+    package static func decode(_ type: UInt8, _ payload: [UInt8], lsn: UInt64, at place: String) throws -> Commit {
+        guard type == frameType else {
+            throw CloudletError.corruption("catalog: frame LSN \(lsn) at \(place) has type \(type), not a catalog commit (\(frameType))")
+        }
+        do {
+            let (commit, _, _) = try Commit.decode(payload)
+            try CatalogState.check(commit)
+            return commit
+        } catch let e as CloudletError {
+            throw CloudletError.corruption("catalog: frame LSN \(lsn) at \(place): \(e.message)")
+        }
+    }
+
+    // MARK: - Reading
+
+    /// The catalog as of its newest durable commit. Never blocks on a writer.
+    package func snapshot() -> CatalogState {
+        let durable = log?.durableLSN ?? 0
+        return visible.withLock { v in
+            v.advance(to: durable)
+            return v.current
+        }
+    }
+
+    // MARK: - Writing
+
+    /// Runs `plan` under the catalog's writer lock with the newest staged state; stages the mutations it returns
+    /// (catalog mutations only) as one frame and applies them. Returns the plan's result and the catalog version to
+    /// wait for before relying on it: the new commit's LSN, or when nothing was written the version planned
+    /// against (which may not be durable yet). Never waits for I/O. Throws `.readOnly` when the catalog cannot be
+    /// written.
+    package func commit<R>(_ plan: (CatalogState) throws -> (mutations: [Mutation], result: R)) throws -> (result: R, version: UInt64) {
+        let (result, version, bytes) = try writer.withLock { st -> (R, UInt64, Int) in
+            let (mutations, result) = try plan(st)
+            guard !mutations.isEmpty else { return (result, st.version, 0) }
+            guard let log else {
+                throw CloudletError(.readOnly, "the catalog of a format-1 store opened read-only cannot change")
+            }
+            precondition(mutations.allSatisfy(\.isCatalogMutation), "a data mutation in a catalog commit")
+            let commit = Commit(mutations: mutations)
+            let (payload, _, _) = commit.encode()
+            let (lsn, position) = try log.stage(type: Self.frameType, payload: payload)
+            precondition(lsn == st.version + 1, "catalog: staged LSN \(lsn), expected \(st.version + 1)")
+            st.apply(commit, lsn: lsn, position: position)
+            let staged = st
+            visible.withLock { $0.pending.append(staged) }
+            return (result, lsn, Int(position.length))
+        }
+        if bytes > 0 { noteWritten(bytes) }
+        return (result, version)
+    }
+
+    /// Waits until catalog version `version` is durable; from then on ``snapshot()`` includes it.
+    package func waitDurable(_ version: UInt64) async throws {
+        guard version > 0, let log else { return }
+        try await log.waitDurable(version)
+        publish()
+    }
+
+    /// ``waitDurable(_:)`` for threads that may block (never on the cooperative pool, never under a partition's
+    /// lock).
+    package func waitDurableBlocking(_ version: UInt64) throws {
+        guard version > 0, let log else { return }
+        try log.waitDurableBlocking(version)
+        publish()
+    }
+
+    private func publish() {
+        guard let log else { return }
+        let durable = log.durableLSN
+        visible.withLock { $0.advance(to: durable) }
+    }
+
+    // MARK: - Checkpoints
+
+    private func noteWritten(_ bytes: Int) {
+        let start = checkpointProgress.withLock { p -> Bool in
+            p.bytes += bytes
+            guard p.bytes >= checkpointInterval, !p.running else { return false }
+            p.running = true
+            p.bytes = 0
+            return true
+        }
+        guard start else { return }
+        DispatchQueue.global(qos: .utility).async { [self] in
+            do { try writeCheckpoint() } catch {
+                // The log still holds everything: the next open replays more, nothing is lost.
+                StoreLog.warning("the catalog's background checkpoint failed: \(error)")
+            }
+            checkpointProgress.withLock { $0.running = false }
+        }
+    }
+
+    /// Writes a checkpoint of the durable catalog if it is newer than the newest one (and the catalog is not
+    /// closed). Returns whether it wrote one.
+    @discardableResult
+    package func writeCheckpoint() throws -> Bool {
+        try checkpointWriter.withLock { closed in closed ? false : try writeCheckpointLocked() }
+    }
+
+    private func writeCheckpointLocked() throws -> Bool {
+        guard let checkpoints, let log else { return false }
+        publish()
+        let state = snapshot()
+        guard state.version > checkpointProgress.withLock({ $0.lastLSN }), state.version <= log.durableLSN else { return false }
+        try checkpoints.write(lsn: state.version, next: state.nextPosition, payload: state.encodeCheckpoint())
+        checkpointProgress.withLock { $0.lastLSN = max($0.lastLSN, state.version) }
+        return true
+    }
+
+    /// Closes the log after a failed open of the store (no checkpoint); a failure to close is reported on standard
+    /// error, the open's own error being the one thrown.
+    package func abandon() {
+        guard let log else { return }
+        checkpointWriter.withLock { $0 = true }
+        do { try log.close() } catch { StoreLog.warning("closing the catalog's log after a failed open: \(error)") }
+    }
+
+    /// Flushes the log, writes a checkpoint (`checkpoint`, and the log did not fail) and closes it; a background
+    /// checkpoint that has not started by then never will.
+    package func close(checkpoint: Bool) throws {
+        guard let log else { return }
+        try log.flush()
+        publish()
+        try checkpointWriter.withLock { closed in
+            defer { closed = true }
+            if checkpoint && !closed && log.failure == nil { _ = try writeCheckpointLocked() }
+        }
+        try log.close()
+    }
+}
+
+/// Messages of the engine to standard error: what an operator must know and no caller can be told (a migration
+/// done at open, a background task that failed).
+package enum StoreLog {
+    package static func warning(_ message: String) { write("cloudlet: warning: \(message)\n") }
+    package static func note(_ message: String) { write("cloudlet: \(message)\n") }
+
+    private static func write(_ text: String) { FileHandle.standardError.write(Data(text.utf8)) }
+}
