@@ -233,9 +233,11 @@ extension Database {
                 if rows.count == limit { break }
             }
         case .readAll(let candidates):
-            // Matches are kept as positions, not records, so memory does not grow with them; the page's records
-            // are read again (usually from the cache) once their order is known.
-            var matches: [(name: String, entry: RecordEntry, position: QueryPosition)] = []
+            // Matching records are kept while their total stays within the budget (all of them without one); past
+            // it only their positions are, so memory stays bounded, and those of the page are read again (usually
+            // from the cache) once the order is known.
+            var matches: [(name: String, entry: RecordEntry, position: QueryPosition, record: Record?)] = []
+            var held = 0
             for c in candidates {
                 let r = try await partition.read(key, c.name, c.entry)
                 examined += 1
@@ -246,14 +248,20 @@ extension Database {
                 }
                 let p = pq.order.position(r, zoneName: key.zoneName)
                 if let after, pq.order.compare(p, after) <= 0 { continue }
-                matches.append((c.name, c.entry, p))
+                let cost = c.entry.pageCost(c.name)
+                let keep = held <= budget - min(cost, budget)
+                if keep { held += cost }
+                matches.append((c.name, c.entry, p, keep ? r : nil))
             }
             if let limit {
                 matches.sort { pq.order.less($0.position, $1.position) }
                 for m in matches.prefix(limit) {
                     let cost = m.entry.pageCost(m.name)
                     guard fits(cost) else { break }
-                    rows.append(QueryRow(record: try await partition.read(key, m.name, m.entry), position: m.position, cost: cost))
+                    var record = m.record
+                    if record == nil { record = try await partition.read(key, m.name, m.entry) }
+                    guard let record else { continue }
+                    rows.append(QueryRow(record: record, position: m.position, cost: cost))
                 }
             }
         }
