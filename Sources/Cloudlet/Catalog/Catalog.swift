@@ -40,9 +40,7 @@ package final class Catalog: Sendable {
     private let visible: Mutex<Visible>
     /// Serializes checkpoint writers (a background one and close's); true once closed, after which none is written.
     private let checkpointWriter = Mutex(false)
-    /// Log bytes since the last checkpoint was started, whether one is running, the LSN of the newest one.
-    private let checkpointProgress = Mutex((bytes: 0, running: false, lastLSN: UInt64(0)))
-    private let checkpointInterval: Int
+    private let checkpointTrigger: CheckpointTrigger
     /// Frames replayed when the catalog was opened; the checkpoint it was opened from (nil: none).
     package let framesReplayed: Int
     package let checkpointLSN: UInt64?
@@ -66,7 +64,7 @@ package final class Catalog: Sendable {
     /// that is not a catalog commit, or a checkpoint past the log's end.
     package init(directory: String, configuration: StoreConfiguration, fileSystem: any FileSystem) throws {
         self.directory = directory
-        checkpointInterval = max(64 << 10, min(configuration.checkpointInterval, 4 << 20))
+        checkpointTrigger = CheckpointTrigger(interval: max(64 << 10, min(configuration.checkpointInterval, 4 << 20)))
         let checkpoints = CheckpointStore(directory: directory, fileSystem: fileSystem)
         self.checkpoints = checkpoints
         var state = CatalogState()
@@ -106,7 +104,7 @@ package final class Catalog: Sendable {
         checkpointLSN = usedCheckpoint
         writer = Mutex(state)
         visible = Mutex(Visible(current: state))
-        checkpointProgress.withLock { $0 = (replayedBytes, false, usedCheckpoint ?? 0) }
+        checkpointTrigger.reset(bytes: replayedBytes, lastLSN: usedCheckpoint ?? 0)
     }
 
     /// The catalog of a format-1 store opened read-only, gathered from its partition 0: readable, never written.
@@ -114,7 +112,7 @@ package final class Catalog: Sendable {
         directory = nil
         log = nil
         checkpoints = nil
-        checkpointInterval = 0
+        checkpointTrigger = CheckpointTrigger(interval: 0)
         framesReplayed = 0
         checkpointLSN = nil
         writer = Mutex(state)
@@ -198,20 +196,13 @@ package final class Catalog: Sendable {
     // MARK: - Checkpoints
 
     private func noteWritten(_ bytes: Int) {
-        let start = checkpointProgress.withLock { p -> Bool in
-            p.bytes += bytes
-            guard p.bytes >= checkpointInterval, !p.running else { return false }
-            p.running = true
-            p.bytes = 0
-            return true
-        }
-        guard start else { return }
+        guard checkpointTrigger.noteWritten(bytes) else { return }
         DispatchQueue.global(qos: .utility).async { [self] in
             do { try writeCheckpoint() } catch {
                 // The log still holds everything: the next open replays more, nothing is lost.
                 StoreLog.warning("the catalog's background checkpoint failed: \(error)")
             }
-            checkpointProgress.withLock { $0.running = false }
+            checkpointTrigger.finished()
         }
     }
 
@@ -226,9 +217,9 @@ package final class Catalog: Sendable {
         guard let checkpoints, let log else { return false }
         publish()
         let state = snapshot()
-        guard state.version > checkpointProgress.withLock({ $0.lastLSN }), state.version <= log.durableLSN else { return false }
+        guard state.version > checkpointTrigger.lastLSN, state.version <= log.durableLSN else { return false }
         try checkpoints.write(lsn: state.version, next: state.nextPosition, payload: state.encodeCheckpoint())
-        checkpointProgress.withLock { $0.lastLSN = max($0.lastLSN, state.version) }
+        checkpointTrigger.wrote(state.version)
         return true
     }
 

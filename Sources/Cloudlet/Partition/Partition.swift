@@ -19,11 +19,9 @@ package final class Partition: Sendable {
     let cache: RecordCache
     let publisher: ChangePublisher
     private let checkpoints: CheckpointStore
-    private let checkpointInterval: Int
     let tombstoneRetention: Double
     let fileSystem: any FileSystem
-    /// Log bytes staged since the last checkpoint was started, and whether one is running.
-    private let checkpointProgress = Mutex((bytes: 0, running: false, lastLSN: UInt64(0)))
+    private let checkpointTrigger: CheckpointTrigger
     /// Serializes checkpoint writers (the background one and close's).
     private let checkpointWriter = Mutex(())
     /// Frames replayed from the log when the partition was opened (0 after a clean close).
@@ -42,7 +40,7 @@ package final class Partition: Sendable {
     ) throws {
         self.id = id
         self.directory = directory
-        self.checkpointInterval = configuration.checkpointInterval
+        checkpointTrigger = CheckpointTrigger(interval: configuration.checkpointInterval)
         self.tombstoneRetention = configuration.tombstoneRetention
         self.fileSystem = fileSystem
         checkpoints = CheckpointStore(directory: directory, fileSystem: fileSystem)
@@ -99,7 +97,7 @@ package final class Partition: Sendable {
         cache = RecordCache(capacity: configuration.recordCacheSize)
         publisher = ChangePublisher(partition: Int(id))
         compaction = CompactionControl(configuration: configuration.compaction)
-        checkpointProgress.withLock { $0 = (replayedBytes, false, afterLSN) }
+        checkpointTrigger.reset(bytes: replayedBytes, lastLSN: afterLSN)
     }
 
     /// Runs `plan` under the writer lock with the LSN its commit will get; stages the mutations it returns (if any)
@@ -237,18 +235,11 @@ package final class Partition: Sendable {
     }
 
     private func noteWritten(_ bytes: Int) {
-        let start = checkpointProgress.withLock { p -> Bool in
-            p.bytes += bytes
-            guard p.bytes >= checkpointInterval, !p.running else { return false }
-            p.running = true
-            p.bytes = 0
-            return true
-        }
-        guard start else { return }
+        guard checkpointTrigger.noteWritten(bytes) else { return }
         DispatchQueue.global(qos: .utility).async { [self] in
             _ = try? purgeTombstones(olderThan: Int64((Date().timeIntervalSince1970 - tombstoneRetention) * 1000))
             _ = try? writeCheckpoint()
-            checkpointProgress.withLock { $0.running = false }
+            checkpointTrigger.finished()
         }
     }
 
@@ -274,11 +265,11 @@ package final class Partition: Sendable {
 
     private func writeCheckpointLocked(force: Bool) throws -> Bool {
         let snapshot = state.withLock { $0 }
-        guard force || snapshot.lastLSN > checkpointProgress.withLock({ $0.lastLSN }) else { return false }
+        guard force || snapshot.lastLSN > checkpointTrigger.lastLSN else { return false }
         if snapshot.lastLSN > log.durableLSN { try log.waitDurableBlocking(snapshot.lastLSN) }
         try checkpoints.write(lsn: snapshot.lastLSN, next: snapshot.nextPosition, payload: snapshot.encodeCheckpoint())
         if force { try checkpoints.removeAll(except: snapshot.lastLSN) }
-        checkpointProgress.withLock { $0.lastLSN = max($0.lastLSN, snapshot.lastLSN) }
+        checkpointTrigger.wrote(snapshot.lastLSN)
         return true
     }
 
