@@ -42,10 +42,12 @@ public final class FileReplacement: Sendable {
                 throw error
             }
             try file.close()
+            CrashPoint.reached("replace.synced")
             try fileSystem.rename(temporaryPath, to: path)
         } catch {
             throw FileReplacementError(error: error, replaced: false)
         }
+        CrashPoint.reached("replace.renamed")
         do throws(FileSystemError) { try fileSystem.fsyncDirectory(Path.parent(path)) } catch {
             throw FileReplacementError(error: error, replaced: true)
         }

@@ -116,18 +116,17 @@ import Testing
         #expect(try tool("hash", "--data", overwritten).stdout == hash.stdout)
     }
 
-    @Test func compactionKilledAtRandomPointsAlwaysLeavesAVerifiableStoreWithTheSameHash() async throws {
+    @Test func compactionKilledAtEveryStepAlwaysLeavesAVerifiableStoreWithTheSameHash() async throws {
         let dir = TempDir("tool-kill")
         let path = dir.sub("store")
         try await load(path, passes: 0..<8)
-        // How long a whole compaction takes here, on a copy.
-        try FileManager.default.copyItem(atPath: path, toPath: dir.sub("probe"))
-        let started = Date()
-        #expect(try tool("compact", "--data", dir.sub("probe")).code == 0)
-        let duration = Date().timeIntervalSince(started)
+        // Where the child kills itself (`CrashPoint`): every step of the swap, and frames at random through the copy
+        // (nil: a frame of this round's compaction).
         var rng = SeededRandom(seed: 99)
-        var killed = 0
-        for round in 0..<16 {
+        let points: [String?] =
+            ["compaction.finished", "compaction.swapped", "compaction.removed", "replace.synced", "replace.synced:2", "replace.renamed"]
+            + [String?](repeating: nil, count: 10)
+        for (round, named) in points.enumerated() {
             // New garbage every round, so that every run has something to compact.
             let store = try await CloudletStore.open(at: path, configuration: toolStoreConfig())
             let db = try store.container(testContainer).privateDatabase(user: "alice")
@@ -137,24 +136,28 @@ import Testing
             }
             try await store.close()
             let expected = try contentHash(path)
+            var point = named ?? ""
+            if named == nil {
+                let frames = try #require(
+                    try tool("compact", "--data", path, "--dry-run", "--json").json()["partitions"]?.arrayValue?
+                        .compactMap { $0["framesRead"]?.int64Value }.reduce(0, +))
+                point = "compaction.frame:\(Int.random(in: 1...Int(frames), using: &rng))"
+            }
 
             let child = Process()
             child.executableURL = URL(fileURLWithPath: try toolExecutable())
             child.arguments = ["compact", "--data", path, "--no-progress"]
+            child.environment = ProcessInfo.processInfo.environment.merging(["CLOUDLET_CRASH_AT": point]) { $1 }
             child.standardOutput = FileHandle.nullDevice
             child.standardError = FileHandle.nullDevice
             try child.run()
-            let delay = Double.random(in: 0...(duration * 0.8), using: &rng)
-            try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
-            kill(child.processIdentifier, SIGKILL)
             child.waitUntilExit()
-            if child.terminationReason == .uncaughtSignal { killed += 1 }
+            #expect(child.terminationReason == .uncaughtSignal && child.terminationStatus == SIGKILL, "round \(round): \(point) was not reached")
 
             let report = try StoreInspector(path: path).verify(deep: round % 4 == 0)
-            #expect(report.isClean, "round \(round) (killed after \(delay) s): \(report.findings)")
-            #expect(try contentHash(path) == expected, "round \(round): the content changed")
+            #expect(report.isClean, "round \(round) (killed at \(point)): \(report.findings)")
+            #expect(try contentHash(path) == expected, "round \(round) (killed at \(point)): the content changed")
         }
-        #expect(killed >= 7, "most runs should have been killed mid-way")
         // The tool agrees, and the engine opens it (cleaning up leftovers) with the same content.
         let verify = try tool("verify", "--data", path, "--deep")
         #expect(verify.code == 0, "\(verify)")

@@ -164,6 +164,7 @@ extension Partition {
         let moves = try copyLiveFrames(
             into: writer, report: &report, total: total, bytesPerSecond: bytesPerSecond, progress: progress)
         try writer.finish()
+        CrashPoint.reached("compaction.finished")
         report.segmentsAfter = writer.segments.count
         report.bytesAfter = writer.segments.reduce(0) { $0 + $1.size }
 
@@ -178,7 +179,9 @@ extension Partition {
             return replaced
         }
         report.pauseMicroseconds = Int((DispatchTime.now().uptimeNanoseconds - started) / 1000)
+        CrashPoint.reached("compaction.swapped")
         log.removeSegmentFiles(replaced)
+        CrashPoint.reached("compaction.removed")
         // Checkpoints of the old generation point at frames that no longer exist: replace them.
         try writeCheckpoint(force: true)
         return report
@@ -220,6 +223,7 @@ extension Partition {
                         costs: Commit.costs(sizes: sizes, frameLength: position.length))
                 }
                 done += UInt64(frame.position.length)
+                CrashPoint.reached("compaction.frame")
                 limiter.consume(Int(frame.position.length))
                 if done - reported >= 1 << 20 {
                     reported = done
