@@ -89,7 +89,7 @@ let package = Package(
 
         // Test doubles and helpers shared by the test targets (not a product): temp directories, child processes,
         // the seeded generator, in-memory and fault-injecting file systems.
-        .target(name: "CloudletTestSupport", dependencies: ["CloudletCore", "CloudletStorage"]),
+        .target(name: "CloudletTestSupport", dependencies: ["CloudletCore", "CloudletStorage", "CloudletConcurrency"]),
 
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore", "CloudletTestSupport"]),
         .testTarget(name: "CloudletConcurrencyTests", dependencies: ["CloudletConcurrency"]),
@@ -99,8 +99,8 @@ let package = Package(
         .testTarget(
             name: "CloudletTests",
             dependencies: [
-                "Cloudlet", "CloudletCore", "CloudletMaintenance", "CloudletStorage", "CloudletWire", "CloudletTestSupport",
-                "cloudlet-crash-writer",
+                "Cloudlet", "CloudletConcurrency", "CloudletCore", "CloudletMaintenance", "CloudletStorage", "CloudletWire",
+                "CloudletTestSupport", "cloudlet-crash-writer",
             ]),
         .testTarget(
             name: "CloudletServerTests",

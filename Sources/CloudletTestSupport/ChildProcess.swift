@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import Foundation
 
 /// The path of an executable of this package, built next to the test bundle in `<scratch>/<config>/` (by
@@ -90,21 +91,40 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     /// Sends `signal`, waits for the exit and for both pipes to reach EOF.
-    public func stop(_ signal: Int32) {
+    public func stop(_ signal: Int32) async {
         kill(process.processIdentifier, signal)
-        waitForExit()
+        await waitForExit()
     }
 
-    /// Waits for the exit and for both pipes to reach EOF.
-    public func waitForExit() {
+    /// ``stop(_:)`` that blocks the calling thread: for `defer` blocks, which cannot await (a child that exits on
+    /// its own signal does not need this process's threads to do so).
+    public func stopBlocking(_ signal: Int32) {
+        kill(process.processIdentifier, signal)
         process.waitUntilExit()
         drained.wait()
     }
 
+    /// Waits for the exit and for both pipes to reach EOF, on a thread outside the cooperative pool: a test that
+    /// blocked a pool thread on a child would starve the in-process servers and the engine's tasks (two threads on
+    /// two cores), e.g. a `curl` child talking to a server of this process.
+    public func waitForExit() async {
+        await ThreadBridge.offload {
+            self.process.waitUntilExit()
+            self.drained.wait()
+        }
+    }
+
     /// Runs a command to completion; returns (status, stdout lines, stderr lines).
-    public static func run(_ executable: String, _ args: [String]) throws -> (status: Int32, out: [String], err: [String]) {
+    public static func run(_ executable: String, _ args: [String]) async throws -> (status: Int32, out: [String], err: [String]) {
         let p = try ChildProcess(executable, args)
-        p.waitForExit()
+        await p.waitForExit()
         return (p.process.terminationStatus, p.stdout, p.stderr)
+    }
+}
+
+extension Process {
+    /// `waitUntilExit()` on a thread outside the cooperative pool (see ``ChildProcess/waitForExit()``).
+    public func exit() async {
+        await ThreadBridge.offload { self.waitUntilExit() }
     }
 }

@@ -12,14 +12,43 @@ struct ThreadBridgeTests {
         await withCheckedContinuation { c in Thread.detachNewThread { c.resume(returning: body()) } }
     }
 
-    @Test("wait runs a body that never suspends on the calling thread")
-    func waitStaysOnTheCallingThread() async {
+    @Test("wait runs the body on the cooperative pool, not on the calling thread")
+    func waitRunsOnThePool() async {
         let same = await onThread {
             let caller = pthread_self()
             let ran = try? ThreadBridge.wait { pthread_self() }
-            return ran.map { pthread_equal($0, caller) != 0 } ?? false
+            return ran.map { pthread_equal($0, caller) != 0 } ?? true
         }
-        #expect(same)
+        #expect(!same)
+    }
+
+    @Test("however many threads wait, no more bodies run at once than the pool has threads")
+    func waitBoundsConcurrency() async {
+        final class Gauge: Sendable {
+            let running = Atomic<Int>(0)
+            let most = Atomic<Int>(0)
+        }
+        let gauge = Gauge()
+        let threads = 16
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<threads {
+                group.addTask {
+                    await onThread {
+                        _ = try? ThreadBridge.wait { () async -> Int in
+                            let now = gauge.running.add(1, ordering: .relaxed).newValue
+                            gauge.most.max(now, ordering: .relaxed)
+                            // Busy, never suspending, for 5 ms: a body that holds its thread.
+                            let end = DispatchTime.now().uptimeNanoseconds + 5_000_000
+                            while DispatchTime.now().uptimeNanoseconds < end {}
+                            gauge.running.subtract(1, ordering: .relaxed)
+                            return now
+                        }
+                    }
+                }
+            }
+        }
+        let most = gauge.most.load(ordering: .relaxed)
+        #expect(most >= 1 && most <= ProcessInfo.processInfo.activeProcessorCount, "\(most) bodies ran at once")
     }
 
     @Test("wait returns the result of a body that suspends, and throws what it throws")

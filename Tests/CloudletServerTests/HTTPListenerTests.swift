@@ -37,10 +37,10 @@ import Testing
         #expect(try await HTTP.post(base + "/a/b?x=1&y=%2F", String(repeating: "q", count: 1000)).text == "POST /a/b x=1&y=%2F 1000 -")
         #expect(try await HTTP.post(base + "/big", String(repeating: "q", count: 1001)).text == "POST /big  0 1001")
         // A chunked body (no Content-Length) is bounded the same way.
-        let chunked = try ChildProcess.run(
+        let chunked = try await ChildProcess.run(
             "/usr/bin/curl", ["-sS", "-H", "Transfer-Encoding: chunked", "--data-binary", String(repeating: "c", count: 900), base + "/c"])
         #expect(chunked.out.first == "POST /c  900 -", "\(chunked)")
-        let tooLong = try ChildProcess.run(
+        let tooLong = try await ChildProcess.run(
             "/usr/bin/curl", ["-sS", "-H", "Transfer-Encoding: chunked", "--data-binary", String(repeating: "c", count: 5000), base + "/c"])
         #expect(tooLong.out.first?.hasPrefix("POST /c  0 ") == true, "\(tooLong)")
     }
@@ -54,7 +54,7 @@ import Testing
 
     @Test func stoppingTakesMillisecondsWithoutIdleConnectionsAndAtMostAboutTwoSecondsWithThem() async throws {
         let l = try Self.listener { _ in .text("ok") }
-        let r = try ChildProcess.run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(l.port)/"])  // closes its connection
+        let r = try await ChildProcess.run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(l.port)/"])  // closes its connection
         #expect(r.out.first == "ok")
         var started = ContinuousClock.now
         l.stop()

@@ -12,8 +12,8 @@ import Testing
         ["--help"], ["serve", "--help"], ["token", "--help"], ["token", "add", "--help"], ["user", "--help"],
         ["user", "add", "--help"],
     ])
-    func helpGoesToStdoutWithExitZero(_ args: [String]) throws {
-        let r = try ChildProcess.run(try cloudletExecutable(), args)
+    func helpGoesToStdoutWithExitZero(_ args: [String]) async throws {
+        let r = try await ChildProcess.run(try cloudletExecutable(), args)
         #expect(r.status == 0, "\(args): \(r.err)")
         #expect(r.out.contains { $0.contains("USAGE") }, "\(args): \(r.out)")
         #expect(r.err.isEmpty)
@@ -29,9 +29,9 @@ import Testing
         (["user", "add", "no spaces allowed"], 65, "user name 'no spaces allowed' is invalid"),
         (["token", "add", "--container", "com.example.app"], 65, "container identifier 'com.example.app' is invalid"),
     ])
-    func badInvocationsFailWithAnError(_ args: [String], _ code: Int32, _ message: String) throws {
+    func badInvocationsFailWithAnError(_ args: [String], _ code: Int32, _ message: String) async throws {
         let dir = TempDir("cli-bad")
-        let r = try ChildProcess.run(try cloudletExecutable(), args + ["--data", dir.sub("store")])
+        let r = try await ChildProcess.run(try cloudletExecutable(), args + ["--data", dir.sub("store")])
         #expect(r.status == code, "\(args): \(r.err)")
         #expect(r.err.first?.hasPrefix("error: ") == true && r.err.joined().contains(message), "\(args): \(r.err)")
     }
@@ -51,25 +51,25 @@ import Testing
         #expect(saved.records.first?["recordChangeTag"] != nil, "\(saved)")
 
         // While it runs, the CLI refuses the store, saying why.
-        let locked = try ChildProcess.run(exe, ["user", "add", "erin", "--data", data])
+        let locked = try await ChildProcess.run(exe, ["user", "add", "erin", "--data", data])
         #expect(locked.status == 1)
         #expect(locked.err.joined().contains("locked") && locked.err.joined().contains("cloudlet serve"), "\(locked.err)")
 
         // SIGTERM: clean stop, exit 0, the access log on stderr.
-        first.child.stop(SIGTERM)
+        await first.child.stop(SIGTERM)
         #expect(first.child.process.terminationReason == .exit && first.child.process.terminationStatus == 0)
         #expect(first.child.stderr.contains { $0.contains("POST /database/1/iCloud.com.example.app/development/private/records/modify 200") })
         #expect(first.child.stderr.last?.contains("store closed") == true, "\(first.child.stderr)")
 
         // Offline: a token for another container and a new user.
-        let token = try ChildProcess.run(exe, ["token", "add", "--data", data, "--container", "iCloud.org.example.second"])
+        let token = try await ChildProcess.run(exe, ["token", "add", "--data", data, "--container", "iCloud.org.example.second"])
         #expect(token.status == 0, "\(token.err)")
         let secondToken = try #require(token.out.last)
         #expect(secondToken.count == 64 && secondToken.allSatisfy(\.isHexDigit))
-        let user = try ChildProcess.run(exe, ["user", "add", "frank", "--data", data])
+        let user = try await ChildProcess.run(exe, ["user", "add", "frank", "--data", data])
         let frankToken = try #require(user.out.last)
         #expect(user.status == 0 && frankToken.count == 64, "\(user.err)")
-        let duplicate = try ChildProcess.run(exe, ["user", "add", "frank", "--data", data])
+        let duplicate = try await ChildProcess.run(exe, ["user", "add", "frank", "--data", data])
         #expect(duplicate.status == 1 && duplicate.err.joined().contains("user 'frank' already exists"), "\(duplicate.err)")
 
         // Restarted, the store is not fresh (no new tokens), and everything works together.
@@ -82,7 +82,7 @@ import Testing
         let frank = try await HTTP.get(
             "\(second.url)/database/1/iCloud.org.example.second/production/public/users/caller?ckAPIToken=\(secondToken)&ckWebAuthToken=\(frankToken)")
         #expect(frank.json["nameComponents"]?["givenName"]?.stringValue == "frank", "\(frank)")
-        second.child.stop(SIGINT)
+        await second.child.stop(SIGINT)
         #expect(second.child.process.terminationStatus == 0)
     }
 }

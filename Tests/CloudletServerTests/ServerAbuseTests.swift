@@ -54,7 +54,7 @@ import Testing
     @Test func hostileNumbersGetABadRequestAndNeverCrashTheServer() async throws {
         let dir = TempDir("server-abuse-numbers")
         let s = try await Self.start(dir)
-        defer { s.serve.child.stop(SIGTERM) }
+        defer { s.serve.child.stopBlocking(SIGTERM) }
 
         // The web courier: every spelling Double(String) accepts and more.
         let token = try await HTTP.post(s.url("tokens/create"), "{}")
@@ -152,7 +152,7 @@ import Testing
     @Test func responsesStayWithinTheByteBudget() async throws {
         let dir = TempDir("server-abuse-budget")
         let s = try await Self.start(dir)
-        defer { s.serve.child.stop(SIGTERM) }
+        defer { s.serve.child.stopBlocking(SIGTERM) }
         let budget = ServerConfiguration.defaultResponseBudget
         let recordSize = 480_000
         let big = String(repeating: "x", count: recordSize)

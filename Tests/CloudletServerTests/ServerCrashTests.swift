@@ -51,7 +51,7 @@ import Testing
             let target = [150, 400, 60][round]
             let deadline = Date().addingTimeInterval(15)
             while acks.count < target && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
-            serve.child.stop(SIGKILL)
+            await serve.child.stop(SIGKILL)
             #expect(serve.child.process.terminationReason == .uncaughtSignal, "round \(round): the server died on its own")
             await withCheckedContinuation { c in writers.notify(queue: .global()) { c.resume() } }
             acknowledged.merge(acks.all) { $1 }
@@ -72,7 +72,7 @@ import Testing
             }
         }
         #expect(missing.isEmpty, "\(missing.count) of \(names.count) acknowledged records lost, e.g. \(missing.prefix(5))")
-        serve.child.stop(SIGTERM)
+        await serve.child.stop(SIGTERM)
         #expect(serve.child.process.terminationStatus == 0)
     }
 }

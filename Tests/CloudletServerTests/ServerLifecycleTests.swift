@@ -98,7 +98,7 @@ import Testing
         try await store.close()
 
         // The lock is released: the administrative CLI can open the stopped server's directory.
-        let cli = try ChildProcess.run(try cloudletExecutable(), ["user", "add", "dave", "--data", dir.sub("store")])
+        let cli = try await ChildProcess.run(try cloudletExecutable(), ["user", "add", "dave", "--data", dir.sub("store")])
         #expect(cli.status == 0, "\(cli.err)")
 
         let reopened = try await CloudletStore.open(at: dir.sub("store"))

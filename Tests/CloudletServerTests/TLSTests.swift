@@ -9,8 +9,8 @@ import Testing
 /// certificate made for the test.
 @Suite struct TLSTests {
     /// Runs curl; returns (exit status, HTTP status, body).
-    static func curl(_ args: [String]) throws -> (status: Int32, http: Int, body: String) {
-        let r = try ChildProcess.run("/usr/bin/curl", ["-sS", "-w", "\n%{http_code}\n"] + args)
+    static func curl(_ args: [String]) async throws -> (status: Int32, http: Int, body: String) {
+        let r = try await ChildProcess.run("/usr/bin/curl", ["-sS", "-w", "\n%{http_code}\n"] + args)
         let lines = r.out
         return (r.status, Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
     }
@@ -18,7 +18,7 @@ import Testing
     @Test func servesHTTPSWithACertificateForItsAddress() async throws {
         let dir = TempDir("tls")
         let cert = dir.sub("cert.pem"), key = dir.sub("key.pem")
-        let gen = try ChildProcess.run(
+        let gen = try await ChildProcess.run(
             "/usr/bin/openssl",
             [
                 "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj",
@@ -32,22 +32,22 @@ import Testing
         defer { Task { await s.shutdown() } }
         #expect(s.server.url.hasPrefix("https://127.0.0.1:"))
 
-        let health = try Self.curl(["--cacert", cert, s.server.url + "/cloudlet/health"])
+        let health = try await Self.curl(["--cacert", cert, s.server.url + "/cloudlet/health"])
         #expect(health.status == 0 && health.http == 200 && health.body.contains(#""status":"ok""#), "\(health)")
 
         let n = unique("tls")
-        let saved = try Self.curl(["--cacert", cert, s.url("records/modify"), "-d", #"{"operations":[\#(createOp(n))]}"#])
+        let saved = try await Self.curl(["--cacert", cert, s.url("records/modify"), "-d", #"{"operations":[\#(createOp(n))]}"#])
         #expect(saved.http == 200 && saved.body.contains(#""recordName":"\#(n)""#), "\(saved)")
-        let fetched = try Self.curl(["--cacert", cert, s.url("records/lookup"), "-d", #"{"records":[{"recordName":"\#(n)"}]}"#])
+        let fetched = try await Self.curl(["--cacert", cert, s.url("records/lookup"), "-d", #"{"records":[{"recordName":"\#(n)"}]}"#])
         #expect(fetched.http == 200 && fetched.body.contains(#""recordChangeTag""#), "\(fetched)")
 
         // Without the CA the certificate is not trusted (curl exit 60); plain HTTP gets no answer.
-        let untrusted = try Self.curl([s.server.url + "/cloudlet/health"])
+        let untrusted = try await Self.curl([s.server.url + "/cloudlet/health"])
         #expect(untrusted.status == 60, "\(untrusted)")
-        let plain = try Self.curl([s.server.url.replacingOccurrences(of: "https:", with: "http:") + "/cloudlet/health"])
+        let plain = try await Self.curl([s.server.url.replacingOccurrences(of: "https:", with: "http:") + "/cloudlet/health"])
         #expect(plain.status != 0 && plain.http != 200, "\(plain)")
         // And the server is still fine after those.
-        #expect(try Self.curl(["--cacert", cert, s.server.url + "/cloudlet/health"]).http == 200)
+        #expect(try await Self.curl(["--cacert", cert, s.server.url + "/cloudlet/health"]).http == 200)
         await s.shutdown()
     }
 

@@ -31,14 +31,14 @@ struct StoreLockTests {
             probe.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
             probe.arguments = ["--nonblock", "--conflict-exit-code", "42", dir + "/LOCK", "true"]
             try probe.run()
-            probe.waitUntilExit()
+            await probe.exit()
             #expect(probe.terminationStatus == 42)
             lock.release()
             let after = Process()
             after.executableURL = probe.executableURL
             after.arguments = probe.arguments
             try after.run()
-            after.waitUntilExit()
+            await after.exit()
             #expect(after.terminationStatus == 0)
         }
     }

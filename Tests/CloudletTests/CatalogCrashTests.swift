@@ -24,7 +24,7 @@ import Testing
             let target = Int.random(in: 20...150, using: &rng)
             let deadline = Date().addingTimeInterval(10)
             while child.stdout.count < target + 1 && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
-            child.stop(SIGKILL)
+            await child.stop(SIGKILL)
             #expect(child.process.terminationReason == .uncaughtSignal, "round \(round): writer died on its own; stderr: \(child.stderr)")
             for line in child.stdout {
                 let parts = line.split(separator: " ").map(String.init)

@@ -179,17 +179,17 @@ struct Format1Store {
     @Test func theToolMigratesAFormat1StoreAndSaysSoOnce() async throws {
         let dir = TempDir("migrate-tool")
         let old = try Format1Store(at: dir.sub("store"))
-        let info = try tool("info", "--data", old.path)
+        let info = try await tool("info", "--data", old.path)
         #expect(info.code == 0 && info.stdout.contains("store \(old.path): format 1") && info.stdout.contains("catalog: in partition 0's log"), "\(info)")
-        let first = try tool("compact", "--data", old.path)
+        let first = try await tool("compact", "--data", old.path)
         #expect(first.code == 0, "\(first)")
         let notes = first.stderr.components(separatedBy: "migrated the store from format 1 to 2").count - 1
         #expect(notes == 1 && first.stderr.contains("moved 2 record type(s), 3 field(s), 1 index flag setting(s) and 1 subscription(s)"), "\(first)")
-        let second = try tool("compact", "--data", old.path)
+        let second = try await tool("compact", "--data", old.path)
         #expect(second.code == 0 && !second.stderr.contains("migrated"), "\(second)")
-        let after = try tool("info", "--data", old.path)
+        let after = try await tool("info", "--data", old.path)
         #expect(after.stdout.contains("format 2") && after.stdout.contains("catalog (catalog/): version 1"), "\(after)")
-        let verify = try tool("verify", "--data", old.path, "--deep")
+        let verify = try await tool("verify", "--data", old.path, "--deep")
         #expect(verify.code == 0 && !verify.stdout.contains("warning:"), "\(verify)")
     }
 }

@@ -231,19 +231,19 @@ import Testing
         let version = store.catalog.snapshot().version
         try await store.close()
 
-        let info = try tool("info", "--data", path)
+        let info = try await tool("info", "--data", path)
         #expect(info.code == 0 && info.stdout.contains("catalog (catalog/): version \(version)"), "\(info)")
         #expect(info.stdout.contains("1 record type(s) in 1 schema(s), 2 field(s)") && info.stdout.contains("1 subscription(s)"), "\(info)")
-        let ij = try tool("info", "--data", path, "--json").json()
+        let ij = try await tool("info", "--data", path, "--json").json()
         #expect(ij["catalog"]?["version"]?.int64Value == Int64(version))
-        let verify = try tool("verify", "--data", path, "--deep")
+        let verify = try await tool("verify", "--data", path, "--deep")
         #expect(verify.code == 0 && verify.stdout.contains("+ catalog (version \(version)"), "\(verify)")
-        let entries = try tool("dump", "--data", path, "--catalog", "--json").jsonLines()
+        let entries = try await tool("dump", "--data", path, "--catalog", "--json").jsonLines()
         #expect(entries.map { $0["kind"]?.stringValue } == ["record-type", "subscription"], "\(entries)")
         #expect(entries[0]["fields"]?["title"]?.stringValue == "STRING")
-        let log = try tool("dump", "--data", path, "--catalog", "--log")
+        let log = try await tool("dump", "--data", path, "--catalog", "--log")
         #expect(log.code == 0 && log.lines.first?.hasPrefix("catalog LSN 1.0") == true && log.stdout.contains("subscription"), "\(log)")
-        let hash = try tool("hash", "--data", path, "--json").json()
+        let hash = try await tool("hash", "--data", path, "--json").json()
         #expect(hash["catalog"]?.stringValue?.count == 64)
 
         // A flipped byte in the catalog's segment is an error naming the catalog and the segment.
@@ -253,7 +253,7 @@ import Testing
         for f in try FileManager.default.contentsOfDirectory(atPath: path + "/catalog") where f.hasSuffix(".ckpt") {
             try FileManager.default.removeItem(atPath: path + "/catalog/" + f)
         }
-        let bad = try tool("verify", "--data", path)
+        let bad = try await tool("verify", "--data", path)
         #expect(bad.code == 65 && bad.stdout.contains("error: catalog, segment \(segment), offset 48"), "\(bad)")
     }
 }

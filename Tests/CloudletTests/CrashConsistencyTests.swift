@@ -18,7 +18,7 @@ import Testing
             let target = Int.random(in: 5...400, using: &rng)
             let deadline = Date().addingTimeInterval(10)
             while child.stdout.count < target + 1 && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
-            child.stop(SIGKILL)
+            await child.stop(SIGKILL)
             let lines = child.stdout
             #expect(
                 child.process.terminationReason == .uncaughtSignal,

@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletCore
 import CloudletTestSupport
 import Foundation
@@ -8,8 +9,13 @@ import Testing
 /// `cloudlet schema …` and `cloudlet query …` on a store directory, through the built executable. (Few runs: a
 /// child process briefly shares the parent's open files, store locks included, until it execs.)
 @Suite struct QueryCommandTests {
-    /// Runs the executable to completion: exit status, standard output, standard error.
-    func cloudlet(_ args: [String], stdin: String? = nil) throws -> (status: Int32, out: String, err: String) {
+    /// Runs the executable to completion: exit status, standard output, standard error (waiting outside the
+    /// cooperative pool).
+    func cloudlet(_ args: [String], stdin: String? = nil) async throws -> (status: Int32, out: String, err: String) {
+        try await ThreadBridge.offload { try Self.run(args, stdin: stdin) }
+    }
+
+    static func run(_ args: [String], stdin: String?) throws -> (status: Int32, out: String, err: String) {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: try cloudletExecutable())
         p.arguments = args
@@ -46,26 +52,26 @@ import Testing
                     title STRING SEARCHABLE
                 );
             """
-        let imported = try cloudlet(["schema", "import"] + base, stdin: schema)
+        let imported = try await cloudlet(["schema", "import"] + base, stdin: schema)
         #expect(imported.status == 0, "\(imported.err)")
         #expect(imported.out.contains("added index Song.plays QUERYABLE SORTABLE"))
-        let json = try cloudlet(["query"] + base + ["--type", "Song", "--predicate", "plays >= 7", "--sort", "plays:desc", "--limit", "5", "--json"])
+        let json = try await cloudlet(["query"] + base + ["--type", "Song", "--predicate", "plays >= 7", "--sort", "plays:desc", "--limit", "5", "--json"])
         #expect(json.status == 0, "\(json.err)")
         let obj = try #require(try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [String: Any])
         let records = try #require(obj["records"] as? [[String: Any]])
         #expect(records.count == 5)
         #expect(records.compactMap { ($0["fields"] as? [String: Any])?["plays"] as? [String: Any] }.map { $0["value"] as? Int } == [9, 9, 9, 8, 8])
         let marker = try #require(obj["continuationMarker"] as? String)
-        let next = try cloudlet(["query"] + base + ["--type", "Song", "--predicate", "plays >= 7", "--sort", "plays:desc", "--continue", marker])
+        let next = try await cloudlet(["query"] + base + ["--type", "Song", "--predicate", "plays >= 7", "--sort", "plays:desc", "--continue", marker])
         #expect(next.status == 0 && next.out.contains("(4 records)"), "\(next)")
 
-        let explain = try cloudlet(["query"] + base + ["--type", "Song", "--predicate", "plays == 3", "--explain"])
+        let explain = try await cloudlet(["query"] + base + ["--type", "Song", "--predicate", "plays == 3", "--explain"])
         #expect(explain.out.contains("equality index on 'plays'") && explain.out.contains("3 candidates of 30"), "\(explain)")
-        let bad = try cloudlet(["query"] + base + ["--type", "Song", "--predicate", "plays =="])
+        let bad = try await cloudlet(["query"] + base + ["--type", "Song", "--predicate", "plays =="])
         #expect(bad.status == 64 && bad.err.contains("error: predicate \"plays ==\": expected a value"), "\(bad)")
-        let badSchema = try cloudlet(["schema", "import"] + base, stdin: "DEFINE SCHEMA\nRECORD TYPE Song ( plays STRING );")
+        let badSchema = try await cloudlet(["schema", "import"] + base, stdin: "DEFINE SCHEMA\nRECORD TYPE Song ( plays STRING );")
         #expect(badSchema.status == 65 && badSchema.err.contains("line 2, column 20: field 'plays'"), "\(badSchema)")
-        let deploy = try cloudlet(["schema", "deploy"] + base)
+        let deploy = try await cloudlet(["schema", "deploy"] + base)
         #expect(deploy.status == 0 && deploy.out.contains("deployed"), "\(deploy)")
     }
 }

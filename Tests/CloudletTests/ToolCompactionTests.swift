@@ -89,12 +89,12 @@ import Testing
         try await load(fresh, passes: 9..<10)
         let before = try await observe(overwritten, since: token)
         #expect(before.fromToken.count > 0 && before.fromToken.count < before.feed.count)
-        let hash = try tool("hash", "--data", overwritten)
+        let hash = try await tool("hash", "--data", overwritten)
         let sizeBefore = try directorySize(overwritten)
 
-        let dry = try tool("compact", "--data", overwritten, "--dry-run", "--json").json()
+        let dry = try await tool("compact", "--data", overwritten, "--dry-run", "--json").json()
         let planned = try #require(dry["partitions"]?.arrayValue?.first?["bytesAfter"]?.int64Value)
-        let run = try tool("compact", "--data", overwritten, "--json")
+        let run = try await tool("compact", "--data", overwritten, "--json")
         #expect(run.code == 0, "\(run)")
         let result = try run.json()
         let after = try #require(result["bytesAfter"]?.int64Value)
@@ -104,16 +104,16 @@ import Testing
         let freshSize = try directorySize(fresh)
         #expect(Double(compactedSize) <= 1.2 * Double(freshSize), "compacted \(compactedSize) vs fresh \(freshSize) (was \(sizeBefore))")
         #expect(sizeBefore > 5 * compactedSize)
-        #expect(try tool("hash", "--data", overwritten).stdout == hash.stdout)
-        #expect(try tool("verify", "--data", overwritten, "--deep").code == 0)
+        #expect(try await tool("hash", "--data", overwritten).stdout == hash.stdout)
+        #expect(try await tool("verify", "--data", overwritten, "--deep").code == 0)
         let observed = try await observe(overwritten, since: token)
         #expect(observed.records == before.records)
         #expect(observed.feed == before.feed)
         #expect(observed.fromToken == before.fromToken, "an old token still works")
         // Compacting a compacted store changes nothing but the generation.
-        let again = try tool("compact", "--data", overwritten)
+        let again = try await tool("compact", "--data", overwritten)
         #expect(again.code == 0 && again.stdout.contains("(generation 2); reclaimed") && again.stdout.contains("0 dropped"), "\(again)")
-        #expect(try tool("hash", "--data", overwritten).stdout == hash.stdout)
+        #expect(try await tool("hash", "--data", overwritten).stdout == hash.stdout)
     }
 
     @Test func compactionKilledAtEveryStepAlwaysLeavesAVerifiableStoreWithTheSameHash() async throws {
@@ -139,7 +139,7 @@ import Testing
             var point = named ?? ""
             if named == nil {
                 let frames = try #require(
-                    try tool("compact", "--data", path, "--dry-run", "--json").json()["partitions"]?.arrayValue?
+                    try await tool("compact", "--data", path, "--dry-run", "--json").json()["partitions"]?.arrayValue?
                         .compactMap { $0["framesRead"]?.int64Value }.reduce(0, +))
                 point = "compaction.frame:\(Int.random(in: 1...Int(frames), using: &rng))"
             }
@@ -151,7 +151,7 @@ import Testing
             child.standardOutput = FileHandle.nullDevice
             child.standardError = FileHandle.nullDevice
             try child.run()
-            child.waitUntilExit()
+            await child.exit()
             #expect(child.terminationReason == .uncaughtSignal && child.terminationStatus == SIGKILL, "round \(round): \(point) was not reached")
 
             let report = try StoreInspector(path: path).verify(deep: round % 4 == 0)
@@ -159,12 +159,12 @@ import Testing
             #expect(try contentHash(path) == expected, "round \(round) (killed at \(point)): the content changed")
         }
         // The tool agrees, and the engine opens it (cleaning up leftovers) with the same content.
-        let verify = try tool("verify", "--data", path, "--deep")
+        let verify = try await tool("verify", "--data", path, "--deep")
         #expect(verify.code == 0, "\(verify)")
         let expected = try contentHash(path)
         let store = try await CloudletStore.open(at: path, configuration: toolStoreConfig())
         try await store.close()
         #expect(try contentHash(path) == expected)
-        #expect(try tool("verify", "--data", path).stdout.contains("0 warning(s)"))
+        #expect(try await tool("verify", "--data", path).stdout.contains("0 warning(s)"))
     }
 }

@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletMaintenance
 import CloudletWire
 import CloudletCore
@@ -24,10 +25,15 @@ struct ToolRun: CustomStringConvertible {
     var description: String { "exit \(code)\nstdout:\n\(stdout.prefix(4000))\nstderr:\n\(stderr.prefix(4000))" }
 }
 
-/// Runs `cloudlet-tool` with `args` to completion (no terminal: no progress bar).
-func tool(_ args: String...) throws -> ToolRun { try tool(args) }
+/// Runs `cloudlet-tool` with `args` to completion (no terminal: no progress bar), waiting outside the cooperative
+/// pool (see `ChildProcess.waitForExit()`).
+func tool(_ args: String...) async throws -> ToolRun { try await tool(args) }
 
-func tool(_ args: [String]) throws -> ToolRun {
+func tool(_ args: [String]) async throws -> ToolRun {
+    try await ThreadBridge.offload { try runTool(args) }
+}
+
+private func runTool(_ args: [String]) throws -> ToolRun {
     let p = Process()
     p.executableURL = URL(fileURLWithPath: try toolExecutable())
     p.arguments = args

@@ -33,21 +33,21 @@ import Testing
         try await store.close()
     }
 
-    @Test func helpUsageAndErrorsFollowTheConventions() throws {
-        let top = try tool("--help")
+    @Test func helpUsageAndErrorsFollowTheConventions() async throws {
+        let top = try await tool("--help")
         #expect(top.code == 0 && top.stdout.contains("verify") && top.stdout.contains("EXIT CODES"), "\(top)")
         for command in ["info", "verify", "dump", "changes", "stats", "hash", "export", "import", "compact", "repair", "generate"] {
-            let r = try tool(command, "--help")
+            let r = try await tool(command, "--help")
             #expect(r.code == 0 && r.stdout.hasPrefix("USAGE: cloudlet-tool \(command)") && r.stderr.isEmpty, "\(command): \(r)")
         }
-        let unknown = try tool("frobnicate")
+        let unknown = try await tool("frobnicate")
         #expect(unknown.code == 64 && unknown.stderr.hasPrefix("error: unknown command") && unknown.stdout.isEmpty)
-        let noData = try tool("info")
+        let noData = try await tool("info")
         #expect(noData.code == 64 && noData.stderr.contains("--data DIR is required"))
-        let badOption = try tool("verify", "--data", "/tmp", "--bogus")
+        let badOption = try await tool("verify", "--data", "/tmp", "--bogus")
         #expect(badOption.code == 64 && badOption.stderr.contains("unknown option --bogus"))
         let dir = TempDir("tool-nostore")
-        let missing = try tool("info", "--data", dir.path)
+        let missing = try await tool("info", "--data", dir.path)
         #expect(missing.code == 74 && missing.stderr.contains("no Cloudlet store"), "\(missing)")
     }
 
@@ -55,11 +55,11 @@ import Testing
         let dir = TempDir("tool-info")
         let path = dir.sub("store")
         try await buildSample(path)
-        let info = try tool("info", "--data", path)
+        let info = try await tool("info", "--data", path)
         #expect(info.code == 0, "\(info)")
         #expect(info.stdout.contains("1 partition(s)") && info.stdout.contains("Work          19 record(s)  1 tombstone(s)"), "\(info)")
         #expect(info.stdout.contains("checkpoint checkpoint-") && info.stdout.contains("used"))
-        let j = try tool("info", "--data", path, "--json").json()
+        let j = try await tool("info", "--data", path, "--json").json()
         let p0 = try #require(j["partitions"]?.arrayValue?.first)
         #expect(p0["lastLSN"]?.int64Value ?? 0 > 10)
         #expect((p0["segments"]?.arrayValue?.count ?? 0) > 2)
@@ -67,21 +67,21 @@ import Testing
         #expect(zones.map { $0["zone"]?.stringValue ?? "" }.sorted() == ["Work", "_defaultZone", "_defaultZone"])
         #expect(zones.first { $0["zone"]?.stringValue == "Work" }?["records"]?.int64Value == 19)
 
-        let stats = try tool("stats", "--data", path)
+        let stats = try await tool("stats", "--data", path)
         #expect(stats.code == 0 && stats.stdout.contains("compaction would read"), "\(stats)")
-        let sj = try tool("stats", "--data", path, "--json").json()
+        let sj = try await tool("stats", "--data", path, "--json").json()
         let sp = try #require(sj["partitions"]?.arrayValue?.first)
         #expect(sp["deadBytes"]?.int64Value ?? 0 > 0)
         #expect(sp["keyDirectoryEntries"]?.int64Value == 36)
         #expect(sp["compaction"]?["framesDropped"]?.int64Value ?? 0 > 0)
 
-        let hash = try tool("hash", "--data", path)
+        let hash = try await tool("hash", "--data", path)
         #expect(hash.code == 0 && hash.lines.first?.hasPrefix("store ") == true, "\(hash)")
-        let hj = try tool("hash", "--data", path, "--json").json()
+        let hj = try await tool("hash", "--data", path, "--json").json()
         #expect(hj["store"]?.stringValue == (try contentHash(path)))
         #expect(hj["records"]?.int64Value == 35)
         #expect(hj["databases"]?.arrayValue?.count == 2)
-        let zoneOnly = try tool("hash", "--data", path, "--zone", "Work", "--json").json()
+        let zoneOnly = try await tool("hash", "--data", path, "--zone", "Work", "--json").json()
         #expect(zoneOnly["zones"]?.arrayValue?.count == 1)
     }
 
@@ -89,18 +89,18 @@ import Testing
         let dir = TempDir("tool-dump")
         let path = dir.sub("store")
         try await buildSample(path)
-        let records = try tool("dump", "--data", path, "--zone", "Work", "--json").jsonLines()
+        let records = try await tool("dump", "--data", path, "--zone", "Work", "--json").jsonLines()
         #expect(records.count == 19)
         #expect(records.allSatisfy { $0["fields"]?["count"]?["value"]?.int64Value == 2 && $0["kind"]?.stringValue == "record" })
-        let withTombstones = try tool("dump", "--data", path, "--zone", "Work", "--tombstones", "--json").jsonLines()
+        let withTombstones = try await tool("dump", "--data", path, "--zone", "Work", "--tombstones", "--json").jsonLines()
         #expect(withTombstones.filter { $0["kind"]?.stringValue == "tombstone" }.map { $0["recordName"]?.stringValue } == ["w3"])
-        let text = try tool("dump", "--data", path, "--type", "Post")
+        let text = try await tool("dump", "--data", path, "--type", "Post")
         #expect(text.lines.count == 1 && text.stdout.contains("p1 Post") && text.stdout.contains("body: \"hello\""), "\(text)")
-        let log = try tool("dump", "--data", path, "--log", "--zone", "Work", "--tombstones", "--json").jsonLines()
+        let log = try await tool("dump", "--data", path, "--log", "--zone", "Work", "--tombstones", "--json").jsonLines()
         #expect(log.filter { $0["kind"]?.stringValue == "put" }.count == 60)
         #expect(log.filter { $0["kind"]?.stringValue == "put" && $0["live"]?.boolValue == true }.count == 19)
         #expect(log.contains { $0["kind"]?.stringValue == "delete" && $0["recordName"]?.stringValue == "w3" })
-        let frames = try tool("dump", "--data", path, "--frames", "--from-lsn", "2", "--to-lsn", "4", "--json").jsonLines()
+        let frames = try await tool("dump", "--data", path, "--frames", "--from-lsn", "2", "--to-lsn", "4", "--json").jsonLines()
         #expect(frames.map { $0["lsn"]?.int64Value } == [2, 3, 4])
 
         // changes: the engine's feed, from scratch and from a token.
@@ -109,16 +109,16 @@ import Testing
         let all = try await db.zoneChanges(zone)
         let firstPage = try await db.zoneChanges(zone, resultsLimit: 5)
         try await store.close()
-        let fromScratch = try tool("changes", "--data", path, "--container", testContainer, "--owner", "alice", "--zone", "Work", "--json")
+        let fromScratch = try await tool("changes", "--data", path, "--container", testContainer, "--owner", "alice", "--zone", "Work", "--json")
         let lines = try fromScratch.jsonLines()
         #expect(lines.dropLast().map { $0["recordName"]?.stringValue ?? "" } == all.changes.map(\.recordID.recordName), "\(fromScratch)")
         #expect(lines.last?["token"]?.stringValue == all.token.base64)
-        let since = try tool(
+        let since = try await tool(
             "changes", "--data", path, "--container", testContainer, "--owner", "alice", "--zone", "Work", "--since",
             firstPage.token.base64)
         #expect(since.lines.dropLast().map { String($0.split(separator: " ")[1]) } == all.changes.dropFirst(5).map(\.recordID.recordName), "\(since)")
         #expect(since.lines.last?.hasPrefix("token \(all.token.base64)") == true)
-        let bad = try tool(
+        let bad = try await tool(
             "changes", "--data", path, "--container", testContainer, "--owner", "alice", "--zone", "Work", "--since", "bm90IGEgdG9rZW4=")
         #expect(bad.code == 65 && bad.stderr.contains("malformed"), "\(bad)")
     }
@@ -129,12 +129,12 @@ import Testing
         let dir = TempDir("tool-verify")
         let path = dir.sub("store")
         try await buildSample(path)
-        let clean = try tool("verify", "--data", path, "--deep")
+        let clean = try await tool("verify", "--data", path, "--deep")
         #expect(clean.code == 0 && clean.stdout.hasPrefix("ok:"), "\(clean)")
         let segments = try segmentFiles(path)
         #expect(segments.count >= 3)
         // A sealed segment with at least two frames, and where its second frame is, from the tool itself.
-        let frames = try tool("dump", "--data", path, "--frames", "--json").jsonLines()
+        let frames = try await tool("dump", "--data", path, "--frames", "--json").jsonLines()
         let victim = try #require(
             segments.dropLast().first { name in frames.filter { $0["segment"]?.stringValue == name }.count >= 2 })
         let second = try #require(frames.filter { $0["segment"]?.stringValue == victim }[1]["offset"]?.int64Value)
@@ -152,10 +152,10 @@ import Testing
         try handle.seek(toOffset: UInt64(second) + 40)
         handle.write(Data([byte[0] ^ 0x55]))
         try handle.close()
-        let f = try tool("verify", "--data", flipped)
+        let f = try await tool("verify", "--data", flipped)
         #expect(f.code == 65, "\(f)")
         #expect(f.stdout.contains("error: partition 0, segment \(victim), offset \(second): checksum mismatch"), "\(f)")
-        let fj = try tool("verify", "--data", flipped, "--json").json()
+        let fj = try await tool("verify", "--data", flipped, "--json").json()
         let finding = try #require(fj["findings"]?.arrayValue?.first)
         #expect(finding["file"]?.stringValue == victim && finding["offset"]?.int64Value == second && fj["ok"]?.boolValue == false)
 
@@ -164,14 +164,14 @@ import Testing
         let th = try #require(FileHandle(forWritingAtPath: truncated + "/p0000/" + victim))
         try th.truncate(atOffset: UInt64(second) + 10)
         try th.close()
-        let t = try tool("verify", "--data", truncated)
+        let t = try await tool("verify", "--data", truncated)
         #expect(t.code == 65, "\(t)")
         #expect(t.stdout.contains("error: partition 0, segment \(victim), offset \(second): "), "\(t)")
 
         // A deleted segment.
         let deleted = try copy("deleted")
         try FileManager.default.removeItem(atPath: deleted + "/p0000/" + victim)
-        let d = try tool("verify", "--data", deleted)
+        let d = try await tool("verify", "--data", deleted)
         #expect(d.code == 65, "\(d)")
         #expect(d.stdout.contains("error: partition 0, segment \(victim), offset 0: LSNs"), "\(d)")
         #expect(d.stdout.contains("was deleted or lost"))
@@ -191,29 +191,29 @@ import Testing
         for f in try FileManager.default.contentsOfDirectory(atPath: path + "/p0000") where f.hasSuffix(".ckpt") {
             try FileManager.default.removeItem(atPath: path + "/p0000/" + f)
         }
-        let v = try tool("verify", "--data", path)
+        let v = try await tool("verify", "--data", path)
         #expect(v.code == 0 && v.stdout.contains("warning: partition 0, segment \(last)") && v.stdout.contains("torn tail"), "\(v)")
-        let r = try tool("repair", "--data", path, "--backup", dir.sub("backup"))
+        let r = try await tool("repair", "--data", path, "--backup", dir.sub("backup"))
         #expect(r.code == 0 && r.stdout.contains("cut the torn tail of \(last)"), "\(r)")
         #expect(FileManager.default.fileExists(atPath: dir.sub("backup") + "/p0000/" + last))
-        let after = try tool("verify", "--data", path, "--deep")
+        let after = try await tool("verify", "--data", path, "--deep")
         #expect(after.code == 0 && !after.stdout.contains("warning:"), "\(after)")
 
         // Mid-log corruption: refused until the suggested range is given.
         let victim = try segmentFiles(path)[1]
-        let recordsBefore = try tool("dump", "--data", path, "--log", "--json").lines.count
+        let recordsBefore = try await tool("dump", "--data", path, "--log", "--json").lines.count
         try xorByte(path + "/p0000/" + victim, at: 200)
-        let refused = try tool("repair", "--data", path)
+        let refused = try await tool("repair", "--data", path)
         #expect(refused.code == 65 && refused.stdout.contains("not repairing"), "\(refused)")
-        let refusedJSON = try tool("repair", "--data", path, "--json").json()
+        let refusedJSON = try await tool("repair", "--data", path, "--json").json()
         #expect(refusedJSON["ok"]?.boolValue == false && refusedJSON["refused"]?.arrayValue?.first?["file"]?.stringValue == victim)
         let suggestion = try #require(refused.lines.last?.trimmingCharacters(in: .whitespaces))
         #expect(suggestion.hasPrefix("--drop-range \(victim):"))
-        let dropped = try tool(["repair", "--data", path, "--backup", dir.sub("backup2")] + suggestion.split(separator: " ").map(String.init))
+        let dropped = try await tool(["repair", "--data", path, "--backup", dir.sub("backup2")] + suggestion.split(separator: " ").map(String.init))
         #expect(dropped.code == 0 && dropped.stdout.contains("lost"), "\(dropped)")
-        let final = try tool("verify", "--data", path, "--deep")
+        let final = try await tool("verify", "--data", path, "--deep")
         #expect(final.code == 0, "\(final)")
-        #expect(try tool("dump", "--data", path, "--log", "--json").lines.count < recordsBefore)
+        #expect(try await tool("dump", "--data", path, "--log", "--json").lines.count < recordsBefore)
         #expect(FileManager.default.fileExists(atPath: dir.sub("backup2") + "/p0000/" + victim))
     }
 
@@ -223,11 +223,11 @@ import Testing
         try await buildSample(path, passes: 1)
         let store = try await CloudletStore.open(at: path, configuration: toolStoreConfig())
         for args in [["info"], ["verify"], ["compact"], ["dump"]] {
-            let r = try tool(args + ["--data", path])
+            let r = try await tool(args + ["--data", path])
             #expect(r.code == 1 && r.stderr.contains("by another process (pid \(getpid()))"), "\(args): \(r)")
         }
         try await store.close()
-        #expect(try tool("info", "--data", path).code == 0)
+        #expect(try await tool("info", "--data", path).code == 0)
     }
 
     @Test func exportImportRoundTripsEveryFieldType() async throws {
@@ -265,9 +265,9 @@ import Testing
         try await store.close()
 
         let export = dir.sub("export.jsonl")
-        let e = try tool("export", "--data", path, "--output", export)
+        let e = try await tool("export", "--data", path, "--output", export)
         #expect(e.code == 0 && e.stderr.contains("exported 3 record(s) and 2 custom zone(s)"), "\(e)")
-        let i = try tool("import", "--data", dir.sub("copy"), "--input", export)
+        let i = try await tool("import", "--data", dir.sub("copy"), "--input", export)
         #expect(i.code == 0 && i.stderr.contains("imported 3 record(s), 2 zone(s)"), "\(i)")
         #expect(try contentHash(path, ignoreChangeTags: true) == (try contentHash(dir.sub("copy"), ignoreChangeTags: true)))
 
@@ -287,7 +287,7 @@ import Testing
 
         let badLine = dir.sub("bad.jsonl")
         try Data("{\"kind\":\"record\",\"container\":\"\(testContainer)\",\"zone\":\"_defaultZone\",\"recordName\":\"x\",\"recordType\":\"T\",\"fields\":{\"f\":{\"type\":\"INT64\",\"value\":\"nope\"}}}\n".utf8).write(to: URL(fileURLWithPath: badLine))
-        let bad = try tool("import", "--data", dir.sub("copy"), "--input", badLine)
+        let bad = try await tool("import", "--data", dir.sub("copy"), "--input", badLine)
         #expect(bad.code == 65 && bad.stderr.contains("line 1: field 'f'"), "\(bad)")
     }
 }
