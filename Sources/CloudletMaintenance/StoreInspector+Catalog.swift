@@ -216,26 +216,14 @@ extension StoreInspector {
             report.catalog = part
             return
         }
-        var checkpoint: (state: CatalogState, lsn: UInt64, path: String)?
-        let (files, temporary) = try CheckpointStore(directory: dir, fileSystem: fileSystem).list()
-        for t in temporary { finding(.warning, t, nil, "an unfinished checkpoint write (the next checkpoint deletes it)") }
-        for f in files {
-            if let problem = f.problem {
-                finding(.error, f.path, nil, "damaged checkpoint: \(problem)\(checkpoint == nil ? "; an older one (or a full replay) is used instead" : "")")
-                continue
+        let checkpoint = try openableCheckpoint(in: dir, finding: finding) { f -> CatalogState? in
+            let st = try CatalogState.decodeCheckpoint(f.payload, next: f.next)
+            guard st.version == f.lsn else {
+                finding(.error, f.path, nil, "the checkpoint's file says LSN \(f.lsn), its payload version \(st.version)")
+                return nil
             }
-            guard checkpoint == nil else { continue }
-            do {
-                let st = try CatalogState.decodeCheckpoint(f.payload, next: f.next)
-                guard st.version == f.lsn else {
-                    finding(.error, f.path, nil, "the checkpoint's file says LSN \(f.lsn), its payload version \(st.version)")
-                    continue
-                }
-                checkpoint = (st, f.lsn, f.path)
-            } catch let e as CloudletError {
-                finding(.error, f.path, nil, "catalog checkpoint payload does not decode: \(e.message)")
-            }
-        }
+            return st
+        }.map { (state: $0.value, lsn: $0.lsn, path: $0.path) }
         part.checkpointLSN = checkpoint?.lsn
         var full = CatalogState()
         var tail = checkpoint?.state ?? CatalogState()

@@ -83,31 +83,19 @@ extension StoreInspector {
         part.compactionGeneration = marker?.generation ?? 0
 
         // The checkpoint an open would use, checked on its own first.
-        var checkpoint: (state: PartitionState, lsn: UInt64, path: String, next: FramePosition?)?
-        let (files, temporary) = try CheckpointStore(directory: dir, fileSystem: fileSystem).list()
-        for t in temporary { finding(.warning, t, nil, "an unfinished checkpoint write (the next checkpoint deletes it)") }
-        for f in files {
-            if let problem = f.problem {
-                finding(.error, f.path, nil, "damaged checkpoint: \(problem)\(checkpoint == nil ? "; an older one (or a full replay) is used instead" : "")")
-                continue
+        let checkpoint = try openableCheckpoint(in: dir, finding: finding) { f -> (PartitionState, FramePosition?)? in
+            guard let st = try PartitionState.decodeCheckpoint(f.payload, next: f.next) else {
+                finding(.warning, f.path, nil, "a checkpoint of an older format: ignored, the next open replays the log")
+                return nil
             }
-            guard checkpoint == nil else { continue }
-            do {
-                guard let st = try PartitionState.decodeCheckpoint(f.payload, next: f.next) else {
-                    finding(.warning, f.path, nil, "a checkpoint of an older format: ignored, the next open replays the log")
-                    continue
-                }
-                if st.compactionGeneration != part.compactionGeneration {
-                    finding(
-                        .warning, f.path, nil,
-                        "taken under compaction generation \(st.compactionGeneration), the log is at \(part.compactionGeneration): ignored, the next open replays the log")
-                    continue
-                }
-                checkpoint = (st, f.lsn, f.path, f.next)
-            } catch let e as CloudletError {
-                finding(.error, f.path, nil, "checkpoint payload does not decode: \(e.message)")
+            guard st.compactionGeneration == part.compactionGeneration else {
+                finding(
+                    .warning, f.path, nil,
+                    "taken under compaction generation \(st.compactionGeneration), the log is at \(part.compactionGeneration): ignored, the next open replays the log")
+                return nil
             }
-        }
+            return (st, f.next)
+        }.map { (state: $0.value.0, lsn: $0.lsn, path: $0.path, next: $0.value.1) }
         part.checkpointLSN = checkpoint?.lsn
 
         // Every key directory entry of the checkpoint, by where it points.
@@ -276,5 +264,30 @@ extension StoreInspector {
         if problems.count > 50 {
             finding(.error, checkpointPath, nil, "… and \(problems.count - 50) more differences")
         }
+    }
+
+    /// The newest checkpoint in `dir` that an open would use: each file newest first, damaged ones and unfinished
+    /// writes reported; `decode` turns a sound file into its state, or nil (having reported why) to fall back to an
+    /// older one. A payload that does not decode is reported as an error.
+    func openableCheckpoint<State>(
+        in dir: String, finding: (LogFinding.Severity, String, UInt64?, String) -> Void,
+        decode: (CheckpointStore.CheckpointFile) throws -> State?
+    ) throws -> (value: State, lsn: UInt64, path: String)? {
+        var found: (value: State, lsn: UInt64, path: String)?
+        let (files, temporary) = try CheckpointStore(directory: dir, fileSystem: fileSystem).list()
+        for t in temporary { finding(.warning, t, nil, "an unfinished checkpoint write (the next checkpoint deletes it)") }
+        for f in files {
+            if let problem = f.problem {
+                finding(.error, f.path, nil, "damaged checkpoint: \(problem)\(found == nil ? "; an older one (or a full replay) is used instead" : "")")
+                continue
+            }
+            guard found == nil else { continue }
+            do {
+                if let value = try decode(f) { found = (value, f.lsn, f.path) }
+            } catch let e as CloudletError {
+                finding(.error, f.path, nil, "checkpoint payload does not decode: \(e.message)")
+            }
+        }
+        return found
     }
 }

@@ -261,6 +261,12 @@ extension Partition {
         let (dead, sealed) = deadBytes()
         guard sealed > 0, dead >= UInt64(max(config.minDeadBytes, 1)), Double(dead) >= config.minDeadRatio * Double(sealed)
         else { return }
-        DispatchQueue.global(qos: .utility).async { [self] in _ = try? compact() }
+        DispatchQueue.global(qos: .utility).async { [self] in
+            inBackground("compacting") {
+                do { _ = try compact() } catch let e as CloudletError where e.code == .invalidArguments {
+                    // Another compaction (an explicit one) began first: it does the work.
+                }
+            }
+        }
     }
 }

@@ -237,9 +237,20 @@ package final class Partition: Sendable {
     private func noteWritten(_ bytes: Int) {
         guard checkpointTrigger.noteWritten(bytes) else { return }
         DispatchQueue.global(qos: .utility).async { [self] in
-            _ = try? purgeTombstones(olderThan: Int64((Date().timeIntervalSince1970 - tombstoneRetention) * 1000))
-            _ = try? writeCheckpoint()
+            inBackground("purging old tombstones") {
+                _ = try purgeTombstones(olderThan: Int64((Date().timeIntervalSince1970 - tombstoneRetention) * 1000))
+            }
+            inBackground("writing a checkpoint") { _ = try writeCheckpoint() }
             checkpointTrigger.finished()
+        }
+    }
+
+    /// Runs background work whose caller has gone: a failure is logged (it is also the next write's error when the
+    /// log failed), except the one of a partition closing under it.
+    func inBackground(_ what: String, _ work: () throws -> Void) {
+        do { try work() } catch {
+            guard !compaction.isCancelled else { return }
+            StoreLog.warning("partition \(id): \(what) failed: \(error)")
         }
     }
 
