@@ -150,82 +150,25 @@ package struct Commit: Sendable {
         return (w.bytes, slots, sizes)
     }
 
-    /// Decodes a commit payload; `slots` are by position in `commit.mutations`, and `sizes` the bytes each kept
-    /// mutation takes in the payload.
+    /// Decodes a commit payload (``CommitPayloadReader``); `slots` are by position in `commit.mutations`, and `sizes`
+    /// the bytes each kept mutation takes in the payload.
     package static func decode(_ payload: [UInt8]) throws -> (commit: Commit, slots: [Int: Slot], sizes: [UInt32]) {
-        var r = ByteReader(payload, what: "commit payload")
-        let v = try r.u8()
-        guard v == version else { throw CloudletError.corruption("commit payload: unknown version \(v)") }
-        let zoneCount = try r.length(unit: 5)
-        var zones: [ZoneKey] = []
-        zones.reserveCapacity(zoneCount)
-        for _ in 0..<zoneCount { zones.append(try decodeZone(&r)) }
-        func zone(_ r: inout ByteReader) throws -> ZoneKey {
-            let i = try r.varint()
-            guard i < zones.count else { throw CloudletError.corruption("commit payload: zone index \(i) out of range") }
-            return zones[Int(i)]
-        }
-        let n = try r.varint()
-        guard n <= UInt64(UInt32.max) else { throw CloudletError.corruption("commit payload: \(n) mutations") }
+        var reader = try CommitPayloadReader(payload, decodingRecords: true)
+        let capacity = min(reader.count, reader.remaining)
         var mutations: [Mutation] = []
-        mutations.reserveCapacity(min(Int(n), r.remaining))
+        mutations.reserveCapacity(capacity)
         var slots: [Int: Slot] = [:]
         var sizes: [UInt32] = []
+        sizes.reserveCapacity(capacity)
         var indices: [UInt32] = []
-        var index = 0
-        while index < Int(n) {
-            let start = r.offset
-            let kind = try MutationKind(byte: r.u8())
-            if kind == .skipped {
-                let run = try r.varint()
-                guard run >= 1, run <= n - UInt64(index) else {
-                    throw CloudletError.corruption("commit payload: a skipped run of \(run) mutations at index \(index) of \(n)")
-                }
-                index += Int(run)
-                continue
-            }
-            let i = mutations.count
-            indices.append(UInt32(index))
-            index += 1
-            defer { sizes.append(UInt32(r.offset - start)) }
-            switch kind {
-            case .putRecord:
-                let z = try zone(&r)
-                let len = try r.length()
-                let start = r.offset
-                var sub = ByteReader(r.buffer, from: start, to: start + len, what: "record in commit payload")
-                let record = try RecordCodec.decode(&sub, zoneID: z.zoneID)
-                _ = try r.raw(len)
-                slots[i] = Slot(offset: UInt32(start), length: UInt32(len))
-                mutations.append(.putRecord(zone: z, record: record, encoded: []))
-            case .deleteRecord:
-                mutations.append(
-                    .deleteRecord(zone: try zone(&r), recordName: try r.string(), recordType: try r.string(), time: try r.svarint()))
-            case .createZone: mutations.append(.createZone(try zone(&r)))
-            case .deleteZone: mutations.append(.deleteZone(try zone(&r), time: try r.svarint()))
-            case .schemaField:
-                let container = try r.string()
-                let env: CloudletCore.Environment = try r.u8() == 1 ? .production : .development
-                let type = try r.string()
-                let field = try r.string()
-                let tag = try r.u8()
-                let fieldType = tag == 0 ? nil : FieldType(tag: tag)
-                if tag != 0 && fieldType == nil { throw CloudletError.corruption("commit payload: bad field type \(tag)") }
-                mutations.append(
-                    .schemaField(
-                        SchemaKey(container: container, environment: env), recordType: type,
-                        field: field.isEmpty ? nil : field, type: fieldType))
-            case .schemaReset: mutations.append(.schemaReset(container: try r.string()))
-            case .purge: mutations.append(.purge(through: try r.u64()))
-            case .index: mutations.append(.index(try IndexMutation.decode(&r)))
-            case .saveSubscription: mutations.append(.saveSubscription(try SubscriberID.decode(&r), try Subscription.decode(&r)))
-            case .deleteSubscription: mutations.append(.deleteSubscription(try SubscriberID.decode(&r), id: try r.string()))
-            case .catalogVersion: mutations.append(.catalogVersion(try r.varint()))
-            case .skipped: preconditionFailure("a skipped run is read above")
-            }
+        indices.reserveCapacity(capacity)
+        while let (e, mutation) = try reader.next() {
+            if let slot = e.slot { slots[mutations.count] = slot }
+            mutations.append(mutation!)
+            indices.append(e.index)
+            sizes.append(UInt32(e.range.count))
         }
-        guard r.isAtEnd else { throw CloudletError.corruption("commit payload: \(r.remaining) trailing bytes") }
-        return (Commit(mutations: mutations, indices: indices, count: Int(n)), slots, sizes)
+        return (Commit(mutations: mutations, indices: indices, count: reader.count), slots, sizes)
     }
 
     /// Spreads a frame's on-disk bytes over its mutations in proportion to the payload bytes each takes: what

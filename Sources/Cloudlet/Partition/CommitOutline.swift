@@ -28,92 +28,13 @@ package struct CommitOutline {
     /// Mutations in the commit as first written, skipped ones included.
     var count: Int
 
-    /// Parses `payload`; throws `.corruption` like ``Commit/decode(_:)`` for what does not parse (records are not
-    /// checked beyond their type and name).
+    /// Parses `payload` (``CommitPayloadReader``); throws `.corruption` like ``Commit/decode(_:)`` for what does not
+    /// parse (records are not checked beyond their type and name).
     static func parse(_ payload: [UInt8]) throws -> CommitOutline {
-        var r = ByteReader(payload, what: "commit payload")
-        let v = try r.u8()
-        guard v == Commit.version else { throw CloudletError.corruption("commit payload: unknown version \(v)") }
-        let zoneCount = try r.length(unit: 5)
-        var zones: [ZoneKey] = []
-        zones.reserveCapacity(zoneCount)
-        for _ in 0..<zoneCount { zones.append(try Commit.decodeZone(&r)) }
-        let n = try r.varint()
-        guard n <= UInt64(UInt32.max) else { throw CloudletError.corruption("commit payload: \(n) mutations") }
+        var reader = try CommitPayloadReader(payload, decodingRecords: false)
         var entries: [Entry] = []
-        var index = 0
-        func zone(_ r: inout ByteReader) throws -> Int {
-            let i = try r.varint()
-            guard i < zones.count else { throw CloudletError.corruption("commit payload: zone index \(i) out of range") }
-            return Int(i)
-        }
-        while index < Int(n) {
-            let start = r.offset
-            let kind = try MutationKind(byte: r.u8())
-            if kind == .skipped {
-                let run = try r.varint()
-                guard run >= 1, run <= n - UInt64(index) else {
-                    throw CloudletError.corruption("commit payload: a skipped run of \(run) mutations at index \(index) of \(n)")
-                }
-                index += Int(run)
-                continue
-            }
-            var e = Entry(index: UInt32(index), kind: kind, zone: nil, name: nil, range: start..<start, bodyStart: start + 1)
-            index += 1
-            switch kind {
-            case .putRecord:
-                e.zone = try zone(&r)
-                e.bodyStart = r.offset
-                let len = try r.length()
-                let recordStart = r.offset
-                var record = ByteReader(payload, from: recordStart, to: recordStart + len, what: "record in commit payload")
-                _ = try record.u8()
-                _ = try record.string()
-                e.name = try record.string()
-                _ = try r.raw(len)
-                e.slot = Commit.Slot(offset: UInt32(recordStart), length: UInt32(len))
-            case .deleteRecord:
-                e.zone = try zone(&r)
-                e.bodyStart = r.offset
-                e.name = try r.string()
-                _ = try r.string()
-                _ = try r.svarint()
-            case .createZone:
-                e.zone = try zone(&r)
-                e.bodyStart = r.offset
-            case .deleteZone:
-                e.zone = try zone(&r)
-                e.bodyStart = r.offset
-                _ = try r.svarint()
-            case .schemaField:
-                e.legacyCatalog = true
-                _ = try r.string()
-                _ = try r.u8()
-                _ = try r.string()
-                _ = try r.string()
-                _ = try r.u8()
-            case .schemaReset:
-                e.legacyCatalog = true
-                _ = try r.string()
-            case .purge: _ = try r.u64()
-            case .index:
-                if case .flags = try IndexMutation.decode(&r) { e.legacyCatalog = true }
-            case .catalogVersion: _ = try r.varint()
-            case .saveSubscription:
-                e.legacyCatalog = true
-                _ = try SubscriberID.decode(&r)
-                _ = try Subscription.decode(&r)
-            case .deleteSubscription:
-                e.legacyCatalog = true
-                _ = try SubscriberID.decode(&r)
-                _ = try r.string()
-            case .skipped: preconditionFailure("a skipped run is read above")
-            }
-            e.range = start..<r.offset
-            entries.append(e)
-        }
-        guard r.isAtEnd else { throw CloudletError.corruption("commit payload: \(r.remaining) trailing bytes") }
-        return CommitOutline(zones: zones, entries: entries, count: Int(n))
+        while let (e, _) = try reader.next() { entries.append(e) }
+        return CommitOutline(zones: reader.zones, entries: entries, count: reader.count)
     }
 
     /// Whether entry `e` of the commit at `lsn` is current in `st` (``PartitionState/isLive(_:lsn:index:)``).

@@ -40,6 +40,16 @@ package enum MutationKind: UInt8, CaseIterable, Sendable {
         }
         self = kind
     }
+
+    /// Whether the body starts with a zone index (kinds 1–4).
+    var hasZone: Bool {
+        switch self {
+        case .putRecord, .deleteRecord, .createZone, .deleteZone: true
+        case .schemaField, .schemaReset, .purge, .index, .skipped, .catalogVersion, .saveSubscription,
+            .deleteSubscription:
+            false
+        }
+    }
 }
 
 extension Mutation {
