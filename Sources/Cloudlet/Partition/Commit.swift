@@ -164,7 +164,7 @@ package struct Commit: Sendable {
         indices.reserveCapacity(capacity)
         while let (e, mutation) = try reader.next() {
             if let slot = e.slot { slots[mutations.count] = slot }
-            mutations.append(mutation!)
+            mutations.append((consume mutation)!)
             indices.append(e.index)
             sizes.append(UInt32(e.range.count))
         }
