@@ -97,150 +97,78 @@ package struct Commit: Sendable {
         for (i, m) in mutations.enumerated() {
             let index = Int(self.index(i))
             if index > nextIndex {
-                w.u8(Self.skipKind)
+                w.u8(MutationKind.skipped.rawValue)
                 w.varint(index - nextIndex)
             }
             nextIndex = index + 1
             let start = w.count
             defer { sizes.append(UInt32(w.count - start)) }
+            w.u8(m.kind.rawValue)
             switch m {
             case .putRecord(let z, let record, let encoded):
-                w.u8(1)
                 w.varint(zones[z]!)
                 let bytes = encoded.isEmpty ? RecordCodec.encode(record) : encoded
                 w.varint(bytes.count)
                 slots[i] = Slot(offset: UInt32(w.count), length: UInt32(bytes.count))
                 w.raw(bytes)
             case .deleteRecord(let z, let name, let type, let time):
-                w.u8(2)
                 w.varint(zones[z]!)
                 w.string(name)
                 w.string(type)
                 w.svarint(time)
             case .createZone(let z):
-                w.u8(3)
                 w.varint(zones[z]!)
             case .deleteZone(let z, let time):
-                w.u8(4)
                 w.varint(zones[z]!)
                 w.svarint(time)
             case .schemaField(let key, let type, let field, let fieldType):
-                w.u8(5)
                 w.string(key.container)
                 w.u8(key.environment == .production ? 1 : 0)
                 w.string(type)
                 w.string(field ?? "")
                 w.u8(fieldType?.tag ?? 0)
             case .schemaReset(let container):
-                w.u8(6)
                 w.string(container)
             case .purge(let through):
-                w.u8(7)
                 w.u64(through)
             case .index(let change):
-                w.u8(8)
                 change.encode(into: &w)
             case .saveSubscription(let who, let sub):
-                w.u8(20)
                 who.encode(into: &w)
                 Subscription.encode(sub, into: &w)
             case .deleteSubscription(let who, let id):
-                w.u8(21)
                 who.encode(into: &w)
                 w.string(id)
             case .catalogVersion(let version):
-                w.u8(Self.catalogVersionKind)
                 w.varint(version)
             }
         }
         if count > nextIndex {
-            w.u8(Self.skipKind)
+            w.u8(MutationKind.skipped.rawValue)
             w.varint(count - nextIndex)
         }
         return (w.bytes, slots, sizes)
     }
 
-    /// Mutation kind 9: a run of mutations compaction dropped (body: how many, varint ≥ 1).
-    static let skipKind: UInt8 = 9
-    /// Mutation kind 10: the catalog version a data commit was validated against (body: varint).
-    static let catalogVersionKind: UInt8 = 10
-
-    /// Decodes a commit payload; `slots` are by position in `commit.mutations`, and `sizes` the bytes each kept
-    /// mutation takes in the payload.
+    /// Decodes a commit payload (``CommitPayloadReader``); `slots` are by position in `commit.mutations`, and `sizes`
+    /// the bytes each kept mutation takes in the payload.
     package static func decode(_ payload: [UInt8]) throws -> (commit: Commit, slots: [Int: Slot], sizes: [UInt32]) {
-        var r = ByteReader(payload, what: "commit payload")
-        let v = try r.u8()
-        guard v == version else { throw CloudletError.corruption("commit payload: unknown version \(v)") }
-        let zoneCount = try r.length(unit: 5)
-        var zones: [ZoneKey] = []
-        zones.reserveCapacity(zoneCount)
-        for _ in 0..<zoneCount { zones.append(try decodeZone(&r)) }
-        func zone(_ r: inout ByteReader) throws -> ZoneKey {
-            let i = try r.varint()
-            guard i < zones.count else { throw CloudletError.corruption("commit payload: zone index \(i) out of range") }
-            return zones[Int(i)]
-        }
-        let n = try r.varint()
-        guard n <= UInt64(UInt32.max) else { throw CloudletError.corruption("commit payload: \(n) mutations") }
+        var reader = try CommitPayloadReader(payload, decodingRecords: true)
+        let capacity = min(reader.count, reader.remaining)
         var mutations: [Mutation] = []
-        mutations.reserveCapacity(min(Int(n), r.remaining))
+        mutations.reserveCapacity(capacity)
         var slots: [Int: Slot] = [:]
         var sizes: [UInt32] = []
+        sizes.reserveCapacity(capacity)
         var indices: [UInt32] = []
-        var index = 0
-        while index < Int(n) {
-            let start = r.offset
-            let kind = try r.u8()
-            if kind == skipKind {
-                let run = try r.varint()
-                guard run >= 1, run <= n - UInt64(index) else {
-                    throw CloudletError.corruption("commit payload: a skipped run of \(run) mutations at index \(index) of \(n)")
-                }
-                index += Int(run)
-                continue
-            }
-            let i = mutations.count
-            indices.append(UInt32(index))
-            index += 1
-            defer { sizes.append(UInt32(r.offset - start)) }
-            switch kind {
-            case 1:
-                let z = try zone(&r)
-                let len = try r.length()
-                let start = r.offset
-                var sub = ByteReader(r.buffer, from: start, to: start + len, what: "record in commit payload")
-                let record = try RecordCodec.decode(&sub, zoneID: z.zoneID)
-                _ = try r.raw(len)
-                slots[i] = Slot(offset: UInt32(start), length: UInt32(len))
-                mutations.append(.putRecord(zone: z, record: record, encoded: []))
-            case 2:
-                mutations.append(
-                    .deleteRecord(zone: try zone(&r), recordName: try r.string(), recordType: try r.string(), time: try r.svarint()))
-            case 3: mutations.append(.createZone(try zone(&r)))
-            case 4: mutations.append(.deleteZone(try zone(&r), time: try r.svarint()))
-            case 5:
-                let container = try r.string()
-                let env: CloudletCore.Environment = try r.u8() == 1 ? .production : .development
-                let type = try r.string()
-                let field = try r.string()
-                let tag = try r.u8()
-                let fieldType = tag == 0 ? nil : FieldType(tag: tag)
-                if tag != 0 && fieldType == nil { throw CloudletError.corruption("commit payload: bad field type \(tag)") }
-                mutations.append(
-                    .schemaField(
-                        SchemaKey(container: container, environment: env), recordType: type,
-                        field: field.isEmpty ? nil : field, type: fieldType))
-            case 6: mutations.append(.schemaReset(container: try r.string()))
-            case 7: mutations.append(.purge(through: try r.u64()))
-            case 8: mutations.append(.index(try IndexMutation.decode(&r)))
-            case 20: mutations.append(.saveSubscription(try SubscriberID.decode(&r), try Subscription.decode(&r)))
-            case 21: mutations.append(.deleteSubscription(try SubscriberID.decode(&r), id: try r.string()))
-            case catalogVersionKind: mutations.append(.catalogVersion(try r.varint()))
-            default: throw CloudletError.corruption("commit payload: unknown mutation kind \(kind)")
-            }
+        indices.reserveCapacity(capacity)
+        while let (e, mutation) = try reader.next() {
+            if let slot = e.slot { slots[mutations.count] = slot }
+            mutations.append((consume mutation)!)
+            indices.append(e.index)
+            sizes.append(UInt32(e.range.count))
         }
-        guard r.isAtEnd else { throw CloudletError.corruption("commit payload: \(r.remaining) trailing bytes") }
-        return (Commit(mutations: mutations, indices: indices, count: Int(n)), slots, sizes)
+        return (Commit(mutations: mutations, indices: indices, count: reader.count), slots, sizes)
     }
 
     /// Spreads a frame's on-disk bytes over its mutations in proportion to the payload bytes each takes: what

@@ -7,7 +7,7 @@ package struct CommitOutline {
     package struct Entry {
         /// The mutation's index in the commit as first written.
         var index: UInt32
-        package var kind: UInt8
+        package var kind: MutationKind
         /// Index into ``CommitOutline/zones`` (kinds 1–4).
         package var zone: Int?
         /// The record's name (puts and deletes).
@@ -28,102 +28,25 @@ package struct CommitOutline {
     /// Mutations in the commit as first written, skipped ones included.
     var count: Int
 
-    /// Parses `payload`; throws `.corruption` like ``Commit/decode(_:)`` for what does not parse (records are not
-    /// checked beyond their type and name).
+    /// Parses `payload` (``CommitPayloadReader``); throws `.corruption` like ``Commit/decode(_:)`` for what does not
+    /// parse (records are not checked beyond their type and name).
     static func parse(_ payload: [UInt8]) throws -> CommitOutline {
-        var r = ByteReader(payload, what: "commit payload")
-        let v = try r.u8()
-        guard v == Commit.version else { throw CloudletError.corruption("commit payload: unknown version \(v)") }
-        let zoneCount = try r.length(unit: 5)
-        var zones: [ZoneKey] = []
-        zones.reserveCapacity(zoneCount)
-        for _ in 0..<zoneCount { zones.append(try Commit.decodeZone(&r)) }
-        let n = try r.varint()
-        guard n <= UInt64(UInt32.max) else { throw CloudletError.corruption("commit payload: \(n) mutations") }
+        var reader = try CommitPayloadReader(payload, decodingRecords: false)
         var entries: [Entry] = []
-        var index = 0
-        func zone(_ r: inout ByteReader) throws -> Int {
-            let i = try r.varint()
-            guard i < zones.count else { throw CloudletError.corruption("commit payload: zone index \(i) out of range") }
-            return Int(i)
-        }
-        while index < Int(n) {
-            let start = r.offset
-            let kind = try r.u8()
-            if kind == Commit.skipKind {
-                let run = try r.varint()
-                guard run >= 1, run <= n - UInt64(index) else {
-                    throw CloudletError.corruption("commit payload: a skipped run of \(run) mutations at index \(index) of \(n)")
-                }
-                index += Int(run)
-                continue
-            }
-            var e = Entry(index: UInt32(index), kind: kind, zone: nil, name: nil, range: start..<start, bodyStart: start + 1)
-            index += 1
-            switch kind {
-            case 1:
-                e.zone = try zone(&r)
-                e.bodyStart = r.offset
-                let len = try r.length()
-                let recordStart = r.offset
-                var record = ByteReader(payload, from: recordStart, to: recordStart + len, what: "record in commit payload")
-                _ = try record.u8()
-                _ = try record.string()
-                e.name = try record.string()
-                _ = try r.raw(len)
-                e.slot = Commit.Slot(offset: UInt32(recordStart), length: UInt32(len))
-            case 2:
-                e.zone = try zone(&r)
-                e.bodyStart = r.offset
-                e.name = try r.string()
-                _ = try r.string()
-                _ = try r.svarint()
-            case 3:
-                e.zone = try zone(&r)
-                e.bodyStart = r.offset
-            case 4:
-                e.zone = try zone(&r)
-                e.bodyStart = r.offset
-                _ = try r.svarint()
-            case 5:
-                e.legacyCatalog = true
-                _ = try r.string()
-                _ = try r.u8()
-                _ = try r.string()
-                _ = try r.string()
-                _ = try r.u8()
-            case 6:
-                e.legacyCatalog = true
-                _ = try r.string()
-            case 7: _ = try r.u64()
-            case 8:
-                if case .flags = try IndexMutation.decode(&r) { e.legacyCatalog = true }
-            case Commit.catalogVersionKind: _ = try r.varint()
-            case 20:
-                e.legacyCatalog = true
-                _ = try SubscriberID.decode(&r)
-                _ = try Subscription.decode(&r)
-            case 21:
-                e.legacyCatalog = true
-                _ = try SubscriberID.decode(&r)
-                _ = try r.string()
-            default: throw CloudletError.corruption("commit payload: unknown mutation kind \(kind)")
-            }
-            e.range = start..<r.offset
-            entries.append(e)
-        }
-        guard r.isAtEnd else { throw CloudletError.corruption("commit payload: \(r.remaining) trailing bytes") }
-        return CommitOutline(zones: zones, entries: entries, count: Int(n))
+        while let (e, _) = try reader.next() { entries.append(e) }
+        return CommitOutline(zones: reader.zones, entries: entries, count: reader.count)
     }
 
     /// Whether entry `e` of the commit at `lsn` is current in `st` (``PartitionState/isLive(_:lsn:index:)``).
     func isLive(_ e: Entry, lsn: UInt64, in st: PartitionState) -> Bool {
         switch e.kind {
-        case 1, 2: return st.entry(zones[e.zone!], e.name!)?.change == ChangePoint(lsn: lsn, index: e.index)
-        case 3: return st.zones[zones[e.zone!]]?.createdLSN == lsn
-        case 4: return st.deletedZones[zones[e.zone!]]?.lsn == lsn
-        case Commit.catalogVersionKind: return st.catalogMark?.lsn == lsn
-        default: return !e.legacyCatalog
+        case .putRecord, .deleteRecord:
+            return st.entry(zones[e.zone!], e.name!)?.change == ChangePoint(lsn: lsn, index: e.index)
+        case .createZone: return st.zones[zones[e.zone!]]?.createdLSN == lsn
+        case .deleteZone: return st.deletedZones[zones[e.zone!]]?.lsn == lsn
+        case .catalogVersion: return st.catalogMark?.lsn == lsn
+        case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription, .skipped:
+            return !e.legacyCatalog
         }
     }
 
@@ -151,14 +74,14 @@ package struct CommitOutline {
         var next = 0
         for (k, e) in entries.enumerated() where keep[k] {
             if Int(e.index) > next {
-                w.u8(Commit.skipKind)
+                w.u8(MutationKind.skipped.rawValue)
                 w.varint(Int(e.index) - next)
             }
             next = Int(e.index) + 1
             var moved = e
             let start = w.count
             if let z = e.zone {
-                w.u8(e.kind)
+                w.u8(e.kind.rawValue)
                 w.varint(zoneMap[z]!)
                 moved.zone = zoneMap[z]
                 let bodyStart = w.count
@@ -174,7 +97,7 @@ package struct CommitOutline {
             kept.append(moved)
         }
         if count > next {
-            w.u8(Commit.skipKind)
+            w.u8(MutationKind.skipped.rawValue)
             w.varint(count - next)
         }
         return (w.bytes, kept)

@@ -81,15 +81,16 @@ struct CompactionMoves {
             let cost = k < costs.count ? costs[k] : 0
             let span = LiveSpan(segment: position.segment, cost: cost)
             switch e.kind {
-            case 1, 2:
+            case .putRecord, .deleteRecord:
                 records.append(
                     RecordMove(
                         zone: outline.zones[e.zone!], name: e.name!, change: ChangePoint(lsn: lsn, index: e.index),
                         position: position, slot: e.slot ?? Commit.Slot(offset: 0, length: 0), cost: cost))
-            case 3: creations.append((outline.zones[e.zone!], lsn, span))
-            case 4: deletions.append((outline.zones[e.zone!], lsn, span))
-            case Commit.catalogVersionKind: marks.append((lsn, span))
-            default: permanent.append(span)
+            case .createZone: creations.append((outline.zones[e.zone!], lsn, span))
+            case .deleteZone: deletions.append((outline.zones[e.zone!], lsn, span))
+            case .catalogVersion: marks.append((lsn, span))
+            case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription, .skipped:
+                permanent.append(span)
             }
         }
     }
