@@ -28,6 +28,15 @@ extension Dictionary where Key == String, Value == JSONValue {
     public func array(_ key: String, at path: String) throws -> [JSONValue]? {
         try member(key, at: path, "an array") { $0.arrayValue }
     }
+    /// The request's required top-level list (`operations`, `records`…) of at most `limit` items; `BAD_REQUEST`
+    /// when it is missing or longer, saying to split the request.
+    public func requiredList(_ key: String, limit: Int, per unit: String) throws -> [JSONValue] {
+        guard let items = try array(key, at: "") else { throw APIError.badRequest("\(key) is missing") }
+        guard items.count <= limit else {
+            throw APIError.badRequest("\(items.count) \(key) in one \(unit); the limit is \(limit) (split the request)")
+        }
+        return items
+    }
     public func object(_ key: String, at path: String) throws -> [String: JSONValue]? {
         try member(key, at: path, "an object") { $0.objectValue }
     }

@@ -11,11 +11,7 @@ public struct LookupRequest: Sendable {
 
     /// - Throws: `BAD_REQUEST` naming the member: a missing name, too many records, a record listed twice.
     public init(_ body: [String: JSONValue]) throws {
-        guard let items = try body.array("records", at: "") else { throw APIError.badRequest("records is missing") }
-        let max = CloudletLimits.lookupsPerRequest
-        guard items.count <= max else {
-            throw APIError.badRequest("\(items.count) records in one lookup; the limit is \(max) (split the request)")
-        }
+        let items = try body.requiredList("records", limit: CloudletLimits.lookupsPerRequest, per: "lookup")
         let zone = try ZoneIDCoding.decode(body["zoneID"], at: "zoneID") ?? .default
         let requestKeys = try body.strings("desiredKeys", at: "")
         numbersAsStrings = try body.bool("numbersAsStrings", at: "") ?? false

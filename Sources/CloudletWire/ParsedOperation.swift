@@ -90,11 +90,7 @@ public struct ModifyRequest: Sendable {
     public var numbersAsStrings: Bool
 
     public init(_ body: [String: JSONValue]) throws {
-        guard let items = try body.array("operations", at: "") else { throw APIError.badRequest("operations is missing") }
-        let max = CloudletLimits.operationsPerRequest
-        guard items.count <= max else {
-            throw APIError.badRequest("\(items.count) operations in one request; the limit is \(max) (split the request)")
-        }
+        let items = try body.requiredList("operations", limit: CloudletLimits.operationsPerRequest, per: "request")
         let zone = try ZoneIDCoding.decode(body["zoneID"], at: "zoneID") ?? .default
         atomic = try body.bool("atomic", at: "") ?? true
         desiredKeys = try body.strings("desiredKeys", at: "")
