@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Synchronization
 
 /// The two bridges between threads that may block and Swift concurrency, whose cooperative pool has one thread per
@@ -7,28 +8,36 @@ import Synchronization
 /// - ``wait(_:)``: a thread we own (a civetweb worker, a benchmark thread) calls async code and waits for it.
 /// - ``offload(_:)``: async code runs blocking work (file I/O, fsync, recovery) on a thread outside the pool.
 public enum ThreadBridge {
-    /// Runs `body` as a task on the cooperative pool and blocks the calling thread until it is done; returns what it
-    /// returns (or throws what it throws).
+    /// Runs `body` to completion and returns what it returns (or throws what it throws); the calling thread blocks
+    /// until it is done.
     ///
-    /// The task runs on the pool, not on the calling thread: however many threads call in (32 benchmark writers,
-    /// civetweb's workers), at most one per core runs engine code at a time, so the partition locks are not fought
-    /// over by more threads than cores. Running the task's jobs on the calling thread instead (an SE-0417 executor
-    /// preference) saves two thread wake-ups per call, but measured 3.5x slower under 32 concurrent writers (8.9k vs
-    /// 31k durable saves/s on 2 cores) and no faster for cached reads.
+    /// `body` becomes a task whose executor preference (SE-0417) is an executor owned by the calling thread. The
+    /// task's first job — the body up to its first suspension — runs on the calling thread: a body that never
+    /// suspends (a cached lookup) runs start to finish here, with no hop to the cooperative pool and back (two
+    /// thread wake-ups). After a suspension (waiting for a group commit's fdatasync) the task goes on on the pool,
+    /// so whoever completes the wait (the committer, for 32 waiters at once) only enqueues, and never wakes 32
+    /// threads one by one.
     ///
-    /// Only for threads that may block: the calling thread blocks until `body` is done. Never call it from async
-    /// code (it would block a thread of the cooperative pool).
+    /// At most one first job per core runs at a time (`admission`, taken before and released after it, never
+    /// while holding a lock), as on the pool: with 32 threads running engine code on 2 cores the partition lock was
+    /// fought over by 32 and durable saves fell from 31k/s to 8.9k/s.
+    ///
+    /// Measured during issue 11 (`cloudlet-bench`, `Benchmarks/http`): against running everything on the pool, the
+    /// same durable saves with 32 writers and a third more single-connection lookups over HTTP.
+    ///
+    /// Only for threads that may block. Never call it from async code (it would block a thread of the cooperative
+    /// pool).
     @available(*, noasync, message: "blocks the calling thread; async code awaits the call instead")
     public static func wait<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+        let executor = CallerExecutor()
         let result = Mutex<Result<T, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task {
+        Task(executorPreference: executor) {
             let r: Result<T, any Error>
             do { r = .success(try await body()) } catch { r = .failure(error) }
             result.withLock { $0 = r }
-            done.signal()
+            executor.wake()
         }
-        done.wait()
+        executor.runJobs { result.withLock { $0 != nil } }
         return try result.withLock { $0! }.get()
     }
 
@@ -42,4 +51,43 @@ public enum ThreadBridge {
     }
 
     private static let blockingQueue = DispatchQueue(label: "cloudlet.blocking", attributes: .concurrent)
+}
+
+/// The executor preference of one ``ThreadBridge/wait(_:)``: its first job runs on the thread that called
+/// ``runJobs(until:)`` (once it holds a permit of `admission`), later ones on the cooperative pool.
+private final class CallerExecutor: TaskExecutor {
+    private let queue = Mutex<[UnownedJob]>([])
+    private let ready = DispatchSemaphore(value: 0)
+
+    private let started = Atomic<Bool>(false)
+    /// One permit per core, shared by every waiting thread.
+    static let admission = DispatchSemaphore(value: ProcessInfo.processInfo.activeProcessorCount)
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        // The first job (the body up to its first suspension) runs here; later ones, resumed by whoever completed a
+        // wait, go to the pool.
+        if started.exchange(true, ordering: .relaxed) {
+            globalConcurrentExecutor.enqueue(job)
+            return
+        }
+        let job = UnownedJob(job)
+        queue.withLock { $0.append(job) }
+        ready.signal()
+    }
+
+    /// Wakes ``runJobs(until:)`` to check its condition.
+    func wake() { ready.signal() }
+
+    /// Runs jobs as they are enqueued, on this thread, until `done()` holds.
+    func runJobs(until done: () -> Bool) {
+        while true {
+            ready.wait()
+            while let job = queue.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+                Self.admission.wait()
+                job.runSynchronously(on: asUnownedTaskExecutor())
+                Self.admission.signal()
+            }
+            if done() { return }
+        }
+    }
 }

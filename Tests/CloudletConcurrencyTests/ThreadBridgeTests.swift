@@ -12,14 +12,19 @@ struct ThreadBridgeTests {
         await withCheckedContinuation { c in Thread.detachNewThread { c.resume(returning: body()) } }
     }
 
-    @Test("wait runs the body on the cooperative pool, not on the calling thread")
-    func waitRunsOnThePool() async {
-        let same = await onThread {
+    @Test("wait runs a body that never suspends on the calling thread, and goes on on the pool after a suspension")
+    func waitStartsOnTheCallingThread() async {
+        let (first, afterSuspension) = await onThread {
             let caller = pthread_self()
-            let ran = try? ThreadBridge.wait { pthread_self() }
-            return ran.map { pthread_equal($0, caller) != 0 } ?? true
+            let ran = try? ThreadBridge.wait { () async throws -> (pthread_t, pthread_t) in
+                let first = pthread_self()
+                try await Task.sleep(for: .milliseconds(5))
+                return (first, pthread_self())
+            }
+            return ran.map { (pthread_equal($0.0, caller) != 0, pthread_equal($0.1, caller) != 0) } ?? (false, true)
         }
-        #expect(!same)
+        #expect(first)
+        #expect(!afterSuspension)
     }
 
     @Test("however many threads wait, no more bodies run at once than the pool has threads")
