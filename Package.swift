@@ -33,7 +33,9 @@ let package = Package(
         .systemLibrary(name: "CCivetweb", providers: [.apt(["libcivetweb-dev"])]),
 
         // Value types, codec, checksums, errors. No I/O.
-        .target(name: "CloudletCore"),
+        // CRC-32C with the CPU's instructions: a few lines of C, no system library.
+        .target(name: "CCRC32C"),
+        .target(name: "CloudletCore", dependencies: ["CCRC32C"]),
         // ThreadBridge: wait for async code from a thread that may block, and offload blocking work from async code.
         .target(name: "CloudletConcurrency"),
         // CommandLineOptions and UsageError: options, flags, positional arguments, --help, integers in a range.

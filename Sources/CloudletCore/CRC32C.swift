@@ -1,6 +1,18 @@
+import CCRC32C
+
 /// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum of every frame, segment header and
-/// checkpoint. Slicing-by-8 tables; about 1–2 GB/s in a release build.
+/// checkpoint. With the CPU's CRC-32C instructions where it has them (x86-64 SSE 4.2, ARMv8 CRC; the CCRC32C target),
+/// else slicing-by-8 tables (about 1–2 GB/s in a release build); the two are tested equal.
 public enum CRC32C {
+    /// Whether ``checksum(_:continuing:)`` uses the CPU's instructions.
+    public static let usesHardware = ccrc32c_hardware_available() != 0
+
+    /// The checksum of `bytes`, continuing from `crc` (pass the result of a previous call to checksum in pieces).
+    public static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+        guard usesHardware, let base = bytes.baseAddress else { return softwareChecksum(bytes, continuing: crc) }
+        return ccrc32c_hardware(crc, base, bytes.count)
+    }
+
     private static let tables: [[UInt32]] = {
         var tables = [[UInt32]](repeating: [UInt32](repeating: 0, count: 256), count: 8)
         for i in 0..<256 {
@@ -17,8 +29,8 @@ public enum CRC32C {
         return tables
     }()
 
-    /// The checksum of `bytes`, continuing from `crc` (pass the result of a previous call to checksum in pieces).
-    public static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+    /// ``checksum(_:continuing:)`` with the tables, whatever the CPU has.
+    public static func softwareChecksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
         var c = ~crc
         let tables = Self.tables
         var i = 0

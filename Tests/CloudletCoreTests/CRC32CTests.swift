@@ -1,5 +1,6 @@
 import CloudletCore
 import CloudletTestSupport
+import Foundation
 import Testing
 
 /// Bit-at-a-time CRC-32C, the definition the table-driven implementation must agree with.
@@ -35,6 +36,39 @@ struct CRC32CTests {
     func knownVectors(_ v: Vector) {
         #expect(CRC32C.checksum(v.bytes) == v.crc, "0x\(String(CRC32C.checksum(v.bytes), radix: 16))")
         #expect(referenceCRC32C(v.bytes) == v.crc, "the reference implementation itself")
+        #expect(v.bytes.withUnsafeBytes { CRC32C.softwareChecksum($0) } == v.crc, "the tables")
+    }
+
+    @Test("the CPU's instructions are used exactly when the CPU says it has them")
+    func hardwareDetection() throws {
+        #if arch(x86_64)
+            let cpuinfo = try String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)
+            let flags = cpuinfo.split(separator: "\n").first { $0.hasPrefix("flags") } ?? ""
+            #expect(CRC32C.usesHardware == flags.split(separator: " ").contains("sse4_2"))
+        #elseif arch(arm64)
+            let cpuinfo = try String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)
+            let features = cpuinfo.split(separator: "\n").first { $0.hasPrefix("Features") } ?? ""
+            #expect(CRC32C.usesHardware == features.split(separator: " ").contains("crc32"))
+        #else
+            #expect(!CRC32C.usesHardware)
+        #endif
+    }
+
+    @Test("the CPU's instructions and the tables agree at every length, alignment and starting value")
+    func hardwareMatchesTables() {
+        var g = SeededRandom(seed: 11)
+        let data = (0..<600).map { _ in UInt8.random(in: 0...255, using: &g) }
+        data.withUnsafeBytes { all in
+            for start in 0..<16 {
+                for length in 0...(all.count - start) where length < 70 || length % 13 == 0 {
+                    let piece = UnsafeRawBufferPointer(rebasing: all[start..<(start + length)])
+                    let from = UInt32.random(in: 0...UInt32.max, using: &g)
+                    #expect(
+                        CRC32C.checksum(piece, continuing: from) == CRC32C.softwareChecksum(piece, continuing: from),
+                        "start \(start), length \(length), from \(from) (hardware: \(CRC32C.usesHardware))")
+                }
+            }
+        }
     }
 
     @Test("array, slice and raw-buffer overloads agree")
@@ -58,6 +92,9 @@ struct CRC32CTests {
                 #expect(
                     CRC32C.checksum(data[start..<(start + length)]) == referenceCRC32C(piece),
                     "start \(start), length \(length)")
+                #expect(
+                    piece.withUnsafeBytes { CRC32C.softwareChecksum($0) } == referenceCRC32C(piece),
+                    "tables: start \(start), length \(length)")
             }
         }
     }
