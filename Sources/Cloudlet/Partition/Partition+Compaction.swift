@@ -122,15 +122,15 @@ extension Partition {
     /// the writer lock at most `bytesPerSecond` (nil: the configured rate; 0: unlimited), writes the marker, then
     /// swaps the new segments in under the writer lock and writes a checkpoint. Blocking. Returns nil when there
     /// was nothing to compact. With `waitForRunning`, waits for a compaction under way (the background one) to end
-    /// first; otherwise throws `.invalidArguments` if one is running.
+    /// first, and throws `.invalidArguments` if the partition is closing; without it (the background trigger), a
+    /// compaction under way or a closing partition means there is nothing to do here: returns nil.
     func compact(
         includeActiveSegment: Bool = false, bytesPerSecond: Int? = nil, waitForRunning: Bool = false,
         progress: ((CompactionProgress) -> Void)? = nil
     ) throws -> CompactionReport? {
         while !compaction.begin() {
-            guard waitForRunning, !compaction.isCancelled else {
-                throw CloudletError.invalid("partition \(id) is already compacting (or closing)")
-            }
+            guard waitForRunning else { return nil }
+            guard !compaction.isCancelled else { throw CloudletError.invalid("partition \(id) is closing") }
             compaction.waitIdle()
         }
         do {
@@ -261,12 +261,6 @@ extension Partition {
         let (dead, sealed) = deadBytes()
         guard sealed > 0, dead >= UInt64(max(config.minDeadBytes, 1)), Double(dead) >= config.minDeadRatio * Double(sealed)
         else { return }
-        DispatchQueue.global(qos: .utility).async { [self] in
-            inBackground("compacting") {
-                do { _ = try compact() } catch let e as CloudletError where e.code == .invalidArguments {
-                    // Another compaction (an explicit one) began first: it does the work.
-                }
-            }
-        }
+        DispatchQueue.global(qos: .utility).async { [self] in inBackground("compacting") { _ = try compact() } }
     }
 }
