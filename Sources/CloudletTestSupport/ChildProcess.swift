@@ -100,18 +100,19 @@ public final class ChildProcess: @unchecked Sendable {
     /// its own signal does not need this process's threads to do so).
     public func stopBlocking(_ signal: Int32) {
         kill(process.processIdentifier, signal)
-        process.waitUntilExit()
-        drained.wait()
+        waitForExitBlocking()
     }
 
     /// Waits for the exit and for both pipes to reach EOF, on a thread outside the cooperative pool: a test that
     /// blocked a pool thread on a child would starve the in-process servers and the engine's tasks (two threads on
     /// two cores), e.g. a `curl` child talking to a server of this process.
     public func waitForExit() async {
-        await ThreadBridge.offload {
-            self.process.waitUntilExit()
-            self.drained.wait()
-        }
+        await ThreadBridge.offload { self.waitForExitBlocking() }
+    }
+
+    private func waitForExitBlocking() {
+        process.waitUntilExit()
+        drained.wait()
     }
 
     /// Runs a command to completion; returns (status, stdout lines, stderr lines).
