@@ -44,14 +44,10 @@ enum DumpCommand: Command {
             let store = try? inspector.openStore()
             defer { try? store?.closeNow() }
             let states = store.map { inspector.states(of: $0) }
-            let findings = try inspector.dumpLog(
-                filter: filter, states: states,
-                frames: o.has("--frames") ? { f in common.json ? Out.json(json(f)) : Out.line(text(f)) } : nil,
-                mutations: o.has("--log") ? { m in common.json ? Out.json(json(m)) : Out.line(text(m)) } : nil,
-                progress: Progress.handler)
-            Out.flush()
-            for f in findings { warn(VerifyCommand.describe(f)) }
-            return findings.contains { $0.severity == .error } ? 65 : 0
+            return try printLog(o, common: common) { frames, mutations in
+                try inspector.dumpLog(
+                    filter: filter, states: states, frames: frames, mutations: mutations, progress: Progress.handler)
+            }
         }
 
         let store = try inspector.openStore()
@@ -78,17 +74,26 @@ enum DumpCommand: Command {
         return 0
     }
 
+    /// `--frames` / `--log` of a partition's or the catalog's log: `dump` walks it, handing each frame and mutation to
+    /// the printers asked for; its findings go to stderr, and an error among them exits 65.
+    static func printLog(
+        _ o: CommandLineOptions, common: Common,
+        _ dump: (((DumpedFrame) throws -> Void)?, ((DumpedMutation) throws -> Void)?) throws -> [VerifyReport.Finding]
+    ) throws -> Int32 {
+        let findings = try dump(
+            o.has("--frames") ? { f in common.json ? Out.json(json(f)) : Out.line(text(f)) } : nil,
+            o.has("--log") ? { m in common.json ? Out.json(json(m)) : Out.line(text(m)) } : nil)
+        Out.flush()
+        for f in findings { warn(VerifyCommand.describe(f)) }
+        return findings.contains { $0.severity == .error } ? 65 : 0
+    }
+
     /// `dump --catalog`: the catalog's entries, or with --log/--frames its log.
     static func catalog(_ o: CommandLineOptions, common: Common, filter: InspectionFilter, inspector: StoreInspector) throws -> Int32 {
         if o.has("--log") || o.has("--frames") {
-            let findings = try inspector.dumpCatalogLog(
-                filter: filter,
-                frames: o.has("--frames") ? { f in common.json ? Out.json(json(f)) : Out.line(text(f)) } : nil,
-                mutations: o.has("--log") ? { m in common.json ? Out.json(json(m)) : Out.line(text(m)) } : nil,
-                progress: Progress.handler)
-            Out.flush()
-            for f in findings { warn(VerifyCommand.describe(f)) }
-            return findings.contains { $0.severity == .error } ? 65 : 0
+            return try printLog(o, common: common) { frames, mutations in
+                try inspector.dumpCatalogLog(filter: filter, frames: frames, mutations: mutations, progress: Progress.handler)
+            }
         }
         let store = try inspector.openStore()
         defer {
