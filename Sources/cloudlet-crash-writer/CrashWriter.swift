@@ -67,30 +67,16 @@ enum CrashWriter {
         let store = try await CloudletStore.open(at: dir)
         let db = try store.container("iCloud.com.example.crash").privateDatabase(user: "crash")
         try await db.createZone(ZoneID(zoneName: "Crash"))
-        FileHandle.standardOutput.write(Data("ready\n".utf8))
-        await withTaskGroup(of: Void.self) { group in
-            for w in 0..<writers {
-                group.addTask {
-                    var i = 0
-                    while true {
-                        let zone = i % 2 == 0 ? ZoneID.default : ZoneID(zoneName: "Crash")
-                        let name = "\(prefix)-\(w)-\(i)"
-                        var r = Record(recordType: "Entry", recordName: name, zoneID: zone)
-                        r["writer"] = .int64(Int64(w))
-                        r["seq"] = .int64(Int64(i))
-                        r["body"] = .string(String(repeating: "x", count: (i * 37) % 700))
-                        do {
-                            _ = try await db.save(r)
-                        } catch {
-                            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-                            exit(1)
-                        }
-                        // One write(2) per line: lines from concurrent writers never interleave.
-                        FileHandle.standardOutput.write(Data("ack \(zone.zoneName) \(name)\n".utf8))
-                        i += 1
-                    }
-                }
-            }
+        emit("ready")
+        await runWriters(writers) { w, i in
+            let zone = i % 2 == 0 ? ZoneID.default : ZoneID(zoneName: "Crash")
+            let name = "\(prefix)-\(w)-\(i)"
+            var r = Record(recordType: "Entry", recordName: name, zoneID: zone)
+            r["writer"] = .int64(Int64(w))
+            r["seq"] = .int64(Int64(i))
+            r["body"] = .string(String(repeating: "x", count: (i * 37) % 700))
+            _ = try await db.save(r)
+            emit("ack \(zone.zoneName) \(name)")
         }
     }
 
@@ -101,26 +87,32 @@ enum CrashWriter {
         let store = try await CloudletStore.open(at: dir, configuration: config)
         let db = try store.container("iCloud.com.example.crash").privateDatabase(user: "crash")
         for z in 0..<8 { try await db.createZone(ZoneID(zoneName: "C\(z)")) }
-        FileHandle.standardOutput.write(Data("ready\n".utf8))
+        emit("ready")
+        await runWriters(writers) { w, i in
+            let zone = ZoneID(zoneName: "C\((w + i) % 8)")
+            let name = "\(prefix)-\(w)-\(i)"
+            var r = Record(recordType: "Entry", recordName: name, zoneID: zone)
+            r["seq"] = .int64(Int64(i))
+            r["f_\(prefix)_\(w)_\(i % 16)"] = .int64(Int64(i))
+            _ = try await db.save(r)
+            emit("ack \(zone.zoneName) \(name)")
+            if i % 5 == 0 {
+                let id = "s-\(prefix)-\(w)-\(i)"
+                try await db.saveSubscription(Subscription(id: id, kind: .zone(zone)))
+                emit("sub \(id)")
+            }
+        }
+    }
+
+    /// Runs `writers` tasks until the process is killed, each calling `write(writer, i)` for i = 0, 1, 2…; the first
+    /// error is printed and ends the process with status 1.
+    static func runWriters(_ writers: Int, _ write: @escaping @Sendable (Int, Int) async throws -> Void) async {
         await withTaskGroup(of: Void.self) { group in
             for w in 0..<writers {
                 group.addTask {
                     var i = 0
                     while true {
-                        let zone = ZoneID(zoneName: "C\((w + i) % 8)")
-                        let name = "\(prefix)-\(w)-\(i)"
-                        var r = Record(recordType: "Entry", recordName: name, zoneID: zone)
-                        r["seq"] = .int64(Int64(i))
-                        r["f_\(prefix)_\(w)_\(i % 16)"] = .int64(Int64(i))
-                        do {
-                            _ = try await db.save(r)
-                            FileHandle.standardOutput.write(Data("ack \(zone.zoneName) \(name)\n".utf8))
-                            if i % 5 == 0 {
-                                let id = "s-\(prefix)-\(w)-\(i)"
-                                try await db.saveSubscription(Subscription(id: id, kind: .zone(zone)))
-                                FileHandle.standardOutput.write(Data("sub \(id)\n".utf8))
-                            }
-                        } catch {
+                        do { try await write(w, i) } catch {
                             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
                             exit(1)
                         }
@@ -129,5 +121,10 @@ enum CrashWriter {
                 }
             }
         }
+    }
+
+    /// Prints a line (`ready`, an `ack`, a `sub`) in one write(2), so that lines from concurrent writers never interleave.
+    static func emit(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
 }
