@@ -140,10 +140,9 @@ extension StoreInspector {
                         part.plan.framesCopied += 1
                         plannedPayload += UInt64(frame.position.length)
                     case .rewrite(let payload, _):
+                        // Written as it is: a rewritten payload's records are compressed blocks already.
                         part.plan.framesRewritten += 1
-                        let size = UInt64(payload.count)
-                        let ratio = frame.uncompressedLength == 0 ? 1 : Double(frame.storedLength) / Double(frame.uncompressedLength)
-                        plannedPayload += UInt64(FrameHeaderSize.bytes) + UInt64((Double(size) * ratio).rounded(.up))
+                        plannedPayload += UInt64(FramePosition.headerSize) + UInt64(payload.count)
                     }
                     done += UInt64(frame.position.length)
                     if done & 0xFFFFF < UInt64(frame.position.length) {
@@ -190,5 +189,4 @@ extension StoreInspector {
 }
 
 /// The fixed sizes of the log format, for estimates.
-enum FrameHeaderSize { static let bytes = 32 }
 enum SegmentHeaderSize { static let bytes = 48 }

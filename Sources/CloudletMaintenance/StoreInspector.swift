@@ -120,7 +120,7 @@ package final class StoreInspector: Sendable {
                             try body(
                                 CurrentRecord(
                                     partition: Int(p.id), zone: z, recordName: r.recordName, recordType: r.recordType,
-                                    record: record, encoded: payload[Int(slot.offset)..<Int(slot.offset + slot.length)],
+                                    record: record, encoded: try Commit.recordBytes(in: payload, at: slot),
                                     lsn: frame.lsn, index: index, time: r.modified?.timestamp ?? 0, position: frame.position))
                         case .deleteRecord(let z, let name, let type, let time):
                             guard filter.includeTombstones, filter.matches(z), filter.matches(type: type),

@@ -66,11 +66,14 @@ public final class CompactionWriter {
 
     deinit { if !done { abandon() } }
 
-    /// Appends a frame with a new payload (compressed as the log would). Returns its position in the new segments.
-    /// LSNs must increase and stay within the covered range.
+    /// Appends a frame with a new payload (compressed as the log would, unless not `compressible`). Returns its
+    /// position in the new segments. LSNs must increase and stay within the covered range.
     @discardableResult
-    public func append(lsn: UInt64, epoch: UInt64, type: UInt8, payload: [UInt8]) throws -> FramePosition {
-        let prepared = PreparedPayload(type: type, payload: payload, compressionThreshold: compressionThreshold)
+    public func append(lsn: UInt64, epoch: UInt64, type: UInt8, payload: [UInt8], compressible: Bool = true) throws
+        -> FramePosition
+    {
+        let prepared = PreparedPayload(
+            type: type, payload: payload, compressionThreshold: compressible ? compressionThreshold : .max)
         var bytes = prepared.header(lsn: lsn, epoch: epoch)
         bytes.append(contentsOf: prepared.stored)
         return try append(bytes[...], lsn: lsn)

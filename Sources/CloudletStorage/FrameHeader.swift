@@ -4,7 +4,7 @@ import CloudletCore
 /// The 32-byte header in front of every frame's payload (LogFormat.md, "Frame"), and the checks every reader of
 /// frames applies: recovery, ``Log/readFrame(at:)`` and ``LogScanner``.
 struct FrameHeader: Equatable {
-    static let size = 32
+    static let size = FramePosition.headerSize
     /// Flags bit 0: the payload is stored LZ4-compressed.
     static let lz4Flag: UInt8 = 1
     static let knownFlags: UInt8 = lz4Flag
@@ -125,21 +125,11 @@ struct FrameHeader: Equatable {
         let start = offset + Self.size
         guard isCompressed else { return .success(Array(bytes[start..<(start + Int(storedLength))])) }
         let expected = Int(uncompressedLength)
-        var produced: Int32 = 0
-        let out = [UInt8](unsafeUninitializedCapacity: expected) { buffer, count in
-            produced = bytes.withUnsafeBytes { src in
-                LZ4_decompress_safe(
-                    (src.baseAddress! + start).assumingMemoryBound(to: CChar.self),
-                    UnsafeMutableRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self),
-                    Int32(storedLength), Int32(expected))
-            }
-            count = Int(max(0, produced))
+        let out = bytes.withUnsafeBytes { src in
+            LZ4Block.decompress(UnsafeRawBufferPointer(rebasing: src[start..<(start + Int(storedLength))]), length: expected)
         }
-        guard produced == Int32(expected) else {
-            return .failure(
-                Defect(
-                    reason: "LZ4 payload does not decompress to \(expected) bytes (LZ4_decompress_safe returned \(produced))",
-                    definitive: true))
+        guard let out else {
+            return .failure(Defect(reason: "LZ4 payload does not decompress to \(expected) bytes", definitive: true))
         }
         return .success(out)
     }
@@ -170,8 +160,8 @@ struct PreparedPayload {
     init(type: UInt8, payload: [UInt8], compressionThreshold: Int) {
         self.type = type
         uncompressedLength = UInt32(payload.count)
-        if payload.count >= max(1, compressionThreshold), payload.count <= FrameHeader.maxCompressibleLength,
-            let compressed = Self.compress(payload), (payload.count - compressed.count) * 8 >= payload.count
+        if payload.count <= FrameHeader.maxCompressibleLength,
+            let compressed = LZ4Block.compressIfWorthwhile(payload, threshold: compressionThreshold)
         {
             stored = compressed
             flags = FrameHeader.lz4Flag
@@ -180,22 +170,6 @@ struct PreparedPayload {
             flags = 0
         }
         storedChecksum = CRC32C.checksum(stored)
-    }
-
-    /// `LZ4_compress_default`, or nil if it fails.
-    private static func compress(_ payload: [UInt8]) -> [UInt8]? {
-        let bound = Int(LZ4_compressBound(Int32(payload.count)))
-        guard bound > 0 else { return nil }
-        let out = [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
-            count = payload.withUnsafeBytes { src in
-                Int(
-                    LZ4_compress_default(
-                        src.baseAddress!.assumingMemoryBound(to: CChar.self),
-                        UnsafeMutableRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self),
-                        Int32(payload.count), Int32(bound)))
-            }
-        }
-        return out.isEmpty ? nil : out
     }
 
     /// The frame header for this payload at `lsn`: its checksum folds the header's CRC into the payload's.

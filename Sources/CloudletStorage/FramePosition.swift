@@ -13,6 +13,12 @@ public struct FramePosition: Hashable, Sendable, Comparable, CustomStringConvert
         self.length = length
     }
 
+    /// The size of a frame's header (``FrameHeader``).
+    public static let headerSize = 32
+
+    /// Byte offset in the segment file of the frame's payload (as stored).
+    public var payloadOffset: UInt64 { offset + UInt64(Self.headerSize) }
+
     /// The offset just past the frame.
     public var end: UInt64 { offset + UInt64(length) }
 

@@ -1,4 +1,5 @@
 import CloudletCore
+import Synchronization
 
 /// The append-only log of one partition: segment files of checksummed, optionally LZ4-compressed frames, written
 /// by group commit. Payloads are opaque bytes; the layer above decides what a frame means.
@@ -19,6 +20,7 @@ public final class Log: Sendable {
 
     let fileSystem: any FileSystem
     let monitor: Monitor<LogState>
+    private let readCounter = Atomic<UInt64>(0)
     private let committer: Committer?
     private let thread: NativeThread?
 
@@ -119,10 +121,13 @@ public final class Log: Sendable {
     /// at once (no I/O; LZ4 and the checksum of the payload run before the lock is taken). Thread-safe; LSNs are
     /// dense and increase in call order.
     ///
-    /// Blocks while ``LogConfiguration/maxPendingBytes`` are staged but unwritten. `type` 0 is reserved.
-    /// Throws `.readOnly` when the log was opened read-only, after a failed write or fdatasync (the error of
+    /// Blocks while ``LogConfiguration/maxPendingBytes`` are staged but unwritten. `type` 0 is reserved. A payload
+    /// that is not `compressible` is stored as it is, so that the layer above can read part of it straight from the
+    /// segment (``readStored(at:range:)``). Throws `.readOnly` when the log was opened read-only, after a failed write or fdatasync (the error of
     /// that failure), or once it is closed.
-    public func stage(type: UInt8, payload: [UInt8]) throws -> (lsn: UInt64, position: FramePosition) {
+    public func stage(type: UInt8, payload: [UInt8], compressible: Bool = true) throws -> (
+        lsn: UInt64, position: FramePosition
+    ) {
         if configuration.readOnly {
             throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is open read-only")
         }
@@ -132,7 +137,7 @@ public final class Log: Sendable {
                 .limitExceeded, "a frame payload of \(payload.count) bytes exceeds \(FrameHeader.maxPayloadLength)")
         }
         let prepared = PreparedPayload(
-            type: type, payload: payload, compressionThreshold: configuration.compressionThreshold)
+            type: type, payload: payload, compressionThreshold: compressible ? configuration.compressionThreshold : .max)
         let length = prepared.frameLength
         let limit = configuration.maxPendingBytes
         let segmentSize = UInt64(configuration.segmentSize)
@@ -260,42 +265,10 @@ public final class Log: Sendable {
     /// `.corruption` naming the segment file and offset on any mismatch, `.invalidArguments` for a position that
     /// is not inside the durable part of a segment.
     public func readFrame(at position: FramePosition) throws -> Frame {
-        let (file, path) = try monitor.withLock { s throws -> (any File, String) in
-            if s.closing { throw closedError() }
-            guard let i = s.segmentIndex(position.segment) else {
-                throw CloudletError.invalid(
-                    "position \(position): partition \(partition) has no segment \(position.segment) in \(directory)")
-            }
-            let path = s.segments[i].path
-            guard position.offset >= UInt64(SegmentHeader.size), position.length >= UInt32(FrameHeader.size),
-                position.end <= s.segments[i].size
-            else {
-                throw CloudletError.invalid(
-                    "position \(position) is not inside the \(s.segments[i].size) durable bytes of segment \(path)")
-            }
-            let file: any File
-            if let open = s.files[position.segment] {
-                file = open
-            } else {
-                do throws(FileSystemError) { file = try fileSystem.open(path, options: .readOnly) } catch {
-                    throw CloudletError.io(error, "opening segment \(path)")
-                }
-                s.files[position.segment] = file
-            }
-            s.activeReads += 1
-            return (file, path)
+        guard position.length >= UInt32(FrameHeader.size) else {
+            throw CloudletError.invalid("position \(position) is shorter than a frame header")
         }
-        defer {
-            let last = monitor.withLock { s in
-                s.activeReads -= 1
-                return s.activeReads == 0 && s.closing
-            }
-            if last { monitor.broadcast(.progress) }
-        }
-        let bytes: [UInt8]
-        do throws(FileSystemError) { bytes = try file.read(at: position.offset, count: Int(position.length)) } catch {
-            throw CloudletError.io(error, "reading segment \(path) at offset \(position.offset)")
-        }
+        let (bytes, path) = try read(segment: position.segment, offset: position.offset, count: Int(position.length))
         func corrupt(_ what: String) -> CloudletError { .corruption(segment: path, offset: position.offset, what) }
         let header: FrameHeader
         switch FrameHeader.check(bytes, at: 0, available: bytes.count) {
@@ -313,6 +286,74 @@ public final class Log: Sendable {
                 lsn: header.lsn, epoch: header.epoch, type: header.type, flags: header.flags, payload: payload,
                 position: position)
         }
+    }
+
+    /// Bytes read from segments by ``readFrame(at:)``, ``readStored(at:range:)`` and ``readSegment(_:offset:count:)``
+    /// since the log was opened (recovery's reads not included).
+    public var bytesRead: UInt64 { readCounter.load(ordering: .relaxed) }
+
+    /// Reads `range` of the payload of the frame at `position` as it is stored, with one `pread` and no check of the
+    /// frame: for payloads staged uncompressed whose parts carry checksums of their own (record blocks), so that a
+    /// point read costs those bytes and not the frame's. Throws `.invalidArguments` for a range outside the frame
+    /// or the segment's durable bytes.
+    public func readStored(at position: FramePosition, range: Range<Int>) throws -> [UInt8] {
+        guard range.lowerBound >= 0, FrameHeader.size + range.upperBound <= Int(position.length) else {
+            throw CloudletError.invalid("payload bytes \(range) are outside the frame at \(position)")
+        }
+        return try read(
+            segment: position.segment, offset: position.offset + UInt64(FrameHeader.size + range.lowerBound),
+            count: range.count
+        ).bytes
+    }
+
+    /// Reads `count` durable bytes of a segment at `offset` (frames and parts of frames; the caller checks them).
+    public func readSegment(_ segment: UInt64, offset: UInt64, count: Int) throws -> [UInt8] {
+        try read(segment: segment, offset: offset, count: count).bytes
+    }
+
+    /// One positioned read of durable bytes of a segment, its file opened once and kept; returns them and the path.
+    private func read(segment: UInt64, offset: UInt64, count: Int) throws -> (bytes: [UInt8], path: String) {
+        let (file, path) = try monitor.withLock { s throws -> (any File, String) in
+            if s.closing { throw closedError() }
+            guard let i = s.segmentIndex(segment) else {
+                throw CloudletError.invalid(
+                    "segment \(segment) offset \(offset): partition \(partition) has no such segment in \(directory)")
+            }
+            let path = s.segments[i].path
+            guard offset >= UInt64(SegmentHeader.size), count >= 0, offset + UInt64(count) <= s.segments[i].size else {
+                throw CloudletError.invalid(
+                    "bytes \(offset)..<\(offset + UInt64(max(count, 0))) are not inside the \(s.segments[i].size) "
+                        + "durable bytes of segment \(path)")
+            }
+            let file: any File
+            if let open = s.files[segment] {
+                file = open
+            } else {
+                do throws(FileSystemError) { file = try fileSystem.open(path, options: .readOnly) } catch {
+                    throw CloudletError.io(error, "opening segment \(path)")
+                }
+                s.files[segment] = file
+            }
+            s.activeReads += 1
+            return (file, path)
+        }
+        defer {
+            let last = monitor.withLock { s in
+                s.activeReads -= 1
+                return s.activeReads == 0 && s.closing
+            }
+            if last { monitor.broadcast(.progress) }
+        }
+        let bytes: [UInt8]
+        do throws(FileSystemError) { bytes = try file.read(at: offset, count: count) } catch {
+            throw CloudletError.io(error, "reading segment \(path) at offset \(offset)")
+        }
+        readCounter.add(UInt64(bytes.count), ordering: .relaxed)
+        guard bytes.count == count else {
+            throw CloudletError.corruption(
+                segment: path, offset: offset, "\(bytes.count) bytes where \(count) were expected (the file ends)")
+        }
+        return (bytes, path)
     }
 
     // MARK: Closing

@@ -79,7 +79,7 @@ struct Format1Store {
         var config = LogConfiguration()
         config.durability = .os
         let log = try Log.open(directory: directory, partition: partition, configuration: config) { _ in }
-        for c in commits { _ = try log.stage(type: Commit.frameType, payload: Commit(mutations: c).encode().payload) }
+        for c in commits { _ = try log.stage(type: Commit.frameType, payload: Commit(mutations: c).encode(version: 1).payload) }
         try log.flush()
         try log.close()
     }
@@ -113,7 +113,7 @@ struct Format1Store {
         #expect(migration.recordTypes == 2 && migration.fields == 3 && migration.indexFlags == 1 && migration.subscriptions == 1)
         #expect(migration.catalogVersion == 1 && !migration.resumed)
         let onDisk = try old.metadata().format
-        #expect(store.metadata.format == 2 && onDisk == 2)
+        #expect(store.metadata.format == StoreMetadata.currentFormat && onDisk == StoreMetadata.currentFormat)
         #expect(store.catalog.snapshot().version == 1)
         #expect(store.catalog.snapshot().schema.types == old.schema.types)
         #expect(store.partitions[0].state.withLock { $0.legacyCatalog } == nil)
@@ -172,7 +172,7 @@ struct Format1Store {
         #expect(store.catalog.snapshot().version == 1, "the catalog did not get the migration commit twice")
         #expect(store.catalog.snapshot().schema.types == old.schema.types)
         let onDisk = try old.metadata().format
-        #expect(onDisk == 2)
+        #expect(onDisk == StoreMetadata.currentFormat)
         try await store.close()
     }
 
@@ -183,12 +183,12 @@ struct Format1Store {
         #expect(info.code == 0 && info.stdout.contains("store \(old.path): format 1") && info.stdout.contains("catalog: in partition 0's log"), "\(info)")
         let first = try await tool("compact", "--data", old.path)
         #expect(first.code == 0, "\(first)")
-        let notes = first.stderr.components(separatedBy: "migrated the store from format 1 to 2").count - 1
+        let notes = first.stderr.components(separatedBy: "migrated the store from format 1 to \(StoreMetadata.currentFormat)").count - 1
         #expect(notes == 1 && first.stderr.contains("moved 2 record type(s), 3 field(s), 1 index flag setting(s) and 1 subscription(s)"), "\(first)")
         let second = try await tool("compact", "--data", old.path)
         #expect(second.code == 0 && !second.stderr.contains("migrated"), "\(second)")
         let after = try await tool("info", "--data", old.path)
-        #expect(after.stdout.contains("format 2") && after.stdout.contains("catalog (catalog/): version 1"), "\(after)")
+        #expect(after.stdout.contains("format \(StoreMetadata.currentFormat)") && after.stdout.contains("catalog (catalog/): version 1"), "\(after)")
         let verify = try await tool("verify", "--data", old.path, "--deep")
         #expect(verify.code == 0 && !verify.stdout.contains("warning:"), "\(verify)")
     }

@@ -94,6 +94,16 @@ extension CloudletStore {
         let catalog = try Catalog(directory: directory, configuration: configuration, fileSystem: fileSystem)
         do {
             try checkCatalogVersions(partitions, catalog: catalog, directory: directory)
+            if !configuration.readOnly && metadata.format < StoreMetadata.recordBlockFormat {
+                // Before the first commit that could hold a record block.
+                let from = metadata.format
+                metadata.format = StoreMetadata.currentFormat
+                try metadata.save(directory: path)
+                StoreLog.note(
+                    "\(path): migrated the store from format \(from) to \(metadata.format): new commits store each record "
+                        + "as a record block read in place; older commits are read as they are, and converted when "
+                        + "compaction rewrites their frames")
+            }
         } catch {
             catalog.abandon()
             throw error

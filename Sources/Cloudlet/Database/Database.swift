@@ -172,13 +172,14 @@ public struct Database: CloudletDatabase {
         try await records(for: recordIDs, maxBytes: nil)
     }
 
-    /// ``records(for:)`` within a byte budget (see below).
+    /// ``records(for:)`` within a byte budget (see below). The records of each partition are read together
+    /// (``Partition/read(_:)``): those close to each other in its log with one read.
     public func records(for recordIDs: [RecordID], maxBytes: Int?) async throws -> [Result<Record, CloudletError>] {
         let budget = try Self.byteBudget(maxBytes)
         var spent = 0
-        var out: [Result<Record, CloudletError>] = []
-        out.reserveCapacity(recordIDs.count)
-        for rid in recordIDs {
+        var out = [Result<Record, CloudletError>?](repeating: nil, count: recordIDs.count)
+        var reads: [ObjectIdentifier: (partition: Partition, items: [(at: Int, zone: ZoneKey, name: String, entry: RecordEntry)])] = [:]
+        for (i, rid) in recordIDs.enumerated() {
             do {
                 let (key, entry) = try liveEntry(rid)
                 let cost = entry.pageCost(rid.recordName)
@@ -188,10 +189,16 @@ public struct Database: CloudletDatabase {
                         "record '\(rid.recordName)' would take the response past its \(budget)-byte budget; fetch it in another request")
                 }
                 spent += cost
-                out.append(.success(try await store.partition(for: key).read(key, rid.recordName, entry)))
-            } catch let e as CloudletError { out.append(.failure(e)) }
+                let p = store.partition(for: key)
+                reads[ObjectIdentifier(p), default: (p, [])].items.append((i, key, rid.recordName, entry))
+            } catch let e as CloudletError { out[i] = .failure(e) }
         }
-        return out
+        for (p, items) in reads.values {
+            for (item, result) in zip(items, try await p.read(items.map { ($0.zone, $0.name, $0.entry) })) {
+                out[item.at] = result
+            }
+        }
+        return out.map { $0! }
     }
 
     /// Applies operations in order with CloudKit's `records/modify` semantics and returns one result per
@@ -252,13 +259,19 @@ public struct Database: CloudletDatabase {
     ) {
         let partition = store.partition(for: key)
         let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
+        // The versions planning will read (updates merge fields, every save keeps the creation stamp), read now,
+        // outside the writer lock.
+        let reads = ops.compactMap { _, op in BatchPlanner.readsCurrentVersion(op) ? op.recordID.recordName : nil }
+        let prefetched = reads.isEmpty ? [:] : try await partition.prefetch(key, reads)
         for _ in 0..<8 {
             do {
                 let (results, lsn) = try partition.commit { st, lsn in
                     var planner = BatchPlanner(
                         state: st, lsn: lsn, zone: key, catalog: store.catalog.snapshot(), user: user,
                         deviceID: store.configuration.deviceID, now: now,
-                        read: { name, entry in try partition.readDurable(key, name, entry, retry: false) })
+                        read: { name, entry in
+                            try prefetched[RecordCache.Key(entry)] ?? partition.readDurable(key, name, entry, retry: false)
+                        })
                     let results = try planner.plan(ops, atomic: atomic)
                     return (planner.mutations, results)
                 }

@@ -176,35 +176,11 @@ final class IndexBuilder: Sendable {
         }
     }
 
-    /// Reads records for a build: a record in the cache from there, the others one frame (commit) at a time,
-    /// decoding each frame's records together — a commit of 200 records is read and decompressed once, not 200
-    /// times. Build reads do not fill the record cache (a build must not evict the records queries use).
+    /// Reads records for a build with ``Partition/readMany(_:)``: neighbouring records with one read, and the cache
+    /// not filled (a build must not evict the records queries use).
     static func read(_ wanted: [(String, RecordEntry)], zone: ZoneKey, from p: Partition) throws -> [String: Record] {
         var out: [String: Record] = [:]
-        var byFrame: [FramePosition: [(String, RecordEntry)]] = [:]
-        for (name, e) in wanted {
-            if let r = p.cache.get(RecordCache.Key(e)) { out[name] = r } else { byFrame[e.position, default: []].append((name, e)) }
-        }
-        for (position, records) in byFrame {
-            if records.count == 1 {
-                out[records[0].0] = try p.readDurable(zone, records[0].0, records[0].1)
-                continue
-            }
-            let lsn = records[0].1.lsn
-            if lsn > p.log.durableLSN { try p.log.waitDurableBlocking(lsn) }
-            let frame = try p.log.readFrame(at: position)
-            for (name, e) in records {
-                let end = Int(e.slot.offset) + Int(e.slot.length)
-                guard frame.lsn == e.lsn, end <= frame.payload.count else {
-                    out[name] = try p.readDurable(zone, name, e)  // says what is wrong
-                    continue
-                }
-                var r = ByteReader(frame.payload, from: Int(e.slot.offset), to: end, what: "record '\(name)'")
-                var record = try RecordCodec.decode(&r, zoneID: zone.zoneID)
-                record.id.zoneID = zone.zoneID
-                out[name] = record
-            }
-        }
+        for ((name, _), result) in zip(wanted, p.readMany(wanted.map { (zone, $0.0, $0.1) })) { out[name] = try result.get() }
         return out
     }
 }

@@ -30,7 +30,8 @@ package struct BatchPlanner {
     let user: String
     let deviceID: String
     let now: Int64
-    /// Reads the current version of a record from the log or cache.
+    /// Reads the current version of a record (prefetched outside the lock, cached, or from the log). Only operations
+    /// that need its fields or creation stamp read it; change tags and types come from the key directory.
     let read: (String, RecordEntry) throws -> Record
 
     private(set) var mutations: [Mutation] = []
@@ -95,13 +96,14 @@ package struct BatchPlanner {
         try Names.validateRecordName(name)
         switch op {
         case .create(let r):
-            if let existing = try current(name) {
+            if version(name) != nil {
                 throw CloudletError(
-                    .recordExists, "record '\(name)' already exists in zone '\(zone.zoneName)'", serverRecord: existing)
+                    .recordExists, "record '\(name)' already exists in zone '\(zone.zoneName)'", serverRecord: try current(name))
             }
             return .saved(try put(r, fields: r.fields, created: nil))
         case .update(let r), .replace(let r):
-            let existing = try requireCurrent(name, tag: r.changeTag, op: op)
+            _ = try requireVersion(name, tag: r.changeTag, op: op)
+            let existing = try current(name)!
             let fields = isReplace(op) ? r.fields : existing.fields.merging(r.fields) { _, new in new }
             return .saved(try put(r, fields: fields, created: existing))
         case .forceUpdate(let r):
@@ -111,15 +113,23 @@ package struct BatchPlanner {
         case .forceReplace(let r):
             return .saved(try put(r, fields: r.fields, created: try current(name)))
         case .delete(let id, let tag):
-            let existing = try requireCurrent(name, tag: tag, op: op)
-            delete(id.recordName, type: existing.recordType)
+            delete(id.recordName, type: try requireVersion(name, tag: tag, op: op).type)
             return .deleted(id)
         case .forceDelete(let id):
-            guard let existing = try current(name) else {
+            guard let existing = version(name) else {
                 throw CloudletError(.unknownItem, "record '\(name)' does not exist in zone '\(zone.zoneName)'")
             }
-            delete(id.recordName, type: existing.recordType)
+            delete(id.recordName, type: existing.type)
             return .deleted(id)
+        }
+    }
+
+    /// Whether planning `op` reads the record's current version (its fields or creation stamp), if it has one: what
+    /// the caller may prefetch outside the lock (``Partition/prefetch(_:_:)``).
+    static func readsCurrentVersion(_ op: RecordOperation) -> Bool {
+        switch op {
+        case .update, .replace, .forceUpdate, .forceReplace: true
+        case .create, .delete, .forceDelete: false
         }
     }
 
@@ -128,18 +138,27 @@ package struct BatchPlanner {
         return false
     }
 
-    private func requireCurrent(_ name: String, tag: String?, op: RecordOperation) throws -> Record {
+    /// The current version's type and change tag, from the key directory (or this batch): checks that need no read.
+    private func version(_ name: String) -> (type: String, tag: String)? {
+        if let o = overlay[name] { return o.map { ($0.recordType, $0.changeTag ?? "") } }
+        guard let e = state.entry(zone, name), !e.deleted else { return nil }
+        return (e.recordType, e.changeTag)
+    }
+
+    /// The current version, which must exist and carry change tag `tag`; the record is read only to go with a
+    /// `serverRecordChanged` error.
+    private func requireVersion(_ name: String, tag: String?, op: RecordOperation) throws -> (type: String, tag: String) {
         guard let tag, !tag.isEmpty else {
             throw CloudletError.invalid("\(op.operationType) of record '\(name)' needs its recordChangeTag")
         }
-        guard let existing = try current(name) else {
+        guard let existing = version(name) else {
             throw CloudletError(.unknownItem, "record '\(name)' does not exist in zone '\(zone.zoneName)'")
         }
-        guard existing.changeTag == tag else {
+        guard existing.tag == tag else {
             throw CloudletError(
                 .serverRecordChanged,
-                "record '\(name)' has changed on the server: change tag '\(tag)' is not the current "
-                    + "'\(existing.changeTag ?? "")'", serverRecord: existing)
+                "record '\(name)' has changed on the server: change tag '\(tag)' is not the current '\(existing.tag)'",
+                serverRecord: try current(name))
         }
         return existing
     }
@@ -151,11 +170,7 @@ package struct BatchPlanner {
         return try read(name, e)
     }
 
-    private func exists(_ name: String) -> Bool {
-        if let o = overlay[name] { return o != nil }
-        guard let e = state.entry(zone, name) else { return false }
-        return !e.deleted
-    }
+    private func exists(_ name: String) -> Bool { version(name) != nil }
 
     /// Validates and stages a new version of `input` with `fields`; `previous` is the version it replaces.
     private mutating func put(_ input: Record, fields: [String: FieldValue], created previous: Record?) throws -> Record {

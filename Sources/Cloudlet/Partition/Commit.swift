@@ -33,7 +33,12 @@ package enum Mutation: Sendable {
 /// so the key directory can point a read at just that slice.
 package struct Commit: Sendable {
     package static let frameType: UInt8 = 1
-    static let version: UInt8 = 1
+    /// The payload version written: 2 stores each record as a ``RecordBlock`` (checksummed, compressed on its own)
+    /// in a frame stored uncompressed. Version 1 (the whole payload LZ4-compressed by the log, records bare) is
+    /// still read.
+    package static let version: UInt8 = 2
+    /// The versions read.
+    static let readableVersions: ClosedRange<UInt8> = 1...2
 
     package var mutations: [Mutation]
     /// The index of each of `mutations` in the commit as it was first written; nil when they are all there (0, 1,
@@ -64,11 +69,38 @@ package struct Commit: Sendable {
     package struct Slot: Sendable, Hashable {
         package var offset: UInt32
         package var length: UInt32
+        /// The range holds a ``RecordBlock`` of a version-2 payload, stored as it is in its frame: readable on its
+        /// own (``Log/readStored(at:range:)``). Otherwise the record's bare bytes in a version-1 payload, which is
+        /// read (and decompressed) whole.
+        package var block: Bool
+        /// The record's ``RecordCodec`` length (`length` less the block's framing, or more when it is compressed):
+        /// what the version costs a page's byte budget, known without reading it.
+        package var recordLength: UInt32
+
+        /// A version-1 slot: the record's bare bytes.
+        package init(offset: UInt32, length: UInt32) {
+            self.offset = offset
+            self.length = length
+            block = false
+            recordLength = length
+        }
+
+        /// A record block at `range`, holding a record of `recordLength` bytes.
+        init(block range: Range<Int>, recordLength: Int) {
+            offset = UInt32(range.lowerBound)
+            length = UInt32(range.count)
+            block = true
+            self.recordLength = UInt32(recordLength)
+        }
+
+        var range: Range<Int> { Int(offset)..<(Int(offset) + Int(length)) }
     }
 
     /// Encodes as `version · zoneCount · zones · mutationCount · mutations` (docs/record-format.md). Also returns
-    /// the bytes each mutation takes in the payload (by position in `mutations`).
-    func encode() -> (payload: [UInt8], slots: [Int: Slot], sizes: [UInt32]) {
+    /// the bytes each mutation takes in the payload (by position in `mutations`). `version` 1 writes what releases
+    /// before record blocks wrote (for the upgrade tests).
+    func encode(version: UInt8 = Commit.version) -> (payload: [UInt8], slots: [Int: Slot], sizes: [UInt32]) {
+        precondition(Self.readableVersions.contains(version))
         var zones: [ZoneKey: Int] = [:]
         var zoneList: [ZoneKey] = []
         func index(_ z: ZoneKey) -> Int {
@@ -84,9 +116,9 @@ package struct Commit: Sendable {
             }
         }
         var estimate = 64 + zoneList.count * 96
-        for case .putRecord(_, _, let encoded) in mutations { estimate += encoded.count + 8 }
+        for case .putRecord(_, _, let encoded) in mutations { estimate += encoded.count + 16 }
         var w = ByteWriter(capacity: estimate)
-        w.u8(Self.version)
+        w.u8(version)
         w.varint(zoneList.count)
         for z in zoneList { Self.encode(z, into: &w) }
         w.varint(count)
@@ -108,9 +140,13 @@ package struct Commit: Sendable {
             case .putRecord(let z, let record, let encoded):
                 w.varint(zones[z]!)
                 let bytes = encoded.isEmpty ? RecordCodec.encode(record) : encoded
-                w.varint(bytes.count)
-                slots[i] = Slot(offset: UInt32(w.count), length: UInt32(bytes.count))
-                w.raw(bytes)
+                if version >= 2 {
+                    slots[i] = Slot(block: RecordBlock.append(bytes, to: &w), recordLength: bytes.count)
+                } else {
+                    w.varint(bytes.count)
+                    slots[i] = Slot(offset: UInt32(w.count), length: UInt32(bytes.count))
+                    w.raw(bytes)
+                }
             case .deleteRecord(let z, let name, let type, let time):
                 w.varint(zones[z]!)
                 w.string(name)
@@ -169,6 +205,23 @@ package struct Commit: Sendable {
             sizes.append(UInt32(e.range.count))
         }
         return (Commit(mutations: mutations, indices: indices, count: reader.count), slots, sizes)
+    }
+
+    /// A reader of the ``RecordCodec`` bytes of the record at `slot` of `payload`: the slice itself in a version-1
+    /// payload, the checked (and decompressed) contents of a ``RecordBlock`` in a version-2 one. Throws `.corruption`.
+    package static func recordReader(in payload: [UInt8], at slot: Slot, what: String) throws -> ByteReader {
+        let range = slot.range
+        guard range.upperBound <= payload.count else {
+            throw CloudletError.corruption("\(what): bytes \(range) are outside the \(payload.count) bytes read")
+        }
+        if slot.block { return ByteReader(try RecordBlock.unwrap(payload, range), what: what) }
+        return ByteReader(payload, from: range.lowerBound, to: range.upperBound, what: what)
+    }
+
+    /// The ``RecordCodec`` bytes of the record at `slot` of `payload` (``recordReader(in:at:what:)``).
+    package static func recordBytes(in payload: [UInt8], at slot: Slot) throws -> ArraySlice<UInt8> {
+        let r = try recordReader(in: payload, at: slot, what: "record")
+        return r.buffer[r.offset..<r.end]
     }
 
     /// Spreads a frame's on-disk bytes over its mutations in proportion to the payload bytes each takes: what

@@ -27,6 +27,8 @@ package struct CommitOutline {
     package var entries: [Entry]
     /// Mutations in the commit as first written, skipped ones included.
     var count: Int
+    /// The payload's version (``Commit/readableVersions``).
+    var version: UInt8
 
     /// Parses `payload` (``CommitPayloadReader``); throws `.corruption` like ``Commit/decode(_:)`` for what does not
     /// parse (records are not checked beyond their type and name).
@@ -34,7 +36,7 @@ package struct CommitOutline {
         var reader = try CommitPayloadReader(payload, decodingRecords: false)
         var entries: [Entry] = []
         while let (e, _) = try reader.next() { entries.append(e) }
-        return CommitOutline(zones: reader.zones, entries: entries, count: reader.count)
+        return CommitOutline(zones: reader.zones, entries: entries, count: reader.count, version: reader.version)
     }
 
     /// Whether entry `e` of the commit at `lsn` is current in `st` (``PartitionState/isLive(_:lsn:index:)``).
@@ -53,9 +55,10 @@ package struct CommitOutline {
     /// The bytes each entry takes in the payload.
     var sizes: [UInt32] { entries.map { UInt32($0.range.count) } }
 
-    /// A payload holding only the entries `keep` selects, each at its index (the others as skipped runs), with a zone
-    /// table of the zones they use; their bytes are copied, not re-encoded. Returns the kept entries as they sit in
-    /// the new payload.
+    /// A payload of the current version holding only the entries `keep` selects, each at its index (the others as
+    /// skipped runs), with a zone table of the zones they use; their bytes are copied, not re-encoded — but for the
+    /// records of a version-1 payload, which become record blocks. Returns the kept entries as they sit in the new
+    /// payload.
     func rewrite(_ payload: [UInt8], keep: [Bool]) -> (payload: [UInt8], entries: [Entry]) {
         var zoneMap: [Int: Int] = [:]
         var newZones: [ZoneKey] = []
@@ -85,9 +88,13 @@ package struct CommitOutline {
                 w.varint(zoneMap[z]!)
                 moved.zone = zoneMap[z]
                 let bodyStart = w.count
-                w.raw(payload[e.bodyStart..<e.range.upperBound])
-                if let slot = e.slot {
-                    moved.slot = Commit.Slot(offset: UInt32(bodyStart + Int(slot.offset) - e.bodyStart), length: slot.length)
+                if let slot = e.slot, !slot.block {
+                    // A version-1 put's body is `record length varint · record`.
+                    moved.slot = Commit.Slot(
+                        block: RecordBlock.append(Array(payload[slot.range]), to: &w), recordLength: slot.range.count)
+                } else {
+                    w.raw(payload[e.bodyStart..<e.range.upperBound])
+                    moved.slot?.offset = UInt32(bodyStart + Int(e.slot!.offset) - e.bodyStart)
                 }
                 moved.bodyStart = bodyStart
             } else {

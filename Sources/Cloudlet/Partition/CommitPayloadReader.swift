@@ -13,6 +13,8 @@ struct CommitPayloadReader {
     let count: Int
     /// Whether a put's record is decoded (``RecordCodec/decode(_:zoneID:)``) or only its type and name read.
     let decodesRecords: Bool
+    /// The payload's version (``Commit/readableVersions``): from 2 on, puts hold ``RecordBlock``s.
+    let version: UInt8
     private var r: ByteReader
     /// The index in the commit of the next mutation.
     private var index = 0
@@ -21,7 +23,10 @@ struct CommitPayloadReader {
     init(_ payload: [UInt8], decodingRecords: Bool) throws {
         var r = ByteReader(payload, what: "commit payload")
         let v = try r.u8()
-        guard v == Commit.version else { throw CloudletError.corruption("commit payload: unknown version \(v)") }
+        guard Commit.readableVersions.contains(v) else {
+            throw CloudletError.corruption("commit payload: unknown version \(v)")
+        }
+        version = v
         let zoneCount = try r.length(unit: 5)
         var zones: [ZoneKey] = []
         zones.reserveCapacity(zoneCount)
@@ -84,9 +89,15 @@ struct CommitPayloadReader {
         case .putRecord:
             let length = try r.length()
             let start = r.offset
-            var bytes = ByteReader(r.buffer, from: start, to: start + length, what: "record in commit payload")
             _ = try r.raw(length)
-            e.slot = Commit.Slot(offset: UInt32(start), length: UInt32(length))
+            var bytes: ByteReader
+            if version >= 2 {
+                bytes = ByteReader(try RecordBlock.unwrap(r.buffer, start..<r.offset), what: "record in commit payload")
+                e.slot = Commit.Slot(block: start..<r.offset, recordLength: bytes.remaining)
+            } else {
+                bytes = ByteReader(r.buffer, from: start, to: r.offset, what: "record in commit payload")
+                e.slot = Commit.Slot(offset: UInt32(start), length: UInt32(length))
+            }
             if decodesRecords {
                 let zone = zones[e.zone!]
                 let record = try RecordCodec.decode(&bytes, zoneID: zone.zoneID)

@@ -216,7 +216,9 @@ extension Partition {
                     moves.note(plan.outline.entries, of: plan.outline, lsn: frame.lsn, position: position, costs: plan.costs)
                 case .rewrite(let payload, let kept):
                     report.framesRewritten += 1
-                    let position = try writer.append(lsn: frame.lsn, epoch: frame.epoch, type: frame.type, payload: payload)
+                    // A version-2 payload: stored as it is, its record blocks read in place.
+                    let position = try writer.append(
+                        lsn: frame.lsn, epoch: frame.epoch, type: frame.type, payload: payload, compressible: false)
                     let sizes = kept.map { UInt32($0.range.count) }
                     moves.note(
                         kept, of: plan.outline, lsn: frame.lsn, position: position,

@@ -30,6 +30,8 @@ package final class Partition: Sendable {
     package let checkpointLSN: UInt64?
     /// Online compaction: settings, progress, counters.
     let compaction: CompactionControl
+    /// The commit payload version written (``StoreConfiguration/commitPayloadVersion``).
+    private let payloadVersion: UInt8
 
     /// Opens the partition in `directory`, recovering its state. `legacyCatalog` (partition 0 of a format-1 store):
     /// replay the whole log, checkpoints ignored, gathering the catalog mutations it holds into
@@ -97,6 +99,7 @@ package final class Partition: Sendable {
         cache = RecordCache(capacity: configuration.recordCacheSize)
         publisher = ChangePublisher(partition: Int(id))
         compaction = CompactionControl(configuration: configuration.compaction)
+        payloadVersion = configuration.commitPayloadVersion
         checkpointTrigger.reset(bytes: replayedBytes, lastLSN: afterLSN)
     }
 
@@ -110,8 +113,10 @@ package final class Partition: Sendable {
             let (mutations, result) = try plan(st, lsn)
             guard !mutations.isEmpty else { return (result, nil, 0) }
             let commit = Commit(mutations: mutations)
-            let (payload, slots, sizes) = commit.encode()
-            let (staged, position) = try log.stage(type: Commit.frameType, payload: payload)
+            let (payload, slots, sizes) = commit.encode(version: payloadVersion)
+            // From version 2 stored as it is: the records are compressed blocks of their own, read in place.
+            let (staged, position) = try log.stage(
+                type: Commit.frameType, payload: payload, compressible: payloadVersion < 2)
             precondition(staged == lsn, "partition \(id): staged LSN \(staged), expected \(lsn)")
             var previous: [Int: RecordEntry] = [:]
             let publishing = publisher.isActive
@@ -159,6 +164,33 @@ package final class Partition: Sendable {
         return try await ThreadBridge.offload { try self.readDurable(zone, name, entry) }
     }
 
+    /// Reads several record versions (a lookup), waiting for them to be durable first: cached ones from the cache,
+    /// the others with ``readMany(_:fillingCache:)`` on a thread of their own, then cached.
+    func read(_ items: [(zone: ZoneKey, name: String, entry: RecordEntry)]) async throws -> [Result<Record, CloudletError>] {
+        if let newest = items.map(\.entry.lsn).max(), newest > log.durableLSN { try await log.waitDurable(newest) }
+        var results = items.map { item in cache.get(RecordCache.Key(item.entry)).map { Result<Record, CloudletError>.success($0) } }
+        let misses = results.indices.filter { results[$0] == nil }
+        guard !misses.isEmpty else { return results.map { $0! } }
+        let read = try await ThreadBridge.offload { self.readMany(misses.map { items[$0] }, fillingCache: true) }
+        for (i, r) in zip(misses, read) { results[i] = r }
+        return results.map { $0! }
+    }
+
+    /// The current versions of the records `names` of `zone` that are not cached, read before a batch is planned so
+    /// that planning under the writer lock finds them in memory (the result, keyed by version). A version replaced
+    /// meanwhile is simply not used; a read that fails is left to the planner, which reports it.
+    func prefetch(_ zone: ZoneKey, _ names: [String]) async throws -> [RecordCache.Key: Record] {
+        let entries = state.withLock { st in names.compactMap { n in st.entry(zone, n).map { (zone, n, $0) } } }
+            .filter { !$0.2.deleted && !cache.contains(RecordCache.Key($0.2)) }
+        guard !entries.isEmpty else { return [:] }
+        let results = try await ThreadBridge.offload { self.readMany(entries) }
+        var out: [RecordCache.Key: Record] = [:]
+        for (item, result) in zip(entries, results) {
+            if case .success(let r) = result { out[RecordCache.Key(item.2)] = r }
+        }
+        return out
+    }
+
     /// Reads a record version known to be durable (or cached): a cache hit, else one positioned read of its frame.
     ///
     /// A compaction may move the version after `entry` was taken, or drop it once a newer version superseded it: the
@@ -180,52 +212,130 @@ package final class Partition: Sendable {
         }
     }
 
-    /// Reads several record versions (a change-feed page): each frame is read and decompressed once however many
-    /// of the records it holds, and the cache is not filled (a catch-up would only evict what others use). A record
-    /// whose read fails goes through ``readDurable(_:_:_:retry:)`` and its retry.
-    func readMany(_ items: [(zone: ZoneKey, name: String, entry: RecordEntry)]) -> [Result<Record, CloudletError>] {
+    /// Reads several record versions (a change-feed page, a lookup, an index build). Record blocks close to each
+    /// other in a segment are fetched with one read (``readSpans(_:)``); a version-1 frame is read and decompressed
+    /// once however many of its records are wanted. A record whose read fails goes through
+    /// ``readDurable(_:_:_:retry:)`` and its retry. The cache is filled only when asked (a lookup): a catch-up or an
+    /// index build would only evict what others use.
+    func readMany(_ items: [(zone: ZoneKey, name: String, entry: RecordEntry)], fillingCache: Bool = false) -> [Result<
+        Record, CloudletError
+    >] {
+        var results = [Result<Record, CloudletError>?](repeating: nil, count: items.count)
+        var blocks: [Int] = []
         var frames: [FramePosition: Frame] = [:]
-        return items.map { zone, name, entry in
-            if let r = cache.get(RecordCache.Key(entry)) { return .success(r) }
-            do {
-                if entry.lsn > log.durableLSN { try log.waitDurableBlocking(entry.lsn) }
-                let frame: Frame
-                if let f = frames[entry.position] {
-                    frame = f
-                } else {
-                    frame = try log.readFrame(at: entry.position)
-                    frames[entry.position] = frame
+        for (i, (zone, name, entry)) in items.enumerated() {
+            if let r = cache.get(RecordCache.Key(entry)) {
+                results[i] = .success(r)
+            } else if entry.slot.block {
+                blocks.append(i)
+            } else {
+                results[i] = Self.result {
+                    if entry.lsn > log.durableLSN { try log.waitDurableBlocking(entry.lsn) }
+                    if frames[entry.position] == nil { frames[entry.position] = try log.readFrame(at: entry.position) }
+                    return try decode(frames[entry.position]!.payload, entry.slot, lsn: frames[entry.position]!.lsn, zone, name, entry)
                 }
-                return .success(try decode(frame, zone, name, entry))
-            } catch {
-                do { return .success(try readDurable(zone, name, entry)) } catch let e as CloudletError {
-                    return .failure(e)
-                } catch {
-                    return .failure(CloudletError(.internalError, "reading record '\(name)': \(error)"))
-                }
+            }
+        }
+        for (i, bytes) in readSpans(blocks.map { items[$0].entry }).enumerated() {
+            let (zone, name, entry) = items[blocks[i]]
+            results[blocks[i]] = Self.result {
+                let (buffer, range) = try bytes.get()
+                return try decode(buffer, Commit.Slot(block: range, recordLength: 0), lsn: entry.lsn, zone, name, entry)
+            }
+        }
+        return zip(items, results).map { item, result in
+            switch result! {
+            case .success(let r):
+                if fillingCache { cache.put(RecordCache.Key(item.entry), record: r) }
+                return .success(r)
+            case .failure:
+                return Self.result { try readDurable(item.zone, item.name, item.entry) }
             }
         }
     }
 
+    /// `body`'s record, or its error as a ``CloudletError``.
+    private static func result(_ body: () throws -> Record) -> Result<Record, CloudletError> {
+        do { return .success(try body()) } catch let e as CloudletError { return .failure(e) } catch {
+            return .failure(CloudletError(.internalError, "reading a record: \(error)"))
+        }
+    }
+
+    /// Fetches the record blocks `entries` point at, merging those of a segment that lie within ``spanGap`` bytes of
+    /// each other into one positioned read of at most ``maxSpan`` bytes. Each result is the buffer read and the
+    /// block's range in it.
+    private func readSpans(_ entries: [RecordEntry]) -> [Result<([UInt8], Range<Int>), CloudletError>] {
+        func start(_ e: RecordEntry) -> UInt64 { e.position.payloadOffset + UInt64(e.slot.offset) }
+        var results = [Result<([UInt8], Range<Int>), CloudletError>?](repeating: nil, count: entries.count)
+        let order = entries.indices.sorted { (entries[$0].position.segment, start(entries[$0])) < (entries[$1].position.segment, start(entries[$1])) }
+        var k = 0
+        while k < order.count {
+            let first = entries[order[k]]
+            let from = start(first)
+            var to = from + UInt64(first.slot.length)
+            var n = 1
+            while k + n < order.count {
+                let e = entries[order[k + n]]
+                guard e.position.segment == first.position.segment, start(e) <= to + Self.spanGap,
+                    start(e) + UInt64(e.slot.length) - from <= Self.maxSpan
+                else { break }
+                to = max(to, start(e) + UInt64(e.slot.length))
+                n += 1
+            }
+            let group = order[k..<(k + n)]
+            k += n
+            do {
+                let newest = group.map { entries[$0].lsn }.max()!
+                if newest > log.durableLSN { try log.waitDurableBlocking(newest) }
+                let bytes = try log.readSegment(first.position.segment, offset: from, count: Int(to - from))
+                for i in group {
+                    let s = Int(start(entries[i]) - from)
+                    results[i] = .success((bytes, s..<(s + Int(entries[i].slot.length))))
+                }
+            } catch {
+                for i in group { results[i] = .failure(error as? CloudletError ?? CloudletError(.internalError, "\(error)")) }
+            }
+        }
+        return results.map { $0! }
+    }
+
+    /// Record blocks at most this many bytes apart are fetched by one read.
+    static let spanGap: UInt64 = 16 << 10
+    /// The most bytes one grouped read fetches.
+    static let maxSpan: UInt64 = 1 << 20
+
     private func readAt(_ zone: ZoneKey, _ name: String, _ entry: RecordEntry) throws -> Record {
-        let record = try decode(try log.readFrame(at: entry.position), zone, name, entry)
+        let record: Record
+        if entry.slot.block {
+            let bytes = try log.readStored(at: entry.position, range: entry.slot.range)
+            record = try decode(bytes, Commit.Slot(block: bytes.indices, recordLength: 0), lsn: entry.lsn, zone, name, entry)
+        } else {
+            let frame = try log.readFrame(at: entry.position)
+            record = try decode(frame.payload, entry.slot, lsn: frame.lsn, zone, name, entry)
+        }
         cache.put(RecordCache.Key(entry), record: record)
         return record
     }
 
-    /// The version `entry` names, decoded from its frame; corruption if the slot holds anything else.
-    private func decode(_ frame: Frame, _ zone: ZoneKey, _ name: String, _ entry: RecordEntry) throws -> Record {
-        let end = Int(entry.slot.offset) + Int(entry.slot.length)
+    /// The version `entry` names, decoded from `slot` of `bytes` (a frame's payload of LSN `lsn`, or a record block
+    /// read in place); `.corruption` naming the record and where it was read if the bytes hold anything else.
+    private func decode(
+        _ bytes: [UInt8], _ slot: Commit.Slot, lsn: UInt64, _ zone: ZoneKey, _ name: String, _ entry: RecordEntry
+    ) throws -> Record {
         func mismatch(_ what: String) -> CloudletError {
             CloudletError.corruption(
-                "partition \(id): record '\(name)' points at LSN \(entry.lsn) bytes \(entry.slot.offset)..<\(end) "
-                    + "of segment \(entry.position.segment) offset \(entry.position.offset), which holds \(what)")
+                "partition \(id): record '\(name)' points at LSN \(entry.lsn) bytes \(entry.slot.offset)..<"
+                    + "\(entry.slot.offset + entry.slot.length) of segment \(entry.position.segment) offset "
+                    + "\(entry.position.offset), which holds \(what)")
         }
-        guard frame.lsn == entry.lsn, end <= frame.payload.count else {
-            throw mismatch("LSN \(frame.lsn) with \(frame.payload.count) payload bytes")
+        guard lsn == entry.lsn else { throw mismatch("LSN \(lsn)") }
+        var record: Record
+        do {
+            var r = try Commit.recordReader(in: bytes, at: slot, what: "record '\(name)'")
+            record = try RecordCodec.decode(&r, zoneID: zone.zoneID)
+        } catch let e as CloudletError where e.code == .corruption {
+            throw mismatch(e.message)
         }
-        var r = ByteReader(frame.payload, from: Int(entry.slot.offset), to: end, what: "record '\(name)'")
-        var record = try RecordCodec.decode(&r, zoneID: zone.zoneID)
         // The change tag names the version: a slot that decodes to another record or version is not this one.
         guard record.recordName == name, record.changeTag ?? "" == entry.changeTag else {
             throw mismatch("record '\(record.recordName)' version '\(record.changeTag ?? "")'")

@@ -3,11 +3,15 @@ import CloudletStorage
 
 /// Checkpoint encoding of a partition's derived state (docs/record-format.md, "Checkpoint payload").
 extension PartitionState {
-    /// Version 4 (this one) holds the compaction generation, the live-byte accounting, each record's indexed values
-    /// and the partition's catalog-version mark; schema and subscriptions moved to the catalog (version 3 held them
-    /// in partition 0). An older checkpoint is ignored: the log is replayed from the start, which rebuilds
-    /// everything.
-    static let checkpointVersion: UInt8 = 4
+    /// Version 5 (this one) says of each record's slot whether it holds a record block (``Commit/Slot/block``).
+    /// Version 4, the same without it, is read with every slot a version-1 one (no release before version 5 wrote
+    /// record blocks). Version 4 brought the compaction generation, the live-byte accounting, each record's indexed
+    /// values and the partition's catalog-version mark; schema and subscriptions moved to the catalog (version 3
+    /// held them in partition 0). A checkpoint older than version 4 is ignored: the log is replayed from the start,
+    /// which rebuilds everything.
+    static let checkpointVersion: UInt8 = 5
+    /// The oldest version read.
+    static let oldestReadableCheckpointVersion: UInt8 = 4
 
     func encodeCheckpoint() -> [UInt8] {
         var w = ByteWriter(capacity: 1 << 16)
@@ -42,6 +46,8 @@ extension PartitionState {
                 if !e.deleted {
                     w.u32(e.slot.offset)
                     w.u32(e.slot.length)
+                    w.bool(e.slot.block)
+                    if e.slot.block { w.u32(e.slot.recordLength) }
                     w.string(e.changeTag)
                     w.varint(e.deleteSelfTargets.count)
                     for t in e.deleteSelfTargets { w.string(t) }
@@ -79,8 +85,8 @@ extension PartitionState {
     package static func decodeCheckpoint(_ bytes: [UInt8], next: FramePosition?) throws -> PartitionState? {
         var r = ByteReader(bytes, what: "checkpoint")
         let v = try r.u8()
-        if v < checkpointVersion { return nil }
-        guard v == checkpointVersion else { throw CloudletError.corruption("checkpoint: unknown version \(v)") }
+        if v < oldestReadableCheckpointVersion { return nil }
+        guard v <= checkpointVersion else { throw CloudletError.corruption("checkpoint: unknown version \(v)") }
         var s = PartitionState()
         s.lastLSN = try r.u64()
         s.purgedThroughLSN = try r.u64()
@@ -106,7 +112,13 @@ extension PartitionState {
                     slot: Commit.Slot(offset: 0, length: 0), changeTag: "", recordType: type, deleted: deleted,
                     time: time, deleteSelfTargets: [], cost: try r.u32())
                 if !deleted {
-                    e.slot = Commit.Slot(offset: try r.u32(), length: try r.u32())
+                    let offset = try r.u32()
+                    let length = try r.u32()
+                    if v >= 5, try r.bool() {
+                        e.slot = Commit.Slot(block: Int(offset)..<(Int(offset) + Int(length)), recordLength: Int(try r.u32()))
+                    } else {
+                        e.slot = Commit.Slot(offset: offset, length: length)
+                    }
                     e.changeTag = try r.string()
                     let t = try r.length()
                     for _ in 0..<t { e.deleteSelfTargets.append(try r.string()) }

@@ -27,7 +27,7 @@ package struct RecordEntry: Sendable, Hashable {
 
     /// What this version costs a page's byte budget (`maxBytes` of change feeds, queries and lookups): the
     /// record's stored size, or for a tombstone its name and 64 bytes of the rest. Known without reading.
-    func pageCost(_ name: String) -> Int { deleted ? name.utf8.count + 64 : Int(slot.length) }
+    func pageCost(_ name: String) -> Int { deleted ? name.utf8.count + 64 : Int(slot.recordLength) }
 }
 
 /// A point in a partition's change order: a commit's LSN and a mutation's index inside it.

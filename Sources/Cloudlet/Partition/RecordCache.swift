@@ -70,6 +70,9 @@ final class RecordCache: Sendable {
         }
     }
 
+    /// Whether the version is cached (without counting a hit or miss, or refreshing it).
+    func contains(_ key: Key) -> Bool { state.withLock { $0.index[key] != nil } }
+
     func put(_ key: Key, record: Record) {
         guard capacity > 0 else { return }
         state.withLock { s in

@@ -24,6 +24,9 @@ public struct StoreConfiguration: Sendable {
     /// Online compaction: when it starts and how fast it may go. Default: automatic at 50% dead bytes and at least
     /// 64 MiB of them, 32 MiB/s (see ``CompactionConfiguration``).
     public var compaction = CompactionConfiguration()
+    /// The commit payload version written (docs/record-format.md): tests set 1 to write what releases before store
+    /// format 3 wrote.
+    package var commitPayloadVersion: UInt8 = Commit.version
 
     public init(durability: Durability = .fsync) { self.durability = durability }
 }

@@ -1,0 +1,71 @@
+import CloudletCore
+import CloudletStorage
+
+/// A record as a version-2 commit payload stores it (docs/record-format.md, "Record block"): checksummed on its own
+/// and LZ4-compressed when that pays, so that a point read fetches, checks and decodes the record's bytes and
+/// nothing else of its commit (the frame holding it is stored uncompressed: ``Log/readStored(at:range:)``).
+///
+/// `flags u8 · uncompressed length varint (if flags bit 0) · stored bytes · CRC32C u32 of everything before it`.
+enum RecordBlock {
+    /// Flags bit 0: the stored bytes are an LZ4 block.
+    static let lz4Flag: UInt8 = 1
+    /// Records shorter than this are stored as they are (LZ4 rarely saves 1/8 of less).
+    static let compressionThreshold = 96
+    /// The smallest block: flags, CRC.
+    static let minimumLength = 5
+
+    /// Appends `encoded` (a ``RecordCodec`` encoding) as `block length varint · block`; returns the block's range
+    /// in `w` (what a ``Commit/Slot`` of the payload names).
+    static func append(_ encoded: [UInt8], to w: inout ByteWriter) -> Range<Int> {
+        let compressed = LZ4Block.compressIfWorthwhile(encoded, threshold: compressionThreshold)
+        var header = ByteWriter(capacity: 8)
+        if let compressed {
+            header.u8(lz4Flag)
+            header.varint(encoded.count)
+        } else {
+            header.u8(0)
+        }
+        let stored = compressed ?? encoded
+        w.varint(header.count + stored.count + 4)
+        let start = w.count
+        w.raw(header.bytes)
+        w.raw(stored)
+        w.u32(CRC32C.checksum(stored, continuing: CRC32C.checksum(header.bytes)))
+        return start..<w.count
+    }
+
+    /// The record bytes of the block `bytes[range]`, its checksum checked and decompressed. Throws `.corruption`
+    /// saying what is wrong (the caller adds where).
+    static func unwrap(_ bytes: [UInt8], _ range: Range<Int>) throws -> [UInt8] {
+        guard range.count >= minimumLength, range.lowerBound >= 0, range.upperBound <= bytes.count else {
+            throw CloudletError.corruption("record block of \(range.count) bytes")
+        }
+        let body = range.lowerBound..<(range.upperBound - 4)
+        let stored = UInt32(bytes[body.upperBound]) | UInt32(bytes[body.upperBound + 1]) << 8
+            | UInt32(bytes[body.upperBound + 2]) << 16 | UInt32(bytes[body.upperBound + 3]) << 24
+        let computed = CRC32C.checksum(bytes[body])
+        guard stored == computed else {
+            throw CloudletError.corruption(
+                "record block checksum mismatch (stored \(hex(stored)), computed \(hex(computed)))")
+        }
+        var r = ByteReader(bytes, from: body.lowerBound, to: body.upperBound, what: "record block")
+        let flags = try r.u8()
+        guard flags & ~lz4Flag == 0 else {
+            throw CloudletError.corruption("record block has unknown flags 0x\(String(flags, radix: 16))")
+        }
+        guard flags & lz4Flag != 0 else { return Array(bytes[r.offset..<body.upperBound]) }
+        let length = try r.varint()
+        guard length > 0, length <= UInt64(BatchPlanner.maxRecordSize) * 2 else {
+            throw CloudletError.corruption("record block claims \(length) uncompressed bytes")
+        }
+        let out = bytes.withUnsafeBytes { buf in
+            LZ4Block.decompress(UnsafeRawBufferPointer(rebasing: buf[r.offset..<body.upperBound]), length: Int(length))
+        }
+        guard let out else {
+            throw CloudletError.corruption("record block does not decompress to its \(length) bytes")
+        }
+        return out
+    }
+
+    private static func hex(_ v: UInt32) -> String { "0x" + String(v, radix: 16) }
+}
