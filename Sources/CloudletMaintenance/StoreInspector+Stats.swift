@@ -183,7 +183,7 @@ extension StoreInspector {
     /// fit inline (Swift keeps strings of up to 15 UTF-8 bytes in the string value itself).
     static func entryBytes(name: String, _ e: RecordEntry) -> Int {
         func heap(_ s: String) -> Int { s.utf8.count > 15 ? s.utf8.count + 32 : 0 }
-        return MemoryLayout<RecordEntry>.stride + MemoryLayout<String>.stride + 8 + heap(name) + heap(e.changeTag)
+        return MemoryLayout<RecordEntry>.stride + MemoryLayout<String>.stride + 8 + heap(name)
             + heap(e.recordType) + e.deleteSelfTargets.reduce(0) { $0 + 16 + heap($1) }
     }
 }

@@ -3,8 +3,9 @@ import CloudletStorage
 
 /// Checkpoint encoding of a partition's derived state (docs/record-format.md, "Checkpoint payload").
 extension PartitionState {
-    /// Version 5 (this one) says of each record's slot whether it holds a record block (``Commit/Slot/block``).
-    /// Version 4, the same without it, is read with every slot a version-1 one (no release before version 5 wrote
+    /// Version 5 (this one) says of each record's slot whether it holds a record block (``Commit/Slot/block``), and
+    /// no longer stores change tags (derived: ``RecordEntry/changeTag``). Version 4 is read with every slot a
+    /// version-1 one (no release before version 5 wrote
     /// record blocks). Version 4 brought the compaction generation, the live-byte accounting, each record's indexed
     /// values and the partition's catalog-version mark; schema and subscriptions moved to the catalog (version 3
     /// held them in partition 0). A checkpoint older than version 4 is ignored: the log is replayed from the start,
@@ -48,7 +49,6 @@ extension PartitionState {
                     w.u32(e.slot.length)
                     w.bool(e.slot.block)
                     if e.slot.block { w.u32(e.slot.recordLength) }
-                    w.string(e.changeTag)
                     w.varint(e.deleteSelfTargets.count)
                     for t in e.deleteSelfTargets { w.string(t) }
                 }
@@ -109,7 +109,7 @@ extension PartitionState {
                 let type = try r.string()
                 var e = RecordEntry(
                     lsn: lsn, index: index, position: FramePosition(segment: try r.u64(), offset: try r.u64(), length: try r.u32()),
-                    slot: Commit.Slot(offset: 0, length: 0), changeTag: "", recordType: type, deleted: deleted,
+                    slot: Commit.Slot(offset: 0, length: 0), recordType: type, deleted: deleted,
                     time: time, deleteSelfTargets: [], cost: try r.u32())
                 if !deleted {
                     let offset = try r.u32()
@@ -119,7 +119,7 @@ extension PartitionState {
                     } else {
                         e.slot = Commit.Slot(offset: offset, length: length)
                     }
-                    e.changeTag = try r.string()
+                    if v < 5 { _ = try r.string() }  // the change tag, derived since
                     let t = try r.length()
                     for _ in 0..<t { e.deleteSelfTargets.append(try r.string()) }
                 }

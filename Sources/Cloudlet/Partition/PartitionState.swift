@@ -11,7 +11,6 @@ package struct RecordEntry: Sendable, Hashable {
     package var position: FramePosition
     /// The record's bytes inside the frame's (decompressed) payload.
     package var slot: Commit.Slot
-    package var changeTag: String
     package var recordType: String
     package var deleted: Bool
     /// Modification time (or, for a tombstone, deletion time), ms since 1970.
@@ -21,6 +20,10 @@ package struct RecordEntry: Sendable, Hashable {
     /// The bytes of its segment this version (or tombstone) keeps alive: its share of its frame
     /// (``Commit/costs(sizes:frameLength:)``); freed when it is superseded or purged.
     var cost: UInt32 = 0
+
+    /// The version's change tag: derived from where it was committed (``ChangeTag/make(lsn:index:)``), as every
+    /// writer stamps it, so the key directory does not store it; empty for a tombstone.
+    package var changeTag: String { deleted ? "" : ChangeTag.make(lsn: lsn, index: Int(index)) }
 
     /// The position of this change in the partition's change order.
     var change: ChangePoint { ChangePoint(lsn: lsn, index: index) }
@@ -217,8 +220,7 @@ package struct PartitionState: Sendable {
                     }
                 }
                 let entry = RecordEntry(
-                    lsn: lsn, index: UInt32(i), position: position, slot: slots[k]!, changeTag: record.changeTag ?? "",
-                    recordType: record.recordType, deleted: false, time: record.modified?.timestamp ?? 0,
+                    lsn: lsn, index: UInt32(i), position: position, slot: slots[k]!, recordType: record.recordType, deleted: false, time: record.modified?.timestamp ?? 0,
                     deleteSelfTargets: targets, cost: cost)
                 addLive(position.segment, cost)
                 if let old = zones[z, default: ZoneState(createdLSN: 0)].put(record.recordName, entry) {
@@ -231,7 +233,7 @@ package struct PartitionState: Sendable {
                 indexes.delete(z, name, recordType: type)
                 let entry = RecordEntry(
                     lsn: lsn, index: UInt32(i), position: position, slot: Commit.Slot(offset: 0, length: 0),
-                    changeTag: "", recordType: type, deleted: true, time: time, deleteSelfTargets: [], cost: cost)
+                    recordType: type, deleted: true, time: time, deleteSelfTargets: [], cost: cost)
                 addLive(position.segment, cost)
                 if let old = zones[z]!.put(name, entry) { freeLive(old.position.segment, old.cost) }
             case .createZone(let z):
