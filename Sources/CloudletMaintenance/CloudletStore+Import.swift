@@ -11,7 +11,7 @@ extension CloudletStore {
         guard key.zoneName != ZoneID.defaultZoneName else { return }
         try Names.validateZoneName(key.zoneName)
         let p = partition(for: key)
-        let (_, lsn) = try p.commit { st, _ in (st.zones[key] == nil ? [.createZone(key)] : [], ()) }
+        let (_, lsn) = try await p.commit { st, _ in (st.zones[key] == nil ? [.createZone(key)] : [], ()) }
         if let lsn { try await p.waitDurable(lsn) }
     }
 
@@ -54,7 +54,7 @@ extension CloudletStore {
         let schemaKey = SchemaKey(zone: key)
         for _ in 0..<8 {
             do {
-                let (_, lsn) = try p.commit { st, lsn -> ([Mutation], Void) in
+                let (_, lsn) = try await p.commit { st, lsn -> ([Mutation], Void) in
                     var mutations: [Mutation] = []
                     var additions: [Mutation] = []
                     let snapshot = catalog.snapshot()

@@ -121,11 +121,14 @@ public final class Log: Sendable {
     /// at once (no I/O; LZ4 and the checksum of the payload run before the lock is taken). Thread-safe; LSNs are
     /// dense and increase in call order.
     ///
-    /// Blocks while ``LogConfiguration/maxPendingBytes`` are staged but unwritten. `type` 0 is reserved. A payload
-    /// that is not `compressible` is stored as it is, so that the layer above can read part of it straight from the
-    /// segment (``readStored(at:range:)``). Throws `.readOnly` when the log was opened read-only, after a failed write or fdatasync (the error of
-    /// that failure), or once it is closed.
-    public func stage(type: UInt8, payload: [UInt8], compressible: Bool = true) throws -> (
+    /// Blocks while ``LogConfiguration/maxPendingBytes`` are staged but unwritten — unless `admitOverLimit`: async
+    /// callers wait for room with ``waitForRoom()`` before they stage (suspending, never blocking a thread of the
+    /// cooperative pool), then stage even if others filled the room meanwhile, so the bound is then soft (exceeded
+    /// by at most one frame per such writer). `type` 0 is reserved. A payload that is not `compressible` is stored as
+    /// it is, so that the layer above can read part of it straight from the segment (``readStored(at:range:)``).
+    /// Throws `.readOnly` when the log was opened read-only, after a failed write or fdatasync (the error of that
+    /// failure), or once it is closed.
+    public func stage(type: UInt8, payload: [UInt8], compressible: Bool = true, admitOverLimit: Bool = false) throws -> (
         lsn: UInt64, position: FramePosition
     ) {
         if configuration.readOnly {
@@ -145,7 +148,7 @@ public final class Log: Sendable {
         let (staged, wasIdle) = try monitor.withLock(
             waitingOn: .progress,
             until: { s in
-                s.failure != nil || s.closing || s.unwrittenBytes == 0 || s.unwrittenBytes + length <= limit
+                admitOverLimit || s.failure != nil || s.closing || s.unwrittenBytes == 0 || s.unwrittenBytes + length <= limit
             }
         ) { s throws -> ((lsn: UInt64, position: FramePosition), Bool) in
             if let failure = s.failure { throw failure }
@@ -180,6 +183,15 @@ public final class Log: Sendable {
         }
         if wasIdle { monitor.signal(.work) }
         return staged
+    }
+
+    /// Suspends while more than ``LogConfiguration/maxPendingBytes`` are staged but unwritten, until the committer has
+    /// written what is staged now: the backpressure of ``stage(type:payload:compressible:admitOverLimit:)`` for
+    /// async callers.
+    public func waitForRoom() async throws {
+        let limit = configuration.maxPendingBytes
+        guard let last = monitor.withLock({ s in s.unwrittenBytes < limit ? nil : s.lastLSN }) else { return }
+        try await waitDurable(last)
     }
 
     /// Returns when `lsn` is written (and fdatasync'd under ``Durability/fsync``). Throws the log's failure if it

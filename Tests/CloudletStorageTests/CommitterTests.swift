@@ -79,4 +79,33 @@ struct CommitterTests {
         #expect(log.durableLSN == 7)
         try log.close()
     }
+
+    @Test("async writers wait for room by suspending, then stage over the limit without blocking")
+    func asyncBackpressure() async throws {
+        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
+        var configuration = config()
+        configuration.maxPendingBytes = 1000
+        let log = try Log.open(directory: "/log", partition: 1, configuration: configuration, fileSystem: fs) { _ in }
+        fs.stallFdatasync()
+        var rng = SeededRandom(seed: 2)
+        // 432-byte frames: the first goes to the (stalled) committer; with admitOverLimit nothing blocks.
+        _ = try log.stage(type: 1, payload: randomBytes(400, &rng))
+        for _ in 0..<4 { _ = try log.stage(type: 1, payload: randomBytes(400, &rng), admitOverLimit: true) }
+        #expect(log.lastLSN == 5)
+        let waited = Atomic<Bool>(false)
+        let waiter = Task {
+            try await log.waitForRoom()
+            waited.store(true, ordering: .releasing)
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        let early = waited.load(ordering: .acquiring)
+        #expect(!early, "no room while 1728 bytes are unwritten")
+        fs.resumeFdatasync()
+        try await waiter.value
+        let late = waited.load(ordering: .acquiring)
+        #expect(late && log.durableLSN == 5)
+        // Room now: returns at once.
+        try await log.waitForRoom()
+        try log.close()
+    }
 }

@@ -125,7 +125,7 @@ extension IndexState {
             (try st.schema.indexAdditions(SchemaKey(container: testContainer, environment: .development), recordType: "Item", field: "n", .sortable), ())
         }
         try store.catalog.waitDurableBlocking(version)
-        _ = try store.partitions[0].commit { st, _ in
+        _ = try await store.partitions[0].commit { st, _ in
             (IndexReconciler.mutations(schema: store.catalog.snapshot().schema, indexes: st.indexes), ())
         }
         #expect(store.partitions[0].state.withLock { $0.indexes.building.count } == 1)

@@ -73,7 +73,7 @@ import Testing
         // query while the index is still building.
         let (_, version) = try store.catalog.commit { st in (try st.schema.deployment(container: testContainer), ()) }
         try store.catalog.waitDurableBlocking(version)
-        _ = try store.partitions[0].commit { st, _ in
+        _ = try await store.partitions[0].commit { st, _ in
             (IndexReconciler.mutations(schema: store.catalog.snapshot().schema, indexes: st.indexes), ())
         }
         let q = try Query(recordType: "Book", format: "kind == 'novel' AND price >= 3")

@@ -86,7 +86,7 @@ public struct Database: CloudletDatabase {
         try Names.validateZoneName(zoneID.zoneName)
         let key = try key(zoneID)
         let partition = store.partition(for: key)
-        let (_, lsn) = try partition.commit { st, _ in (st.zones[key] == nil ? [.createZone(key)] : [], ()) }
+        let (_, lsn) = try await partition.commit(waitingForRoom: { st, _ in (st.zones[key] == nil ? [.createZone(key)] : [], ()) })
         if let lsn { try await partition.waitDurable(lsn) }
         return zone(zoneID)
     }
@@ -120,10 +120,10 @@ public struct Database: CloudletDatabase {
         guard !zoneID.isDefault else { throw CloudletError.invalid("the default zone cannot be deleted") }
         let key = try key(zoneID)
         let partition = store.partition(for: key)
-        let (_, lsn) = try partition.commit { st, _ in
+        let (_, lsn) = try await partition.commit(waitingForRoom: { st, _ in
             guard st.zones[key] != nil else { throw zoneNotFound(key) }
             return ([.deleteZone(key, time: Int64((Date().timeIntervalSince1970 * 1000).rounded()))], ())
-        }
+        })
         if let lsn { try await partition.waitDurable(lsn) }
     }
 
@@ -265,7 +265,7 @@ public struct Database: CloudletDatabase {
         let prefetched = reads.isEmpty ? [:] : try await partition.prefetch(key, reads)
         for _ in 0..<8 {
             do {
-                let (results, lsn) = try partition.commit { st, lsn in
+                let (results, lsn) = try await partition.commit(waitingForRoom: { st, lsn in
                     var planner = BatchPlanner(
                         state: st, lsn: lsn, zone: key, catalog: store.catalog.snapshot(), user: user,
                         deviceID: store.configuration.deviceID, now: now,
@@ -274,7 +274,7 @@ public struct Database: CloudletDatabase {
                         })
                     let results = try planner.plan(ops, atomic: atomic)
                     return (planner.mutations, results)
-                }
+                })
                 return (results, lsn.map { (partition, $0) })
             } catch let needs as BatchPlanner.NeedsSchema {
                 try await store.addSchema(needs.mutations)

@@ -103,11 +103,21 @@ package final class Partition: Sendable {
         checkpointTrigger.reset(bytes: replayedBytes, lastLSN: afterLSN)
     }
 
+    /// ``commit(admitOverLimit:_:)`` for async callers: waits for room in the log first, suspending (the log's
+    /// backpressure never blocks a thread of the cooperative pool), then commits without waiting again.
+    package func commit<R>(
+        waitingForRoom plan: (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R)
+    ) async throws -> (result: R, lsn: UInt64?) {
+        try await log.waitForRoom()
+        return try commit(admitOverLimit: true, plan)
+    }
+
     /// Runs `plan` under the writer lock with the LSN its commit will get; stages the mutations it returns (if any)
     /// as one frame and applies them. Returns the plan's result and the LSN to wait for (nil if nothing was written).
-    package func commit<R>(_ plan: (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R)) throws -> (
-        result: R, lsn: UInt64?
-    ) {
+    /// Blocks on the log's backpressure unless `admitOverLimit` (``Log/stage(type:payload:compressible:admitOverLimit:)``).
+    package func commit<R>(
+        admitOverLimit: Bool = false, _ plan: (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R)
+    ) throws -> (result: R, lsn: UInt64?) {
         let (result, lsn, bytes) = try state.withLock { st -> (R, UInt64?, Int) in
             let lsn = st.lastLSN + 1
             let (mutations, result) = try plan(st, lsn)
@@ -116,7 +126,7 @@ package final class Partition: Sendable {
             let (payload, slots, sizes) = commit.encode(version: payloadVersion)
             // From version 2 stored as it is: the records are compressed blocks of their own, read in place.
             let (staged, position) = try log.stage(
-                type: Commit.frameType, payload: payload, compressible: payloadVersion < 2)
+                type: Commit.frameType, payload: payload, compressible: payloadVersion < 2, admitOverLimit: admitOverLimit)
             precondition(staged == lsn, "partition \(id): staged LSN \(staged), expected \(lsn)")
             var previous: [Int: RecordEntry] = [:]
             let publishing = publisher.isActive
