@@ -39,16 +39,15 @@ package struct CommitOutline {
         return CommitOutline(zones: reader.zones, entries: entries, count: reader.count, version: reader.version)
     }
 
-    /// Whether entry `e` of the commit at `lsn` is current in `st` (``PartitionState/isLive(_:lsn:index:)``).
-    func isLive(_ e: Entry, lsn: UInt64, in st: PartitionState) -> Bool {
+    /// What entry `e` keeps current while it is live (``PartitionState/isLive(_:lsn:index:)``).
+    func liveTarget(_ e: Entry) -> LiveTarget {
         switch e.kind {
-        case .putRecord, .deleteRecord:
-            return st.entry(zones[e.zone!], e.name!)?.change == ChangePoint(lsn: lsn, index: e.index)
-        case .createZone: return st.zones[zones[e.zone!]]?.createdLSN == lsn
-        case .deleteZone: return st.deletedZones[zones[e.zone!]]?.lsn == lsn
-        case .catalogVersion: return st.catalogMark?.lsn == lsn
+        case .putRecord, .deleteRecord: .record(zones[e.zone!], e.name!)
+        case .createZone: .zoneCreation(zones[e.zone!])
+        case .deleteZone: .zoneDeletion(zones[e.zone!])
+        case .catalogVersion: .catalogVersion
         case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription, .skipped:
-            return !e.legacyCatalog
+            e.legacyCatalog ? .never : .always
         }
     }
 

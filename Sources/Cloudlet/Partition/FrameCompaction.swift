@@ -35,7 +35,7 @@ package struct FrameCompaction {
             throw CloudletError.corruption(
                 "segment \(frame.path) offset \(frame.position.offset): frame LSN \(frame.lsn): \(e.message)")
         }
-        live = outline.entries.map { [outline, frame] e in outline.isLive(e, lsn: frame.lsn, in: state) }
+        live = outline.entries.map { [outline, frame] e in state.isLive(outline.liveTarget(e), lsn: frame.lsn, index: e.index) }
     }
 
     var liveCount: Int { live.reduce(0) { $0 + ($1 ? 1 : 0) } }

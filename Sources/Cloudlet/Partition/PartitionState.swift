@@ -33,6 +33,34 @@ package struct RecordEntry: Sendable, Hashable {
     func pageCost(_ name: String) -> Int { deleted ? name.utf8.count + 64 : Int(slot.recordLength) }
 }
 
+/// What a mutation keeps current while it is live (``PartitionState/isLive(_:lsn:index:)``).
+package enum LiveTarget {
+    /// A record's version or tombstone.
+    case record(ZoneKey, String)
+    case zoneCreation(ZoneKey)
+    case zoneDeletion(ZoneKey)
+    /// The partition's catalog-version mark.
+    case catalogVersion
+    /// Index definitions and purges.
+    case always
+    /// Catalog mutations in a data partition's log (format 1).
+    case never
+}
+
+extension Mutation {
+    package var liveTarget: LiveTarget {
+        switch self {
+        case .putRecord(let z, let r, _): .record(z, r.recordName)
+        case .deleteRecord(let z, let name, _, _): .record(z, name)
+        case .createZone(let z): .zoneCreation(z)
+        case .deleteZone(let z, _): .zoneDeletion(z)
+        case .catalogVersion: .catalogVersion
+        case .schemaField, .schemaReset, .index(.flags), .saveSubscription, .deleteSubscription: .never
+        case .purge, .index: .always
+        }
+    }
+}
+
 /// A point in a partition's change order: a commit's LSN and a mutation's index inside it.
 package struct ChangePoint: Hashable, Comparable, Sendable {
     var lsn: UInt64
@@ -288,18 +316,20 @@ package struct PartitionState: Sendable {
     /// Whether mutation `index` of the commit at `lsn` is still current: the version or tombstone a record's entry
     /// holds, the creation of a zone that exists, the deletion of a zone that stays deleted, the partition's current
     /// catalog-version mark; index definitions and purges always are, catalog mutations (left in partition 0 by a
-    /// format-1 store) never. Compaction keeps exactly the live ones.
-    package func isLive(_ m: Mutation, lsn: UInt64, index: UInt32) -> Bool {
-        switch m {
-        case .putRecord(let z, let r, _): return entry(z, r.recordName)?.change == ChangePoint(lsn: lsn, index: index)
-        case .deleteRecord(let z, let name, _, _): return entry(z, name)?.change == ChangePoint(lsn: lsn, index: index)
-        case .createZone(let z): return zones[z]?.createdLSN == lsn
-        case .deleteZone(let z, _): return deletedZones[z]?.lsn == lsn
-        case .schemaField, .schemaReset, .index(.flags), .saveSubscription, .deleteSubscription: return false
-        case .catalogVersion: return catalogMark?.lsn == lsn
-        case .purge, .index: return true
+    /// format-1 store) never. Compaction keeps exactly the live ones. The one liveness rule: replay and the tools ask
+    /// it of a ``Mutation``, compaction of a ``CommitOutline/Entry``, both through their ``LiveTarget``.
+    package func isLive(_ target: LiveTarget, lsn: UInt64, index: UInt32) -> Bool {
+        switch target {
+        case .record(let z, let name): entry(z, name)?.change == ChangePoint(lsn: lsn, index: index)
+        case .zoneCreation(let z): zones[z]?.createdLSN == lsn
+        case .zoneDeletion(let z): deletedZones[z]?.lsn == lsn
+        case .catalogVersion: catalogMark?.lsn == lsn
+        case .always: true
+        case .never: false
         }
     }
+
+    package func isLive(_ m: Mutation, lsn: UInt64, index: UInt32) -> Bool { isLive(m.liveTarget, lsn: lsn, index: index) }
 
     /// What a purge may forget: the LSN of the newest tombstone (or zone deletion) such that it and every older
     /// one were deleted before `cutoff` (ms since 1970). Tokens at or after it missed nothing; nil when there is
