@@ -98,6 +98,9 @@ public final class FaultInjectingFileSystem: FileSystem {
     public func remove(_ path: String) throws(FileSystemError) { try base.remove(path) }
     public func fsyncDirectory(_ path: String) throws(FileSystemError) { try base.fsyncDirectory(path) }
     public func fileExists(_ path: String) -> Bool { base.fileExists(path) }
+    public func lockFile(_ path: String, exclusive: Bool) throws(FileSystemError) -> any FileLock {
+        try base.lockFile(path, exclusive: exclusive)
+    }
 
     /// What a pwrite of `count` bytes may do: all of it, a prefix then fail, or fail.
     enum WriteDecision {
