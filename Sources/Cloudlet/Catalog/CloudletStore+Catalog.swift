@@ -132,7 +132,7 @@ extension CloudletStore {
         }
         var migrated = metadata
         migrated.format = StoreMetadata.currentFormat
-        try migrated.save(directory: path)
+        try migrated.save(directory: path, fileSystem: fileSystem)
         partitions[0].state.withLock { $0.legacyCatalog = nil }
         StoreLog.note("\(path): \(migration)")
         return (migrated, migration)

@@ -50,9 +50,9 @@ public final class CloudletStore: Sendable {
     }
 
     /// Opens the store with the exclusive lock the caller already holds (`cloudlet-tool`'s mutating commands take it
-    /// before touching any file); closing the store releases it.
+    /// before touching any file), on the lock's file system; closing the store releases it.
     package convenience init(path: String, configuration: StoreConfiguration, holding lock: StoreLock) throws {
-        try self.init(path: path, configuration: configuration, lock: lock)
+        try self.init(path: path, configuration: configuration, lock: lock, fileSystem: lock.fileSystem)
     }
 
     private init(
@@ -61,11 +61,11 @@ public final class CloudletStore: Sendable {
         self.path = path
         self.configuration = configuration
         if !configuration.readOnly { try io { () throws(FileSystemError) in try fs.createDirectory(path) } }
-        lock = configuration.readOnly ? nil : try held ?? StoreLock(directory: path)
+        lock = configuration.readOnly ? nil : try held ?? StoreLock(directory: path, fileSystem: fs)
         var parts: [Partition] = []
         var openedCatalog: Catalog?
         do {
-            let found = try StoreMetadata.loadOrCreate(directory: path, configuration: configuration)
+            let found = try StoreMetadata.loadOrCreate(directory: path, configuration: configuration, fileSystem: fs)
             let legacy = found.format == StoreMetadata.partitionZeroCatalogFormat
             for p in 0..<found.partitions {
                 let dir = path + "/" + StoreMetadata.partitionDirectoryName(p)
