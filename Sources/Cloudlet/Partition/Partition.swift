@@ -30,15 +30,20 @@ package final class Partition: Sendable {
     package let checkpointLSN: UInt64?
     /// Online compaction: settings, progress, counters.
     let compaction: CompactionControl
+    /// Where failed background work is reported (the store's).
+    let backgroundErrors: BackgroundErrors
+    /// What opening found wrong and worked around (a damaged checkpoint set aside, a torn log tail cut off).
+    package let recoveryFindings: [String]
 
     /// Opens the partition in `directory`, recovering its state. `legacyCatalog` (partition 0 of a format-1 store):
     /// replay the whole log, checkpoints ignored, gathering the catalog mutations it holds into
     /// ``PartitionState/legacyCatalog`` for the migration.
     init(
         id: UInt32, directory: String, configuration: StoreConfiguration, fileSystem: any FileSystem,
-        legacyCatalog: Bool = false
+        backgroundErrors: BackgroundErrors, legacyCatalog: Bool = false
     ) throws {
         self.id = id
+        self.backgroundErrors = backgroundErrors
         self.directory = directory
         checkpointTrigger = CheckpointTrigger(interval: configuration.checkpointInterval)
         self.tombstoneRetention = configuration.tombstoneRetention
@@ -51,14 +56,18 @@ package final class Partition: Sendable {
         if legacyCatalog { initial.legacyCatalog = CatalogState() }
         // A checkpoint taken under another compaction generation points at frames that have moved: replay instead.
         let generation = try CompactionMarker.load(directory: directory, fileSystem: fileSystem)?.generation ?? 0
-        if !legacyCatalog, let ckpt = try checkpoints.loadLatest(),
-            let decoded = try PartitionState.decodeCheckpoint(ckpt.payload, next: ckpt.next),
-            decoded.compactionGeneration == generation
-        {
-            initial = decoded
-            afterLSN = ckpt.lsn
-            hint = ckpt.next
-            usedCheckpoint = ckpt.lsn
+        var rejected: [CheckpointStore.CheckpointFile] = []
+        if !legacyCatalog {
+            let found: (lsn: UInt64, next: FramePosition?, payload: [UInt8])?
+            (found, rejected) = try checkpoints.loadNewest()
+            if let ckpt = found, let decoded = try PartitionState.decodeCheckpoint(ckpt.payload, next: ckpt.next),
+                decoded.compactionGeneration == generation
+            {
+                initial = decoded
+                afterLSN = ckpt.lsn
+                hint = ckpt.next
+                usedCheckpoint = ckpt.lsn
+            }
         }
         var logConfig = LogConfiguration()
         logConfig.durability = configuration.durability
@@ -93,11 +102,29 @@ package final class Partition: Sendable {
         replayed.compactionGeneration = log.compactionMarker?.generation ?? 0
         framesReplayed = replayedFrames
         checkpointLSN = usedCheckpoint
+        recoveryFindings = Self.recoveryFindings(rejected: rejected, recovery: log.recovery, of: "partition \(id)")
         state = Mutex(replayed)
         cache = RecordCache(capacity: configuration.recordCacheSize)
         publisher = ChangePublisher(partition: Int(id))
         compaction = CompactionControl(configuration: configuration.compaction)
         checkpointTrigger.reset(bytes: replayedBytes, lastLSN: afterLSN)
+        log.onFailure { [id, backgroundErrors] failure in backgroundErrors.record(.flush, in: "partition \(id)", failure) }
+    }
+
+    /// What opening a log and its checkpoints (a partition's, the catalog's: `owner`) found wrong and worked
+    /// around — damaged checkpoints passed over, a torn tail cut off — each also written to standard error.
+    static func recoveryFindings(
+        rejected: [CheckpointStore.CheckpointFile], recovery: LogRecoveryReport, of owner: String
+    ) -> [String] {
+        var findings = rejected.map {
+            "set aside damaged checkpoint \($0.path) (\($0.problem ?? "damaged")) and replayed the log instead"
+        }
+        if let torn = recovery.tornTail {
+            findings.append(
+                "cut a torn write off the end of \(torn.path) at offset \(torn.offset) (\(torn.droppedBytes) bytes: \(torn.reason))")
+        }
+        for finding in findings { StoreLog.warning("\(owner): \(finding)") }
+        return findings
     }
 
     /// Runs `plan` under the writer lock with the LSN its commit will get; stages the mutations it returns (if any)
@@ -237,20 +264,26 @@ package final class Partition: Sendable {
     private func noteWritten(_ bytes: Int) {
         guard checkpointTrigger.noteWritten(bytes) else { return }
         DispatchQueue.global(qos: .utility).async { [self] in
-            inBackground("purging old tombstones") {
-                _ = try purgeTombstones(olderThan: Int64((Date().timeIntervalSince1970 - tombstoneRetention) * 1000))
-            }
-            inBackground("writing a checkpoint") { _ = try writeCheckpoint() }
+            purgeAndCheckpoint()
             checkpointTrigger.finished()
         }
     }
 
-    /// Runs background work whose caller has gone: a failure is logged (it is also the next write's error when the
-    /// log failed), except the one of a partition closing under it.
-    func inBackground(_ what: String, _ work: () throws -> Void) {
+    /// The background work of the checkpoint trigger: purges tombstones past retention, then writes a checkpoint;
+    /// each failure is reported (``BackgroundErrors``), the checkpoint is tried even when the purge failed.
+    func purgeAndCheckpoint() {
+        inBackground(.purge) {
+            _ = try purgeTombstones(olderThan: Int64((Date().timeIntervalSince1970 - tombstoneRetention) * 1000))
+        }
+        inBackground(.checkpoint) { _ = try writeCheckpoint() }
+    }
+
+    /// Runs background work whose caller has gone: a failure goes to the store's ``BackgroundErrors`` (statistics,
+    /// metrics, standard error) — except that of work a closing partition stopped, which is no failure.
+    func inBackground(_ job: BackgroundJob, _ work: () throws -> Void) {
         do { try work() } catch {
-            guard !compaction.isCancelled else { return }
-            StoreLog.warning("partition \(id): \(what) failed: \(error)")
+            if compaction.isCancelled && log.failure == nil, (error as? CloudletError)?.code == .readOnly { return }
+            backgroundErrors.record(job, in: "partition \(id)", error)
         }
     }
 
