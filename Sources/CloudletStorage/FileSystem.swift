@@ -136,6 +136,16 @@ extension FileSystem {
         return try file.read(at: 0, count: Int(try file.size()))
     }
 
+    /// Opens the file a ``lockFile(_:exclusive:)`` locks: for reading and writing, created if missing, when
+    /// `exclusive`; else read-only (a read-only file system cannot have a writer), created only if missing.
+    package func openForLocking(_ path: String, exclusive: Bool) throws(FileSystemError) -> any File {
+        if exclusive { return try open(path, options: .create) }
+        do throws(FileSystemError) { return try open(path, options: .readOnly) } catch {
+            guard error.errno == ENOENT else { throw error }
+            return try open(path, options: .create)
+        }
+    }
+
     /// Copies the file at `from` to `to` (created or emptied) and makes the copy durable: its data fdatasync'd, its
     /// name fsync'd into its directory.
     public func copyFile(_ from: String, to: String) throws(FileSystemError) {

@@ -72,16 +72,8 @@ public struct PosixFileSystem: FileSystem {
     public func fileExists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
     public func lockFile(_ path: String, exclusive: Bool) throws(FileSystemError) -> any FileLock {
-        let file: PosixFile
-        if exclusive {
-            file = try openFile(path, options: .create)
-        } else {
-            // A read-only file system cannot have a writer, so a shared lock needs no write access.
-            do throws(FileSystemError) { file = try openFile(path, options: .readOnly) } catch {
-                guard error.errno == ENOENT else { throw error }
-                file = try openFile(path, options: .create)
-            }
-        }
+        // open(_:options:) makes nothing but PosixFiles.
+        let file = try openForLocking(path, exclusive: exclusive) as! PosixFile
         do throws(FileSystemError) {
             try retryingEINTR("flock", path) { flock(file.fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) }
         } catch {

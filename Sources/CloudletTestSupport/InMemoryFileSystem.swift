@@ -121,15 +121,7 @@ public final class InMemoryFileSystem: FileSystem {
     }
 
     public func lockFile(_ path: String, exclusive: Bool) throws(FileSystemError) -> any FileLock {
-        let file: any File
-        if exclusive {
-            file = try open(path, options: .create)
-        } else {
-            do throws(FileSystemError) { file = try open(path, options: .readOnly) } catch {
-                guard error.errno == ENOENT else { throw error }
-                file = try open(path, options: .create)
-            }
-        }
+        let file = try openForLocking(path, exclusive: exclusive)
         let inode = (file as! InMemoryFile).inode
         let number = state.withLock { s -> Int? in
             let held = s.locks[inode] ?? [:]

@@ -51,16 +51,11 @@ struct FaultyStore {
 /// The LSN in a checkpoint file's name (`checkpoint-<20 digits>.ckpt`).
 func checkpointLSN(_ name: String) -> UInt64? { UInt64(name.dropFirst("checkpoint-".count).dropLast(".ckpt".count)) }
 
-/// Every record of the default zone among `names`, by name, with its title.
+/// The titles of the records among `names` that exist in `zone`, by name.
 func titles(_ db: Database, _ names: [String], zone: ZoneID = .default) async throws -> [String: String] {
-    var out: [String: String] = [:]
-    for name in names {
-        do {
-            let r = try await db.record(for: RecordID(recordName: name, zoneID: zone))
-            if case .string(let t) = r["title"] { out[name] = t }
-        } catch CloudletError.Code.unknownItem {}
+    try await existingRecords(db, names, zone: zone).compactMapValues { r in
+        if case .string(let t) = r["title"] { t } else { nil }
     }
-    return out
 }
 
 @Suite("Store faults: EIO, ENOSPC, damaged checkpoints, failed background work")

@@ -14,16 +14,24 @@ func openStore(
     try await ThreadBridge.offload { try CloudletStore(path: path, configuration: configuration, fileSystem: fileSystem) }
 }
 
-/// Every record of the default zone of `db`'s owner, by name, as "title count".
-func contents(_ db: Database, names: some Sequence<String>) async throws -> [String: String] {
-    var out: [String: String] = [:]
+/// The records among `names` that exist in `zone`, by name.
+func existingRecords(_ db: Database, _ names: some Sequence<String>, zone: ZoneID = .default) async throws
+    -> [String: Record]
+{
+    var out: [String: Record] = [:]
     for name in names {
-        do {
-            let r = try await db.record(for: RecordID(recordName: name))
-            out[name] = "\(r["title"].map { "\($0)" } ?? "-") \(r["count"].map { "\($0)" } ?? "-")"
-        } catch CloudletError.Code.unknownItem {}
+        do { out[name] = try await db.record(for: RecordID(recordName: name, zoneID: zone)) } catch CloudletError.Code
+            .unknownItem
+        {}
     }
     return out
+}
+
+/// The records among `names` in the default zone of `db`, by name, as "title count".
+func contents(_ db: Database, names: some Sequence<String>) async throws -> [String: String] {
+    try await existingRecords(db, names).mapValues { r in
+        "\(r["title"].map { "\($0)" } ?? "-") \(r["count"].map { "\($0)" } ?? "-")"
+    }
 }
 
 @Suite("A whole store on the file-system seam")
