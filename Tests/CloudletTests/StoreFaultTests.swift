@@ -135,6 +135,8 @@ struct StoreFaultTests {
         #expect(next?.message == full?.message)
         #expect(s.faults.writeCount == writes)
         #expect(try await titles(db, ["a"]) == ["a": "A"])
+        // The failed batch is not served: reading one of its records fails with the error.
+        await expectError(.quotaExceeded) { try await db.record(for: RecordID(recordName: "w3", zoneID: zone)) }
         #expect(s.store.statistics.readOnlyReasons.first?.contains(String(cString: strerror(ENOSPC))) == true)
 
         await expectError(.quotaExceeded) { try await s.store.close() }

@@ -111,7 +111,8 @@ package final class Catalog: Sendable {
         log = opened
         framesReplayed = replayed
         checkpointLSN = usedCheckpoint
-        recoveryFindings = Partition.recoveryFindings(rejected: rejected, recovery: opened.recovery, of: "catalog")
+        recoveryFindings = Partition.recoveryFindings(
+            rejected: rejected, recovery: opened.recovery, of: "catalog", readOnly: configuration.readOnly)
         writer = Mutex(state)
         visible = Mutex(Visible(current: state))
         checkpointTrigger.reset(bytes: replayedBytes, lastLSN: usedCheckpoint ?? 0)

@@ -102,7 +102,8 @@ package final class Partition: Sendable {
         replayed.compactionGeneration = log.compactionMarker?.generation ?? 0
         framesReplayed = replayedFrames
         checkpointLSN = usedCheckpoint
-        recoveryFindings = Self.recoveryFindings(rejected: rejected, recovery: log.recovery, of: "partition \(id)")
+        recoveryFindings = Self.recoveryFindings(
+            rejected: rejected, recovery: log.recovery, of: "partition \(id)", readOnly: configuration.readOnly)
         state = Mutex(replayed)
         cache = RecordCache(capacity: configuration.recordCacheSize)
         publisher = ChangePublisher(partition: Int(id))
@@ -112,18 +113,22 @@ package final class Partition: Sendable {
     }
 
     /// What opening a log and its checkpoints (a partition's, the catalog's: `owner`) found wrong and worked
-    /// around — damaged checkpoints passed over, a torn tail cut off — each also written to standard error.
+    /// around — damaged checkpoints passed over, a torn tail cut off — each also written to standard error unless
+    /// `readOnly` (the offline tools report what they find their own way, and a read-only open cuts nothing).
     static func recoveryFindings(
-        rejected: [CheckpointStore.CheckpointFile], recovery: LogRecoveryReport, of owner: String
+        rejected: [CheckpointStore.CheckpointFile], recovery: LogRecoveryReport, of owner: String, readOnly: Bool
     ) -> [String] {
         var findings = rejected.map {
             "set aside damaged checkpoint \($0.path) (\($0.problem ?? "damaged")) and replayed the log instead"
         }
         if let torn = recovery.tornTail {
+            let what = "\(torn.droppedBytes) bytes at offset \(torn.offset): \(torn.reason)"
             findings.append(
-                "cut a torn write off the end of \(torn.path) at offset \(torn.offset) (\(torn.droppedBytes) bytes: \(torn.reason))")
+                readOnly
+                    ? "ignored a torn write at the end of \(torn.path) (\(what)); a read-write open cuts it off"
+                    : "cut a torn write off the end of \(torn.path) (\(what))")
         }
-        for finding in findings { StoreLog.warning("\(owner): \(finding)") }
+        if !readOnly { for finding in findings { StoreLog.warning("\(owner): \(finding)") } }
         return findings
     }
 
