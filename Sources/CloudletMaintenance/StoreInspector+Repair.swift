@@ -1,7 +1,6 @@
 import Cloudlet
 import CloudletCore
 import CloudletStorage
-import Foundation
 
 /// What `cloudlet-tool repair` did, or would do.
 package struct RepairReport: Sendable {
@@ -35,7 +34,7 @@ extension StoreInspector {
     /// (its checkpoints are set aside and a full replay writes a new one). Everything changed or removed is first
     /// saved under `backupDirectory` (`p0000/…`): replaced segments are moved there, a segment with a torn tail is
     /// copied. Refuses — changing nothing — when the log has damage no drop range covers. `lock` is the store's
-    /// exclusive lock, held by the caller; it is released when this returns.
+    /// exclusive lock, held by the caller on the inspector's file system; it is released when this returns.
     package func repair(
         drops: [DropRange], backupDirectory: String, lock: StoreLock, dryRun: Bool, rebuild: Bool,
         progress: ProgressHandler? = nil
@@ -95,7 +94,7 @@ extension StoreInspector {
         report.backupDirectory = backupDirectory
         if dryRun { return report }
 
-        let fs = PosixFileSystem()
+        let fs = fileSystem
         func backup(_ p: Int) throws -> String {
             let dir = backupDirectory + "/" + StoreMetadata.partitionDirectoryName(p)
             try io { () throws(FileSystemError) in try fs.createDirectory(dir) }
@@ -107,13 +106,14 @@ extension StoreInspector {
             let dir = partitionDirectory(p)
             let saved = try backup(p)
             if let drops = entry?.drops, !drops.isEmpty {
-                let outcome = try LogRepair.apply(drops, directory: dir, partition: UInt32(p), backupDirectory: saved)
+                let outcome = try LogRepair.apply(
+                    drops, directory: dir, partition: UInt32(p), backupDirectory: saved, fileSystem: fs)
                 let lost = outcome.lost.map { $0.lowerBound == $0.upperBound ? "\($0.lowerBound)" : "\($0.lowerBound)…\($0.upperBound)" }
                 report.actions.append(
                     "partition \(p): dropped \(outcome.droppedBytes) bytes; LSNs \(lost.isEmpty ? "none" : lost.joined(separator: ", ")) lost; the log through LSN \(outcome.marker.coveredThrough) is now generation \(outcome.marker.generation)")
             }
             for path in entry?.torn ?? [] where fs.fileExists(path) {
-                try FileManager.default.copyItem(atPath: path, toPath: saved + "/" + name(path))
+                try io { () throws(FileSystemError) in try fs.copyFile(path, to: saved + "/" + name(path)) }
             }
             let (checkpoints, temporary) = try CheckpointStore(directory: dir, fileSystem: fs).list()
             let layout = try LogLayout.load(directory: dir, fileSystem: fs)

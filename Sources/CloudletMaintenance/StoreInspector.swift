@@ -63,13 +63,14 @@ package final class StoreInspector: Sendable {
     package let metadata: StoreMetadata
     let fileSystem: any FileSystem
 
-    /// Reads the store's metadata; opens nothing else. Throws `.unknownItem` if `path` holds no store.
-    package init(path: String) throws {
+    /// Reads the store's metadata from `fileSystem` (the real disk unless a test says otherwise); opens nothing
+    /// else. Throws `.unknownItem` if `path` holds no store.
+    package init(path: String, fileSystem: any FileSystem = PosixFileSystem()) throws {
         self.path = path
-        fileSystem = PosixFileSystem()
+        self.fileSystem = fileSystem
         var config = StoreConfiguration()
         config.readOnly = true
-        metadata = try StoreMetadata.loadOrCreate(directory: path, configuration: config)
+        metadata = try StoreMetadata.loadOrCreate(directory: path, configuration: config, fileSystem: fileSystem)
     }
 
     package var partitionCount: Int { metadata.partitions }
@@ -82,7 +83,7 @@ package final class StoreInspector: Sendable {
         var config = StoreConfiguration()
         config.readOnly = true
         config.compaction = .manual
-        return try CloudletStore(path: path, configuration: config)
+        return try CloudletStore(path: path, configuration: config, fileSystem: fileSystem)
     }
 
     /// Calls `body` with every current record version matching `filter` (and tombstone, if it asks), partition by

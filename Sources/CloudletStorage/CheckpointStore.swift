@@ -83,19 +83,28 @@ public final class CheckpointStore: Sendable {
     /// The newest checkpoint whose header, checksums and size check out; falls back to an older one if the newest
     /// is damaged; nil if there is none. Temp files of interrupted writes are ignored.
     public func loadLatest() throws -> (lsn: UInt64, next: FramePosition?, payload: [UInt8])? {
-        let names: [String]
-        do throws(FileSystemError) { names = try fileSystem.listDirectory(directory) } catch {
-            if error.errno == ENOENT { return nil }
-            throw CloudletError.io(error, "listing checkpoint directory \(directory)")
-        }
-        for lsn in names.compactMap({ Self.lsn(fileName: $0) }).sorted(by: >) {
-            let path = Path.join(directory, Self.fileName(lsn: lsn))
-            let bytes = try readFile(path)
-            if let checkpoint = Self.decode(bytes), checkpoint.lsn == lsn { return checkpoint }
-        }
-        return nil
+        try loadNewest().checkpoint
     }
 
+    /// ``loadLatest()``, and the newer checkpoint files it passed over because they did not check out (torn,
+    /// bit-flipped, another LSN than their name's), newest first, each with its ``CheckpointFile/problem``: for the
+    /// caller to report, since it recovers from an older checkpoint or the log instead.
+    public func loadNewest() throws -> (
+        checkpoint: (lsn: UInt64, next: FramePosition?, payload: [UInt8])?, rejected: [CheckpointFile]
+    ) {
+        let names: [String]
+        do throws(FileSystemError) { names = try fileSystem.listDirectory(directory) } catch {
+            if error.errno == ENOENT { return (nil, []) }
+            throw CloudletError.io(error, "listing checkpoint directory \(directory)")
+        }
+        var rejected: [CheckpointFile] = []
+        for lsn in names.compactMap({ Self.lsn(fileName: $0) }).sorted(by: >) {
+            let entry = check(lsn: lsn, bytes: try readFile(Path.join(directory, Self.fileName(lsn: lsn))))
+            guard entry.problem != nil else { return ((lsn, entry.next, entry.payload), rejected) }
+            rejected.append(entry)
+        }
+        return (nil, rejected)
+    }
     static func fileName(lsn: UInt64) -> String { prefix + zeroPadded(lsn) + suffix }
 
     /// The LSN in a checkpoint file name, or nil if `name` is not one (temp files are not).
@@ -142,32 +151,31 @@ public final class CheckpointStore: Sendable {
             if error.errno == ENOENT { return ([], []) }
             throw CloudletError.io(error, "listing checkpoint directory \(directory)")
         }
-        var files: [CheckpointFile] = []
-        for lsn in names.compactMap({ Self.lsn(fileName: $0) }).sorted(by: >) {
-            let path = Path.join(directory, Self.fileName(lsn: lsn))
-            let bytes = try readFile(path)
-            var entry = CheckpointFile(path: path, lsn: lsn, size: UInt64(bytes.count), problem: nil, next: nil, payload: [])
-            switch Self.decodeExplained(bytes) {
-            case .failure(let why): entry.problem = why.reason
-            case .success(let c) where c.lsn != lsn: entry.problem = "holds LSN \(c.lsn), not the \(lsn) of its name"
-            case .success(let c):
-                entry.next = c.next
-                entry.payload = c.payload
-            }
-            files.append(entry)
+        let files = try names.compactMap { Self.lsn(fileName: $0) }.sorted(by: >).map { lsn in
+            check(lsn: lsn, bytes: try readFile(Path.join(directory, Self.fileName(lsn: lsn))))
         }
         let temporary = names.filter { $0.hasPrefix(Self.prefix) && $0.hasSuffix(Self.suffix + Self.tempSuffix) }
             .map { Path.join(directory, $0) }
         return (files, temporary)
     }
 
-    struct Problem: Error {
-        var reason: String
+    /// The checkpoint file of `lsn`, holding `bytes`, checked.
+    private func check(lsn: UInt64, bytes: [UInt8]) -> CheckpointFile {
+        var entry = CheckpointFile(
+            path: Path.join(directory, Self.fileName(lsn: lsn)), lsn: lsn, size: UInt64(bytes.count), problem: nil,
+            next: nil, payload: [])
+        switch Self.decodeExplained(bytes) {
+        case .failure(let why): entry.problem = why.reason
+        case .success(let c) where c.lsn != lsn: entry.problem = "holds LSN \(c.lsn), not the \(lsn) of its name"
+        case .success(let c):
+            entry.next = c.next
+            entry.payload = c.payload
+        }
+        return entry
     }
 
-    /// The checkpoint in `bytes`, or nil if anything does not check out.
-    static func decode(_ bytes: [UInt8]) -> (lsn: UInt64, next: FramePosition?, payload: [UInt8])? {
-        try? decodeExplained(bytes).get()
+    struct Problem: Error {
+        var reason: String
     }
 
     /// The checkpoint in `bytes`, or what does not check out.
@@ -200,11 +208,7 @@ public final class CheckpointStore: Sendable {
 
     /// The whole content of a checkpoint file.
     private func readFile(_ path: String) throws -> [UInt8] {
-        do throws(FileSystemError) {
-            let file = try fileSystem.open(path, options: .readOnly)
-            defer { try? file.close() }
-            return try file.read(at: 0, count: Int(try file.size()))
-        } catch {
+        do throws(FileSystemError) { return try fileSystem.readFile(path) } catch {
             throw CloudletError.io(error, "reading checkpoint \(path)")
         }
     }

@@ -2,7 +2,7 @@ import CloudletCore
 
 extension CloudletError {
     /// An `.io` error for a failed file-system call: what we were doing, then the call, path and errno.
-    static func io(_ error: FileSystemError, _ doing: String) -> CloudletError {
+    package static func io(_ error: FileSystemError, _ doing: String) -> CloudletError {
         CloudletError(.io, "\(doing): \(error)", cause: error)
     }
 

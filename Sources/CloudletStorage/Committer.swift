@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CloudletCore
 
 /// The group commit of one ``Log``, run on its own thread: takes everything staged, writes it (creating new
@@ -124,23 +127,29 @@ final class Committer: @unchecked Sendable {
         for waiter in ready { waiter.continuation.resume() }
     }
 
-    /// Records the fatal error: the log goes read-only and every waiter, now and later, gets it.
+    /// Records the fatal error: the log goes read-only and every waiter, now and later, gets it. A full disk
+    /// (`ENOSPC`, `EDQUOT`) is `.quotaExceeded`, any other failure `.readOnly`; both name the call, file and errno.
     func fail(_ error: FileSystemError) {
+        let full = error.errno == ENOSPC || error.errno == EDQUOT
         let failure = CloudletError(
-            .readOnly,
-            "partition \(partition) is read-only after a failed \(error.operation) on \(error.path): \(error.errnoText) (errno \(error.errno))",
+            full ? .quotaExceeded : .readOnly,
+            "partition \(partition) is read-only after a failed \(error.operation) on \(error.path): \(error.errnoText) "
+                + "(errno \(error.errno))" + (full ? "; free space on the disk, then reopen the store" : ""),
             cause: error)
-        let waiters = monitor.withLock { s -> [LogState.Waiter] in
-            if s.failure == nil { s.failure = failure }
+        // Waiters get the first failure, which may be an earlier one than this.
+        let (first, waiters, handler) = monitor.withLock {
+            s -> (CloudletError, [LogState.Waiter], (@Sendable (CloudletError) -> Void)?) in
+            let handler = s.fail(failure)
             s.pending = []
             s.chunks = []
             s.inflightBytes = 0
             let waiters = s.waiters
             s.waiters = []
-            return waiters
+            return (s.failure!, waiters, handler)
         }
         monitor.broadcast(.progress)
-        for waiter in waiters { waiter.continuation.resume(throwing: failure) }
+        for waiter in waiters { waiter.continuation.resume(throwing: first) }
+        handler?(failure)
     }
 
     /// The final sync of ``Log/close()``, also under `.os` durability; call only after the thread was joined.

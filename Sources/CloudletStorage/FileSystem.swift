@@ -58,6 +58,20 @@ public protocol FileSystem: Sendable {
     func fsyncDirectory(_ path: String) throws(FileSystemError)
     /// Whether a file or directory exists at `path`.
     func fileExists(_ path: String) -> Bool
+    /// Locks the file at `path` without waiting, as `flock(2)` with `LOCK_NB` does: `exclusive`ly, or shared with
+    /// other shared holders. An exclusive lock opens the file for reading and writing, creating it if missing; a
+    /// shared one opens it read-only (creating it only if missing). Fails with `EWOULDBLOCK` while a conflicting
+    /// lock is held — by another process or by another ``FileLock`` of this one. The lock lasts until
+    /// ``FileLock/release()`` or the end of the process.
+    func lockFile(_ path: String, exclusive: Bool) throws(FileSystemError) -> any FileLock
+}
+
+/// A lock taken by ``FileSystem/lockFile(_:exclusive:)``.
+public protocol FileLock: AnyObject, Sendable {
+    /// The locked file, open for as long as the lock is held (the holder may note who it is in it).
+    var file: any File { get }
+    /// Releases the lock and closes ``file``. Idempotent.
+    func release()
 }
 
 /// An open file. Safe to use from several threads at once: reads and writes are positioned (`pread`/`pwrite`).
@@ -110,6 +124,42 @@ extension File {
         try bytes.withUnsafeBytes { buffer in
             Result { () throws(FileSystemError) in try pwrite(buffer, at: offset) }
         }.get()
+    }
+}
+
+extension FileSystem {
+    /// The whole content of the file at `path`.
+    public func readFile(_ path: String) throws(FileSystemError) -> [UInt8] {
+        let file = try open(path, options: .readOnly)
+        // Only read: a failed close loses nothing.
+        defer { try? file.close() }
+        return try file.read(at: 0, count: Int(try file.size()))
+    }
+
+    /// Opens the file a ``lockFile(_:exclusive:)`` locks: for reading and writing, created if missing, when
+    /// `exclusive`; else read-only (a read-only file system cannot have a writer), created only if missing.
+    package func openForLocking(_ path: String, exclusive: Bool) throws(FileSystemError) -> any File {
+        if exclusive { return try open(path, options: .create) }
+        do throws(FileSystemError) { return try open(path, options: .readOnly) } catch {
+            guard error.errno == ENOENT else { throw error }
+            return try open(path, options: .create)
+        }
+    }
+
+    /// Copies the file at `from` to `to` (created or emptied) and makes the copy durable: its data fdatasync'd, its
+    /// name fsync'd into its directory.
+    public func copyFile(_ from: String, to: String) throws(FileSystemError) {
+        let bytes = try readFile(from)
+        let copy = try open(to, options: [.create, .truncate])
+        do throws(FileSystemError) {
+            try copy.write(bytes, at: 0)
+            try copy.fdatasync()
+        } catch {
+            try? copy.close()
+            throw error
+        }
+        try copy.close()
+        try fsyncDirectory(Path.parent(to))
     }
 }
 

@@ -66,12 +66,13 @@ extension Log {
     }
 
     /// Makes a finished compaction take effect: ``writeCompactionMarker(_:)``, ``swapInCompaction(_:)``, then
-    /// ``removeSegmentFiles(_:)``. Returns the replaced (deleted) files.
+    /// ``removeSegmentFiles(_:)``. Returns the replaced (deleted) files. A failure to remove them is thrown after the
+    /// compaction took effect.
     @discardableResult
     public func installCompaction(_ writer: CompactionWriter) throws -> [String] {
         try writeCompactionMarker(writer)
         let replaced = swapInCompaction(writer)
-        removeSegmentFiles(replaced)
+        try removeSegmentFiles(replaced)
         return replaced
     }
 
@@ -100,13 +101,11 @@ extension Log {
         } catch {
             let failure = CloudletError.io(error.error, "writing the compaction marker of \(directory)")
             if error.durabilityUnknown {
-                monitor.withLock { s in
-                    if s.failure == nil {
-                        s.failure = CloudletError(
-                            .readOnly, "partition \(partition) is read-only: \(failure.message)", cause: error.error)
-                    }
+                let handler = monitor.withLock { s in
+                    s.fail(CloudletError(.readOnly, "partition \(partition) is read-only: \(failure.message)", cause: error.error))
                 }
                 monitor.broadcast(.progress)
+                handler?(monitor.withLock { $0.failure! })
             } else {
                 abandonCompaction(writer)
             }
@@ -137,11 +136,20 @@ extension Log {
         }
     }
 
-    /// Deletes segment files a compaction replaced. Failing to leaves files that the next open removes.
-    public func removeSegmentFiles(_ paths: [String]) {
+    /// Deletes segment files a compaction replaced, every one it can. Failing to leaves files that the next open
+    /// removes (the marker says they are replaced), so a failure loses nothing; it is thrown (`.io`, naming the
+    /// first failed call and how many failed) for the caller to report.
+    public func removeSegmentFiles(_ paths: [String]) throws {
         guard !paths.isEmpty else { return }
-        for path in paths { try? fileSystem.remove(path) }
-        try? fileSystem.fsyncDirectory(directory)
+        var failures: [FileSystemError] = []
+        for path in paths {
+            do throws(FileSystemError) { try fileSystem.remove(path) } catch { failures.append(error) }
+        }
+        do throws(FileSystemError) { try fileSystem.fsyncDirectory(directory) } catch { failures.append(error) }
+        if let first = failures.first {
+            throw CloudletError.io(
+                first, "removing the \(paths.count) segment file(s) a compaction replaced in \(directory) (\(failures.count) call(s) failed; the next open removes what is left)")
+        }
     }
 
     /// Gives up a compaction: deletes what it wrote and lets another one start.

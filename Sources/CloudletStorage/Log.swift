@@ -252,6 +252,17 @@ public final class Log: Sendable {
     /// Set once the log went read-only after a failed write or fdatasync.
     public var failure: CloudletError? { monitor.withLock { $0.failure } }
 
+    /// Calls `handler` once with the log's failure when it fails — at once if it already has — on the thread that
+    /// saw it fail (the committer's, mostly): the owner's way to report a failure no caller may be waiting for.
+    /// Replaces an earlier handler.
+    public func onFailure(_ handler: @escaping @Sendable (CloudletError) -> Void) {
+        let failed = monitor.withLock { s -> CloudletError? in
+            s.failureHandler = handler
+            return s.failure
+        }
+        if let failed { handler(failed) }
+    }
+
     /// The segment files written so far, oldest first.
     public func segments() -> [SegmentInfo] {
         monitor.withLock { s in

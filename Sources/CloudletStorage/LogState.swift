@@ -59,6 +59,8 @@ struct LogState {
     var waiters: [Waiter] = []
     /// Set once, by the first failed write or fdatasync; the log is read-only from then on.
     var failure: CloudletError?
+    /// Told of ``failure`` once, when it is set (``Log/onFailure(_:)``).
+    var failureHandler: (@Sendable (CloudletError) -> Void)?
     var stats = LogStats()
 
     // Readers and lifecycle.
@@ -76,6 +78,14 @@ struct LogState {
     var highestGeneration: UInt32 = 0
     /// Set while a compaction of this log is between ``Log/beginCompaction()`` and its install or abandonment.
     var compacting = false
+
+    /// Makes `error` the log's failure unless it already failed; returns the handler to tell of it (outside the
+    /// lock) when this is the first failure.
+    mutating func fail(_ error: CloudletError) -> (@Sendable (CloudletError) -> Void)? {
+        guard failure == nil else { return nil }
+        failure = error
+        return failureHandler
+    }
 
     init(lastLSN: UInt64, segments: [Segment]) {
         self.lastLSN = lastLSN

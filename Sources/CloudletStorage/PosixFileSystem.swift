@@ -12,7 +12,7 @@ public struct PosixFileSystem: FileSystem {
         try openFile(path, options: options)
     }
 
-    /// ``open(_:options:)`` with the concrete type, for callers that need the descriptor (``StoreLock``).
+    /// ``open(_:options:)`` with the concrete type, for callers that need the descriptor (``lockFile(_:exclusive:)``).
     func openFile(_ path: String, options: OpenOptions) throws(FileSystemError) -> PosixFile {
         var flags = O_CLOEXEC | (options.contains(.readOnly) ? O_RDONLY : O_RDWR)
         if options.contains(.create) { flags |= O_CREAT }
@@ -70,6 +70,40 @@ public struct PosixFileSystem: FileSystem {
     }
 
     public func fileExists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+    public func lockFile(_ path: String, exclusive: Bool) throws(FileSystemError) -> any FileLock {
+        // open(_:options:) makes nothing but PosixFiles.
+        let file = try openForLocking(path, exclusive: exclusive) as! PosixFile
+        do throws(FileSystemError) {
+            try retryingEINTR("flock", path) { flock(file.fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) }
+        } catch {
+            // The lock was not taken; closing the descriptor can lose nothing.
+            try? file.close()
+            throw error
+        }
+        return PosixFileLock(file: file)
+    }
+}
+
+/// An `flock` on an open file. Sendable: `posixFile` never changes and `released` is atomic.
+final class PosixFileLock: FileLock {
+    let posixFile: PosixFile
+    private let released = Atomic<Bool>(false)
+
+    init(file: PosixFile) { posixFile = file }
+
+    var file: any File { posixFile }
+
+    func release() {
+        guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        // Unlock before closing: a child process forked meanwhile (before its exec closes the descriptor) shares the
+        // open file description, and closing our descriptor alone would leave the lock held until that exec. Once
+        // unlocked, a failed close can lose nothing.
+        _ = flock(posixFile.fd, LOCK_UN)
+        try? posixFile.close()
+    }
+
+    deinit { release() }
 }
 
 /// A file descriptor. Sendable without a lock: `fd` and `path` never change, `closed` is atomic, and positioned

@@ -8,21 +8,30 @@ import Synchronization
 /// `fault_injection_test.cc`): fail the Nth `fdatasync` with `EIO`, tear a write part-way (the process "dies":
 /// every later write and sync fails), fail every write with `ENOSPC`, or stall every `fdatasync` (a slow disk).
 ///
-/// Counting starts when a fault is armed; faults fire once (except ``failWrites(errno:)``) and are cleared by
-/// ``clearFaults()``.
+/// Counting starts when a fault is armed; faults fire once (except ``failWrites(errno:matching:)``) and are cleared
+/// by ``clearFaults()``. Each fault may be limited to the paths a predicate accepts (`matching`: only checkpoint
+/// files, only the log's segments…); calls on other paths neither fire it nor count towards it.
 public final class FaultInjectingFileSystem: FileSystem {
+    /// Which paths a fault applies to.
+    public typealias PathFilter = @Sendable (String) -> Bool
+
     struct Faults {
         /// Fail the fdatasync call this many calls from now (1 = the next one).
         var fdatasyncCountdown: Int?
         var fdatasyncErrno: Int32 = EIO
+        var fdatasyncPaths: PathFilter?
         /// Tear the pwrite call this many calls from now, keeping `tearKeep` bytes of it.
         var tearCountdown: Int?
         var tearKeep = 0
-        /// Every pwrite fails with this errno.
+        var tearPaths: PathFilter?
+        /// Every pwrite fails with this errno, after writing its first `writeKeep` bytes.
         var writeErrno: Int32?
+        var writeKeep = 0
+        var writePaths: PathFilter?
         /// After a torn write nothing gets written or synced any more.
         var dead = false
         var fdatasyncCalls = 0
+        var fdatasyncCallsByPath: [String: Int] = [:]
         var writeCalls = 0
     }
 
@@ -36,28 +45,38 @@ public final class FaultInjectingFileSystem: FileSystem {
         self.base = base
     }
 
-    /// Makes the `nth` fdatasync from now (1 = the next) fail with `errno`, without syncing anything.
-    public func failFdatasync(nth: Int = 1, errno: Int32 = EIO) {
+    /// Makes the `nth` fdatasync from now (1 = the next) on a path `matching` accepts (nil: any) fail with `errno`,
+    /// without syncing anything.
+    public func failFdatasync(nth: Int = 1, errno: Int32 = EIO, matching paths: PathFilter? = nil) {
         precondition(nth >= 1)
         faults.withLock {
             $0.fdatasyncCountdown = nth
             $0.fdatasyncErrno = errno
+            $0.fdatasyncPaths = paths
         }
     }
 
-    /// Tears the `nth` pwrite from now (1 = the next): only its first `bytes` bytes reach the file underneath, the
-    /// call fails with `EIO`, and every later pwrite and fdatasync fails too, as if the process had died mid-write.
-    public func tearWrite(nth: Int = 1, keeping bytes: Int) {
+    /// Tears the `nth` pwrite from now (1 = the next) on a path `matching` accepts (nil: any): only its first
+    /// `bytes` bytes reach the file underneath, the call fails with `EIO`, and every later pwrite and fdatasync (on
+    /// any path) fails too, as if the process had died mid-write.
+    public func tearWrite(nth: Int = 1, keeping bytes: Int, matching paths: PathFilter? = nil) {
         precondition(nth >= 1 && bytes >= 0)
         faults.withLock {
             $0.tearCountdown = nth
             $0.tearKeep = bytes
+            $0.tearPaths = paths
         }
     }
 
-    /// Makes every pwrite from now on fail with `errno` (a full disk by default) until ``clearFaults()``.
-    public func failWrites(errno: Int32 = ENOSPC) {
-        faults.withLock { $0.writeErrno = errno }
+    /// Makes every pwrite from now on to a path `matching` accepts (nil: any) fail with `errno` (a full disk by
+    /// default) until ``clearFaults()``, after writing its first `bytes` bytes (a disk that filled up mid-write).
+    public func failWrites(errno: Int32 = ENOSPC, keeping bytes: Int = 0, matching paths: PathFilter? = nil) {
+        precondition(bytes >= 0)
+        faults.withLock {
+            $0.writeErrno = errno
+            $0.writeKeep = bytes
+            $0.writePaths = paths
+        }
     }
 
     /// Makes every fdatasync from now on wait until ``resumeFdatasync()``, then go on as usual: a stalled disk,
@@ -85,6 +104,8 @@ public final class FaultInjectingFileSystem: FileSystem {
 
     /// How many fdatasync calls went through this wrapper (failed ones included).
     public var fdatasyncCount: Int { faults.withLock { $0.fdatasyncCalls } }
+    /// How many fdatasync calls on the file at `path` went through this wrapper (failed ones included).
+    public func fdatasyncCount(of path: String) -> Int { faults.withLock { $0.fdatasyncCallsByPath[path] ?? 0 } }
     /// How many pwrite calls went through this wrapper (failed ones included).
     public var writeCount: Int { faults.withLock { $0.writeCalls } }
 
@@ -98,26 +119,32 @@ public final class FaultInjectingFileSystem: FileSystem {
     public func remove(_ path: String) throws(FileSystemError) { try base.remove(path) }
     public func fsyncDirectory(_ path: String) throws(FileSystemError) { try base.fsyncDirectory(path) }
     public func fileExists(_ path: String) -> Bool { base.fileExists(path) }
+    public func lockFile(_ path: String, exclusive: Bool) throws(FileSystemError) -> any FileLock {
+        try base.lockFile(path, exclusive: exclusive)
+    }
 
     /// What a pwrite of `count` bytes may do: all of it, a prefix then fail, or fail.
     enum WriteDecision {
         case proceed
-        case tear(keep: Int)
+        /// Write the first `keep` bytes, then fail with `errno`.
+        case tear(keep: Int, errno: Int32)
         case fail(Int32)
     }
 
-    func decideWrite(count: Int) -> WriteDecision {
+    func decideWrite(count: Int, path: String) -> WriteDecision {
         faults.withLock { f in
             f.writeCalls += 1
             if f.dead { return .fail(EIO) }
-            if let e = f.writeErrno { return .fail(e) }
-            if let n = f.tearCountdown {
+            if let e = f.writeErrno, f.writePaths?(path) ?? true {
+                return f.writeKeep > 0 ? .tear(keep: min(f.writeKeep, count), errno: e) : .fail(e)
+            }
+            if let n = f.tearCountdown, f.tearPaths?(path) ?? true {
                 if n > 1 {
                     f.tearCountdown = n - 1
                 } else {
                     f.tearCountdown = nil
                     f.dead = true
-                    return .tear(keep: min(f.tearKeep, count))
+                    return .tear(keep: min(f.tearKeep, count), errno: EIO)
                 }
             }
             return .proceed
@@ -125,12 +152,13 @@ public final class FaultInjectingFileSystem: FileSystem {
     }
 
     /// The errno the next fdatasync must fail with, if any (after waiting out a stall).
-    func decideFdatasync() -> Int32? {
+    func decideFdatasync(path: String) -> Int32? {
         stalled.withLock(waitingOn: .progress, until: { !$0 }) { _ in }
         return faults.withLock { f in
             f.fdatasyncCalls += 1
+            f.fdatasyncCallsByPath[path, default: 0] += 1
             if f.dead { return EIO }
-            guard let n = f.fdatasyncCountdown else { return nil }
+            guard let n = f.fdatasyncCountdown, f.fdatasyncPaths?(path) ?? true else { return nil }
             if n > 1 {
                 f.fdatasyncCountdown = n - 1
                 return nil
@@ -159,19 +187,19 @@ final class FaultyFile: File {
     }
 
     func pwrite(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(FileSystemError) {
-        switch fileSystem.decideWrite(count: bytes.count) {
+        switch fileSystem.decideWrite(count: bytes.count, path: path) {
         case .proceed:
             try base.pwrite(bytes, at: offset)
-        case .tear(let keep):
+        case .tear(let keep, let errno):
             if keep > 0 { try base.pwrite(UnsafeRawBufferPointer(rebasing: bytes[0..<keep]), at: offset) }
-            throw FileSystemError(operation: "pwrite", path: path, errno: EIO)
+            throw FileSystemError(operation: "pwrite", path: path, errno: errno)
         case .fail(let e):
             throw FileSystemError(operation: "pwrite", path: path, errno: e)
         }
     }
 
     func fdatasync() throws(FileSystemError) {
-        if let e = fileSystem.decideFdatasync() { throw FileSystemError(operation: "fdatasync", path: path, errno: e) }
+        if let e = fileSystem.decideFdatasync(path: path) { throw FileSystemError(operation: "fdatasync", path: path, errno: e) }
         try base.fdatasync()
     }
 

@@ -27,6 +27,9 @@ public final class InMemoryFileSystem: FileSystem {
         var nextInode = 1
         /// Bumped by a crash; handles from an older generation fail with `EIO`.
         var generation = 0
+        /// Inode → the locks held on it (lock number → exclusive or not), the in-process `flock` table.
+        var locks: [Int: [Int: Bool]] = [:]
+        var nextLock = 1
     }
 
     let state = Mutex(State())
@@ -117,8 +120,34 @@ public final class InMemoryFileSystem: FileSystem {
         return state.withLock { $0.names[path] != nil || $0.directories.contains(path) }
     }
 
+    public func lockFile(_ path: String, exclusive: Bool) throws(FileSystemError) -> any FileLock {
+        let file = try openForLocking(path, exclusive: exclusive)
+        let inode = (file as! InMemoryFile).inode
+        let number = state.withLock { s -> Int? in
+            let held = s.locks[inode] ?? [:]
+            guard exclusive ? held.isEmpty : !held.values.contains(true) else { return nil }
+            let number = s.nextLock
+            s.nextLock += 1
+            s.locks[inode, default: [:]][number] = exclusive
+            return number
+        }
+        guard let number else {
+            try? file.close()
+            throw FileSystemError(operation: "flock", path: file.path, errno: EWOULDBLOCK)
+        }
+        return InMemoryFileLock(fileSystem: self, file: file, inode: inode, number: number)
+    }
+
+    /// Drops lock `number` on `inode` (gone already if a crash ended the "process" that held it).
+    func unlock(inode: Int, number: Int) {
+        state.withLock { s in
+            s.locks[inode]?[number] = nil
+            if s.locks[inode]?.isEmpty == true { s.locks[inode] = nil }
+        }
+    }
+
     /// Simulates a power failure: every file goes back to its last fdatasync'd image and every directory to its
-    /// last fsync'd entries; open handles become unusable (`EIO`).
+    /// last fsync'd entries; open handles become unusable (`EIO`) and locks are gone, as the process that held them.
     ///
     /// - Parameter keepingUnsynced: for each surviving file, given its path and how many bytes past the synced
     ///   image it currently holds, how many of those to keep (a prefix; by default none). Models a disk that got
@@ -126,6 +155,7 @@ public final class InMemoryFileSystem: FileSystem {
     public func crash(keepingUnsynced: (_ path: String, _ unsyncedBytes: Int) -> Int = { _, _ in 0 }) {
         state.withLock { s in
             s.generation += 1
+            s.locks = [:]
             s.names = s.durableNames
             for (path, id) in s.names {
                 let inode = s.inodes[id]!
@@ -246,4 +276,29 @@ final class InMemoryFile: File {
     func close() throws(FileSystemError) {
         closed.store(true, ordering: .releasing)
     }
+}
+
+/// A lock in an ``InMemoryFileSystem``'s table. Sendable: its stored properties are immutable (`released` is
+/// atomic); the table lives behind the file system's mutex.
+final class InMemoryFileLock: FileLock {
+    let fileSystem: InMemoryFileSystem
+    let file: any File
+    let inode: Int
+    let number: Int
+    private let released = Atomic<Bool>(false)
+
+    init(fileSystem: InMemoryFileSystem, file: any File, inode: Int, number: Int) {
+        self.fileSystem = fileSystem
+        self.file = file
+        self.inode = inode
+        self.number = number
+    }
+
+    func release() {
+        guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        fileSystem.unlock(inode: inode, number: number)
+        try? file.close()
+    }
+
+    deinit { release() }
 }

@@ -38,6 +38,8 @@ import Testing
             #expect(value("cloudlet_store_log_bytes") ?? 0 > 0)
             #expect(value("cloudlet_compactions_total") != nil && value("cloudlet_compaction_bytes_reclaimed_total") != nil)
             #expect(lines.contains("# TYPE cloudlet_http_request_duration_seconds histogram"))
+            #expect(value(#"cloudlet_background_errors_total{job="checkpoint"}"#) == 0)
+            #expect(value("cloudlet_store_read_only") == 0)
         }
 
         @Test func theAccessLogHasOneLinePerRequestWithoutTokens() async throws {

@@ -85,5 +85,8 @@ struct FileReplacementTests {
             throw FileSystemError(operation: "fsync", path: path, errno: EIO)
         }
         func fileExists(_ path: String) -> Bool { base.fileExists(path) }
+        func lockFile(_ path: String, exclusive: Bool) throws(FileSystemError) -> any FileLock {
+            try base.lockFile(path, exclusive: exclusive)
+        }
     }
 }

@@ -104,4 +104,47 @@ struct FileSystemTests {
         #expect(throws: FileSystemError.self) { try file.write([0], at: 0) }  // the process is "dead"
         #expect(throws: FileSystemError.self) { try file.fdatasync() }
     }
+
+    @Test("lockFile: an exclusive lock excludes every other, shared locks coexist, release frees", arguments: Kind.allCases)
+    func locks(_ kind: Kind) async throws {
+        try await withTempDirectory { tmp in
+            let fs: any FileSystem = kind == .posix ? PosixFileSystem() : InMemoryFileSystem()
+            let dir = kind == .posix ? tmp : "/d"
+            try fs.createDirectory(dir)
+            let path = dir + "/LOCK"
+            func refused(exclusive: Bool) -> Bool {
+                do throws(FileSystemError) {
+                    try fs.lockFile(path, exclusive: exclusive).release()
+                    return false
+                } catch {
+                    return error.errno == EWOULDBLOCK
+                }
+            }
+            let writer = try fs.lockFile(path, exclusive: true)
+            try writer.file.write([7], at: 0)
+            #expect(refused(exclusive: true) && refused(exclusive: false))
+            writer.release()
+            writer.release()  // idempotent
+            let a = try fs.lockFile(path, exclusive: false)
+            let b = try fs.lockFile(path, exclusive: false)
+            #expect(try a.file.read(at: 0, count: 1) == [7])
+            #expect(refused(exclusive: true))
+            a.release()
+            #expect(refused(exclusive: true))
+            b.release()
+            #expect(!refused(exclusive: true))
+        }
+    }
+
+    @Test("a crash of the in-memory file system drops its locks with the process that held them")
+    func inMemoryCrashDropsLocks() throws {
+        let fs = InMemoryFileSystem()
+        let held = try fs.lockFile("/LOCK", exclusive: true)
+        try fs.fsyncDirectory("/")  // the file survives the crash: the same inode is locked again after it
+        fs.crash()
+        let next = try fs.lockFile("/LOCK", exclusive: true)
+        held.release()  // the dead holder's release must not free the new lock
+        #expect(throws: FileSystemError.self) { try fs.lockFile("/LOCK", exclusive: false) }
+        next.release()
+    }
 }

@@ -1,6 +1,7 @@
 import CloudletCore
 import CloudletStorage
 import CloudletTestSupport
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -76,17 +77,35 @@ struct LogFailureTests {
         #expect(fs.fdatasyncCount == syncs, "close must not retry the failed fdatasync")
     }
 
-    @Test("a full disk fails the write: waiters get ENOSPC, nothing is retried")
+    @Test("onFailure tells the owner of the first failure once, and a handler registered later at once")
+    func failureHandler() async throws {
+        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
+        let (log, _) = try openCollecting("/p", config(), fileSystem: fs)
+        let told = Mutex<[String]>([])
+        log.onFailure { failure in told.withLock { $0.append(failure.message) } }
+        fs.failFdatasync(nth: 1)
+        let (lsn, _) = try log.stage(type: 1, payload: [1])
+        await #expect(throws: CloudletError.self) { try await log.waitDurable(lsn) }
+        #expect(told.withLock { $0 } == [log.failure?.message])
+        _ = try? log.close()
+        #expect(told.withLock { $0.count } == 1, "closing a failed log is no new failure")
+        let late = Mutex<String?>(nil)
+        log.onFailure { failure in late.withLock { $0 = failure.message } }
+        #expect(late.withLock { $0 } == log.failure?.message)
+    }
+
+    @Test("a full disk fails the write: waiters get ENOSPC as quotaExceeded, nothing is retried")
     func noSpace() async throws {
         let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
         let (log, _) = try openCollecting("/p", config(), fileSystem: fs)
         fs.failWrites(errno: ENOSPC)
         let (lsn, _) = try log.stage(type: 1, payload: [1, 2, 3])
         await #expect(throws: CloudletError.self) { try await log.waitDurable(lsn) }
+        #expect(log.failure?.code == .quotaExceeded)
         #expect(log.failure?.message.contains("failed pwrite") == true)
         #expect(log.failure?.message.contains(String(cString: strerror(ENOSPC))) == true)
         let writes = fs.writeCount
-        #expect(cloudletError { _ = try log.stage(type: 1, payload: [4]) }?.code == .readOnly)
+        #expect(cloudletError { _ = try log.stage(type: 1, payload: [4]) }?.code == .quotaExceeded)
         #expect(fs.writeCount == writes)
         _ = try? log.close()
     }

@@ -38,9 +38,9 @@ struct LogicalView: Equatable, CustomStringConvertible {
 }
 
 /// A full replay of a partition's log from scratch (no checkpoint).
-func replayFromScratch(_ directory: String) throws -> PartitionState {
+func replayFromScratch(_ directory: String, fileSystem: any FileSystem = PosixFileSystem()) throws -> PartitionState {
     var st = PartitionState()
-    try LogScanner(directory: directory).forEachFrame { frame in
+    try LogScanner(directory: directory, fileSystem: fileSystem).forEachFrame { frame in
         let (commit, slots, sizes) = try Commit.decode(frame.payload)
         st.apply(commit, lsn: frame.lsn, position: frame.position, slots: slots, costs: Commit.costs(sizes: sizes, frameLength: frame.position.length))
     }

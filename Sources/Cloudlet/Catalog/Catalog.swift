@@ -44,6 +44,10 @@ package final class Catalog: Sendable {
     /// Frames replayed when the catalog was opened; the checkpoint it was opened from (nil: none).
     package let framesReplayed: Int
     package let checkpointLSN: UInt64?
+    /// What opening found wrong and worked around (a damaged checkpoint set aside, a torn log tail cut off).
+    package let recoveryFindings: [String]
+    /// Where failed background work is reported (the store's); nil for the read-only view of a format-1 store.
+    private let backgroundErrors: BackgroundErrors?
 
     private struct Visible {
         var current: CatalogState
@@ -62,14 +66,19 @@ package final class Catalog: Sendable {
     /// Opens (creating if needed, unless read-only) the catalog in `directory`: loads the newest valid checkpoint,
     /// replays the frames after it. Throws `.corruption` naming the segment and offset for a damaged log, a frame
     /// that is not a catalog commit, or a checkpoint past the log's end.
-    package init(directory: String, configuration: StoreConfiguration, fileSystem: any FileSystem) throws {
+    package init(
+        directory: String, configuration: StoreConfiguration, fileSystem: any FileSystem,
+        backgroundErrors: BackgroundErrors
+    ) throws {
         self.directory = directory
+        self.backgroundErrors = backgroundErrors
         checkpointTrigger = CheckpointTrigger(interval: max(64 << 10, min(configuration.checkpointInterval, 4 << 20)))
         let checkpoints = CheckpointStore(directory: directory, fileSystem: fileSystem)
         self.checkpoints = checkpoints
         var state = CatalogState()
         var usedCheckpoint: UInt64?
-        if let ckpt = try checkpoints.loadLatest() {
+        let (found, rejected) = try checkpoints.loadNewest()
+        if let ckpt = found {
             state = try CatalogState.decodeCheckpoint(ckpt.payload, next: ckpt.next)
             guard state.version == ckpt.lsn else {
                 throw CloudletError.corruption(
@@ -102,9 +111,12 @@ package final class Catalog: Sendable {
         log = opened
         framesReplayed = replayed
         checkpointLSN = usedCheckpoint
+        recoveryFindings = Partition.recoveryFindings(
+            rejected: rejected, recovery: opened.recovery, of: "catalog", readOnly: configuration.readOnly)
         writer = Mutex(state)
         visible = Mutex(Visible(current: state))
         checkpointTrigger.reset(bytes: replayedBytes, lastLSN: usedCheckpoint ?? 0)
+        opened.onFailure { failure in backgroundErrors.record(.flush, in: "catalog", failure) }
     }
 
     /// The catalog of a format-1 store opened read-only, gathered from its partition 0: readable, never written.
@@ -115,6 +127,8 @@ package final class Catalog: Sendable {
         checkpointTrigger = CheckpointTrigger(interval: 0)
         framesReplayed = 0
         checkpointLSN = nil
+        recoveryFindings = []
+        backgroundErrors = nil
         writer = Mutex(state)
         visible = Mutex(Visible(current: state))
     }
@@ -199,8 +213,8 @@ package final class Catalog: Sendable {
         guard checkpointTrigger.noteWritten(bytes) else { return }
         DispatchQueue.global(qos: .utility).async { [self] in
             do { try writeCheckpoint() } catch {
-                // The log still holds everything: the next open replays more, nothing is lost.
-                StoreLog.warning("the catalog's background checkpoint failed: \(error)")
+                // The log still holds everything: the next open replays more, nothing is lost — but it is reported.
+                backgroundErrors?.record(.checkpoint, in: "catalog", error)
             }
             checkpointTrigger.finished()
         }

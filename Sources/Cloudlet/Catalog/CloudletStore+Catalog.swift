@@ -74,7 +74,7 @@ extension CloudletStore {
     /// metadata is rewritten as format 2 and the migration is reported on standard error, once.
     package static func openCatalog(
         path: String, metadata: StoreMetadata, partitions: [Partition], configuration: StoreConfiguration,
-        fileSystem: any FileSystem
+        fileSystem: any FileSystem, backgroundErrors: BackgroundErrors
     ) throws -> (Catalog, StoreMetadata, CatalogMigration?) {
         let directory = path + "/" + Catalog.directoryName
         var metadata = metadata
@@ -85,13 +85,14 @@ extension CloudletStore {
             }
             (metadata, migration) = try migrate(
                 path: path, metadata: metadata, partitions: partitions, directory: directory, configuration: configuration,
-                fileSystem: fileSystem)
+                fileSystem: fileSystem, backgroundErrors: backgroundErrors)
         }
         if configuration.readOnly && !fileSystem.fileExists(directory) {
             throw CloudletError.corruption(
                 "store \(path) is of format \(metadata.format) but its catalog directory \(directory) is missing")
         }
-        let catalog = try Catalog(directory: directory, configuration: configuration, fileSystem: fileSystem)
+        let catalog = try Catalog(
+            directory: directory, configuration: configuration, fileSystem: fileSystem, backgroundErrors: backgroundErrors)
         do {
             try checkCatalogVersions(partitions, catalog: catalog, directory: directory)
             if !configuration.readOnly && metadata.format < StoreMetadata.recordBlockFormat {
@@ -117,14 +118,15 @@ extension CloudletStore {
     /// writes to the catalog of a format-1 store, so a catalog that is not empty holds its commit.
     private static func migrate(
         path: String, metadata: StoreMetadata, partitions: [Partition], directory: String,
-        configuration: StoreConfiguration, fileSystem: any FileSystem
+        configuration: StoreConfiguration, fileSystem: any FileSystem, backgroundErrors: BackgroundErrors
     ) throws -> (StoreMetadata, CatalogMigration) {
         let legacy = partitions[0].state.withLock { $0.legacyCatalog } ?? CatalogState()
         let (mutations, found) = legacy.migrationMutations()
         var migration = found
         var synced = configuration
         synced.durability = .fsync
-        let catalog = try Catalog(directory: directory, configuration: synced, fileSystem: fileSystem)
+        let catalog = try Catalog(
+            directory: directory, configuration: synced, fileSystem: fileSystem, backgroundErrors: backgroundErrors)
         do {
             let existing = catalog.snapshot().version
             if existing > 0 {
@@ -142,7 +144,7 @@ extension CloudletStore {
         }
         var migrated = metadata
         migrated.format = StoreMetadata.currentFormat
-        try migrated.save(directory: path)
+        try migrated.save(directory: path, fileSystem: fileSystem)
         partitions[0].state.withLock { $0.legacyCatalog = nil }
         StoreLog.note("\(path): \(migration)")
         return (migrated, migration)

@@ -112,7 +112,13 @@ public final class NotificationHub: Sendable {
                 // The deleted version, for query subscriptions' predicates.
                 if let prev = change.previous[i] {
                     let key = ZoneKey(database: d, zoneName: rid.zoneID.zoneName)
-                    record = try? partitions[change.partition].readDurable(key, rid.recordName, prev)
+                    let partition = partitions[change.partition]
+                    // When it cannot be read, query subscriptions fire on the record type alone (``fires``). A
+                    // version a compaction dropped meanwhile is expected; any other failure is reported.
+                    do { record = try partition.readDurable(key, rid.recordName, prev) } catch CloudletError.Code.unknownItem {
+                    } catch {
+                        partition.backgroundErrors.record(.notification, in: "partition \(partition.id)", error)
+                    }
                 }
             case .zoneCreated, .zoneDeleted: continue
             }

@@ -180,7 +180,8 @@ extension Partition {
         }
         report.pauseMicroseconds = Int((DispatchTime.now().uptimeNanoseconds - started) / 1000)
         CrashPoint.reached("compaction.swapped")
-        log.removeSegmentFiles(replaced)
+        // The compaction took effect; files left behind are removed by the next open, but not silently.
+        do { try log.removeSegmentFiles(replaced) } catch { backgroundErrors.record(.compaction, in: "partition \(id)", error) }
         CrashPoint.reached("compaction.removed")
         // Checkpoints of the old generation point at frames that no longer exist: replace them.
         try writeCheckpoint(force: true)
@@ -263,6 +264,11 @@ extension Partition {
         let (dead, sealed) = deadBytes()
         guard sealed > 0, dead >= UInt64(max(config.minDeadBytes, 1)), Double(dead) >= config.minDeadRatio * Double(sealed)
         else { return }
-        DispatchQueue.global(qos: .utility).async { [self] in inBackground("compacting") { _ = try compact() } }
+        DispatchQueue.global(qos: .utility).async { [self] in compactInBackground() }
+    }
+
+    /// The background compaction ``maybeCompact(after:)`` starts: its failure is reported (``BackgroundErrors``).
+    func compactInBackground() {
+        inBackground(.compaction) { _ = try compact() }
     }
 }

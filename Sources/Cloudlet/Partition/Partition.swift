@@ -32,15 +32,20 @@ package final class Partition: Sendable {
     let compaction: CompactionControl
     /// The commit payload version written (``StoreConfiguration/commitPayloadVersion``).
     private let payloadVersion: UInt8
+    /// Where failed background work is reported (the store's).
+    let backgroundErrors: BackgroundErrors
+    /// What opening found wrong and worked around (a damaged checkpoint set aside, a torn log tail cut off).
+    package let recoveryFindings: [String]
 
     /// Opens the partition in `directory`, recovering its state. `legacyCatalog` (partition 0 of a format-1 store):
     /// replay the whole log, checkpoints ignored, gathering the catalog mutations it holds into
     /// ``PartitionState/legacyCatalog`` for the migration.
     init(
         id: UInt32, directory: String, configuration: StoreConfiguration, fileSystem: any FileSystem,
-        legacyCatalog: Bool = false
+        backgroundErrors: BackgroundErrors, legacyCatalog: Bool = false
     ) throws {
         self.id = id
+        self.backgroundErrors = backgroundErrors
         self.directory = directory
         checkpointTrigger = CheckpointTrigger(interval: configuration.checkpointInterval)
         self.tombstoneRetention = configuration.tombstoneRetention
@@ -53,14 +58,18 @@ package final class Partition: Sendable {
         if legacyCatalog { initial.legacyCatalog = CatalogState() }
         // A checkpoint taken under another compaction generation points at frames that have moved: replay instead.
         let generation = try CompactionMarker.load(directory: directory, fileSystem: fileSystem)?.generation ?? 0
-        if !legacyCatalog, let ckpt = try checkpoints.loadLatest(),
-            let decoded = try PartitionState.decodeCheckpoint(ckpt.payload, next: ckpt.next),
-            decoded.compactionGeneration == generation
-        {
-            initial = decoded
-            afterLSN = ckpt.lsn
-            hint = ckpt.next
-            usedCheckpoint = ckpt.lsn
+        var rejected: [CheckpointStore.CheckpointFile] = []
+        if !legacyCatalog {
+            let found: (lsn: UInt64, next: FramePosition?, payload: [UInt8])?
+            (found, rejected) = try checkpoints.loadNewest()
+            if let ckpt = found, let decoded = try PartitionState.decodeCheckpoint(ckpt.payload, next: ckpt.next),
+                decoded.compactionGeneration == generation
+            {
+                initial = decoded
+                afterLSN = ckpt.lsn
+                hint = ckpt.next
+                usedCheckpoint = ckpt.lsn
+            }
         }
         var logConfig = LogConfiguration()
         logConfig.durability = configuration.durability
@@ -95,12 +104,35 @@ package final class Partition: Sendable {
         replayed.compactionGeneration = log.compactionMarker?.generation ?? 0
         framesReplayed = replayedFrames
         checkpointLSN = usedCheckpoint
+        recoveryFindings = Self.recoveryFindings(
+            rejected: rejected, recovery: log.recovery, of: "partition \(id)", readOnly: configuration.readOnly)
         state = Mutex(replayed)
         cache = RecordCache(capacity: configuration.recordCacheSize)
         publisher = ChangePublisher(partition: Int(id))
         compaction = CompactionControl(configuration: configuration.compaction)
         payloadVersion = configuration.commitPayloadVersion
         checkpointTrigger.reset(bytes: replayedBytes, lastLSN: afterLSN)
+        log.onFailure { [id, backgroundErrors] failure in backgroundErrors.record(.flush, in: "partition \(id)", failure) }
+    }
+
+    /// What opening a log and its checkpoints (a partition's, the catalog's: `owner`) found wrong and worked
+    /// around — damaged checkpoints passed over, a torn tail cut off — each also written to standard error unless
+    /// `readOnly` (the offline tools report what they find their own way, and a read-only open cuts nothing).
+    static func recoveryFindings(
+        rejected: [CheckpointStore.CheckpointFile], recovery: LogRecoveryReport, of owner: String, readOnly: Bool
+    ) -> [String] {
+        var findings = rejected.map {
+            "set aside damaged checkpoint \($0.path) (\($0.problem ?? "damaged")) and replayed the log instead"
+        }
+        if let torn = recovery.tornTail {
+            let what = "\(torn.droppedBytes) bytes at offset \(torn.offset): \(torn.reason)"
+            findings.append(
+                readOnly
+                    ? "ignored a torn write at the end of \(torn.path) (\(what)); a read-write open cuts it off"
+                    : "cut a torn write off the end of \(torn.path) (\(what))")
+        }
+        if !readOnly { for finding in findings { StoreLog.warning("\(owner): \(finding)") } }
+        return findings
     }
 
     /// ``commit(admitOverLimit:_:)`` for async callers: waits for room in the log first, suspending (the log's
@@ -357,20 +389,26 @@ package final class Partition: Sendable {
     private func noteWritten(_ bytes: Int) {
         guard checkpointTrigger.noteWritten(bytes) else { return }
         DispatchQueue.global(qos: .utility).async { [self] in
-            inBackground("purging old tombstones") {
-                _ = try purgeTombstones(olderThan: Int64((Date().timeIntervalSince1970 - tombstoneRetention) * 1000))
-            }
-            inBackground("writing a checkpoint") { _ = try writeCheckpoint() }
+            purgeAndCheckpoint()
             checkpointTrigger.finished()
         }
     }
 
-    /// Runs background work whose caller has gone: a failure is logged (it is also the next write's error when the
-    /// log failed), except the one of a partition closing under it.
-    func inBackground(_ what: String, _ work: () throws -> Void) {
+    /// The background work of the checkpoint trigger: purges tombstones past retention, then writes a checkpoint;
+    /// each failure is reported (``BackgroundErrors``), the checkpoint is tried even when the purge failed.
+    func purgeAndCheckpoint() {
+        inBackground(.purge) {
+            _ = try purgeTombstones(olderThan: Int64((Date().timeIntervalSince1970 - tombstoneRetention) * 1000))
+        }
+        inBackground(.checkpoint) { _ = try writeCheckpoint() }
+    }
+
+    /// Runs background work whose caller has gone: a failure goes to the store's ``BackgroundErrors`` (statistics,
+    /// metrics, standard error) — except that of work a closing partition stopped, which is no failure.
+    func inBackground(_ job: BackgroundJob, _ work: () throws -> Void) {
         do { try work() } catch {
-            guard !compaction.isCancelled else { return }
-            StoreLog.warning("partition \(id): \(what) failed: \(error)")
+            if compaction.isCancelled && log.failure == nil, (error as? CloudletError)?.code == .readOnly { return }
+            backgroundErrors.record(job, in: "partition \(id)", error)
         }
     }
 

@@ -37,6 +37,8 @@ public final class CloudletStore: Sendable {
     let notificationHub: NotificationHub
     /// Background index builds (CloudletStore+Indexes.swift).
     let indexBuilder = IndexBuilder()
+    /// Failed background work of the partitions and the catalog (``StoreStatistics/backgroundErrors``).
+    let backgroundErrors: BackgroundErrors
 
     /// Opens (creating if needed) the store at `path`. Blocking: recovers every partition. The public spelling is
     /// ``open(at:configuration:)``; this one is for the package's own synchronous tools.
@@ -50,9 +52,9 @@ public final class CloudletStore: Sendable {
     }
 
     /// Opens the store with the exclusive lock the caller already holds (`cloudlet-tool`'s mutating commands take it
-    /// before touching any file); closing the store releases it.
+    /// before touching any file), on the lock's file system; closing the store releases it.
     package convenience init(path: String, configuration: StoreConfiguration, holding lock: StoreLock) throws {
-        try self.init(path: path, configuration: configuration, lock: lock)
+        try self.init(path: path, configuration: configuration, lock: lock, fileSystem: lock.fileSystem)
     }
 
     private init(
@@ -60,22 +62,25 @@ public final class CloudletStore: Sendable {
     ) throws {
         self.path = path
         self.configuration = configuration
+        let backgroundErrors = BackgroundErrors()
+        self.backgroundErrors = backgroundErrors
         if !configuration.readOnly { try io { () throws(FileSystemError) in try fs.createDirectory(path) } }
-        lock = configuration.readOnly ? nil : try held ?? StoreLock(directory: path)
+        lock = configuration.readOnly ? nil : try held ?? StoreLock(directory: path, fileSystem: fs)
         var parts: [Partition] = []
         var openedCatalog: Catalog?
         do {
-            let found = try StoreMetadata.loadOrCreate(directory: path, configuration: configuration)
+            let found = try StoreMetadata.loadOrCreate(directory: path, configuration: configuration, fileSystem: fs)
             let legacy = found.format == StoreMetadata.partitionZeroCatalogFormat
             for p in 0..<found.partitions {
                 let dir = path + "/" + StoreMetadata.partitionDirectoryName(p)
                 parts.append(
                     try Partition(
                         id: UInt32(p), directory: dir, configuration: configuration, fileSystem: fs,
-                        legacyCatalog: legacy && p == 0))
+                        backgroundErrors: backgroundErrors, legacyCatalog: legacy && p == 0))
             }
             let (catalog, metadata, migration) = try Self.openCatalog(
-                path: path, metadata: found, partitions: parts, configuration: configuration, fileSystem: fs)
+                path: path, metadata: found, partitions: parts, configuration: configuration, fileSystem: fs,
+                backgroundErrors: backgroundErrors)
             openedCatalog = catalog
             self.catalog = catalog
             self.metadata = metadata
@@ -194,6 +199,10 @@ public final class CloudletStore: Sendable {
             s.bytesWritten += l.bytesWritten
         }
         s.catalogVersion = catalog.snapshot().version
+        s.readOnlyReasons = partitions.compactMap { $0.log.failure?.description } + [catalog.log?.failure?.description].compactMap { $0 }
+        s.recoveryFindings = partitions.flatMap { p in p.recoveryFindings.map { "partition \(p.id): \($0)" } }
+            + catalog.recoveryFindings.map { "catalog: \($0)" }
+        s.backgroundErrors = backgroundErrors.all
         return s
     }
 
@@ -229,6 +238,9 @@ public final class CloudletStore: Sendable {
 
 /// Counters of a store, summed over its partitions (and, for commits, fsyncs and bytes written, its catalog).
 public struct StoreStatistics: Sendable {
+    /// All zero and empty: what ``CloudletStore/statistics`` starts from (and tests of what renders it).
+    public init() {}
+
     /// The catalog's version: the LSN of its newest durable commit.
     public var catalogVersion: UInt64 = 0
     public var commits = 0
@@ -257,6 +269,17 @@ public struct StoreStatistics: Sendable {
     public var compactionMaxPauseMicroseconds = 0
     /// Why the last compaction of some partition failed, if it did.
     public var compactionLastError: String?
+    /// Why partitions (or the catalog) turned read-only — a failed write or fdatasync of their log, named with its
+    /// errno — since the store was opened; empty while everything is writable. Writes to them fail with that error
+    /// (`readOnly`, or `quotaExceeded` for a full disk) until the store is reopened.
+    public var readOnlyReasons: [String] = []
+    /// What opening the store found damaged and worked around: checkpoints that did not check out (the state was
+    /// rebuilt from the log instead), torn writes cut off the end of a log.
+    public var recoveryFindings: [String] = []
+    /// Background work that failed since the store was opened — group commits (`flush`), checkpoints, tombstone
+    /// purges, compactions, notification reads — per job and partition, with a count and the last error. Each
+    /// failure is also written to standard error.
+    public var backgroundErrors: [BackgroundError] = []
 }
 
 extension CloudletStore {

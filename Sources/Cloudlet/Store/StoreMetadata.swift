@@ -30,15 +30,18 @@ public struct StoreMetadata: Sendable, Codable, Equatable {
         "p" + String(repeating: "0", count: max(0, 4 - String(p).count)) + String(p)
     }
 
-    package static func loadOrCreate(directory: String, configuration: StoreConfiguration) throws -> StoreMetadata {
+    /// Reads `DIR/CLOUDLET` from `fileSystem`, or — unless read-only — creates the store's metadata there.
+    package static func loadOrCreate(
+        directory: String, configuration: StoreConfiguration, fileSystem: any FileSystem = PosixFileSystem()
+    ) throws -> StoreMetadata {
         let path = directory + "/" + fileName
-        if FileManager.default.fileExists(atPath: path) {
-            let data: Data
-            do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
-                throw CloudletError.io("cannot read \(path): \(error)")
+        if fileSystem.fileExists(path) {
+            let bytes: [UInt8]
+            do throws(FileSystemError) { bytes = try fileSystem.readFile(path) } catch {
+                throw CloudletError.io(error, "reading store metadata \(path)")
             }
             let m: StoreMetadata
-            do { m = try JSONDecoder().decode(StoreMetadata.self, from: data) } catch {
+            do { m = try JSONDecoder().decode(StoreMetadata.self, from: Data(bytes)) } catch {
                 throw CloudletError.corruption("\(path) is not a valid store metadata file: \(error)")
             }
             guard m.format <= currentFormat else {
@@ -57,22 +60,21 @@ public struct StoreMetadata: Sendable, Codable, Equatable {
         let m = StoreMetadata(
             format: currentFormat, storeID: UUID().uuidString.lowercased(), partitions: configuration.partitions,
             created: Int64(Date().timeIntervalSince1970 * 1000))
-        try m.save(directory: directory)
+        try m.save(directory: directory, fileSystem: fileSystem)
         return m
     }
 
     /// Replaces `DIR/CLOUDLET` with this metadata, crash-safely (write-temp, fsync, rename, fsync the directory).
-    func save(directory: String) throws {
+    func save(directory: String, fileSystem: any FileSystem = PosixFileSystem()) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let bytes: Data
         do { bytes = try encoder.encode(self) } catch {
             throw CloudletError(.internalError, "cannot encode the store metadata: \(error)")
         }
-        do throws(FileReplacementError) {
-            try PosixFileSystem().replaceFile(directory + "/" + Self.fileName, with: Array(bytes))
-        } catch {
-            throw CloudletError.io(error.description)
+        let path = directory + "/" + Self.fileName
+        do throws(FileReplacementError) { try fileSystem.replaceFile(path, with: Array(bytes)) } catch {
+            throw CloudletError.io(error.error, "replacing store metadata \(path)")
         }
     }
 }

@@ -11,6 +11,8 @@ import Synchronization
 /// | `cloudlet_http_requests_in_flight` | gauge | |
 /// | `cloudlet_store_commits_total`, `_fsyncs_total`, `_log_bytes_written_total`, `_cache_hits_total`, `_cache_misses_total` | counter | |
 /// | `cloudlet_store_records`, `cloudlet_store_zones`, `cloudlet_store_frames_replayed` | gauge | |
+/// | `cloudlet_background_errors_total` | counter | `job` (`flush`, `checkpoint`, `purge`, `compaction`, `notification`) |
+/// | `cloudlet_store_read_only` (1 while a partition or the catalog is read-only after a failed write), `cloudlet_store_recovery_findings` (damage the last open worked around) | gauge | |
 /// | `cloudlet_uptime_seconds` | gauge | |
 ///
 /// Route labels are a fixed set (``Route``), so the number of series is bounded whatever clients send.
@@ -88,6 +90,18 @@ final class Metrics: Sendable {
         metric("cloudlet_compaction_progress_bytes", "gauge", "Input bytes the running compactions have copied.", store.compactionBytesDone)
         metric("cloudlet_compaction_total_bytes", "gauge", "Input bytes of the running compactions.", store.compactionBytesTotal)
         metric("cloudlet_compaction_max_pause_microseconds", "gauge", "Longest writer pause at a compaction swap.", store.compactionMaxPauseMicroseconds)
+        out += "# HELP cloudlet_background_errors_total Background work that failed since the store was opened, by job.\n"
+        out += "# TYPE cloudlet_background_errors_total counter\n"
+        for job in BackgroundJob.allCases {
+            let n = store.backgroundErrors.filter { $0.job == job }.reduce(0) { $0 + $1.count }
+            out += "cloudlet_background_errors_total{job=\"\(job.name)\"} \(n)\n"
+        }
+        metric(
+            "cloudlet_store_read_only", "gauge", "1 while a partition or the catalog is read-only after a failed write.",
+            store.readOnlyReasons.isEmpty ? 0 : 1)
+        metric(
+            "cloudlet_store_recovery_findings", "gauge", "Damage the last open of the store found and worked around.",
+            store.recoveryFindings.count)
         let uptime = ContinuousClock.now - started
         metric("cloudlet_uptime_seconds", "gauge", "Seconds since the server was created.", Double(uptime.components.seconds))
         return out
