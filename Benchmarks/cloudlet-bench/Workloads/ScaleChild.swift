@@ -38,7 +38,7 @@ enum ScaleChild {
                 throw BenchError(.usage, "\(flag): no engine '\(name)'")
             }
             let dir = try required(c, "--dir")
-            let records = try count(c, "--records") ?? 0
+            guard let records = try count(c, "--records") else { throw BenchError(.usage, "\(flag) needs --records N") }
             let report: ScaleChildReport
             switch phase {
             case "load": report = try load(entry, dir: dir, records: records, batchSize: try count(c, "--batch") ?? 200)
