@@ -7,9 +7,12 @@ import Glibc
 // cloudlet-bench: see BenchOptions.usage and Benchmarks/README.md.
 
 func main() -> Int32 {
+    let arguments = Array(CommandLine.arguments.dropFirst())
+    // A child process of `scale`, started by the workload itself (not in --help).
+    if arguments.first == ScaleChild.flag { return ScaleChild.main(Array(arguments.dropFirst())) }
     let options: BenchOptions
     do {
-        options = try BenchOptions.parse(Array(CommandLine.arguments.dropFirst()))
+        options = try BenchOptions.parse(arguments)
     } catch {
         return fail(error)
     }
@@ -19,7 +22,7 @@ func main() -> Int32 {
     }
     let groups: [[any Workload]]
     do {
-        groups = try options.select(WorkloadCatalog.groups(quick: options.quick))
+        groups = try options.select(WorkloadCatalog.groups(quick: options.quick, sizes: options.sizes))
     } catch {
         return fail(error)
     }

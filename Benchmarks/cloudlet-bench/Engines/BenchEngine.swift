@@ -33,37 +33,33 @@ protocol BenchEngine: AnyObject, Sendable {
     func crashImage(to dir: String) throws
     func close() throws
 
+    /// Stores `batch` as one atomic commit, as `saveBatch` does, but records the engine's data set need not hold:
+    /// `scale` generates its records batch by batch, so that millions of them never sit in the process's memory.
+    func saveRecords(_ batch: ArraySlice<GeneratedRecord>) throws
+    /// Reads the record named `expected.recordName` and checks it, as `get` does (for records not in the data set).
+    func read(_ expected: GeneratedRecord) throws
+    /// The cache this engine was opened with, for reports (`page cache 8 MiB`).
+    var cacheDescription: String { get }
+
     /// `saveOne` for each index in turn, returning each one's latency in seconds. Engines whose API is async
     /// override it to run the whole loop in one task, so that the bench thread's bridge is not counted per call.
     func saveEach(_ indices: StrideTo<Int>) throws -> [Double]
     /// `get` for each index in turn, returning each one's latency in seconds (see ``saveEach(_:)``).
     func getEach(_ indices: ArraySlice<Int>) throws -> [Double]
+    /// `read` for each record in turn, returning each one's latency in seconds (see ``saveEach(_:)``).
+    func readEach(_ expected: ArraySlice<GeneratedRecord>) throws -> [Double]
     /// Log frames the last `open` replayed, when the engine reports it (Cloudlet: `framesReplayed`); the
     /// `recover-*` workloads check it so that they measure what they claim.
     var framesReplayedOnOpen: Int? { get }
 }
 
 extension BenchEngine {
-    func saveEach(_ indices: StrideTo<Int>) throws -> [Double] {
-        var latencies: [Double] = []
-        latencies.reserveCapacity(indices.underestimatedCount)
-        for i in indices {
-            let t = Stopwatch()
-            try saveOne(i)
-            latencies.append(t.elapsed)
-        }
-        return latencies
-    }
+    func saveEach(_ indices: StrideTo<Int>) throws -> [Double] { try Stopwatch.timeEach(indices) { try saveOne($0) } }
 
-    func getEach(_ indices: ArraySlice<Int>) throws -> [Double] {
-        var latencies: [Double] = []
-        latencies.reserveCapacity(indices.count)
-        for i in indices {
-            let t = Stopwatch()
-            try get(i)
-            latencies.append(t.elapsed)
-        }
-        return latencies
+    func getEach(_ indices: ArraySlice<Int>) throws -> [Double] { try Stopwatch.timeEach(indices) { try get($0) } }
+
+    func readEach(_ expected: ArraySlice<GeneratedRecord>) throws -> [Double] {
+        try Stopwatch.timeEach(expected) { try read($0) }
     }
 
     var framesReplayedOnOpen: Int? { nil }
@@ -84,6 +80,9 @@ struct EngineSettings: Sendable {
     var durability: BenchDurability
     /// Threads that may call `saveOne` at the same time.
     var writers: Int = 1
+    /// SQLite's page cache and RocksDB's block cache, in bytes; nil: the engine's default (SQLite 2 MB, RocksDB
+    /// 8 MiB). Cloudlet's record cache counts decoded records, not bytes, and keeps its default (10,000).
+    var cacheBytes: Int? = nil
 }
 
 /// The records of one run, shared read-only by the workload and the engine.
@@ -91,6 +90,9 @@ final class BenchData: Sendable {
     let records: [GeneratedRecord]
     /// `updates[i]`: record `i` with new field values (empty unless asked for).
     let updates: [GeneratedRecord]
+
+    /// No records: for engines that are given theirs with `saveRecords` and `read` (`scale`).
+    static let none = BenchData(count: 0, names: .random)
 
     init(count: Int, names: RecordGenerator.NameOrder, withUpdates: Bool = false) {
         let generator = RecordGenerator(names: names)

@@ -65,20 +65,15 @@ final class CloudletEngine: BenchEngine {
         let (db, data) = opened()
         let zone = self.zone
         return try ThreadBridge.wait {
-            var latencies: [Double] = []
-            latencies.reserveCapacity(indices.underestimatedCount)
-            for i in indices {
-                let t = Stopwatch()
-                _ = try await db.save(Self.record(data.records[i], zone))
-                latencies.append(t.elapsed)
-            }
-            return latencies
+            try await Stopwatch.timeEach(indices) { _ = try await db.save(Self.record(data.records[$0], zone)) }
         }
     }
 
-    func saveBatch(_ range: Range<Int>) throws {
-        let (db, data) = opened()
-        let ops = data.records[range].map { RecordOperation.create(record($0)) }
+    func saveBatch(_ range: Range<Int>) throws { try saveRecords(opened().1.records[range]) }
+
+    func saveRecords(_ batch: ArraySlice<GeneratedRecord>) throws {
+        let db = opened().0
+        let ops = batch.map { RecordOperation.create(record($0)) }
         try Self.check(try ThreadBridge.wait { try await db.modify(ops, atomic: true) })
     }
 
@@ -88,25 +83,28 @@ final class CloudletEngine: BenchEngine {
         try Self.check(try ThreadBridge.wait { try await db.modify(ops, atomic: true) })
     }
 
-    func get(_ i: Int) throws {
-        let (db, data) = opened()
-        let (zone, expected) = (self.zone, data.records[i])
+    func get(_ i: Int) throws { try read(opened().1.records[i]) }
+
+    func read(_ expected: GeneratedRecord) throws {
+        let db = opened().0
+        let zone = self.zone
         try ThreadBridge.wait { try await Self.get(db, zone, expected) }
     }
 
     func getEach(_ indices: ArraySlice<Int>) throws -> [Double] {
         let (db, data) = opened()
         let zone = self.zone
-        return try ThreadBridge.wait {
-            var latencies: [Double] = []
-            latencies.reserveCapacity(indices.count)
-            for i in indices {
-                let t = Stopwatch()
-                try await Self.get(db, zone, data.records[i])
-                latencies.append(t.elapsed)
-            }
-            return latencies
-        }
+        return try ThreadBridge.wait { try await Stopwatch.timeEach(indices) { try await Self.get(db, zone, data.records[$0]) } }
+    }
+
+    func readEach(_ expected: ArraySlice<GeneratedRecord>) throws -> [Double] {
+        let db = opened().0
+        let zone = self.zone
+        return try ThreadBridge.wait { try await Stopwatch.timeEach(expected) { try await Self.get(db, zone, $0) } }
+    }
+
+    var cacheDescription: String {
+        "record cache \(TablePrinter.number(Double(StoreConfiguration().recordCacheSize))) decoded records (default)"
     }
 
     private static func get(_ db: Database, _ zone: ZoneID, _ expected: GeneratedRecord) async throws {

@@ -13,11 +13,23 @@ struct BenchOptions: Equatable {
     /// Measured runs per workload; nil: 5, or 3 with `--quick`.
     var runs: Int?
     var dir: String?
+    /// `--scale-records` and `--scale-reads`: nil for the sizes of `--quick` or the full run.
+    var scaleRecords: Int?
+    var scaleReads: Int?
 
     var measuredRuns: Int { runs ?? (quick ? 3 : 5) }
 
+    /// The workloads' sizes: the full or `--quick` ones, with `--scale-records` and `--scale-reads` applied.
+    var sizes: WorkloadCatalog.Sizes {
+        var s = quick ? WorkloadCatalog.Sizes.quick : .full
+        if let scaleRecords { s.scaleRecords = scaleRecords }
+        if let scaleReads { s.scaleReads = scaleReads }
+        return s
+    }
+
     static let usage = """
         USAGE: cloudlet-bench [--quick] [--json] [--filter NAME]... [--engine NAME]... [--runs N] [--dir PATH]
+                              [--scale-records N] [--scale-reads N]
 
         Runs Cloudlet's benchmarks side by side with their anchors (the bare disk, SQLite, RocksDB) in one
         process and prints median throughput, p50/p99 latency and the ratio Cloudlet / anchor. Build with
@@ -32,9 +44,14 @@ struct BenchOptions: Equatable {
           --engine NAME    Of those, run only this engine's rows (disk, disk-prewritten, cloudlet,
                            sqlite, sqlite-serial, rocksdb). Repeatable; commas separate names.
                            To profile one engine: --filter readrandom --engine cloudlet.
-          --runs N         Measured runs per workload after one warm-up run (default 5, 3 with --quick).
+          --runs N         Measured runs per workload after one warm-up run (default 5, 3 with --quick);
+                           scale runs once, without a warm-up.
           --dir PATH       Where to put data files (kept). Default: a new directory under $TMPDIR,
                            removed at exit. Benchmarks measure the filesystem this is on.
+          --scale-records N
+                           Records scale loads per engine (default 10,000,000; 50,000 with --quick).
+          --scale-reads N  Random reads scale does in the reopened store (default 1,000,000; 20,000
+                           with --quick). For scale alone: --filter scale.
           --list           List the workloads and engines, then exit.
           -h, --help       Show this help.
 
@@ -49,7 +66,8 @@ struct BenchOptions: Equatable {
         let c: CommandLineOptions
         do {
             c = try CommandLineOptions(
-                parsing: arguments, valued: ["--filter", "--engine", "--runs", "--dir"], flags: ["--quick", "--json", "--list"])
+                parsing: arguments, valued: ["--filter", "--engine", "--runs", "--dir", "--scale-records", "--scale-reads"],
+                flags: ["--quick", "--json", "--list"])
         } catch {
             throw BenchError(.usage, "\(error.message) (see --help)")
         }
@@ -63,7 +81,11 @@ struct BenchOptions: Equatable {
         o.list = c.has("--list")
         o.filters = try terms(c, "--filter")
         o.engines = try terms(c, "--engine")
-        do { o.runs = try c.integer("--runs", in: 1...Int.max, "a whole number") } catch {
+        do {
+            o.runs = try c.integer("--runs", in: 1...Int.max, "a whole number")
+            o.scaleRecords = try c.integer("--scale-records", in: 1...Int.max, "a whole number")
+            o.scaleReads = try c.integer("--scale-reads", in: 1...Int.max, "a whole number")
+        } catch {
             throw BenchError(.usage, error.message)
         }
         if let path = c["--dir"] {

@@ -26,6 +26,8 @@ struct BenchResult: Sendable {
     var ofSyncLimit: Double?
     /// The last measured run's note, if any (`1,001 log frames replayed`).
     var note: String?
+    /// The last measured run's `scale` figures (`scale` only).
+    var scale: ScaleFigures?
 
     init(workload: any Workload, runs: [RunMeasurement]) {
         self.workload = workload.name
@@ -42,6 +44,7 @@ struct BenchResult: Sendable {
         p99 = Statistics.percentile(samples, 99)
         latencySamples = samples.count
         note = runs.last?.note
+        scale = runs.last?.scale
     }
 
     /// Median throughput over the measured runs.
@@ -66,7 +69,7 @@ extension BenchResult: Encodable {
     private enum Key: String, CodingKey {
         case workload, engine, role, unit, throughputMedian, throughputRuns, operationsPerRun, spread
         case latencyOf, latencyP50Seconds, latencyP99Seconds, latencySamples, ratio, ratioOf
-        case metric, shownMedian, shownUnit, ofSyncLimit, note
+        case metric, shownMedian, shownUnit, ofSyncLimit, note, scale
         case buildConfiguration, debugBuild
     }
 
@@ -92,6 +95,7 @@ extension BenchResult: Encodable {
         try c.encode(shown.unit, forKey: .shownUnit)
         try c.encode(ofSyncLimit, forKey: .ofSyncLimit)
         try c.encode(note, forKey: .note)
+        try c.encode(scale, forKey: .scale)
         try c.encode(BuildInfo.configuration, forKey: .buildConfiguration)
         try c.encode(BuildInfo.isDebug, forKey: .debugBuild)
     }

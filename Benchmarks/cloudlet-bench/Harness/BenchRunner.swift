@@ -1,5 +1,6 @@
 /// Runs workload groups: for each group, one warm-up run per engine, then the measured runs with the engines
-/// interleaved (run 1 of every engine, then run 2…), so that drift on a shared machine hits them all alike.
+/// interleaved (run 1 of every engine, then run 2…), so that drift on a shared machine hits them all alike. A
+/// ``Workload/singleRun`` workload gets no warm-up and one run.
 struct BenchRunner {
     let directory: BenchDirectory
     /// Measured runs per workload (after the warm-up).
@@ -14,14 +15,14 @@ struct BenchRunner {
             if !Console.stderrIsTerminal {
                 Console.error("running \(group[0].name) (\(group.map(\.engine).joined(separator: ", ")))")
             }
-            for w in group {
+            for w in group where !w.singleRun {
                 Console.progress("\(label) · \(w.engine) · warm-up")
                 _ = try runOnce(w, tag: "warmup", fixtures)
             }
             var measured = [[RunMeasurement]](repeating: [], count: group.count)
             for r in 0..<runs {
-                for (k, w) in group.enumerated() {
-                    Console.progress("\(label) · \(w.engine) · run \(r + 1)/\(runs)")
+                for (k, w) in group.enumerated() where r == 0 || !w.singleRun {
+                    Console.progress("\(label) · \(w.engine) · run \(r + 1)/\(w.singleRun ? 1 : runs)")
                     measured[k].append(try runOnce(w, tag: "run\(r + 1)", fixtures))
                 }
             }

@@ -8,6 +8,8 @@ struct RunMeasurement: Sendable {
     var latencies: [Double]
     /// Something the run observed that the reader should know (`1,001 log frames replayed`); shown under the table.
     var note: String? = nil
+    /// What `scale` measured besides reads/s and read latency.
+    var scale: ScaleFigures? = nil
 
     /// Operations per second.
     var throughput: Double { seconds > 0 ? operations / seconds : 0 }

@@ -23,4 +23,24 @@ struct Stopwatch {
         try body()
         return t.elapsed
     }
+
+    /// Runs `body` on each element in turn and returns each call's duration in seconds, in order.
+    static func timeEach<S: Sequence>(_ elements: S, _ body: (S.Element) throws -> Void) rethrows -> [Double] {
+        var durations: [Double] = []
+        durations.reserveCapacity(elements.underestimatedCount)
+        for e in elements { durations.append(try time { try body(e) }) }
+        return durations
+    }
+
+    /// ``timeEach(_:_:)`` for an async `body` (a loop run in one task).
+    static func timeEach<S: Sequence>(_ elements: S, _ body: (S.Element) async throws -> Void) async rethrows -> [Double] {
+        var durations: [Double] = []
+        durations.reserveCapacity(elements.underestimatedCount)
+        for e in elements {
+            let t = Stopwatch()
+            try await body(e)
+            durations.append(t.elapsed)
+        }
+        return durations
+    }
 }

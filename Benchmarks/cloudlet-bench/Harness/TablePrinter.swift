@@ -36,6 +36,7 @@ struct TablePrinter {
         }
         out.append("")
         out += ratioMatrix(results)
+        out += scaleTables(results)
         return out.joined(separator: "\n")
     }
 
@@ -76,8 +77,17 @@ struct TablePrinter {
     static func ratio(_ r: BenchResult) -> String {
         if r.role == .subject { return "-" }
         guard let ratio = r.ratio else { return "n/a" }
-        return ratio >= 100 ? String(format: "%.0fx", ratio) : ratio >= 0.1 ? String(format: "%.2fx", ratio)
-            : String(format: "%.3fx", ratio)
+        return times(ratio)
+    }
+
+    /// `0.52x`, `12.34x`, `0.052x`, `140x`; two significant digits below 0.01 (`0.00022x`).
+    static func times(_ ratio: Double) -> String {
+        switch ratio {
+        case 100...: String(format: "%.0fx", ratio)
+        case 0.1...: String(format: "%.2fx", ratio)
+        case 0.01...: String(format: "%.3fx", ratio)
+        default: String(format: "%.2gx", ratio)
+        }
     }
 
     /// 12,345 for large values, 45.6 below 100, 0.123 below 1.

@@ -17,8 +17,8 @@ enum Metric: String, Sendable, Codable {
 
 /// One benchmark on one engine, in LevelDB `db_bench` style: named, set up on a fresh directory, run, torn down.
 ///
-/// The runner calls `setUp`, `run`, `tearDown` once per run (one warm-up run, then the measured ones), each time
-/// in a new empty directory, so every run starts from the same state.
+/// The runner calls `setUp`, `run`, `tearDown` once per run (one warm-up run, then the measured ones; one run only
+/// for a ``singleRun`` workload), each time in a new empty directory, so every run starts from the same state.
 protocol Workload: AnyObject {
     /// The workload's name, shared by every engine that runs it (`fillrandom`, `disk-append-sync`).
     var name: String { get }
@@ -37,6 +37,9 @@ protocol Workload: AnyObject {
     /// Whether `--filter` keeps this workload whenever it keeps another of its group (the `disk` row of
     /// `fillsync*`, which the others are compared with). Default false.
     var accompaniesGroup: Bool { get }
+    /// Whether the runner skips the warm-up and runs this once, whatever `--runs` says: for workloads too long
+    /// to repeat (`scale`). Default false.
+    var singleRun: Bool { get }
 
     /// Prepares a run in `dir` (an empty directory); nothing here is timed. Preloaded stores come from `fixtures`.
     func setUp(in dir: String, fixtures: Fixtures) throws
@@ -50,4 +53,5 @@ extension Workload {
     var metric: Metric { .throughput }
     var comparesToSyncLimit: Bool { false }
     var accompaniesGroup: Bool { false }
+    var singleRun: Bool { false }
 }

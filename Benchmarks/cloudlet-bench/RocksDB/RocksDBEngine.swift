@@ -28,7 +28,7 @@ final class RocksDBEngine: BenchEngine {
 
     func open(dir: String, data: BenchData, settings: EngineSettings) throws {
         let path = dir + "/rocksdb"
-        let db = try RocksDBHandle(path: path, sync: settings.durability == .fsync)
+        let db = try RocksDBHandle(path: path, sync: settings.durability == .fsync, blockCacheBytes: settings.cacheBytes)
         if Self.version.withLock({ $0 == nil }) {
             let v = Self.readVersion(logPath: path + "/LOG")
             Self.version.withLock { $0 = v }
@@ -51,9 +51,10 @@ final class RocksDBEngine: BenchEngine {
         try db.put(data.records[i].recordName, RecordValueCodec.encode(data.records[i]))
     }
 
-    func saveBatch(_ range: Range<Int>) throws {
-        let (db, data) = opened()
-        try db.write(data.records[range].lazy.map { ($0.recordName, RecordValueCodec.encode($0)) })
+    func saveBatch(_ range: Range<Int>) throws { try saveRecords(opened().1.records[range]) }
+
+    func saveRecords(_ batch: ArraySlice<GeneratedRecord>) throws {
+        try opened().0.write(batch.lazy.map { ($0.recordName, RecordValueCodec.encode($0)) })
     }
 
     func updateBatch(_ indices: ArraySlice<Int>) throws {
@@ -61,9 +62,10 @@ final class RocksDBEngine: BenchEngine {
         try db.write(indices.lazy.map { (data.updates[$0].recordName, RecordValueCodec.encode(data.updates[$0])) })
     }
 
-    func get(_ i: Int) throws {
-        let (db, data) = opened()
-        let expected = data.records[i]
+    func get(_ i: Int) throws { try read(opened().1.records[i]) }
+
+    func read(_ expected: GeneratedRecord) throws {
+        let db = opened().0
         let found = try db.get(expected.recordName) { RecordValueCodec.decode(name: expected.recordName, $0) }
         guard let found else { throw BenchError(.engine, "RocksDB: record '\(expected.recordName)' not found") }
         guard let record = found else {
@@ -72,6 +74,11 @@ final class RocksDBEngine: BenchEngine {
         guard record.count == expected.count else {
             throw BenchError(.engine, "RocksDB: '\(expected.recordName)' has count \(record.count), expected \(expected.count)")
         }
+    }
+
+    var cacheDescription: String {
+        let bytes = opened().0.blockCacheBytes
+        return "block cache \(bytes.map { "\($0 >> 20) MiB" } ?? "8 MiB (default)")"
     }
 
     func crashImage(to dir: String) throws {
@@ -110,13 +117,20 @@ final class RocksDBHandle: @unchecked Sendable {
     private let tableOptions: OpaquePointer
     private let writeOptions: OpaquePointer
     private let readOptions: OpaquePointer
+    /// The block cache given to the table options, when not RocksDB's default one.
+    private let blockCache: OpaquePointer?
+    /// Its capacity; nil: RocksDB's default block cache (8 MiB).
+    let blockCacheBytes: Int?
 
-    init(path: String, sync: Bool) throws {
+    init(path: String, sync: Bool, blockCacheBytes: Int? = nil) throws {
         self.path = path
+        self.blockCacheBytes = blockCacheBytes
         options = rocksdb_options_create()
         rocksdb_options_set_create_if_missing(options, 1)
         rocksdb_options_increase_parallelism(options, 2)
         tableOptions = rocksdb_block_based_options_create()
+        blockCache = blockCacheBytes.map { rocksdb_cache_create_lru(Int($0)) }
+        if let blockCache { rocksdb_block_based_options_set_block_cache(tableOptions, blockCache) }
         // The table options take ownership of the filter policy.
         rocksdb_block_based_options_set_filter_policy(tableOptions, rocksdb_filterpolicy_create_bloom(10))
         rocksdb_options_set_block_based_table_factory(options, tableOptions)
@@ -155,6 +169,7 @@ final class RocksDBHandle: @unchecked Sendable {
         rocksdb_writeoptions_destroy(writeOptions)
         rocksdb_block_based_options_destroy(tableOptions)
         rocksdb_options_destroy(options)
+        if let blockCache { rocksdb_cache_destroy(blockCache) }
     }
 
     func put(_ key: String, _ value: [UInt8]) throws {

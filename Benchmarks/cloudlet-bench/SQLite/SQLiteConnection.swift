@@ -33,10 +33,13 @@ final class SQLiteConnection: @unchecked Sendable {
         d == .fsync ? ("FULL", "2") : ("NORMAL", "1")
     }
 
-    /// Opens `path` (creating it), in WAL mode with `synchronous` for `durability` and `busy_timeout`, and
-    /// prepares the statements. Fails if SQLite did not take the settings, so a run cannot silently measure
-    /// something else.
-    init(path: String, durability: BenchDurability, busyTimeoutMilliseconds: Int32 = 60_000) throws {
+    /// SQLite's default page cache (`cache_size = -2000`), in KiB.
+    static let defaultCacheKiB = 2000
+
+    /// Opens `path` (creating it), in WAL mode with `synchronous` for `durability`, `busy_timeout` and, when
+    /// `cacheBytes` is set, a page cache of that size, and prepares the statements. Fails if SQLite did not take
+    /// the settings, so a run cannot silently measure something else.
+    init(path: String, durability: BenchDurability, cacheBytes: Int? = nil, busyTimeoutMilliseconds: Int32 = 60_000) throws {
         self.path = path
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &db, flags, nil)
@@ -57,6 +60,12 @@ final class SQLiteConnection: @unchecked Sendable {
             let sync = try queryText("PRAGMA synchronous")
             guard sync == wanted.value else {
                 throw BenchError(.engine, "SQLite '\(path)': synchronous is \(sync), not \(wanted.value) (\(wanted.name))")
+            }
+            if let cacheBytes {
+                try execute("PRAGMA cache_size=-\(cacheBytes / 1024)")
+                guard try cacheKiB() == cacheBytes / 1024 else {
+                    throw BenchError(.engine, "SQLite '\(path)': cache_size is not \(cacheBytes / 1024) KiB")
+                }
             }
             try execute(Self.createTable)
             insert = try prepare(
@@ -198,6 +207,12 @@ final class SQLiteConnection: @unchecked Sendable {
             if sqlite3_get_autocommit(db) == 0 { try? step(rollback, "ROLLBACK") }
             throw error
         }
+    }
+
+    /// The page cache's size in KiB (`PRAGMA cache_size`: negative for KiB, positive for pages).
+    func cacheKiB() throws -> Int {
+        let size = Int(try queryText("PRAGMA cache_size")) ?? 0
+        return size < 0 ? -size : size * (Int(try queryText("PRAGMA page_size")) ?? 0) / 1024
     }
 
     /// Runs SQL that returns no rows.

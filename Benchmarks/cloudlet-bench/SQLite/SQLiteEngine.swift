@@ -29,6 +29,8 @@ final class SQLiteEngine: BenchEngine {
         /// Connections not in use; a caller takes one for the duration of one save.
         var idle: [SQLiteConnection] = []
         var opened = 0
+        /// The page cache of each connection, in KiB (SQLite's own figure after `open`).
+        var cacheKiB = 0
     }
 
     private let state = Mutex(State())
@@ -43,13 +45,16 @@ final class SQLiteEngine: BenchEngine {
         let path = dir + "/" + Self.fileName
         var connections: [SQLiteConnection] = []
         for _ in 0..<(sharedConnection ? 1 : max(settings.writers, 1)) {
-            connections.append(try SQLiteConnection(path: path, durability: settings.durability))
+            connections.append(
+                try SQLiteConnection(path: path, durability: settings.durability, cacheBytes: settings.cacheBytes))
         }
+        let cacheKiB = try connections[0].cacheKiB()
         state.withLock {
             $0.data = data
             $0.path = path
             $0.idle = connections
             $0.opened = connections.count
+            $0.cacheKiB = cacheKiB
         }
     }
 
@@ -60,10 +65,17 @@ final class SQLiteEngine: BenchEngine {
     }
 
     func saveBatch(_ range: Range<Int>) throws {
-        try withConnection(picking: { $0.records[range] }) { connection, batch in
-            try connection.transaction {
-                for record in batch { try connection.insert(record) }
-            }
+        try withConnection(picking: { $0.records[range] }, Self.insert)
+    }
+
+    func saveRecords(_ batch: ArraySlice<GeneratedRecord>) throws {
+        try withConnection(picking: { _ in batch }, Self.insert)
+    }
+
+    /// Inserts `batch` in one transaction.
+    private static func insert(_ connection: SQLiteConnection, _ batch: ArraySlice<GeneratedRecord>) throws {
+        try connection.transaction {
+            for record in batch { try connection.insert(record) }
         }
     }
 
@@ -76,14 +88,26 @@ final class SQLiteEngine: BenchEngine {
     }
 
     func get(_ i: Int) throws {
-        try withConnection(picking: { $0.records[i] }) { connection, expected in
-            guard let found = try connection.read(expected.recordName) else {
-                throw BenchError(.engine, "SQLite: record '\(expected.recordName)' not found")
-            }
-            guard found.count == expected.count else {
-                throw BenchError(.engine, "SQLite: '\(expected.recordName)' has count \(found.count), expected \(expected.count)")
-            }
+        try withConnection(picking: { $0.records[i] }, Self.read)
+    }
+
+    func read(_ expected: GeneratedRecord) throws {
+        try withConnection(picking: { _ in expected }, Self.read)
+    }
+
+    private static func read(_ connection: SQLiteConnection, _ expected: GeneratedRecord) throws {
+        guard let found = try connection.read(expected.recordName) else {
+            throw BenchError(.engine, "SQLite: record '\(expected.recordName)' not found")
         }
+        guard found.count == expected.count else {
+            throw BenchError(.engine, "SQLite: '\(expected.recordName)' has count \(found.count), expected \(expected.count)")
+        }
+    }
+
+    var cacheDescription: String {
+        let kib = state.withLock { $0.cacheKiB }
+        return "page cache " + (kib % 1024 == 0 ? "\(kib / 1024) MiB" : "\(kib) KiB")
+            + (kib == SQLiteConnection.defaultCacheKiB ? " (default)" : "")
     }
 
     /// Copies the database file and its WAL (not the shared-memory index, which SQLite rebuilds from the WAL)

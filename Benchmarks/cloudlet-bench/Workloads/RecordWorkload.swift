@@ -1,5 +1,5 @@
 /// What the workloads that drive a ``BenchEngine`` share: their identity, the engine they opened, and closing it.
-/// Subclasses override `setUp` and `run` (and `metric` / `comparesToSyncLimit` where they differ).
+/// Subclasses override `setUp` and `run` (and `metric` / `comparesToSyncLimit` / `singleRun` where they differ).
 class RecordWorkload: Workload {
     let name: String
     let engine: String
@@ -21,6 +21,7 @@ class RecordWorkload: Workload {
 
     var metric: Metric { .throughput }
     var comparesToSyncLimit: Bool { false }
+    var singleRun: Bool { false }
 
     func setUp(in dir: String, fixtures: Fixtures) throws {
         preconditionFailure("\(Self.self) must override setUp(in:fixtures:)")

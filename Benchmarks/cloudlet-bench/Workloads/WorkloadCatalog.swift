@@ -28,6 +28,10 @@ enum WorkloadCatalog {
         var changefeedRecords: Int = 1_000_000
         /// How long `notify-*` commits at its rate.
         var notifySeconds: Double = 3
+        /// The records `scale` loads (issue 12: 10 M; `--scale-records`).
+        var scaleRecords = 10_000_000
+        /// The reads `scale` does in the reopened store (issue 12: 1 M; `--scale-reads`).
+        var scaleReads = 1_000_000
 
         static let full = Sizes(
             appendSyncs: 5_000, seqwriteMiB: 256, fillRecords: 100_000, fillsyncRecords: 2_000,
@@ -38,7 +42,8 @@ enum WorkloadCatalog {
         static let quick = Sizes(
             appendSyncs: 200, seqwriteMiB: 64, fillRecords: 10_000, fillsyncRecords: 100,
             concurrentRecords: 256, storeRecords: 10_000, reads: 10_000, overwrites: 5_000,
-            recoverRecords: 10_000, changefeedRecords: 10_000, notifySeconds: 0.5)
+            recoverRecords: 10_000, changefeedRecords: 10_000, notifySeconds: 0.5, scaleRecords: 50_000,
+            scaleReads: 20_000)
     }
 
     struct Definition: Sendable {
@@ -136,6 +141,11 @@ enum WorkloadCatalog {
             make: { e, s in
                 RecoverWorkload(name: "recover-crash", engine: e!, storeCount: s.recoverRecords, crash: true)
             }),
+        Definition(
+            name: "scale",
+            summary: "load 10 M records in batches of 200, reopen, 1 M uniform reads: memory, disk, open time",
+            needs: [.write, .read, .recover],
+            make: { e, s in ScaleWorkload(engine: e!, records: s.scaleRecords, reads: s.scaleReads, batchSize: s.batch) }),
     ]
 
     /// One line per workload: name, then summary.
@@ -145,9 +155,12 @@ enum WorkloadCatalog {
         return all.map { indent + $0.0.padding(toLength: 21, withPad: " ", startingAt: 0) + $0.1 }.joined(separator: "\n")
     }
 
-    /// The workloads to run, grouped by name: every engine's instance of a workload is in the same group.
-    static func groups(quick: Bool, engines: [EngineRegistry.Entry] = EngineRegistry.all) -> [[any Workload]] {
-        let s = quick ? Sizes.quick : Sizes.full
+    /// The workloads to run, grouped by name: every engine's instance of a workload is in the same group. `sizes`:
+    /// nil for the full or quick sizes.
+    static func groups(
+        quick: Bool, sizes: Sizes? = nil, engines: [EngineRegistry.Entry] = EngineRegistry.all
+    ) -> [[any Workload]] {
+        let s = sizes ?? (quick ? Sizes.quick : Sizes.full)
         let rows = definitions.map { d -> [any Workload] in
             guard let needs = d.needs else { return [d.make(nil, s)] }
             let rows = engines.filter { $0.runs(d.name, needing: needs) }.map { d.make($0, s) }
