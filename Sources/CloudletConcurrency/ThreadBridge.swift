@@ -2,6 +2,10 @@ import Dispatch
 import Foundation
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The two bridges between threads that may block and Swift concurrency, whose cooperative pool has one thread per
 /// core and must never block: a blocked cooperative thread stalls every task.
 ///
@@ -32,12 +36,15 @@ public enum ThreadBridge {
         let result = Mutex<Result<T, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
         admission.wait()
+        let outer = thread
+        thread = .waiting
         Task.immediate {
             let r: Result<T, any Error>
             do { r = .success(try await body()) } catch { r = .failure(error) }
             result.withLock { $0 = r }
             done.signal()
         }
+        thread = outer
         admission.signal()
         done.wait()
         return try result.withLock { $0! }.get()
@@ -48,12 +55,54 @@ public enum ThreadBridge {
 
     /// Runs blocking `work` on a thread outside the cooperative pool and returns (or throws) its result; the calling
     /// task suspends meanwhile. Several calls run at once, each on a thread of its own.
+    ///
+    /// When the calling task runs on a thread that may block — the first part of a ``wait(_:)`` body, on the thread
+    /// that waits, or an offloaded job — `work` runs right there: a point read of a cached or page-cached record then
+    /// costs the read, not three thread switches (to the blocking queue, back to the pool, back to the waiter). The
+    /// waiting thread's admission permit is given back meanwhile, so that a read that goes to the disk does not keep
+    /// another thread from running.
     public static func offload<T: Sendable, E: Error>(_ work: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
+        switch thread {
+        case .blocking: return try work()
+        case .waiting:
+            admission.signal()
+            defer { admission.wait() }
+            return try work()
+        case .pool: break
+        }
         let result: Result<T, E> = await withCheckedContinuation { c in
-            blockingQueue.async { c.resume(returning: Result(catching: work)) }
+            blockingQueue.async {
+                // Only while `work` runs: dispatch's worker threads may serve other queues afterwards.
+                thread = .blocking
+                let result = Result(catching: work)
+                thread = .pool
+                c.resume(returning: result)
+            }
         }
         return try result.get()
     }
+
+    /// What the current thread is, as far as blocking goes.
+    enum ThreadKind: Int {
+        /// A thread of the cooperative pool (or any other): must not block.
+        case pool = 0
+        /// Running the first part of a ``wait(_:)`` body, holding an admission permit: may block.
+        case waiting = 1
+        /// A thread of the blocking queue: may block.
+        case blocking = 2
+    }
+
+    /// The current thread's kind: a thread-specific value (pthread key).
+    static var thread: ThreadKind {
+        get { ThreadKind(rawValue: Int(bitPattern: pthread_getspecific(threadKey))) ?? .pool }
+        set { pthread_setspecific(threadKey, UnsafeRawPointer(bitPattern: newValue.rawValue)) }
+    }
+
+    private nonisolated(unsafe) static let threadKey: pthread_key_t = {
+        var key = pthread_key_t()
+        precondition(pthread_key_create(&key, nil) == 0, "pthread_key_create failed")
+        return key
+    }()
 
     private static let blockingQueue = DispatchQueue(label: "cloudlet.blocking", attributes: .concurrent)
 }

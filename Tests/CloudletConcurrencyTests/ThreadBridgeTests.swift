@@ -126,4 +126,48 @@ struct ThreadBridgeTests {
             #expect(error.code == 3)
         }
     }
+
+    @Test("offload runs inline on a thread that may block (a wait body's first part), elsewhere after a suspension")
+    func offloadInline() async {
+        let (inline, afterSuspension) = await onThread {
+            let caller = pthread_self()
+            let ran = try? ThreadBridge.wait { () async throws -> (pthread_t, pthread_t) in
+                let first = await ThreadBridge.offload { pthread_self() }
+                try await Task.sleep(for: .milliseconds(5))
+                // On the pool now: the work goes to the blocking queue (whose worker may be the very thread the
+                // suspended task left; that it does not block the pool is `offload()`'s test).
+                let second = await ThreadBridge.offload { pthread_self() }
+                return (first, second)
+            }
+            return ran.map { (pthread_equal($0.0, caller) != 0, pthread_equal($0.1, caller) != 0) } ?? (false, true)
+        }
+        #expect(inline)
+        #expect(!afterSuspension)
+    }
+
+    @Test("work offloaded inline gives the waiting thread's admission permit back: more of it runs at once than cores")
+    func inlineOffloadReleasesThePermit() async {
+        final class Counter: Sendable { let value = Atomic<Int>(0) }
+        let inside = Counter()
+        let count = ProcessInfo.processInfo.activeProcessorCount * 2 + 1
+        let all = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<count {
+                group.addTask {
+                    await onThread {
+                        (try? ThreadBridge.wait { () async -> Bool in
+                            await ThreadBridge.offload { () -> Bool in
+                                // A blocking wait for all of them to be here at once (a disk read standing in).
+                                inside.value.add(1, ordering: .relaxed)
+                                let deadline = Date().addingTimeInterval(10)
+                                while inside.value.load(ordering: .relaxed) < count && Date() < deadline { usleep(1000) }
+                                return inside.value.load(ordering: .relaxed) >= count
+                            }
+                        }) ?? false
+                    }
+                }
+            }
+            return await group.allSatisfy { $0 }
+        }
+        #expect(all, "\(inside.value.load(ordering: .relaxed)) of \(count) got in")
+    }
 }
