@@ -1,4 +1,3 @@
-import CLZ4
 import CloudletCore
 
 /// The 32-byte header in front of every frame's payload (LogFormat.md, "Frame"), and the checks every reader of
@@ -9,7 +8,7 @@ struct FrameHeader: Equatable {
     static let lz4Flag: UInt8 = 1
     static let knownFlags: UInt8 = lz4Flag
     /// The largest payload LZ4 accepts (`LZ4_MAX_INPUT_SIZE`); bigger payloads are stored as they are.
-    static let maxCompressibleLength = 0x7E00_0000
+    static let maxCompressibleLength = LZ4Block.maxInputLength
     /// The largest payload a frame can hold: its length is a u32 and the whole frame must fit one too.
     static let maxPayloadLength = Int(UInt32.max) - size
     /// The resync scan looks for frames with an LSN at most this far past the last good one.
@@ -125,23 +124,15 @@ struct FrameHeader: Equatable {
         let start = offset + Self.size
         guard isCompressed else { return .success(Array(bytes[start..<(start + Int(storedLength))])) }
         let expected = Int(uncompressedLength)
-        var produced: Int32 = 0
-        let out = [UInt8](unsafeUninitializedCapacity: expected) { buffer, count in
-            produced = bytes.withUnsafeBytes { src in
-                LZ4_decompress_safe(
-                    (src.baseAddress! + start).assumingMemoryBound(to: CChar.self),
-                    UnsafeMutableRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self),
-                    Int32(storedLength), Int32(expected))
-            }
-            count = Int(max(0, produced))
-        }
-        guard produced == Int32(expected) else {
+        switch LZ4Block.decompress(bytes[start..<(start + Int(storedLength))], expected: expected) {
+        case .success(let out): return .success(out)
+        case .failure(let failure):
             return .failure(
                 Defect(
-                    reason: "LZ4 payload does not decompress to \(expected) bytes (LZ4_decompress_safe returned \(produced))",
+                    reason:
+                        "LZ4 payload does not decompress to \(expected) bytes (LZ4_decompress_safe returned \(failure.returned))",
                     definitive: true))
         }
-        return .success(out)
     }
 
     /// Whether a frame of this header could follow the frame `lastGood`: used by the resync scan that decides
@@ -171,7 +162,7 @@ struct PreparedPayload {
         self.type = type
         uncompressedLength = UInt32(payload.count)
         if payload.count >= max(1, compressionThreshold), payload.count <= FrameHeader.maxCompressibleLength,
-            let compressed = Self.compress(payload), (payload.count - compressed.count) * 8 >= payload.count
+            let compressed = LZ4Block.compress(payload), (payload.count - compressed.count) * 8 >= payload.count
         {
             stored = compressed
             flags = FrameHeader.lz4Flag
@@ -180,22 +171,6 @@ struct PreparedPayload {
             flags = 0
         }
         storedChecksum = CRC32C.checksum(stored)
-    }
-
-    /// `LZ4_compress_default`, or nil if it fails.
-    private static func compress(_ payload: [UInt8]) -> [UInt8]? {
-        let bound = Int(LZ4_compressBound(Int32(payload.count)))
-        guard bound > 0 else { return nil }
-        let out = [UInt8](unsafeUninitializedCapacity: bound) { buffer, count in
-            count = payload.withUnsafeBytes { src in
-                Int(
-                    LZ4_compress_default(
-                        src.baseAddress!.assumingMemoryBound(to: CChar.self),
-                        UnsafeMutableRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self),
-                        Int32(payload.count), Int32(bound)))
-            }
-        }
-        return out.isEmpty ? nil : out
     }
 
     /// The frame header for this payload at `lsn`: its checksum folds the header's CRC into the payload's.
