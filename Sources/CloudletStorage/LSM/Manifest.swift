@@ -43,7 +43,7 @@ public final class Manifest: Sendable {
     /// `CLTMANI\x01`.
     static let magic: [UInt8] = [0x43, 0x4C, 0x54, 0x4D, 0x41, 0x4E, 0x49, 0x01]
     static let formatVersion: UInt16 = 1
-    static let headerSize = 16
+    static let headerSize = VersionedHeader.size
     static let recordHeaderSize = 8
 
     public let directory: String
@@ -194,14 +194,7 @@ public final class Manifest: Sendable {
         return w.bytes
     }
 
-    static func header() -> [UInt8] {
-        var w = ByteWriter(capacity: headerSize)
-        w.raw(magic)
-        w.u16(formatVersion)
-        w.u16(0)
-        w.u32(CRC32C.checksum(w.bytes))
-        return w.bytes
-    }
+    static func header() -> [UInt8] { VersionedHeader.encode(magic: magic, version: formatVersion) }
 
     /// The manifest name `CURRENT` holds: `MANIFEST-<20 digits>` and a newline, nothing else.
     static func readCurrent(_ directory: String, _ fileSystem: any FileSystem) throws -> String {
@@ -232,12 +225,10 @@ public final class Manifest: Sendable {
         func corrupt(_ offset: Int, _ what: String) -> CloudletError {
             .corruption("manifest \(path) offset \(offset): \(what)")
         }
-        guard bytes.count >= headerSize, Array(bytes[0..<8]) == magic,
-            bytes.loadLE(UInt32.self, at: 12) == CRC32C.checksum(bytes[0..<12])
-        else { throw corrupt(0, "bad manifest header") }
-        let formatVersion = bytes.loadLE(UInt16.self, at: 8)
-        guard formatVersion == Self.formatVersion, bytes.loadLE(UInt16.self, at: 10) == 0 else {
-            throw CloudletError(.notSupported, "manifest \(path): unsupported format version \(formatVersion)")
+        switch VersionedHeader.check(bytes, magic: magic, version: formatVersion) {
+        case nil: break
+        case .damaged(let reason)?: throw corrupt(0, reason)
+        case .unsupported(let reason)?: throw CloudletError(.notSupported, "manifest \(path): \(reason)")
         }
         var version = LSMVersion()
         var offset = headerSize

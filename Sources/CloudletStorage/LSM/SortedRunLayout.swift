@@ -9,7 +9,7 @@ enum SortedRunLayout {
     static let footerMagic: [UInt8] = [0x43, 0x4C, 0x54, 0x52, 0x55, 0x4E, 0x46, 0x01]
     /// The format version this code writes, and the newest it reads.
     static let formatVersion: UInt16 = 1
-    static let headerSize = 16
+    static let headerSize = VersionedHeader.size
     static let footerSize = 64
     /// Compression type byte + CRC32C after every block's stored bytes.
     static let trailerSize = 5
@@ -19,24 +19,11 @@ enum SortedRunLayout {
     /// A block may be at most this long as stored (its size is a u32 in the footer, and LZ4's input limit).
     static let maxBlockSize = LZ4Block.maxInputLength
 
-    static func header() -> [UInt8] {
-        var w = ByteWriter(capacity: headerSize)
-        w.raw(headerMagic)
-        w.u16(formatVersion)
-        w.u16(0)
-        w.u32(CRC32C.checksum(w.bytes))
-        return w.bytes
-    }
+    static func header() -> [UInt8] { VersionedHeader.encode(magic: headerMagic, version: formatVersion) }
 
     /// What is wrong with a header, nil if nothing; `bytes` are the file's first 16 bytes (or fewer).
     static func headerDefect(_ bytes: [UInt8]) -> String? {
-        guard bytes.count == headerSize else { return "file too short for a header (\(bytes.count) bytes)" }
-        guard Array(bytes[0..<8]) == headerMagic else { return "bad header magic (not a sorted run)" }
-        guard bytes.loadLE(UInt32.self, at: 12) == CRC32C.checksum(bytes[0..<12]) else { return "header CRC mismatch" }
-        let version = bytes.loadLE(UInt16.self, at: 8)
-        guard version == formatVersion else { return "unsupported format version \(version)" }
-        guard bytes.loadLE(UInt16.self, at: 10) == 0 else { return "unknown header flags" }
-        return nil
+        VersionedHeader.check(bytes, magic: headerMagic, version: formatVersion)?.reason
     }
 
     /// A block's stored bytes plus trailer: LZ4-compressed when `compress` is set and that saves at least 1/8.
