@@ -172,6 +172,36 @@ struct LSMTreeTests {
         reopened.close()
     }
 
+    @Test("a damaged run is found and named by verify, and reads through it fail instead of answering")
+    func damagedRun() throws {
+        let fs = InMemoryFileSystem()
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        for i in 0..<500 { try tree.put(Array("key\(i)".utf8), Array("value\(i)".utf8), sequence: UInt64(i + 1)) }
+        try tree.flush(logPosition: [1])
+        let run = try #require(tree.runs.first)
+        tree.close()
+        let path = "/tree/" + SortedRunFile.name(run.fileNumber)
+        var bytes = try #require(fs.contents(of: path))
+        bytes[40] ^= 0x10  // inside the first data block
+        fs.setContents(of: path, to: bytes)
+
+        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        let findings = reopened.verify()
+        #expect(findings.count == 1 && findings.first?.path == path && findings.first?.offset == 16)
+        let error = cloudletError { _ = try reopened.scan() }
+        #expect(error?.code == .corruption && error?.message.contains(path) == true)
+        let get = cloudletError { _ = try reopened.get(Array("key0".utf8)) }
+        #expect(get?.code == .corruption)
+        #expect(try reopened.get(Array("key99".utf8)) == Array("value99".utf8), "other blocks still answer")
+        reopened.close()
+
+        // A damaged footer fails the open, naming the run.
+        bytes[bytes.count - 10] ^= 0x01
+        fs.setContents(of: path, to: bytes)
+        let open = cloudletError { _ = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration()) }
+        #expect(open?.code == .corruption && open?.message.contains(path) == true)
+    }
+
     @Test("background merges keep the data intact and report no error", arguments: ["posix", "memory"])
     func background(fileSystemKind: String) throws {
         let (fs, dir, temp) = testFileSystem(fileSystemKind)
