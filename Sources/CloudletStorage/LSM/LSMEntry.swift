@@ -74,7 +74,12 @@ public enum LSMKey {
         if !key.isEmpty, key.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != 0x22 }) {
             return "\"" + String(decoding: key, as: UTF8.self) + "\""
         }
-        return "0x" + key.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        return "0x" + hex(key)
+    }
+
+    /// The bytes as lowercase hex digits, two a byte.
+    public static func hex(_ bytes: some Collection<UInt8>) -> String {
+        bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 }
 
