@@ -1,6 +1,7 @@
 import CloudletCore
 import CloudletStorage
 import CloudletTestSupport
+import Foundation
 import Testing
 
 @Suite("LSM tree")
@@ -200,6 +201,46 @@ struct LSMTreeTests {
         fs.setContents(of: path, to: bytes)
         let open = cloudletError { _ = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration()) }
         #expect(open?.code == .corruption && open?.message.contains(path) == true)
+    }
+
+    @Test("views taken while a writer writes and flushes and merges run in the background each stay consistent")
+    func concurrentViews() throws {
+        let fs = InMemoryFileSystem()
+        var configuration = smallConfiguration(background: true)
+        configuration.mergeBytesPerSecond = nil
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration)
+        let writes = 3000
+        // Every value is the sequence it was written with, so a reader can tell which write it sees.
+        let writer = Thread {
+            for sequence in 1...writes {
+                let key = Array("k\(sequence % 200)".utf8)
+                let value = Array("\(sequence)".utf8)
+                try! tree.put(key, value, sequence: UInt64(sequence))
+                if sequence % 150 == 0 { try! tree.flush(logPosition: Array("\(sequence)".utf8)) }
+            }
+        }
+        writer.start()
+        var views = 0
+        while views < 40 || !writer.isFinished {
+            let view = tree.readView()
+            let first = try view.scan()
+            #expect(first.map(\.key) == first.map(\.key).sorted(by: LSMKey.less))
+            for entry in first.prefix(20) { #expect(try view.get(entry.key) == entry.value) }
+            #expect(try view.scan() == first, "a view answers the same every time")
+            // Within one view no key can show a write newer than the newest write the view shows at all.
+            let newest = first.map { Int(String(decoding: $0.value, as: UTF8.self))! }.max() ?? 0
+            for entry in first {
+                let sequence = Int(String(decoding: entry.value, as: UTF8.self))!
+                #expect(sequence > newest - 200, "key \(LSMKey.printable(entry.key)) is stale in its view")
+            }
+            views += 1
+        }
+        tree.close()
+        #expect(tree.backgroundError == nil)
+        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        #expect(try reopened.scan().count == 200)
+        #expect(try reopened.get(Array("k0".utf8)) == Array("3000".utf8))
+        reopened.close()
     }
 
     @Test("background merges keep the data intact and report no error", arguments: ["posix", "memory"])
