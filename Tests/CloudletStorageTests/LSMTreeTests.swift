@@ -173,6 +173,42 @@ struct LSMTreeTests {
         reopened.close()
     }
 
+    @Test("a failed manifest fdatasync keeps the flushed run: the reopened tree has it if the edit survived, not if it did not",
+        arguments: [false, true])
+    func manifestSyncFailure(crash: Bool) throws {
+        let memory = InMemoryFileSystem()
+        let fs = FaultInjectingFileSystem(wrapping: memory)
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        for i in 0..<50 { try tree.put([UInt8(i)], [1], sequence: UInt64(i + 1)) }
+        fs.failFdatasync(nth: 2)  // 1: the run file, 2: the manifest edit naming it
+        #expect(cloudletError { try tree.flush(logPosition: [9]) }?.code == .io)
+        tree.close()
+        #expect(try memory.listDirectory("/tree").contains { $0.hasSuffix(".run") }, "the run stays while its edit may exist")
+        if crash { memory.crash() }  // the unsynced edit is lost; without a crash it reached the disk
+
+        let reopened = try LSMTree(directory: "/tree", fileSystem: memory, configuration: smallConfiguration())
+        #expect(reopened.logPosition == (crash ? [] : [9]))
+        #expect(try reopened.scan().count == (crash ? 0 : 50))
+        #expect(try memory.listDirectory("/tree").filter { $0.hasSuffix(".run") }.count == (crash ? 0 : 1))
+        reopened.close()
+    }
+
+    @Test("merges read around the block cache")
+    func mergesDoNotFillTheCache() throws {
+        let tree = try LSMTree(directory: "/tree", fileSystem: InMemoryFileSystem(), configuration: smallConfiguration())
+        for round in 0..<3 {
+            for i in 0..<300 { try tree.put(Array("k\(i)".utf8), [UInt8(round)], sequence: UInt64(round * 1000 + i + 1)) }
+            try tree.flush(logPosition: [UInt8(round)])
+        }
+        let before = tree.statistics.blockCache
+        try tree.mergeUntilIdle()
+        #expect(tree.statistics.merges > 0)
+        #expect(tree.statistics.blockCache.insertions == before.insertions)
+        #expect(try tree.get(Array("k7".utf8)) == [2])
+        #expect(tree.statistics.blockCache.insertions == before.insertions + 1, "reads still fill it")
+        tree.close()
+    }
+
     @Test("a damaged run is found and named by verify, and reads through it fail instead of answering")
     func damagedRun() throws {
         let fs = InMemoryFileSystem()

@@ -29,9 +29,11 @@ extension LSMTree {
             try checkWritable()
             guard let plan = state.withLock({ s in Self.plan(s.runs, configuration) }) else { return false }
             var outputs: [LSMRunHandle] = []
+            var edited = false
             do {
+                // Merge reads go around the cache: a merge reads whole runs once and would push out what reads need.
                 let iterator = MergingIterator(
-                    plan.inputs.map { $0.reader.makeIterator() }, dropTombstones: plan.dropTombstones)
+                    plan.inputs.map { $0.reader.makeIterator(fillCache: false) }, dropTombstones: plan.dropTombstones)
                 try iterator.seekToFirst()
                 var limiter = RateLimiter(bytesPerSecond: configuration.mergeBytesPerSecond)
                 let from = plan.inputs.map(\.metadata.level).min() ?? 0
@@ -41,12 +43,13 @@ extension LSMTree {
                 CrashPoint.reached("lsm.merge.written")
                 let edit = ManifestEdit(
                     addedRuns: outputs.map(\.metadata), removedRuns: plan.inputs.map(\.metadata.fileNumber))
+                edited = true
                 try install(edit, adding: outputs, removing: plan.inputs) { s in
                     s.merges += 1
                     s.mergeBytesWritten += outputs.reduce(0) { $0 + $1.metadata.fileSize }
                 }
             } catch {
-                for output in outputs { output.markObsolete() }
+                discard(outputs, edited: edited)
                 throw fail(error)
             }
             return true

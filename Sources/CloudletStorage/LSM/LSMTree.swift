@@ -130,6 +130,7 @@ public final class LSMTree: Sendable {
                 return s.memtable
             }
             var outputs: [LSMRunHandle] = []
+            var edited = false
             do {
                 if let frozen {
                     let iterator = frozen.makeIterator()
@@ -140,13 +141,14 @@ public final class LSMTree: Sendable {
                 }
                 let edit = ManifestEdit(
                     logPosition: logPosition, lastSequence: frozen?.maxSequence, addedRuns: outputs.map(\.metadata))
+                edited = true
                 try install(edit, adding: outputs, removing: []) { s in
                     if frozen != nil { s.immutables.removeLast() }
                     s.flushes += 1
                     s.mergeWanted = true
                 }
             } catch {
-                for output in outputs { output.markObsolete() }
+                discard(outputs, edited: edited)
                 throw fail(error)
             }
             state.signal(.work)
@@ -220,6 +222,14 @@ public final class LSMTree: Sendable {
     func fail(_ error: any Error) -> any Error {
         errors.record(error as? CloudletError ?? CloudletError(.internalError, "\(error)"), fatal: true)
         return error
+    }
+
+    /// Cleans up after a failed flush or merge: runs it wrote are deleted, unless a manifest edit naming them was
+    /// attempted: it may have reached the disk even though it failed, and then the files must stay (the next open
+    /// keeps them if the edit is there, deletes them as leftovers if not).
+    func discard(_ outputs: [LSMRunHandle], edited: Bool) {
+        guard !edited else { return }
+        for output in outputs { output.markObsolete() }
     }
 
     /// Applies `edit` durably, then swaps the runs in the state and runs `update` on it, all under the edit lock so

@@ -141,7 +141,8 @@ public final class Manifest: Sendable {
             CrashPoint.reached("lsm.manifest.appended")
             s.size += UInt64(record.count)
             s.version = next
-            if s.size > configuration.rewriteSize { try rewrite(&s) }
+            // The edit is durable whatever happens now: a failed rewrite only stops later edits (see `rewrite`).
+            if s.size > configuration.rewriteSize { rewrite(&s) }
             return next
         }
     }
@@ -155,13 +156,16 @@ public final class Manifest: Sendable {
         }
     }
 
-    private func rewrite(_ s: inout State) throws(CloudletError) {
+    /// Replaces the manifest with a fresh one holding one snapshot. A failure is kept in the state: the next
+    /// ``apply(_:)`` throws it (which of the two manifests a crash would leave is unknown once `CURRENT` was being
+    /// replaced, but both hold every edit so far).
+    private func rewrite(_ s: inout State) {
         var version = s.version
         let old = s.path
         let (file, path, size): (any File, String, UInt64)
         do { (file, path, size) = try Self.writeFresh(&version, directory, fileSystem) } catch {
-            s.failure = "\(error)"
-            throw error as? CloudletError ?? CloudletError(.internalError, "\(error)")
+            s.failure = "rewriting the manifest: \(error)"
+            return
         }
         try? s.file?.close()
         s = State(version: version, file: file, path: path, size: size, failure: nil)

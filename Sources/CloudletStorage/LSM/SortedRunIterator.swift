@@ -3,11 +3,15 @@
 /// block's separator, so a damaged index cannot make it return entries out of order.
 public final class SortedRunIterator: LSMIterator {
     public let reader: SortedRunReader
+    private let fillCache: Bool
     private var blockIndex = 0
     private var cursor: BlockCursor?
     public private(set) var current: LSMEntry?
 
-    init(_ reader: SortedRunReader) { self.reader = reader }
+    init(_ reader: SortedRunReader, fillCache: Bool) {
+        self.reader = reader
+        self.fillCache = fillCache
+    }
 
     public func seekToFirst() throws {
         try load(block: 0, after: nil) { cursor throws(Block.Defect) in try cursor.seekToFirst() }
@@ -36,7 +40,7 @@ public final class SortedRunIterator: LSMIterator {
         var i = i
         var first = true
         while i < reader.handles.count {
-            var c = BlockCursor(try reader.block(i))
+            var c = BlockCursor(try reader.block(i, fillCache: fillCache))
             do throws(Block.Defect) {
                 if first { try position(&c) } else { try c.seekToFirst() }
             } catch { throw reader.defect(error, block: i) }

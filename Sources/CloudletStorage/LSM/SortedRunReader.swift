@@ -104,8 +104,9 @@ public final class SortedRunReader: Sendable {
     /// Whether the bloom filter lets `key` through (false: certainly not in the run).
     public func mayContain(_ key: [UInt8]) -> Bool { filter.mayContain(key) }
 
-    /// A new iterator over the run's entries (not positioned yet).
-    public func makeIterator() -> SortedRunIterator { SortedRunIterator(self) }
+    /// A new iterator over the run's entries (not positioned yet). With `fillCache` false, blocks it reads that are
+    /// not cached are not added to the cache (for merges and verification, which read everything once).
+    public func makeIterator(fillCache: Bool = true) -> SortedRunIterator { SortedRunIterator(self, fillCache: fillCache) }
 
     /// The data blocks, in order (for tools).
     public var dataBlocks: [BlockHandle] { handles }
@@ -121,8 +122,8 @@ public final class SortedRunReader: Sendable {
         return lo
     }
 
-    /// Data block `i`, from the cache or the file (checked, decompressed, then cached).
-    func block(_ i: Int) throws -> Block {
+    /// Data block `i`, from the cache or the file (checked, decompressed, then cached if `fillCache`).
+    func block(_ i: Int, fillCache: Bool = true) throws -> Block {
         let handle = handles[i]
         let key = BlockCache.Key(fileNumber: fileNumber, offset: handle.offset)
         let contents: [UInt8]
@@ -130,7 +131,7 @@ public final class SortedRunReader: Sendable {
             contents = cached
         } else {
             contents = try Self.readBlockContents(file, path, handle)
-            cache?.insert(key, contents)
+            if fillCache { cache?.insert(key, contents) }
         }
         do throws(Block.Defect) { return try Block(contents) } catch { throw defect(error, block: i) }
     }
