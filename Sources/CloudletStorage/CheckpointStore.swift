@@ -200,11 +200,7 @@ public final class CheckpointStore: Sendable {
 
     /// The whole content of a checkpoint file.
     private func readFile(_ path: String) throws -> [UInt8] {
-        do throws(FileSystemError) {
-            let file = try fileSystem.open(path, options: .readOnly)
-            defer { try? file.close() }
-            return try file.read(at: 0, count: Int(try file.size()))
-        } catch {
+        do throws(FileSystemError) { return try fileSystem.readWholeFile(path) } catch {
             throw CloudletError.io(error, "reading checkpoint \(path)")
         }
     }

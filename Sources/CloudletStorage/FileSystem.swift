@@ -113,6 +113,15 @@ extension File {
     }
 }
 
+extension FileSystem {
+    /// The whole content of the file at `path`.
+    public func readWholeFile(_ path: String) throws(FileSystemError) -> [UInt8] {
+        let file = try open(path, options: .readOnly)
+        defer { try? file.close() }
+        return try file.read(at: 0, count: Int(try file.size()))
+    }
+}
+
 /// Path helpers shared by the file systems and the log (`package`: the test file systems use them too).
 package enum Path {
     /// `directory/name`.

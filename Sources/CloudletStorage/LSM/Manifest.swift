@@ -214,11 +214,7 @@ public final class Manifest: Sendable {
     }
 
     static func readAll(_ path: String, _ fileSystem: any FileSystem) throws -> [UInt8] {
-        do throws(FileSystemError) {
-            let file = try fileSystem.open(path, options: .readOnly)
-            defer { try? file.close() }
-            return try file.read(at: 0, count: Int(try file.size()))
-        } catch {
+        do throws(FileSystemError) { return try fileSystem.readWholeFile(path) } catch {
             throw CloudletError.io(error, "reading \(path)")
         }
     }
