@@ -64,6 +64,7 @@ public final class BlockCache: Sendable {
         for shard in shards { shard.state.withLock { $0.removeAll { $0.fileNumber == fileNumber } } }
     }
 
+    /// The counters summed over the shards (each shard read under its lock, so not one instant's snapshot).
     public var statistics: Statistics {
         var total = Statistics()
         total.capacity = capacity

@@ -5,6 +5,7 @@ import CloudletCore
 /// mixes its last bytes poorly into the high bits, which double hashing uses. Part of the on-disk format: a filter
 /// is only as good as the reader's hash being the writer's (SortedRunFormat.md, "Filter block").
 public enum KeyHash {
+    /// The 64-bit hash of a key's bytes.
     public static func hash(_ key: some ContiguousByteCollection) -> UInt64 {
         key.withUnsafeBytes { bytes in
             var h: UInt64 = 0xcbf2_9ce4_8422_2325
@@ -20,6 +21,7 @@ public enum KeyHash {
 ///
 /// Encoded as one byte k followed by the bit array (bit j is bit `j % 8` of byte `j / 8`).
 public struct BloomFilter: Sendable, Equatable {
+    /// How many bits a key sets (k).
     public let probes: Int
     /// The bit array.
     public let bits: [UInt8]
@@ -44,6 +46,7 @@ public struct BloomFilter: Sendable, Equatable {
         bits = Array(encoded[1...])
     }
 
+    /// The filter block's contents: k, then the bits.
     public var encoded: [UInt8] { [UInt8(probes)] + bits }
 
     /// False only if the key with this hash was certainly not added.

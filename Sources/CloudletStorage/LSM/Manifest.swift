@@ -17,6 +17,7 @@ import Synchronization
 /// The first failed write or fdatasync is final: the manifest refuses every later edit (`readOnly`), since what
 /// reached the disk is unknown; reopen to go on.
 public final class Manifest: Sendable {
+    /// How the manifest is kept.
     public struct Configuration: Sendable, Hashable {
         /// A manifest longer than this is rewritten as one snapshot record after the next edit. Default 4 MiB.
         public var rewriteSize: UInt64 = 4 << 20
@@ -46,8 +47,10 @@ public final class Manifest: Sendable {
     static let headerSize = VersionedHeader.size
     static let recordHeaderSize = 8
 
+    /// The tree's directory, which holds `CURRENT`, the manifest and the runs.
     public let directory: String
     public let configuration: Configuration
+    /// What opening found (a torn last edit) and did (leftovers deleted).
     public let openReport: OpenReport
     let fileSystem: any FileSystem
 

@@ -8,6 +8,7 @@ public struct LSMRunMetadata: Sendable, Hashable {
     public var smallestKey: [UInt8]
     public var largestKey: [UInt8]
     public var entryCount: UInt64
+    /// The run file's size in bytes.
     public var fileSize: UInt64
     /// The highest sequence of its entries.
     public var maxSequence: UInt64
@@ -38,7 +39,9 @@ public struct LSMRunMetadata: Sendable, Hashable {
 public struct ManifestEdit: Sendable, Hashable {
     /// The caller's opaque "where to replay the write-ahead log from", saved with the runs it is true for.
     public var logPosition: [UInt8]?
+    /// Set by ``Manifest/apply(_:)`` to its counter; callers leave it nil.
     public var nextFileNumber: UInt64?
+    /// The highest sequence the edit's runs (or the flushed memtable) hold.
     public var lastSequence: UInt64?
     public var addedRuns: [LSMRunMetadata] = []
     /// File numbers of runs that are no longer live.

@@ -52,10 +52,12 @@ public struct Memtable: Sendable {
         if let replaced { approximateBytes -= Self.size(replaced) } else { count += 1 }
     }
 
+    /// Records a value for `key` (see ``apply(_:)``).
     public mutating func put(_ key: [UInt8], _ value: [UInt8], sequence: UInt64) {
         apply(.put(key, value, sequence: sequence))
     }
 
+    /// Records a tombstone for `key` (see ``apply(_:)``).
     public mutating func delete(_ key: [UInt8], sequence: UInt64) { apply(.delete(key, sequence: sequence)) }
 
     /// The entry of `key` (a tombstone included), or nil if the memtable has none.

@@ -11,6 +11,7 @@ public final class MergingIterator: LSMIterator {
     public let dropTombstones: Bool
     public private(set) var current: LSMEntry?
 
+    /// Merges `children`, listed newest first (they need not be positioned).
     public init(_ children: [any LSMIterator], dropTombstones: Bool) {
         self.children = children
         self.dropTombstones = dropTombstones
