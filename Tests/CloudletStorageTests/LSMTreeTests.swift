@@ -279,6 +279,23 @@ struct LSMTreeTests {
         reopened.close()
     }
 
+    @Test("with background merges a flush returns only once level 0 is below its stop trigger")
+    func level0Stall() throws {
+        var configuration = smallConfiguration(background: true)
+        configuration.level0MergeTrigger = 2
+        configuration.level0StopTrigger = 3
+        configuration.mergeBytesPerSecond = 4 << 20
+        let tree = try LSMTree(directory: "/tree", fileSystem: InMemoryFileSystem(), configuration: configuration)
+        for round in 0..<15 {
+            for i in 0..<200 { try tree.put(Array("k\(i)".utf8), [UInt8(round)], sequence: UInt64(round * 1000 + i + 1)) }
+            try tree.flush(logPosition: [UInt8(round)])
+            #expect(tree.runs.filter { $0.level == 0 }.count < 3, "round \(round)")
+        }
+        #expect(tree.backgroundError == nil)
+        #expect(try tree.get(Array("k5".utf8)) == [14])
+        tree.close()
+    }
+
     @Test("background merges keep the data intact and report no error", arguments: ["posix", "memory"])
     func background(fileSystemKind: String) throws {
         let (fs, dir, temp) = testFileSystem(fileSystemKind)

@@ -89,7 +89,8 @@ extension LSMTree {
         return nil
     }
 
-    /// The background thread: waits for a flush (or close), merges while merges are due, stops at the first error.
+    /// The background thread: waits for a flush (or close), merges while merges are due (waking flushes stalled on
+    /// level 0 after each), stops at the first error.
     func backgroundLoop() {
         while true {
             let go = state.withLock(waitingOn: .work, until: { $0.closed || $0.mergeWanted }) { s -> Bool in
@@ -98,8 +99,9 @@ extension LSMTree {
             }
             guard go else { return }
             do {
-                while !state.withLock({ $0.closed }), try mergeOnce() {}
+                while !state.withLock({ $0.closed }), try mergeOnce() { state.broadcast(.progress) }
             } catch {
+                state.broadcast(.progress)  // a stalled flush wakes up to the error
                 return  // recorded by mergeOnce (fail); writes now stop with it
             }
         }

@@ -28,6 +28,7 @@ import Synchronization
 public final class LSMTree: Sendable {
     public let directory: String
     public let configuration: LSMTreeConfiguration
+    /// The block cache the tree's runs read through (the configuration's, or one the tree made).
     public let cache: BlockCache
     let fileSystem: any FileSystem
     let manifest: Manifest
@@ -62,6 +63,7 @@ public final class LSMTree: Sendable {
         self.directory = Path.normalize(directory)
         self.fileSystem = fileSystem
         self.configuration = configuration
+        precondition(configuration.level0StopTrigger > configuration.level0MergeTrigger, "level0StopTrigger too low")
         cache = configuration.blockCache ?? BlockCache(capacity: configuration.blockCacheCapacity)
         manifest = try Manifest(directory: directory, fileSystem: fileSystem, configuration: configuration.manifest)
         let version = manifest.current
@@ -88,6 +90,7 @@ public final class LSMTree: Sendable {
         }
         guard first else { return }
         state.broadcast(.work)
+        state.broadcast(.progress)
         mergeThread.withLock { $0 }?.join()
         manifest.close()
         state.withLock { $0.runs = [] }
@@ -106,6 +109,7 @@ public final class LSMTree: Sendable {
     /// Applies writes in order.
     public func apply(_ entries: LSMEntry...) throws { try apply(entries) }
 
+    /// Applies writes in order; each carries its key, kind and sequence.
     public func apply(_ entries: [LSMEntry]) throws {
         try checkWritable()
         state.withLock { s in
@@ -152,6 +156,13 @@ public final class LSMTree: Sendable {
                 throw fail(error)
             }
             state.signal(.work)
+            if configuration.backgroundMerges {
+                let stop = configuration.level0StopTrigger
+                state.withLock(
+                    waitingOn: .progress,
+                    until: { s in s.closed || s.version.runs(atLevel: 0).count < stop || errors.fatal != nil }
+                ) { _ in }
+            }
         }
     }
 
@@ -184,6 +195,7 @@ public final class LSMTree: Sendable {
     /// The error that stopped writes and merges, if any.
     public var backgroundError: CloudletError? { errors.fatal }
 
+    /// Sizes, counters, the block cache's counters and the background error, for metrics and tools.
     public var statistics: LSMTreeStatistics {
         var stats = state.withLock { s in
             var stats = LSMTreeStatistics()

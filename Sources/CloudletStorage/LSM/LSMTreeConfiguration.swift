@@ -13,6 +13,10 @@ public struct LSMTreeConfiguration: Sendable {
     public var memtableSize = 4 << 20
     /// Level-0 runs that trigger a merge of level 0 into level 1. Default 4.
     public var level0MergeTrigger = 4
+    /// With background merges, a flush that leaves this many level-0 runs waits until merging brings them below
+    /// it (or fails): every read looks at every level-0 run, so they must not pile up faster than merges go.
+    /// Must be above ``level0MergeTrigger``. Default 12.
+    public var level0StopTrigger = 12
     /// Bytes level 1 may hold before one of its runs is merged down; each deeper level may hold
     /// ``levelSizeMultiplier`` times more. Default 10 MiB.
     public var level1Size: UInt64 = 10 << 20
@@ -38,6 +42,7 @@ public struct LSMTreeConfiguration: Sendable {
 
 /// What an ``LSMTree`` holds and has done, for metrics and `cloudlet-tool stats`.
 public struct LSMTreeStatistics: Sendable {
+    /// The active memtable's approximate size and key count.
     public var memtableBytes = 0
     public var memtableEntries = 0
     /// Memtables being flushed.
@@ -45,6 +50,7 @@ public struct LSMTreeStatistics: Sendable {
     /// Run count and bytes per level (index = level).
     public var runsPerLevel: [Int] = []
     public var bytesPerLevel: [UInt64] = []
+    /// Flushes and merges completed since the tree was opened.
     public var flushes = 0
     public var merges = 0
     /// Bytes written by merges (run files).
