@@ -122,8 +122,13 @@ public final class LSMTree: Sendable {
 
     /// Writes the memtable as a level-0 run and records it in the manifest with `logPosition` (the caller's
     /// position in its log from which replay must start to rebuild what is not in the runs). Durable when it
-    /// returns: after a crash, ``logPosition`` is this one (or a later one). Writes may go on meanwhile; they land
-    /// in a fresh memtable. With an empty memtable only the position is recorded.
+    /// returns: after a crash, ``logPosition`` is this one (or a later one). With an empty memtable only the
+    /// position is recorded.
+    ///
+    /// `logPosition` must be right after the last write applied before this call: the memtable is frozen when the
+    /// call starts, and writes applied by other threads from then on land in a fresh memtable, so they must come
+    /// at or after `logPosition` in the caller's log (a partition's single writer calling this between commits
+    /// satisfies it). With background merges it may wait for them (``LSMTreeConfiguration/level0StopTrigger``).
     public func flush(logPosition: [UInt8]) throws {
         try flushLock.withLock { _ in
             try checkWritable()
