@@ -48,7 +48,7 @@ let package = Package(
         // the server, the tools and clients.
         .target(name: "CloudletWire", dependencies: ["CloudletCore", "CloudletModel"]),
         // Segments, frames, group commit, recovery, checkpoints.
-        .target(name: "CloudletStorage", dependencies: ["CloudletCore", "CLZ4"], exclude: ["LogFormat.md"]),
+        .target(name: "CloudletStorage", dependencies: ["CloudletCore", "CLZ4"], exclude: ["LogFormat.md", "SortedRunFormat.md"]),
         // The embedded engine (library product).
         .target(
             name: "Cloudlet",
@@ -87,7 +87,8 @@ let package = Package(
             path: "Tools/cloudlet-tool"),
         // The writer the crash-consistency tests SIGKILL (not a product; CloudletTests depends on it so that it is
         // built with the tests).
-        .executableTarget(name: "cloudlet-crash-writer", dependencies: ["Cloudlet", "CloudletCore"]),
+        .executableTarget(
+            name: "cloudlet-crash-writer", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "CloudletTestSupport"]),
 
         // Test doubles and helpers shared by the test targets (not a product): temp directories, child processes,
         // the seeded generator, in-memory and fault-injecting file systems.

@@ -16,7 +16,11 @@ import Synchronization
 /// - `compaction.swapped` — the marker is written and the new segments are in use, the old files are still there;
 /// - `compaction.removed` — the old segment files are deleted, the new checkpoint is not written yet;
 /// - `replace.synced` — a ``FileReplacement``'s temp file is durable, not renamed yet;
-/// - `replace.renamed` — renamed, the directory not fsynced yet.
+/// - `replace.renamed` — renamed, the directory not fsynced yet;
+/// - `lsm.flush.written` — an LSM flush's level-0 run is durable, its manifest edit not appended yet;
+/// - `lsm.merge.written` — an LSM merge's output runs are durable, its manifest edit not appended yet;
+/// - `lsm.manifest.appended` — an LSM manifest edit is durable, the tree has not acted on it yet (memtable still
+///   held, merge inputs not deleted).
 package enum CrashPoint {
     private struct Target {
         var name: String

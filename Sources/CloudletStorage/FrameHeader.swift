@@ -1,4 +1,3 @@
-import CLZ4
 import CloudletCore
 
 /// The 32-byte header in front of every frame's payload (LogFormat.md, "Frame"), and the checks every reader of
@@ -9,7 +8,7 @@ struct FrameHeader: Equatable {
     static let lz4Flag: UInt8 = 1
     static let knownFlags: UInt8 = lz4Flag
     /// The largest payload LZ4 accepts (`LZ4_MAX_INPUT_SIZE`); bigger payloads are stored as they are.
-    static let maxCompressibleLength = 0x7E00_0000
+    static let maxCompressibleLength = LZ4Block.maxInputLength
     /// The largest payload a frame can hold: its length is a u32 and the whole frame must fit one too.
     static let maxPayloadLength = Int(UInt32.max) - size
     /// The resync scan looks for frames with an LSN at most this far past the last good one.
@@ -125,13 +124,15 @@ struct FrameHeader: Equatable {
         let start = offset + Self.size
         guard isCompressed else { return .success(Array(bytes[start..<(start + Int(storedLength))])) }
         let expected = Int(uncompressedLength)
-        let out = bytes.withUnsafeBytes { src in
-            LZ4Block.decompress(UnsafeRawBufferPointer(rebasing: src[start..<(start + Int(storedLength))]), length: expected)
+        switch LZ4Block.decompress(bytes[start..<(start + Int(storedLength))], expected: expected) {
+        case .success(let out): return .success(out)
+        case .failure(let failure):
+            return .failure(
+                Defect(
+                    reason:
+                        "LZ4 payload does not decompress to \(expected) bytes (LZ4_decompress_safe returned \(failure.returned))",
+                    definitive: true))
         }
-        guard let out else {
-            return .failure(Defect(reason: "LZ4 payload does not decompress to \(expected) bytes", definitive: true))
-        }
-        return .success(out)
     }
 
     /// Whether a frame of this header could follow the frame `lastGood`: used by the resync scan that decides

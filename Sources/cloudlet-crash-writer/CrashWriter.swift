@@ -1,5 +1,7 @@
 import Cloudlet
 import CloudletCore
+import CloudletStorage
+import CloudletTestSupport
 import Foundation
 
 /// Writes records until killed, printing `ack <zone> <name>` once each save is durable. The crash tests kill it
@@ -19,6 +21,10 @@ enum CrashWriter {
         a store created with --partitions N, default 4), each of a writer's first 16 records adds a field
         f_<P>_<writer>_<i> (INT64, just in time), and every 5th save also saves subscription s-<P>-<writer>-<i>,
         printing "sub <id>" once it returns.
+
+        --mode lsm [--seed S] runs the LSM crash workload (CloudletTestSupport's LSMCrashWorkload) on an LSM tree in
+        DIR: puts and deletes, a flush and merges every 50 writes, up to 5000 writes past the tree's log position,
+        then exits 0 (the tests kill it before, at a CLOUDLET_CRASH_AT point).
         """
 
     static func main() async {
@@ -43,7 +49,7 @@ enum CrashWriter {
         var values: [String: String] = [:]
         var rest = args[...]
         while let name = rest.popFirst() {
-            guard ["--data", "--writers", "--prefix", "--mode", "--partitions"].contains(name) else {
+            guard ["--data", "--writers", "--prefix", "--mode", "--partitions", "--seed"].contains(name) else {
                 throw UsageError(description: "unknown option \(name)")
             }
             guard let value = rest.popFirst() else { throw UsageError(description: "\(name) needs a value") }
@@ -62,7 +68,15 @@ enum CrashWriter {
         case "catalog":
             try await catalog(dir: dir, writers: writers, prefix: prefix, partitions: Int(o["--partitions"] ?? "4") ?? 4)
             return
-        case let other: throw UsageError(description: "--mode must be records or catalog, not \(other)")
+        case "lsm":
+            let seed = UInt64(o["--seed"] ?? "1") ?? 1
+            var isDirectory: ObjCBool = false
+            if !FileManager.default.fileExists(atPath: dir, isDirectory: &isDirectory) {
+                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            }
+            try LSMCrashWorkload.run(directory: dir, seed: seed, writes: 5000)
+            return
+        case let other: throw UsageError(description: "--mode must be records, catalog or lsm, not \(other)")
         }
         let store = try await CloudletStore.open(at: dir)
         let db = try store.container("iCloud.com.example.crash").privateDatabase(user: "crash")

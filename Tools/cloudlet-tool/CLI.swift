@@ -26,6 +26,7 @@ enum ToolCLI {
           hash      A content hash per zone, database, partition and store: equal for equal content, however the
                     log is laid out.
           export    Records (and zones and schema) as JSON lines.
+          runs      verify, dump or stats of an LSM directory or one sorted run file (takes a PATH, not --data).
 
         COMMANDS THAT WRITE (take the store's lock exclusively: the store must be stopped)
           compact   Rewrite the log keeping only what is live (--dry-run: only say what it would do).
@@ -49,7 +50,7 @@ enum ToolCLI {
         "info": InfoCommand.self, "verify": VerifyCommand.self, "dump": DumpCommand.self,
         "changes": ChangesCommand.self, "stats": StatsCommand.self, "hash": HashCommand.self,
         "export": ExportCommand.self, "import": ImportCommand.self, "compact": CompactCommand.self,
-        "repair": RepairCommand.self, "generate": GenerateCommand.self,
+        "repair": RepairCommand.self, "generate": GenerateCommand.self, "runs": RunsCommand.self,
     ]
 
     static func main(_ args: [String]) async {

@@ -58,13 +58,12 @@ enum RecordBlock {
         guard length > 0, length <= UInt64(BatchPlanner.maxRecordSize) * 2 else {
             throw CloudletError.corruption("record block claims \(length) uncompressed bytes")
         }
-        let out = bytes.withUnsafeBytes { buf in
-            LZ4Block.decompress(UnsafeRawBufferPointer(rebasing: buf[r.offset..<body.upperBound]), length: Int(length))
+        switch LZ4Block.decompress(bytes[r.offset..<body.upperBound], expected: Int(length)) {
+        case .success(let out): return out
+        case .failure(let failure):
+            throw CloudletError.corruption(
+                "record block does not decompress to its \(length) bytes (LZ4_decompress_safe returned \(failure.returned))")
         }
-        guard let out else {
-            throw CloudletError.corruption("record block does not decompress to its \(length) bytes")
-        }
-        return out
     }
 
     private static func hex(_ v: UInt32) -> String { "0x" + String(v, radix: 16) }

@@ -1,0 +1,109 @@
+import CloudletCore
+
+/// Merging, leveled (as LevelDB): level 0 holds flushed runs, which may overlap; every deeper level holds runs
+/// with disjoint key ranges and a byte budget ten times the previous one's. When level 0 has
+/// ``LSMTreeConfiguration/level0MergeTrigger`` runs, all of them merge with the level-1 runs they overlap into
+/// new level-1 runs; when a level ≥ 1 is over its budget, one of its runs merges with the runs it overlaps one
+/// level down. Leveled rather than tiered because the tree serves point reads (the key directory) far more than it
+/// takes writes: a key is in at most one run a level ≥ 1, and space overhead stays near 10%; the extra rewriting
+/// is small at index sizes.
+///
+/// Tombstones are dropped by a merge when no run below the output level overlaps the merged key range: nothing
+/// older can be left for them to hide.
+extension LSMTree {
+    struct MergePlan {
+        var inputs: [LSMRunHandle]
+        var outputLevel: Int
+        var dropTombstones: Bool
+    }
+
+    /// Merges until none is due, in the calling thread (also what the background thread does). Throws the first
+    /// error, which also stops the tree's writes.
+    public func mergeUntilIdle() throws {
+        while try mergeOnce() {}
+    }
+
+    /// Runs one due merge; false if none is due.
+    func mergeOnce() throws -> Bool {
+        try mergeLock.withLock { _ in
+            try checkWritable()
+            guard let plan = state.withLock({ s in Self.plan(s.runs, configuration) }) else { return false }
+            var outputs: [LSMRunHandle] = []
+            var edited = false
+            do {
+                // Merge reads go around the cache: a merge reads whole runs once and would push out what reads need.
+                let iterator = MergingIterator(
+                    plan.inputs.map { $0.reader.makeIterator(fillCache: false) }, dropTombstones: plan.dropTombstones)
+                try iterator.seekToFirst()
+                var limiter = RateLimiter(bytesPerSecond: configuration.mergeBytesPerSecond)
+                let from = plan.inputs.map(\.metadata.level).min() ?? 0
+                outputs = try writeRuns(
+                    iterator, level: plan.outputLevel, creator: "merge L\(from)→L\(plan.outputLevel)",
+                    split: configuration.targetRunSize, limiter: &limiter)
+                CrashPoint.reached("lsm.merge.written")
+                let edit = ManifestEdit(
+                    addedRuns: outputs.map(\.metadata), removedRuns: plan.inputs.map(\.metadata.fileNumber))
+                edited = true
+                try install(edit, adding: outputs, removing: plan.inputs) { s in
+                    s.merges += 1
+                    s.mergeBytesWritten += outputs.reduce(0) { $0 + $1.metadata.fileSize }
+                }
+            } catch {
+                discard(outputs, edited: edited)
+                throw fail(error)
+            }
+            return true
+        }
+    }
+
+    /// The merge due for these runs (in version order), if any.
+    static func plan(_ runs: [LSMRunHandle], _ configuration: LSMTreeConfiguration) -> MergePlan? {
+        func overlapping(_ level: Int, _ low: [UInt8], _ high: [UInt8]) -> [LSMRunHandle] {
+            runs.filter { r in
+                r.metadata.level == level && LSMKey.compare(r.metadata.largestKey, low) >= 0
+                    && LSMKey.compare(r.metadata.smallestKey, high) <= 0
+            }
+        }
+        func plan(_ upper: [LSMRunHandle], into level: Int) -> MergePlan {
+            let low = upper.map(\.metadata.smallestKey).min(by: LSMKey.less)!
+            let high = upper.map(\.metadata.largestKey).max(by: LSMKey.less)!
+            let lower = overlapping(level, low, high)
+            let deeper = runs.contains { r in
+                r.metadata.level > level && LSMKey.compare(r.metadata.largestKey, low) >= 0
+                    && LSMKey.compare(r.metadata.smallestKey, high) <= 0
+            }
+            return MergePlan(inputs: upper + lower, outputLevel: level, dropTombstones: !deeper)
+        }
+        let level0 = runs.filter { $0.metadata.level == 0 }
+        if level0.count >= max(1, configuration.level0MergeTrigger) { return plan(level0, into: 1) }
+        let deepest = runs.map(\.metadata.level).max() ?? 0
+        guard deepest >= 1 else { return nil }
+        for level in 1...deepest {
+            let here = runs.filter { $0.metadata.level == level }
+            let bytes = here.reduce(0) { $0 + $1.metadata.fileSize }
+            // The largest run goes down: it frees the most of the budget.
+            if bytes > configuration.maxBytes(level: level), let run = here.max(by: { $0.metadata.fileSize < $1.metadata.fileSize }) {
+                return plan([run], into: level + 1)
+            }
+        }
+        return nil
+    }
+
+    /// The background thread: waits for a flush (or close), merges while merges are due (waking flushes stalled on
+    /// level 0 after each), stops at the first error.
+    func backgroundLoop() {
+        while true {
+            let go = state.withLock(waitingOn: .work, until: { $0.closed || $0.mergeWanted }) { s -> Bool in
+                s.mergeWanted = false
+                return !s.closed
+            }
+            guard go else { return }
+            do {
+                while !state.withLock({ $0.closed }), try mergeOnce() { state.broadcast(.progress) }
+            } catch {
+                state.broadcast(.progress)  // a stalled flush wakes up to the error
+                return  // recorded by mergeOnce (fail); writes now stop with it
+            }
+        }
+    }
+}

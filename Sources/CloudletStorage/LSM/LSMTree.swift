@@ -1,0 +1,329 @@
+import CloudletCore
+import Synchronization
+
+/// An LSM tree of byte-string keys and values in one directory: a memtable for the newest writes, sorted runs on
+/// disk in levels, a manifest naming the live runs, a shared block cache, and a background thread that merges runs
+/// (leveled, rate-limited). SortedRunFormat.md describes the files and the crash-safety protocol.
+///
+/// The write-ahead log is the caller's: the tree never logs writes itself. The caller applies each write with the
+/// sequence number it has in its log (a partition's LSN), and from time to time ``flush(logPosition:)``es the
+/// memtable to a level-0 run together with the log position replay must start from; after reopening, the caller
+/// reads ``logPosition`` and re-applies its log from there. Sequence numbers must not decrease over time for a key
+/// (equal is fine: the later write wins); the newest entry by sequence wins everywhere.
+///
+/// Thread safety: writes (``put(_:_:sequence:)``, ``delete(_:sequence:)``, ``flush(logPosition:)``) may come
+/// from several threads; reads from any thread, at any time, through a ``readView()`` or ``get(_:)``. The first
+/// failed write, fdatasync or merge is final: the tree stops taking writes (`readOnly`) and reports it in
+/// ``backgroundError``; reads go on.
+///
+/// ```swift
+/// let tree = try LSMTree(directory: dir, fileSystem: fs)
+/// replay(from: tree.logPosition) { try tree.put($0.key, $0.value, sequence: $0.lsn) }
+/// try tree.put(key, value, sequence: lsn)
+/// if tree.needsFlush { try tree.flush(logPosition: positionAfter(lsn)) }
+/// let view = tree.readView()          // consistent while writes go on
+/// for entry in try view.scan(LSMKeyRange(lower: a, upper: b)) { … }
+/// tree.close()
+/// ```
+public final class LSMTree: Sendable {
+    public let directory: String
+    public let configuration: LSMTreeConfiguration
+    /// The block cache the tree's runs read through (the configuration's, or one the tree made).
+    public let cache: BlockCache
+    let fileSystem: any FileSystem
+    let manifest: Manifest
+    let errors = LSMErrorSink()
+    /// One flush at a time; one merge at a time; a manifest edit and the state update it implies together.
+    let flushLock = Mutex(())
+    let mergeLock = Mutex(())
+    let editLock = Mutex(())
+    let state: Monitor<State>
+    private let mergeThread = Mutex<NativeThread?>(nil)
+
+    struct State {
+        var memtable = Memtable()
+        /// Memtables being flushed, newest first.
+        var immutables: [Memtable] = []
+        var version: LSMVersion
+        /// The live runs in the version's order.
+        var runs: [LSMRunHandle]
+        var closed = false
+        var mergeWanted = true
+        var flushes = 0
+        var merges = 0
+        var mergeBytesWritten: UInt64 = 0
+    }
+
+    /// Opens the tree in `directory` (creating it if it has none), deleting leftovers of interrupted flushes and
+    /// merges. Every live run is opened (header, footer, index, filter): a damaged one fails the open, naming it.
+    public init(
+        directory: String, fileSystem: any FileSystem = PosixFileSystem(),
+        configuration: LSMTreeConfiguration = LSMTreeConfiguration()
+    ) throws {
+        self.directory = Path.normalize(directory)
+        self.fileSystem = fileSystem
+        self.configuration = configuration
+        precondition(configuration.level0StopTrigger > configuration.level0MergeTrigger, "level0StopTrigger too low")
+        cache = configuration.blockCache ?? BlockCache(capacity: configuration.blockCacheCapacity)
+        manifest = try Manifest(directory: directory, fileSystem: fileSystem, configuration: configuration.manifest)
+        let version = manifest.current
+        var runs: [LSMRunHandle] = []
+        do {
+            for metadata in version.runs { runs.append(try Self.openRun(metadata, directory, fileSystem, cache, errors)) }
+        } catch {
+            manifest.close()
+            throw error
+        }
+        state = Monitor(State(version: version, runs: runs))
+        if configuration.backgroundMerges && !configuration.manifest.readOnly {
+            let thread = try NativeThread(name: "lsm-merge \(directory)") { [self] in backgroundLoop() }
+            mergeThread.withLock { $0 = thread }
+        }
+    }
+
+    /// Stops background merging (waiting for a merge under way) and closes the manifest. Read views taken before
+    /// keep working; their runs' files close when the last view goes.
+    public func close() {
+        let first = state.withLock { s in
+            defer { s.closed = true }
+            return !s.closed
+        }
+        guard first else { return }
+        state.broadcast(.work)
+        state.broadcast(.progress)
+        mergeThread.withLock { $0 }?.join()
+        manifest.close()
+        state.withLock { $0.runs = [] }
+    }
+
+    // MARK: - Writes
+
+    /// Sets `key` to `value` as of `sequence`.
+    public func put(_ key: [UInt8], _ value: [UInt8], sequence: UInt64) throws {
+        try apply(.put(key, value, sequence: sequence))
+    }
+
+    /// Deletes `key` as of `sequence` (a tombstone).
+    public func delete(_ key: [UInt8], sequence: UInt64) throws { try apply(.delete(key, sequence: sequence)) }
+
+    /// Applies writes in order.
+    public func apply(_ entries: LSMEntry...) throws { try apply(entries) }
+
+    /// Applies writes in order; each carries its key, kind and sequence.
+    public func apply(_ entries: [LSMEntry]) throws {
+        try checkWritable()
+        state.withLock { s in
+            for entry in entries { s.memtable.apply(entry) }
+        }
+    }
+
+    /// Whether the memtable has reached ``LSMTreeConfiguration/memtableSize``: time to ``flush(logPosition:)``.
+    public var needsFlush: Bool { state.withLock { $0.memtable.approximateBytes >= configuration.memtableSize } }
+
+    /// Writes the memtable as a level-0 run and records it in the manifest with `logPosition` (the caller's
+    /// position in its log from which replay must start to rebuild what is not in the runs). Durable when it
+    /// returns: after a crash, ``logPosition`` is this one (or a later one). With an empty memtable only the
+    /// position is recorded.
+    ///
+    /// `logPosition` must be right after the last write applied before this call: the memtable is frozen when the
+    /// call starts, and writes applied by other threads from then on land in a fresh memtable, so they must come
+    /// at or after `logPosition` in the caller's log (a partition's single writer calling this between commits
+    /// satisfies it). With background merges it may wait for them (``LSMTreeConfiguration/level0StopTrigger``).
+    public func flush(logPosition: [UInt8]) throws {
+        try flushLock.withLock { _ in
+            try checkWritable()
+            let frozen: Memtable? = state.withLock { s in
+                guard !s.memtable.isEmpty else { return nil }
+                s.immutables.insert(s.memtable, at: 0)
+                defer { s.memtable = Memtable() }
+                return s.memtable
+            }
+            var outputs: [LSMRunHandle] = []
+            var edited = false
+            do {
+                if let frozen {
+                    let iterator = frozen.makeIterator()
+                    iterator.seekToFirst()
+                    var unlimited = RateLimiter(bytesPerSecond: nil)
+                    outputs = try writeRuns(iterator, level: 0, creator: "flush", split: nil, limiter: &unlimited)
+                    CrashPoint.reached("lsm.flush.written")
+                }
+                let edit = ManifestEdit(
+                    logPosition: logPosition, lastSequence: frozen?.maxSequence, addedRuns: outputs.map(\.metadata))
+                edited = true
+                try install(edit, adding: outputs, removing: []) { s in
+                    if frozen != nil { s.immutables.removeLast() }
+                    s.flushes += 1
+                    s.mergeWanted = true
+                }
+            } catch {
+                discard(outputs, edited: edited)
+                throw fail(error)
+            }
+            state.signal(.work)
+            if configuration.backgroundMerges {
+                let stop = configuration.level0StopTrigger
+                state.withLock(
+                    waitingOn: .progress,
+                    until: { s in s.closed || s.version.runs(atLevel: 0).count < stop || errors.fatal != nil }
+                ) { _ in }
+            }
+        }
+    }
+
+    // MARK: - Reads
+
+    /// A consistent view of the tree as it is now (see ``LSMReadView``).
+    public func readView() -> LSMReadView {
+        state.withLock { s in LSMReadView(memtables: [s.memtable] + s.immutables, runs: s.runs) }
+    }
+
+    /// The value of `key`, or nil if it has none or was deleted.
+    public func get(_ key: [UInt8]) throws -> [UInt8]? { try readView().get(key) }
+
+    /// The live entries in `range`, in key order, at most `limit`.
+    public func scan(_ range: LSMKeyRange = .all, limit: Int = .max) throws -> [LSMEntry] {
+        try readView().scan(range, limit: limit)
+    }
+
+    /// Where the caller's log must be replayed from: the position of the last flush (empty before the first).
+    public var logPosition: [UInt8] { state.withLock { $0.version.logPosition } }
+
+    /// The highest sequence in the runs or the memtables.
+    public var lastSequence: UInt64 {
+        state.withLock { s in ([s.memtable] + s.immutables).map(\.maxSequence).reduce(s.version.lastSequence, max) }
+    }
+
+    /// The live runs' metadata, in the version's order.
+    public var runs: [LSMRunMetadata] { state.withLock { $0.version.runs } }
+
+    /// The error that stopped writes and merges, if any.
+    public var backgroundError: CloudletError? { errors.fatal }
+
+    /// Sizes, counters, the block cache's counters and the background error, for metrics and tools.
+    public var statistics: LSMTreeStatistics {
+        var stats = state.withLock { s in
+            var stats = LSMTreeStatistics()
+            stats.memtableBytes = s.memtable.approximateBytes
+            stats.memtableEntries = s.memtable.count
+            stats.immutableMemtables = s.immutables.count
+            let levels = (s.version.runs.map(\.level).max() ?? -1) + 1
+            stats.runsPerLevel = (0..<levels).map { l in s.version.runs.filter { $0.level == l }.count }
+            stats.bytesPerLevel = (0..<levels).map { l in
+                s.version.runs.filter { $0.level == l }.reduce(0) { $0 + $1.fileSize }
+            }
+            stats.flushes = s.flushes
+            stats.merges = s.merges
+            stats.mergeBytesWritten = s.mergeBytesWritten
+            return stats
+        }
+        stats.blockCache = cache.statistics
+        stats.backgroundError = errors.fatal?.description ?? errors.other.first?.description
+        return stats
+    }
+
+    /// Verifies every live run (every block, see ``SortedRunReader/verify()``).
+    public func verify() -> [SortedRunFinding] { readView().runs.flatMap { $0.reader.verify() } }
+
+    // MARK: - Shared by flush and merge
+
+    func checkWritable() throws {
+        if let error = errors.fatal {
+            throw CloudletError(.readOnly, "LSM tree \(directory) stopped after an error: \(error)", cause: error)
+        }
+        if configuration.manifest.readOnly { throw CloudletError(.readOnly, "LSM tree \(directory) is read-only") }
+        guard !state.withLock({ $0.closed }) else { throw CloudletError(.readOnly, "LSM tree \(directory) is closed") }
+    }
+
+    /// Records `error` as the tree's final one and returns it to be thrown.
+    func fail(_ error: any Error) -> any Error {
+        errors.record(error as? CloudletError ?? CloudletError(.internalError, "\(error)"), fatal: true)
+        return error
+    }
+
+    /// Cleans up after a failed flush or merge: runs it wrote are deleted, unless a manifest edit naming them was
+    /// attempted: it may have reached the disk even though it failed, and then the files must stay (the next open
+    /// keeps them if the edit is there, deletes them as leftovers if not).
+    func discard(_ outputs: [LSMRunHandle], edited: Bool) {
+        guard !edited else { return }
+        for output in outputs { output.markObsolete() }
+    }
+
+    /// Applies `edit` durably, then swaps the runs in the state and runs `update` on it, all under the edit lock so
+    /// that states follow edits in order. Removed runs are deleted once nobody holds them.
+    func install(
+        _ edit: ManifestEdit, adding: [LSMRunHandle], removing: [LSMRunHandle], _ update: (inout State) -> Void
+    ) throws {
+        try editLock.withLock { _ in
+            let version = try manifest.apply(edit)
+            state.withLock { s in
+                let removed = Set(removing.map(\.metadata.fileNumber))
+                var byNumber: [UInt64: LSMRunHandle] = [:]
+                for run in s.runs + adding where !removed.contains(run.metadata.fileNumber) {
+                    byNumber[run.metadata.fileNumber] = run
+                }
+                s.version = version
+                s.runs = version.runs.map { byNumber[$0.fileNumber]! }
+                update(&s)
+            }
+            for run in removing { run.markObsolete() }
+        }
+    }
+
+    /// Writes the entries of `iterator` (positioned) as runs of `level`, a new run every `split` bytes; returns
+    /// them open. On failure the runs written so far are deleted.
+    func writeRuns(
+        _ iterator: any LSMIterator, level: Int, creator: String, split: UInt64?, limiter: inout RateLimiter
+    ) throws -> [LSMRunHandle] {
+        var outputs: [LSMRunHandle] = []
+        var writer: SortedRunWriter?
+        do {
+            while let entry = iterator.current {
+                if writer == nil {
+                    let number = manifest.newFileNumber()
+                    writer = try SortedRunWriter(
+                        path: Path.join(directory, SortedRunFile.name(number)), fileNumber: number,
+                        configuration: configuration.run, fileSystem: fileSystem, creator: creator)
+                }
+                try writer!.add(entry)
+                limiter.consumed(entry.key.count + entry.value.count)
+                try iterator.advance()
+                if let split, writer!.estimatedSize >= split || iterator.current == nil {
+                    outputs.append(try finishRun(writer!, level: level))
+                    writer = nil
+                }
+            }
+            if let w = writer { outputs.append(try finishRun(w, level: level)) }
+        } catch {
+            writer?.abandon()
+            for output in outputs { output.markObsolete() }
+            throw error
+        }
+        return outputs
+    }
+
+    private func finishRun(_ writer: SortedRunWriter, level: Int) throws -> LSMRunHandle {
+        let properties = try writer.finish()
+        let reader = try SortedRunReader(
+            path: writer.path, fileNumber: writer.fileNumber, fileSystem: fileSystem, cache: cache)
+        let metadata = LSMRunMetadata(properties: properties, level: level, fileSize: reader.fileSize)
+        return LSMRunHandle(metadata: metadata, reader: reader, fileSystem: fileSystem, errors: errors)
+    }
+
+    static func openRun(
+        _ metadata: LSMRunMetadata, _ directory: String, _ fileSystem: any FileSystem, _ cache: BlockCache,
+        _ errors: LSMErrorSink
+    ) throws -> LSMRunHandle {
+        let path = Path.join(directory, SortedRunFile.name(metadata.fileNumber))
+        let reader = try SortedRunReader(path: path, fileNumber: metadata.fileNumber, fileSystem: fileSystem, cache: cache)
+        let p = reader.properties
+        guard p.fileNumber == metadata.fileNumber, p.entryCount == metadata.entryCount,
+            reader.fileSize == metadata.fileSize, p.smallestKey == metadata.smallestKey,
+            p.largestKey == metadata.largestKey
+        else {
+            reader.close()
+            throw CloudletError.corruption(run: path, offset: 0, "run does not match what the manifest says of it")
+        }
+        return LSMRunHandle(metadata: metadata, reader: reader, fileSystem: fileSystem, errors: errors)
+    }
+}

@@ -1,0 +1,61 @@
+/// How an ``LSMTree`` behaves. Every default is documented; they suit a partition's derived indexes (keys of tens
+/// of bytes, values of tens to hundreds).
+public struct LSMTreeConfiguration: Sendable {
+    /// How runs are written (block size, restart interval, bloom bits, compression).
+    public var run = SortedRunConfiguration()
+    /// The manifest's behaviour (rewrite size, read-only).
+    public var manifest = Manifest.Configuration()
+    /// The block cache shared by the tree's readers; nil makes one of ``blockCacheCapacity`` bytes.
+    public var blockCache: BlockCache?
+    /// Bytes of the block cache the tree makes when ``blockCache`` is nil. Default 8 MiB.
+    public var blockCacheCapacity = 8 << 20
+    /// ``LSMTree/needsFlush`` turns true once the memtable holds this many bytes. Default 4 MiB.
+    public var memtableSize = 4 << 20
+    /// Level-0 runs that trigger a merge of level 0 into level 1. Default 4.
+    public var level0MergeTrigger = 4
+    /// With background merges, a flush that leaves this many level-0 runs waits until merging brings them below
+    /// it (or fails): every read looks at every level-0 run, so they must not pile up faster than merges go.
+    /// Must be above ``level0MergeTrigger``. Default 12.
+    public var level0StopTrigger = 12
+    /// Bytes level 1 may hold before one of its runs is merged down; each deeper level may hold
+    /// ``levelSizeMultiplier`` times more. Default 10 MiB.
+    public var level1Size: UInt64 = 10 << 20
+    /// Default 10.
+    public var levelSizeMultiplier: UInt64 = 10
+    /// A merge closes an output run once it reaches about this size and starts the next. Default 2 MiB.
+    public var targetRunSize: UInt64 = 2 << 20
+    /// Merges write at most this many bytes a second (nil: as fast as they can). Default 16 MiB/s.
+    public var mergeBytesPerSecond: Int? = 16 << 20
+    /// Whether a background thread merges runs as flushes add them. Off, merges happen only in
+    /// ``LSMTree/mergeUntilIdle()``. Default true.
+    public var backgroundMerges = true
+
+    public init() {}
+
+    /// The byte budget of level `level` (≥ 1).
+    func maxBytes(level: Int) -> UInt64 {
+        var size = level1Size
+        for _ in 1..<max(1, level) { size = size.multipliedReportingOverflow(by: levelSizeMultiplier).partialValue }
+        return size
+    }
+}
+
+/// What an ``LSMTree`` holds and has done, for metrics and `cloudlet-tool stats`.
+public struct LSMTreeStatistics: Sendable {
+    /// The active memtable's approximate size and key count.
+    public var memtableBytes = 0
+    public var memtableEntries = 0
+    /// Memtables being flushed.
+    public var immutableMemtables = 0
+    /// Run count and bytes per level (index = level).
+    public var runsPerLevel: [Int] = []
+    public var bytesPerLevel: [UInt64] = []
+    /// Flushes and merges completed since the tree was opened.
+    public var flushes = 0
+    public var merges = 0
+    /// Bytes written by merges (run files).
+    public var mergeBytesWritten: UInt64 = 0
+    public var blockCache = BlockCache.Statistics()
+    /// The error that stopped background merging (or failed a flush), if any.
+    public var backgroundError: String?
+}

@@ -1,0 +1,63 @@
+/// Merges iterators (memtables and runs) into one ordered stream with one entry a key: for equal keys the entry
+/// with the highest sequence wins (on a tie, the child listed first — list children newest first). With
+/// `dropTombstones` a winning tombstone is skipped along with every older entry of its key, which is what reads
+/// want and what a merge into the bottom level wants (nothing below can hold an older value to hide); without it
+/// winning tombstones are returned, as a merge into any other level must keep them.
+///
+/// Each step compares the children's current keys one by one: a tree has few children (memtables, level-0 runs,
+/// one run a level), so a heap would not pay for itself.
+public final class MergingIterator: LSMIterator {
+    private let children: [any LSMIterator]
+    public let dropTombstones: Bool
+    public private(set) var current: LSMEntry?
+
+    /// Merges `children`, listed newest first (they need not be positioned).
+    public init(_ children: [any LSMIterator], dropTombstones: Bool) {
+        self.children = children
+        self.dropTombstones = dropTombstones
+    }
+
+    public func seekToFirst() throws {
+        for child in children { try child.seekToFirst() }
+        try settle()
+    }
+
+    public func seek(_ key: [UInt8]) throws {
+        for child in children { try child.seek(key) }
+        try settle()
+    }
+
+    public func advance() throws {
+        guard let key = current?.key else { return }
+        try skip(key)
+        try settle()
+    }
+
+    /// Advances every child standing on `key`.
+    private func skip(_ key: [UInt8]) throws {
+        for child in children {
+            if let entry = child.current, entry.key == key { try child.advance() }
+        }
+    }
+
+    /// Makes ``current`` the winner among the smallest current keys (skipping dropped tombstones).
+    private func settle() throws {
+        while true {
+            var winner: LSMEntry?
+            for child in children {
+                guard let entry = child.current else { continue }
+                guard let w = winner else {
+                    winner = entry
+                    continue
+                }
+                let c = LSMKey.compare(entry.key, w.key)
+                if c < 0 || (c == 0 && entry.sequence > w.sequence) { winner = entry }
+            }
+            guard let winner, dropTombstones, winner.isTombstone else {
+                current = winner
+                return
+            }
+            try skip(winner.key)
+        }
+    }
+}

@@ -1,0 +1,72 @@
+/// An iterator over one run's entries in key order (``SortedRunReader/makeIterator()``). Not thread-safe; make one
+/// per thread. Besides each block's own checks it checks that keys increase across blocks and stay within their
+/// block's separator, so a damaged index cannot make it return entries out of order.
+public final class SortedRunIterator: LSMIterator {
+    public let reader: SortedRunReader
+    private let fillCache: Bool
+    private var blockIndex = 0
+    private var cursor: BlockCursor?
+    public private(set) var current: LSMEntry?
+
+    init(_ reader: SortedRunReader, fillCache: Bool) {
+        self.reader = reader
+        self.fillCache = fillCache
+    }
+
+    public func seekToFirst() throws {
+        try load(block: 0, after: nil) { cursor throws(Block.Defect) in try cursor.seekToFirst() }
+    }
+
+    public func seek(_ key: [UInt8]) throws {
+        try load(block: reader.blockIndex(for: key), after: nil) { cursor throws(Block.Defect) in try cursor.seek(key) }
+    }
+
+    public func advance() throws {
+        guard current != nil, var c = cursor else { return }
+        do throws(Block.Defect) { try c.advance() } catch { throw reader.defect(error, block: blockIndex) }
+        cursor = c
+        if c.current == nil {
+            try load(block: blockIndex + 1, after: current?.key) { cursor throws(Block.Defect) in try cursor.seekToFirst() }
+        } else {
+            try settle()
+        }
+    }
+
+    /// Positions in block `i` with `position`, moving on to the next blocks while that leaves it past the end.
+    /// `previous`: the key the iterator stepped from, which the new position must follow.
+    private func load(
+        block i: Int, after previous: [UInt8]?, _ position: (inout BlockCursor) throws(Block.Defect) -> Void
+    ) throws {
+        var i = i
+        var first = true
+        while i < reader.handles.count {
+            var c = BlockCursor(try reader.block(i, fillCache: fillCache))
+            do throws(Block.Defect) {
+                if first { try position(&c) } else { try c.seekToFirst() }
+            } catch { throw reader.defect(error, block: i) }
+            if c.current != nil {
+                if let previous, LSMKey.compare(c.key, previous) <= 0 {
+                    throw reader.defect(Block.Defect("block's first key does not follow the previous block's"), block: i)
+                }
+                blockIndex = i
+                cursor = c
+                try settle()
+                return
+            }
+            first = false
+            i += 1
+        }
+        blockIndex = reader.handles.count
+        cursor = nil
+        current = nil
+    }
+
+    /// Decodes the cursor's entry into ``current``.
+    private func settle() throws {
+        let c = cursor!
+        guard LSMKey.compare(c.key, reader.separators[blockIndex]) <= 0 else {
+            throw reader.defect(Block.Defect("key past its block's index separator"), block: blockIndex)
+        }
+        current = try reader.entry(key: c.key, value: c.value, block: blockIndex)
+    }
+}

@@ -1,0 +1,219 @@
+import CloudletCore
+
+/// Reads a sorted run file (SortedRunFormat.md). Opening checks the header and footer and loads the index, the
+/// bloom filter and the properties, which stay in memory (they are small); data blocks are read on demand through
+/// the shared ``BlockCache``. Every block's checksum and structure is checked before anything in it is used: a
+/// defect throws a `corruption` error naming the file and the block's offset, never a wrong answer.
+///
+/// Safe to use from several threads: everything is immutable after opening, the file is read with `pread`, and
+/// the cache has its own locks.
+public final class SortedRunReader: Sendable {
+    public let path: String
+    public let fileNumber: UInt64
+    public let fileSize: UInt64
+    public let properties: SortedRunProperties
+    let file: any File
+    let filter: BloomFilter
+    /// The index: data block `i` holds the keys in (separator `i - 1`, separator `i`].
+    let separators: [[UInt8]]
+    let handles: [BlockHandle]
+    let footer: SortedRunFooter
+    let cache: BlockCache?
+
+    /// Opens the run at `path`. `fileNumber` keys its blocks in `cache`.
+    public init(
+        path: String, fileNumber: UInt64, fileSystem: any FileSystem = PosixFileSystem(), cache: BlockCache? = nil
+    ) throws {
+        self.path = path
+        self.fileNumber = fileNumber
+        self.cache = cache
+        let file: any File
+        do throws(FileSystemError) {
+            file = try fileSystem.open(path, options: .readOnly)
+        } catch {
+            throw CloudletError.io(error, "opening sorted run \(path)")
+        }
+        self.file = file
+        do {
+            let fileSize = try io { () throws(FileSystemError) in try file.size() }
+            let minimum = UInt64(SortedRunLayout.headerSize + SortedRunLayout.footerSize)
+            guard fileSize >= minimum else {
+                throw CloudletError.corruption(run: path, offset: 0, "file of \(fileSize) bytes is too short")
+            }
+            let header = try io { () throws(FileSystemError) in try file.read(at: 0, count: SortedRunLayout.headerSize) }
+            if let defect = SortedRunLayout.headerDefect(header) {
+                throw CloudletError.corruption(run: path, offset: 0, defect)
+            }
+            self.fileSize = fileSize
+            let footerOffset = fileSize - UInt64(SortedRunLayout.footerSize)
+            let footerBytes = try io { () throws(FileSystemError) in
+                try file.read(at: footerOffset, count: SortedRunLayout.footerSize)
+            }
+            let footer: SortedRunFooter
+            switch SortedRunFooter.decode(footerBytes, fileSize: fileSize) {
+            case .success(let f): footer = f
+            case .failure(let defect): throw CloudletError.corruption(run: path, offset: footerOffset, defect.reason)
+            }
+            self.footer = footer
+            let (separators, handles) = try Self.loadIndex(
+                try Self.readBlockContents(file, path, footer.index), path, footer)
+            self.separators = separators
+            self.handles = handles
+            guard let filter = BloomFilter(encoded: try Self.readBlockContents(file, path, footer.filter)) else {
+                throw CloudletError.corruption(run: path, offset: footer.filter.offset, "malformed bloom filter")
+            }
+            self.filter = filter
+            let properties: SortedRunProperties
+            let propertiesBytes = try Self.readBlockContents(file, path, footer.properties)
+            do {
+                properties = try SortedRunProperties(decoding: propertiesBytes)
+            } catch let error as CloudletError where error.code == .corruption {
+                throw CloudletError.corruption(run: path, offset: footer.properties.offset, error.message)
+            }
+            self.properties = properties
+            guard properties.dataBlockCount == UInt64(handles.count),
+                properties.entryCount >= properties.dataBlockCount,
+                properties.entryCount > 0 || properties.smallestKey.isEmpty && properties.largestKey.isEmpty
+            else {
+                throw CloudletError.corruption(
+                    run: path, offset: footer.properties.offset, "properties disagree with the index")
+            }
+        } catch {
+            try? file.close()
+            throw error
+        }
+    }
+
+    /// Closes the file; any read afterwards fails.
+    public func close() { try? file.close() }
+
+    /// The newest entry of `key` in this run — a value or a tombstone — or nil if the run has none. Consults the
+    /// bloom filter first, then reads at most one block.
+    public func get(_ key: [UInt8]) throws -> LSMEntry? {
+        guard properties.entryCount > 0, LSMKey.compare(key, properties.smallestKey) >= 0,
+            LSMKey.compare(key, properties.largestKey) <= 0, filter.mayContain(key)
+        else { return nil }
+        let i = blockIndex(for: key)
+        guard i < handles.count else { return nil }
+        var cursor = BlockCursor(try block(i))
+        do throws(Block.Defect) { try cursor.seek(key) } catch { throw defect(error, block: i) }
+        guard cursor.current != nil, cursor.key == key else { return nil }
+        return try entry(key: cursor.key, value: cursor.value, block: i)
+    }
+
+    /// Whether the bloom filter lets `key` through (false: certainly not in the run).
+    public func mayContain(_ key: [UInt8]) -> Bool { filter.mayContain(key) }
+
+    /// A new iterator over the run's entries (not positioned yet). With `fillCache` false, blocks it reads that are
+    /// not cached are not added to the cache (for merges and verification, which read everything once).
+    public func makeIterator(fillCache: Bool = true) -> SortedRunIterator { SortedRunIterator(self, fillCache: fillCache) }
+
+    /// The data blocks, in order (for tools).
+    public var dataBlocks: [BlockHandle] { handles }
+
+    /// The first block whose separator is at least `key` (`handles.count` if none).
+    func blockIndex(for key: [UInt8]) -> Int {
+        var lo = 0
+        var hi = separators.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if LSMKey.compare(separators[mid], key) < 0 { lo = mid + 1 } else { hi = mid }
+        }
+        return lo
+    }
+
+    /// Data block `i`, from the cache or the file (checked, decompressed, then cached if `fillCache`).
+    func block(_ i: Int, fillCache: Bool = true) throws -> Block {
+        let handle = handles[i]
+        let key = BlockCache.Key(fileNumber: fileNumber, offset: handle.offset)
+        let contents: [UInt8]
+        if let cached = cache?.lookup(key) {
+            contents = cached
+        } else {
+            contents = try Self.readBlockContents(file, path, handle)
+            if fillCache { cache?.insert(key, contents) }
+        }
+        do throws(Block.Defect) { return try Block(contents) } catch { throw defect(error, block: i) }
+    }
+
+    /// Decodes a data entry's value bytes: kind, sequence, value.
+    func entry(key: [UInt8], value bytes: ArraySlice<UInt8>, block i: Int) throws -> LSMEntry {
+        var r = ByteReader(Array(bytes), what: "entry")
+        do {
+            guard let kind = LSMEntry.Kind(rawValue: try r.u8()) else { throw CloudletError.corruption("bad kind") }
+            let sequence = try r.varint()
+            let value = Array(try r.raw(r.remaining))
+            guard kind == .value || value.isEmpty else { throw CloudletError.corruption("tombstone with a value") }
+            return LSMEntry(key: key, kind: kind, sequence: sequence, value: value)
+        } catch {
+            throw CloudletError.corruption(
+                run: path, offset: handles[i].offset, "entry \(LSMKey.printable(key)) is malformed")
+        }
+    }
+
+    func defect(_ defect: Block.Defect, block i: Int) -> CloudletError {
+        .corruption(run: path, offset: handles[i].offset, defect.reason)
+    }
+
+    /// Reads a block and its trailer, checks and decompresses it.
+    static func readBlockContents(_ file: any File, _ path: String, _ handle: BlockHandle) throws -> [UInt8] {
+        let length = Int(handle.size) + SortedRunLayout.trailerSize
+        let bytes = try io { () throws(FileSystemError) in try file.read(at: handle.offset, count: length) }
+        guard bytes.count == length else {
+            throw CloudletError.corruption(run: path, offset: handle.offset, "block runs past the end of the file")
+        }
+        switch SortedRunLayout.unseal(bytes) {
+        case .success(let contents): return contents
+        case .failure(let defect): throw CloudletError.corruption(run: path, offset: handle.offset, defect.reason)
+        }
+    }
+
+    /// Decodes the index block: separators must increase, data blocks must tile the space between the header and
+    /// the index block, and there must be as many as the footer says.
+    static func loadIndex(_ contents: [UInt8], _ path: String, _ footer: SortedRunFooter) throws -> (
+        [[UInt8]], [BlockHandle]
+    ) {
+        let offset = footer.index.offset
+        var separators: [[UInt8]] = []
+        var handles: [BlockHandle] = []
+        do throws(Block.Defect) {
+            var cursor = BlockCursor(try Block(contents))
+            try cursor.seekToFirst()
+            var expected = UInt64(SortedRunLayout.headerSize)
+            while cursor.current != nil {
+                var r = ByteReader(Array(cursor.value), what: "index entry")
+                guard let blockOffset = try? r.varint(), let size = try? r.varint(), r.isAtEnd else {
+                    throw Block.Defect("malformed index entry \(separators.count)")
+                }
+                let handle = BlockHandle(offset: blockOffset, size: size)
+                guard handle.offset == expected, size <= UInt64(SortedRunLayout.maxBlockSize) else {
+                    throw Block.Defect("index entry \(separators.count) points at \(blockOffset), expected \(expected)")
+                }
+                expected = handle.end
+                separators.append(cursor.key)
+                handles.append(handle)
+                try cursor.advance()
+            }
+            guard expected == footer.index.offset, handles.count == Int(footer.dataBlockCount) else {
+                throw Block.Defect("index does not cover the data blocks the footer counts")
+            }
+        } catch {
+            throw CloudletError.corruption(run: path, offset: offset, "index block: \(error.reason)")
+        }
+        return (separators, handles)
+    }
+}
+
+/// Sorted run files in a directory: `<file number, 20 digits>.run`.
+public enum SortedRunFile {
+    public static let suffix = ".run"
+
+    /// The file name of run `number`.
+    public static func name(_ number: UInt64) -> String { zeroPadded(number) + suffix }
+
+    /// The file number in a run's file name; nil for other names (temp files included).
+    public static func number(fileName name: String) -> UInt64? {
+        guard name.hasSuffix(suffix) else { return nil }
+        return parseZeroPadded(name.dropLast(suffix.count))
+    }
+}

@@ -1,0 +1,325 @@
+import CloudletCore
+import CloudletStorage
+import CloudletTestSupport
+import Foundation
+import Testing
+
+@Suite("LSM tree")
+struct LSMTreeTests {
+    /// Small everything, so that a few thousand writes make several levels; merges only when asked.
+    private func smallConfiguration(background: Bool = false) -> LSMTreeConfiguration {
+        var c = LSMTreeConfiguration()
+        c.run.blockSize = 256
+        c.targetRunSize = 4 << 10
+        c.level1Size = 12 << 10
+        c.levelSizeMultiplier = 3
+        c.level0MergeTrigger = 3
+        c.mergeBytesPerSecond = nil
+        c.backgroundMerges = background
+        c.blockCacheCapacity = 64 << 10
+        return c
+    }
+
+    private func position(_ index: Int) -> [UInt8] {
+        var w = ByteWriter()
+        w.u64(UInt64(index))
+        return w.bytes
+    }
+
+    private func index(_ position: [UInt8]) throws -> Int {
+        var r = ByteReader(position, what: "position")
+        return position.isEmpty ? 0 : Int(try r.u64())
+    }
+
+    @Test("random puts, deletes, flushes, merges and reopens (with crashes) agree with a dictionary model")
+    func model() throws {
+        let seed = SeededRandom.testSeed()
+        var rng = SeededRandom(seed: seed)
+        let fs = InMemoryFileSystem()
+        let configuration = smallConfiguration()
+        var tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration)
+        var model: [[UInt8]: [UInt8]] = [:]
+        // The caller's write-ahead log: every write, in order; a log position is an index into it.
+        var log: [LSMEntry] = []
+        var merges = 0
+        for step in 0..<6000 {
+            let context = "seed \(seed) step \(step)"
+            switch rng.int(100) {
+            case 0..<70:
+                let key = randomKey(&rng, maxLength: 4)
+                let entry: LSMEntry =
+                    rng.chance(25)
+                    ? .delete(key, sequence: UInt64(log.count + 1))
+                    : .put(key, randomBytes(rng.int(60), &rng), sequence: UInt64(log.count + 1))
+                log.append(entry)
+                try tree.apply(entry)
+                model[key] = entry.isTombstone ? nil : entry.value
+            case 70..<75:
+                try tree.flush(logPosition: position(log.count))
+            case 75..<78:
+                let before = tree.statistics.merges
+                try tree.mergeUntilIdle()
+                merges += tree.statistics.merges - before
+            case 78..<80:
+                tree.close()
+                if rng.chance(50) { fs.crash() }
+                tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration)
+                for entry in log[try index(tree.logPosition)...] { try tree.apply(entry) }
+            case 80..<95:
+                let key = randomKey(&rng, maxLength: 4)
+                #expect(try tree.get(key) == model[key], "\(context) get \(LSMKey.printable(key))")
+            default:
+                let bounds = [randomKey(&rng, maxLength: 3), randomKey(&rng, maxLength: 3)].sorted(by: LSMKey.less)
+                let range = LSMKeyRange(lower: rng.chance(20) ? nil : bounds[0], upper: bounds[1])
+                let expected = model.filter { range.contains($0.key) }.sorted { LSMKey.less($0.key, $1.key) }
+                let got = try tree.scan(range)
+                #expect(got.map(\.key) == expected.map(\.key), "\(context) scan keys")
+                #expect(got.map(\.value) == expected.map(\.value), "\(context) scan values")
+            }
+        }
+        try tree.mergeUntilIdle()
+        let all = try tree.scan()
+        #expect(Dictionary(uniqueKeysWithValues: all.map { ($0.key, $0.value) }) == model, "seed \(seed)")
+        #expect(tree.verify().isEmpty)
+        #expect(tree.backgroundError == nil)
+        #expect(merges > 0 && tree.runs.contains { $0.level >= 2 }, "seed \(seed): the test should reach level 2")
+        // Every run file in the directory is live, and every live run has its file.
+        let files = Set(try fs.listDirectory("/tree").compactMap(SortedRunFile.number(fileName:)))
+        #expect(files == Set(tree.runs.map(\.fileNumber)))
+        tree.close()
+    }
+
+    @Test("a read view stays consistent across later writes, a flush and a merge, and keeps its files alive")
+    func readView() throws {
+        let fs = InMemoryFileSystem()
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        var sequence: UInt64 = 0
+        func next() -> UInt64 {
+            sequence += 1
+            return sequence
+        }
+        for i in 0..<300 { try tree.put(Array("key\(i)".utf8), Array("old\(i)".utf8), sequence: next()) }
+        try tree.flush(logPosition: [1])
+        for i in 300..<400 { try tree.put(Array("key\(i)".utf8), Array("old\(i)".utf8), sequence: next()) }
+        let view = tree.readView()
+        let snapshot = try view.scan()
+        #expect(snapshot.count == 400)
+        let viewRuns = view.runFileNumbers
+        #expect(!viewRuns.isEmpty)
+
+        for i in stride(from: 0, to: 400, by: 2) { try tree.put(Array("key\(i)".utf8), Array("new".utf8), sequence: next()) }
+        for i in stride(from: 1, to: 400, by: 4) { try tree.delete(Array("key\(i)".utf8), sequence: next()) }
+        for round in 0..<4 {
+            try tree.put(Array("extra\(round)".utf8), [1], sequence: next())
+            try tree.flush(logPosition: [UInt8(2 + round)])
+        }
+        try tree.mergeUntilIdle()
+        #expect(tree.statistics.merges > 0)
+        #expect(Set(tree.runs.map(\.fileNumber)).isDisjoint(with: viewRuns), "the view's runs were merged away")
+        for number in viewRuns { #expect(fs.fileExists("/tree/" + SortedRunFile.name(number)), "held by the view") }
+
+        #expect(try view.scan() == snapshot)
+        for entry in snapshot { #expect(try view.get(entry.key) == entry.value) }
+        #expect(try view.get(Array("extra0".utf8)) == nil)
+        #expect(try tree.get(Array("key0".utf8)) == Array("new".utf8))
+        #expect(try tree.get(Array("key1".utf8)) == nil)
+        #expect(try view.get(Array("key1".utf8)) == Array("old1".utf8))
+
+        withExtendedLifetime(view) {}
+        _ = consume view
+        for number in viewRuns { #expect(!fs.fileExists("/tree/" + SortedRunFile.name(number)), "deleted with the view") }
+        tree.close()
+    }
+
+    @Test("tombstones are dropped by a merge into the bottom level")
+    func tombstonesDropped() throws {
+        let fs = InMemoryFileSystem()
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        for i in 0..<200 { try tree.put(Array("k\(i)".utf8), [UInt8(i % 256)], sequence: UInt64(i + 1)) }
+        try tree.flush(logPosition: [1])
+        for i in 0..<200 { try tree.delete(Array("k\(i)".utf8), sequence: UInt64(1000 + i)) }
+        try tree.flush(logPosition: [2])
+        try tree.put(Array("survivor".utf8), [7], sequence: 5000)
+        try tree.flush(logPosition: [3])
+        try tree.mergeUntilIdle()
+        #expect(tree.runs.allSatisfy { $0.level >= 1 })
+        #expect(tree.runs.reduce(0) { $0 + $1.entryCount } == 1, "only the survivor is left, no tombstones")
+        #expect(try tree.scan().map(\.key) == [Array("survivor".utf8)])
+        tree.close()
+    }
+
+    @Test("a failed fdatasync fails the flush, stops writes, and nothing of it is visible after reopen")
+    func fsyncFailure() throws {
+        let memory = InMemoryFileSystem()
+        let fs = FaultInjectingFileSystem(wrapping: memory)
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        try tree.put([1], [1], sequence: 1)
+        try tree.flush(logPosition: [1])
+        for i in 0..<100 { try tree.put([2, UInt8(i)], [2], sequence: UInt64(2 + i)) }
+        fs.failFdatasync(nth: 1)
+        let error = cloudletError { try tree.flush(logPosition: [2]) }
+        #expect(error?.code == .io)
+        #expect(tree.backgroundError?.code == .io)
+        #expect(cloudletError { try tree.put([3], [3], sequence: 500) }?.code == .readOnly)
+        #expect(try tree.get([2, 5]) == [2], "reads still see the memtable")
+        tree.close()
+        memory.crash()
+
+        let reopened = try LSMTree(directory: "/tree", fileSystem: memory, configuration: smallConfiguration())
+        #expect(reopened.logPosition == [1])
+        #expect(try reopened.scan().map(\.key) == [[1]])
+        let runFiles = try memory.listDirectory("/tree").filter { $0.hasSuffix(".run") || $0.hasSuffix(".tmp") }
+        #expect(runFiles.count == 1 && reopened.runs.count == 1)
+        reopened.close()
+    }
+
+    @Test("a failed manifest fdatasync keeps the flushed run: the reopened tree has it if the edit survived, not if it did not",
+        arguments: [false, true])
+    func manifestSyncFailure(crash: Bool) throws {
+        let memory = InMemoryFileSystem()
+        let fs = FaultInjectingFileSystem(wrapping: memory)
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        for i in 0..<50 { try tree.put([UInt8(i)], [1], sequence: UInt64(i + 1)) }
+        fs.failFdatasync(nth: 2)  // 1: the run file, 2: the manifest edit naming it
+        #expect(cloudletError { try tree.flush(logPosition: [9]) }?.code == .io)
+        tree.close()
+        #expect(try memory.listDirectory("/tree").contains { $0.hasSuffix(".run") }, "the run stays while its edit may exist")
+        if crash { memory.crash() }  // the unsynced edit is lost; without a crash it reached the disk
+
+        let reopened = try LSMTree(directory: "/tree", fileSystem: memory, configuration: smallConfiguration())
+        #expect(reopened.logPosition == (crash ? [] : [9]))
+        #expect(try reopened.scan().count == (crash ? 0 : 50))
+        #expect(try memory.listDirectory("/tree").filter { $0.hasSuffix(".run") }.count == (crash ? 0 : 1))
+        reopened.close()
+    }
+
+    @Test("merges read around the block cache")
+    func mergesDoNotFillTheCache() throws {
+        let tree = try LSMTree(directory: "/tree", fileSystem: InMemoryFileSystem(), configuration: smallConfiguration())
+        for round in 0..<3 {
+            for i in 0..<300 { try tree.put(Array("k\(i)".utf8), [UInt8(round)], sequence: UInt64(round * 1000 + i + 1)) }
+            try tree.flush(logPosition: [UInt8(round)])
+        }
+        let before = tree.statistics.blockCache
+        try tree.mergeUntilIdle()
+        #expect(tree.statistics.merges > 0)
+        #expect(tree.statistics.blockCache.insertions == before.insertions)
+        #expect(try tree.get(Array("k7".utf8)) == [2])
+        #expect(tree.statistics.blockCache.insertions == before.insertions + 1, "reads still fill it")
+        tree.close()
+    }
+
+    @Test("a damaged run is found and named by verify, and reads through it fail instead of answering")
+    func damagedRun() throws {
+        let fs = InMemoryFileSystem()
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        for i in 0..<500 { try tree.put(Array("key\(i)".utf8), Array("value\(i)".utf8), sequence: UInt64(i + 1)) }
+        try tree.flush(logPosition: [1])
+        let run = try #require(tree.runs.first)
+        tree.close()
+        let path = "/tree/" + SortedRunFile.name(run.fileNumber)
+        var bytes = try #require(fs.contents(of: path))
+        bytes[40] ^= 0x10  // inside the first data block
+        fs.setContents(of: path, to: bytes)
+
+        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        let findings = reopened.verify()
+        #expect(findings.count == 1 && findings.first?.path == path && findings.first?.offset == 16)
+        let error = cloudletError { _ = try reopened.scan() }
+        #expect(error?.code == .corruption && error?.message.contains(path) == true)
+        let get = cloudletError { _ = try reopened.get(Array("key0".utf8)) }
+        #expect(get?.code == .corruption)
+        #expect(try reopened.get(Array("key99".utf8)) == Array("value99".utf8), "other blocks still answer")
+        reopened.close()
+
+        // A damaged footer fails the open, naming the run.
+        bytes[bytes.count - 10] ^= 0x01
+        fs.setContents(of: path, to: bytes)
+        let open = cloudletError { _ = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration()) }
+        #expect(open?.code == .corruption && open?.message.contains(path) == true)
+    }
+
+    @Test("views taken while a writer writes and flushes and merges run in the background each stay consistent")
+    func concurrentViews() throws {
+        let fs = InMemoryFileSystem()
+        var configuration = smallConfiguration(background: true)
+        configuration.mergeBytesPerSecond = nil
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration)
+        let writes = 3000
+        // Every value is the sequence it was written with, so a reader can tell which write it sees.
+        let writer = Thread {
+            for sequence in 1...writes {
+                let key = Array("k\(sequence % 200)".utf8)
+                let value = Array("\(sequence)".utf8)
+                try! tree.put(key, value, sequence: UInt64(sequence))
+                if sequence % 150 == 0 { try! tree.flush(logPosition: Array("\(sequence)".utf8)) }
+            }
+        }
+        writer.start()
+        var views = 0
+        while views < 40 || !writer.isFinished {
+            let view = tree.readView()
+            let first = try view.scan()
+            #expect(first.map(\.key) == first.map(\.key).sorted(by: LSMKey.less))
+            for entry in first.prefix(20) { #expect(try view.get(entry.key) == entry.value) }
+            #expect(try view.scan() == first, "a view answers the same every time")
+            // Within one view no key can show a write newer than the newest write the view shows at all.
+            let newest = first.map { Int(String(decoding: $0.value, as: UTF8.self))! }.max() ?? 0
+            for entry in first {
+                let sequence = Int(String(decoding: entry.value, as: UTF8.self))!
+                #expect(sequence > newest - 200, "key \(LSMKey.printable(entry.key)) is stale in its view")
+            }
+            views += 1
+        }
+        tree.close()
+        #expect(tree.backgroundError == nil)
+        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        #expect(try reopened.scan().count == 200)
+        #expect(try reopened.get(Array("k0".utf8)) == Array("3000".utf8))
+        reopened.close()
+    }
+
+    @Test("with background merges a flush returns only once level 0 is below its stop trigger")
+    func level0Stall() throws {
+        var configuration = smallConfiguration(background: true)
+        configuration.level0MergeTrigger = 2
+        configuration.level0StopTrigger = 3
+        configuration.mergeBytesPerSecond = 4 << 20
+        let tree = try LSMTree(directory: "/tree", fileSystem: InMemoryFileSystem(), configuration: configuration)
+        for round in 0..<15 {
+            for i in 0..<200 { try tree.put(Array("k\(i)".utf8), [UInt8(round)], sequence: UInt64(round * 1000 + i + 1)) }
+            try tree.flush(logPosition: [UInt8(round)])
+            #expect(tree.runs.filter { $0.level == 0 }.count < 3, "round \(round)")
+        }
+        #expect(tree.backgroundError == nil)
+        #expect(try tree.get(Array("k5".utf8)) == [14])
+        tree.close()
+    }
+
+    @Test("background merges keep the data intact and report no error", arguments: ["posix", "memory"])
+    func background(fileSystemKind: String) throws {
+        let (fs, dir, temp) = testFileSystem(fileSystemKind)
+        defer { withExtendedLifetime(temp) {} }
+        var configuration = smallConfiguration(background: true)
+        configuration.mergeBytesPerSecond = 50 << 20
+        let tree = try LSMTree(directory: dir + "/tree", fileSystem: fs, configuration: configuration)
+        var model: [[UInt8]: [UInt8]] = [:]
+        var rng = SeededRandom(seed: SeededRandom.testSeed())
+        for round in 0..<12 {
+            for i in 0..<150 {
+                let key = randomKey(&rng, maxLength: 5)
+                let value = randomBytes(20, &rng)
+                try tree.put(key, value, sequence: UInt64(round * 1000 + i + 1))
+                model[key] = value
+            }
+            try tree.flush(logPosition: [UInt8(round)])
+        }
+        tree.close()
+        #expect(tree.backgroundError == nil)
+        let reopened = try LSMTree(directory: dir + "/tree", fileSystem: fs, configuration: smallConfiguration())
+        let all = try reopened.scan()
+        #expect(Dictionary(uniqueKeysWithValues: all.map { ($0.key, $0.value) }) == model)
+        #expect(reopened.logPosition == [11])
+        reopened.close()
+    }
+}

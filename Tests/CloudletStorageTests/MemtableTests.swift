@@ -1,0 +1,121 @@
+import CloudletCore
+import CloudletStorage
+import CloudletTestSupport
+import Testing
+
+@Suite("Memtable")
+struct MemtableTests {
+    @Test("puts and deletes agree with a dictionary model: get, seek, scan; size and count follow")
+    func model() throws {
+        let seed = SeededRandom.testSeed()
+        var rng = SeededRandom(seed: seed)
+        var memtable = Memtable()
+        var model: [[UInt8]: LSMEntry] = [:]
+        for sequence in 1...5000 as ClosedRange<UInt64> {
+            let key = randomKey(&rng, maxLength: 6)
+            let entry: LSMEntry = rng.chance(25) ? .delete(key, sequence: sequence) : .put(key, randomValue(&rng), sequence: sequence)
+            memtable.apply(entry)
+            model[key] = entry
+        }
+        let sorted = model.values.sorted { LSMKey.less($0.key, $1.key) }
+        #expect(memtable.count == model.count, "seed \(seed)")
+        #expect(memtable.maxSequence == 5000)
+        #expect(memtable.approximateBytes == sorted.reduce(0) { $0 + $1.key.count + $1.value.count + Memtable.entryOverhead })
+        for entry in sorted { #expect(memtable.get(entry.key) == entry, "seed \(seed)") }
+        #expect(memtable.get([0xFF, 0xFF, 0xFF]) == nil)
+        let iterator = memtable.makeIterator()
+        #expect(try iterator.entries() == sorted, "seed \(seed)")
+        for _ in 0..<200 {
+            let key = randomKey(&rng, maxLength: 7)
+            iterator.seek(key)
+            #expect(iterator.current == modelSeek(sorted, key).first, "seed \(seed)")
+        }
+    }
+
+    @Test("an older write of a key than the one held is ignored")
+    func olderIgnored() {
+        var memtable = Memtable()
+        memtable.put([1], [9], sequence: 5)
+        memtable.delete([1], sequence: 3)
+        memtable.put([1], [8], sequence: 4)
+        #expect(memtable.get([1]) == .put([1], [9], sequence: 5))
+        #expect(memtable.count == 1)
+    }
+
+    @Test("a copy is a snapshot: writes to the original do not show in it or its iterators")
+    func snapshot() throws {
+        var memtable = Memtable()
+        for i in 0..<100 { memtable.put([UInt8(i)], [1], sequence: UInt64(i + 1)) }
+        let frozen = memtable
+        let iterator = frozen.makeIterator()
+        iterator.seekToFirst()
+        for i in 0..<100 { memtable.put([UInt8(i)], [2], sequence: UInt64(200 + i)) }
+        memtable.delete([5], sequence: 999)
+        memtable.put([200], [3], sequence: 1000)
+        var seen: [LSMEntry] = []
+        while let e = iterator.current {
+            seen.append(e)
+            iterator.advance()
+        }
+        #expect(seen.count == 100 && seen.allSatisfy { $0.value == [1] })
+        #expect(frozen.get([5])?.value == [1] && frozen.get([200]) == nil && frozen.count == 100)
+        #expect(memtable.get([5])?.isTombstone == true && memtable.count == 101)
+    }
+}
+
+@Suite("Merging iterator")
+struct MergingIteratorTests {
+    @Test("newest wins and tombstones hide older values, across memtables and runs, against a model",
+        arguments: [false, true])
+    func model(dropTombstones: Bool) throws {
+        let seed = SeededRandom.testSeed()
+        var rng = SeededRandom(seed: seed)
+        let fs = InMemoryFileSystem()
+        try fs.createDirectory("/lsm")
+        // Several sources over overlapping keys; sequences increase across all writes, sources get them at random.
+        var sources: [[[UInt8]: LSMEntry]] = Array(repeating: [:], count: 5)
+        var newest: [[UInt8]: LSMEntry] = [:]
+        for sequence in 1...4000 as ClosedRange<UInt64> {
+            let key = randomKey(&rng, maxLength: 5)
+            let entry: LSMEntry = rng.chance(30) ? .delete(key, sequence: sequence) : .put(key, randomValue(&rng), sequence: sequence)
+            let source = rng.int(sources.count)
+            if let held = sources[source][key], held.sequence > sequence { continue }
+            sources[source][key] = entry
+            newest[key] = entry
+        }
+        var children: [any LSMIterator] = []
+        for (i, source) in sources.enumerated() {
+            let sorted = source.values.sorted { LSMKey.less($0.key, $1.key) }
+            if i < 2 {
+                var memtable = Memtable()
+                for entry in sorted { memtable.apply(entry) }
+                children.append(memtable.makeIterator())
+            } else {
+                let path = try writeRun(sorted, number: UInt64(i), directory: "/lsm", fileSystem: fs)
+                children.append(try SortedRunReader(path: path, fileNumber: UInt64(i), fileSystem: fs).makeIterator())
+            }
+        }
+        let expected = newest.values.filter { !dropTombstones || !$0.isTombstone }.sorted { LSMKey.less($0.key, $1.key) }
+        let merged = MergingIterator(children, dropTombstones: dropTombstones)
+        #expect(try merged.entries() == expected, "seed \(seed)")
+        for _ in 0..<200 {
+            let key = randomKey(&rng, maxLength: 6)
+            try merged.seek(key)
+            let want = modelSeek(expected, key)
+            #expect(merged.current == want.first, "seed \(seed)")
+            try merged.advance()
+            #expect(merged.current == want.dropFirst().first, "seed \(seed)")
+        }
+    }
+
+    @Test("equal sequences: the child listed first wins")
+    func tieBreak() throws {
+        var a = Memtable()
+        var b = Memtable()
+        a.put([1], [0xA], sequence: 7)
+        b.put([1], [0xB], sequence: 7)
+        b.put([2], [0xB], sequence: 1)
+        let merged = MergingIterator([a.makeIterator(), b.makeIterator()], dropTombstones: true)
+        #expect(try merged.entries() == [.put([1], [0xA], sequence: 7), .put([2], [0xB], sequence: 1)])
+    }
+}

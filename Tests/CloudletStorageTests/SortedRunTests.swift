@@ -1,0 +1,174 @@
+import CloudletCore
+import CloudletStorage
+import CloudletTestSupport
+import Testing
+
+@Suite("Sorted runs")
+struct SortedRunTests {
+    @Test("round trip: get, seek, full and range scans agree with a dictionary model", arguments: ["posix", "memory"])
+    func roundTrip(fileSystemKind: String) throws {
+        let seed = SeededRandom.testSeed()
+        var rng = SeededRandom(seed: seed)
+        let (fs, dir, temp) = testFileSystem(fileSystemKind)
+        defer { withExtendedLifetime(temp) {} }
+        for round in 0..<6 {
+            let entries = randomEntries([0, 1, 50, 400, 3000, 8000][round], &rng)
+            var configuration = SortedRunConfiguration()
+            configuration.blockSize = rng.pick([64, 256, 1024, 4096, 16384])
+            configuration.restartInterval = 1 + rng.int(24)
+            configuration.compression = rng.chance(70)
+            let number = UInt64(round + 1)
+            let path = try writeRun(
+                entries, number: number, directory: dir, fileSystem: fs, configuration: configuration)
+            let cache = BlockCache(capacity: 1 << 20)
+            let reader = try SortedRunReader(path: path, fileNumber: number, fileSystem: fs, cache: cache)
+            defer { reader.close() }
+            let context = "seed \(seed) round \(round) \(configuration)"
+
+            #expect(reader.properties.entryCount == UInt64(entries.count), "\(context)")
+            #expect(reader.properties.smallestKey == (entries.first?.key ?? []), "\(context)")
+            #expect(reader.properties.largestKey == (entries.last?.key ?? []), "\(context)")
+            #expect(reader.properties.tombstoneCount == UInt64(entries.filter(\.isTombstone).count), "\(context)")
+            #expect(reader.verify().isEmpty, "\(context)")
+
+            for entry in entries { #expect(try reader.get(entry.key) == entry, "\(context)") }
+            let present = Set(entries.map(\.key))
+            for _ in 0..<300 {
+                let key = randomKey(&rng, maxLength: 14)
+                if !present.contains(key) { #expect(try reader.get(key) == nil, "\(context) absent key") }
+            }
+
+            let iterator = reader.makeIterator()
+            #expect(try iterator.entries() == entries, "\(context) full scan")
+            for _ in 0..<100 {
+                let key = randomKey(&rng, maxLength: 14)
+                try iterator.seek(key)
+                let expected = modelSeek(entries, key)
+                #expect(iterator.current == expected.first, "\(context) seek")
+                // a few steps on from the seek
+                for want in expected.dropFirst().prefix(5) {
+                    try iterator.advance()
+                    #expect(iterator.current == want, "\(context) step")
+                }
+            }
+            for _ in 0..<30 {
+                var bounds = [randomKey(&rng), randomKey(&rng)].sorted(by: LSMKey.less)
+                if rng.chance(20) { bounds[0] = [] }
+                let range = LSMKeyRange(lower: bounds[0], upper: rng.chance(20) ? nil : bounds[1])
+                #expect(try iterator.entries(in: range) == entries.filter { range.contains($0.key) }, "\(context) range")
+            }
+        }
+    }
+
+    @Test("a damaged byte anywhere is detected: get and scans answer right or throw corruption; verify names it")
+    func corruptionDetected() throws {
+        let seed = SeededRandom.testSeed()
+        var rng = SeededRandom(seed: seed)
+        let fs = InMemoryFileSystem()
+        try fs.createDirectory("/lsm")
+        let entries = randomEntries(1500, &rng)
+        var configuration = SortedRunConfiguration()
+        configuration.blockSize = 512
+        let path = try writeRun(entries, directory: "/lsm", fileSystem: fs, configuration: configuration)
+        let pristine = try #require(fs.contents(of: path))
+        let model = Dictionary(uniqueKeysWithValues: entries.map { ($0.key, $0) })
+
+        for trial in 0..<150 {
+            var damaged = pristine
+            let offset = trial < 16 ? pristine.count - 1 - rng.int(64) : rng.int(pristine.count)  // footer often
+            damaged[offset] ^= UInt8(1 + rng.int(255))
+            fs.setContents(of: path, to: damaged)
+            let context = "seed \(seed) trial \(trial) offset \(offset)"
+
+            let reader: SortedRunReader
+            do {
+                reader = try SortedRunReader(path: path, fileNumber: 1, fileSystem: fs)
+            } catch let error as CloudletError {
+                #expect(error.code == .corruption, "\(context): \(error)")
+                #expect(error.message.contains(path), "\(context): \(error)")
+                continue
+            }
+            defer { reader.close() }
+            let findings = reader.verify()
+            #expect(!findings.isEmpty, "\(context): verify found nothing")
+            #expect(findings.allSatisfy { $0.path == path }, "\(context)")
+
+            for key in entries.map(\.key) + [[0x7A, 0x7A]] {
+                do {
+                    #expect(try reader.get(key) == model[key], "\(context): wrong answer for \(LSMKey.printable(key))")
+                } catch let error as CloudletError {
+                    #expect(error.code == .corruption && error.message.contains(path), "\(context): \(error)")
+                }
+            }
+            let iterator = reader.makeIterator()
+            var scanned: [LSMEntry] = []
+            do {
+                try iterator.seekToFirst()
+                while let entry = iterator.current {
+                    scanned.append(entry)
+                    try iterator.advance()
+                }
+                Issue.record("\(context): a full scan of a damaged run succeeded")
+            } catch let error as CloudletError {
+                #expect(error.code == .corruption, "\(context): \(error)")
+            }
+            #expect(Array(entries.prefix(scanned.count)) == scanned, "\(context): scan returned wrong entries")
+        }
+    }
+
+    @Test("the bloom filter has no false negatives and about the configured false-positive rate")
+    func bloomFilter() throws {
+        var rng = SeededRandom(seed: SeededRandom.testSeed())
+        for (bitsPerKey, bound) in [(10, 0.025), (5, 0.15)] {
+            let keys = (0..<20_000).map { i in Array("key-\(i)-\(rng.next())".utf8) }
+            let filter = BloomFilter(hashes: keys.map(KeyHash.hash), bitsPerKey: bitsPerKey)
+            #expect(keys.allSatisfy(filter.mayContain), "false negative at \(bitsPerKey) bits a key")
+            let probes = (0..<20_000).map { i in Array("other-\(i)".utf8) }
+            let rate = Double(probes.filter(filter.mayContain).count) / Double(probes.count)
+            #expect(rate < bound, "false-positive rate \(rate) at \(bitsPerKey) bits a key")
+            #expect(BloomFilter(encoded: filter.encoded) == filter)
+        }
+    }
+
+    @Test("a reader skips blocks the bloom filter rules out")
+    func bloomAvoidsReads() throws {
+        let fs = InMemoryFileSystem()
+        try fs.createDirectory("/lsm")
+        let entries = (0..<2000).map { LSMEntry.put(Array("k\($0 * 2)".utf8), [1, 2, 3], sequence: 1) }
+            .sorted { LSMKey.less($0.key, $1.key) }
+        let path = try writeRun(entries, directory: "/lsm", fileSystem: fs)
+        let cache = BlockCache(capacity: 1 << 20)
+        let reader = try SortedRunReader(path: path, fileNumber: 1, fileSystem: fs, cache: cache)
+        var absentHits = 0
+        for i in 0..<2000 where try reader.get(Array("k\(i * 2 + 1)".utf8)) != nil { absentHits += 1 }
+        #expect(absentHits == 0)
+        // Lookups of absent keys that passed the filter read a block; the filter keeps that to a few percent.
+        #expect(cache.statistics.misses + cache.statistics.hits < 100)
+    }
+
+    @Test("a failed fdatasync fails finish and leaves neither the run nor its temp file")
+    func fsyncFailure() throws {
+        let memory = InMemoryFileSystem()
+        try memory.createDirectory("/lsm")
+        let fs = FaultInjectingFileSystem(wrapping: memory)
+        var rng = SeededRandom(seed: 7)
+        let path = "/lsm/" + SortedRunFile.name(3)
+        let writer = try SortedRunWriter(path: path, fileNumber: 3, fileSystem: fs)
+        for entry in randomEntries(200, &rng) { try writer.add(entry) }
+        fs.failFdatasync(nth: 1)
+        let error = cloudletError { try writer.finish() }
+        #expect(error?.code == .io && error?.message.contains(path) == true)
+        #expect(!memory.fileExists(path))
+        #expect(try memory.listDirectory("/lsm").isEmpty)
+        memory.crash()
+        #expect(try memory.listDirectory("/lsm").isEmpty)
+    }
+
+    @Test("file names carry the file number")
+    func fileNames() {
+        #expect(SortedRunFile.name(42) == "00000000000000000042.run")
+        #expect(SortedRunFile.number(fileName: "00000000000000000042.run") == 42)
+        #expect(SortedRunFile.number(fileName: "00000000000000000042.run.tmp") == nil)
+        #expect(SortedRunFile.number(fileName: "42.run") == nil)
+    }
+}
