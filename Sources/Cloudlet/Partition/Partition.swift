@@ -288,7 +288,7 @@ package final class Partition: Sendable {
         return zip(items, results).map { item, result in
             switch result! {
             case .success(let r):
-                if fillingCache { cache.put(RecordCache.Key(item.entry), record: r) }
+                if fillingCache { cache.putRead(RecordCache.Key(item.entry), record: r) }
                 return .success(r)
             case .failure:
                 return Self.result { try readDurable(item.zone, item.name, item.entry) }
@@ -355,7 +355,7 @@ package final class Partition: Sendable {
             let frame = try log.readFrame(at: entry.position)
             record = try decode(frame.payload, entry.slot, lsn: frame.lsn, zone, name, entry)
         }
-        cache.put(RecordCache.Key(entry), record: record)
+        cache.putRead(RecordCache.Key(entry), record: record)
         return record
     }
 

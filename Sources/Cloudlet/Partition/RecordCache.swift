@@ -4,6 +4,12 @@ import Synchronization
 /// An LRU cache of decoded record versions. A version is named by the commit that wrote it — its LSN and the
 /// mutation's index in it, which compaction preserves (a byte offset would not survive a rewritten frame) — so a
 /// key-directory entry always finds exactly its version or nothing, and keys hash without touching strings.
+///
+/// Versions read from disk are admitted on their second read within a window (``putRead(_:record:)``: TinyLFU's
+/// "doorkeeper", a bit per hashed key, cleared once it has seen about four times the capacity): a one-off read — a
+/// uniform scan of a store larger than the cache — then costs neither an insertion nor the eviction (and the
+/// deallocation of a decoded record) it would force, which was a fifth of a random read's time; records read again
+/// soon, the hot ones, get in. Versions just written are cached at once (``put(_:record:)``).
 final class RecordCache: Sendable {
     struct Key: Hashable, Sendable {
         var lsn: UInt64
@@ -35,6 +41,9 @@ final class RecordCache: Sendable {
         var tail = -1  // least recent
         var hits = 0
         var misses = 0
+        /// The doorkeeper: one bit per hashed key read from disk since it was last cleared.
+        var seen: [UInt64] = []
+        var seenCount = 0
 
         mutating func unlink(_ i: Int) {
             let p = nodes[i].prev, n = nodes[i].next
@@ -54,7 +63,41 @@ final class RecordCache: Sendable {
     private let capacity: Int
     private let state = Mutex(State())
 
-    init(capacity: Int) { self.capacity = max(capacity, 0) }
+    /// Bits of the doorkeeper (a power of two, about eight per cached version).
+    private let seenBits: Int
+
+    init(capacity: Int) {
+        self.capacity = max(capacity, 0)
+        seenBits = 1 << max(10, Int.bitWidth - (max(capacity, 1) * 8 - 1).leadingZeroBitCount)
+    }
+
+    /// Caches a version just read from disk if it was read before within the doorkeeper's window; otherwise only
+    /// notes that it was read.
+    func putRead(_ key: Key, record: Record) {
+        guard capacity > 0 else { return }
+        let bit = Int(truncatingIfNeeded: Self.mix(key)) & (seenBits - 1)
+        let admit = state.withLock { s in
+            if s.seen.isEmpty { s.seen = [UInt64](repeating: 0, count: seenBits / 64) }
+            let word = bit / 64, mask = UInt64(1) << UInt64(bit % 64)
+            if s.seen[word] & mask != 0 { return true }
+            if s.seenCount >= capacity * 4 {
+                for i in s.seen.indices { s.seen[i] = 0 }
+                s.seenCount = 0
+            }
+            s.seen[word] |= mask
+            s.seenCount += 1
+            return false
+        }
+        if admit { put(key, record: record) }
+    }
+
+    /// A 64-bit mix of a key (SplitMix64's finalizer over LSN and index).
+    private static func mix(_ key: Key) -> UInt64 {
+        var z = key.lsn &+ UInt64(key.index) &* 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
 
     /// The cached record version, if present.
     func get(_ key: Key) -> Record? {

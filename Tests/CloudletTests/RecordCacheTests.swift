@@ -1,0 +1,32 @@
+import CloudletCore
+import Testing
+
+@testable import Cloudlet
+
+@Suite struct RecordCacheTests {
+    func record(_ i: Int) -> Record { Record(recordType: "T", recordName: "r\(i)", fields: ["i": .int64(Int64(i))]) }
+
+    @Test func aVersionReadOnceIsNotCachedAVersionReadTwiceIsAndAWrittenOneAtOnce() {
+        let cache = RecordCache(capacity: 100)
+        let key = RecordCache.Key(lsn: 7, index: 3)
+        cache.putRead(key, record: record(1))
+        #expect(cache.get(key) == nil, "a one-off read is not admitted")
+        cache.putRead(key, record: record(1))
+        #expect(cache.get(key)?.recordName == "r1", "read again: admitted")
+        let written = RecordCache.Key(lsn: 8, index: 0)
+        cache.put(written, record: record(2))
+        #expect(cache.get(written)?.recordName == "r2")
+    }
+
+    @Test func aScanOfVersionsReadOnceInsertsAlmostNothing() {
+        // Room for all of them: whatever is left out was kept out by the doorkeeper, not evicted.
+        let cache = RecordCache(capacity: 100_000)
+        for i in 0..<10_000 { cache.putRead(RecordCache.Key(lsn: UInt64(i), index: 0), record: record(i)) }
+        let cached = (0..<10_000).filter { cache.contains(RecordCache.Key(lsn: UInt64($0), index: 0)) }.count
+        // Only keys whose doorkeeper bit another key set first get in (~50 of 10,000 with 2^20 bits).
+        #expect(cached < 500, "\(cached) of 10,000 one-off reads were cached")
+        // Read a second time, they are all cached.
+        for i in 0..<10_000 { cache.putRead(RecordCache.Key(lsn: UInt64(i), index: 0), record: record(i)) }
+        #expect((0..<10_000).allSatisfy { cache.contains(RecordCache.Key(lsn: UInt64($0), index: 0)) })
+    }
+}
