@@ -155,9 +155,13 @@ public struct Database: CloudletDatabase {
     private func liveEntry(_ recordID: RecordID) throws -> (ZoneKey, RecordEntry) {
         try authorize(.read)
         let key = try key(recordID.zoneID)
-        try requireZone(key)
-        guard let entry = store.partition(for: key).state.withLock({ $0.entry(key, recordID.recordName) }), !entry.deleted
-        else {
+        if key.zoneName == ZoneID.defaultZoneName { try requireZone(key) }  // the shared database has none
+        // The zone's existence and the record's entry under one acquisition of the partition's lock.
+        let found = store.partition(for: key).state.withLock { st -> RecordEntry?? in
+            st.zoneExists(key) ? .some(st.entry(key, recordID.recordName)) : nil
+        }
+        guard let inZone = found else { throw zoneNotFound(key) }
+        guard let entry = inZone, !entry.deleted else {
             throw CloudletError(.unknownItem, "record '\(recordID.recordName)' does not exist in zone '\(key.zoneName)'")
         }
         return (key, entry)
