@@ -103,7 +103,7 @@ extension Database {
         try await partition.waitDurable(min(next.lsn, partition.log.lastLSN))
         // One trip off the cooperative pool for the page's records, each frame read once.
         let wanted = page.filter { !$0.1.deleted }.map { (zone: key, name: $0.0, entry: $0.1) }
-        let read = wanted.isEmpty ? [] : try await ThreadBridge.offload { partition.readMany(wanted) }
+        let read = wanted.isEmpty ? [] : await ThreadBridge.offload { partition.readMany(wanted) }
         var records: [String: Result<Record, CloudletError>] = [:]
         for (item, result) in zip(wanted, read) { records[item.name] = result }
         var changes: [RecordChange] = []

@@ -213,7 +213,7 @@ package final class Partition: Sendable {
         var results = items.map { item in cache.get(RecordCache.Key(item.entry)).map { Result<Record, CloudletError>.success($0) } }
         let misses = results.indices.filter { results[$0] == nil }
         guard !misses.isEmpty else { return results.map { $0! } }
-        let read = try await ThreadBridge.offload { self.readMany(misses.map { items[$0] }, fillingCache: true) }
+        let read = await ThreadBridge.offload { self.readMany(misses.map { items[$0] }, fillingCache: true) }
         for (i, r) in zip(misses, read) { results[i] = r }
         return results.map { $0! }
     }
@@ -225,7 +225,7 @@ package final class Partition: Sendable {
         let entries = state.withLock { st in names.compactMap { n in st.entry(zone, n).map { (zone, n, $0) } } }
             .filter { !$0.2.deleted && !cache.contains(RecordCache.Key($0.2)) }
         guard !entries.isEmpty else { return [:] }
-        let results = try await ThreadBridge.offload { self.readMany(entries) }
+        let results = await ThreadBridge.offload { self.readMany(entries) }
         var out: [RecordCache.Key: Record] = [:]
         for (item, result) in zip(entries, results) {
             if case .success(let r) = result { out[RecordCache.Key(item.2)] = r }

@@ -19,7 +19,7 @@ enum RecordBlock {
     static func append(_ encoded: [UInt8], to w: inout ByteWriter) -> Range<Int> {
         let compressed = LZ4Block.compressIfWorthwhile(encoded, threshold: compressionThreshold)
         var header = ByteWriter(capacity: 8)
-        if let compressed {
+        if compressed != nil {
             header.u8(lz4Flag)
             header.varint(encoded.count)
         } else {
