@@ -71,94 +71,6 @@ package struct ChangePoint: Hashable, Comparable, Sendable {
     static let zero = ChangePoint(lsn: 0, index: 0)
 }
 
-/// One zone's key directory, reverse-reference index and change index.
-package struct ZoneState: Sendable {
-    /// LSN of the zone's creation (0 for a default zone, which always exists): the zone's incarnation.
-    package var createdLSN: UInt64
-    package var records: [String: RecordEntry] = [:]
-    package var liveCount = 0
-    /// target record name → names of records that reference it with DELETE_SELF.
-    var deleteSelfSources: [String: Set<String>] = [:]
-    /// Every change (put or tombstone) in change order; an element is current while the record's entry still
-    /// has its change point. Stale elements are skipped and pruned once they outnumber the current ones.
-    package var changes: [(point: ChangePoint, name: String)] = []
-    var staleChanges = 0
-    /// LSN of the zone's last change (creation included).
-    package var lastChangeLSN: UInt64
-
-    init(createdLSN: UInt64) {
-        self.createdLSN = createdLSN
-        lastChangeLSN = createdLSN
-    }
-
-    /// Makes `entry` the record's current version; returns the one it replaces.
-    @discardableResult
-    mutating func put(_ name: String, _ entry: RecordEntry) -> RecordEntry? {
-        let previous = records.updateValue(entry, forKey: name)
-        if let old = previous {
-            if !old.deleted { liveCount -= 1 }
-            for t in old.deleteSelfTargets { removeSource(name, from: t) }
-            staleChanges += 1
-        }
-        if !entry.deleted { liveCount += 1 }
-        for t in entry.deleteSelfTargets { deleteSelfSources[t, default: []].insert(name) }
-        changes.append((entry.change, name))
-        lastChangeLSN = max(lastChangeLSN, entry.lsn)
-        if staleChanges > 1024 && staleChanges > changes.count / 2 { pruneChanges() }
-        return previous
-    }
-
-    /// Drops tombstones with LSN ≤ `through` (past the retention window); returns them. When the zone's last
-    /// change is among them, its last change becomes its newest remaining one (or its creation), which is what a
-    /// replay of the compacted log — where those tombstones no longer exist — derives as well.
-    mutating func purgeTombstones(through: UInt64) -> [RecordEntry] {
-        var dropped: [RecordEntry] = []
-        for (name, e) in records where e.deleted && e.lsn <= through {
-            records[name] = nil
-            dropped.append(e)
-        }
-        if lastChangeLSN <= through {
-            lastChangeLSN = records.values.reduce(createdLSN) { max($0, $1.lsn) }
-        }
-        if !dropped.isEmpty {
-            staleChanges += dropped.count
-            pruneChanges()
-        }
-        return dropped
-    }
-
-    /// Points the record's entry at a new place if it is still the version `change` (compaction moved it).
-    mutating func move(_ name: String, _ change: ChangePoint, to position: FramePosition, slot: Commit.Slot, cost: UInt32) -> Bool {
-        guard let i = records.index(forKey: name), records.values[i].change == change else { return false }
-        records.values[i].position = position
-        records.values[i].slot = slot
-        records.values[i].cost = cost
-        return true
-    }
-
-    /// Rebuilds the change index from the current entries.
-    mutating func pruneChanges() {
-        changes = records.map { ($0.value.change, $0.key) }.sorted { $0.point < $1.point }
-        staleChanges = 0
-    }
-
-    /// Index of the first change after `point` (binary search).
-    func firstChange(after point: ChangePoint) -> Int {
-        var lo = 0
-        var hi = changes.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if changes[mid].point <= point { lo = mid + 1 } else { hi = mid }
-        }
-        return lo
-    }
-
-    private mutating func removeSource(_ name: String, from target: String) {
-        deleteSelfSources[target]?.remove(name)
-        if deleteSelfSources[target]?.isEmpty == true { deleteSelfSources[target] = nil }
-    }
-}
-
 /// Where a live zone creation or deletion sits in the log, and the bytes it keeps alive there.
 struct LiveSpan: Sendable, Hashable {
     var segment: UInt64
@@ -179,7 +91,10 @@ struct CatalogMark: Sendable, Hashable {
 /// checkpointed so that opening does not replay everything. Schema and subscriptions are the catalog's
 /// (``CatalogState``).
 package struct PartitionState: Sendable {
-    package var zones: [ZoneKey: ZoneState] = [:]
+    /// Records, their change index and reverse references, per zone (KeyDirectory.swift). Written only by
+    /// ``apply(_:lsn:position:slots:costs:)``, compaction's ``moveRecord(_:_:_:to:slot:cost:)`` and checkpoint
+    /// loading (``loadZone(_:createdLSN:lastChangeLSN:entries:)``).
+    package private(set) var keys = KeyDirectory()
     /// Zones deleted, with the LSN and time (ms) of the deletion (for database change feeds), until purged.
     package var deletedZones: [ZoneKey: (lsn: UInt64, time: Int64)] = [:]
     /// Secondary indexes of this partition's zones (IndexState.swift).
@@ -210,9 +125,33 @@ package struct PartitionState: Sendable {
     package init() {}
 
     /// Whether the zone exists (a database's default zone always does).
-    package func zoneExists(_ z: ZoneKey) -> Bool { z.zoneName == ZoneID.defaultZoneName || zones[z] != nil }
+    package func zoneExists(_ z: ZoneKey) -> Bool { z.zoneName == ZoneID.defaultZoneName || keys.contains(z) }
 
-    package func entry(_ z: ZoneKey, _ name: String) -> RecordEntry? { zones[z]?.records[name] }
+    /// The record's current entry (version or tombstone), if any.
+    package func entry(_ z: ZoneKey, _ name: String) -> RecordEntry? { keys.entry(z, name) }
+
+    /// The zone's summary; nil for a zone the key directory does not hold (a default zone never written to).
+    package func zone(_ z: ZoneKey) -> ZoneSummary? { keys.zone(z) }
+
+    /// The zone's entries, tombstones included, in no particular order.
+    package func records(in z: ZoneKey) -> KeyDirectory.Entries { keys.entries(in: z) }
+
+    /// The zone's current changes after `point`, in change order.
+    package func changes(in z: ZoneKey, after point: ChangePoint) -> KeyDirectory.Changes { keys.changes(in: z, after: point) }
+
+    /// The zones of `database` the key directory holds (custom zones, and default zones once written to), in no
+    /// particular order.
+    package func zoneKeys(of database: DatabaseID) -> [ZoneKey] { keys.zoneKeys.filter { database.holds($0) } }
+
+    /// Points a record's entry at where compaction moved it, if it is still the version `change`.
+    mutating func moveRecord(_ z: ZoneKey, _ name: String, _ change: ChangePoint, to position: FramePosition, slot: Commit.Slot, cost: UInt32) -> Bool {
+        keys.move(z, name, change, to: position, slot: slot, cost: cost)
+    }
+
+    /// Loads a zone of the key directory from a checkpoint.
+    mutating func loadZone(_ z: ZoneKey, createdLSN: UInt64, lastChangeLSN: UInt64, entries: [(name: String, entry: RecordEntry)]) {
+        keys.load(z, createdLSN: createdLSN, lastChangeLSN: lastChangeLSN, entries: entries)
+    }
 
     /// The catalog version the partition's commits were validated against so far (0: none).
     package var catalogVersion: UInt64 { catalogMark?.version ?? 0 }
@@ -237,7 +176,7 @@ package struct PartitionState: Sendable {
             let cost = k < costs.count ? costs[k] : 0
             switch m {
             case .putRecord(let z, let record, _):
-                indexes.put(z, record, replacing: zones[z]?.records[record.recordName])
+                indexes.put(z, record, replacing: keys.entry(z, record.recordName))
                 var targets: [String] = []
                 for value in record.fields.values {
                     switch value {
@@ -251,30 +190,28 @@ package struct PartitionState: Sendable {
                     lsn: lsn, index: UInt32(i), position: position, slot: slots[k]!, recordType: record.recordType, deleted: false, time: record.modified?.timestamp ?? 0,
                     deleteSelfTargets: targets, cost: cost)
                 addLive(position.segment, cost)
-                if let old = zones[z, default: ZoneState(createdLSN: 0)].put(record.recordName, entry) {
+                if let old = keys.put(z, record.recordName, entry) {
                     freeLive(old.position.segment, old.cost)
                 }
             case .deleteRecord(let z, let name, let type, let time):
                 // A default zone exists without a creation; in a compacted log its tombstones can come first.
-                if zones[z] == nil && z.zoneName == ZoneID.defaultZoneName { zones[z] = ZoneState(createdLSN: 0) }
-                guard zones[z] != nil else { continue }
+                guard zoneExists(z) else { continue }
                 indexes.delete(z, name, recordType: type)
                 let entry = RecordEntry(
                     lsn: lsn, index: UInt32(i), position: position, slot: Commit.Slot(offset: 0, length: 0),
                     recordType: type, deleted: true, time: time, deleteSelfTargets: [], cost: cost)
                 addLive(position.segment, cost)
-                if let old = zones[z]!.put(name, entry) { freeLive(old.position.segment, old.cost) }
+                if let old = keys.put(z, name, entry) { freeLive(old.position.segment, old.cost) }
             case .createZone(let z):
-                if zones[z] == nil {
-                    zones[z] = ZoneState(createdLSN: lsn)
+                if keys.createZone(z, lsn: lsn) {
                     zoneCreations[z] = LiveSpan(segment: position.segment, cost: cost)
                     addLive(position.segment, cost)
                 }
                 deletedZones[z] = nil
                 if let d = zoneDeletions.removeValue(forKey: z) { freeLive(d.segment, d.cost) }
             case .deleteZone(let z, let time):
-                if let zone = zones.removeValue(forKey: z) {
-                    for e in zone.records.values { freeLive(e.position.segment, e.cost) }
+                if let entries = keys.removeZone(z) {
+                    for (_, e) in entries { freeLive(e.position.segment, e.cost) }
                 }
                 indexes.dropZone(z)
                 if let c = zoneCreations.removeValue(forKey: z) { freeLive(c.segment, c.cost) }
@@ -298,11 +235,7 @@ package struct PartitionState: Sendable {
                 addLive(position.segment, cost)
                 guard through > purgedThroughLSN else { continue }
                 purgedThroughLSN = through
-                for key in Array(zones.keys) {
-                    for e in zones[key]!.purgeTombstones(through: through) { freeLive(e.position.segment, e.cost) }
-                    // An emptied default zone is as if it never had a record (a compacted log has nothing of it).
-                    if key.zoneName == ZoneID.defaultZoneName && zones[key]!.records.isEmpty { zones[key] = nil }
-                }
+                for e in keys.purgeTombstones(through: through) { freeLive(e.position.segment, e.cost) }
                 for (z, d) in deletedZones where d.lsn <= through {
                     deletedZones[z] = nil
                     if let span = zoneDeletions.removeValue(forKey: z) { freeLive(span.segment, span.cost) }
@@ -321,7 +254,7 @@ package struct PartitionState: Sendable {
     package func isLive(_ target: LiveTarget, lsn: UInt64, index: UInt32) -> Bool {
         switch target {
         case .record(let z, let name): entry(z, name)?.change == ChangePoint(lsn: lsn, index: index)
-        case .zoneCreation(let z): zones[z]?.createdLSN == lsn
+        case .zoneCreation(let z): keys.zone(z)?.createdLSN == lsn
         case .zoneDeletion(let z): deletedZones[z]?.lsn == lsn
         case .catalogVersion: catalogMark?.lsn == lsn
         case .always: true
@@ -337,8 +270,8 @@ package struct PartitionState: Sendable {
     func purgeHorizon(before cutoff: Int64) -> UInt64? {
         var bound = UInt64.max  // tombstones at or past this are inside the window
         var deletions: [(lsn: UInt64, time: Int64)] = []
-        for zone in zones.values {
-            for e in zone.records.values where e.deleted { deletions.append((e.lsn, e.time)) }
+        for z in keys.zoneKeys {
+            for (_, e) in keys.entries(in: z) where e.deleted { deletions.append((e.lsn, e.time)) }
         }
         for d in deletedZones.values { deletions.append(d) }
         for d in deletions where d.time >= cutoff { bound = min(bound, d.lsn) }

@@ -140,7 +140,7 @@ extension Database {
         var keys: [ZoneKey] = id.scope == .shared ? [] : [ZoneKey(database: id, zoneName: ZoneID.defaultZoneName)]
         for p in store.partitions {
             p.state.withLock { st in
-                for k in st.zones.keys where id.holds(k) && k.zoneName != ZoneID.defaultZoneName { keys.append(k) }
+                for k in st.zoneKeys(of: id) where k.zoneName != ZoneID.defaultZoneName { keys.append(k) }
             }
         }
         return keys.sorted { $0.zoneName < $1.zoneName }

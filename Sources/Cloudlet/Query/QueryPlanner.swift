@@ -303,7 +303,7 @@ struct QueryPlanner {
         let descriptors = q.order.descriptors
         guard let limit else {
             info.order = "none needed (count)"
-            return (.readAll(candidates(src).map { ($0, st.zones[zone]!.records[$0]!) }), info)
+            return (.readAll(candidates(src).map { ($0, st.entry(zone, $0)!) }), info)
         }
         var walk: WalkSource?
         if descriptors.isEmpty {
@@ -339,12 +339,12 @@ struct QueryPlanner {
         }
         info.order = "sorted matching records in memory (\(names.count) read)"
         info.sortedInMemory = true
-        return (.readAll(names.map { ($0, st.zones[zone]!.records[$0]!) }), info)
+        return (.readAll(names.map { ($0, st.entry(zone, $0)!) }), info)
     }
 
     /// Candidate names (every live record of the type for a scan), in name order.
     private func candidates(_ src: CandidateSource?) -> [String] {
-        let live: (String) -> Bool = { self.st.zones[self.zone]?.records[$0].map { !$0.deleted } ?? false }
+        let live: (String) -> Bool = { self.st.entry(self.zone, $0).map { !$0.deleted } ?? false }
         guard let src else { return (types?.names.all ?? []).filter(live) }
         return names(src).filter(live).sorted()
     }
@@ -369,7 +369,7 @@ struct QueryPlanner {
             }
             let p = QueryPosition(keys: keys, recordName: name, zoneName: zone.zoneName)
             if let after, q.order.compare(p, after) <= 0 { continue }
-            out.append((name, st.zones[zone]!.records[name]!, p))
+            out.append((name, st.entry(zone, name)!, p))
         }
         return out
     }
@@ -381,10 +381,9 @@ struct QueryPlanner {
     ) {
         var items: [(name: String, entry: RecordEntry, position: QueryPosition)] = []
         var last: OrderedEntry?
-        let records = st.zones[zone]?.records ?? [:]
         func visit(_ e: OrderedEntry) {
             last = e
-            guard let entry = records[e.name], !entry.deleted else { return }
+            guard let entry = st.entry(zone, e.name), !entry.deleted else { return }
             let p = QueryPosition(keys: w.keyed ? [e.key] : [], recordName: e.name, zoneName: zone.zoneName)
             if let after, q.order.compare(p, after) <= 0 { return }
             items.append((e.name, entry, p))
