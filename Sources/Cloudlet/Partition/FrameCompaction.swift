@@ -22,7 +22,7 @@ package struct FrameCompaction {
 
     /// Decompresses and outlines the frame (no record is decoded) and decides. Throws `.corruption` for a frame that
     /// is not a valid commit.
-    package init(_ frame: StoredFrame, state: PartitionState) throws {
+    package init(_ frame: StoredFrame, state: some PartitionReading) throws {
         guard frame.type == Commit.frameType else {
             throw CloudletError.corruption(
                 "segment \(frame.path) offset \(frame.position.offset): frame LSN \(frame.lsn) has unknown type \(frame.type)")

@@ -124,25 +124,6 @@ package struct PartitionState: Sendable {
     /// An empty state (the synthesized initializer, made `package` for offline verification's replays).
     package init() {}
 
-    /// Whether the zone exists (a database's default zone always does).
-    package func zoneExists(_ z: ZoneKey) -> Bool { z.zoneName == ZoneID.defaultZoneName || keys.contains(z) }
-
-    /// The record's current entry (version or tombstone), if any.
-    package func entry(_ z: ZoneKey, _ name: String) -> RecordEntry? { keys.entry(z, name) }
-
-    /// The zone's summary; nil for a zone the key directory does not hold (a default zone never written to).
-    package func zone(_ z: ZoneKey) -> ZoneSummary? { keys.zone(z) }
-
-    /// The zone's entries, tombstones included, in no particular order.
-    package func records(in z: ZoneKey) -> KeyDirectory.Entries { keys.entries(in: z) }
-
-    /// The zone's current changes after `point`, in change order.
-    package func changes(in z: ZoneKey, after point: ChangePoint) -> KeyDirectory.Changes { keys.changes(in: z, after: point) }
-
-    /// The zones of `database` the key directory holds (custom zones, and default zones once written to), in no
-    /// particular order.
-    package func zoneKeys(of database: DatabaseID) -> [ZoneKey] { keys.zoneKeys.filter { database.holds($0) } }
-
     /// Points a record's entry at where compaction moved it, if it is still the version `change`.
     mutating func moveRecord(_ z: ZoneKey, _ name: String, _ change: ChangePoint, to position: FramePosition, slot: Commit.Slot, cost: UInt32) -> Bool {
         keys.move(z, name, change, to: position, slot: slot, cost: cost)
@@ -245,24 +226,6 @@ package struct PartitionState: Sendable {
         lastLSN = lsn
         nextPosition = position.next
     }
-
-    /// Whether mutation `index` of the commit at `lsn` is still current: the version or tombstone a record's entry
-    /// holds, the creation of a zone that exists, the deletion of a zone that stays deleted, the partition's current
-    /// catalog-version mark; index definitions and purges always are, catalog mutations (left in partition 0 by a
-    /// format-1 store) never. Compaction keeps exactly the live ones. The one liveness rule: replay and the tools ask
-    /// it of a ``Mutation``, compaction of a ``CommitOutline/Entry``, both through their ``LiveTarget``.
-    package func isLive(_ target: LiveTarget, lsn: UInt64, index: UInt32) -> Bool {
-        switch target {
-        case .record(let z, let name): entry(z, name)?.change == ChangePoint(lsn: lsn, index: index)
-        case .zoneCreation(let z): keys.zone(z)?.createdLSN == lsn
-        case .zoneDeletion(let z): deletedZones[z]?.lsn == lsn
-        case .catalogVersion: catalogMark?.lsn == lsn
-        case .always: true
-        case .never: false
-        }
-    }
-
-    package func isLive(_ m: Mutation, lsn: UInt64, index: UInt32) -> Bool { isLive(m.liveTarget, lsn: lsn, index: index) }
 
     /// What a purge may forget: the LSN of the newest tombstone (or zone deletion) such that it and every older
     /// one were deleted before `cutoff` (ms since 1970). Tokens at or after it missed nothing; nil when there is

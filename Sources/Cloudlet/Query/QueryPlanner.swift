@@ -54,12 +54,13 @@ struct WalkSource: Sendable {
 /// an order strategy that sorts in memory only what it must. Every candidate is still evaluated against the full
 /// predicate (``Predicate/matches(_:searchable:)`` is the ground truth): an index only has to find a superset.
 struct QueryPlanner {
-    let st: PartitionState
+    /// The partition as of one LSN: planning and a walk's batch each read one view.
+    let st: PartitionReadView
     let zone: ZoneKey
     let q: PreparedQuery
     let types: TypeIndexes?
 
-    init(state: PartitionState, zone: ZoneKey, query: PreparedQuery) {
+    init(state: PartitionReadView, zone: ZoneKey, query: PreparedQuery) {
         st = state
         self.zone = zone
         q = query
