@@ -96,15 +96,15 @@ package struct PartitionState: Sendable {
     /// loading (``loadZone(_:createdLSN:lastChangeLSN:entries:)``).
     package private(set) var keys = KeyDirectory()
     /// Zones deleted, with the LSN and time (ms) of the deletion (for database change feeds), until purged.
-    package var deletedZones: [ZoneKey: (lsn: UInt64, time: Int64)] = [:]
+    package internal(set) var deletedZones: [ZoneKey: (lsn: UInt64, time: Int64)] = [:]
     /// Secondary indexes of this partition's zones (IndexState.swift).
     var indexes = IndexState()
-    /// LSN of the last applied commit.
+    /// LSN of the last applied commit (set by the verify tool too: a compacted log may end past its last frame).
     package var lastLSN: UInt64 = 0
     /// Where the frame after `lastLSN` starts (the replay start of a checkpoint taken now).
     var nextPosition: FramePosition?
     /// Tombstones and deleted zones with LSN ≤ this are forgotten: change tokens before it have expired.
-    package var purgedThroughLSN: UInt64 = 0
+    package internal(set) var purgedThroughLSN: UInt64 = 0
     /// The catalog version every commit so far was validated against (at most), and where that was recorded.
     var catalogMark: CatalogMark?
     /// Partition 0 of a format-1 store being opened: the catalog its log still holds (schema, index flags,
@@ -113,10 +113,10 @@ package struct PartitionState: Sendable {
     var legacyCatalog: CatalogState?
     /// The compaction generation the positions in this state refer to (0: never compacted). A checkpoint of
     /// another generation is ignored on open: the frames it points at have moved.
-    package var compactionGeneration: UInt32 = 0
+    package internal(set) var compactionGeneration: UInt32 = 0
     /// Live bytes per segment (by segment id): the frames' bytes whose mutations are still current. Dead bytes are
     /// a segment's size minus this; compaction starts when they are a large enough share.
-    package var segmentLive: [UInt64: Int64] = [:]
+    package internal(set) var segmentLive: [UInt64: Int64] = [:]
     /// Where the creation of each existing custom zone, and the deletion of each deleted zone, is in the log.
     var zoneCreations: [ZoneKey: LiveSpan] = [:]
     var zoneDeletions: [ZoneKey: LiveSpan] = [:]
