@@ -11,7 +11,7 @@ extension CloudletStore {
         guard key.zoneName != ZoneID.defaultZoneName else { return }
         try Names.validateZoneName(key.zoneName)
         let p = partition(for: key)
-        let (_, lsn) = try await p.commit { st, _ in (st.zones[key] == nil ? [.createZone(key)] : [], ()) }
+        let (_, lsn) = try await p.commit { st, _ in (st.zone(key) == nil ? [.createZone(key)] : [], ()) }
         if let lsn { try await p.waitDurable(lsn) }
     }
 

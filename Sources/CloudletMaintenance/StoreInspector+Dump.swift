@@ -137,11 +137,11 @@ extension StoreInspector {
 
     /// The derived state of each partition of an opened store.
     package func states(of store: CloudletStore) -> [DerivedState] {
-        store.partitions.map { p in DerivedState(state: p.state.withLock { $0 }) }
+        store.partitions.map { p in DerivedState(state: p.state.withLock { $0.readView }) }
     }
 }
 
 /// A partition's derived state, opaque to tools.
 package struct DerivedState: Sendable {
-    let state: PartitionState
+    let state: PartitionReadView
 }

@@ -121,8 +121,9 @@ extension StoreInspector {
                 opened.state.withLock { st in
                     part.purgedThroughLSN = st.purgedThroughLSN
                     part.deletedZones = st.deletedZones.count
-                    for (key, zone) in st.zones {
-                        let tombstones = zone.records.count - zone.liveCount
+                    for key in st.keys.zoneKeys {
+                        let zone = st.zone(key)!
+                        let tombstones = zone.entryCount - zone.liveCount
                         info.zones.append(
                             StoreInfo.Zone(
                                 partition: p, key: key, records: zone.liveCount, tombstones: tombstones,

@@ -98,13 +98,14 @@ extension StoreInspector {
             let st = p.state.withLock { $0 }
             var part = SpaceStats.Partition(index: Int(p.id))
             var zones: [ZoneKey: SpaceStats.Zone] = [:]
-            for (key, zone) in st.zones {
+            for key in st.keys.zoneKeys {
+                let zone = st.zone(key)!
                 var z = SpaceStats.Zone(partition: Int(p.id), key: key)
                 z.records = zone.liveCount
-                z.tombstones = zone.records.count - zone.liveCount
-                z.indexEntries = zone.records.count
-                z.indexBytes = zone.records.reduce(0) { $0 + Self.entryBytes(name: $1.key, $1.value) }
-                z.changeIndexEntries = zone.changes.count
+                z.tombstones = zone.entryCount - zone.liveCount
+                z.indexEntries = zone.entryCount
+                z.indexBytes = st.records(in: key).reduce(0) { $0 + Self.entryBytes(name: $1.name, $1.entry) }
+                z.changeIndexEntries = zone.changeIndexCount
                 zones[key] = z
             }
             let segments = p.log.segments()

@@ -101,8 +101,8 @@ extension StoreInspector {
         // Every key directory entry of the checkpoint, by where it points.
         var expected: [UInt64: [UInt64: [Expectation]]] = [:]
         if let checkpoint {
-            for (key, zone) in checkpoint.state.zones {
-                for (name, e) in zone.records {
+            for key in checkpoint.state.keys.zoneKeys {
+                for (name, e) in checkpoint.state.records(in: key) {
                     expected[e.position.segment, default: [:]][e.position.offset, default: []]
                         .append(Expectation(zone: key, name: name, entry: e))
                 }
@@ -232,17 +232,18 @@ extension StoreInspector {
         var problems: [String] = []
         if a.lastLSN != b.lastLSN { problems.append("last LSN \(a.lastLSN) vs \(b.lastLSN)") }
         if a.purgedThroughLSN != b.purgedThroughLSN { problems.append("purged through LSN \(a.purgedThroughLSN) vs \(b.purgedThroughLSN)") }
-        for key in Set(a.zones.keys).union(b.zones.keys).sorted(by: { $0.canonicalName < $1.canonicalName }) {
-            guard let za = a.zones[key], let zb = b.zones[key] else {
-                problems.append("zone \(key.canonicalName) exists only in \(a.zones[key] == nil ? "the full replay" : "the checkpoint")")
+        for key in Set(a.keys.zoneKeys).union(b.keys.zoneKeys).sorted(by: { $0.canonicalName < $1.canonicalName }) {
+            guard let za = a.zone(key), let zb = b.zone(key) else {
+                problems.append("zone \(key.canonicalName) exists only in \(a.zone(key) == nil ? "the full replay" : "the checkpoint")")
                 continue
             }
             if za.createdLSN != zb.createdLSN || za.lastChangeLSN != zb.lastChangeLSN {
                 problems.append("zone \(key.canonicalName): created/last change \(za.createdLSN)/\(za.lastChangeLSN) vs \(zb.createdLSN)/\(zb.lastChangeLSN)")
             }
-            for name in Set(za.records.keys).union(zb.records.keys).sorted() {
-                let ea = za.records[name]
-                let eb = zb.records[name]
+            let names = a.records(in: key).map(\.name) + b.records(in: key).map(\.name)
+            for name in Set(names).sorted() {
+                let ea = a.entry(key, name)
+                let eb = b.entry(key, name)
                 if ea != eb {
                     let describe = { (e: RecordEntry?) in
                         e.map { "LSN \($0.lsn).\($0.index) \($0.deleted ? "tombstone" : "'\($0.changeTag)' at \($0.position)")" } ?? "nothing"

@@ -94,7 +94,7 @@ package final class StoreInspector: Sendable {
     ) throws {
         for p in store.partitions {
             let st = p.state.withLock { $0 }
-            let wanted = st.zones.keys.contains(where: filter.matches)
+            let wanted = st.keys.zoneKeys.contains(where: filter.matches)
             guard wanted else { continue }
             let segments = p.log.segments()
             let total = segments.reduce(UInt64(0)) { $0 + $1.size }
@@ -144,8 +144,9 @@ package final class StoreInspector: Sendable {
         var out: [(Int, ZoneKey, UInt64)] = []
         for p in store.partitions {
             p.state.withLock { st in
-                for (key, zone) in st.zones where filter.matches(key) {
-                    if key.zoneName == ZoneID.defaultZoneName && zone.records.isEmpty { continue }
+                for key in st.keys.zoneKeys where filter.matches(key) {
+                    let zone = st.zone(key)!
+                    if key.zoneName == ZoneID.defaultZoneName && zone.entryCount == 0 { continue }
                     out.append((Int(p.id), key, zone.createdLSN))
                 }
             }

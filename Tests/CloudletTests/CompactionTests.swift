@@ -16,13 +16,14 @@ struct LogicalView: Equatable, CustomStringConvertible {
     var lastLSN: UInt64 = 0
 
     init(_ st: PartitionState) {
-        for (key, zone) in st.zones {
+        for key in st.keys.zoneKeys {
+            let zone = st.zone(key)!
             var lines = ["created \(zone.createdLSN) lastChange \(zone.lastChangeLSN) live \(zone.liveCount)"]
-            for (name, e) in zone.records.sorted(by: { $0.key < $1.key }) {
+            for (name, e) in st.records(in: key).sorted(by: { $0.name < $1.name }) {
                 lines.append(
                     "\(name) \(e.lsn).\(e.index) \(e.changeTag) \(e.recordType) \(e.deleted) \(e.time) \(e.deleteSelfTargets.sorted())")
             }
-            lines.append("changes \(zone.changes.filter { zone.records[$0.name]?.change == $0.point }.map { "\($0.point.lsn).\($0.point.index)" })")
+            lines.append("changes \(st.changes(in: key, after: .zero).map { "\($0.entry.lsn).\($0.entry.index)" })")
             zones[key.description] = lines.joined(separator: "\n")
         }
         for (key, d) in st.deletedZones { deleted[key.description] = "\(d.lsn) \(d.time)" }

@@ -51,7 +51,7 @@ extension Database {
             guard st.zoneExists(key) else {
                 throw CloudletError(.zoneNotFound, "zone '\(key.zoneName)' does not exist in the \(id.scope.rawValue) database")
             }
-            let zone = st.zones[key]
+            let zone = st.zone(key)
             var from = ChangePoint.zero
             if let token {
                 let p = try token.zonePosition()
@@ -78,14 +78,11 @@ extension Database {
             }
             var page: [(String, RecordEntry)] = []
             let horizon = st.purgedThroughLSN
-            guard let zone else { return (page, ChangePoint(lsn: st.lastLSN, index: .max), false, horizon, 0) }
-            var i = zone.firstChange(after: from)
+            guard zone != nil else { return (page, ChangePoint(lsn: st.lastLSN, index: .max), false, horizon, 0) }
             var last = from
             var spent = 0
-            while i < zone.changes.count {
-                let (point, name) = zone.changes[i]
-                i += 1
-                guard let e = zone.records[name], e.change == point else { continue }
+            for (name, e) in st.changes(in: key, after: from) {
+                let point = e.change
                 if page.count == limit { return (page, last, true, horizon, spent) }
                 if let types, !types.contains(e.recordType) {
                     last = point
@@ -125,7 +122,7 @@ extension Database {
                 throw error
             }
         }
-        let zoneState = partition.state.withLock { $0.zones[key]?.createdLSN ?? 0 }
+        let zoneState = partition.state.withLock { $0.zone(key)?.createdLSN ?? 0 }
         let t = ChangeToken(ChangeToken.ZonePosition(
                 store: storeFP, zone: key.stableHash, incarnation: zoneState, point: next, horizon: horizon))
         return ZoneChanges(changes: changes, token: t, moreComing: more, byteCount: spent)
@@ -162,9 +159,11 @@ extension Database {
             let issued = issuedHorizons[pi]
             let (events, last, expired, ahead, horizon) = partition.state.withLock { st in
                 var events: [(lsn: UInt64, zone: String, deleted: Bool)] = []
-                for (key, zone) in st.zones where id.holds(key) && zone.lastChangeLSN > since {
+                for key in st.zoneKeys(of: id) {
+                    let zone = st.zone(key)!
+                    guard zone.lastChangeLSN > since else { continue }
                     // A zone nobody wrote to is reported once it exists as a custom zone.
-                    if key.zoneName == ZoneID.defaultZoneName && zone.records.isEmpty { continue }
+                    if key.zoneName == ZoneID.defaultZoneName && zone.entryCount == 0 { continue }
                     events.append((zone.lastChangeLSN, key.zoneName, false))
                 }
                 for (key, d) in st.deletedZones where id.holds(key) && d.lsn > since {

@@ -86,7 +86,7 @@ public struct Database: CloudletDatabase {
         try Names.validateZoneName(zoneID.zoneName)
         let key = try key(zoneID)
         let partition = store.partition(for: key)
-        let (_, lsn) = try await partition.commit(waitingForRoom: { st, _ in (st.zones[key] == nil ? [.createZone(key)] : [], ()) })
+        let (_, lsn) = try await partition.commit(waitingForRoom: { st, _ in (st.zone(key) == nil ? [.createZone(key)] : [], ()) })
         if let lsn { try await partition.waitDurable(lsn) }
         return zone(zoneID)
     }
@@ -97,7 +97,7 @@ public struct Database: CloudletDatabase {
         var names: [String] = []
         for p in store.partitions {
             p.state.withLock { st in
-                for key in st.zones.keys where id.holds(key) && key.zoneName != ZoneID.defaultZoneName {
+                for key in st.zoneKeys(of: id) where key.zoneName != ZoneID.defaultZoneName {
                     names.append(key.zoneName)
                 }
             }
@@ -121,7 +121,7 @@ public struct Database: CloudletDatabase {
         let key = try key(zoneID)
         let partition = store.partition(for: key)
         let (_, lsn) = try await partition.commit(waitingForRoom: { st, _ in
-            guard st.zones[key] != nil else { throw zoneNotFound(key) }
+            guard st.zone(key) != nil else { throw zoneNotFound(key) }
             return ([.deleteZone(key, time: Int64((Date().timeIntervalSince1970 * 1000).rounded()))], ())
         })
         if let lsn { try await partition.waitDurable(lsn) }
@@ -134,7 +134,7 @@ public struct Database: CloudletDatabase {
             }
             return
         }
-        let exists = store.partition(for: key).state.withLock { $0.zones[key] != nil }
+        let exists = store.partition(for: key).state.withLock { $0.zone(key) != nil }
         guard exists else { throw zoneNotFound(key) }
     }
 

@@ -137,7 +137,7 @@ final class IndexBuilder: Sendable {
                     var out: [(name: String, entry: RecordEntry, kept: [FieldValue??])] = []
                     while i < t.names.endIndex && out.count < Self.chunkSize {
                         let name = t.names[i]
-                        if let e = st.zones[z]?.records[name], !e.deleted {
+                        if let e = st.entry(z, name), !e.deleted {
                             out.append((name, e, fields.map { t.storedValue(name, $0) }))
                         }
                         i = t.names.index(after: i)
@@ -158,7 +158,7 @@ final class IndexBuilder: Sendable {
                 p.state.withLock { st in
                     let live = current(st)
                     for v in values {
-                        guard let e = st.zones[z]?.records[v.name], !e.deleted, e.change == v.point else { continue }
+                        guard let e = st.entry(z, v.name), !e.deleted, e.change == v.point else { continue }
                         for (d, _) in live {
                             st.indexes.buildInsert(d, zone: z, name: v.name, value: v.values[fields.firstIndex(of: d.field)!])
                         }

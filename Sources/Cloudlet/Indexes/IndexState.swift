@@ -128,8 +128,8 @@ struct IndexState: Sendable {
     }
 
     /// Reads what ``encode(into:)`` wrote and rebuilds every ready index from the stored values; record names come
-    /// from the key directory (`zones`). An index whose values turn out incomplete goes back to building.
-    static func decode(_ r: inout ByteReader, zones: [ZoneKey: ZoneState]) throws -> IndexState {
+    /// from the key directory (`keys`). An index whose values turn out incomplete goes back to building.
+    static func decode(_ r: inout ByteReader, keys: KeyDirectory) throws -> IndexState {
         var s = IndexState()
         let defCount = try r.length()
         for _ in 0..<defCount {
@@ -139,7 +139,7 @@ struct IndexState: Sendable {
             s.definitions[d] = Info(status: status, definedAt: try r.u64())
         }
         for tk in Set(s.definitions.keys.map(\.typeKey)) { s.refresh(tk) }
-        s.rebuildNames(from: zones)
+        s.rebuildNames(from: keys)
         let zoneCount = try r.length()
         for _ in 0..<zoneCount {
             let z = try Commit.decodeZone(&r)
@@ -157,7 +157,7 @@ struct IndexState: Sendable {
                     let values = try r.bytes()
                     _ = try StoredValues.decode(values)  // validate now; the indexes trust these bytes later
                     // Values of a record that is no longer live cannot be current: leave them out.
-                    guard let e = zones[z]?.records[name], !e.deleted, e.recordType == type else { continue }
+                    guard let e = keys.entry(z, name), !e.deleted, e.recordType == type else { continue }
                     t.stored[name] = values
                 }
                 if !t.isEmpty { s.zones[z, default: ZoneIndexes()].types[type] = t }
@@ -168,10 +168,10 @@ struct IndexState: Sendable {
     }
 
     /// Every type's record names, from the key directory.
-    private mutating func rebuildNames(from directory: [ZoneKey: ZoneState]) {
-        for (z, zone) in directory {
+    private mutating func rebuildNames(from directory: KeyDirectory) {
+        for z in directory.zoneKeys {
             var byType: [String: [String]] = [:]
-            for (name, e) in zone.records where !e.deleted { byType[e.recordType, default: []].append(name) }
+            for (name, e) in directory.entries(in: z) where !e.deleted { byType[e.recordType, default: []].append(name) }
             for (type, names) in byType {
                 zones[z, default: ZoneIndexes()].types[type, default: TypeIndexes()].names =
                     SortedBlockList(sorted: names.sorted())

@@ -232,7 +232,7 @@ package struct BatchPlanner {
     /// Live records whose current version references `target` with DELETE_SELF.
     private func sources(referencing target: String) -> Set<String> {
         var out: Set<String> = []
-        for s in state.zones[zone]?.deleteSelfSources[target] ?? [] where overlay[s] == nil { out.insert(s) }
+        for s in state.keys.deleteSelfSources(in: zone, referencing: target) where overlay[s] == nil { out.insert(s) }
         for case (let name, .some(let record)) in overlay
         where record.fields.values.contains(where: { v in
             v.references.contains { $0.action == .deleteSelf && $0.recordName == target }

@@ -22,7 +22,7 @@ package struct FrameCompaction {
 
     /// Decompresses and outlines the frame (no record is decoded) and decides. Throws `.corruption` for a frame that
     /// is not a valid commit.
-    package init(_ frame: StoredFrame, state: PartitionState) throws {
+    package init(_ frame: StoredFrame, state: some PartitionReading) throws {
         guard frame.type == Commit.frameType else {
             throw CloudletError.corruption(
                 "segment \(frame.path) offset \(frame.position.offset): frame LSN \(frame.lsn) has unknown type \(frame.type)")
@@ -100,10 +100,10 @@ struct CompactionMoves {
     func apply(to st: inout PartitionState, coveredThrough: UInt64, generation: UInt32) {
         st.segmentLive = st.segmentLive.filter { $0.key > coveredThrough }
         func live(_ span: LiveSpan) { st.segmentLive[span.segment, default: 0] += Int64(span.cost) }
-        for m in records where st.zones[m.zone]?.move(m.name, m.change, to: m.position, slot: m.slot, cost: m.cost) == true {
+        for m in records where st.moveRecord(m.zone, m.name, m.change, to: m.position, slot: m.slot, cost: m.cost) {
             live(LiveSpan(segment: m.position.segment, cost: m.cost))
         }
-        for c in creations where st.zones[c.zone]?.createdLSN == c.lsn {
+        for c in creations where st.zone(c.zone)?.createdLSN == c.lsn {
             st.zoneCreations[c.zone] = c.span
             live(c.span)
         }

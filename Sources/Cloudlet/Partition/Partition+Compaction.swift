@@ -193,9 +193,9 @@ extension Partition {
         into writer: CompactionWriter, report: inout CompactionReport, total: UInt64, bytesPerSecond: Int,
         progress: ((CompactionProgress) -> Void)?
     ) throws -> CompactionMoves {
-        // Everything in the inputs is applied (staging applies before a segment can seal), so the snapshot decides
+        // Everything in the inputs is applied (staging applies before a segment can seal), so a read view decides
         // every frame; what changes after it is sorted out at the swap.
-        let snapshot = state.withLock { $0 }
+        let snapshot = state.withLock { $0.readView }
         var moves = CompactionMoves()
         var limiter = RateLimiter(bytesPerSecond: bytesPerSecond)
         var done: UInt64 = 0

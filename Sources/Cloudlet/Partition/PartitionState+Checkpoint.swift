@@ -20,8 +20,9 @@ extension PartitionState {
         w.u64(lastLSN)
         w.u64(purgedThroughLSN)
         w.u32(compactionGeneration)
-        w.varint(zones.count)
-        for (key, zone) in zones {
+        w.varint(keys.zoneCount)
+        for key in keys.zoneKeys {
+            let zone = keys.zone(key)!
             Commit.encode(key, into: &w)
             w.u64(zone.createdLSN)
             w.u64(zone.lastChangeLSN)
@@ -32,8 +33,8 @@ extension PartitionState {
             } else {
                 w.bool(false)
             }
-            w.varint(zone.records.count)
-            for (name, e) in zone.records {
+            w.varint(zone.entryCount)
+            for (name, e) in keys.entries(in: key) {
                 w.string(name)
                 w.u64(e.lsn)
                 w.u32(e.index)
@@ -95,11 +96,12 @@ extension PartitionState {
         let zoneCount = try r.length()
         for _ in 0..<zoneCount {
             let key = try Commit.decodeZone(&r)
-            var zone = ZoneState(createdLSN: try r.u64())
+            let created = try r.u64()
             let lastChange = try r.u64()
             if try r.bool() { s.zoneCreations[key] = LiveSpan(segment: try r.u64(), cost: try r.u32()) }
             let n = try r.length()
-            zone.records.reserveCapacity(n)
+            var entries: [(name: String, entry: RecordEntry)] = []
+            entries.reserveCapacity(n)
             for _ in 0..<n {
                 let name = try r.string()
                 let lsn = try r.u64()
@@ -123,11 +125,9 @@ extension PartitionState {
                     let t = try r.length()
                     for _ in 0..<t { e.deleteSelfTargets.append(try r.string()) }
                 }
-                zone.put(name, e)
+                entries.append((name, e))
             }
-            zone.pruneChanges()
-            zone.lastChangeLSN = lastChange
-            s.zones[key] = zone
+            s.loadZone(key, createdLSN: created, lastChangeLSN: lastChange, entries: entries)
         }
         let deletedCount = try r.length()
         for _ in 0..<deletedCount {
@@ -142,7 +142,7 @@ extension PartitionState {
             s.catalogMark = CatalogMark(
                 version: try r.u64(), lsn: try r.u64(), span: LiveSpan(segment: try r.u64(), cost: try r.u32()))
         }
-        s.indexes = try IndexState.decode(&r, zones: s.zones)
+        s.indexes = try IndexState.decode(&r, keys: s.keys)
         guard r.isAtEnd else { throw CloudletError.corruption("checkpoint: \(r.remaining) trailing bytes") }
         return s
     }

@@ -71,94 +71,6 @@ package struct ChangePoint: Hashable, Comparable, Sendable {
     static let zero = ChangePoint(lsn: 0, index: 0)
 }
 
-/// One zone's key directory, reverse-reference index and change index.
-package struct ZoneState: Sendable {
-    /// LSN of the zone's creation (0 for a default zone, which always exists): the zone's incarnation.
-    package var createdLSN: UInt64
-    package var records: [String: RecordEntry] = [:]
-    package var liveCount = 0
-    /// target record name → names of records that reference it with DELETE_SELF.
-    var deleteSelfSources: [String: Set<String>] = [:]
-    /// Every change (put or tombstone) in change order; an element is current while the record's entry still
-    /// has its change point. Stale elements are skipped and pruned once they outnumber the current ones.
-    package var changes: [(point: ChangePoint, name: String)] = []
-    var staleChanges = 0
-    /// LSN of the zone's last change (creation included).
-    package var lastChangeLSN: UInt64
-
-    init(createdLSN: UInt64) {
-        self.createdLSN = createdLSN
-        lastChangeLSN = createdLSN
-    }
-
-    /// Makes `entry` the record's current version; returns the one it replaces.
-    @discardableResult
-    mutating func put(_ name: String, _ entry: RecordEntry) -> RecordEntry? {
-        let previous = records.updateValue(entry, forKey: name)
-        if let old = previous {
-            if !old.deleted { liveCount -= 1 }
-            for t in old.deleteSelfTargets { removeSource(name, from: t) }
-            staleChanges += 1
-        }
-        if !entry.deleted { liveCount += 1 }
-        for t in entry.deleteSelfTargets { deleteSelfSources[t, default: []].insert(name) }
-        changes.append((entry.change, name))
-        lastChangeLSN = max(lastChangeLSN, entry.lsn)
-        if staleChanges > 1024 && staleChanges > changes.count / 2 { pruneChanges() }
-        return previous
-    }
-
-    /// Drops tombstones with LSN ≤ `through` (past the retention window); returns them. When the zone's last
-    /// change is among them, its last change becomes its newest remaining one (or its creation), which is what a
-    /// replay of the compacted log — where those tombstones no longer exist — derives as well.
-    mutating func purgeTombstones(through: UInt64) -> [RecordEntry] {
-        var dropped: [RecordEntry] = []
-        for (name, e) in records where e.deleted && e.lsn <= through {
-            records[name] = nil
-            dropped.append(e)
-        }
-        if lastChangeLSN <= through {
-            lastChangeLSN = records.values.reduce(createdLSN) { max($0, $1.lsn) }
-        }
-        if !dropped.isEmpty {
-            staleChanges += dropped.count
-            pruneChanges()
-        }
-        return dropped
-    }
-
-    /// Points the record's entry at a new place if it is still the version `change` (compaction moved it).
-    mutating func move(_ name: String, _ change: ChangePoint, to position: FramePosition, slot: Commit.Slot, cost: UInt32) -> Bool {
-        guard let i = records.index(forKey: name), records.values[i].change == change else { return false }
-        records.values[i].position = position
-        records.values[i].slot = slot
-        records.values[i].cost = cost
-        return true
-    }
-
-    /// Rebuilds the change index from the current entries.
-    mutating func pruneChanges() {
-        changes = records.map { ($0.value.change, $0.key) }.sorted { $0.point < $1.point }
-        staleChanges = 0
-    }
-
-    /// Index of the first change after `point` (binary search).
-    func firstChange(after point: ChangePoint) -> Int {
-        var lo = 0
-        var hi = changes.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if changes[mid].point <= point { lo = mid + 1 } else { hi = mid }
-        }
-        return lo
-    }
-
-    private mutating func removeSource(_ name: String, from target: String) {
-        deleteSelfSources[target]?.remove(name)
-        if deleteSelfSources[target]?.isEmpty == true { deleteSelfSources[target] = nil }
-    }
-}
-
 /// Where a live zone creation or deletion sits in the log, and the bytes it keeps alive there.
 struct LiveSpan: Sendable, Hashable {
     var segment: UInt64
@@ -179,17 +91,20 @@ struct CatalogMark: Sendable, Hashable {
 /// checkpointed so that opening does not replay everything. Schema and subscriptions are the catalog's
 /// (``CatalogState``).
 package struct PartitionState: Sendable {
-    package var zones: [ZoneKey: ZoneState] = [:]
+    /// Records, their change index and reverse references, per zone (KeyDirectory.swift). Written only by
+    /// ``apply(_:lsn:position:slots:costs:)``, compaction's ``moveRecord(_:_:_:to:slot:cost:)`` and checkpoint
+    /// loading (``loadZone(_:createdLSN:lastChangeLSN:entries:)``).
+    package private(set) var keys = KeyDirectory()
     /// Zones deleted, with the LSN and time (ms) of the deletion (for database change feeds), until purged.
-    package var deletedZones: [ZoneKey: (lsn: UInt64, time: Int64)] = [:]
+    package internal(set) var deletedZones: [ZoneKey: (lsn: UInt64, time: Int64)] = [:]
     /// Secondary indexes of this partition's zones (IndexState.swift).
     var indexes = IndexState()
-    /// LSN of the last applied commit.
+    /// LSN of the last applied commit (set by the verify tool too: a compacted log may end past its last frame).
     package var lastLSN: UInt64 = 0
     /// Where the frame after `lastLSN` starts (the replay start of a checkpoint taken now).
     var nextPosition: FramePosition?
     /// Tombstones and deleted zones with LSN ≤ this are forgotten: change tokens before it have expired.
-    package var purgedThroughLSN: UInt64 = 0
+    package internal(set) var purgedThroughLSN: UInt64 = 0
     /// The catalog version every commit so far was validated against (at most), and where that was recorded.
     var catalogMark: CatalogMark?
     /// Partition 0 of a format-1 store being opened: the catalog its log still holds (schema, index flags,
@@ -198,10 +113,10 @@ package struct PartitionState: Sendable {
     var legacyCatalog: CatalogState?
     /// The compaction generation the positions in this state refer to (0: never compacted). A checkpoint of
     /// another generation is ignored on open: the frames it points at have moved.
-    package var compactionGeneration: UInt32 = 0
+    package internal(set) var compactionGeneration: UInt32 = 0
     /// Live bytes per segment (by segment id): the frames' bytes whose mutations are still current. Dead bytes are
     /// a segment's size minus this; compaction starts when they are a large enough share.
-    package var segmentLive: [UInt64: Int64] = [:]
+    package internal(set) var segmentLive: [UInt64: Int64] = [:]
     /// Where the creation of each existing custom zone, and the deletion of each deleted zone, is in the log.
     var zoneCreations: [ZoneKey: LiveSpan] = [:]
     var zoneDeletions: [ZoneKey: LiveSpan] = [:]
@@ -209,10 +124,15 @@ package struct PartitionState: Sendable {
     /// An empty state (the synthesized initializer, made `package` for offline verification's replays).
     package init() {}
 
-    /// Whether the zone exists (a database's default zone always does).
-    package func zoneExists(_ z: ZoneKey) -> Bool { z.zoneName == ZoneID.defaultZoneName || zones[z] != nil }
+    /// Points a record's entry at where compaction moved it, if it is still the version `change`.
+    mutating func moveRecord(_ z: ZoneKey, _ name: String, _ change: ChangePoint, to position: FramePosition, slot: Commit.Slot, cost: UInt32) -> Bool {
+        keys.move(z, name, change, to: position, slot: slot, cost: cost)
+    }
 
-    package func entry(_ z: ZoneKey, _ name: String) -> RecordEntry? { zones[z]?.records[name] }
+    /// Loads a zone of the key directory from a checkpoint.
+    mutating func loadZone(_ z: ZoneKey, createdLSN: UInt64, lastChangeLSN: UInt64, entries: [(name: String, entry: RecordEntry)]) {
+        keys.load(z, createdLSN: createdLSN, lastChangeLSN: lastChangeLSN, entries: entries)
+    }
 
     /// The catalog version the partition's commits were validated against so far (0: none).
     package var catalogVersion: UInt64 { catalogMark?.version ?? 0 }
@@ -237,7 +157,7 @@ package struct PartitionState: Sendable {
             let cost = k < costs.count ? costs[k] : 0
             switch m {
             case .putRecord(let z, let record, _):
-                indexes.put(z, record, replacing: zones[z]?.records[record.recordName])
+                indexes.put(z, record, replacing: keys.entry(z, record.recordName))
                 var targets: [String] = []
                 for value in record.fields.values {
                     switch value {
@@ -251,30 +171,28 @@ package struct PartitionState: Sendable {
                     lsn: lsn, index: UInt32(i), position: position, slot: slots[k]!, recordType: record.recordType, deleted: false, time: record.modified?.timestamp ?? 0,
                     deleteSelfTargets: targets, cost: cost)
                 addLive(position.segment, cost)
-                if let old = zones[z, default: ZoneState(createdLSN: 0)].put(record.recordName, entry) {
+                if let old = keys.put(z, record.recordName, entry) {
                     freeLive(old.position.segment, old.cost)
                 }
             case .deleteRecord(let z, let name, let type, let time):
                 // A default zone exists without a creation; in a compacted log its tombstones can come first.
-                if zones[z] == nil && z.zoneName == ZoneID.defaultZoneName { zones[z] = ZoneState(createdLSN: 0) }
-                guard zones[z] != nil else { continue }
+                guard zoneExists(z) else { continue }
                 indexes.delete(z, name, recordType: type)
                 let entry = RecordEntry(
                     lsn: lsn, index: UInt32(i), position: position, slot: Commit.Slot(offset: 0, length: 0),
                     recordType: type, deleted: true, time: time, deleteSelfTargets: [], cost: cost)
                 addLive(position.segment, cost)
-                if let old = zones[z]!.put(name, entry) { freeLive(old.position.segment, old.cost) }
+                if let old = keys.put(z, name, entry) { freeLive(old.position.segment, old.cost) }
             case .createZone(let z):
-                if zones[z] == nil {
-                    zones[z] = ZoneState(createdLSN: lsn)
+                if keys.createZone(z, lsn: lsn) {
                     zoneCreations[z] = LiveSpan(segment: position.segment, cost: cost)
                     addLive(position.segment, cost)
                 }
                 deletedZones[z] = nil
                 if let d = zoneDeletions.removeValue(forKey: z) { freeLive(d.segment, d.cost) }
             case .deleteZone(let z, let time):
-                if let zone = zones.removeValue(forKey: z) {
-                    for e in zone.records.values { freeLive(e.position.segment, e.cost) }
+                if let entries = keys.removeZone(z) {
+                    for (_, e) in entries { freeLive(e.position.segment, e.cost) }
                 }
                 indexes.dropZone(z)
                 if let c = zoneCreations.removeValue(forKey: z) { freeLive(c.segment, c.cost) }
@@ -298,11 +216,7 @@ package struct PartitionState: Sendable {
                 addLive(position.segment, cost)
                 guard through > purgedThroughLSN else { continue }
                 purgedThroughLSN = through
-                for key in Array(zones.keys) {
-                    for e in zones[key]!.purgeTombstones(through: through) { freeLive(e.position.segment, e.cost) }
-                    // An emptied default zone is as if it never had a record (a compacted log has nothing of it).
-                    if key.zoneName == ZoneID.defaultZoneName && zones[key]!.records.isEmpty { zones[key] = nil }
-                }
+                for e in keys.purgeTombstones(through: through) { freeLive(e.position.segment, e.cost) }
                 for (z, d) in deletedZones where d.lsn <= through {
                     deletedZones[z] = nil
                     if let span = zoneDeletions.removeValue(forKey: z) { freeLive(span.segment, span.cost) }
@@ -313,32 +227,14 @@ package struct PartitionState: Sendable {
         nextPosition = position.next
     }
 
-    /// Whether mutation `index` of the commit at `lsn` is still current: the version or tombstone a record's entry
-    /// holds, the creation of a zone that exists, the deletion of a zone that stays deleted, the partition's current
-    /// catalog-version mark; index definitions and purges always are, catalog mutations (left in partition 0 by a
-    /// format-1 store) never. Compaction keeps exactly the live ones. The one liveness rule: replay and the tools ask
-    /// it of a ``Mutation``, compaction of a ``CommitOutline/Entry``, both through their ``LiveTarget``.
-    package func isLive(_ target: LiveTarget, lsn: UInt64, index: UInt32) -> Bool {
-        switch target {
-        case .record(let z, let name): entry(z, name)?.change == ChangePoint(lsn: lsn, index: index)
-        case .zoneCreation(let z): zones[z]?.createdLSN == lsn
-        case .zoneDeletion(let z): deletedZones[z]?.lsn == lsn
-        case .catalogVersion: catalogMark?.lsn == lsn
-        case .always: true
-        case .never: false
-        }
-    }
-
-    package func isLive(_ m: Mutation, lsn: UInt64, index: UInt32) -> Bool { isLive(m.liveTarget, lsn: lsn, index: index) }
-
     /// What a purge may forget: the LSN of the newest tombstone (or zone deletion) such that it and every older
     /// one were deleted before `cutoff` (ms since 1970). Tokens at or after it missed nothing; nil when there is
     /// nothing to purge.
     func purgeHorizon(before cutoff: Int64) -> UInt64? {
         var bound = UInt64.max  // tombstones at or past this are inside the window
         var deletions: [(lsn: UInt64, time: Int64)] = []
-        for zone in zones.values {
-            for e in zone.records.values where e.deleted { deletions.append((e.lsn, e.time)) }
+        for z in keys.zoneKeys {
+            for (_, e) in keys.entries(in: z) where e.deleted { deletions.append((e.lsn, e.time)) }
         }
         for d in deletedZones.values { deletions.append(d) }
         for d in deletions where d.time >= cutoff { bound = min(bound, d.lsn) }

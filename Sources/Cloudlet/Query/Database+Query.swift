@@ -115,7 +115,7 @@ extension Database {
         var allNotes = notes
         for z in zones {
             let (plan, unready) = store.partition(for: z).state.withLock { st in
-                let planner = QueryPlanner(state: st, zone: z, query: pq)
+                let planner = QueryPlanner(state: st.readView, zone: z, query: pq)
                 return (planner.plan(limit: limit + 1, after: nil).1, planner.unready())
             }
             for f in unready { allNotes.append("the index on '\(f)' is still being built in zone '\(z.zoneName)'") }
@@ -140,7 +140,7 @@ extension Database {
         var keys: [ZoneKey] = id.scope == .shared ? [] : [ZoneKey(database: id, zoneName: ZoneID.defaultZoneName)]
         for p in store.partitions {
             p.state.withLock { st in
-                for k in st.zones.keys where id.holds(k) && k.zoneName != ZoneID.defaultZoneName { keys.append(k) }
+                for k in st.zoneKeys(of: id) where k.zoneName != ZoneID.defaultZoneName { keys.append(k) }
             }
         }
         return keys.sorted { $0.zoneName < $1.zoneName }
@@ -168,7 +168,7 @@ extension Database {
         let partition = store.partition(for: key)
         let query = pq
         let (execution, planned, unready) = partition.state.withLock { st in
-            let planner = QueryPlanner(state: st, zone: key, query: query)
+            let planner = QueryPlanner(state: st.readView, zone: key, query: query)
             let (e, p) = planner.plan(limit: limit, after: after)
             return (e, p, planner.unready())
         }
@@ -207,7 +207,7 @@ extension Database {
                 let start = from
                 let size = batch
                 let (items, last) = partition.state.withLock { st in
-                    QueryPlanner(state: st, zone: key, query: query).walkBatch(w, from: start, after: after, max: size)
+                    QueryPlanner(state: st.readView, zone: key, query: query).walkBatch(w, from: start, after: after, max: size)
                 }
                 from = last
                 batch = min(batch * 2, Self.walkBatch.last)

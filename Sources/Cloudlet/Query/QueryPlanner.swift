@@ -54,12 +54,13 @@ struct WalkSource: Sendable {
 /// an order strategy that sorts in memory only what it must. Every candidate is still evaluated against the full
 /// predicate (``Predicate/matches(_:searchable:)`` is the ground truth): an index only has to find a superset.
 struct QueryPlanner {
-    let st: PartitionState
+    /// The partition as of one LSN: planning and a walk's batch each read one view.
+    let st: PartitionReadView
     let zone: ZoneKey
     let q: PreparedQuery
     let types: TypeIndexes?
 
-    init(state: PartitionState, zone: ZoneKey, query: PreparedQuery) {
+    init(state: PartitionReadView, zone: ZoneKey, query: PreparedQuery) {
         st = state
         self.zone = zone
         q = query
@@ -303,7 +304,7 @@ struct QueryPlanner {
         let descriptors = q.order.descriptors
         guard let limit else {
             info.order = "none needed (count)"
-            return (.readAll(candidates(src).map { ($0, st.zones[zone]!.records[$0]!) }), info)
+            return (.readAll(candidates(src).map { ($0, st.entry(zone, $0)!) }), info)
         }
         var walk: WalkSource?
         if descriptors.isEmpty {
@@ -339,12 +340,12 @@ struct QueryPlanner {
         }
         info.order = "sorted matching records in memory (\(names.count) read)"
         info.sortedInMemory = true
-        return (.readAll(names.map { ($0, st.zones[zone]!.records[$0]!) }), info)
+        return (.readAll(names.map { ($0, st.entry(zone, $0)!) }), info)
     }
 
     /// Candidate names (every live record of the type for a scan), in name order.
     private func candidates(_ src: CandidateSource?) -> [String] {
-        let live: (String) -> Bool = { self.st.zones[self.zone]?.records[$0].map { !$0.deleted } ?? false }
+        let live: (String) -> Bool = { self.st.entry(self.zone, $0).map { !$0.deleted } ?? false }
         guard let src else { return (types?.names.all ?? []).filter(live) }
         return names(src).filter(live).sorted()
     }
@@ -369,7 +370,7 @@ struct QueryPlanner {
             }
             let p = QueryPosition(keys: keys, recordName: name, zoneName: zone.zoneName)
             if let after, q.order.compare(p, after) <= 0 { continue }
-            out.append((name, st.zones[zone]!.records[name]!, p))
+            out.append((name, st.entry(zone, name)!, p))
         }
         return out
     }
@@ -381,10 +382,9 @@ struct QueryPlanner {
     ) {
         var items: [(name: String, entry: RecordEntry, position: QueryPosition)] = []
         var last: OrderedEntry?
-        let records = st.zones[zone]?.records ?? [:]
         func visit(_ e: OrderedEntry) {
             last = e
-            guard let entry = records[e.name], !entry.deleted else { return }
+            guard let entry = st.entry(zone, e.name), !entry.deleted else { return }
             let p = QueryPosition(keys: w.keyed ? [e.key] : [], recordName: e.name, zoneName: zone.zoneName)
             if let after, q.order.compare(p, after) <= 0 { return }
             items.append((e.name, entry, p))

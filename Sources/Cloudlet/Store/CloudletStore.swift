@@ -168,7 +168,7 @@ public final class CloudletStore: Sendable {
             s.commits += l.commits
             s.fsyncs += l.fsyncs
             s.bytesWritten += l.bytesWritten
-            let (live, zones) = p.state.withLock { st in (st.zones.values.reduce(0) { $0 + $1.liveCount }, st.zones.count) }
+            let (live, zones) = p.state.withLock { st in (st.keys.liveCount, st.keys.zoneCount) }
             s.framesReplayed += p.framesReplayed
             s.records += live
             s.zones += zones
