@@ -70,15 +70,20 @@ import Testing
         let log = store.partition(for: key).log
         let e = try #require(entry(store, key, "r123"))
         #expect(e.slot.block && e.slot.recordLength > e.slot.length, "a compressed block: \(e.slot)")
+        let cache = store.partition(for: key).cache
         let before = log.bytesRead
+        let countsBefore = cache.counts
         #expect(try await db.record(for: RecordID(recordName: "r123", zoneID: zone))["v"] == .int64(123))
         #expect(log.bytesRead - before == UInt64(e.slot.length), "one read of the block's \(e.slot.length) bytes")
+        #expect(cache.counts.misses == countsBefore.misses + 1 && cache.counts.hits == countsBefore.hits, "one miss, counted once")
         #expect(UInt64(e.slot.length) * 100 < UInt64(e.position.length), "the commit's frame is \(e.position.length) bytes")
 
         // A lookup of many: the blocks of one commit come with one read, none of them twice.
         let ids = (0..<200).filter { $0 != 123 }.map { RecordID(recordName: "r\($0)", zoneID: zone) }
         let lookupStart = log.bytesRead
+        let missesBefore = cache.counts.misses
         let found = try await db.records(for: ids)
+        #expect(cache.counts.misses == missesBefore + ids.count, "each miss counted once")
         #expect(found.count == ids.count)
         for (id, r) in zip(ids, found) { #expect(try r.get().recordName == id.recordName) }
         #expect(log.bytesRead - lookupStart <= UInt64(e.position.length), "at most the frame's bytes")

@@ -27,8 +27,6 @@ package struct CommitOutline {
     package var entries: [Entry]
     /// Mutations in the commit as first written, skipped ones included.
     var count: Int
-    /// The payload's version (``Commit/readableVersions``).
-    var version: UInt8
 
     /// Parses `payload` (``CommitPayloadReader``); throws `.corruption` like ``Commit/decode(_:)`` for what does not
     /// parse (records are not checked beyond their type and name).
@@ -36,7 +34,7 @@ package struct CommitOutline {
         var reader = try CommitPayloadReader(payload, decodingRecords: false)
         var entries: [Entry] = []
         while let (e, _) = try reader.next() { entries.append(e) }
-        return CommitOutline(zones: reader.zones, entries: entries, count: reader.count, version: reader.version)
+        return CommitOutline(zones: reader.zones, entries: entries, count: reader.count)
     }
 
     /// What entry `e` keeps current while it is live (``PartitionState/isLive(_:lsn:index:)``).

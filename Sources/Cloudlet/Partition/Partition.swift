@@ -203,17 +203,17 @@ package final class Partition: Sendable {
         if entry.lsn > log.durableLSN { try await log.waitDurable(entry.lsn) }
         if let r = cache.get(RecordCache.Key(entry)) { return r }
         // A miss reads the disk: do it off the cooperative pool.
-        return try await ThreadBridge.offload { try self.readDurable(zone, name, entry) }
+        return try await ThreadBridge.offload { try self.readFromLog(zone, name, entry) }
     }
 
     /// Reads several record versions (a lookup), waiting for them to be durable first: cached ones from the cache,
-    /// the others with ``readMany(_:fillingCache:)`` on a thread of their own, then cached.
+    /// the others with ``readUncached(_:fillingCache:)`` on a thread of their own, then cached.
     func read(_ items: [(zone: ZoneKey, name: String, entry: RecordEntry)]) async throws -> [Result<Record, CloudletError>] {
         if let newest = items.map(\.entry.lsn).max(), newest > log.durableLSN { try await log.waitDurable(newest) }
-        var results = items.map { item in cache.get(RecordCache.Key(item.entry)).map { Result<Record, CloudletError>.success($0) } }
-        let misses = results.indices.filter { results[$0] == nil }
+        var (results, misses) = cached(items)
         guard !misses.isEmpty else { return results.map { $0! } }
-        let read = await ThreadBridge.offload { self.readMany(misses.map { items[$0] }, fillingCache: true) }
+        let wanted = misses.map { items[$0] }
+        let read = await ThreadBridge.offload { self.readUncached(wanted, fillingCache: true) }
         for (i, r) in zip(misses, read) { results[i] = r }
         return results.map { $0! }
     }
@@ -225,7 +225,7 @@ package final class Partition: Sendable {
         let entries = state.withLock { st in names.compactMap { n in st.entry(zone, n).map { (zone, n, $0) } } }
             .filter { !$0.2.deleted && !cache.contains(RecordCache.Key($0.2)) }
         guard !entries.isEmpty else { return [:] }
-        let results = await ThreadBridge.offload { self.readMany(entries) }
+        let results = await ThreadBridge.offload { self.readUncached(entries) }
         var out: [RecordCache.Key: Record] = [:]
         for (item, result) in zip(entries, results) {
             if case .success(let r) = result { out[RecordCache.Key(item.2)] = r }
@@ -241,8 +241,12 @@ package final class Partition: Sendable {
     /// (`unknownItem` if the record was deleted meanwhile). Callers holding the state lock (the batch planner) pass
     /// `retry: false`: no compaction can swap under them, and the lock is not reentrant.
     func readDurable(_ zone: ZoneKey, _ name: String, _ entry: RecordEntry, retry: Bool = true) throws -> Record {
-        let key = RecordCache.Key(entry)
-        if let r = cache.get(key) { return r }
+        if let r = cache.get(RecordCache.Key(entry)) { return r }
+        return try readFromLog(zone, name, entry, retry: retry)
+    }
+
+    /// ``readDurable(_:_:_:retry:)`` after its cache lookup missed: the positioned read and its retry.
+    private func readFromLog(_ zone: ZoneKey, _ name: String, _ entry: RecordEntry, retry: Bool = true) throws -> Record {
         if entry.lsn > log.durableLSN { try log.waitDurableBlocking(entry.lsn) }
         do {
             return try readAt(zone, name, entry)
@@ -254,28 +258,44 @@ package final class Partition: Sendable {
         }
     }
 
-    /// Reads several record versions (a change-feed page, a lookup, an index build). Record blocks close to each
-    /// other in a segment are fetched with one read (``readSpans(_:)``); a version-1 frame is read and decompressed
-    /// once however many of its records are wanted. A record whose read fails goes through
-    /// ``readDurable(_:_:_:retry:)`` and its retry. The cache is filled only when asked (a lookup): a catch-up or an
-    /// index build would only evict what others use.
-    func readMany(_ items: [(zone: ZoneKey, name: String, entry: RecordEntry)], fillingCache: Bool = false) -> [Result<
-        Record, CloudletError
-    >] {
+    /// Reads several record versions (a change-feed page, an index build): the cached ones from the cache (which
+    /// these readers do not fill: a catch-up or an index build would only evict what others use), the others with
+    /// ``readUncached(_:fillingCache:)``.
+    func readMany(_ items: [(zone: ZoneKey, name: String, entry: RecordEntry)]) -> [Result<Record, CloudletError>] {
+        var (results, misses) = cached(items)
+        for (i, r) in zip(misses, readUncached(misses.map { items[$0] })) { results[i] = r }
+        return results.map { $0! }
+    }
+
+    /// The cached versions of `items` (nil where not cached), and the indices of the others. Each item is looked up
+    /// once, so the cache's hit and miss counters count each read once.
+    private func cached(_ items: [(zone: ZoneKey, name: String, entry: RecordEntry)]) -> (
+        results: [Result<Record, CloudletError>?], misses: [Int]
+    ) {
+        let results = items.map { item in cache.get(RecordCache.Key(item.entry)).map { Result<Record, CloudletError>.success($0) } }
+        return (results, results.indices.filter { results[$0] == nil })
+    }
+
+    /// Reads record versions from the log, without looking in the cache: record blocks close to each other in a
+    /// segment with one read (``readSpans(_:)``), a version-1 frame read and decompressed once however many of its
+    /// records are wanted. A record whose read fails goes through ``readFromLog(_:_:_:retry:)`` and its retry. With
+    /// `fillingCache` (a lookup), what was read is offered to the cache (``RecordCache/putRead(_:record:)``).
+    private func readUncached(
+        _ items: [(zone: ZoneKey, name: String, entry: RecordEntry)], fillingCache: Bool = false
+    ) -> [Result<Record, CloudletError>] {
         var results = [Result<Record, CloudletError>?](repeating: nil, count: items.count)
         var blocks: [Int] = []
         var frames: [FramePosition: Frame] = [:]
         for (i, (zone, name, entry)) in items.enumerated() {
-            if let r = cache.get(RecordCache.Key(entry)) {
-                results[i] = .success(r)
-            } else if entry.slot.block {
+            guard !entry.slot.block else {
                 blocks.append(i)
-            } else {
-                results[i] = Self.result {
-                    if entry.lsn > log.durableLSN { try log.waitDurableBlocking(entry.lsn) }
-                    if frames[entry.position] == nil { frames[entry.position] = try log.readFrame(at: entry.position) }
-                    return try decode(frames[entry.position]!.payload, entry.slot, lsn: frames[entry.position]!.lsn, zone, name, entry)
-                }
+                continue
+            }
+            results[i] = Self.result {
+                if entry.lsn > log.durableLSN { try log.waitDurableBlocking(entry.lsn) }
+                let frame = try frames[entry.position] ?? log.readFrame(at: entry.position)
+                frames[entry.position] = frame
+                return try decode(frame.payload, entry.slot, lsn: frame.lsn, zone, name, entry)
             }
         }
         for (i, bytes) in readSpans(blocks.map { items[$0].entry }).enumerated() {
@@ -291,7 +311,7 @@ package final class Partition: Sendable {
                 if fillingCache { cache.putRead(RecordCache.Key(item.entry), record: r) }
                 return .success(r)
             case .failure:
-                return Self.result { try readDurable(item.zone, item.name, item.entry) }
+                return Self.result { try readFromLog(item.zone, item.name, item.entry) }
             }
         }
     }
