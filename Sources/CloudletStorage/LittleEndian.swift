@@ -3,7 +3,7 @@ extension Array where Element == UInt8 {
     /// headers whose size is known, where ``CloudletCore/ByteReader``'s throwing reads would only add noise and
     /// cost in the byte-by-byte resync scan.
     @inline(__always)
-    func loadLE<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
+    package func loadLE<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
         precondition(offset >= 0 && offset + MemoryLayout<T>.size <= count, "read past a checked header")
         return withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: T.self)) }
     }

@@ -143,7 +143,7 @@ func parseZeroPadded(_ s: Substring) -> UInt64? {
 }
 
 /// `0x1a2b3c4d`.
-func hex(_ v: UInt32) -> String {
+package func hex(_ v: UInt32) -> String {
     let digits = String(v, radix: 16)
     return "0x" + String(repeating: "0", count: 8 - digits.count) + digits
 }

@@ -41,8 +41,7 @@ enum RecordBlock {
             throw CloudletError.corruption("record block of \(range.count) bytes")
         }
         let body = range.lowerBound..<(range.upperBound - 4)
-        let stored = UInt32(bytes[body.upperBound]) | UInt32(bytes[body.upperBound + 1]) << 8
-            | UInt32(bytes[body.upperBound + 2]) << 16 | UInt32(bytes[body.upperBound + 3]) << 24
+        let stored = bytes.loadLE(UInt32.self, at: body.upperBound)
         let computed = CRC32C.checksum(bytes[body])
         guard stored == computed else {
             throw CloudletError.corruption(
@@ -65,6 +64,4 @@ enum RecordBlock {
                 "record block does not decompress to its \(length) bytes (LZ4_decompress_safe returned \(failure.returned))")
         }
     }
-
-    private static func hex(_ v: UInt32) -> String { "0x" + String(v, radix: 16) }
 }
