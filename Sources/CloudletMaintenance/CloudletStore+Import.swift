@@ -67,7 +67,7 @@ extension CloudletStore {
                             try Names.validateIdentifier(field, what: "field name")
                             try value.validate(field: field)
                         }
-                        if let e = st.entry(key, input.recordName), !e.deleted, e.recordType != input.recordType {
+                        if let e = try st.entry(key, input.recordName), !e.deleted, e.recordType != input.recordType {
                             throw CloudletError.invalid(
                                 "record '\(input.recordName)' has type '\(e.recordType)'; it cannot be imported as '\(input.recordType)'")
                         }

@@ -109,7 +109,7 @@ extension StoreInspector {
                     case .catalogVersion(let v): (d.kind, d.detail) = (.catalogVersion, "validated against catalog version \(v)")
                     }
                     if let st {
-                        d.live = st.isLive(m, lsn: frame.lsn, index: index)
+                        d.live = try st.isLive(m, lsn: frame.lsn, index: index)
                         if d.live == true { live += 1 }
                     }
                     if let z = d.zone, !zones.contains(z) { zones.append(z) }

@@ -79,13 +79,13 @@ extension StoreInspector {
                 report.refused.append(f)
                 continue
             }
-            // Checkpoints and the key directory they hold: rebuilt from the log.
+            // The index (and a format-3 store's checkpoints): derived state, rebuilt from the log.
             entry.work = true
         }
         guard report.refused.isEmpty else { return report }
         for (p, entry) in perPartition.sorted(by: { $0.key < $1.key }) {
             for d in entry.drops { report.actions.append("partition \(p): drop \(d) and every frame in it") }
-            if entry.work || rebuild { report.actions.append("partition \(p): set the checkpoints aside and rebuild the derived state from the log") }
+            if entry.work || rebuild { report.actions.append("partition \(p): set the index and checkpoints aside and rebuild the derived state from the log") }
         }
         if !rebuild && !perPartition.values.contains(where: { $0.work || !$0.drops.isEmpty }) {
             report.actions = []
@@ -117,7 +117,8 @@ extension StoreInspector {
             }
             let (checkpoints, temporary) = try CheckpointStore(directory: dir, fileSystem: fs).list()
             let layout = try LogLayout.load(directory: dir, fileSystem: fs)
-            for path in checkpoints.map(\.path) + temporary + layout.leftovers {
+            let index = Partition.indexDirectory(dir)
+            for path in checkpoints.map(\.path) + temporary + layout.leftovers + (fs.fileExists(index) ? [index] : []) {
                 try io { () throws(FileSystemError) in try fs.rename(path, to: saved + "/" + name(path)) }
             }
             try io { () throws(FileSystemError) in
@@ -125,12 +126,12 @@ extension StoreInspector {
                 try fs.fsyncDirectory(dir)
             }
         }
-        // A read-write open truncates torn tails and replays everything; closing writes the new checkpoints.
+        // A read-write open truncates torn tails, replays everything and writes each partition's index anew.
         var config = StoreConfiguration()
         config.compaction = .manual
         let store = try CloudletStore(path: path, configuration: config, holding: lock)
         try await store.close()
-        report.actions.append("rebuilt the derived state from the log and wrote new checkpoints")
+        report.actions.append("rebuilt the derived state from the log and wrote a new index")
         report.after = try verify(deep: false, progress: progress)
         return report
     }

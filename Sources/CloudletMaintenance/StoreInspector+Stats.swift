@@ -104,7 +104,7 @@ extension StoreInspector {
                 z.records = zone.liveCount
                 z.tombstones = zone.entryCount - zone.liveCount
                 z.indexEntries = zone.entryCount
-                z.indexBytes = st.records(in: key).reduce(0) { $0 + Self.entryBytes(name: $1.name, $1.entry) }
+                try st.records(in: key).forEach { name, e in z.indexBytes += Self.entryBytes(name: name, e) }
                 z.changeIndexEntries = zone.changeIndexCount
                 zones[key] = z
             }

@@ -102,7 +102,7 @@ extension StoreInspector {
         var expected: [UInt64: [UInt64: [Expectation]]] = [:]
         if let checkpoint {
             for key in checkpoint.state.keys.zoneKeys {
-                for (name, e) in checkpoint.state.records(in: key) {
+                for (name, e) in try checkpoint.state.records(in: key).all() {
                     expected[e.position.segment, default: [:]][e.position.offset, default: []]
                         .append(Expectation(zone: key, name: name, entry: e))
                 }
@@ -137,10 +137,10 @@ extension StoreInspector {
             part.mutations += decoded.commit.mutations.count
             let costs = Commit.costs(sizes: decoded.sizes, frameLength: frame.position.length)
             if replayFull {
-                full.apply(decoded.commit, lsn: frame.lsn, position: frame.position, slots: decoded.slots, costs: costs)
+                try full.apply(decoded.commit, lsn: frame.lsn, position: frame.position, slots: decoded.slots, costs: costs)
             }
             if checkpoint != nil && frame.lsn > afterLSN {
-                tail.apply(decoded.commit, lsn: frame.lsn, position: frame.position, slots: decoded.slots, costs: costs)
+                try tail.apply(decoded.commit, lsn: frame.lsn, position: frame.position, slots: decoded.slots, costs: costs)
             }
             // The checkpoint's entries that point here must find their version.
             guard let here = expected[frame.position.segment]?.removeValue(forKey: frame.position.offset) else { return }
@@ -185,7 +185,7 @@ extension StoreInspector {
                 // A compacted log may end in LSNs whose frames were dropped: both states are at the log's end.
                 tail.lastLSN = walk.lastLSN
                 full.lastLSN = walk.lastLSN
-                if deep { compare(tail, full, checkpointPath: checkpoint.path, finding) }
+                if deep { try compare(tail, full, checkpointPath: checkpoint.path, finding) }
             }
         }
         if walk.isClean { part.catalogVersion = (checkpoint == nil ? full : tail).catalogVersion }
@@ -228,7 +228,7 @@ extension StoreInspector {
     private func compare(
         _ a: PartitionState, _ b: PartitionState, checkpointPath: String,
         _ finding: (LogFinding.Severity, String, UInt64?, String) -> Void
-    ) {
+    ) throws {
         var problems: [String] = []
         if a.lastLSN != b.lastLSN { problems.append("last LSN \(a.lastLSN) vs \(b.lastLSN)") }
         if a.purgedThroughLSN != b.purgedThroughLSN { problems.append("purged through LSN \(a.purgedThroughLSN) vs \(b.purgedThroughLSN)") }
@@ -240,10 +240,10 @@ extension StoreInspector {
             if za.createdLSN != zb.createdLSN || za.lastChangeLSN != zb.lastChangeLSN {
                 problems.append("zone \(key.canonicalName): created/last change \(za.createdLSN)/\(za.lastChangeLSN) vs \(zb.createdLSN)/\(zb.lastChangeLSN)")
             }
-            let names = a.records(in: key).map(\.name) + b.records(in: key).map(\.name)
+            let names = try a.records(in: key).all().map(\.name) + b.records(in: key).all().map(\.name)
             for name in Set(names).sorted() {
-                let ea = a.entry(key, name)
-                let eb = b.entry(key, name)
+                let ea = try a.entry(key, name)
+                let eb = try b.entry(key, name)
                 if ea != eb {
                     let describe = { (e: RecordEntry?) in
                         e.map { "LSN \($0.lsn).\($0.index) \($0.deleted ? "tombstone" : "'\($0.changeTag)' at \($0.position)")" } ?? "nothing"

@@ -114,7 +114,7 @@ package final class StoreInspector: Sendable {
                         switch m {
                         case .putRecord(let z, let r, _):
                             guard filter.matches(z), filter.matches(type: r.recordType),
-                                st.isLive(m, lsn: frame.lsn, index: index), let slot = slots[k]
+                                try st.isLive(m, lsn: frame.lsn, index: index), let slot = slots[k]
                             else { continue }
                             var record = r
                             record.id.zoneID = z.zoneID
@@ -125,7 +125,7 @@ package final class StoreInspector: Sendable {
                                     lsn: frame.lsn, index: index, time: r.modified?.timestamp ?? 0, position: frame.position))
                         case .deleteRecord(let z, let name, let type, let time):
                             guard filter.includeTombstones, filter.matches(z), filter.matches(type: type),
-                                st.isLive(m, lsn: frame.lsn, index: index)
+                                try st.isLive(m, lsn: frame.lsn, index: index)
                             else { continue }
                             try body(
                                 CurrentRecord(

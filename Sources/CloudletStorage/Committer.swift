@@ -136,6 +136,11 @@ final class Committer: @unchecked Sendable {
             "partition \(partition) is read-only after a failed \(error.operation) on \(error.path): \(error.errnoText) "
                 + "(errno \(error.errno))" + (full ? "; free space on the disk, then reopen the store" : ""),
             cause: error)
+        fail(failure)
+    }
+
+    /// Records `failure` as the log's fatal error (see ``fail(_:)-(FileSystemError)``).
+    func fail(_ failure: CloudletError) {
         // Waiters get the first failure, which may be an earlier one than this.
         let (first, waiters, handler) = monitor.withLock {
             s -> (CloudletError, [LogState.Waiter], (@Sendable (CloudletError) -> Void)?) in

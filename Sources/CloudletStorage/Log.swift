@@ -263,6 +263,10 @@ public final class Log: Sendable {
         if let failed { handler(failed) }
     }
 
+    /// Makes the log read-only with `failure`, as a failed write would: its owner's state could not follow a frame
+    /// it staged, so nothing more may be written on top of it. Waiters get the failure; reopening replays the log.
+    public func fail(_ failure: CloudletError) { committer?.fail(failure) }
+
     /// The segment files written so far, oldest first.
     public func segments() -> [SegmentInfo] {
         monitor.withLock { s in

@@ -25,7 +25,7 @@ import Testing
 
     /// The catalog versions recorded in the data commit that wrote record `name` (its frame, read back).
     static func recordedCatalogVersions(_ p: Partition, _ key: ZoneKey, _ name: String) throws -> [UInt64] {
-        let entry = try #require(p.state.withLock { $0.entry(key, name) })
+        let entry = try #require(try p.state.withLock { try $0.entry(key, name) })
         let frame = try p.log.readFrame(at: entry.position)
         let (commit, _, _) = try Commit.decode(frame.payload)
         return commit.mutations.compactMap { if case .catalogVersion(let v) = $0 { v } else { nil } }
@@ -65,12 +65,12 @@ import Testing
         #expect(store.catalog.snapshot().schema.recordType(SchemaKey(zone: key), "Item")?.fields["b"] == nil)
         // The writer waits for the catalog outside partition p's lock: the lock is free, another writer of the
         // same zone (known fields) stages its commit, and the JIT record is not in the partition.
-        #expect(p.state.withLock { $0.entry(key, "jit") } == nil)
+        #expect(try p.state.withLock { try $0.entry(key, "jit") } == nil)
         let other = Task {
             try await db.save(Record(recordType: "Item", recordName: "other", zoneID: zone, fields: ["a": .int64(3)]))
         }
         try await Self.eventually("the other writer stages its commit") { p.log.lastLSN > partitionBefore }
-        #expect(p.state.withLock { $0.entry(key, "jit") } == nil, "no data commit before the catalog's is durable")
+        #expect(try p.state.withLock { try $0.entry(key, "jit") } == nil, "no data commit before the catalog's is durable")
         #expect(catalogLog.durableLSN == catalogBefore)
 
         fs.resumeFdatasync()

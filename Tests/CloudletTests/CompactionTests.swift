@@ -15,15 +15,15 @@ struct LogicalView: Equatable, CustomStringConvertible {
     var purgedThrough: UInt64 = 0
     var lastLSN: UInt64 = 0
 
-    init(_ st: PartitionState) {
+    init(_ st: PartitionState) throws {
         for key in st.keys.zoneKeys {
             let zone = st.zone(key)!
             var lines = ["created \(zone.createdLSN) lastChange \(zone.lastChangeLSN) live \(zone.liveCount)"]
-            for (name, e) in st.records(in: key).sorted(by: { $0.name < $1.name }) {
+            for (name, e) in try st.records(in: key).all() {
                 lines.append(
                     "\(name) \(e.lsn).\(e.index) \(e.changeTag) \(e.recordType) \(e.deleted) \(e.time) \(e.deleteSelfTargets.sorted())")
             }
-            lines.append("changes \(st.changes(in: key, after: .zero).map { "\($0.entry.lsn).\($0.entry.index)" })")
+            lines.append("changes \(try st.changes(in: key, after: .zero).all().map { "\($0.entry.lsn).\($0.entry.index)" })")
             zones[key.description] = lines.joined(separator: "\n")
         }
         for (key, d) in st.deletedZones { deleted[key.description] = "\(d.lsn) \(d.time)" }
@@ -43,7 +43,7 @@ func replayFromScratch(_ directory: String, fileSystem: any FileSystem = PosixFi
     var st = PartitionState()
     try LogScanner(directory: directory, fileSystem: fileSystem).forEachFrame { frame in
         let (commit, slots, sizes) = try Commit.decode(frame.payload)
-        st.apply(commit, lsn: frame.lsn, position: frame.position, slots: slots, costs: Commit.costs(sizes: sizes, frameLength: frame.position.length))
+        try st.apply(commit, lsn: frame.lsn, position: frame.position, slots: slots, costs: Commit.costs(sizes: sizes, frameLength: frame.position.length))
     }
     return st
 }
@@ -113,14 +113,14 @@ func replayFromScratch(_ directory: String, fileSystem: any FileSystem = PosixFi
         let db = try store.container(testContainer).privateDatabase(user: "u")
         let oldToken = try await db.zoneChanges(zone, resultsLimit: 5).token
         let before = try await observe(store)
-        let viewBefore = LogicalView(store.partitions[0].state.withLock { $0 })
+        let viewBefore = try LogicalView(store.partitions[0].state.withLock { $0 })
         let bytesBefore = store.statistics.logBytes
         #expect(store.statistics.deadBytes > 0)
 
         let reports = try await store.compact(includeActiveSegment: true)
         #expect(reports.count == 1 && reports[0].framesDropped > 0 && reports[0].bytesAfter < reports[0].bytesBefore)
         #expect(try await observe(store) == before)
-        #expect(LogicalView(store.partitions[0].state.withLock { $0 }) == viewBefore)
+        #expect(try LogicalView(store.partitions[0].state.withLock { $0 }) == viewBefore)
         #expect(store.statistics.logBytes < bytesBefore / 2)
         // What is left is live but for segment headers and rounding.
         #expect(store.statistics.deadBytes < 200, "\(store.statistics)")
@@ -134,13 +134,13 @@ func replayFromScratch(_ directory: String, fileSystem: any FileSystem = PosixFi
         // Reopened from its checkpoint, and replayed from scratch: the same.
         store = try await CloudletStore.open(at: path, configuration: config())
         #expect(store.statistics.framesReplayed == 0)
-        let reopened = LogicalView(store.partitions[0].state.withLock { $0 })
+        let reopened = try LogicalView(store.partitions[0].state.withLock { $0 })
         try await store.close()
         let pdir = path + "/p0000"
         for f in try FileManager.default.contentsOfDirectory(atPath: pdir) where f.hasSuffix(".ckpt") {
             try FileManager.default.removeItem(atPath: pdir + "/" + f)
         }
-        #expect(LogicalView(try replayFromScratch(pdir)) == reopened)
+        #expect(try LogicalView(try replayFromScratch(pdir)) == reopened)
         store = try await CloudletStore.open(at: path, configuration: config())
         let observed = try await observe(store)
         #expect(observed.count == before.count + 1)
@@ -158,9 +158,9 @@ func replayFromScratch(_ directory: String, fileSystem: any FileSystem = PosixFi
         let db = try store.container(testContainer).privateDatabase(user: "u")
         let key = try db.key(zone)
         let p = store.partitions[0]
-        let stale = try #require(p.state.withLock { $0.entry(key, "n3") })
+        let stale = try #require(try p.state.withLock { try $0.entry(key, "n3") })
         try await store.compact(includeActiveSegment: true)
-        let moved = try #require(p.state.withLock { $0.entry(key, "n3") })
+        let moved = try #require(try p.state.withLock { try $0.entry(key, "n3") })
         #expect(moved.position != stale.position && moved.change == stale.change)
         let r = try p.readDurable(key, "n3", stale)
         #expect(r.changeTag == stale.changeTag)
@@ -195,16 +195,16 @@ func replayFromScratch(_ directory: String, fileSystem: any FileSystem = PosixFi
                 _ = try await db.modify([.forceReplace(note("r\(Int.random(in: 0..<12, using: &rng))", zone: z, title: "s\(step)", count: Int64(step)))])
             }
         }
-        let live = LogicalView(store.partitions[0].state.withLock { $0 })
+        let live = try LogicalView(store.partitions[0].state.withLock { $0 })
         // One page per zone: a page token older than the purge horizon expires (see the change-feed note).
         let observed = try await observe(store, pageSize: 200)
         try await store.compact(includeActiveSegment: true)
-        #expect(LogicalView(store.partitions[0].state.withLock { $0 }) == live, "seed \(seed)")
+        #expect(try LogicalView(store.partitions[0].state.withLock { $0 }) == live, "seed \(seed)")
         #expect(try await observe(store, pageSize: 200) == observed, "seed \(seed)")
         let accounted = store.partitions[0].state.withLock { $0.segmentLive }
         try await store.close()
         let replayed = try replayFromScratch(dir.sub("store") + "/p0000")
-        #expect(LogicalView(replayed) == live, "seed \(seed): a replay of the compacted log differs")
+        #expect(try LogicalView(replayed) == live, "seed \(seed): a replay of the compacted log differs")
         #expect(replayed.segmentLive.filter { $0.value != 0 } == accounted.filter { $0.value != 0 }, "seed \(seed)")
     }
 }

@@ -21,7 +21,7 @@ import Testing
     func key(_ db: Database) throws -> ZoneKey { try db.key(zone) }
 
     func entry(_ store: CloudletStore, _ key: ZoneKey, _ name: String) -> RecordEntry? {
-        store.partition(for: key).state.withLock { $0.entry(key, name) }
+        try? store.partition(for: key).state.withLock { try $0.entry(key, name) }
     }
 
     @Test func blocksRoundTripCompressedOrStoredAsTheyAre() throws {

@@ -157,16 +157,22 @@ struct StoreFaultTests {
         try await s.store.close()
     }
 
-    // MARK: damaged checkpoints
+    // MARK: damaged indexes
 
     enum Damage: String, CaseIterable, CustomTestStringConvertible {
-        case torn, bitFlip, bothTorn
+        /// The newest run cut short (a torn write of a flush the manifest already names).
+        case torn
+        /// A bit flipped in the newest run's last data block, the one holding the flushed state.
+        case bitFlip
+        /// The manifest's CURRENT pointer gone.
+        case currentLost
         var testDescription: String { rawValue }
     }
 
-    @Test("a damaged checkpoint is detected on open and the state rebuilt from the log, as a clean replay has it",
-          arguments: Damage.allCases)
-    func damagedCheckpoint(_ damage: Damage) async throws {
+    static var indexDirectory: String { Partition.indexDirectory(FaultyStore.partitionDirectory) }
+
+    @Test("a damaged index is detected on open and rebuilt from the log, as a clean replay has it", arguments: Damage.allCases)
+    func damagedIndex(_ damage: Damage) async throws {
         var s = try await FaultyStore { $0.durability = .os }
         let db = s.db
         var expected: [String: String] = [:]
@@ -180,53 +186,62 @@ struct StoreFaultTests {
             try await s.store.checkpoint()
         }
         try await s.store.close()
-        let checkpoints = try s.memory.listDirectory(FaultyStore.partitionDirectory).filter { $0.hasSuffix(".ckpt") }.sorted()
-        #expect(checkpoints.count == 2)
-        let victims = damage == .bothTorn ? checkpoints : [checkpoints.last!]
-        for name in victims {
-            let path = FaultyStore.partitionDirectory + "/" + name
-            var bytes = try #require(s.memory.contents(of: path))
-            if damage == .bitFlip { bytes[bytes.count / 2] ^= 0x10 } else { bytes.removeLast(bytes.count / 3) }
-            s.memory.setContents(of: path, to: bytes)
+        let runs = try s.memory.listDirectory(Self.indexDirectory).filter { $0.hasSuffix(SortedRunFile.suffix) }.sorted()
+        #expect(!runs.isEmpty)
+        let newest = Self.indexDirectory + "/" + runs.last!
+        var bytes = try #require(s.memory.contents(of: newest))
+        switch damage {
+        case .torn: bytes.removeLast(bytes.count / 3)
+        case .bitFlip:
+            let reader = try SortedRunReader(path: newest, fileNumber: SortedRunFile.number(fileName: runs.last!)!, fileSystem: s.memory)
+            let last = try #require(reader.dataBlocks.last)
+            reader.close()
+            bytes[Int(last.offset + last.size / 2)] ^= 0x10
+        case .currentLost: break
+        }
+        if damage == .currentLost {
+            try s.memory.remove(Self.indexDirectory + "/CURRENT")
+        } else {
+            s.memory.setContents(of: newest, to: bytes)
         }
 
         try await s.reopen()
         let findings = s.store.statistics.recoveryFindings
-        #expect(findings.count == victims.count)
-        for (finding, name) in zip(findings, victims.reversed()) {
-            #expect(finding.hasPrefix("partition 0: set aside damaged checkpoint \(FaultyStore.partitionDirectory)/\(name)"))
-            #expect(finding.contains(damage == .bitFlip ? "checksum mismatch" : "payload bytes"))
-        }
-        #expect(s.partition.checkpointLSN == (damage == .bothTorn ? nil : checkpointLSN(checkpoints[0])))
+        #expect(findings.count == 1)
+        #expect(findings.first?.hasPrefix("partition 0: set aside the index \(Self.indexDirectory)") == true, "\(findings)")
+        #expect(findings.first?.hasSuffix("and rebuilt it from the log") == true)
+        #expect(s.partition.checkpointLSN == nil && s.partition.framesReplayed > 0, "replayed from the start")
         let clean = try replayFromScratch(FaultyStore.partitionDirectory, fileSystem: s.memory)
-        #expect(LogicalView(s.partition.state.withLock { $0 }) == LogicalView(clean))
+        #expect(try LogicalView(s.partition.state.withLock { $0 }) == LogicalView(clean))
         #expect(try await titles(s.db, Array(expected.keys) + ["n0-0", "n0-1", "n0-2"]) == expected)
-        // Closing wrote a good checkpoint in place of the damaged one: the next open has nothing to report.
+        // The open flushed the rebuilt index: the next one has nothing to report and replays nothing.
         try await s.store.close()
         try await s.reopen()
         #expect(s.store.statistics.recoveryFindings.isEmpty && s.partition.framesReplayed == 0)
+        #expect(try await titles(s.db, Array(expected.keys)) == expected)
         try await s.store.close()
     }
 
-    @Test("a checkpoint write torn by a dying process leaves the previous checkpoint in force, the log replays the rest")
-    func checkpointTornByCrash() async throws {
+    @Test("a flush torn by a dying process leaves the previous flush in force, the log replays the rest")
+    func flushTornByCrash() async throws {
         var s = try await FaultyStore()
         let db = s.db
         for i in 0..<10 { try await db.save(note("n\(i)", title: "first")) }
         try await s.store.checkpoint()
-        let first = try #require(s.memory.listDirectory(FaultyStore.partitionDirectory).first { $0.hasSuffix(".ckpt") })
+        let first = try #require(s.partition.index?.runs.count)
         for i in 10..<20 { try await db.save(note("n\(i)", title: "second")) }
 
-        s.faults.tearWrite(keeping: 100, matching: { $0.hasSuffix(".ckpt" + FileReplacement.temporarySuffix) })
+        s.faults.tearWrite(keeping: 100, matching: { $0.hasPrefix(Self.indexDirectory + "/") && $0.contains(SortedRunFile.suffix) })
         await expectError(.io) { try await s.store.checkpoint() }
         _ = try? await s.store.close()  // the "process" is dead: every write fails
         s.memory.crash()
 
         try await s.reopen()
-        #expect(s.partition.checkpointLSN == checkpointLSN(first))
+        #expect(s.store.statistics.recoveryFindings.isEmpty, "a flush that never reached the manifest is not damage")
+        #expect(s.partition.index?.runs.count == first)
         #expect(s.partition.framesReplayed == 10)
         let clean = try replayFromScratch(FaultyStore.partitionDirectory, fileSystem: s.memory)
-        #expect(LogicalView(s.partition.state.withLock { $0 }) == LogicalView(clean))
+        #expect(try LogicalView(s.partition.state.withLock { $0 }) == LogicalView(clean))
         let all = try await titles(s.db, (0..<20).map { "n\($0)" })
         #expect(all.count == 20 && all["n19"] == "second")
         try await s.store.close()
@@ -234,26 +249,29 @@ struct StoreFaultTests {
 
     // MARK: background jobs
 
-    @Test("a failed background checkpoint is counted in the statistics with its error; the partition stays writable")
-    func backgroundCheckpointFails() async throws {
+    @Test("a failed background flush is counted in the statistics with its error and turns the partition read-only; a reopen has every acknowledged record")
+    func backgroundFlushFails() async throws {
         var s = try await FaultyStore()
         try await s.db.save(note("a", title: "A"))
-        s.faults.failFdatasync(matching: { $0.contains(".ckpt") })
+        s.faults.failFdatasync(matching: { $0.hasPrefix(Self.indexDirectory + "/") })
         s.partition.purgeAndCheckpoint()  // what the checkpoint trigger runs in the background
 
+        // Two reports: the flush job's error, and the partition's log turning read-only because of it.
         let errors = s.store.statistics.backgroundErrors
-        #expect(errors.map(\.job) == [.checkpoint])
-        #expect(errors.first?.source == "partition 0" && errors.first?.count == 1)
+        #expect(errors.map(\.job) == [.checkpoint, .flush])
+        #expect(errors.allSatisfy { $0.source == "partition 0" && $0.count == 1 })
         let message = errors.first?.message ?? ""
-        #expect(message.contains("writing checkpoint") && message.contains("fdatasync"))
+        #expect(message.contains(Self.indexDirectory) && message.contains("fdatasync"), "\(message)")
         #expect(message.contains(String(cString: strerror(EIO))))
-        #expect(s.store.statistics.readOnlyReasons.isEmpty)
-
-        try await s.db.save(note("b", title: "B"))
-        s.partition.purgeAndCheckpoint()  // the fault fired once: this one succeeds, the count stays
-        #expect(s.store.statistics.backgroundErrors.first?.count == 1)
-        try await s.store.close()
+        let reasons = s.store.statistics.readOnlyReasons
+        #expect(reasons.count == 1 && reasons.first?.contains("flushing its index failed") == true, "\(reasons)")
+        // No retry-and-pretend: the write is refused with the reason, and the record stays readable.
+        await expectError(.readOnly) { try await s.db.save(note("b", title: "B")) }
+        #expect(try await titles(s.db, ["a"]) == ["a": "A"])
+        _ = try? await s.store.close()
         try await s.reopen()
+        #expect(try await titles(s.db, ["a", "b"]) == ["a": "A"])
+        try await s.db.save(note("b", title: "B"))
         #expect(try await titles(s.db, ["a", "b"]) == ["a": "A", "b": "B"])
         try await s.store.close()
     }

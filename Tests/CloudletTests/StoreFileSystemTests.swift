@@ -73,7 +73,7 @@ struct StoreFileSystemTests {
         #expect(!FileManager.default.fileExists(atPath: Path.parent(path)))
         let top = try Set(fs.listDirectory(path))
         #expect(top.isSuperset(of: [StoreMetadata.fileName, "LOCK", Catalog.directoryName, "p0000"]))
-        #expect(try fs.listDirectory(path + "/p0000").contains { $0.hasSuffix(".ckpt") })
+        #expect(try fs.listDirectory(path + "/p0000/index").contains { $0.hasSuffix(SortedRunFile.suffix) }, "the index")
         #expect(try fs.listDirectory(path + "/p0000").contains { $0.contains("-g") }, "a compacted segment")
 
         let reopened = try await openStore(at: path, on: fs, configuration: config)

@@ -17,7 +17,7 @@ import Testing
         let db = try store.container(testContainer).privateDatabase(user: "u")
         for i in 0..<count { _ = try await db.save(note("n\(i)", title: String(repeating: "t", count: i * 3), count: Int64(i))) }
         let key = ZoneKey(database: db.id, zoneName: ZoneID.defaultZoneName)
-        let positions = (0..<count).map { i in store.partitions[0].state.withLock { $0.entry(key, "n\(i)")!.position } }
+        let positions = try (0..<count).map { i in try store.partitions[0].state.withLock { try $0.entry(key, "n\(i)")!.position } }
         try store.partitions[0].log.flush()
         let image = dir.sub("image")
         try fm.copyItem(atPath: dir.sub("store"), toPath: image)
@@ -84,7 +84,7 @@ import Testing
         let db = try store.container(testContainer).privateDatabase(user: "u")
         for i in 0..<10 { _ = try await db.save(note("n\(i)", count: Int64(i))) }
         let key = ZoneKey(database: db.id, zoneName: ZoneID.defaultZoneName)
-        let victim = store.partitions[0].state.withLock { $0.entry(key, "n4")!.position }
+        let victim = try store.partitions[0].state.withLock { try $0.entry(key, "n4")!.position }
         try await store.close()
         let pdir = dir.sub("store") + "/p0000"
         let segment = pdir + "/" + (try fm.contentsOfDirectory(atPath: pdir).first { $0.hasSuffix(".seg") }!)

@@ -184,13 +184,11 @@ import Testing
         let last = try #require(try segmentFiles(path).last)
         let lastPath = path + "/p0000/" + last
         let size = try #require(try FileManager.default.attributesOfItem(atPath: lastPath)[.size] as? UInt64)
-        // A torn tail: the last segment loses its last 7 bytes (and the checkpoint, as after a crash).
+        // A torn tail: the last segment loses its last 7 bytes — after the index was flushed past them, so the log
+        // now ends before what the index covers: an open refuses it, repair sets the index aside and rebuilds it.
         let h = try #require(FileHandle(forWritingAtPath: lastPath))
         try h.truncate(atOffset: size - 7)
         try h.close()
-        for f in try FileManager.default.contentsOfDirectory(atPath: path + "/p0000") where f.hasSuffix(".ckpt") {
-            try FileManager.default.removeItem(atPath: path + "/p0000/" + f)
-        }
         let v = try await tool("verify", "--data", path)
         #expect(v.code == 0 && v.stdout.contains("warning: partition 0, segment \(last)") && v.stdout.contains("torn tail"), "\(v)")
         let r = try await tool("repair", "--data", path, "--backup", dir.sub("backup"))

@@ -95,15 +95,19 @@ extension CloudletStore {
             directory: directory, configuration: configuration, fileSystem: fileSystem, backgroundErrors: backgroundErrors)
         do {
             try checkCatalogVersions(partitions, catalog: catalog, directory: directory)
-            if !configuration.readOnly && metadata.format < StoreMetadata.recordBlockFormat {
-                // Before the first commit that could hold a record block.
+            if !configuration.readOnly && metadata.format < StoreMetadata.currentFormat {
+                // Before the first commit that could hold a record block; after every partition wrote its index.
                 let from = metadata.format
                 metadata.format = StoreMetadata.currentFormat
                 try metadata.save(directory: path)
-                StoreLog.note(
-                    "\(path): migrated the store from format \(from) to \(metadata.format): new commits store each record "
-                        + "as a record block read in place; older commits are read as they are, and converted when "
-                        + "compaction rewrites their frames")
+                var what: [String] = []
+                if from < StoreMetadata.recordBlockFormat {
+                    what.append(
+                        "new commits store each record as a record block read in place; older commits are read as they "
+                            + "are, and converted when compaction rewrites their frames")
+                }
+                what.append("each partition's key directory moved from checkpoints to its index on disk (p*/index)")
+                StoreLog.note("\(path): migrated the store from format \(from) to \(metadata.format): " + what.joined(separator: "; "))
             }
         } catch {
             catalog.abandon()

@@ -81,7 +81,8 @@ extension Database {
             guard zone != nil else { return (page, ChangePoint(lsn: st.lastLSN, index: .max), false, horizon, 0) }
             var last = from
             var spent = 0
-            for (name, e) in st.changes(in: key, after: from) {
+            var changes = st.changes(in: key, after: from).makeIterator()
+            while let (name, e) = try changes.next() {
                 let point = e.change
                 if page.count == limit { return (page, last, true, horizon, spent) }
                 if let types, !types.contains(e.recordType) {

@@ -157,8 +157,8 @@ public struct Database: CloudletDatabase {
         let key = try key(recordID.zoneID)
         if key.zoneName == ZoneID.defaultZoneName { try requireZone(key) }  // the shared database has none
         // The zone's existence and the record's entry under one acquisition of the partition's lock.
-        let found = store.partition(for: key).state.withLock { st -> RecordEntry?? in
-            st.zoneExists(key) ? .some(st.entry(key, recordID.recordName)) : nil
+        let found = try store.partition(for: key).state.withLock { st -> RecordEntry?? in
+            st.zoneExists(key) ? .some(try st.entry(key, recordID.recordName)) : nil
         }
         guard let inZone = found else { throw zoneNotFound(key) }
         guard let entry = inZone, !entry.deleted else {

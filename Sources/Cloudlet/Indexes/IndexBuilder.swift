@@ -130,14 +130,14 @@ final class IndexBuilder: Sendable {
             while true {
                 if isStopped { return 0 }
                 // The next names, with their entries and the values already kept for the indexed fields.
-                let chunk = p.state.withLock { st -> [(name: String, entry: RecordEntry, kept: [FieldValue??])]? in
+                let chunk = try p.state.withLock { st -> [(name: String, entry: RecordEntry, kept: [FieldValue??])]? in
                     guard !current(st).isEmpty else { return nil }
                     guard let t = st.indexes.type(z, type.recordType) else { return [] }
                     var i = after.map { t.names.upperBound($0) } ?? t.names.startIndex
                     var out: [(name: String, entry: RecordEntry, kept: [FieldValue??])] = []
                     while i < t.names.endIndex && out.count < Self.chunkSize {
                         let name = t.names[i]
-                        if let e = st.entry(z, name), !e.deleted {
+                        if let e = try st.entry(z, name), !e.deleted {
                             out.append((name, e, fields.map { t.storedValue(name, $0) }))
                         }
                         i = t.names.index(after: i)
@@ -155,10 +155,10 @@ final class IndexBuilder: Sendable {
                     let r = records[c.name]
                     values.append((c.name, c.entry.change, fields.indices.map { i in c.kept[i] ?? r.flatMap { TypeIndexes.value(fields[i], in: $0) } }))
                 }
-                p.state.withLock { st in
+                try p.state.withLock { st in
                     let live = current(st)
                     for v in values {
-                        guard let e = st.entry(z, v.name), !e.deleted, e.change == v.point else { continue }
+                        guard let e = try st.entry(z, v.name), !e.deleted, e.change == v.point else { continue }
                         for (d, _) in live {
                             st.indexes.buildInsert(d, zone: z, name: v.name, value: v.values[fields.firstIndex(of: d.field)!])
                         }

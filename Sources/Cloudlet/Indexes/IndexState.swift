@@ -100,13 +100,29 @@ struct IndexState: Sendable {
 
     /// Definitions with their status, then each record's indexed values (see docs/record-format.md). Index contents
     /// are not written: ``decode(_:zones:)`` rebuilds them from the values, without reading the log.
-    func encode(into w: inout ByteWriter) {
+    /// `names`: also every type's record names (a flushed state, which is read without the key directory);
+    /// a format-3 checkpoint left them out and rebuilt them from the directory it held.
+    func encode(into w: inout ByteWriter, names: Bool = false) {
         let defs = definitions.sorted { "\($0.key)" < "\($1.key)" }
         w.varint(defs.count)
         for (d, info) in defs {
             IndexMutation.encode(d, into: &w)
             w.u8(info.status.rawValue)
             w.u64(info.definedAt)
+        }
+        if names {
+            let withNames = zones.filter { $0.value.types.values.contains { !$0.names.isEmpty } }
+            w.varint(withNames.count)
+            for (z, zi) in withNames {
+                Commit.encode(z, into: &w)
+                let types = zi.types.filter { !$0.value.names.isEmpty }
+                w.varint(types.count)
+                for (type, t) in types {
+                    w.string(type)
+                    w.varint(t.names.count)
+                    for name in t.names.all { w.string(name) }
+                }
+            }
         }
         let withValues = zones.filter { $0.value.types.values.contains { !$0.stored.isEmpty } }
         w.varint(withValues.count)
@@ -129,7 +145,8 @@ struct IndexState: Sendable {
 
     /// Reads what ``encode(into:)`` wrote and rebuilds every ready index from the stored values; record names come
     /// from the key directory (`keys`). An index whose values turn out incomplete goes back to building.
-    static func decode(_ r: inout ByteReader, keys: KeyDirectory) throws -> IndexState {
+    /// `keys` nil: the names are in the encoding (``encode(into:names:)``), a flushed state's.
+    static func decode(_ r: inout ByteReader, keys: KeyDirectory?) throws -> IndexState {
         var s = IndexState()
         let defCount = try r.length()
         for _ in 0..<defCount {
@@ -139,7 +156,26 @@ struct IndexState: Sendable {
             s.definitions[d] = Info(status: status, definedAt: try r.u64())
         }
         for tk in Set(s.definitions.keys.map(\.typeKey)) { s.refresh(tk) }
-        s.rebuildNames(from: keys)
+        if let keys {
+            try s.rebuildNames(from: keys)
+        } else {
+            let zoneCount = try r.length()
+            for _ in 0..<zoneCount {
+                let z = try Commit.decodeZone(&r)
+                let typeCount = try r.length()
+                for _ in 0..<typeCount {
+                    let type = try r.string()
+                    let n = try r.length()
+                    var names: [String] = []
+                    names.reserveCapacity(n)
+                    for _ in 0..<n { names.append(try r.string()) }
+                    guard zip(names, names.dropFirst()).allSatisfy({ $0 < $1 }) else {
+                        throw CloudletError.corruption("flushed state: the names of type '\(type)' are out of order")
+                    }
+                    s.zones[z, default: ZoneIndexes()].types[type, default: TypeIndexes()].names = SortedBlockList(sorted: names)
+                }
+            }
+        }
         let zoneCount = try r.length()
         for _ in 0..<zoneCount {
             let z = try Commit.decodeZone(&r)
@@ -157,7 +193,9 @@ struct IndexState: Sendable {
                     let values = try r.bytes()
                     _ = try StoredValues.decode(values)  // validate now; the indexes trust these bytes later
                     // Values of a record that is no longer live cannot be current: leave them out.
-                    guard let e = keys.entry(z, name), !e.deleted, e.recordType == type else { continue }
+                    if let keys {
+                        guard let e = try keys.entry(z, name), !e.deleted, e.recordType == type else { continue }
+                    }
                     t.stored[name] = values
                 }
                 if !t.isEmpty { s.zones[z, default: ZoneIndexes()].types[type] = t }
@@ -168,10 +206,12 @@ struct IndexState: Sendable {
     }
 
     /// Every type's record names, from the key directory.
-    private mutating func rebuildNames(from directory: KeyDirectory) {
+    private mutating func rebuildNames(from directory: KeyDirectory) throws {
         for z in directory.zoneKeys {
             var byType: [String: [String]] = [:]
-            for (name, e) in directory.entries(in: z) where !e.deleted { byType[e.recordType, default: []].append(name) }
+            try directory.entries(in: z).forEach { name, e in
+                if !e.deleted { byType[e.recordType, default: []].append(name) }
+            }
             for (type, names) in byType {
                 zones[z, default: ZoneIndexes()].types[type, default: TypeIndexes()].names =
                     SortedBlockList(sorted: names.sorted())

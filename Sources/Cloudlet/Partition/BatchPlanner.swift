@@ -96,7 +96,7 @@ package struct BatchPlanner {
         try Names.validateRecordName(name)
         switch op {
         case .create(let r):
-            if version(name) != nil {
+            if try version(name) != nil {
                 throw CloudletError(
                     .recordExists, "record '\(name)' already exists in zone '\(zone.zoneName)'", serverRecord: try current(name))
             }
@@ -113,13 +113,13 @@ package struct BatchPlanner {
         case .forceReplace(let r):
             return .saved(try put(r, fields: r.fields, created: try current(name)))
         case .delete(let id, let tag):
-            delete(id.recordName, type: try requireVersion(name, tag: tag, op: op).type)
+            try delete(id.recordName, type: try requireVersion(name, tag: tag, op: op).type)
             return .deleted(id)
         case .forceDelete(let id):
-            guard let existing = version(name) else {
+            guard let existing = try version(name) else {
                 throw CloudletError(.unknownItem, "record '\(name)' does not exist in zone '\(zone.zoneName)'")
             }
-            delete(id.recordName, type: existing.type)
+            try delete(id.recordName, type: existing.type)
             return .deleted(id)
         }
     }
@@ -139,9 +139,9 @@ package struct BatchPlanner {
     }
 
     /// The current version's type and change tag, from the key directory (or this batch): checks that need no read.
-    private func version(_ name: String) -> (type: String, tag: String)? {
+    private func version(_ name: String) throws -> (type: String, tag: String)? {
         if let o = overlay[name] { return o.map { ($0.recordType, $0.changeTag ?? "") } }
-        guard let e = state.entry(zone, name), !e.deleted else { return nil }
+        guard let e = try state.entry(zone, name), !e.deleted else { return nil }
         return (e.recordType, e.changeTag)
     }
 
@@ -151,7 +151,7 @@ package struct BatchPlanner {
         guard let tag, !tag.isEmpty else {
             throw CloudletError.invalid("\(op.operationType) of record '\(name)' needs its recordChangeTag")
         }
-        guard let existing = version(name) else {
+        guard let existing = try version(name) else {
             throw CloudletError(.unknownItem, "record '\(name)' does not exist in zone '\(zone.zoneName)'")
         }
         guard existing.tag == tag else {
@@ -166,11 +166,11 @@ package struct BatchPlanner {
     /// The current version of a record: this batch's if it touched it, else the partition's.
     private func current(_ name: String) throws -> Record? {
         if let o = overlay[name] { return o }
-        guard let e = state.entry(zone, name), !e.deleted else { return nil }
+        guard let e = try state.entry(zone, name), !e.deleted else { return nil }
         return try read(name, e)
     }
 
-    private func exists(_ name: String) -> Bool { version(name) != nil }
+    private func exists(_ name: String) throws -> Bool { try version(name) != nil }
 
     /// Validates and stages a new version of `input` with `fields`; `previous` is the version it replaces.
     private mutating func put(_ input: Record, fields: [String: FieldValue], created previous: Record?) throws -> Record {
@@ -186,7 +186,7 @@ package struct BatchPlanner {
             try value.validate(field: field)
             for ref in value.references {
                 try Names.validateRecordName(ref.recordName)
-                if ref.action == .validate && ref.recordName != record.recordName && !exists(ref.recordName) {
+                if try ref.action == .validate && ref.recordName != record.recordName && !exists(ref.recordName) {
                     throw CloudletError(
                         .referenceViolation,
                         "field '\(field)' of record '\(record.recordName)' has a VALIDATE reference to record "
@@ -215,14 +215,14 @@ package struct BatchPlanner {
 
     /// Stages the deletion of `name` and, transitively, of every live record that references a deleted one with
     /// DELETE_SELF.
-    private mutating func delete(_ name: String, type: String) {
+    private mutating func delete(_ name: String, type: String) throws {
         var queue = [(name, type)]
         while let (target, targetType) = queue.popLast() {
             mutations.append(.deleteRecord(zone: zone, recordName: target, recordType: targetType, time: now))
             overlay[target] = .some(nil)
-            for source in sources(referencing: target).sorted() where exists(source) {
+            for source in try sources(referencing: target).sorted() where try exists(source) {
                 let t: String
-                if let o = overlay[source], let r = o { t = r.recordType } else { t = state.entry(zone, source)!.recordType }
+                if let o = overlay[source], let r = o { t = r.recordType } else { t = try state.entry(zone, source)!.recordType }
                 overlay[source] = .some(nil)
                 queue.append((source, t))
             }
@@ -230,9 +230,9 @@ package struct BatchPlanner {
     }
 
     /// Live records whose current version references `target` with DELETE_SELF.
-    private func sources(referencing target: String) -> Set<String> {
+    private func sources(referencing target: String) throws -> Set<String> {
         var out: Set<String> = []
-        for s in state.keys.deleteSelfSources(in: zone, referencing: target) where overlay[s] == nil { out.insert(s) }
+        for s in try state.keys.deleteSelfSources(in: zone, referencing: target) where overlay[s] == nil { out.insert(s) }
         for case (let name, .some(let record)) in overlay
         where record.fields.values.contains(where: { v in
             v.references.contains { $0.action == .deleteSelf && $0.recordName == target }

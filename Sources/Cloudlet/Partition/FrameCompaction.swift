@@ -35,7 +35,7 @@ package struct FrameCompaction {
             throw CloudletError.corruption(
                 "segment \(frame.path) offset \(frame.position.offset): frame LSN \(frame.lsn): \(e.message)")
         }
-        live = outline.entries.map { [outline, frame] e in state.isLive(outline.liveTarget(e), lsn: frame.lsn, index: e.index) }
+        live = try outline.entries.map { [outline, frame] e in try state.isLive(outline.liveTarget(e), lsn: frame.lsn, index: e.index) }
     }
 
     var liveCount: Int { live.reduce(0) { $0 + ($1 ? 1 : 0) } }
@@ -97,10 +97,10 @@ struct CompactionMoves {
 
     /// Points the state at the new segments: every moved mutation that is still current gets its new position and
     /// counts as live there; the replaced segments' accounting is dropped. Runs under the partition's lock.
-    func apply(to st: inout PartitionState, coveredThrough: UInt64, generation: UInt32) {
+    func apply(to st: inout PartitionState, coveredThrough: UInt64, generation: UInt32) throws {
         st.segmentLive = st.segmentLive.filter { $0.key > coveredThrough }
         func live(_ span: LiveSpan) { st.segmentLive[span.segment, default: 0] += Int64(span.cost) }
-        for m in records where st.moveRecord(m.zone, m.name, m.change, to: m.position, slot: m.slot, cost: m.cost) {
+        for m in records where try st.moveRecord(m.zone, m.name, m.change, to: m.position, slot: m.slot, cost: m.cost) {
             live(LiveSpan(segment: m.position.segment, cost: m.cost))
         }
         for c in creations where st.zone(c.zone)?.createdLSN == c.lsn {

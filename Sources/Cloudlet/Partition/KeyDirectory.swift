@@ -1,7 +1,8 @@
 import CloudletCore
 import CloudletStorage
 
-/// What the key directory knows of one zone besides its records.
+/// What the key directory knows of one zone besides its records: kept in memory (one per zone, not per record) and
+/// written with every flush.
 package struct ZoneSummary: Sendable, Hashable {
     /// LSN of the zone's creation (0 for a default zone, which always exists): the zone's incarnation.
     package var createdLSN: UInt64
@@ -11,232 +12,535 @@ package struct ZoneSummary: Sendable, Hashable {
     package var liveCount: Int
     /// Entries, tombstones included.
     package var entryCount: Int
-    /// Elements of the change index, stale ones included (what it costs in memory).
-    package var changeIndexCount: Int
+    /// Elements of the change index: one per entry (a superseded change is deleted with the version it named).
+    package var changeIndexCount: Int { entryCount }
+
+    init(createdLSN: UInt64) {
+        self.createdLSN = createdLSN
+        lastChangeLSN = createdLSN
+        liveCount = 0
+        entryCount = 0
+    }
 }
 
 /// One partition's key directory: per zone, record name → ``RecordEntry`` (where the latest version lives, its
-/// change point and so its change tag, its type and time), the DELETE_SELF reverse index, and the **change
-/// index** — every change in change order, which change feeds page through with ``changes(in:after:)``.
+/// change point and so its change tag, its type and time), the DELETE_SELF reverse index, the **change index** —
+/// every current change in change order, which change feeds page through with ``changes(in:after:)`` — and, over
+/// all zones, the tombstones in LSN order (what a purge drops).
 ///
-/// A struct rather than a protocol: it sits in ``PartitionState``, a value behind the partition's lock that every
-/// commit mutates, so an existential would box it and dispatch every lookup dynamically, and a generic parameter
-/// would spread to the partition, the planner and the tools. Its read API (``entry(_:_:)``, ``zone(_:)``,
-/// ``entries(in:)``, ``changes(in:after:)``, ``deleteSelfSources(in:referencing:)``) is the seam: readers use only
-/// that, so the storage behind it — today's dictionaries, the *memtable* — can become a memtable over flushed
-/// sorted runs (`LSMTree`) without touching them (docs/index-layer.md). The write API (``put(_:_:_:)``,
-/// ``purgeTombstones(through:)``, ``move(_:_:_:to:slot:cost:)``…) is the module's, for ``PartitionState/apply``,
-/// compaction's moves and checkpoint loading only.
+/// An LSM tree (docs/index-layer.md): the newest writes are in ``Memtable``s held here — values with free copies,
+/// so a copy of the directory (a ``PartitionReadView``) is O(1) and never changes — and everything flushed is in
+/// the partition's ``LSMTree`` of sorted runs on disk, read through ``base`` (a view of the runs that pins their
+/// files). Only the per-zone ``ZoneSummary``s are in memory besides. The partition's writer flushes: it
+/// ``freeze(state:sequence:)``s the memtable (which goes on being read while it is written), writes it with
+/// ``LSMTree/flush(_:logPosition:)``, and hands the new runs over with ``flushed(base:)``.
 ///
-/// Enumeration (``entries(in:)``) is unordered; the change index is ordered by ``ChangePoint``.
+/// Reads that reach the runs do I/O and throw (a damaged run is named, never answered from). Enumerations are in
+/// key order: ``entries(in:)`` by record name, ``changes(in:after:)`` by change point.
+///
+/// Keys (every number big-endian so that byte order is numeric order; `zone` is the zone's commit encoding,
+/// length-prefixed fields, so no zone's keys are a prefix of another's):
+/// - `0x01 · zone · 0x00 · name` → the encoded ``RecordEntry`` (``DirectoryCodec``);
+/// - `0x01 · zone · 0x01 · lsn(8) · index(4)` → name: the change index;
+/// - `0x01 · zone · 0x02 · u32 length · target · source` → empty: `source` references `target` with DELETE_SELF;
+/// - `0x02 · lsn(8) · index(4)` → `zone · name`: a tombstone, for purges;
+/// - `0x03` → the partition's state besides the directory (``PartitionState/encodeState()``), written at each flush.
 package struct KeyDirectory: Sendable {
-    private var zones: [ZoneKey: ZoneState] = [:]
+    private var memtable = Memtable()
+    /// The memtable being written to a run (between ``freeze(state:sequence:)`` and ``flushed(base:)``).
+    private var flushing: Memtable?
+    /// The flushed runs (nil: none, a directory kept in memory only).
+    private var base: LSMReadView?
+    private var summaries: [ZoneKey: ZoneSummary] = [:]
 
     package init() {}
+
+    /// A directory over the runs of `base`, with the zone summaries of the state flushed with them.
+    init(base: LSMReadView?, summaries: [ZoneKey: ZoneSummary]) {
+        self.base = base
+        self.summaries = summaries
+    }
 
     // MARK: - Reading
 
     /// The record's current entry (a version or a tombstone); nil if the directory has none (never written, or
     /// its tombstone purged, or its zone gone).
-    package func entry(_ z: ZoneKey, _ name: String) -> RecordEntry? { zones[z]?.records[name] }
-
-    /// Whether the directory holds the zone (a default zone is held once written to).
-    package func contains(_ z: ZoneKey) -> Bool { zones[z] != nil }
-
-    /// The zone's summary; nil if the directory does not hold it.
-    package func zone(_ z: ZoneKey) -> ZoneSummary? {
-        guard let zone = zones[z] else { return nil }
-        return ZoneSummary(
-            createdLSN: zone.createdLSN, lastChangeLSN: zone.lastChangeLSN, liveCount: zone.liveCount,
-            entryCount: zone.records.count, changeIndexCount: zone.changes.count)
+    package func entry(_ z: ZoneKey, _ name: String) throws -> RecordEntry? {
+        guard summaries[z] != nil else { return nil }
+        guard let e = try lookup(DirectoryKey.entry(DirectoryKey.zone(z), name)) else { return nil }
+        return try DirectoryCodec.decodeEntry(e)
     }
 
+    /// Whether the directory holds the zone (a default zone is held once written to).
+    package func contains(_ z: ZoneKey) -> Bool { summaries[z] != nil }
+
+    /// The zone's summary; nil if the directory does not hold it.
+    package func zone(_ z: ZoneKey) -> ZoneSummary? { summaries[z] }
+
     /// The zones held, in no particular order.
-    package var zoneKeys: some Collection<ZoneKey> { zones.keys }
+    package var zoneKeys: some Collection<ZoneKey> { summaries.keys }
 
     /// How many zones are held.
-    package var zoneCount: Int { zones.count }
+    package var zoneCount: Int { summaries.count }
 
     /// Records that exist, over every zone.
-    package var liveCount: Int { zones.values.reduce(0) { $0 + $1.liveCount } }
+    package var liveCount: Int { summaries.values.reduce(0) { $0 + $1.liveCount } }
 
-    /// The zone's entries (tombstones included), in no particular order; empty for a zone not held. Does not copy.
-    package func entries(in z: ZoneKey) -> Entries { Entries(records: zones[z]?.records ?? [:]) }
+    /// The zone's entries (tombstones included) in name order, from the first name after `after` (nil: from the
+    /// first); empty for a zone not held. Does not copy.
+    package func entries(in z: ZoneKey, after: String? = nil) -> Entries {
+        guard summaries[z] != nil else { return Entries(view: nil, range: .all, count: 0) }
+        let prefix = DirectoryKey.zone(z) + [DirectoryKey.entryTag]
+        var lower = prefix
+        if let after { lower += Array(after.utf8) + [0] }
+        return Entries(view: view(), range: LSMKeyRange(lower: lower, upper: DirectoryKey.successor(prefix)), count: summaries[z]!.entryCount)
+    }
 
     /// The zone's current changes after `point`, in change order: each record at most once, at its current
-    /// version or tombstone (superseded changes are skipped here and pruned inside). Does not copy.
+    /// version or tombstone.
     package func changes(in z: ZoneKey, after point: ChangePoint) -> Changes {
-        guard let zone = zones[z] else { return Changes(zone: nil, start: 0) }
-        return Changes(zone: zone, start: zone.firstChange(after: point))
+        guard summaries[z] != nil else { return Changes(directory: self, zone: z, view: nil, range: .all) }
+        let zone = DirectoryKey.zone(z)
+        let prefix = zone + [DirectoryKey.changeTag]
+        var lower = DirectoryKey.change(zone, point)
+        lower.append(0)  // just past `point`
+        return Changes(directory: self, zone: z, view: view(), range: LSMKeyRange(lower: lower, upper: DirectoryKey.successor(prefix)))
     }
 
     /// Names of the records in the zone that reference `target` with DELETE_SELF.
-    package func deleteSelfSources(in z: ZoneKey, referencing target: String) -> Set<String> {
-        zones[z]?.deleteSelfSources[target] ?? []
+    package func deleteSelfSources(in z: ZoneKey, referencing target: String) throws -> Set<String> {
+        guard summaries[z] != nil else { return [] }
+        let prefix = DirectoryKey.referencePrefix(DirectoryKey.zone(z), target)
+        var out: Set<String> = []
+        let it = view().makeIterator()
+        try it.seek(prefix)
+        while let e = it.current, e.key.starts(with: prefix) {
+            out.insert(String(decoding: e.key[prefix.count...], as: UTF8.self))
+            try it.advance()
+        }
+        return out
     }
 
-    /// A zone's entries: a view of the directory, not a copy.
-    package struct Entries: Sequence, Sendable {
-        fileprivate let records: [String: RecordEntry]
+    /// Every tombstone with LSN ≤ `through`, oldest first: its zone, name, LSN and deletion time.
+    func tombstones(through: UInt64) throws -> [(zone: ZoneKey, name: String, point: ChangePoint, time: Int64)] {
+        var out: [(zone: ZoneKey, name: String, point: ChangePoint, time: Int64)] = []
+        try forEachTombstone { z, name, point, time in
+            guard point.lsn <= through else { return false }
+            out.append((z, name, point, time))
+            return true
+        }
+        return out
+    }
 
-        package var count: Int { records.count }
-        package var isEmpty: Bool { records.isEmpty }
+    /// Calls `body` with each tombstone (zone, name, change point, deletion time), oldest first, while it returns
+    /// true.
+    func forEachTombstone(_ body: (ZoneKey, String, ChangePoint, Int64) throws -> Bool) throws {
+        let it = view().makeIterator()
+        try it.seek([DirectoryKey.tombstoneSpace])
+        while let e = it.current, e.key.first == DirectoryKey.tombstoneSpace {
+            let (z, name, time) = try DirectoryCodec.decodeTombstone(e.value)
+            guard try body(z, name, DirectoryKey.changePoint(e.key), time) else { return }
+            try it.advance()
+        }
+    }
 
-        package func makeIterator() -> some IteratorProtocol<(name: String, entry: RecordEntry)> {
-            records.lazy.map { (name: $0.key, entry: $0.value) }.makeIterator()
+    /// The state written with the last flush (``PartitionState/encodeState()``), if any.
+    func flushedState() throws -> [UInt8]? { try base?.get(DirectoryKey.state) }
+
+    /// The memtables and the runs: what an enumeration reads.
+    private func view() -> LSMReadView {
+        LSMReadView(memtables: flushing.map { [memtable, $0] } ?? [memtable], over: base)
+    }
+
+    /// The newest value of `key` (nil: none or deleted): the memtables, then the runs.
+    private func lookup(_ key: [UInt8]) throws -> [UInt8]? {
+        if let e = memtable.get(key) ?? flushing?.get(key) { return e.isTombstone ? nil : e.value }
+        guard let base, let e = try base.entry(key), !e.isTombstone else { return nil }
+        return e.value
+    }
+
+    /// A zone's entries in name order: a view of the directory, not a copy.
+    package struct Entries: Sendable {
+        fileprivate let view: LSMReadView?
+        fileprivate let range: LSMKeyRange
+        /// Entries in the whole zone (not only after the starting name).
+        package let count: Int
+
+        package var isEmpty: Bool { count == 0 }
+
+        package func makeIterator() -> Iterator { Iterator(entries: self) }
+
+        /// Calls `body` with each entry in order.
+        package func forEach(_ body: (String, RecordEntry) throws -> Void) throws {
+            var it = makeIterator()
+            while let (name, e) = try it.next() { try body(name, e) }
+        }
+
+        /// The entries, in order.
+        package func all() throws -> [(name: String, entry: RecordEntry)] {
+            var out: [(name: String, entry: RecordEntry)] = []
+            try forEach { out.append(($0, $1)) }
+            return out
+        }
+
+        package struct Iterator {
+            private let range: LSMKeyRange
+            private let it: MergingIterator?
+            private var started = false
+
+            fileprivate init(entries: Entries) {
+                range = entries.range
+                it = entries.view?.makeIterator()
+            }
+
+            /// The next entry, nil after the last.
+            package mutating func next() throws -> (name: String, entry: RecordEntry)? {
+                guard let it else { return nil }
+                if started { try it.advance() } else { try it.seek(to: range); started = true }
+                guard let e = it.current, range.contains(e.key) else { return nil }
+                let prefixCount = range.upper!.count  // zone prefix and tag: the successor has the same length
+                return (String(decoding: e.key[prefixCount...], as: UTF8.self), try DirectoryCodec.decodeEntry(e.value))
+            }
         }
     }
 
     /// A zone's current changes from some point on, in change order.
-    package struct Changes: Sequence, Sendable {
-        fileprivate let zone: ZoneState?
-        fileprivate let start: Int
+    package struct Changes: Sendable {
+        fileprivate let directory: KeyDirectory
+        fileprivate let zone: ZoneKey
+        fileprivate let view: LSMReadView?
+        fileprivate let range: LSMKeyRange
 
-        package struct Iterator: IteratorProtocol {
-            fileprivate let zone: ZoneState?
-            fileprivate var i: Int
+        package func makeIterator() -> Iterator { Iterator(changes: self) }
 
-            package mutating func next() -> (name: String, entry: RecordEntry)? {
-                guard let zone else { return nil }
-                while i < zone.changes.count {
-                    let (point, name) = zone.changes[i]
-                    i += 1
-                    if let e = zone.records[name], e.change == point { return (name, e) }
-                }
-                return nil
-            }
+        /// The changes, in order.
+        package func all() throws -> [(name: String, entry: RecordEntry)] {
+            var out: [(name: String, entry: RecordEntry)] = []
+            var it = makeIterator()
+            while let next = try it.next() { out.append(next) }
+            return out
         }
 
-        package func makeIterator() -> Iterator { Iterator(zone: zone, i: start) }
+        package struct Iterator {
+            private let changes: Changes
+            private let it: MergingIterator?
+            private var started = false
+
+            fileprivate init(changes: Changes) {
+                self.changes = changes
+                it = changes.view?.makeIterator()
+            }
+
+            /// The next change, nil after the last.
+            package mutating func next() throws -> (name: String, entry: RecordEntry)? {
+                guard let it else { return nil }
+                while true {
+                    if started { try it.advance() } else { try it.seek(to: changes.range); started = true }
+                    guard let e = it.current, changes.range.contains(e.key) else { return nil }
+                    let name = String(decoding: e.value, as: UTF8.self)
+                    // The change index holds current changes only; the check guards against a damaged one.
+                    let point = DirectoryKey.changePoint(e.key)
+                    if let entry = try changes.directory.entry(changes.zone, name), entry.change == point { return (name, entry) }
+                }
+            }
+        }
     }
 
     // MARK: - Writing (PartitionState.apply, compaction's moves, checkpoint loading)
 
     /// Creates the zone at `lsn` unless it is held; returns whether it did.
     mutating func createZone(_ z: ZoneKey, lsn: UInt64) -> Bool {
-        guard zones[z] == nil else { return false }
-        zones[z] = ZoneState(createdLSN: lsn)
+        guard summaries[z] == nil else { return false }
+        summaries[z] = ZoneSummary(createdLSN: lsn)
         return true
     }
 
-    /// Removes the zone; returns its entries (to free what they kept alive), nil if it was not held.
-    mutating func removeZone(_ z: ZoneKey) -> Entries? {
-        zones.removeValue(forKey: z).map { Entries(records: $0.records) }
+    /// Removes the zone at `lsn` (deleting every key it has); returns its entries (to free what they kept alive),
+    /// nil if it was not held.
+    mutating func removeZone(_ z: ZoneKey, lsn: UInt64) throws -> [RecordEntry]? {
+        guard summaries[z] != nil else { return nil }
+        let prefix = DirectoryKey.zone(z)
+        var removed: [RecordEntry] = []
+        let it = view().makeIterator()
+        try it.seek(prefix)
+        var keys: [[UInt8]] = []
+        while let e = it.current, e.key.starts(with: prefix) {
+            keys.append(e.key)
+            if e.key.count > prefix.count, e.key[prefix.count] == DirectoryKey.entryTag {
+                let entry = try DirectoryCodec.decodeEntry(e.value)
+                if entry.deleted { keys.append(DirectoryKey.tombstone(entry.change)) }
+                removed.append(entry)
+            }
+            try it.advance()
+        }
+        for key in keys { memtable.delete(key, sequence: lsn) }
+        summaries[z] = nil
+        return removed
     }
 
     /// Makes `entry` the record's current version; returns the one it replaces. A zone not held is created with
     /// incarnation 0 (a default zone).
     @discardableResult
-    mutating func put(_ z: ZoneKey, _ name: String, _ entry: RecordEntry) -> RecordEntry? {
-        zones[z, default: ZoneState(createdLSN: 0)].put(name, entry)
-    }
-
-    /// Drops every tombstone with LSN ≤ `through`; returns them. A default zone left without entries is dropped (as
-    /// if never written to: a compacted log has nothing of it).
-    mutating func purgeTombstones(through: UInt64) -> [RecordEntry] {
-        var dropped: [RecordEntry] = []
-        for key in Array(zones.keys) {
-            dropped += zones[key]!.purgeTombstones(through: through)
-            if key.zoneName == ZoneID.defaultZoneName && zones[key]!.records.isEmpty { zones[key] = nil }
-        }
-        return dropped
-    }
-
-    /// Points the record's entry at a new place if it is still the version `change` (compaction moved it).
-    mutating func move(_ z: ZoneKey, _ name: String, _ change: ChangePoint, to position: FramePosition, slot: Commit.Slot, cost: UInt32) -> Bool {
-        zones[z]?.move(name, change, to: position, slot: slot, cost: cost) ?? false
-    }
-
-    /// Loads a zone from a checkpoint: its entries, and its summary's LSNs (the rest is derived).
-    mutating func load(_ z: ZoneKey, createdLSN: UInt64, lastChangeLSN: UInt64, entries: [(name: String, entry: RecordEntry)]) {
-        var zone = ZoneState(createdLSN: createdLSN)
-        zone.records.reserveCapacity(entries.count)
-        for (name, e) in entries { _ = zone.put(name, e) }
-        zone.pruneChanges()
-        zone.lastChangeLSN = lastChangeLSN
-        zones[z] = zone
-    }
-}
-
-/// One zone of the in-memory key directory (the memtable): entries, reverse-reference index, change index.
-private struct ZoneState: Sendable {
-    var createdLSN: UInt64
-    var records: [String: RecordEntry] = [:]
-    var liveCount = 0
-    /// target record name → names of records that reference it with DELETE_SELF.
-    var deleteSelfSources: [String: Set<String>] = [:]
-    /// Every change (put or tombstone) in change order; an element is current while the record's entry still
-    /// has its change point. Stale elements are skipped and pruned once they outnumber the current ones.
-    var changes: [(point: ChangePoint, name: String)] = []
-    var staleChanges = 0
-    var lastChangeLSN: UInt64
-
-    init(createdLSN: UInt64) {
-        self.createdLSN = createdLSN
-        lastChangeLSN = createdLSN
-    }
-
-    mutating func put(_ name: String, _ entry: RecordEntry) -> RecordEntry? {
-        let previous = records.updateValue(entry, forKey: name)
+    mutating func put(_ z: ZoneKey, _ name: String, _ entry: RecordEntry) throws -> RecordEntry? {
+        let previous = try self.entry(z, name)
+        let zone = DirectoryKey.zone(z)
+        let seq = entry.lsn
+        var summary = summaries[z] ?? ZoneSummary(createdLSN: 0)
         if let old = previous {
-            if !old.deleted { liveCount -= 1 }
-            for t in old.deleteSelfTargets { removeSource(name, from: t) }
-            staleChanges += 1
+            if !old.deleted { summary.liveCount -= 1 }
+            memtable.delete(DirectoryKey.change(zone, old.change), sequence: seq)
+            for t in old.deleteSelfTargets { memtable.delete(DirectoryKey.reference(zone, t, name), sequence: seq) }
+            if old.deleted { memtable.delete(DirectoryKey.tombstone(old.change), sequence: seq) }
+        } else {
+            summary.entryCount += 1
         }
-        if !entry.deleted { liveCount += 1 }
-        for t in entry.deleteSelfTargets { deleteSelfSources[t, default: []].insert(name) }
-        changes.append((entry.change, name))
-        lastChangeLSN = max(lastChangeLSN, entry.lsn)
-        if staleChanges > 1024 && staleChanges > changes.count / 2 { pruneChanges() }
+        if !entry.deleted { summary.liveCount += 1 }
+        memtable.put(DirectoryKey.entry(zone, name), DirectoryCodec.encode(entry), sequence: seq)
+        memtable.put(DirectoryKey.change(zone, entry.change), Array(name.utf8), sequence: seq)
+        for t in entry.deleteSelfTargets { memtable.put(DirectoryKey.reference(zone, t, name), [], sequence: seq) }
+        if entry.deleted {
+            memtable.put(DirectoryKey.tombstone(entry.change), DirectoryCodec.encodeTombstone(zone, name, entry.time), sequence: seq)
+        }
+        summary.lastChangeLSN = max(summary.lastChangeLSN, entry.lsn)
+        summaries[z] = summary
         return previous
     }
 
-    /// Drops tombstones with LSN ≤ `through` (past the retention window); returns them. When the zone's last
+    /// Drops every tombstone with LSN ≤ `through`, as of the purge at `lsn`; returns them. A default zone left
+    /// without entries is dropped (as if never written to: a compacted log has nothing of it). When a zone's last
     /// change is among them, its last change becomes its newest remaining one (or its creation), which is what a
     /// replay of the compacted log — where those tombstones no longer exist — derives as well.
-    mutating func purgeTombstones(through: UInt64) -> [RecordEntry] {
+    mutating func purgeTombstones(through: UInt64, lsn: UInt64) throws -> [RecordEntry] {
         var dropped: [RecordEntry] = []
-        for (name, e) in records where e.deleted && e.lsn <= through {
-            records[name] = nil
+        var touched: Set<ZoneKey> = []
+        for t in try tombstones(through: through) {
+            memtable.delete(DirectoryKey.tombstone(t.point), sequence: lsn)
+            guard let e = try entry(t.zone, t.name), e.deleted, e.change == t.point else { continue }
+            let zone = DirectoryKey.zone(t.zone)
+            memtable.delete(DirectoryKey.entry(zone, t.name), sequence: lsn)
+            memtable.delete(DirectoryKey.change(zone, e.change), sequence: lsn)
+            summaries[t.zone]!.entryCount -= 1
+            touched.insert(t.zone)
             dropped.append(e)
         }
-        if lastChangeLSN <= through {
-            lastChangeLSN = records.values.reduce(createdLSN) { max($0, $1.lsn) }
-        }
-        if !dropped.isEmpty {
-            staleChanges += dropped.count
-            pruneChanges()
+        for z in touched {
+            if z.zoneName == ZoneID.defaultZoneName && summaries[z]!.entryCount == 0 {
+                summaries[z] = nil
+                continue
+            }
+            guard summaries[z]!.lastChangeLSN <= through else { continue }
+            var last = summaries[z]!.createdLSN
+            var it = changes(in: z, after: .zero).makeIterator()
+            while let (_, e) = try it.next() { last = max(last, e.lsn) }
+            summaries[z]!.lastChangeLSN = last
         }
         return dropped
     }
 
-    mutating func move(_ name: String, _ change: ChangePoint, to position: FramePosition, slot: Commit.Slot, cost: UInt32) -> Bool {
-        guard let i = records.index(forKey: name), records.values[i].change == change else { return false }
-        records.values[i].position = position
-        records.values[i].slot = slot
-        records.values[i].cost = cost
+    /// Points the record's entry at a new place if it is still the version `change` (compaction moved it), as of
+    /// `sequence` (the partition's last LSN).
+    mutating func move(
+        _ z: ZoneKey, _ name: String, _ change: ChangePoint, to position: FramePosition, slot: Commit.Slot, cost: UInt32,
+        sequence: UInt64
+    ) throws -> Bool {
+        guard var e = try entry(z, name), e.change == change else { return false }
+        e.position = position
+        e.slot = slot
+        e.cost = cost
+        memtable.put(DirectoryKey.entry(DirectoryKey.zone(z), name), DirectoryCodec.encode(e), sequence: sequence)
         return true
     }
 
-    /// Rebuilds the change index from the current entries.
-    mutating func pruneChanges() {
-        changes = records.map { ($0.value.change, $0.key) }.sorted { $0.point < $1.point }
-        staleChanges = 0
+    /// Loads a zone from a checkpoint of a store of format 3 (whose checkpoints held the whole directory): its
+    /// entries, and its summary's LSNs (the rest is derived).
+    mutating func load(_ z: ZoneKey, createdLSN: UInt64, lastChangeLSN: UInt64, entries: [(name: String, entry: RecordEntry)]) throws {
+        summaries[z] = ZoneSummary(createdLSN: createdLSN)
+        for (name, e) in entries { try put(z, name, e) }
+        summaries[z]!.lastChangeLSN = lastChangeLSN
     }
 
-    /// Index of the first change after `point` (binary search).
-    func firstChange(after point: ChangePoint) -> Int {
-        var lo = 0
-        var hi = changes.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if changes[mid].point <= point { lo = mid + 1 } else { hi = mid }
+    // MARK: - Flushing
+
+    /// Bytes the memtable holds (roughly what it takes in memory).
+    var memtableBytes: Int { memtable.approximateBytes }
+
+    /// Starts a flush: records `state` (the partition's state besides the directory, as of `sequence`) and sets
+    /// the memtable aside to be written; later writes go to a fresh one. Returns the memtable to write.
+    mutating func freeze(state: [UInt8], sequence: UInt64) -> Memtable {
+        precondition(flushing == nil, "a flush is under way")
+        memtable.put(DirectoryKey.state, state, sequence: sequence)
+        flushing = memtable
+        memtable = Memtable()
+        return flushing!
+    }
+
+    /// The memtable set aside by ``freeze(state:sequence:)`` is in the runs of `base` now.
+    mutating func flushed(base: LSMReadView) {
+        flushing = nil
+        self.base = base
+    }
+
+    /// A flush failed: the memtable set aside goes on being read from memory (it is not in any run).
+    mutating func flushFailed() {
+        guard let frozen = flushing else { return }
+        // Keep it readable under the fresh memtable: merge the fresh writes on top of it.
+        var merged = frozen
+        let it = memtable.makeIterator()
+        it.seekToFirst()
+        while let e = it.current {
+            merged.apply(e)
+            it.advance()
         }
-        return lo
+        memtable = merged
+        flushing = nil
     }
 
-    private mutating func removeSource(_ name: String, from target: String) {
-        deleteSelfSources[target]?.remove(name)
-        if deleteSelfSources[target]?.isEmpty == true { deleteSelfSources[target] = nil }
+    /// The runs changed under the directory (a merge): reads go to `base` from now on (same contents).
+    mutating func rebase(_ base: LSMReadView) {
+        guard flushing == nil else { return }
+        self.base = base
+    }
+
+    /// The zone summaries, for the flushed state.
+    var allSummaries: [ZoneKey: ZoneSummary] { summaries }
+}
+
+/// The directory's keys (see ``KeyDirectory``).
+enum DirectoryKey {
+    static let zoneSpace: UInt8 = 0x01
+    static let tombstoneSpace: UInt8 = 0x02
+    static let state: [UInt8] = [0x03]
+    static let entryTag: UInt8 = 0x00
+    static let changeTag: UInt8 = 0x01
+    static let referenceTag: UInt8 = 0x02
+
+    /// `0x01 · zone`: the prefix of every key of the zone.
+    static func zone(_ z: ZoneKey) -> [UInt8] {
+        var w = ByteWriter(capacity: 64)
+        w.u8(zoneSpace)
+        Commit.encode(z, into: &w)
+        return w.bytes
+    }
+
+    static func entry(_ zone: [UInt8], _ name: String) -> [UInt8] { zone + [entryTag] + Array(name.utf8) }
+
+    static func change(_ zone: [UInt8], _ point: ChangePoint) -> [UInt8] {
+        var key = zone
+        key.append(changeTag)
+        appendBE(&key, point.lsn, 8)
+        appendBE(&key, UInt64(point.index), 4)
+        return key
+    }
+
+    static func changePoint(_ key: [UInt8]) -> ChangePoint {
+        let n = key.count
+        return ChangePoint(lsn: loadBE(key, at: n - 12), index: UInt32(loadBE(key, at: n - 4, bytes: 4)))
+    }
+
+    static func referencePrefix(_ zone: [UInt8], _ target: String) -> [UInt8] {
+        var key = zone
+        key.append(referenceTag)
+        appendBE(&key, UInt64(target.utf8.count), 4)
+        key += target.utf8
+        return key
+    }
+
+    static func reference(_ zone: [UInt8], _ target: String, _ source: String) -> [UInt8] {
+        referencePrefix(zone, target) + Array(source.utf8)
+    }
+
+    static func tombstone(_ point: ChangePoint) -> [UInt8] {
+        var key: [UInt8] = [tombstoneSpace]
+        appendBE(&key, point.lsn, 8)
+        appendBE(&key, UInt64(point.index), 4)
+        return key
+    }
+
+    /// The smallest key greater than every key starting with `prefix` (whose last byte is below 0xFF).
+    static func successor(_ prefix: [UInt8]) -> [UInt8] {
+        var s = prefix
+        s[s.count - 1] += 1
+        return s
+    }
+
+    static func appendBE(_ key: inout [UInt8], _ v: UInt64, _ bytes: Int) {
+        for i in stride(from: bytes - 1, through: 0, by: -1) { key.append(UInt8(truncatingIfNeeded: v >> (8 * UInt64(i)))) }
+    }
+
+    static func loadBE(_ key: [UInt8], at offset: Int, bytes: Int = 8) -> UInt64 {
+        var v: UInt64 = 0
+        for i in 0..<bytes { v = v << 8 | UInt64(key[offset + i]) }
+        return v
+    }
+}
+
+/// The directory's values: a ``RecordEntry`` (docs/index-layer.md, "Entry value"), a tombstone's place.
+enum DirectoryCodec {
+    static func encode(_ e: RecordEntry) -> [UInt8] {
+        var w = ByteWriter(capacity: 48 + e.recordType.utf8.count)
+        w.u8(e.deleted ? 1 : 0)
+        w.varint(e.lsn)
+        w.varint(UInt64(e.index))
+        w.svarint(e.time)
+        w.string(e.recordType)
+        w.varint(e.position.segment)
+        w.varint(e.position.offset)
+        w.varint(UInt64(e.position.length))
+        w.varint(UInt64(e.cost))
+        if !e.deleted {
+            w.u8(e.slot.block ? 1 : 0)
+            w.varint(UInt64(e.slot.offset))
+            w.varint(UInt64(e.slot.length))
+            if e.slot.block { w.varint(UInt64(e.slot.recordLength)) }
+            w.varint(e.deleteSelfTargets.count)
+            for t in e.deleteSelfTargets { w.string(t) }
+        }
+        return w.bytes
+    }
+
+    static func decodeEntry(_ bytes: [UInt8]) throws -> RecordEntry {
+        var r = ByteReader(bytes, what: "key directory entry")
+        let flags = try r.u8()
+        guard flags <= 1 else { throw CloudletError.corruption("key directory entry: bad flags \(flags)") }
+        let deleted = flags == 1
+        let lsn = try r.varint()
+        let index = try r.varint()
+        let time = try r.svarint()
+        let type = try r.string()
+        let position = FramePosition(segment: try r.varint(), offset: try r.varint(), length: UInt32(truncatingIfNeeded: try r.varint()))
+        let cost = UInt32(truncatingIfNeeded: try r.varint())
+        var e = RecordEntry(
+            lsn: lsn, index: UInt32(truncatingIfNeeded: index), position: position, slot: Commit.Slot(offset: 0, length: 0),
+            recordType: type, deleted: deleted, time: time, deleteSelfTargets: [], cost: cost)
+        if !deleted {
+            let block = try r.u8() == 1
+            let offset = UInt32(truncatingIfNeeded: try r.varint())
+            let length = UInt32(truncatingIfNeeded: try r.varint())
+            if block {
+                e.slot = Commit.Slot(block: Int(offset)..<(Int(offset) + Int(length)), recordLength: Int(try r.varint()))
+            } else {
+                e.slot = Commit.Slot(offset: offset, length: length)
+            }
+            let n = try r.length()
+            for _ in 0..<n { e.deleteSelfTargets.append(try r.string()) }
+        }
+        guard r.isAtEnd else { throw CloudletError.corruption("key directory entry: \(r.remaining) trailing bytes") }
+        return e
+    }
+
+    static func encodeTombstone(_ zone: [UInt8], _ name: String, _ time: Int64) -> [UInt8] {
+        var w = ByteWriter(capacity: zone.count + name.utf8.count + 12)
+        w.raw(zone.dropFirst())
+        w.string(name)
+        w.svarint(time)
+        return w.bytes
+    }
+
+    static func decodeTombstone(_ bytes: [UInt8]) throws -> (ZoneKey, String, Int64) {
+        var r = ByteReader(bytes, what: "key directory tombstone")
+        let z = try Commit.decodeZone(&r)
+        let name = try r.string()
+        let time = try r.svarint()
+        return (z, name, time)
     }
 }

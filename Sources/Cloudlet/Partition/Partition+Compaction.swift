@@ -172,9 +172,16 @@ extension Partition {
         try log.writeCompactionMarker(writer)
         installed = true
         let started = DispatchTime.now().uptimeNanoseconds
-        let replaced = state.withLock { st -> [String] in
+        let replaced = try state.withLock { st -> [String] in
             let replaced = log.swapInCompaction(writer)
-            moves.apply(to: &st, coveredThrough: writer.coveredThrough, generation: writer.generation)
+            do {
+                try moves.apply(to: &st, coveredThrough: writer.coveredThrough, generation: writer.generation)
+            } catch {
+                // The log moved on but the state could not follow (its index could not be read): stop writes; the
+                // next open rebuilds the index from the compacted log (its flush is of the old generation).
+                log.fail(CloudletError(.readOnly, "partition \(id): compaction's swap failed: \(error)", cause: error))
+                throw error
+            }
             if (st.nextPosition?.segment ?? 0) <= writer.coveredThrough { st.nextPosition = log.endPosition }
             return replaced
         }
@@ -184,7 +191,9 @@ extension Partition {
         do { try log.removeSegmentFiles(replaced) } catch { backgroundErrors.record(.compaction, in: "partition \(id)", error) }
         CrashPoint.reached("compaction.removed")
         // Checkpoints of the old generation point at frames that no longer exist: replace them.
-        try writeCheckpoint(force: true)
+        try flushIndex(force: true)
+        // A full compaction (the offline tool's) leaves the index as small as it can be too.
+        if includeActiveSegment { try index?.mergeAll() }
         return report
     }
 

@@ -26,8 +26,18 @@ package final class Partition: Sendable {
     private let checkpointWriter = Mutex(())
     /// Frames replayed from the log when the partition was opened (0 after a clean close).
     package let framesReplayed: Int
-    /// The LSN of the checkpoint the partition was opened from (nil: replayed from the start).
+    /// The LSN of the flush (or, for a store of format 3, the checkpoint) the partition was opened from (nil:
+    /// replayed from the start).
     package let checkpointLSN: UInt64?
+    /// The key directory's runs (`DIR/index`); nil for a read-only open of a store that has none yet (format 3),
+    /// whose directory is then kept in memory.
+    package let index: LSMTree?
+    /// Whether opening read the flushed state from ``index`` (else it was built from a checkpoint or the log).
+    private let flushedFromIndex: Bool
+    /// The key directory's memtable is flushed once it holds this many bytes (``StoreConfiguration/memtableSize``).
+    private let memtableLimit: Int
+    /// The index's ``LSMTree/runsChanges`` the directory last read its runs at.
+    private let runsSeen: Atomic<UInt64>
     /// Online compaction: settings, progress, counters.
     let compaction: CompactionControl
     /// The commit payload version written (``StoreConfiguration/commitPayloadVersion``).
@@ -42,7 +52,7 @@ package final class Partition: Sendable {
     /// ``PartitionState/legacyCatalog`` for the migration.
     init(
         id: UInt32, directory: String, configuration: StoreConfiguration, fileSystem: any FileSystem,
-        backgroundErrors: BackgroundErrors, legacyCatalog: Bool = false
+        backgroundErrors: BackgroundErrors, indexCache: BlockCache, legacyCatalog: Bool = false
     ) throws {
         self.id = id
         self.backgroundErrors = backgroundErrors
@@ -51,26 +61,46 @@ package final class Partition: Sendable {
         self.tombstoneRetention = configuration.tombstoneRetention
         self.fileSystem = fileSystem
         checkpoints = CheckpointStore(directory: directory, fileSystem: fileSystem)
+        memtableLimit = configuration.memtableSize
         var initial = PartitionState()
         var afterLSN: UInt64 = 0
         var hint: FramePosition?
         var usedCheckpoint: UInt64?
+        var findings: [String] = []
+        var fromIndex = false
         if legacyCatalog { initial.legacyCatalog = CatalogState() }
-        // A checkpoint taken under another compaction generation points at frames that have moved: replay instead.
+        // A flush or checkpoint taken under another compaction generation points at frames that have moved: replay.
         let generation = try CompactionMarker.load(directory: directory, fileSystem: fileSystem)?.generation ?? 0
         var rejected: [CheckpointStore.CheckpointFile] = []
+        var tree: LSMTree?
         if !legacyCatalog {
-            let found: (lsn: UInt64, next: FramePosition?, payload: [UInt8])?
-            (found, rejected) = try checkpoints.loadNewest()
-            if let ckpt = found, let decoded = try PartitionState.decodeCheckpoint(ckpt.payload, next: ckpt.next),
-                decoded.compactionGeneration == generation
-            {
-                initial = decoded
-                afterLSN = ckpt.lsn
-                hint = ckpt.next
-                usedCheckpoint = ckpt.lsn
+            let opened = try Self.openIndex(
+                directory: directory, configuration: configuration, indexCache: indexCache, fileSystem: fileSystem,
+                generation: generation)
+            tree = opened.tree
+            findings += opened.findings
+            if let (state, position) = opened.state {
+                fromIndex = true
+                initial = state
+                afterLSN = position.lastLSN
+                hint = position.next
+                usedCheckpoint = position.lastLSN
+            } else {
+                // A store of format 3 (or an index rebuilt): its newest checkpoint, if any, then the log's tail.
+                let found: (lsn: UInt64, next: FramePosition?, payload: [UInt8])?
+                (found, rejected) = try checkpoints.loadNewest()
+                if let ckpt = found, let decoded = try PartitionState.decodeCheckpoint(ckpt.payload, next: ckpt.next),
+                    decoded.compactionGeneration == generation
+                {
+                    initial = decoded
+                    afterLSN = ckpt.lsn
+                    hint = ckpt.next
+                    usedCheckpoint = ckpt.lsn
+                }
             }
         }
+        index = tree
+        flushedFromIndex = fromIndex
         var logConfig = LogConfiguration()
         logConfig.durability = configuration.durability
         logConfig.segmentSize = configuration.segmentSize
@@ -88,7 +118,7 @@ package final class Partition: Sendable {
                         + "\(frame.position.offset) has unknown type \(frame.type)")
             }
             let (commit, slots, sizes) = try Commit.decode(frame.payload)
-            replayed.apply(
+            try replayed.apply(
                 commit, lsn: frame.lsn, position: frame.position, slots: slots,
                 costs: Commit.costs(sizes: sizes, frameLength: frame.position.length))
             replayedBytes += Int(frame.position.length)
@@ -104,7 +134,7 @@ package final class Partition: Sendable {
         replayed.compactionGeneration = log.compactionMarker?.generation ?? 0
         framesReplayed = replayedFrames
         checkpointLSN = usedCheckpoint
-        recoveryFindings = Self.recoveryFindings(
+        recoveryFindings = findings + Self.recoveryFindings(
             rejected: rejected, recovery: log.recovery, of: "partition \(id)", readOnly: configuration.readOnly)
         state = Mutex(replayed)
         cache = RecordCache(capacity: configuration.recordCacheSize)
@@ -113,6 +143,117 @@ package final class Partition: Sendable {
         payloadVersion = configuration.commitPayloadVersion
         checkpointTrigger.reset(bytes: replayedBytes, lastLSN: afterLSN)
         log.onFailure { [id, backgroundErrors] failure in backgroundErrors.record(.flush, in: "partition \(id)", failure) }
+        runsSeen = Atomic(tree?.runsChanges ?? 0)
+        // An index built from a checkpoint or the whole log goes to disk now, so that the next open reads it.
+        if let tree, !flushedFromIndex, !configuration.readOnly {
+            do {
+                try flushIndex(force: true)
+                try checkpoints.removeAll(except: .max)
+            } catch {
+                tree.close()
+                try? log.close()
+                throw error
+            }
+        }
+    }
+
+    /// Where replay starts after a flush: recorded with it in the index's manifest (``LSMTree/logPosition``).
+    struct FlushPosition {
+        var generation: UInt32
+        var lastLSN: UInt64
+        var next: FramePosition?
+
+        var encoded: [UInt8] {
+            var w = ByteWriter(capacity: 40)
+            w.u8(1)
+            w.u32(generation)
+            w.u64(lastLSN)
+            w.bool(next != nil)
+            if let next {
+                w.u64(next.segment)
+                w.u64(next.offset)
+                w.u32(next.length)
+            }
+            return w.bytes
+        }
+
+        init(generation: UInt32, lastLSN: UInt64, next: FramePosition?) {
+            self.generation = generation
+            self.lastLSN = lastLSN
+            self.next = next
+        }
+
+        init(decoding bytes: [UInt8]) throws {
+            var r = ByteReader(bytes, what: "index log position")
+            guard try r.u8() == 1 else { throw CloudletError.corruption("index log position: unknown version") }
+            generation = try r.u32()
+            lastLSN = try r.u64()
+            next = try r.bool() ? FramePosition(segment: try r.u64(), offset: try r.u64(), length: try r.u32()) : nil
+            guard r.isAtEnd else { throw CloudletError.corruption("index log position: trailing bytes") }
+        }
+    }
+
+    /// The partition's index directory (`DIR/index`): an LSM tree of the key directory (KeyDirectory.swift).
+    package static func indexDirectory(_ directory: String) -> String { Path.join(directory, "index") }
+
+    /// Opens the partition's index and the state flushed with it. No state: a store of format 3 (no index yet), an
+    /// index of another compaction generation, or a damaged one — each of the last two is set aside (deleted)
+    /// unless read-only, and the caller rebuilds it from the log. Read-only without an index: no tree.
+    private static func openIndex(
+        directory: String, configuration: StoreConfiguration, indexCache: BlockCache, fileSystem: any FileSystem,
+        generation: UInt32
+    ) throws -> (tree: LSMTree?, state: (PartitionState, FlushPosition)?, findings: [String]) {
+        let path = indexDirectory(directory)
+        var config = LSMTreeConfiguration()
+        config.blockCache = indexCache
+        config.manifest.readOnly = configuration.readOnly
+        config.backgroundMerges = !configuration.readOnly
+        config.memtableSize = configuration.memtableSize
+        let exists = fileSystem.fileExists(Path.join(path, "CURRENT"))
+        if configuration.readOnly && !exists { return (nil, nil, []) }
+        var problem: String
+        do {
+            // Files without the CURRENT pointer that names the live manifest: an index that lost it.
+            let files = (try? fileSystem.listDirectory(path)) ?? []
+            if !exists && !files.isEmpty {
+                throw CloudletError.corruption("index \(path): CURRENT is missing but \(files.count) files are there")
+            }
+            let tree = try LSMTree(directory: path, fileSystem: fileSystem, configuration: config)
+            let bytes = tree.logPosition
+            guard !bytes.isEmpty else { return (tree, nil, []) }
+            do {
+                let position = try FlushPosition(decoding: bytes)
+                if position.generation != generation {
+                    problem = "it was flushed before the log was compacted (generation \(position.generation), now \(generation))"
+                } else {
+                    let base = tree.runsView()
+                    guard let stateBytes = try base.get(DirectoryKey.state) else {
+                        throw CloudletError.corruption("index \(path): no flushed state")
+                    }
+                    var state = try PartitionState.decodeState(stateBytes, base: base)
+                    guard state.lastLSN == position.lastLSN else {
+                        throw CloudletError.corruption(
+                            "index \(path): flushed state is at LSN \(state.lastLSN), its manifest says \(position.lastLSN)")
+                    }
+                    state.nextPosition = position.next
+                    return (tree, (state, position), [])
+                }
+            } catch {
+                problem = "\(error)"
+            }
+            tree.close()
+        } catch {
+            problem = "\(error)"
+        }
+        let finding = "set aside the index \(path) (\(problem)) and rebuilt it from the log"
+        if configuration.readOnly { return (nil, nil, ["ignored the index \(path) (\(problem)) and replayed the log"]) }
+        StoreLog.warning(finding)
+        do throws(FileSystemError) {
+            for name in try fileSystem.listDirectory(path) { try fileSystem.remove(Path.join(path, name)) }
+        } catch {
+            throw CloudletError.io(error, "clearing the damaged index \(path)")
+        }
+        return (try LSMTree(directory: path, fileSystem: fileSystem, configuration: config), nil, [finding])
     }
 
     /// What opening a log and its checkpoints (a partition's, the catalog's: `owner`) found wrong and worked
@@ -150,42 +291,54 @@ package final class Partition: Sendable {
     package func commit<R>(
         admitOverLimit: Bool = false, _ plan: (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R)
     ) throws -> (result: R, lsn: UInt64?) {
-        let (result, lsn, bytes) = try state.withLock { st -> (R, UInt64?, Int) in
+        let (result, lsn, bytes, memtableFull) = try state.withLock { st -> (R, UInt64?, Int, Bool) in
             let lsn = st.lastLSN + 1
             let (mutations, result) = try plan(st, lsn)
-            guard !mutations.isEmpty else { return (result, nil, 0) }
-            let commit = Commit(mutations: mutations)
-            let (payload, slots, sizes) = commit.encode(version: payloadVersion)
-            // From version 2 stored as it is: the records are compressed blocks of their own, read in place.
-            let (staged, position) = try log.stage(
-                type: Commit.frameType, payload: payload, compressible: payloadVersion < 2, admitOverLimit: admitOverLimit)
-            precondition(staged == lsn, "partition \(id): staged LSN \(staged), expected \(lsn)")
+            guard !mutations.isEmpty else { return (result, nil, 0, false) }
+            // What listeners are told was replaced: read before staging, so that nothing fails between staging and applying.
             var previous: [Int: RecordEntry] = [:]
             let publishing = publisher.isActive
             if publishing {
                 for (i, m) in mutations.enumerated() {
                     switch m {
                     case .putRecord(let z, let r, _):
-                        if let e = st.entry(z, r.recordName), !e.deleted { previous[i] = e }
+                        if let e = try st.entry(z, r.recordName), !e.deleted { previous[i] = e }
                     case .deleteRecord(let z, let name, _, _):
-                        if let e = st.entry(z, name), !e.deleted { previous[i] = e }
+                        if let e = try st.entry(z, name), !e.deleted { previous[i] = e }
                     default: break
                     }
                 }
             }
-            st.apply(
-                commit, lsn: lsn, position: position, slots: slots,
-                costs: Commit.costs(sizes: sizes, frameLength: position.length))
+            let commit = Commit(mutations: mutations)
+            let (payload, slots, sizes) = commit.encode(version: payloadVersion)
+            // From version 2 stored as it is: the records are compressed blocks of their own, read in place.
+            let (staged, position) = try log.stage(
+                type: Commit.frameType, payload: payload, compressible: payloadVersion < 2, admitOverLimit: admitOverLimit)
+            precondition(staged == lsn, "partition \(id): staged LSN \(staged), expected \(lsn)")
+            do {
+                try st.apply(
+                    commit, lsn: lsn, position: position, slots: slots,
+                    costs: Commit.costs(sizes: sizes, frameLength: position.length))
+            } catch {
+                // The frame is in the log but the state could not take it (the index could not be read): nothing
+                // more may be written on top of a state that misses a commit. Reopening replays it.
+                log.fail(CloudletError(.readOnly, "partition \(id): applying commit \(lsn) failed: \(error)", cause: error))
+                throw error
+            }
+            if let index, index.runsChanges != runsSeen.load(ordering: .relaxed) {
+                runsSeen.store(index.runsChanges, ordering: .relaxed)
+                st.rebaseDirectory(index.runsView())
+            }
             if publishing { publisher.staged(lsn: lsn, mutations: mutations, previous: previous) }
             // Cache what was written: a writer that reads it back (an update of a record saved a moment ago) must
             // not wait for the commit's fdatasync while holding the writer lock.
             for (i, m) in mutations.enumerated() {
                 if case .putRecord(_, let r, _) = m { cache.put(.init(lsn: lsn, index: UInt32(i)), record: r) }
             }
-            return (result, lsn, Int(position.length))
+            return (result, lsn, Int(position.length), st.keys.memtableBytes >= memtableLimit)
         }
         if lsn != nil {
-            noteWritten(bytes)
+            noteWritten(bytes, memtableFull: memtableFull)
             maybeCompact(after: bytes)
         }
         return (result, lsn)
@@ -222,7 +375,7 @@ package final class Partition: Sendable {
     /// that planning under the writer lock finds them in memory (the result, keyed by version). A version replaced
     /// meanwhile is simply not used; a read that fails is left to the planner, which reports it.
     func prefetch(_ zone: ZoneKey, _ names: [String]) async throws -> [RecordCache.Key: Record] {
-        let entries = state.withLock { st in names.compactMap { n in st.entry(zone, n).map { (zone, n, $0) } } }
+        let entries = try state.withLock { st in try names.compactMap { n in try st.entry(zone, n).map { (zone, n, $0) } } }
             .filter { !$0.2.deleted && !cache.contains(RecordCache.Key($0.2)) }
         guard !entries.isEmpty else { return [:] }
         let results = await ThreadBridge.offload { self.readUncached(entries) }
@@ -251,7 +404,7 @@ package final class Partition: Sendable {
         do {
             return try readAt(zone, name, entry)
         } catch let e as CloudletError where retry && (e.code == .corruption || e.code == .invalidArguments) {
-            guard let now = state.withLock({ $0.entry(zone, name) }), now.position != entry.position || now.change != entry.change
+            guard let now = try state.withLock({ try $0.entry(zone, name) }), now.position != entry.position || now.change != entry.change
             else { throw e }
             if now.deleted { throw CloudletError(.unknownItem, "record '\(name)' was deleted while it was being read") }
             return try readDurable(zone, name, now, retry: false)
@@ -406,21 +559,21 @@ package final class Partition: Sendable {
         return record
     }
 
-    private func noteWritten(_ bytes: Int) {
-        guard checkpointTrigger.noteWritten(bytes) else { return }
+    private func noteWritten(_ bytes: Int, memtableFull: Bool) {
+        guard checkpointTrigger.noteWritten(bytes, force: memtableFull) else { return }
         DispatchQueue.global(qos: .utility).async { [self] in
             purgeAndCheckpoint()
             checkpointTrigger.finished()
         }
     }
 
-    /// The background work of the checkpoint trigger: purges tombstones past retention, then writes a checkpoint;
-    /// each failure is reported (``BackgroundErrors``), the checkpoint is tried even when the purge failed.
+    /// The background work of the checkpoint trigger: purges tombstones past retention, then flushes the index;
+    /// each failure is reported (``BackgroundErrors``), the flush is tried even when the purge failed.
     func purgeAndCheckpoint() {
         inBackground(.purge) {
             _ = try purgeTombstones(olderThan: Int64((Date().timeIntervalSince1970 - tombstoneRetention) * 1000))
         }
-        inBackground(.checkpoint) { _ = try writeCheckpoint() }
+        inBackground(.checkpoint) { _ = try flushIndex() }
     }
 
     /// Runs background work whose caller has gone: a failure goes to the store's ``BackgroundErrors`` (statistics,
@@ -437,42 +590,64 @@ package final class Partition: Sendable {
     @discardableResult
     func purgeTombstones(olderThan cutoff: Int64) throws -> UInt64? {
         let (horizon, lsn) = try commit { st, _ -> ([Mutation], UInt64?) in
-            guard let h = st.purgeHorizon(before: cutoff) else { return ([], nil) }
+            guard let h = try st.purgeHorizon(before: cutoff) else { return ([], nil) }
             return ([.purge(through: h)], h)
         }
         if let lsn { try log.waitDurableBlocking(lsn) }
         return horizon
     }
 
-    /// Writes a checkpoint of the state as of now, once everything it covers is durable. Returns false when the
-    /// newest checkpoint is already current. `force` (after a compaction moved frames) writes one anyway and deletes
-    /// the older ones, whose positions are stale.
+    /// Flushes the key directory's memtable, with the rest of the state, to a run of the index, once everything it
+    /// covers is durable: the next open reads it and replays only the log after it. Returns false when nothing
+    /// changed since the last flush (or there is no index: a read-only open of a format-3 store). `force` (after a
+    /// compaction moved frames, or after opening without a flushed state) flushes anyway.
     @discardableResult
-    func writeCheckpoint(force: Bool = false) throws -> Bool {
-        try checkpointWriter.withLock { _ in try writeCheckpointLocked(force: force) }
-    }
-
-    private func writeCheckpointLocked(force: Bool) throws -> Bool {
-        let snapshot = state.withLock { $0 }
-        guard force || snapshot.lastLSN > checkpointTrigger.lastLSN else { return false }
-        if snapshot.lastLSN > log.durableLSN { try log.waitDurableBlocking(snapshot.lastLSN) }
-        try checkpoints.write(lsn: snapshot.lastLSN, next: snapshot.nextPosition, payload: snapshot.encodeCheckpoint())
-        if force { try checkpoints.removeAll(except: snapshot.lastLSN) }
-        checkpointTrigger.wrote(snapshot.lastLSN)
-        return true
+    func flushIndex(force: Bool = false) throws -> Bool {
+        guard let index else { return false }
+        return try checkpointWriter.withLock { _ in
+            let frozen: (Memtable, PartitionState)? = state.withLock { st in
+                guard force || st.lastLSN > checkpointTrigger.lastLSN else { return nil }
+                let memtable = st.freezeDirectory()
+                return (memtable, st)
+            }
+            guard var (memtable, snapshot) = frozen else { return false }
+            do {
+                if snapshot.lastLSN > log.durableLSN { try log.waitDurableBlocking(snapshot.lastLSN) }
+                memtable.put(DirectoryKey.state, snapshot.encodeState(), sequence: snapshot.lastLSN)
+                let position = FlushPosition(
+                    generation: snapshot.compactionGeneration, lastLSN: snapshot.lastLSN, next: snapshot.nextPosition)
+                try index.flush(memtable, logPosition: position.encoded)
+            } catch {
+                state.withLock { $0.directoryFlushFailed() }
+                // The index cannot take writes any more (a failed write or fdatasync is final for it, as for the
+                // log): the partition stops taking them too rather than grow its memtable without end. Everything
+                // acknowledged is in the log; reopening replays it from the last good flush.
+                let full = (error as? CloudletError)?.code == .quotaExceeded
+                log.fail(CloudletError(
+                    full ? .quotaExceeded : .readOnly, "partition \(id) is read-only: flushing its index failed: \(error)",
+                    cause: error))
+                throw error
+            }
+            state.withLock { $0.directoryFlushed(base: index.runsView()) }
+            runsSeen.store(index.runsChanges, ordering: .relaxed)
+            checkpointTrigger.wrote(snapshot.lastLSN)
+            return true
+        }
     }
 
     /// Closes the log after a failed open of the store (no checkpoint); a failure to close is reported on standard
     /// error, the open's own error being the one thrown.
     func abandon() {
         compaction.cancelAndWait()
+        index?.close()
         do { try log.close() } catch { StoreLog.warning("closing partition \(id)'s log after a failed open: \(error)") }
     }
 
     func close(checkpoint: Bool) throws {
         compaction.cancelAndWait()
         try log.flush()
-        if checkpoint && log.failure == nil { try writeCheckpoint() }
+        defer { index?.close() }
+        if checkpoint && log.failure == nil { try flushIndex() }
         try log.close()
     }
 }

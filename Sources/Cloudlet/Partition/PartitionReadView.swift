@@ -24,13 +24,13 @@ extension PartitionReading {
     package func zoneExists(_ z: ZoneKey) -> Bool { z.zoneName == ZoneID.defaultZoneName || keys.contains(z) }
 
     /// The record's current entry (version or tombstone), if any.
-    package func entry(_ z: ZoneKey, _ name: String) -> RecordEntry? { keys.entry(z, name) }
+    package func entry(_ z: ZoneKey, _ name: String) throws -> RecordEntry? { try keys.entry(z, name) }
 
     /// The zone's summary; nil for a zone the key directory does not hold (a default zone never written to).
     package func zone(_ z: ZoneKey) -> ZoneSummary? { keys.zone(z) }
 
-    /// The zone's entries, tombstones included, in no particular order.
-    package func records(in z: ZoneKey) -> KeyDirectory.Entries { keys.entries(in: z) }
+    /// The zone's entries, tombstones included, in name order (from the first name after `after`).
+    package func records(in z: ZoneKey, after: String? = nil) -> KeyDirectory.Entries { keys.entries(in: z, after: after) }
 
     /// The zone's current changes after `point`, in change order.
     package func changes(in z: ZoneKey, after point: ChangePoint) -> KeyDirectory.Changes { keys.changes(in: z, after: point) }
@@ -45,9 +45,9 @@ extension PartitionReading {
     /// format-1 store) never. Compaction keeps exactly the live ones. The one liveness rule: replay and the tools ask
     /// it of a ``Mutation``, compaction of a ``CommitOutline/Entry``, both through their ``LiveTarget``, of the state
     /// or of a read view; record liveness is a key directory lookup.
-    package func isLive(_ target: LiveTarget, lsn: UInt64, index: UInt32) -> Bool {
+    package func isLive(_ target: LiveTarget, lsn: UInt64, index: UInt32) throws -> Bool {
         switch target {
-        case .record(let z, let name): entry(z, name)?.change == ChangePoint(lsn: lsn, index: index)
+        case .record(let z, let name): try entry(z, name)?.change == ChangePoint(lsn: lsn, index: index)
         case .zoneCreation(let z): zone(z)?.createdLSN == lsn
         case .zoneDeletion(let z): deletedZones[z]?.lsn == lsn
         case .catalogVersion: catalogMarkLSN == lsn
@@ -56,7 +56,9 @@ extension PartitionReading {
         }
     }
 
-    package func isLive(_ m: Mutation, lsn: UInt64, index: UInt32) -> Bool { isLive(m.liveTarget, lsn: lsn, index: index) }
+    package func isLive(_ m: Mutation, lsn: UInt64, index: UInt32) throws -> Bool {
+        try isLive(m.liveTarget, lsn: lsn, index: index)
+    }
 }
 
 /// A consistent, immutable view of a partition's indexes as of one LSN (``lastLSN``): what a reader that runs
@@ -65,11 +67,9 @@ extension PartitionReading {
 /// Guarantees: every lookup answers as of ``lastLSN`` (the commits applied when the view was taken, none after);
 /// the view never changes; it is released by dropping it. It does not copy: taking one is O(1).
 ///
-/// With the in-memory key directory (today's memtable) a view is a copy-on-write snapshot of its maps, so while
-/// a view is alive the next commit into a zone copies that zone's maps once. Readers that are brief (a change-feed
-/// page, an index-build chunk) therefore read the ``PartitionState`` under the lock through the same
-/// ``PartitionReading`` API, and long ones (compaction) take a view. Backed by an LSM tree, a view pins the
-/// immutable memtable and the run files as of its LSN (`LSMReadView`), which commits never copy (docs/index-layer.md).
+/// The key directory's memtables are persistent trees and its runs immutable files, so a view is a copy of the
+/// memtables' roots and a reference to the runs as of its LSN (which keeps their files until it goes): commits
+/// never copy anything for it. The zone summaries, deleted zones and secondary indexes are copy-on-write values.
 package struct PartitionReadView: PartitionReading {
     package let keys: KeyDirectory
     package let deletedZones: [ZoneKey: (lsn: UInt64, time: Int64)]

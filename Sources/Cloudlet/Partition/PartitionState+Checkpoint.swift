@@ -1,7 +1,8 @@
 import CloudletCore
 import CloudletStorage
 
-/// Checkpoint encoding of a partition's derived state (docs/record-format.md, "Checkpoint payload").
+/// Encodings of a partition's derived state: the state flushed with the key directory (format 4), and the
+/// checkpoints of format-3 stores, read once to migrate them (docs/record-format.md, "Checkpoint payload").
 extension PartitionState {
     /// Version 5 (this one) says of each record's slot whether it holds a record block (``Commit/Slot/block``), and
     /// no longer stores change tags (derived: ``RecordEntry/changeTag``). Version 4 is read with every slot a
@@ -14,55 +15,34 @@ extension PartitionState {
     /// The oldest version read.
     static let oldestReadableCheckpointVersion: UInt8 = 4
 
-    func encodeCheckpoint() -> [UInt8] {
-        var w = ByteWriter(capacity: 1 << 16)
-        w.u8(Self.checkpointVersion)
+    /// The partition's state besides the key directory's records: written into the directory's memtable at each
+    /// flush (``KeyDirectory/freeze(state:sequence:)``), so it lands in the same run as the records it goes with,
+    /// and read back on open (docs/index-layer.md, "Flushed state"). Small: a few words per zone and per segment,
+    /// plus the secondary indexes (still in memory).
+    static let stateVersion: UInt8 = 6
+
+    func encodeState() -> [UInt8] {
+        var w = ByteWriter(capacity: 1 << 12)
+        w.u8(Self.stateVersion)
         w.u64(lastLSN)
         w.u64(purgedThroughLSN)
         w.u32(compactionGeneration)
-        w.varint(keys.zoneCount)
-        for key in keys.zoneKeys {
-            let zone = keys.zone(key)!
+        let summaries = keys.allSummaries
+        w.varint(summaries.count)
+        for (key, zone) in summaries {
             Commit.encode(key, into: &w)
             w.u64(zone.createdLSN)
             w.u64(zone.lastChangeLSN)
-            if let c = zoneCreations[key] {
-                w.bool(true)
-                w.u64(c.segment)
-                w.u32(c.cost)
-            } else {
-                w.bool(false)
-            }
+            w.varint(zone.liveCount)
             w.varint(zone.entryCount)
-            for (name, e) in keys.entries(in: key) {
-                w.string(name)
-                w.u64(e.lsn)
-                w.u32(e.index)
-                w.svarint(e.time)
-                w.bool(e.deleted)
-                w.string(e.recordType)
-                w.u64(e.position.segment)
-                w.u64(e.position.offset)
-                w.u32(e.position.length)
-                w.u32(e.cost)
-                if !e.deleted {
-                    w.u32(e.slot.offset)
-                    w.u32(e.slot.length)
-                    w.bool(e.slot.block)
-                    if e.slot.block { w.u32(e.slot.recordLength) }
-                    w.varint(e.deleteSelfTargets.count)
-                    for t in e.deleteSelfTargets { w.string(t) }
-                }
-            }
+            encode(zoneCreations[key], into: &w)
         }
         w.varint(deletedZones.count)
         for (key, d) in deletedZones {
             Commit.encode(key, into: &w)
             w.u64(d.lsn)
             w.svarint(d.time)
-            let span = zoneDeletions[key] ?? LiveSpan(segment: 0, cost: 0)
-            w.u64(span.segment)
-            w.u32(span.cost)
+            encode(zoneDeletions[key], into: &w)
         }
         w.varint(segmentLive.count)
         for (segment, live) in segmentLive {
@@ -78,8 +58,55 @@ extension PartitionState {
         } else {
             w.bool(false)
         }
-        indexes.encode(into: &w)
+        indexes.encode(into: &w, names: true)
         return w.bytes
+    }
+
+    private func encode(_ span: LiveSpan?, into w: inout ByteWriter) {
+        w.bool(span != nil)
+        if let span {
+            w.u64(span.segment)
+            w.u32(span.cost)
+        }
+    }
+
+    private static func decodeSpan(_ r: inout ByteReader) throws -> LiveSpan? {
+        try r.bool() ? LiveSpan(segment: try r.u64(), cost: try r.u32()) : nil
+    }
+
+    /// Reads what ``encodeState()`` wrote, over the key directory's runs `base` (the records).
+    static func decodeState(_ bytes: [UInt8], base: LSMReadView) throws -> PartitionState {
+        var r = ByteReader(bytes, what: "flushed partition state")
+        let v = try r.u8()
+        guard v == stateVersion else { throw CloudletError.corruption("flushed partition state: unknown version \(v)") }
+        var s = PartitionState()
+        s.lastLSN = try r.u64()
+        s.purgedThroughLSN = try r.u64()
+        s.compactionGeneration = try r.u32()
+        var summaries: [ZoneKey: ZoneSummary] = [:]
+        for _ in 0..<(try r.length()) {
+            let key = try Commit.decodeZone(&r)
+            var zone = ZoneSummary(createdLSN: try r.u64())
+            zone.lastChangeLSN = try r.u64()
+            zone.liveCount = try r.length()
+            zone.entryCount = try r.length()
+            summaries[key] = zone
+            s.zoneCreations[key] = try decodeSpan(&r)
+        }
+        s.setDirectory(KeyDirectory(base: base, summaries: summaries))
+        for _ in 0..<(try r.length()) {
+            let key = try Commit.decodeZone(&r)
+            s.deletedZones[key] = (try r.u64(), try r.svarint())
+            s.zoneDeletions[key] = try decodeSpan(&r)
+        }
+        for _ in 0..<(try r.length(unit: 9)) { s.segmentLive[try r.u64()] = try r.svarint() }
+        if try r.bool() {
+            s.catalogMark = CatalogMark(
+                version: try r.u64(), lsn: try r.u64(), span: LiveSpan(segment: try r.u64(), cost: try r.u32()))
+        }
+        s.indexes = try IndexState.decode(&r, keys: nil)
+        guard r.isAtEnd else { throw CloudletError.corruption("flushed partition state: \(r.remaining) trailing bytes") }
+        return s
     }
 
     /// Decodes a checkpoint payload; nil for a payload of an older version (to be ignored).
@@ -127,7 +154,7 @@ extension PartitionState {
                 }
                 entries.append((name, e))
             }
-            s.loadZone(key, createdLSN: created, lastChangeLSN: lastChange, entries: entries)
+            try s.loadZone(key, createdLSN: created, lastChangeLSN: lastChange, entries: entries)
         }
         let deletedCount = try r.length()
         for _ in 0..<deletedCount {

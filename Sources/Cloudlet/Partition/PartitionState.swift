@@ -125,14 +125,27 @@ package struct PartitionState: Sendable {
     package init() {}
 
     /// Points a record's entry at where compaction moved it, if it is still the version `change`.
-    mutating func moveRecord(_ z: ZoneKey, _ name: String, _ change: ChangePoint, to position: FramePosition, slot: Commit.Slot, cost: UInt32) -> Bool {
-        keys.move(z, name, change, to: position, slot: slot, cost: cost)
+    mutating func moveRecord(_ z: ZoneKey, _ name: String, _ change: ChangePoint, to position: FramePosition, slot: Commit.Slot, cost: UInt32) throws -> Bool {
+        try keys.move(z, name, change, to: position, slot: slot, cost: cost, sequence: lastLSN)
     }
 
-    /// Loads a zone of the key directory from a checkpoint.
-    mutating func loadZone(_ z: ZoneKey, createdLSN: UInt64, lastChangeLSN: UInt64, entries: [(name: String, entry: RecordEntry)]) {
-        keys.load(z, createdLSN: createdLSN, lastChangeLSN: lastChangeLSN, entries: entries)
+    /// Loads a zone of the key directory from a checkpoint of a format-3 store.
+    mutating func loadZone(_ z: ZoneKey, createdLSN: UInt64, lastChangeLSN: UInt64, entries: [(name: String, entry: RecordEntry)]) throws {
+        try keys.load(z, createdLSN: createdLSN, lastChangeLSN: lastChangeLSN, entries: entries)
     }
+
+    /// The key directory's memtable and this state's small part are about to be flushed: sets the memtable aside
+    /// (with ``encodeState()``) and returns it.
+    mutating func freezeDirectory() -> Memtable { keys.freeze(state: encodeState(), sequence: lastLSN) }
+
+    mutating func directoryFlushed(base: LSMReadView) { keys.flushed(base: base) }
+
+    mutating func directoryFlushFailed() { keys.flushFailed() }
+
+    mutating func rebaseDirectory(_ base: LSMReadView) { keys.rebase(base) }
+
+    /// Installs the key directory opened from the partition's runs (before replaying the log's tail).
+    mutating func setDirectory(_ directory: KeyDirectory) { keys = directory }
 
     /// The catalog version the partition's commits were validated against so far (0: none).
     package var catalogVersion: UInt64 { catalogMark?.version ?? 0 }
@@ -151,13 +164,12 @@ package struct PartitionState: Sendable {
     /// `costs[k]`: the bytes of its frame mutation `k` keeps alive (``Commit/costs(sizes:frameLength:)``).
     package mutating func apply(
         _ commit: Commit, lsn: UInt64, position: FramePosition, slots: [Int: Commit.Slot], costs: [UInt32]
-    ) {
+    ) throws {
         for (k, m) in commit.mutations.enumerated() {
             let i = Int(commit.index(k))
             let cost = k < costs.count ? costs[k] : 0
             switch m {
             case .putRecord(let z, let record, _):
-                indexes.put(z, record, replacing: keys.entry(z, record.recordName))
                 var targets: [String] = []
                 for value in record.fields.values {
                     switch value {
@@ -171,9 +183,9 @@ package struct PartitionState: Sendable {
                     lsn: lsn, index: UInt32(i), position: position, slot: slots[k]!, recordType: record.recordType, deleted: false, time: record.modified?.timestamp ?? 0,
                     deleteSelfTargets: targets, cost: cost)
                 addLive(position.segment, cost)
-                if let old = keys.put(z, record.recordName, entry) {
-                    freeLive(old.position.segment, old.cost)
-                }
+                let old = try keys.put(z, record.recordName, entry)
+                if let old { freeLive(old.position.segment, old.cost) }
+                indexes.put(z, record, replacing: old)
             case .deleteRecord(let z, let name, let type, let time):
                 // A default zone exists without a creation; in a compacted log its tombstones can come first.
                 guard zoneExists(z) else { continue }
@@ -182,7 +194,7 @@ package struct PartitionState: Sendable {
                     lsn: lsn, index: UInt32(i), position: position, slot: Commit.Slot(offset: 0, length: 0),
                     recordType: type, deleted: true, time: time, deleteSelfTargets: [], cost: cost)
                 addLive(position.segment, cost)
-                if let old = keys.put(z, name, entry) { freeLive(old.position.segment, old.cost) }
+                if let old = try keys.put(z, name, entry) { freeLive(old.position.segment, old.cost) }
             case .createZone(let z):
                 if keys.createZone(z, lsn: lsn) {
                     zoneCreations[z] = LiveSpan(segment: position.segment, cost: cost)
@@ -191,8 +203,8 @@ package struct PartitionState: Sendable {
                 deletedZones[z] = nil
                 if let d = zoneDeletions.removeValue(forKey: z) { freeLive(d.segment, d.cost) }
             case .deleteZone(let z, let time):
-                if let entries = keys.removeZone(z) {
-                    for (_, e) in entries { freeLive(e.position.segment, e.cost) }
+                if let entries = try keys.removeZone(z, lsn: lsn) {
+                    for e in entries { freeLive(e.position.segment, e.cost) }
                 }
                 indexes.dropZone(z)
                 if let c = zoneCreations.removeValue(forKey: z) { freeLive(c.segment, c.cost) }
@@ -216,7 +228,7 @@ package struct PartitionState: Sendable {
                 addLive(position.segment, cost)
                 guard through > purgedThroughLSN else { continue }
                 purgedThroughLSN = through
-                for e in keys.purgeTombstones(through: through) { freeLive(e.position.segment, e.cost) }
+                for e in try keys.purgeTombstones(through: through, lsn: lsn) { freeLive(e.position.segment, e.cost) }
                 for (z, d) in deletedZones where d.lsn <= through {
                     deletedZones[z] = nil
                     if let span = zoneDeletions.removeValue(forKey: z) { freeLive(span.segment, span.cost) }
@@ -230,16 +242,22 @@ package struct PartitionState: Sendable {
     /// What a purge may forget: the LSN of the newest tombstone (or zone deletion) such that it and every older
     /// one were deleted before `cutoff` (ms since 1970). Tokens at or after it missed nothing; nil when there is
     /// nothing to purge.
-    func purgeHorizon(before cutoff: Int64) -> UInt64? {
-        var bound = UInt64.max  // tombstones at or past this are inside the window
-        var deletions: [(lsn: UInt64, time: Int64)] = []
-        for z in keys.zoneKeys {
-            for (_, e) in keys.entries(in: z) where e.deleted { deletions.append((e.lsn, e.time)) }
+    func purgeHorizon(before cutoff: Int64) throws -> UInt64? {
+        // Deletions inside the window bound it: nothing from the first of them on may be forgotten.
+        let zoneBound = deletedZones.values.filter { $0.time >= cutoff }.map(\.lsn).min() ?? .max
+        var bound = zoneBound
+        var newest: UInt64?  // the newest tombstone before the bound
+        try keys.forEachTombstone { _, _, point, time in
+            guard point.lsn < zoneBound else { return false }
+            if time >= cutoff {
+                bound = point.lsn
+                return false
+            }
+            newest = point.lsn
+            return true
         }
-        for d in deletedZones.values { deletions.append(d) }
-        for d in deletions where d.time >= cutoff { bound = min(bound, d.lsn) }
-        let horizon = deletions.filter { $0.lsn < bound && $0.lsn > purgedThroughLSN }.map(\.lsn).max()
-        return horizon
+        let zones = deletedZones.values.map(\.lsn).filter { $0 < bound }
+        return (zones + (newest.map { [$0] } ?? [])).filter { $0 > purgedThroughLSN }.max()
     }
 }
 

@@ -114,10 +114,9 @@ extension Database {
         var plans: [QueryPlan.Zone] = []
         var allNotes = notes
         for z in zones {
-            let (plan, unready) = store.partition(for: z).state.withLock { st in
-                let planner = QueryPlanner(state: st.readView, zone: z, query: pq)
-                return (planner.plan(limit: limit + 1, after: nil).1, planner.unready())
-            }
+            // Planning reads the key directory (perhaps from disk): on a read view, outside the partition's lock.
+            let planner = QueryPlanner(state: store.partition(for: z).state.withLock { $0.readView }, zone: z, query: pq)
+            let (plan, unready) = (try planner.plan(limit: limit + 1, after: nil).1, planner.unready())
             for f in unready { allNotes.append("the index on '\(f)' is still being built in zone '\(z.zoneName)'") }
             plans.append(plan)
         }
@@ -167,11 +166,9 @@ extension Database {
     ) async throws -> (rows: [QueryRow], count: Int, plan: QueryPlan.Zone, truncated: Bool) {
         let partition = store.partition(for: key)
         let query = pq
-        let (execution, planned, unready) = partition.state.withLock { st in
-            let planner = QueryPlanner(state: st.readView, zone: key, query: query)
-            let (e, p) = planner.plan(limit: limit, after: after)
-            return (e, p, planner.unready())
-        }
+        let planner = QueryPlanner(state: partition.state.withLock { $0.readView }, zone: key, query: query)
+        let (execution, planned) = try planner.plan(limit: limit, after: after)
+        let unready = planner.unready()
         if let field = unready.first {
             guard id.environment == .development else {
                 throw CloudletError(
@@ -206,9 +203,8 @@ extension Database {
             walking: repeat {
                 let start = from
                 let size = batch
-                let (items, last) = partition.state.withLock { st in
-                    QueryPlanner(state: st.readView, zone: key, query: query).walkBatch(w, from: start, after: after, max: size)
-                }
+                let view = partition.state.withLock { $0.readView }
+                let (items, last) = try QueryPlanner(state: view, zone: key, query: query).walkBatch(w, from: start, after: after, max: size)
                 from = last
                 batch = min(batch * 2, Self.walkBatch.last)
                 for item in items {

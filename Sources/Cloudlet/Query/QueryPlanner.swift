@@ -287,7 +287,7 @@ struct QueryPlanner {
 
     /// Decides how to answer in this zone. `limit` is how many matches are wanted (nil: all, for a count); `after`
     /// the continuation point.
-    func plan(limit: Int?, after: QueryPosition?) -> (ZoneExecution, QueryPlan.Zone) {
+    func plan(limit: Int?, after: QueryPosition?) throws -> (ZoneExecution, QueryPlan.Zone) {
         let all = recordsOfType
         let src = source(q.query.predicate)
         var info = QueryPlan.Zone(
@@ -304,7 +304,7 @@ struct QueryPlanner {
         let descriptors = q.order.descriptors
         guard let limit else {
             info.order = "none needed (count)"
-            return (.readAll(candidates(src).map { ($0, st.entry(zone, $0)!) }), info)
+            return (.readAll(try candidates(src).map { ($0, try st.entry(zone, $0)!) }), info)
         }
         var walk: WalkSource?
         if descriptors.isEmpty {
@@ -332,27 +332,27 @@ struct QueryPlanner {
             }
             return (.walk(walk), info)
         }
-        let names = candidates(src)
-        if keysKept, let keyed = keyedCandidates(names, after: after) {
+        let names = try candidates(src)
+        if keysKept, let keyed = try keyedCandidates(names, after: after) {
             info.order = "sorted \(keyed.count) index key\(keyed.count == 1 ? "" : "s") in memory"
             info.sortedInMemory = true
             return (.keyed(keyed), info)
         }
         info.order = "sorted matching records in memory (\(names.count) read)"
         info.sortedInMemory = true
-        return (.readAll(names.map { ($0, st.entry(zone, $0)!) }), info)
+        return (.readAll(try names.map { ($0, try st.entry(zone, $0)!) }), info)
     }
 
     /// Candidate names (every live record of the type for a scan), in name order.
-    private func candidates(_ src: CandidateSource?) -> [String] {
-        let live: (String) -> Bool = { self.st.entry(self.zone, $0).map { !$0.deleted } ?? false }
-        guard let src else { return (types?.names.all ?? []).filter(live) }
-        return names(src).filter(live).sorted()
+    private func candidates(_ src: CandidateSource?) throws -> [String] {
+        let live: (String) throws -> Bool = { try self.st.entry(self.zone, $0).map { !$0.deleted } ?? false }
+        guard let src else { return try (types?.names.all ?? []).filter(live) }
+        return try names(src).filter(live).sorted()
     }
 
     /// Candidates with positions built from kept index values, past `after`; nil if a value is missing (then the
     /// records must be read).
-    private func keyedCandidates(_ names: [String], after: QueryPosition?) -> [(name: String, entry: RecordEntry, position: QueryPosition)]? {
+    private func keyedCandidates(_ names: [String], after: QueryPosition?) throws -> [(name: String, entry: RecordEntry, position: QueryPosition)]? {
         guard let t = types else { return [] }
         var out: [(name: String, entry: RecordEntry, position: QueryPosition)] = []
         out.reserveCapacity(names.count)
@@ -370,21 +370,21 @@ struct QueryPlanner {
             }
             let p = QueryPosition(keys: keys, recordName: name, zoneName: zone.zoneName)
             if let after, q.order.compare(p, after) <= 0 { continue }
-            out.append((name, st.entry(zone, name)!, p))
+            out.append((name, try st.entry(zone, name)!, p))
         }
         return out
     }
 
     /// The next `max` records of a walk after `from` (the last position visited) — or, at the start, after the
     /// continuation point `after`. Returns them with the last index position visited, nil when the walk is done.
-    func walkBatch(_ w: WalkSource, from: OrderedEntry?, after: QueryPosition?, max: Int) -> (
+    func walkBatch(_ w: WalkSource, from: OrderedEntry?, after: QueryPosition?, max: Int) throws -> (
         items: [(name: String, entry: RecordEntry, position: QueryPosition)], last: OrderedEntry?
     ) {
         var items: [(name: String, entry: RecordEntry, position: QueryPosition)] = []
         var last: OrderedEntry?
-        func visit(_ e: OrderedEntry) {
+        func visit(_ e: OrderedEntry) throws {
             last = e
-            guard let entry = st.entry(zone, e.name), !entry.deleted else { return }
+            guard let entry = try st.entry(zone, e.name), !entry.deleted else { return }
             let p = QueryPosition(keys: w.keyed ? [e.key] : [], recordName: e.name, zoneName: zone.zoneName)
             if let after, q.order.compare(p, after) <= 0 { return }
             items.append((e.name, entry, p))
@@ -395,7 +395,7 @@ struct QueryPlanner {
             if w.ascending {
                 var i = from.map { entries.upperBound($0) } ?? markerEntry.map { entries.lowerBound($0) } ?? entries.startIndex
                 while i < entries.endIndex && items.count < max {
-                    visit(entries[i])
+                    try visit(entries[i])
                     i = entries.index(after: i)
                 }
                 return (items, i < entries.endIndex ? last : nil)
@@ -403,7 +403,7 @@ struct QueryPlanner {
             var i = from.map { entries.lowerBound($0) } ?? markerEntry.map { entries.upperBound($0) } ?? entries.endIndex
             while i > entries.startIndex && items.count < max {
                 i = entries.index(before: i)
-                visit(entries[i])
+                try visit(entries[i])
             }
             return (items, i > entries.startIndex ? last : nil)
         }
@@ -414,7 +414,7 @@ struct QueryPlanner {
         if w.ascending {
             var i = from.map { names.upperBound($0.name) } ?? after.map { names.lowerBound($0.recordName) } ?? names.startIndex
             while i < names.endIndex && items.count < max {
-                visit(entry(names[i]))
+                try visit(entry(names[i]))
                 i = names.index(after: i)
             }
             return (items, i < names.endIndex ? last : nil)
@@ -422,7 +422,7 @@ struct QueryPlanner {
         var i = from.map { names.lowerBound($0.name) } ?? after.map { names.upperBound($0.recordName) } ?? names.endIndex
         while i > names.startIndex && items.count < max {
             i = names.index(before: i)
-            visit(entry(names[i]))
+            try visit(entry(names[i]))
         }
         return (items, i > names.startIndex ? last : nil)
     }

@@ -17,11 +17,13 @@ final class CheckpointTrigger: Sendable {
     /// After opening: `bytes` of log replayed since the checkpoint of `lastLSN`.
     func reset(bytes: Int, lastLSN: UInt64) { progress.withLock { $0 = Progress(bytes: bytes, lastLSN: lastLSN) } }
 
-    /// Counts `bytes` written; true when a checkpoint should start now (the caller calls ``finished()`` after it).
-    func noteWritten(_ bytes: Int) -> Bool {
+    /// Counts `bytes` written; true when a checkpoint should start now — `interval` bytes were written since the
+    /// last, or `force` (the caller's own reason: a full memtable) — and none is running (the caller calls
+    /// ``finished()`` after it).
+    func noteWritten(_ bytes: Int, force: Bool = false) -> Bool {
         progress.withLock { p in
             p.bytes += bytes
-            guard p.bytes >= interval, !p.running else { return false }
+            guard p.bytes >= interval || force, !p.running else { return false }
             p.running = true
             p.bytes = 0
             return true

@@ -71,12 +71,13 @@ public final class CloudletStore: Sendable {
         do {
             let found = try StoreMetadata.loadOrCreate(directory: path, configuration: configuration, fileSystem: fs)
             let legacy = found.format == StoreMetadata.partitionZeroCatalogFormat
+            let indexCache = BlockCache(capacity: configuration.indexCacheSize)
             for p in 0..<found.partitions {
                 let dir = path + "/" + StoreMetadata.partitionDirectoryName(p)
                 parts.append(
                     try Partition(
                         id: UInt32(p), directory: dir, configuration: configuration, fileSystem: fs,
-                        backgroundErrors: backgroundErrors, legacyCatalog: legacy && p == 0))
+                        backgroundErrors: backgroundErrors, indexCache: indexCache, legacyCatalog: legacy && p == 0))
             }
             let (catalog, metadata, migration) = try Self.openCatalog(
                 path: path, metadata: found, partitions: parts, configuration: configuration, fileSystem: fs,
@@ -138,7 +139,7 @@ public final class CloudletStore: Sendable {
     /// and on close).
     public func checkpoint() async throws {
         try await ThreadBridge.offload {
-            for p in self.partitions { try p.writeCheckpoint() }
+            for p in self.partitions { try p.flushIndex() }
             try self.catalog.writeCheckpoint()
         }
     }

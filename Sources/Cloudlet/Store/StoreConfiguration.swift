@@ -10,8 +10,14 @@ public struct StoreConfiguration: Sendable {
     public var partitions: Int = 1
     /// Segment files roll at this size. Default 64 MiB.
     public var segmentSize: Int = 64 << 20
-    /// A partition writes a checkpoint of its derived state after this many bytes of log. Default 64 MiB.
+    /// A partition flushes its index (the key directory's memtable and the rest of its derived state) after this
+    /// many bytes of log, which bounds what opening after a crash replays. Default 64 MiB.
     public var checkpointInterval: Int = 64 << 20
+    /// A partition flushes its index once the key directory's memtable holds about this many bytes (a record's
+    /// version costs roughly 250–300 bytes there). Default 32 MiB.
+    public var memtableSize: Int = 32 << 20
+    /// Bytes of index blocks (the key directory's runs, all partitions) cached in memory. Default 32 MiB.
+    public var indexCacheSize: Int = 32 << 20
     /// Decoded records kept in memory per partition. Default 10,000.
     public var recordCacheSize: Int = 10_000
     /// Open without writing anything (no lock, no tail truncation); every write throws `readOnly`.

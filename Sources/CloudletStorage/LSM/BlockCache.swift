@@ -36,6 +36,11 @@ public final class BlockCache: Sendable {
     /// The bound, in bytes.
     public let capacity: Int
     private let shards: [Shard]
+    private let namespaces = Atomic<UInt64>(0)
+
+    /// A namespace for one more tree sharing this cache: its runs key their blocks with it
+    /// (``SortedRunReader/cacheID``), so that equal file numbers of different trees do not collide.
+    public func newNamespace() -> UInt64 { namespaces.add(1, ordering: .relaxed).newValue }
 
     /// A cache of at most `capacity` bytes in `shardCount` shards.
     public init(capacity: Int, shardCount: Int = 16) {

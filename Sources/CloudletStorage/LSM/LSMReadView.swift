@@ -13,6 +13,12 @@ public final class LSMReadView: Sendable {
         self.runs = runs
     }
 
+    /// A view of `memtables` (newest first) over `base` (its memtables, then its runs; nil: nothing under them):
+    /// how a caller that keeps its own memtables reads them with the tree's runs.
+    public convenience init(memtables: [Memtable], over base: LSMReadView?) {
+        self.init(memtables: memtables + (base?.memtables ?? []), runs: base?.runs ?? [])
+    }
+
     /// The newest entry of `key`, a tombstone included, or nil if no source has one. Looks at the memtables, then
     /// the runs that may hold the key (key range and bloom filter), newest first, and stops at the first hit.
     public func entry(_ key: [UInt8]) throws -> LSMEntry? {

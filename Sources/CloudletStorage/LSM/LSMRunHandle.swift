@@ -27,7 +27,7 @@ final class LSMRunHandle: Sendable {
     deinit {
         reader.close()
         guard obsolete.load(ordering: .acquiring) else { return }
-        reader.cache?.removeAll(fileNumber: metadata.fileNumber)
+        reader.cache?.removeAll(fileNumber: reader.cacheID)
         do throws(FileSystemError) { try fileSystem.remove(reader.path) } catch {
             // Not fatal (the next open deletes it as a leftover), but not to be hidden either.
             errors.record(CloudletError.io(error, "deleting merged-away run \(reader.path)"), fatal: false)

@@ -23,36 +23,55 @@ extension LSMTree {
         while try mergeOnce() {}
     }
 
+    /// Merges every run into the deepest level in use (at least 1), dropping tombstones and overwritten versions:
+    /// the smallest the tree can be. For offline compaction (`cloudlet-tool compact`); not rate-limited.
+    public func mergeAll() throws {
+        try mergeLock.withLock { _ in
+            try checkWritable()
+            let plan = state.withLock { s -> MergePlan? in
+                guard s.runs.count > 1 || s.runs.first?.metadata.level == 0 else { return nil }
+                let bottom = max(1, s.runs.map(\.metadata.level).max() ?? 1)
+                return MergePlan(inputs: s.runs, outputLevel: bottom, dropTombstones: true)
+            }
+            if let plan { try merge(plan, bytesPerSecond: nil) }
+        }
+    }
+
     /// Runs one due merge; false if none is due.
     func mergeOnce() throws -> Bool {
         try mergeLock.withLock { _ in
             try checkWritable()
             guard let plan = state.withLock({ s in Self.plan(s.runs, configuration) }) else { return false }
-            var outputs: [LSMRunHandle] = []
-            var edited = false
-            do {
-                // Merge reads go around the cache: a merge reads whole runs once and would push out what reads need.
-                let iterator = MergingIterator(
-                    plan.inputs.map { $0.reader.makeIterator(fillCache: false) }, dropTombstones: plan.dropTombstones)
-                try iterator.seekToFirst()
-                var limiter = RateLimiter(bytesPerSecond: configuration.mergeBytesPerSecond)
-                let from = plan.inputs.map(\.metadata.level).min() ?? 0
-                outputs = try writeRuns(
-                    iterator, level: plan.outputLevel, creator: "merge L\(from)→L\(plan.outputLevel)",
-                    split: configuration.targetRunSize, limiter: &limiter)
-                CrashPoint.reached("lsm.merge.written")
-                let edit = ManifestEdit(
-                    addedRuns: outputs.map(\.metadata), removedRuns: plan.inputs.map(\.metadata.fileNumber))
-                edited = true
-                try install(edit, adding: outputs, removing: plan.inputs) { s in
-                    s.merges += 1
-                    s.mergeBytesWritten += outputs.reduce(0) { $0 + $1.metadata.fileSize }
-                }
-            } catch {
-                discard(outputs, edited: edited)
-                throw fail(error)
-            }
+            try merge(plan, bytesPerSecond: configuration.mergeBytesPerSecond)
             return true
+        }
+    }
+
+    /// Writes the merge of `plan`'s inputs and installs it in their place; on failure the tree stops.
+    private func merge(_ plan: MergePlan, bytesPerSecond: Int?) throws {
+        var outputs: [LSMRunHandle] = []
+        var edited = false
+        do {
+            // Merge reads go around the cache: a merge reads whole runs once and would push out what reads need.
+            let iterator = MergingIterator(
+                plan.inputs.map { $0.reader.makeIterator(fillCache: false) }, dropTombstones: plan.dropTombstones)
+            try iterator.seekToFirst()
+            var limiter = RateLimiter(bytesPerSecond: bytesPerSecond)
+            let from = plan.inputs.map(\.metadata.level).min() ?? 0
+            outputs = try writeRuns(
+                iterator, level: plan.outputLevel, creator: "merge L\(from)→L\(plan.outputLevel)",
+                split: configuration.targetRunSize, limiter: &limiter)
+            CrashPoint.reached("lsm.merge.written")
+            let edit = ManifestEdit(
+                addedRuns: outputs.map(\.metadata), removedRuns: plan.inputs.map(\.metadata.fileNumber))
+            edited = true
+            try install(edit, adding: outputs, removing: plan.inputs) { s in
+                s.merges += 1
+                s.mergeBytesWritten += outputs.reduce(0) { $0 + $1.metadata.fileSize }
+            }
+        } catch {
+            discard(outputs, edited: edited)
+            throw fail(error)
         }
     }
 

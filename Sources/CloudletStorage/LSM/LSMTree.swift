@@ -30,6 +30,8 @@ public final class LSMTree: Sendable {
     public let configuration: LSMTreeConfiguration
     /// The block cache the tree's runs read through (the configuration's, or one the tree made).
     public let cache: BlockCache
+    /// This tree's namespace in ``cache`` (``BlockCache/newNamespace()``).
+    let cacheNamespace: UInt64
     let fileSystem: any FileSystem
     let manifest: Manifest
     let errors = LSMErrorSink()
@@ -39,6 +41,7 @@ public final class LSMTree: Sendable {
     let editLock = Mutex(())
     let state: Monitor<State>
     private let mergeThread = Mutex<NativeThread?>(nil)
+    private let installs = Atomic<UInt64>(0)
 
     struct State {
         var memtable = Memtable()
@@ -65,11 +68,14 @@ public final class LSMTree: Sendable {
         self.configuration = configuration
         precondition(configuration.level0StopTrigger > configuration.level0MergeTrigger, "level0StopTrigger too low")
         cache = configuration.blockCache ?? BlockCache(capacity: configuration.blockCacheCapacity)
+        cacheNamespace = cache.newNamespace()
         manifest = try Manifest(directory: directory, fileSystem: fileSystem, configuration: configuration.manifest)
         let version = manifest.current
         var runs: [LSMRunHandle] = []
         do {
-            for metadata in version.runs { runs.append(try Self.openRun(metadata, directory, fileSystem, cache, errors)) }
+            for metadata in version.runs {
+                runs.append(try Self.openRun(metadata, directory, fileSystem, cache, cacheNamespace, errors))
+            }
         } catch {
             manifest.close()
             throw error
@@ -138,36 +144,53 @@ public final class LSMTree: Sendable {
                 defer { s.memtable = Memtable() }
                 return s.memtable
             }
-            var outputs: [LSMRunHandle] = []
-            var edited = false
-            do {
-                if let frozen {
-                    let iterator = frozen.makeIterator()
-                    iterator.seekToFirst()
-                    var unlimited = RateLimiter(bytesPerSecond: nil)
-                    outputs = try writeRuns(iterator, level: 0, creator: "flush", split: nil, limiter: &unlimited)
-                    CrashPoint.reached("lsm.flush.written")
-                }
-                let edit = ManifestEdit(
-                    logPosition: logPosition, lastSequence: frozen?.maxSequence, addedRuns: outputs.map(\.metadata))
-                edited = true
-                try install(edit, adding: outputs, removing: []) { s in
-                    if frozen != nil { s.immutables.removeLast() }
-                    s.flushes += 1
-                    s.mergeWanted = true
-                }
-            } catch {
-                discard(outputs, edited: edited)
-                throw fail(error)
+            try writeFlush(frozen, logPosition: logPosition) { s in if frozen != nil { s.immutables.removeLast() } }
+        }
+    }
+
+    /// Writes `memtable` — one the caller kept itself rather than the tree's (``put(_:_:sequence:)`` is not used
+    /// then) — as a level-0 run and records it in the manifest with `logPosition`, as ``flush(logPosition:)`` does.
+    /// The caller keeps reading `memtable` until this returns, then reads the runs (``runsView()``), which hold it.
+    /// An empty memtable records only the position.
+    public func flush(_ memtable: Memtable, logPosition: [UInt8]) throws {
+        try flushLock.withLock { _ in
+            try checkWritable()
+            try writeFlush(memtable.isEmpty ? nil : memtable, logPosition: logPosition) { _ in }
+        }
+    }
+
+    /// The body of both flushes, under the flush lock: writes `frozen` (if any), installs it with `logPosition`,
+    /// then (background merges on) waits while level 0 is at its stop trigger.
+    private func writeFlush(_ frozen: Memtable?, logPosition: [UInt8], _ update: (inout State) -> Void) throws {
+        var outputs: [LSMRunHandle] = []
+        var edited = false
+        do {
+            if let frozen {
+                let iterator = frozen.makeIterator()
+                iterator.seekToFirst()
+                var unlimited = RateLimiter(bytesPerSecond: nil)
+                outputs = try writeRuns(iterator, level: 0, creator: "flush", split: nil, limiter: &unlimited)
+                CrashPoint.reached("lsm.flush.written")
             }
-            state.signal(.work)
-            if configuration.backgroundMerges {
-                let stop = configuration.level0StopTrigger
-                state.withLock(
-                    waitingOn: .progress,
-                    until: { s in s.closed || s.version.runs(atLevel: 0).count < stop || errors.fatal != nil }
-                ) { _ in }
+            let edit = ManifestEdit(
+                logPosition: logPosition, lastSequence: frozen?.maxSequence, addedRuns: outputs.map(\.metadata))
+            edited = true
+            try install(edit, adding: outputs, removing: []) { s in
+                update(&s)
+                s.flushes += 1
+                s.mergeWanted = true
             }
+        } catch {
+            discard(outputs, edited: edited)
+            throw fail(error)
+        }
+        state.signal(.work)
+        if configuration.backgroundMerges {
+            let stop = configuration.level0StopTrigger
+            state.withLock(
+                waitingOn: .progress,
+                until: { s in s.closed || s.version.runs(atLevel: 0).count < stop || errors.fatal != nil }
+            ) { _ in }
         }
     }
 
@@ -177,6 +200,14 @@ public final class LSMTree: Sendable {
     public func readView() -> LSMReadView {
         state.withLock { s in LSMReadView(memtables: [s.memtable] + s.immutables, runs: s.runs) }
     }
+
+    /// A view of the runs alone, as they are now (the memtables left out): the base a caller that keeps its own
+    /// memtable (``flush(_:logPosition:)``) reads under it, with ``LSMReadView/init(memtables:over:)``.
+    public func runsView() -> LSMReadView { state.withLock { s in LSMReadView(memtables: [], runs: s.runs) } }
+
+    /// Counts changes to the set of live runs (flushes and merges installed): a caller holding a ``runsView()`` takes
+    /// a fresh one when this moved, to let go of the files merged away.
+    public var runsChanges: UInt64 { installs.load(ordering: .acquiring) }
 
     /// The value of `key`, or nil if it has none or was deleted.
     public func get(_ key: [UInt8]) throws -> [UInt8]? { try readView().get(key) }
@@ -267,6 +298,7 @@ public final class LSMTree: Sendable {
                 update(&s)
             }
             for run in removing { run.markObsolete() }
+            installs.add(1, ordering: .releasing)
         }
     }
 
@@ -305,17 +337,19 @@ public final class LSMTree: Sendable {
     private func finishRun(_ writer: SortedRunWriter, level: Int) throws -> LSMRunHandle {
         let properties = try writer.finish()
         let reader = try SortedRunReader(
-            path: writer.path, fileNumber: writer.fileNumber, fileSystem: fileSystem, cache: cache)
+            path: writer.path, fileNumber: writer.fileNumber, fileSystem: fileSystem, cache: cache,
+            cacheNamespace: cacheNamespace)
         let metadata = LSMRunMetadata(properties: properties, level: level, fileSize: reader.fileSize)
         return LSMRunHandle(metadata: metadata, reader: reader, fileSystem: fileSystem, errors: errors)
     }
 
     static func openRun(
         _ metadata: LSMRunMetadata, _ directory: String, _ fileSystem: any FileSystem, _ cache: BlockCache,
-        _ errors: LSMErrorSink
+        _ namespace: UInt64, _ errors: LSMErrorSink
     ) throws -> LSMRunHandle {
         let path = Path.join(directory, SortedRunFile.name(metadata.fileNumber))
-        let reader = try SortedRunReader(path: path, fileNumber: metadata.fileNumber, fileSystem: fileSystem, cache: cache)
+        let reader = try SortedRunReader(
+            path: path, fileNumber: metadata.fileNumber, fileSystem: fileSystem, cache: cache, cacheNamespace: namespace)
         let p = reader.properties
         guard p.fileNumber == metadata.fileNumber, p.entryCount == metadata.entryCount,
             reader.fileSize == metadata.fileSize, p.smallestKey == metadata.smallestKey,

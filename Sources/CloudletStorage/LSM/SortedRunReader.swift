@@ -20,12 +20,18 @@ public final class SortedRunReader: Sendable {
     let footer: SortedRunFooter
     let cache: BlockCache?
 
-    /// Opens the run at `path`. `fileNumber` keys its blocks in `cache`.
+    /// What keys this run's blocks in its cache: its file number, with the owning tree's namespace in the high bits
+    /// (``BlockCache/newNamespace()``), since trees sharing a cache number their files alike.
+    public let cacheID: UInt64
+
+    /// Opens the run at `path`. `fileNumber` (in `cacheNamespace`) keys its blocks in `cache`.
     public init(
-        path: String, fileNumber: UInt64, fileSystem: any FileSystem = PosixFileSystem(), cache: BlockCache? = nil
+        path: String, fileNumber: UInt64, fileSystem: any FileSystem = PosixFileSystem(), cache: BlockCache? = nil,
+        cacheNamespace: UInt64 = 0
     ) throws {
         self.path = path
         self.fileNumber = fileNumber
+        cacheID = cacheNamespace << 40 | fileNumber
         self.cache = cache
         let file: any File
         do throws(FileSystemError) {
@@ -125,7 +131,7 @@ public final class SortedRunReader: Sendable {
     /// Data block `i`, from the cache or the file (checked, decompressed, then cached if `fillCache`).
     func block(_ i: Int, fillCache: Bool = true) throws -> Block {
         let handle = handles[i]
-        let key = BlockCache.Key(fileNumber: fileNumber, offset: handle.offset)
+        let key = BlockCache.Key(fileNumber: cacheID, offset: handle.offset)
         let contents: [UInt8]
         if let cached = cache?.lookup(key) {
             contents = cached
