@@ -320,3 +320,68 @@ struct StoreFaultTests {
         try await s.store.close()
     }
 }
+
+/// Opening after a clean close reads the index's flushed state and replays nothing, whatever the zones hold.
+@Suite struct IndexReopenTests {
+    @Test("a clean close reopens from the index: nothing replayed, nothing reported, every zone's counts and records intact")
+    func cleanCloseReopensFromTheIndex() async throws {
+        var s = try await FaultyStore { $0.durability = .os }
+        let db = s.db
+        try await db.createZone(ZoneID(zoneName: "Big"))
+        // More records in a zone than its flushed summary has bytes: counts are not byte lengths.
+        for batch in 0..<5 {
+            _ = try await db.modify((0..<200).map { .create(note("b\(batch)-\($0)", zone: ZoneID(zoneName: "Big"), title: "t")) })
+        }
+        try await db.save(note("small", title: "s"))
+        try await db.deleteRecord(RecordID(recordName: "b0-0", zoneID: ZoneID(zoneName: "Big")))
+        let key = try db.key(ZoneID(zoneName: "Big"))
+        let before = try #require(s.partition.state.withLock { $0.zone(key) })
+        try await s.store.close()
+
+        try await s.reopen()
+        #expect(s.store.statistics.recoveryFindings.isEmpty, "\(s.store.statistics.recoveryFindings)")
+        #expect(s.partition.framesReplayed == 0 && s.partition.checkpointLSN != nil)
+        #expect(s.partition.state.withLock { $0.zone(key) } == before)
+        #expect(before.liveCount == 999 && before.entryCount == 1000)
+        let clean = try replayFromScratch(FaultyStore.partitionDirectory, fileSystem: s.memory)
+        #expect(try LogicalView(s.partition.state.withLock { $0 }) == LogicalView(clean))
+        try await s.store.close()
+    }
+
+    @Test("damage a read finds in an index run fails that read, and the next open rebuilds the index from the log")
+    func damageFoundByAReadIsRebuiltOnTheNextOpen() async throws {
+        var s = try await FaultyStore { $0.durability = .os }
+        let db = s.db
+        let names = (0..<600).map { "r\($0)" }
+        for chunk in stride(from: 0, to: names.count, by: 200) {
+            _ = try await db.modify(names[chunk..<chunk + 200].map { .create(note($0, title: "t-\($0)")) })
+        }
+        try await s.store.close()
+        let dir = Partition.indexDirectory(FaultyStore.partitionDirectory)
+        let run = try #require(try s.memory.listDirectory(dir).filter { $0.hasSuffix(SortedRunFile.suffix) }.max())
+        let path = dir + "/" + run
+        let reader = try SortedRunReader(path: path, fileNumber: SortedRunFile.number(fileName: run)!, fileSystem: s.memory)
+        #expect(reader.dataBlocks.count > 3, "a run of several blocks")
+        let victim = reader.dataBlocks[1]  // entries, not the flushed state (the last block): the open reads past it
+        reader.close()
+        var bytes = try #require(s.memory.contents(of: path))
+        bytes[Int(victim.offset + victim.size / 2)] ^= 0x01
+        s.memory.setContents(of: path, to: bytes)
+
+        try await s.reopen()
+        #expect(s.store.statistics.recoveryFindings.isEmpty, "the damage is not in what an open reads")
+        let results = try await s.db.records(for: names.map { RecordID(recordName: $0) })
+        let failed = results.filter { if case .failure(let e) = $0 { e.code == .corruption } else { false } }
+        #expect(!failed.isEmpty, "some lookups meet the damaged block and fail, naming it: \(results.compactMap { if case .failure(let e) = $0 { e } else { nil } }.prefix(3))")
+        #expect(results.allSatisfy { r in (try? r.get()).map { $0["title"] == .string("t-\($0.recordName)") } ?? true },
+                "no lookup answers with another record")
+        #expect(s.memory.fileExists(dir + "/" + LSMTree.damagedFileName), "the tree marked itself damaged")
+        _ = try? await s.store.close()
+
+        try await s.reopen()
+        let findings = s.store.statistics.recoveryFindings
+        #expect(findings.count == 1 && findings.first?.contains("found damaged while it was open") == true, "\(findings)")
+        #expect(try await titles(s.db, names).count == names.count, "every record is back")
+        try await s.store.close()
+    }
+}

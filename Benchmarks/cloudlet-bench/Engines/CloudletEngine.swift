@@ -124,13 +124,14 @@ final class CloudletEngine: BenchEngine {
     func crashImage(to dir: String) throws {
         let (path, store) = state.withLock { ($0.path, $0.store) }
         guard let store else { preconditionFailure("CloudletEngine.crashImage before open()") }
-        try ThreadBridge.wait { try await store.checkpoint() }
+        // The files as a crash would leave them: the log and the index as of its last flush, whose memtable (what
+        // was written since) is lost and replayed from the log. No merge may be writing files while they are copied.
+        try ThreadBridge.wait { try await store.finishIndexMerges() }
         let image = dir + "/" + Self.directoryName
         let fm = FileManager.default
         try fm.copyItem(atPath: path, toPath: image)
         guard let files = fm.enumerator(atPath: image) else { throw BenchError.io("opendir", image) }
-        for case let file as String in files
-        where file.hasSuffix(".ckpt") || file.hasSuffix(".tmp") || file == "LOCK" {
+        for case let file as String in files where file.hasSuffix(".tmp") || file == "LOCK" {
             try fm.removeItem(atPath: image + "/" + file)
         }
     }

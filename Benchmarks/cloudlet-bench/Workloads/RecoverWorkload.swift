@@ -1,12 +1,12 @@
 /// `recover-checkpoint` and `recover-crash`: how long opening a preloaded store takes, shown as seconds per
 /// million records (open + one point read, timed together: SQLite opens lazily, its first query does the work).
 ///
-/// - `recover-checkpoint`: the store as a clean `close` left it. Cloudlet loads its checkpoint and replays
-///   nothing; SQLite's WAL was checkpointed into the database; RocksDB's memtable was flushed.
+/// - `recover-checkpoint`: the store as a clean `close` left it. Cloudlet reads its index's manifest and flushed
+///   state and replays nothing; SQLite's WAL was checkpointed into the database; RocksDB's memtable was flushed.
 /// - `recover-crash`: the crash image taken while the store was open (``BenchEngine/crashImage(to:)``).
-///   Cloudlet has no checkpoint and replays its whole log (more than a real crash, which replays at most the
-///   64 MiB since the last checkpoint); SQLite rebuilds its WAL index from the WAL (at most ~1,000 pages: it
-///   checkpoints as it goes); RocksDB replays its WAL into a memtable and flushes it.
+///   Cloudlet replays the log written since its index's last flush (at most a memtable's worth, 32 MiB of index
+///   entries or 64 MiB of log); SQLite rebuilds its WAL index from the WAL (at most ~1,000 pages: it checkpoints
+///   as it goes); RocksDB replays its WAL into a memtable and flushes it.
 ///
 /// The files are in the OS page cache (they were just copied): this is the CPU side of recovery, not cold reads.
 final class RecoverWorkload: RecordWorkload {

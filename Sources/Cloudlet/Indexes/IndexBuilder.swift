@@ -117,7 +117,8 @@ final class IndexBuilder: Sendable {
         let (defs, zones) = p.state.withLock { st in
             (
                 st.indexes.building.filter { $0.0.typeKey == type },
-                st.indexes.zones.keys.filter { SchemaKey(zone: $0) == type.schema && st.indexes.type($0, type.recordType) != nil }
+                // Every zone of the schema the key directory holds: a type's names are in memory only once loaded.
+                st.keys.zoneKeys.filter { SchemaKey(zone: $0) == type.schema }
             )
         }
         guard !defs.isEmpty else { return 0 }
@@ -132,6 +133,7 @@ final class IndexBuilder: Sendable {
                 // The next names, with their entries and the values already kept for the indexed fields.
                 let chunk = try p.state.withLock { st -> [(name: String, entry: RecordEntry, kept: [FieldValue??])]? in
                     guard !current(st).isEmpty else { return nil }
+                    try st.loadTypeNames(z, type.recordType)
                     guard let t = st.indexes.type(z, type.recordType) else { return [] }
                     var i = after.map { t.names.upperBound($0) } ?? t.names.startIndex
                     var out: [(name: String, entry: RecordEntry, kept: [FieldValue??])] = []

@@ -39,6 +39,13 @@ struct IndexState: Sendable {
 
     func type(_ z: ZoneKey, _ type: String) -> TypeIndexes? { zones[z]?.types[type] }
 
+    /// Whether the names of `type`'s records in zone `z` are in memory (``TypeIndexes/namesLoaded``).
+    func namesLoaded(_ z: ZoneKey, _ type: String) -> Bool { zones[z]?.types[type]?.namesLoaded ?? false }
+
+    mutating func loadNames(_ z: ZoneKey, _ type: String, _ names: [String]) {
+        zones[z, default: ZoneIndexes()].types[type, default: TypeIndexes()].loadNames(names)
+    }
+
     // MARK: - Write path (from PartitionState.apply)
 
     /// A record's new version; `old` is the key directory's entry before it.
@@ -100,29 +107,13 @@ struct IndexState: Sendable {
 
     /// Definitions with their status, then each record's indexed values (see docs/record-format.md). Index contents
     /// are not written: ``decode(_:zones:)`` rebuilds them from the values, without reading the log.
-    /// `names`: also every type's record names (a flushed state, which is read without the key directory);
-    /// a format-3 checkpoint left them out and rebuilt them from the directory it held.
-    func encode(into w: inout ByteWriter, names: Bool = false) {
+    func encode(into w: inout ByteWriter) {
         let defs = definitions.sorted { "\($0.key)" < "\($1.key)" }
         w.varint(defs.count)
         for (d, info) in defs {
             IndexMutation.encode(d, into: &w)
             w.u8(info.status.rawValue)
             w.u64(info.definedAt)
-        }
-        if names {
-            let withNames = zones.filter { $0.value.types.values.contains { !$0.names.isEmpty } }
-            w.varint(withNames.count)
-            for (z, zi) in withNames {
-                Commit.encode(z, into: &w)
-                let types = zi.types.filter { !$0.value.names.isEmpty }
-                w.varint(types.count)
-                for (type, t) in types {
-                    w.string(type)
-                    w.varint(t.names.count)
-                    for name in t.names.all { w.string(name) }
-                }
-            }
         }
         let withValues = zones.filter { $0.value.types.values.contains { !$0.stored.isEmpty } }
         w.varint(withValues.count)
@@ -143,10 +134,11 @@ struct IndexState: Sendable {
         }
     }
 
-    /// Reads what ``encode(into:)`` wrote and rebuilds every ready index from the stored values; record names come
-    /// from the key directory (`keys`). An index whose values turn out incomplete goes back to building.
-    /// `keys` nil: the names are in the encoding (``encode(into:names:)``), a flushed state's.
-    static func decode(_ r: inout ByteReader, keys: KeyDirectory?) throws -> IndexState {
+    /// Reads what ``encode(into:)`` wrote and rebuilds every ready index from the stored values. `legacy` (a format-3
+    /// checkpoint, whose directory was just loaded whole): every type's names are taken from the directory and
+    /// stored values of records it does not hold are left out. Otherwise (a flushed state, consistent with the
+    /// directory's runs by construction) only the types with a ready index load their names, from the type index.
+    static func decode(_ r: inout ByteReader, keys: KeyDirectory, legacy: Bool) throws -> IndexState {
         var s = IndexState()
         let defCount = try r.length()
         for _ in 0..<defCount {
@@ -156,23 +148,14 @@ struct IndexState: Sendable {
             s.definitions[d] = Info(status: status, definedAt: try r.u64())
         }
         for tk in Set(s.definitions.keys.map(\.typeKey)) { s.refresh(tk) }
-        if let keys {
+        if legacy {
             try s.rebuildNames(from: keys)
         } else {
-            let zoneCount = try r.length()
-            for _ in 0..<zoneCount {
-                let z = try Commit.decodeZone(&r)
-                let typeCount = try r.length()
-                for _ in 0..<typeCount {
-                    let type = try r.string()
-                    let n = try r.length()
-                    var names: [String] = []
-                    names.reserveCapacity(n)
-                    for _ in 0..<n { names.append(try r.string()) }
-                    guard zip(names, names.dropFirst()).allSatisfy({ $0 < $1 }) else {
-                        throw CloudletError.corruption("flushed state: the names of type '\(type)' are out of order")
-                    }
-                    s.zones[z, default: ZoneIndexes()].types[type, default: TypeIndexes()].names = SortedBlockList(sorted: names)
+            let ready = Set(s.definitions.filter { $0.value.status == .ready }.keys.map(\.typeKey))
+            for z in keys.zoneKeys {
+                for tk in ready where tk.schema == SchemaKey(zone: z) {
+                    s.zones[z, default: ZoneIndexes()].types[tk.recordType, default: TypeIndexes()]
+                        .loadNames(try keys.typeNames(in: z, type: tk.recordType))
                 }
             }
         }
@@ -193,7 +176,7 @@ struct IndexState: Sendable {
                     let values = try r.bytes()
                     _ = try StoredValues.decode(values)  // validate now; the indexes trust these bytes later
                     // Values of a record that is no longer live cannot be current: leave them out.
-                    if let keys {
+                    if legacy {
                         guard let e = try keys.entry(z, name), !e.deleted, e.recordType == type else { continue }
                     }
                     t.stored[name] = values
@@ -212,10 +195,7 @@ struct IndexState: Sendable {
             try directory.entries(in: z).forEach { name, e in
                 if !e.deleted { byType[e.recordType, default: []].append(name) }
             }
-            for (type, names) in byType {
-                zones[z, default: ZoneIndexes()].types[type, default: TypeIndexes()].names =
-                    SortedBlockList(sorted: names.sorted())
-            }
+            for (type, names) in byType { zones[z, default: ZoneIndexes()].types[type, default: TypeIndexes()].loadNames(names) }
         }
     }
 

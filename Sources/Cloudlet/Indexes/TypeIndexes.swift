@@ -118,8 +118,11 @@ struct OrderedIndex: Sendable {
 /// removal is idempotent, which is what lets a background build and live commits both add the same record.
 struct TypeIndexes: Sendable {
     /// Names of the type's live records, in order: the scan order, the default result order and the index for
-    /// `recordName` ranges, prefixes and sorts.
+    /// `recordName` ranges, prefixes and sorts. Loaded from the key directory's type index the first time a query
+    /// or an index build needs them (``namesLoaded``), kept current from then on.
     var names = SortedBlockList<String>()
+    /// Whether ``names`` holds every live record of the type (else it is empty and not maintained).
+    var namesLoaded = false
     /// Field of each slot of ``stored``; append-only.
     var slots: [String] = []
     /// recordName → the values of its indexed fields (``StoredValues``): for each slot present, the value or
@@ -132,6 +135,12 @@ struct TypeIndexes: Sendable {
     var spatial: [String: SpatialIndex] = [:]
 
     var isEmpty: Bool { names.isEmpty && stored.isEmpty }
+
+    /// Takes every live record name of the type (from the key directory's type index).
+    mutating func loadNames(_ all: [String]) {
+        names = SortedBlockList(sorted: all.sorted())
+        namesLoaded = true
+    }
 
     /// The value a record has for an indexed field: a record field or a system field.
     static func value(_ field: String, in r: Record) -> FieldValue? {
@@ -165,7 +174,7 @@ struct TypeIndexes: Sendable {
     /// A new version of a record (or a new record) with the type's current indexes `fields`.
     mutating func put(_ r: Record, fields: [FieldKind]) {
         let name = r.recordName
-        names.insert(name)
+        if namesLoaded { names.insert(name) }
         guard !fields.isEmpty else {
             stored[name] = nil
             return
@@ -189,7 +198,7 @@ struct TypeIndexes: Sendable {
 
     /// A record deleted (or moved to another type).
     mutating func remove(_ name: String, fields: [FieldKind]) {
-        names.remove(name)
+        if namesLoaded { names.remove(name) }
         guard stored[name] != nil else { return }
         let old = values(name)
         stored[name] = nil

@@ -43,6 +43,7 @@ package struct ZoneSummary: Sendable, Hashable {
 /// - `0x01 · zone · 0x00 · name` → the encoded ``RecordEntry`` (``DirectoryCodec``);
 /// - `0x01 · zone · 0x01 · lsn(8) · index(4)` → name: the change index;
 /// - `0x01 · zone · 0x02 · u32 length · target · source` → empty: `source` references `target` with DELETE_SELF;
+/// - `0x01 · zone · 0x03 · u32 length · type · name` → empty: the type index (live records by type, in name order);
 /// - `0x02 · lsn(8) · index(4)` → `zone · name`: a tombstone, for purges;
 /// - `0x03` → the partition's state besides the directory (``PartitionState/encodeState()``), written at each flush.
 package struct KeyDirectory: Sendable {
@@ -116,6 +117,20 @@ package struct KeyDirectory: Sendable {
         try it.seek(prefix)
         while let e = it.current, e.key.starts(with: prefix) {
             out.insert(String(decoding: e.key[prefix.count...], as: UTF8.self))
+            try it.advance()
+        }
+        return out
+    }
+
+    /// The names of the zone's live records of `type`, in byte order (the type index).
+    package func typeNames(in z: ZoneKey, type: String) throws -> [String] {
+        guard summaries[z] != nil else { return [] }
+        let prefix = DirectoryKey.typePrefix(DirectoryKey.zone(z), type)
+        var out: [String] = []
+        let it = view().makeIterator()
+        try it.seek(prefix)
+        while let e = it.current, e.key.starts(with: prefix) {
+            out.append(String(decoding: e.key[prefix.count...], as: UTF8.self))
             try it.advance()
         }
         return out
@@ -286,7 +301,9 @@ package struct KeyDirectory: Sendable {
         let zone = DirectoryKey.zone(z)
         let seq = entry.lsn
         var summary = summaries[z] ?? ZoneSummary(createdLSN: 0)
+        let typeKept = previous.map { !$0.deleted && !entry.deleted && $0.recordType == entry.recordType } ?? false
         if let old = previous {
+            if !old.deleted && !typeKept { memtable.delete(DirectoryKey.type(zone, old.recordType, name), sequence: seq) }
             if !old.deleted { summary.liveCount -= 1 }
             memtable.delete(DirectoryKey.change(zone, old.change), sequence: seq)
             for t in old.deleteSelfTargets { memtable.delete(DirectoryKey.reference(zone, t, name), sequence: seq) }
@@ -295,6 +312,7 @@ package struct KeyDirectory: Sendable {
             summary.entryCount += 1
         }
         if !entry.deleted { summary.liveCount += 1 }
+        if !entry.deleted && !typeKept { memtable.put(DirectoryKey.type(zone, entry.recordType, name), [], sequence: seq) }
         memtable.put(DirectoryKey.entry(zone, name), DirectoryCodec.encode(entry), sequence: seq)
         memtable.put(DirectoryKey.change(zone, entry.change), Array(name.utf8), sequence: seq)
         for t in entry.deleteSelfTargets { memtable.put(DirectoryKey.reference(zone, t, name), [], sequence: seq) }
@@ -413,6 +431,7 @@ enum DirectoryKey {
     static let entryTag: UInt8 = 0x00
     static let changeTag: UInt8 = 0x01
     static let referenceTag: UInt8 = 0x02
+    static let typeTag: UInt8 = 0x03
 
     /// `0x01 · zone`: the prefix of every key of the zone.
     static func zone(_ z: ZoneKey) -> [UInt8] {
@@ -448,6 +467,16 @@ enum DirectoryKey {
     static func reference(_ zone: [UInt8], _ target: String, _ source: String) -> [UInt8] {
         referencePrefix(zone, target) + Array(source.utf8)
     }
+
+    static func typePrefix(_ zone: [UInt8], _ type: String) -> [UInt8] {
+        var key = zone
+        key.append(typeTag)
+        appendBE(&key, UInt64(type.utf8.count), 4)
+        key += type.utf8
+        return key
+    }
+
+    static func type(_ zone: [UInt8], _ type: String, _ name: String) -> [UInt8] { typePrefix(zone, type) + Array(name.utf8) }
 
     static func tombstone(_ point: ChangePoint) -> [UInt8] {
         var key: [UInt8] = [tombstoneSpace]

@@ -193,7 +193,10 @@ extension Partition {
         // Checkpoints of the old generation point at frames that no longer exist: replace them.
         try flushIndex(force: true)
         // A full compaction (the offline tool's) leaves the index as small as it can be too.
-        if includeActiveSegment { try index?.mergeAll() }
+        if includeActiveSegment, let index {
+            try index.mergeAll()
+            state.withLock { $0.rebaseDirectory(index.runsView()) }
+        }
         return report
     }
 

@@ -344,6 +344,15 @@ package final class Partition: Sendable {
         return (result, lsn)
     }
 
+    /// A read view for a query of `type` records in zone `z`: the type's record names loaded first (the first time,
+    /// from the key directory's type index, under the lock).
+    func queryView(_ z: ZoneKey, _ type: String) throws -> PartitionReadView {
+        try state.withLock { st in
+            try st.loadTypeNames(z, type)
+            return st.readView
+        }
+    }
+
     /// Waits until `lsn` is durable, then hands durable commits to change listeners.
     package func waitDurable(_ lsn: UInt64) async throws {
         guard lsn > 0 else { return }
@@ -610,7 +619,8 @@ package final class Partition: Sendable {
                 let memtable = st.freezeDirectory()
                 return (memtable, st)
             }
-            guard var (memtable, snapshot) = frozen else { return false }
+            guard let (frozenMemtable, snapshot) = frozen else { return false }
+            var memtable = frozenMemtable
             do {
                 if snapshot.lastLSN > log.durableLSN { try log.waitDurableBlocking(snapshot.lastLSN) }
                 memtable.put(DirectoryKey.state, snapshot.encodeState(), sequence: snapshot.lastLSN)
@@ -648,6 +658,8 @@ package final class Partition: Sendable {
         try log.flush()
         defer { index?.close() }
         if checkpoint && log.failure == nil { try flushIndex() }
+        // Let go of runs merged away since the directory last looked, so that their files go now, not at the next open.
+        if let index { state.withLock { $0.rebaseDirectory(index.runsView()) } }
         try log.close()
     }
 }

@@ -58,7 +58,7 @@ extension PartitionState {
         } else {
             w.bool(false)
         }
-        indexes.encode(into: &w, names: true)
+        indexes.encode(into: &w)
         return w.bytes
     }
 
@@ -88,8 +88,9 @@ extension PartitionState {
             let key = try Commit.decodeZone(&r)
             var zone = ZoneSummary(createdLSN: try r.u64())
             zone.lastChangeLSN = try r.u64()
-            zone.liveCount = try r.length()
-            zone.entryCount = try r.length()
+            // Counts, not byte lengths: a zone may hold more records than the state has bytes.
+            zone.liveCount = Int(try r.varint())
+            zone.entryCount = Int(try r.varint())
             summaries[key] = zone
             s.zoneCreations[key] = try decodeSpan(&r)
         }
@@ -104,7 +105,7 @@ extension PartitionState {
             s.catalogMark = CatalogMark(
                 version: try r.u64(), lsn: try r.u64(), span: LiveSpan(segment: try r.u64(), cost: try r.u32()))
         }
-        s.indexes = try IndexState.decode(&r, keys: nil)
+        s.indexes = try IndexState.decode(&r, keys: s.keys, legacy: false)
         guard r.isAtEnd else { throw CloudletError.corruption("flushed partition state: \(r.remaining) trailing bytes") }
         return s
     }
@@ -169,7 +170,7 @@ extension PartitionState {
             s.catalogMark = CatalogMark(
                 version: try r.u64(), lsn: try r.u64(), span: LiveSpan(segment: try r.u64(), cost: try r.u32()))
         }
-        s.indexes = try IndexState.decode(&r, keys: s.keys)
+        s.indexes = try IndexState.decode(&r, keys: s.keys, legacy: true)
         guard r.isAtEnd else { throw CloudletError.corruption("checkpoint: \(r.remaining) trailing bytes") }
         return s
     }

@@ -144,6 +144,13 @@ package struct PartitionState: Sendable {
 
     mutating func rebaseDirectory(_ base: LSMReadView) { keys.rebase(base) }
 
+    /// Makes sure the names of `type`'s records in zone `z` are in memory (``TypeIndexes/names``), reading them from
+    /// the key directory's type index the first time: what a query or an index build of the type needs.
+    mutating func loadTypeNames(_ z: ZoneKey, _ type: String) throws {
+        guard !indexes.namesLoaded(z, type) else { return }
+        indexes.loadNames(z, type, try keys.typeNames(in: z, type: type))
+    }
+
     /// Installs the key directory opened from the partition's runs (before replaying the log's tail).
     mutating func setDirectory(_ directory: KeyDirectory) { keys = directory }
 

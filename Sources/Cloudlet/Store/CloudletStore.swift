@@ -144,6 +144,12 @@ public final class CloudletStore: Sendable {
         }
     }
 
+    /// Runs the index merges that are due now, in the calling task's thread, so that no merge is under way when this
+    /// returns (until the next flush): for taking a file-level copy of an open store (benchmarks' crash images).
+    public func finishIndexMerges() async throws {
+        try await ThreadBridge.offload { for p in self.partitions { try p.index?.mergeUntilIdle() } }
+    }
+
     /// Forgets tombstones (deleted records and zones) older than the retention window — by default
     /// ``StoreConfiguration/tombstoneRetention``; done automatically with each checkpoint. Change tokens from before
     /// the forgotten range get `changeTokenExpired`. Returns how many partitions purged something.

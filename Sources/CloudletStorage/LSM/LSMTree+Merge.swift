@@ -42,7 +42,10 @@ extension LSMTree {
         try mergeLock.withLock { _ in
             try checkWritable()
             guard let plan = state.withLock({ s in Self.plan(s.runs, configuration) }) else { return false }
-            try merge(plan, bytesPerSecond: configuration.mergeBytesPerSecond)
+            // A merge out of level 0 is what lets flushes go on (they wait at the stop trigger): it runs at full
+            // speed, so that the limit never throttles writes; merges between deeper levels are rate-limited.
+            let fromLevel0 = plan.inputs.contains { $0.metadata.level == 0 }
+            try merge(plan, bytesPerSecond: fromLevel0 ? nil : configuration.mergeBytesPerSecond)
             return true
         }
     }

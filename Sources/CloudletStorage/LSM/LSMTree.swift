@@ -69,12 +69,17 @@ public final class LSMTree: Sendable {
         precondition(configuration.level0StopTrigger > configuration.level0MergeTrigger, "level0StopTrigger too low")
         cache = configuration.blockCache ?? BlockCache(capacity: configuration.blockCacheCapacity)
         cacheNamespace = cache.newNamespace()
+        let marker = Path.join(directory, Self.damagedFileName)
+        if fileSystem.fileExists(marker) {
+            let what = (try? fileSystem.readFile(marker)).map { String(decoding: $0, as: UTF8.self) } ?? "unreadable"
+            throw CloudletError.corruption("LSM tree \(directory) was found damaged while it was open: \(what)")
+        }
         manifest = try Manifest(directory: directory, fileSystem: fileSystem, configuration: configuration.manifest)
         let version = manifest.current
         var runs: [LSMRunHandle] = []
         do {
             for metadata in version.runs {
-                runs.append(try Self.openRun(metadata, directory, fileSystem, cache, cacheNamespace, errors))
+                runs.append(try Self.openRun(metadata, directory, fileSystem, cache, cacheNamespace, errors, configuration))
             }
         } catch {
             manifest.close()
@@ -338,18 +343,44 @@ public final class LSMTree: Sendable {
         let properties = try writer.finish()
         let reader = try SortedRunReader(
             path: writer.path, fileNumber: writer.fileNumber, fileSystem: fileSystem, cache: cache,
-            cacheNamespace: cacheNamespace)
+            cacheNamespace: cacheNamespace, onCorruption: Self.damageMarker(directory, fileSystem, configuration))
         let metadata = LSMRunMetadata(properties: properties, level: level, fileSize: reader.fileSize)
         return LSMRunHandle(metadata: metadata, reader: reader, fileSystem: fileSystem, errors: errors)
     }
 
+    /// The file a tree writes when a read finds one of its runs damaged (``SortedRunReader/onCorruption``): its
+    /// text is the error. The tree's owner reads it no further: an open refuses the tree, so that the owner
+    /// rebuilds it (a partition, from its log) instead of serving around the damage until a read meets it again.
+    public static let damagedFileName = "DAMAGED"
+
+    /// What a run's reader calls on damage: writes ``damagedFileName`` once (nothing in a read-only tree).
+    static func damageMarker(
+        _ directory: String, _ fileSystem: any FileSystem, _ configuration: LSMTreeConfiguration
+    ) -> (@Sendable (CloudletError) -> Void)? {
+        guard !configuration.manifest.readOnly else { return nil }
+        return { error in
+            let path = Path.join(directory, damagedFileName)
+            guard !fileSystem.fileExists(path) else { return }
+            do throws(FileSystemError) {
+                let file = try fileSystem.open(path, options: [.create, .truncate])
+                try file.write(Array(error.description.utf8), at: 0)
+                try file.fdatasync()
+                try file.close()
+                try fileSystem.fsyncDirectory(directory)
+            } catch {
+                // The read that found the damage fails anyway; the marker only spares the next open a later surprise.
+            }
+        }
+    }
+
     static func openRun(
         _ metadata: LSMRunMetadata, _ directory: String, _ fileSystem: any FileSystem, _ cache: BlockCache,
-        _ namespace: UInt64, _ errors: LSMErrorSink
+        _ namespace: UInt64, _ errors: LSMErrorSink, _ configuration: LSMTreeConfiguration
     ) throws -> LSMRunHandle {
         let path = Path.join(directory, SortedRunFile.name(metadata.fileNumber))
         let reader = try SortedRunReader(
-            path: path, fileNumber: metadata.fileNumber, fileSystem: fileSystem, cache: cache, cacheNamespace: namespace)
+            path: path, fileNumber: metadata.fileNumber, fileSystem: fileSystem, cache: cache, cacheNamespace: namespace,
+            onCorruption: damageMarker(directory, fileSystem, configuration))
         let p = reader.properties
         guard p.fileNumber == metadata.fileNumber, p.entryCount == metadata.entryCount,
             reader.fileSize == metadata.fileSize, p.smallestKey == metadata.smallestKey,

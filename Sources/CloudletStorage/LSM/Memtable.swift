@@ -8,17 +8,24 @@
 /// insert. Node priorities are the key's hash, so the shape depends only on the key set (expected depth
 /// O(log n)).
 public struct Memtable: Sendable {
-    final class Node: Sendable {
+    final class Node: @unchecked Sendable {
         let entry: LSMEntry
         let priority: UInt64
         let left: Node?
         let right: Node?
+        /// The same children without reference counting, for lookups: a walk from a root the caller holds reaches
+        /// only nodes that root keeps alive, so it need not retain each one it passes (which was most of a lookup's
+        /// cost). Immutable like the rest of the node.
+        unowned(unsafe) let fastLeft: Node?
+        unowned(unsafe) let fastRight: Node?
 
         init(_ entry: LSMEntry, _ priority: UInt64, _ left: Node?, _ right: Node?) {
             self.entry = entry
             self.priority = priority
             self.left = left
             self.right = right
+            fastLeft = left
+            fastRight = right
         }
 
         func with(left: Node?) -> Node { Node(entry, priority, left, right) }
@@ -62,13 +69,16 @@ public struct Memtable: Sendable {
 
     /// The entry of `key` (a tombstone included), or nil if the memtable has none.
     public func get(_ key: [UInt8]) -> LSMEntry? {
-        var node = root
-        while let n = node {
-            let c = LSMKey.compare(key, n.entry.key)
-            if c == 0 { return n.entry }
-            node = c < 0 ? n.left : n.right
+        guard let root else { return nil }
+        return withExtendedLifetime(root) {
+            unowned(unsafe) var node: Node? = root
+            while let n = node {
+                let c = LSMKey.compare(key, n.entry.key)
+                if c == 0 { return n.entry }
+                node = c < 0 ? n.fastLeft : n.fastRight
+            }
+            return nil
         }
-        return nil
     }
 
     /// An iterator over the memtable as it is now (later writes to this value do not show).

@@ -24,11 +24,16 @@ public final class SortedRunReader: Sendable {
     /// (``BlockCache/newNamespace()``), since trees sharing a cache number their files alike.
     public let cacheID: UInt64
 
-    /// Opens the run at `path`. `fileNumber` (in `cacheNamespace`) keys its blocks in `cache`.
+    /// Told of damage found by a read after the run opened (a data block or entry that fails its checks).
+    let onCorruption: (@Sendable (CloudletError) -> Void)?
+
+    /// Opens the run at `path`. `fileNumber` (in `cacheNamespace`) keys its blocks in `cache`; `onCorruption` hears
+    /// of damage a later read finds (before the read throws it).
     public init(
         path: String, fileNumber: UInt64, fileSystem: any FileSystem = PosixFileSystem(), cache: BlockCache? = nil,
-        cacheNamespace: UInt64 = 0
+        cacheNamespace: UInt64 = 0, onCorruption: (@Sendable (CloudletError) -> Void)? = nil
     ) throws {
+        self.onCorruption = onCorruption
         self.path = path
         self.fileNumber = fileNumber
         cacheID = cacheNamespace << 40 | fileNumber
@@ -136,10 +141,19 @@ public final class SortedRunReader: Sendable {
         if let cached = cache?.lookup(key) {
             contents = cached
         } else {
-            contents = try Self.readBlockContents(file, path, handle)
+            do {
+                contents = try Self.readBlockContents(file, path, handle)
+            } catch let error as CloudletError where error.code == .corruption {
+                onCorruption?(error)
+                throw error
+            }
             if fillCache { cache?.insert(key, contents) }
         }
-        do throws(Block.Defect) { return try Block(contents) } catch { throw defect(error, block: i) }
+        do throws(Block.Defect) { return try Block(contents) } catch {
+            let error = defect(error, block: i)
+            onCorruption?(error)
+            throw error
+        }
     }
 
     /// Decodes a data entry's value bytes: kind, sequence, value.
@@ -152,8 +166,10 @@ public final class SortedRunReader: Sendable {
             guard kind == .value || value.isEmpty else { throw CloudletError.corruption("tombstone with a value") }
             return LSMEntry(key: key, kind: kind, sequence: sequence, value: value)
         } catch {
-            throw CloudletError.corruption(
+            let error = CloudletError.corruption(
                 run: path, offset: handles[i].offset, "entry \(LSMKey.printable(key)) is malformed")
+            onCorruption?(error)
+            throw error
         }
     }
 
