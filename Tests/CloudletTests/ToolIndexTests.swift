@@ -37,6 +37,27 @@ import Testing
         } ?? [])
     }
 
+    /// Runs `verify` on a damaged store: it fails (exit 65) and prints `expected`; `verify --deep` fails with the
+    /// same errors (the full replay agrees that nothing else is wrong). Returns the text run and the JSON one.
+    func verifyFails(_ path: String, printing expected: String) async throws -> (text: ToolRun, json: ToolRun) {
+        let text = try await tool("verify", "--data", path)
+        #expect(text.code == 65 && text.stdout.hasPrefix("error:"), "\(text)")
+        #expect(text.stdout.contains(expected), "\(text)")
+        let json = try await tool("verify", "--data", path, "--json")
+        #expect(try json.json()["ok"]?.boolValue == false)
+        let deep = try await tool("verify", "--data", path, "--deep", "--json")
+        #expect(deep.code == 65)
+        #expect(try errors(deep) == errors(json), "\(deep)")
+        return (text, json)
+    }
+
+    /// `verify --deep` finds nothing wrong any more, and the content is what it was (`hash`).
+    func expectRebuilt(_ path: String, hash: String) async throws {
+        let after = try await tool("verify", "--data", path, "--deep")
+        #expect(after.code == 0 && !after.stdout.contains("warning:"), "\(after)")
+        #expect(try contentHash(path) == hash)
+    }
+
     /// Opens the store read-write, as a server would, and returns what opening found and worked around.
     func openReadWrite(_ path: String) async throws -> [String] {
         let store = try await CloudletStore.open(at: path, configuration: toolStoreConfig())
@@ -110,26 +131,15 @@ import Testing
             expected = "error: partition 0, index file index/CURRENT: the index has no CURRENT file"
         }
 
-        let text = try await tool("verify", "--data", path)
-        #expect(text.code == 65 && text.stdout.hasPrefix("error:"), "\(text)")
-        #expect(text.stdout.contains(expected), "\(text)")
+        let (text, run) = try await verifyFails(path, printing: expected)
         #expect(text.stdout.contains("a read-write open (or `cloudlet-tool repair`) sets the index aside and rebuilds it from the log"))
-        let run = try await tool("verify", "--data", path, "--json")
-        let json = try run.json()
-        #expect(json["ok"]?.boolValue == false)
         let named = damage == .currentLost ? "CURRENT" : newest
-        #expect(json["findings"]?.arrayValue?.contains { $0["file"]?.stringValue == named && $0["severity"]?.stringValue == "error" } == true, "\(run)")
-        // The full replay agrees that nothing else is wrong.
-        let deep = try await tool("verify", "--data", path, "--deep", "--json")
-        #expect(deep.code == 65)
-        #expect(try errors(deep) == errors(run), "\(deep)")
+        #expect(try run.json()["findings"]?.arrayValue?.contains { $0["file"]?.stringValue == named && $0["severity"]?.stringValue == "error" } == true, "\(run)")
 
         let findings = try await openReadWrite(path)
         #expect(findings.count == 1 && findings[0].hasPrefix("partition 0: set aside the index \(indexDirectory(path))"), "\(findings)")
         #expect(findings.first?.hasSuffix("and rebuilt it from the log") == true)
-        let after = try await tool("verify", "--data", path, "--deep")
-        #expect(after.code == 0 && !after.stdout.contains("warning:"), "\(after)")
-        #expect(try contentHash(path) == hash)
+        try await expectRebuilt(path, hash: hash)
     }
 
     /// A damaged block that opening does not read (only the block holding the flushed state is read then): verify
@@ -147,20 +157,14 @@ import Testing
         let victim = blocks[blocks.count / 2]
         try xorByte(runPath, at: victim.offset + 3)
 
-        let text = try await tool("verify", "--data", path)
-        #expect(text.code == 65, "\(text)")
-        #expect(text.stdout.contains("error: partition 0, index run index/\(largest), offset \(victim.offset): damaged index run: "), "\(text)")
+        let (text, _) = try await verifyFails(
+            path, printing: "error: partition 0, index run index/\(largest), offset \(victim.offset): damaged index run: ")
         #expect(text.stdout.contains("`cloudlet-tool repair` rebuilds the index from the log"))
-        let deep = try await tool("verify", "--data", path, "--deep", "--json")
-        #expect(deep.code == 65)
-        #expect(try errors(deep) == errors(try await tool("verify", "--data", path, "--json")), "\(deep)")
 
         let repair = try await tool("repair", "--data", path, "--backup", dir.sub("backup"))
         #expect(repair.code == 0 && repair.stdout.contains("wrote a new index"), "\(repair)")
         #expect(FileManager.default.fileExists(atPath: dir.sub("backup") + "/p0000/index/" + largest), "the damaged index was saved")
-        let after = try await tool("verify", "--data", path, "--deep")
-        #expect(after.code == 0 && !after.stdout.contains("warning:"), "\(after)")
-        #expect(try contentHash(path) == hash)
+        try await expectRebuilt(path, hash: hash)
     }
 
     @Test func verifyWarnsThatAnIndexFlushedBeforeACompactionIsRebuiltOnOpen() async throws {
