@@ -41,6 +41,11 @@ package struct StoreInfo: Sendable {
         package var segments: [Segment] = []
         package var marker: CompactionMarker?
         package var leftovers: [String] = []
+        /// The index (`p*/index`, store format 4); nil when there is none (a store of format 3).
+        package var indexSummary: IndexSummary?
+        /// Whether opening the store read its state from the index (nil if it did not open).
+        package var indexUsed: Bool?
+        /// Checkpoints: a store of format 3's (read once, to migrate it).
         package var checkpoints: [Checkpoint] = []
         /// From the opened store (nil if it did not open).
         package var lastLSN: UInt64?
@@ -90,11 +95,16 @@ extension StoreInspector {
                             size: header?.size ?? 0, generation: file.generation, epoch: header?.epoch))
                 }
             }
+            let generation = part.marker?.generation ?? (try? CompactionMarker.load(directory: dir, fileSystem: fileSystem))??.generation ?? 0
+            if let (summary, usable) = indexSummary(dir, generation: generation) {
+                part.indexSummary = summary
+                if let opened { part.indexUsed = usable && opened.index != nil && opened.checkpointLSN == summary.flushedLSN }
+            }
             if let (files, _) = try? CheckpointStore(directory: dir, fileSystem: fileSystem).list() {
                 for f in files {
                     var c = StoreInfo.Checkpoint(
                         name: String(f.path.split(separator: "/").last!), lsn: f.lsn, size: f.size, generation: nil,
-                        problem: f.problem, used: opened?.checkpointLSN == f.lsn)
+                        problem: f.problem, used: part.indexUsed != true && opened?.checkpointLSN == f.lsn)
                     if f.problem == nil {
                         do {
                             if let st = try PartitionState.decodeCheckpoint(f.payload, next: f.next) {

@@ -3,7 +3,8 @@ import CloudletCore
 import CloudletStorage
 
 /// Space use of a store (`cloudlet-tool stats`, `compact --dry-run`): live and dead bytes per segment and per zone,
-/// compression, tombstones, key directory sizes, and what a compaction would leave.
+/// compression, tombstones, key directory sizes, each partition's index (runs per level, bytes, flushed LSN), and
+/// what a compaction would leave.
 ///
 /// A frame's bytes are spread over its mutations in proportion to their payload bytes; a mutation's share is live
 /// while it is current (``PartitionState/isLive(_:lsn:index:)``) and dead once superseded, purged or in a deleted
@@ -39,7 +40,7 @@ package struct SpaceStats: Sendable {
         package var tombstones = 0
         package var liveBytes: UInt64 = 0
         package var deadBytes: UInt64 = 0
-        /// Key directory entries (records and tombstones) and their approximate memory.
+        /// Key directory entries (records and tombstones) and their approximate size decoded (``entryBytes``).
         package var indexEntries = 0
         package var indexBytes = 0
         /// Change index entries (including stale ones not yet pruned).
@@ -71,6 +72,9 @@ package struct SpaceStats: Sendable {
         package var keyDirectoryEntries = 0
         package var keyDirectoryBytes = 0
         package var changeIndexEntries = 0
+        /// The index on disk (`p*/index`) that holds the key directory; nil when there is none (a store of format 3
+        /// opened read-only keeps it in memory).
+        package var indexSummary: IndexSummary?
         package var plan = Plan()
     }
 
@@ -97,6 +101,7 @@ extension StoreInspector {
         for p in store.partitions {
             let st = p.state.withLock { $0 }
             var part = SpaceStats.Partition(index: Int(p.id))
+            part.indexSummary = indexSummary(partitionDirectory(Int(p.id)), generation: st.compactionGeneration)?.summary
             var zones: [ZoneKey: SpaceStats.Zone] = [:]
             for key in st.keys.zoneKeys {
                 let zone = st.zone(key)!
@@ -180,8 +185,9 @@ extension StoreInspector {
         return stats
     }
 
-    /// Approximate memory of one key directory entry: the entry, its dictionary slot and the strings that do not
-    /// fit inline (Swift keeps strings of up to 15 UTF-8 bytes in the string value itself).
+    /// Approximate size of one key directory entry once decoded: the entry, a slot for it and the strings that do
+    /// not fit inline (Swift keeps strings of up to 15 UTF-8 bytes in the string value itself). The directory
+    /// itself is on disk (the index) but for its newest writes.
     static func entryBytes(name: String, _ e: RecordEntry) -> Int {
         func heap(_ s: String) -> Int { s.utf8.count > 15 ? s.utf8.count + 32 : 0 }
         return MemoryLayout<RecordEntry>.stride + MemoryLayout<String>.stride + 8 + heap(name)

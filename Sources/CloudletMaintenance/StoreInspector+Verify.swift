@@ -22,8 +22,13 @@ package struct VerifyReport: Sendable {
         package var bytes: UInt64 = 0
         package var lastLSN: UInt64 = 0
         package var mutations = 0
-        /// The checkpoint checked against the log (nil: none usable).
+        /// The LSN the next open starts replaying the log after: the index's flush, or (a store of format 3) the
+        /// checkpoint's; nil when it replays the whole log.
         package var checkpointLSN: UInt64?
+        /// The partition's index (store format 4), nil when it has none.
+        package var indexSummary: IndexSummary?
+        /// The LSN the index's flushed state covers (nil: no index, or none readable).
+        package var flushedLSN: UInt64? { indexSummary?.flushedLSN }
         /// Key directory entries checked against the frames they point at.
         package var entriesChecked = 0
         package var compactionGeneration: UInt32 = 0
@@ -43,10 +48,12 @@ package struct VerifyReport: Sendable {
 
 extension StoreInspector {
     /// Checks every partition without opening the store: every segment header and frame (checksum, LZ4, LSN
-    /// continuity, gaps legal only inside compacted segments), every commit payload and record, the checkpoints
-    /// (checksums, format, generation, LSN against the log's end, start position), and every key directory entry
-    /// of the checkpoint against the frame it points at. `deep` also replays the whole log from scratch and
-    /// compares the state with checkpoint + tail. Never throws for bad data: everything wrong is a finding.
+    /// continuity, gaps legal only inside compacted segments), every commit payload and record; the index
+    /// (`p*/index`: `CURRENT`, manifest, every block of every live run, the flushed state and its log position:
+    /// generation, LSN against the log's end, start position) — or, in a store of format 3, the checkpoints — and
+    /// every key directory entry of the flushed state (or checkpoint) against the frame it points at. `deep` also
+    /// replays the whole log from scratch and compares the state with flushed state + tail. Never throws for bad
+    /// data: everything wrong is a finding.
     package func verify(deep: Bool, progress: ProgressHandler? = nil) throws -> VerifyReport {
         var report = VerifyReport()
         report.deep = deep
@@ -63,6 +70,25 @@ extension StoreInspector {
         var zone: ZoneKey
         var name: String
         var entry: RecordEntry
+    }
+
+    /// The state an open starts from and replays the log after: an index's flushed state or a checkpoint.
+    private struct StartState {
+        var state: PartitionState
+        var lsn: UInt64
+        /// The index's manifest, or the checkpoint file: what findings about it name.
+        var path: String
+        var next: FramePosition?
+        var source: Source
+        /// The index's files (empty for a checkpoint).
+        var files: [String]
+
+        enum Source: String {
+            case index, checkpoint
+        }
+
+        /// The file `error` (reading the state) names, else ``path``.
+        func file(naming error: any Error) -> String { StoreInspector.file(naming: error, among: files) ?? path }
     }
 
     private func verifyPartition(
@@ -82,43 +108,73 @@ extension StoreInspector {
         do { marker = try CompactionMarker.load(directory: dir, fileSystem: fileSystem) } catch { marker = nil }
         part.compactionGeneration = marker?.generation ?? 0
 
-        // The checkpoint an open would use, checked on its own first.
-        let checkpoint = try openableCheckpoint(in: dir, finding: finding) { f -> (PartitionState, FramePosition?)? in
-            guard let st = try PartitionState.decodeCheckpoint(f.payload, next: f.next) else {
-                finding(.warning, f.path, nil, "a checkpoint of an older format: ignored, the next open replays the log")
-                return nil
+        // The state an open would start from, checked on its own first: the index's flushed state, else (a store
+        // of format 3, or an index the next open rebuilds) the newest usable checkpoint.
+        let index = openIndex(dir, generation: part.compactionGeneration, finding: finding)
+        defer { index?.tree?.close() }
+        part.indexSummary = index?.summary
+        if let tree = index?.tree {
+            let bytes = index!.summary.bytes
+            progress?(InspectionProgress(phase: "verify index of partition \(p)", bytesDone: 0, bytesTotal: bytes))
+            for f in tree.verify() {
+                finding(.error, f.path, f.offset, "damaged index run: \(f.problem); `cloudlet-tool repair` rebuilds the index from the log")
             }
-            guard st.compactionGeneration == part.compactionGeneration else {
-                finding(
-                    .warning, f.path, nil,
-                    "taken under compaction generation \(st.compactionGeneration), the log is at \(part.compactionGeneration): ignored, the next open replays the log")
-                return nil
+            progress?(InspectionProgress(phase: "verify index of partition \(p)", bytesDone: bytes, bytesTotal: bytes))
+        }
+        let start: StartState?
+        if let flushed = index?.flushed {
+            start = StartState(
+                state: flushed.state, lsn: flushed.lsn, path: index!.manifestPath, next: flushed.next, source: .index,
+                files: index!.files)
+            for f in (try? CheckpointStore(directory: dir, fileSystem: fileSystem).list().checkpoints) ?? [] {
+                finding(.warning, f.path, nil, "a checkpoint of store format 3, unused: the index is read instead (`cloudlet-tool repair` sets it aside)")
             }
-            return (st, f.next)
-        }.map { (state: $0.value.0, lsn: $0.lsn, path: $0.path, next: $0.value.1) }
-        part.checkpointLSN = checkpoint?.lsn
-
-        // Every key directory entry of the checkpoint, by where it points.
-        var expected: [UInt64: [UInt64: [Expectation]]] = [:]
-        if let checkpoint {
-            for key in checkpoint.state.keys.zoneKeys {
-                for (name, e) in try checkpoint.state.records(in: key).all() {
-                    expected[e.position.segment, default: [:]][e.position.offset, default: []]
-                        .append(Expectation(zone: key, name: name, entry: e))
+        } else {
+            start = try openableCheckpoint(in: dir, finding: finding) { f -> (PartitionState, FramePosition?)? in
+                guard let st = try PartitionState.decodeCheckpoint(f.payload, next: f.next) else {
+                    finding(.warning, f.path, nil, "a checkpoint of an older format: ignored, the next open replays the log")
+                    return nil
                 }
+                guard st.compactionGeneration == part.compactionGeneration else {
+                    finding(
+                        .warning, f.path, nil,
+                        "taken under compaction generation \(st.compactionGeneration), the log is at \(part.compactionGeneration): ignored, the next open replays the log")
+                    return nil
+                }
+                return (st, f.next)
+            }.map { StartState(state: $0.value.0, lsn: $0.lsn, path: $0.path, next: $0.value.1, source: .checkpoint, files: []) }
+        }
+        part.checkpointLSN = start?.lsn
+
+        // Every key directory entry of that state, by where it points. An index's entries are read from its runs:
+        // a damaged block is a finding (the entries read before it are still checked), and so is one met while
+        // replaying the tail onto the state; either stops the comparisons with that state.
+        var expected: [UInt64: [UInt64: [Expectation]]] = [:]
+        var unreadable = false
+        if let start {
+            do {
+                for key in start.state.keys.zoneKeys {
+                    try start.state.records(in: key).forEach { name, e in
+                        expected[e.position.segment, default: [:]][e.position.offset, default: []]
+                            .append(Expectation(zone: key, name: name, entry: e))
+                    }
+                }
+            } catch {
+                unreadable = true
+                finding(.error, start.file(naming: error), nil, "the \(start.source.rawValue)'s key directory cannot be read: \(Self.message(error))")
             }
         }
         var segmentPaths: [UInt64: String] = [:]
-        var tail = checkpoint?.state ?? PartitionState()
+        var tail = start?.state ?? PartitionState()
         var full = PartitionState()
-        let replayFull = deep || checkpoint == nil
-        let afterLSN = checkpoint?.lsn ?? 0
+        let replayFull = deep || start == nil
+        let afterLSN = start?.lsn ?? 0
         var hintFound = false
         let walker = LogWalker(directory: dir, fileSystem: fileSystem)
         let total = (try? walker.totalBytes()) ?? 0
         let walk = try walker.walk(progress: { progress?(InspectionProgress(phase: "verify partition \(p)", bytesDone: $0, bytesTotal: total)) }) { frame in
             segmentPaths[frame.position.segment] = frame.path
-            if let next = checkpoint?.next, next.segment == frame.position.segment, next.offset == frame.position.offset {
+            if let next = start?.next, next.segment == frame.position.segment, next.offset == frame.position.offset {
                 hintFound = true
             }
             guard frame.type == Commit.frameType else {
@@ -139,17 +195,24 @@ extension StoreInspector {
             if replayFull {
                 try full.apply(decoded.commit, lsn: frame.lsn, position: frame.position, slots: decoded.slots, costs: costs)
             }
-            if checkpoint != nil && frame.lsn > afterLSN {
-                try tail.apply(decoded.commit, lsn: frame.lsn, position: frame.position, slots: decoded.slots, costs: costs)
+            if let start, !unreadable && frame.lsn > afterLSN {
+                do {
+                    try tail.apply(decoded.commit, lsn: frame.lsn, position: frame.position, slots: decoded.slots, costs: costs)
+                } catch {
+                    unreadable = true
+                    finding(
+                        .error, start.file(naming: error), nil,
+                        "replaying LSN \(frame.lsn) onto the \(start.source.rawValue)'s state failed: \(Self.message(error))")
+                }
             }
-            // The checkpoint's entries that point here must find their version.
+            // The entries of the state an open starts from that point here must find their version.
             guard let here = expected[frame.position.segment]?.removeValue(forKey: frame.position.offset) else { return }
             for x in here {
                 part.entriesChecked += 1
                 if let problem = Self.check(x.entry, name: x.name, zone: x.zone, against: frame, decoded, payload) {
                     finding(
                         .error, frame.path, frame.position.offset,
-                        "the checkpoint's key directory entry for record '\(x.name)' of \(x.zone.canonicalName) \(problem)")
+                        "the \(start?.source.rawValue ?? "checkpoint")'s key directory entry for record '\(x.name)' of \(x.zone.canonicalName) \(problem)")
                 }
             }
         }
@@ -163,32 +226,43 @@ extension StoreInspector {
         part.bytes = walk.segments.reduce(0) { $0 + $1.size }
         part.lastLSN = walk.lastLSN
 
-        if let checkpoint {
+        if let start {
+            // Entries past the log's end are the one finding below.
+            var pastEnd = 0
             for (segment, offsets) in expected {
                 for (offset, xs) in offsets {
                     for x in xs {
                         part.entriesChecked += 1
+                        if x.entry.lsn > walk.lastLSN {
+                            pastEnd += 1
+                            continue
+                        }
                         finding(
                             .error, segmentPaths[segment] ?? "segment \(segment)", offset,
-                            "the checkpoint's key directory entry for record '\(x.name)' of \(x.zone.canonicalName) (LSN \(x.entry.lsn)) points where no intact frame starts")
+                            "the \(start.source.rawValue)'s key directory entry for record '\(x.name)' of \(x.zone.canonicalName) (LSN \(x.entry.lsn)) points where no intact frame starts")
                     }
                 }
             }
-            if checkpoint.lsn > walk.lastLSN {
-                finding(.error, checkpoint.path, nil, "the checkpoint covers LSN \(checkpoint.lsn) but the log ends at LSN \(walk.lastLSN)")
-            } else if let next = checkpoint.next, !hintFound, next.offset != walk.segments.first(where: { $0.firstLSN == next.segment })?.size {
+            if start.lsn > walk.lastLSN {
+                let entries = pastEnd > 0 ? " (\(pastEnd) of its key directory entries point past it)" : ""
                 finding(
-                    .warning, checkpoint.path, nil,
+                    .error, start.path, nil,
+                    start.source == .index
+                        ? "the index covers LSN \(start.lsn) but the log ends at LSN \(walk.lastLSN)\(entries): the store does not open until `cloudlet-tool repair` rebuilds the index from the log"
+                        : "the checkpoint covers LSN \(start.lsn) but the log ends at LSN \(walk.lastLSN)\(entries)")
+            } else if let next = start.next, !hintFound, next.offset != walk.segments.first(where: { $0.firstLSN == next.segment })?.size {
+                finding(
+                    .warning, start.path, nil,
                     "its start position (segment \(next.segment) offset \(next.offset)) is not a frame boundary: the next open scans the log from the start")
             }
-            if walk.isClean {
+            if walk.isClean && !unreadable && start.lsn <= walk.lastLSN {
                 // A compacted log may end in LSNs whose frames were dropped: both states are at the log's end.
                 tail.lastLSN = walk.lastLSN
                 full.lastLSN = walk.lastLSN
-                if deep { try compare(tail, full, checkpointPath: checkpoint.path, finding) }
+                if deep { compare(tail, full, start: start, finding) }
             }
         }
-        if walk.isClean { part.catalogVersion = (checkpoint == nil ? full : tail).catalogVersion }
+        if walk.isClean && !unreadable { part.catalogVersion = (start == nil ? full : tail).catalogVersion }
         if walk.isClean && replayFull {
             let live = full.segmentLive.filter { $0.value < 0 }
             for (segment, bytes) in live {
@@ -224,21 +298,34 @@ extension StoreInspector {
         return nil
     }
 
-    /// Reports every difference between the state from checkpoint + tail and the one from a full replay.
-    private func compare(
-        _ a: PartitionState, _ b: PartitionState, checkpointPath: String,
-        _ finding: (LogFinding.Severity, String, UInt64?, String) -> Void
-    ) throws {
+    /// Reports every difference between the state from the flushed index (or checkpoint) + tail and the one from a
+    /// full replay; a damaged index block that stops the comparison is one more.
+    private func compare(_ a: PartitionState, _ b: PartitionState, start: StartState, _ finding: FindingSink) {
         var problems: [String] = []
+        do { try differences(a, b, source: start.source.rawValue, into: &problems) } catch {
+            problems.append("the \(start.source.rawValue)'s key directory cannot be read: \(Self.message(error))")
+        }
+        for problem in problems.prefix(50) {
+            finding(.error, start.path, nil, "the \(start.source.rawValue) + log tail and a full replay of the log disagree: \(problem)")
+        }
+        if problems.count > 50 {
+            finding(.error, start.path, nil, "… and \(problems.count - 50) more differences")
+        }
+    }
+
+    private func differences(_ a: PartitionState, _ b: PartitionState, source: String, into problems: inout [String]) throws {
         if a.lastLSN != b.lastLSN { problems.append("last LSN \(a.lastLSN) vs \(b.lastLSN)") }
         if a.purgedThroughLSN != b.purgedThroughLSN { problems.append("purged through LSN \(a.purgedThroughLSN) vs \(b.purgedThroughLSN)") }
         for key in Set(a.keys.zoneKeys).union(b.keys.zoneKeys).sorted(by: { $0.canonicalName < $1.canonicalName }) {
             guard let za = a.zone(key), let zb = b.zone(key) else {
-                problems.append("zone \(key.canonicalName) exists only in \(a.zone(key) == nil ? "the full replay" : "the checkpoint")")
+                problems.append("zone \(key.canonicalName) exists only in \(a.zone(key) == nil ? "the full replay" : "the \(source)")")
                 continue
             }
             if za.createdLSN != zb.createdLSN || za.lastChangeLSN != zb.lastChangeLSN {
                 problems.append("zone \(key.canonicalName): created/last change \(za.createdLSN)/\(za.lastChangeLSN) vs \(zb.createdLSN)/\(zb.lastChangeLSN)")
+            }
+            if za.liveCount != zb.liveCount || za.entryCount != zb.entryCount {
+                problems.append("zone \(key.canonicalName): records/entries \(za.liveCount)/\(za.entryCount) vs \(zb.liveCount)/\(zb.entryCount)")
             }
             let names = try a.records(in: key).all().map(\.name) + b.records(in: key).all().map(\.name)
             for name in Set(names).sorted() {
@@ -258,12 +345,6 @@ extension StoreInspector {
         if a.catalogVersion != b.catalogVersion { problems.append("catalog version \(a.catalogVersion) vs \(b.catalogVersion)") }
         if a.segmentLive.filter({ $0.value != 0 }) != b.segmentLive.filter({ $0.value != 0 }) {
             problems.append("live-byte accounting differs")
-        }
-        for problem in problems.prefix(50) {
-            finding(.error, checkpointPath, nil, "checkpoint + log tail and a full replay of the log disagree: \(problem)")
-        }
-        if problems.count > 50 {
-            finding(.error, checkpointPath, nil, "… and \(problems.count - 50) more differences")
         }
     }
 

@@ -56,7 +56,8 @@ package struct CurrentRecord: Sendable {
     package var isTombstone: Bool { record == nil }
 }
 
-/// Offline access to a store directory for `cloudlet-tool`: its layout, checkpoints and derived state, read-only.
+/// Offline access to a store directory for `cloudlet-tool`: its layout, indexes (or a format-3 store's checkpoints)
+/// and derived state, read-only.
 /// The caller keeps writers out (a shared ``StoreLock``).
 package final class StoreInspector: Sendable {
     package let path: String
@@ -77,8 +78,9 @@ package final class StoreInspector: Sendable {
 
     package func partitionDirectory(_ p: Int) -> String { path + "/" + StoreMetadata.partitionDirectoryName(p) }
 
-    /// Opens the store read-only: recovers each partition in memory (checkpoint plus the log after it), writes
-    /// nothing. Throws what opening throws (`.corruption` naming the segment and offset).
+    /// Opens the store read-only: recovers each partition in memory (the state flushed with its index, or a
+    /// format-3 store's checkpoint, plus the log after it), writes nothing. Throws what opening throws
+    /// (`.corruption` naming the segment and offset).
     package func openStore() throws -> CloudletStore {
         var config = StoreConfiguration()
         config.readOnly = true

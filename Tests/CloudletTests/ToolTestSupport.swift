@@ -69,6 +69,33 @@ func toolStoreConfig(segmentSize: Int = 16 << 10) -> StoreConfiguration {
     return c
 }
 
+/// The custom zone of ``buildSample(_:passes:)``.
+let sampleZone = ZoneID(zoneName: "Work")
+
+/// A store for tool tests: two databases; a custom zone ("Work", 20 records written `passes` times, one deleted);
+/// the default zone (5 new records a pass); a public record; small segments. With 3 passes: 35 records, 1
+/// tombstone.
+func buildSample(_ path: String, passes: Int = 3) async throws {
+    let store = try await CloudletStore.open(at: path, configuration: toolStoreConfig(segmentSize: 4 << 10))
+    let db = try store.container(testContainer).privateDatabase(user: "alice")
+    try await db.createZone(sampleZone)
+    var rng = SeededRandom(seed: 7)
+    for pass in 0..<passes {
+        var ops: [RecordOperation] = []
+        for i in 0..<20 {
+            var r = note("w\(i)", zone: sampleZone, title: "pass \(pass)", count: Int64(pass))
+            r["blob"] = .bytes((0..<120).map { _ in UInt8.random(in: 0...255, using: &rng) })
+            ops.append(.forceReplace(r))
+        }
+        _ = try await db.modify(ops)
+        for i in 0..<5 { _ = try await db.save(note("d\(i)-p\(pass)", title: "default")) }
+    }
+    try await db.deleteRecord(RecordID(recordName: "w3", zoneID: sampleZone))
+    let pub = try store.container(testContainer).publicDatabase()
+    _ = try await pub.save(Record(recordType: "Post", recordName: "p1", fields: ["body": "hello"]))
+    try await store.close()
+}
+
 /// The content hash of the store at `path`, computed in-process (as `cloudlet-tool hash` does).
 func contentHash(_ path: String, ignoreChangeTags: Bool = false) throws -> String {
     let inspector = try StoreInspector(path: path)

@@ -15,9 +15,9 @@ enum ToolCLI {
         USAGE: cloudlet-tool <command> --data DIR [options]
 
         READ-ONLY COMMANDS (take the store's lock shared: refused while a process has the store open for writing)
-          info      Format, partitions, segments, LSN range, epochs, checkpoints, containers, databases and zones
-                    with record counts.
-          verify    Check every frame, payload, LSN, segment, checkpoint and key directory entry; --deep also
+          info      Format, partitions, segments, LSN range, epochs, each partition's index (runs, bytes, flushed
+                    LSN), containers, databases and zones with record counts.
+          verify    Check every frame, payload, LSN, segment, index run and key directory entry; --deep also
                     rebuilds the state from the log alone and compares. Exit 0 only when all is well.
           dump      Current records (default), every mutation of the log (--log) or frames (--frames), filtered.
           changes   Replay a zone's change feed from a change token.

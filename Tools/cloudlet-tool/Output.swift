@@ -119,3 +119,31 @@ func table(_ rows: [[String]], indent: String = "  ") -> [String] {
 }
 
 func name(_ path: String) -> String { String(path.split(separator: "/").last ?? Substring(path)) }
+
+/// `2 run(s) (level 0: 1, level 1: 1), 81.8 kB, flushed at LSN 164, 2000 record(s), 3 tombstone(s)`: a partition's
+/// index for info and stats.
+func describe(_ index: IndexSummary) -> String {
+    let levels = index.runsPerLevel.enumerated().filter { $0.element > 0 }.map { "level \($0.offset): \($0.element)" }
+    var parts = ["\(index.runs) run(s)\(levels.isEmpty ? "" : " (" + levels.joined(separator: ", ") + ")")", bytes(index.bytes)]
+    if let lsn = index.flushedLSN { parts.append("flushed at LSN \(lsn)\(index.generation.map { $0 > 0 ? " (compaction generation \($0))" : "" } ?? "")") }
+    if let records = index.records, let tombstones = index.tombstones { parts.append("\(records) record(s), \(tombstones) tombstone(s)") }
+    if let problem = index.problem { parts.append("not used: \(problem)") }
+    return parts.joined(separator: ", ")
+}
+
+/// The members describing a partition's index in the JSON of info, verify and stats (none without an index):
+/// `indexDirectory`, `indexRuns`, `indexBytes`, `indexLevels` (`level`, `runs`, `bytes`), `flushedLSN`,
+/// `indexGeneration`, `indexRecords`, `indexTombstones`, `indexProblem`, `indexLeftovers`.
+func indexMembers(_ index: IndexSummary?) -> [(String, JSONValue?)] {
+    guard let index else { return [] }
+    let levels = zip(index.runsPerLevel, index.bytesPerLevel).enumerated().map { level, t in
+        JSONValue.members([("level", .int(level)), ("runs", .int(t.0)), ("bytes", .int(t.1))])
+    }
+    return [
+        ("indexDirectory", .string(index.directory)), ("indexManifest", index.manifest.map(JSONValue.string)),
+        ("indexRuns", .int(index.runs)), ("indexBytes", .int(index.bytes)), ("indexLevels", .array(levels)),
+        ("flushedLSN", index.flushedLSN.map { .int($0) }), ("indexGeneration", index.generation.map { .int($0) }),
+        ("indexRecords", index.records.map { .int($0) }), ("indexTombstones", index.tombstones.map { .int($0) }),
+        ("indexProblem", index.problem.map(JSONValue.string)), ("indexLeftovers", .array(index.leftovers.map(JSONValue.string))),
+    ]
+}

@@ -424,10 +424,10 @@ package struct KeyDirectory: Sendable {
 }
 
 /// The directory's keys (see ``KeyDirectory``).
-enum DirectoryKey {
+package enum DirectoryKey {
     static let zoneSpace: UInt8 = 0x01
     static let tombstoneSpace: UInt8 = 0x02
-    static let state: [UInt8] = [0x03]
+    package static let state: [UInt8] = [0x03]
     static let entryTag: UInt8 = 0x00
     static let changeTag: UInt8 = 0x01
     static let referenceTag: UInt8 = 0x02

@@ -158,10 +158,10 @@ package final class Partition: Sendable {
     }
 
     /// Where replay starts after a flush: recorded with it in the index's manifest (``LSMTree/logPosition``).
-    struct FlushPosition {
-        var generation: UInt32
-        var lastLSN: UInt64
-        var next: FramePosition?
+    package struct FlushPosition {
+        package var generation: UInt32
+        package var lastLSN: UInt64
+        package var next: FramePosition?
 
         var encoded: [UInt8] {
             var w = ByteWriter(capacity: 40)
@@ -183,7 +183,7 @@ package final class Partition: Sendable {
             self.next = next
         }
 
-        init(decoding bytes: [UInt8]) throws {
+        package init(decoding bytes: [UInt8]) throws {
             var r = ByteReader(bytes, what: "index log position")
             guard try r.u8() == 1 else { throw CloudletError.corruption("index log position: unknown version") }
             generation = try r.u32()

@@ -75,7 +75,7 @@ extension PartitionState {
     }
 
     /// Reads what ``encodeState()`` wrote, over the key directory's runs `base` (the records).
-    static func decodeState(_ bytes: [UInt8], base: LSMReadView) throws -> PartitionState {
+    package static func decodeState(_ bytes: [UInt8], base: LSMReadView) throws -> PartitionState {
         var r = ByteReader(bytes, what: "flushed partition state")
         let v = try r.u8()
         guard v == stateVersion else { throw CloudletError.corruption("flushed partition state: unknown version \(v)") }

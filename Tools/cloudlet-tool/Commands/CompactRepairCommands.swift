@@ -111,10 +111,11 @@ enum RepairCommand: Command {
         USAGE: cloudlet-tool repair --data DIR [--drop-range [pN/]SEGMENT:START-END]... [--backup DIR] [--dry-run]
                                    [--rebuild] [--json]
 
-        Repairs a stopped store (exclusive lock): cuts a torn tail, sets aside files of an interrupted compaction and
-        damaged or stale checkpoints, and rebuilds the derived state from the log (a full replay writes new
-        checkpoints). Everything it changes is saved first under the backup directory: replaced segments are moved
-        there, a segment whose tail it cuts is copied there.
+        Repairs a stopped store (exclusive lock): cuts a torn tail, sets aside files of an interrupted compaction,
+        each partition's index (p*/index) when it is damaged or stale (and a format-3 store's checkpoints), and
+        rebuilds the derived state from the log (a full replay writes a new index). Everything it changes is saved
+        first under the backup directory: replaced segments and the old index are moved there, a segment whose tail
+        it cuts is copied there.
 
         Corruption in the middle of the log, or a lost segment file, is never dropped silently: repair reports it,
         suggests the --drop-range that would drop it, and stops (exit 65) unless every such problem is covered by a

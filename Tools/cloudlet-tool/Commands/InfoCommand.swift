@@ -10,8 +10,9 @@ enum InfoCommand: Command {
         USAGE: cloudlet-tool info --data DIR [--json]
 
         Describes a store: format version, partitions, each partition's segments (LSN range, size, epoch,
-        compaction generation), compaction marker, checkpoints (and whether opening uses them), LSN range, dead
-        bytes, the catalog (its log, version, schemas and subscriptions, and the catalog version each partition's
+        compaction generation), compaction marker, index (p*/index: runs per level, bytes, the LSN of the last
+        flush, the records and tombstones flushed, and whether opening uses it; a store of format 3: its
+        checkpoints instead), LSN range, dead bytes, the catalog (its log, version, schemas and subscriptions, and the catalog version each partition's
         commits were validated against), and its containers, databases and zones with record and tombstone
         counts. Read-only.
 
@@ -54,7 +55,12 @@ enum InfoCommand: Command {
             }
             table(rows, indent: "    ").forEach(Out.line)
             for l in p.leftovers { Out.line("  leftover of an interrupted compaction: \(name(l))") }
-            if p.checkpoints.isEmpty { Out.line("  no checkpoint: opening replays the whole log") }
+            if let index = p.indexSummary {
+                Out.line("  index (\(name(index.directory))/): \(describe(index))\(p.indexUsed == true ? ", used" : "")")
+                for l in index.leftovers { Out.line("  leftover in the index (the next read-write open deletes it): \(l)") }
+            } else if p.checkpoints.isEmpty {
+                Out.line("  no index: opening replays the whole log")
+            }
             for c in p.checkpoints {
                 var notes: [String] = []
                 if let g = c.generation { notes.append("generation \(g)") }
@@ -62,7 +68,10 @@ enum InfoCommand: Command {
                 if let problem = c.problem { notes.append(problem) }
                 Out.line("  checkpoint \(c.name): LSN \(c.lsn), \(bytes(c.size))\(notes.isEmpty ? "" : ", " + notes.joined(separator: ", "))")
             }
-            if let replayed = p.framesReplayed { Out.line("  opening replays \(replayed) frame(s) after the checkpoint") }
+            if let replayed = p.framesReplayed {
+                let after = p.indexUsed == true ? "after the index's flush" : p.checkpoints.contains(where: \.used) ? "after the checkpoint" : "(the whole log)"
+                Out.line("  opening replays \(replayed) frame(s) \(after)")
+            }
             if let dead = p.deadBytes, let sealed = p.sealedBytes {
                 Out.line("  dead bytes in sealed segments: \(bytes(dead)) of \(bytes(sealed)) (\(percent(dead, of: sealed)))")
             }
@@ -141,30 +150,41 @@ enum InfoCommand: Command {
             "logBytes": .int(info.logBytes), "catalog": info.catalog.map(json),
             "partitions": .array(
                 info.partitions.map { p in
-                    .members([
-                        "index": .int(p.index), "directory": .string(p.directory), "lastLSN": p.lastLSN.map { .int($0) },
-                        "compaction": p.marker.map { .members([("generation", .int($0.generation)), ("coveredThrough", .int($0.coveredThrough))]) },
-                        "segments": .array(
-                            p.segments.map { s in
-                                .members([
-                                    "name": .string(s.name), "firstLSN": .int(s.firstLSN), "lastLSN": s.lastLSN.map { .int($0) },
-                                    "size": .int(s.size), "epoch": s.epoch.map { .int($0) },
-                                    "generation": s.generation.map { .int($0) },
-                                ])
-                            }),
-                        "leftovers": .array(p.leftovers.map { .string(name($0)) }),
-                        "checkpoints": .array(
-                            p.checkpoints.map { c in
-                                .members([
-                                    "name": .string(c.name), "lsn": .int(c.lsn), "size": .int(c.size),
-                                    "generation": c.generation.map { .int($0) }, "used": .bool(c.used),
-                                    "problem": c.problem.map(JSONValue.string),
-                                ])
-                            }),
-                        "framesReplayed": p.framesReplayed.map { .int($0) }, "sealedBytes": p.sealedBytes.map { .int($0) },
-                        "deadBytes": p.deadBytes.map { .int($0) }, "purgedThroughLSN": p.purgedThroughLSN.map { .int($0) },
-                        "deletedZones": p.deletedZones.map { .int($0) },
-                    ])
+                    .members(
+                        [
+                            ("index", .int(p.index)), ("directory", .string(p.directory)), ("lastLSN", p.lastLSN.map { .int($0) }),
+                            (
+                                "compaction",
+                                p.marker.map { .members([("generation", .int($0.generation)), ("coveredThrough", .int($0.coveredThrough))]) }
+                            ),
+                            (
+                                "segments",
+                                .array(
+                                    p.segments.map { s in
+                                        .members([
+                                            "name": .string(s.name), "firstLSN": .int(s.firstLSN), "lastLSN": s.lastLSN.map { .int($0) },
+                                            "size": .int(s.size), "epoch": s.epoch.map { .int($0) },
+                                            "generation": s.generation.map { .int($0) },
+                                        ])
+                                    })
+                            ),
+                            ("leftovers", .array(p.leftovers.map { .string(name($0)) })),
+                            (
+                                "checkpoints",
+                                .array(
+                                    p.checkpoints.map { c in
+                                        .members([
+                                            "name": .string(c.name), "lsn": .int(c.lsn), "size": .int(c.size),
+                                            "generation": c.generation.map { .int($0) }, "used": .bool(c.used),
+                                            "problem": c.problem.map(JSONValue.string),
+                                        ])
+                                    })
+                            ),
+                            ("indexUsed", p.indexUsed.map(JSONValue.bool)),
+                            ("framesReplayed", p.framesReplayed.map { .int($0) }), ("sealedBytes", p.sealedBytes.map { .int($0) }),
+                            ("deadBytes", p.deadBytes.map { .int($0) }), ("purgedThroughLSN", p.purgedThroughLSN.map { .int($0) }),
+                            ("deletedZones", p.deletedZones.map { .int($0) }),
+                        ] + indexMembers(p.indexSummary))
                 }),
             "zones": .array(
                 info.zones.map { z in

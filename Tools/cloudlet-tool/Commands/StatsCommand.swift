@@ -11,9 +11,10 @@ enum StatsCommand: Command {
 
         Space use, like sqlite3_analyzer: per segment its size, live and dead bytes, compression ratio, current
         records and tombstones; per zone its records, tombstones, live and dead bytes and key directory size; per
-        partition the totals, the key directory (entries, approximate memory) and what a compaction would do
-        (frames dropped, copied, rewritten; bytes before and after). A mutation's share of its frame is live while
-        it is current: superseded versions, purged tombstones and records of deleted zones are dead. Read-only.
+        partition the totals, the key directory (entries, approximate size decoded), its index on disk (p*/index:
+        runs per level, bytes, the LSN of the last flush, the records and tombstones flushed) and what a compaction
+        would do (frames dropped, copied, rewritten; bytes before and after). A mutation's share of its frame is live
+        while it is current: superseded versions, purged tombstones and records of deleted zones are dead. Read-only.
 
         OPTIONS
         \(Common.help)
@@ -39,8 +40,9 @@ enum StatsCommand: Command {
             )
             Out.line("  records \(p.records), tombstones \(p.tombstones)")
             Out.line(
-                "  key directory: \(p.keyDirectoryEntries) entries, ~\(bytes(UInt64(p.keyDirectoryBytes))) in memory; change index: \(p.changeIndexEntries) entries"
+                "  key directory: \(p.keyDirectoryEntries) entries, ~\(bytes(UInt64(p.keyDirectoryBytes))) decoded; change index: \(p.changeIndexEntries) entries"
             )
+            if let index = p.indexSummary { Out.line("  index (\(name(index.directory))/): \(describe(index))") }
             let plan = p.plan
             Out.line(
                 "  compaction would read \(plan.framesRead) frame(s): drop \(plan.framesDropped), copy \(plan.framesCopied), rewrite \(plan.framesRewritten); \(bytes(plan.bytesBefore)) → ~\(bytes(plan.bytesAfter)), reclaiming ~\(bytes(plan.bytesReclaimed)) (\(percent(plan.bytesReclaimed, of: plan.bytesBefore)))"
@@ -86,12 +88,14 @@ enum StatsCommand: Command {
             ]),
             "partitions": .array(
                 s.partitions.map { p in
-                    .members([
-                        "index": .int(p.index), "segments": .int(p.segments), "bytes": .int(p.bytes), "liveBytes": .int(p.liveBytes),
-                        "deadBytes": .int(p.deadBytes), "records": .int(p.records), "tombstones": .int(p.tombstones),
-                        "keyDirectoryEntries": .int(p.keyDirectoryEntries), "keyDirectoryBytes": .int(p.keyDirectoryBytes),
-                        "changeIndexEntries": .int(p.changeIndexEntries), "compaction": json(p.plan),
-                    ])
+                    .members(
+                        [
+                            ("index", .int(p.index)), ("segments", .int(p.segments)), ("bytes", .int(p.bytes)),
+                            ("liveBytes", .int(p.liveBytes)), ("deadBytes", .int(p.deadBytes)), ("records", .int(p.records)),
+                            ("tombstones", .int(p.tombstones)), ("keyDirectoryEntries", .int(p.keyDirectoryEntries)),
+                            ("keyDirectoryBytes", .int(p.keyDirectoryBytes)), ("changeIndexEntries", .int(p.changeIndexEntries)),
+                            ("compaction", json(p.plan)),
+                        ] + indexMembers(p.indexSummary))
                 }),
             "segments": .array(
                 s.segments.map { g in

@@ -11,16 +11,20 @@ enum VerifyCommand: Command {
 
         Checks the whole store without opening it: every segment header and frame (CRC32C, LZ4, LSN continuity;
         gaps are legal only inside compacted segments), missing and overlapping segments, every commit payload and
-        record, the compaction marker, the checkpoints (checksums, generation, LSN against the log's end) and every
-        key directory entry of the checkpoint against the frame it points at; the catalog's log (catalog/) the same
-        way, and that no partition's commits name a catalog version the catalog does not have. Each finding names the partition, the
-        segment (or other file) and the byte offset. Torn tails and leftovers of an interrupted compaction are
-        warnings: the next read-write open cleans them up.
+        record, the compaction marker; each partition's index (p*/index: CURRENT, the manifest, every block of every
+        live run, the state flushed with them: its compaction generation, its LSN against the log's end) and every
+        key directory entry of the flushed state against the frame it points at, then the log after the flush
+        replayed onto it (a store of format 3: its checkpoints instead); the catalog's log (catalog/) the same way,
+        and that no partition's commits name a catalog version the catalog does not have. Each finding names the
+        partition, the segment, run (or other file) and the byte offset. Torn tails and leftovers of an interrupted
+        compaction are warnings: the next read-write open cleans them up. The index is derived from the log: a
+        damaged one is an error that a read-write open (a damaged run file, CURRENT or manifest) or
+        `cloudlet-tool repair` (anything) fixes by rebuilding it.
 
         Exit 0 when nothing is wrong (warnings allowed), 65 when anything is. Read-only.
 
         OPTIONS
-          --deep          Also replay the whole log from scratch and compare the result with checkpoint + tail.
+          --deep          Also replay the whole log from scratch and compare the result with the flushed index + tail.
         \(Common.help)
         """
 
@@ -43,17 +47,28 @@ enum VerifyCommand: Command {
             let frames = report.partitions.reduce(0) { $0 + $1.frames }
             let entries = report.partitions.reduce(0) { $0 + $1.entriesChecked }
             let catalog = report.catalog.map { " + catalog (version \($0.lastLSN), \($0.frames) frame(s))" } ?? ""
+            let indexes = report.partitions.compactMap(\.indexSummary)
+            let index =
+                indexes.isEmpty
+                ? "" : ", index (p*/index): \(indexes.reduce(0) { $0 + $1.runs }) run(s), \(bytes(indexes.reduce(0) { $0 + $1.bytes }))"
             Out.line(
-                "\(report.isClean ? "ok" : "FAILED"): \(report.partitions.count) partition(s)\(catalog), \(frames) frame(s), \(bytes(totalBytes)), \(entries) key directory entries checked\(report.deep ? ", full replay compared" : "") in \(String(format: "%.2f", seconds)) s (\(bytes(UInt64(Double(totalBytes) / max(seconds, 1e-9))))/s); \(errors) error(s), \(warnings) warning(s)"
+                "\(report.isClean ? "ok" : "FAILED"): \(report.partitions.count) partition(s)\(catalog), \(frames) frame(s), \(bytes(totalBytes))\(index), \(entries) key directory entries checked\(report.deep ? ", full replay compared" : "") in \(String(format: "%.2f", seconds)) s (\(bytes(UInt64(Double(totalBytes) / max(seconds, 1e-9))))/s); \(errors) error(s), \(warnings) warning(s)"
             )
         }
         return report.isClean ? 0 : 65
     }
 
-    /// `error: partition 0, segment 00000000000000000001.seg, offset 1234: checksum mismatch …`
+    /// `error: partition 0, segment 00000000000000000001.seg, offset 1234: checksum mismatch …`; a file of the
+    /// index is named inside it: `index run index/00000000000000000003.run`.
     static func describe(_ f: VerifyReport.Finding) -> String {
-        let file = name(f.file)
-        let kind = file.hasSuffix(".seg") ? "segment" : file.hasPrefix("checkpoint-") ? "checkpoint" : "file"
+        var file = name(f.file)
+        let kind: String
+        if Path.name(Path.parent(f.file)) == "index" {
+            kind = file.hasSuffix(".run") ? "index run" : file.hasPrefix("MANIFEST-") ? "index manifest" : "index file"
+            file = "index/" + file
+        } else {
+            kind = file.hasSuffix(".seg") ? "segment" : file.hasPrefix("checkpoint-") ? "checkpoint" : file == "index" ? "index" : "file"
+        }
         let log = f.partition == VerifyReport.catalogPartition ? "catalog" : "partition \(f.partition)"
         return "\(f.severity.rawValue): \(log), \(kind) \(file)\(f.offset.map { ", offset \($0)" } ?? ""): \(f.message)"
     }
@@ -79,13 +94,14 @@ enum VerifyCommand: Command {
             },
             "partitions": .array(
                 r.partitions.map { p in
-                    .members([
-                        "index": .int(p.index), "segments": .int(p.segments), "frames": .int(p.frames), "bytes": .int(p.bytes),
-                        "lastLSN": .int(p.lastLSN), "mutations": .int(p.mutations),
-                        "checkpointLSN": p.checkpointLSN.map { .int($0) }, "entriesChecked": .int(p.entriesChecked),
-                        "compactionGeneration": .int(p.compactionGeneration),
-                        "catalogVersion": p.catalogVersion.map { .int($0) },
-                    ])
+                    .members(
+                        [
+                            ("index", .int(p.index)), ("segments", .int(p.segments)), ("frames", .int(p.frames)),
+                            ("bytes", .int(p.bytes)), ("lastLSN", .int(p.lastLSN)), ("mutations", .int(p.mutations)),
+                            ("checkpointLSN", p.checkpointLSN.map { .int($0) }), ("entriesChecked", .int(p.entriesChecked)),
+                            ("compactionGeneration", .int(p.compactionGeneration)),
+                            ("catalogVersion", p.catalogVersion.map { .int($0) }),
+                        ] + indexMembers(p.indexSummary))
                 }),
         ])
     }
