@@ -144,6 +144,12 @@ package final class Partition: Sendable {
         checkpointTrigger.reset(bytes: replayedBytes, lastLSN: afterLSN)
         log.onFailure { [id, backgroundErrors] failure in backgroundErrors.record(.flush, in: "partition \(id)", failure) }
         runsSeen = Atomic(tree?.runsChanges ?? 0)
+        // Checkpoints of a format-3 store whose migration flushed the index but stopped before deleting them.
+        if fromIndex && !configuration.readOnly, !((try? checkpoints.list().0.isEmpty) ?? true) {
+            do { try checkpoints.removeAll(except: .max) } catch {
+                StoreLog.warning("partition \(id): could not delete the checkpoints the index replaced: \(error)")
+            }
+        }
         // An index built from a checkpoint or the whole log goes to disk now, so that the next open reads it.
         if let tree, !flushedFromIndex, !configuration.readOnly {
             do {

@@ -1,41 +1,51 @@
 /// The newest writes of a tree, in memory, sorted by key: one entry a key (a value or a tombstone), the one with
 /// the highest sequence.
 ///
-/// A **persistent treap**: immutable nodes, each insert copies the O(log n) nodes on its path and shares the rest.
-/// Chosen over a skip list or a sorted array + pending dictionary because a copy of the memtable is free and never
-/// changes: a read view keeps the memtable as it was (a value copy), the writer goes on inserting into its own,
-/// and readers need no lock since nothing they hold is ever mutated. The price is a few small allocations per
-/// insert. Node priorities are the key's hash, so the shape depends only on the key set (expected depth
-/// O(log n)).
+/// A value with free copies that never change — a read view keeps the memtable as it was, the writer goes on
+/// writing into its own, and readers need no lock since nothing they hold is ever mutated — built as a small
+/// log-structured merge in memory: the newest writes go to a hash table (``recentLimit`` entries at most); when it
+/// fills, its entries are sorted into an immutable layer, and layers of about the same size merge (a binary
+/// counter), so there are O(log n) layers and each entry is copied O(log n) times over its life. A lookup checks
+/// the table, then binary-searches the layers newest first. Copying a memtable copies the table (copy-on-write,
+/// at most ``recentLimit`` entries, on the first write after the copy) and shares the layers.
+///
+/// Chosen over a persistent treap (what this type was first): a treap insert copies the ~2 ln n nodes on its path,
+/// an allocation each, and a lookup walks as many reference-counted nodes; with three index keys a record write
+/// that made memtable work most of a commit's cost. Here an insert is a hash-table store plus its share of merges
+/// (contiguous copies), and a lookup a hash probe plus binary searches in contiguous arrays.
 public struct Memtable: Sendable {
-    final class Node: @unchecked Sendable {
-        let entry: LSMEntry
-        let priority: UInt64
-        let left: Node?
-        let right: Node?
-        /// The same children without reference counting, for lookups: a walk from a root the caller holds reaches
-        /// only nodes that root keeps alive, so it need not retain each one it passes (which was most of a lookup's
-        /// cost). Immutable like the rest of the node.
-        unowned(unsafe) let fastLeft: Node?
-        unowned(unsafe) let fastRight: Node?
+    /// Sorted, immutable, one entry a key.
+    final class Layer: Sendable {
+        let entries: [LSMEntry]
+        init(_ entries: [LSMEntry]) { self.entries = entries }
 
-        init(_ entry: LSMEntry, _ priority: UInt64, _ left: Node?, _ right: Node?) {
-            self.entry = entry
-            self.priority = priority
-            self.left = left
-            self.right = right
-            fastLeft = left
-            fastRight = right
+        /// The entry of `key`, if the layer has one (binary search).
+        func get(_ key: [UInt8]) -> LSMEntry? {
+            let i = lowerBound(key)
+            return i < entries.count && LSMKey.compare(entries[i].key, key) == 0 ? entries[i] : nil
         }
 
-        func with(left: Node?) -> Node { Node(entry, priority, left, right) }
-        func with(right: Node?) -> Node { Node(entry, priority, left, right) }
+        /// Index of the first entry whose key is ≥ `key`.
+        func lowerBound(_ key: [UInt8]) -> Int {
+            var lo = 0
+            var hi = entries.count
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if LSMKey.compare(entries[mid].key, key) < 0 { lo = mid + 1 } else { hi = mid }
+            }
+            return lo
+        }
     }
 
-    /// What one entry is counted as beyond its key and value bytes (node object, references, priority).
+    /// What one entry is counted as beyond its key and value bytes (table slot or array element, array headers).
     public static let entryOverhead = 80
+    /// The hash table's size at which it is sorted into a layer.
+    static let recentLimit = 256
 
-    private(set) var root: Node?
+    /// The newest writes, by key.
+    private var recent: [[UInt8]: LSMEntry] = [:]
+    /// Older writes, newest layer first; older layers are larger.
+    private var layers: [Layer] = []
     /// How many keys it holds.
     public private(set) var count = 0
     /// Key and value bytes plus ``entryOverhead`` an entry: what it roughly takes in memory.
@@ -50,13 +60,13 @@ public struct Memtable: Sendable {
     /// Records a write. An entry older (by sequence) than the one the memtable holds for its key is ignored, so
     /// replaying writes twice is harmless.
     public mutating func apply(_ entry: LSMEntry) {
-        var replaced: LSMEntry?
-        var ignored = false
-        root = Self.insert(root, entry, KeyHash.hash(entry.key), &replaced, &ignored)
-        guard !ignored else { return }
+        let replaced = get(entry.key)
+        if let replaced, entry.sequence < replaced.sequence { return }
         maxSequence = max(maxSequence, entry.sequence)
         approximateBytes += Self.size(entry)
         if let replaced { approximateBytes -= Self.size(replaced) } else { count += 1 }
+        recent[entry.key] = entry
+        if recent.count >= Self.recentLimit { seal() }
     }
 
     /// Records a value for `key` (see ``apply(_:)``).
@@ -69,84 +79,102 @@ public struct Memtable: Sendable {
 
     /// The entry of `key` (a tombstone included), or nil if the memtable has none.
     public func get(_ key: [UInt8]) -> LSMEntry? {
-        guard let root else { return nil }
-        return withExtendedLifetime(root) {
-            unowned(unsafe) var node: Node? = root
-            while let n = node {
-                let c = LSMKey.compare(key, n.entry.key)
-                if c == 0 { return n.entry }
-                node = c < 0 ? n.fastLeft : n.fastRight
-            }
-            return nil
+        if let e = recent[key] { return e }
+        for layer in layers {
+            if let e = layer.get(key) { return e }
         }
+        return nil
     }
 
     /// An iterator over the memtable as it is now (later writes to this value do not show).
-    public func makeIterator() -> MemtableIterator { MemtableIterator(root) }
+    public func makeIterator() -> MemtableIterator {
+        let sortedRecent = recent.values.sorted { LSMKey.less($0.key, $1.key) }
+        return MemtableIterator((sortedRecent.isEmpty ? [] : [sortedRecent]) + layers.map(\.entries))
+    }
 
     private static func size(_ e: LSMEntry) -> Int { e.key.count + e.value.count + entryOverhead }
 
-    private static func insert(
-        _ node: Node?, _ entry: LSMEntry, _ priority: UInt64, _ replaced: inout LSMEntry?, _ ignored: inout Bool
-    ) -> Node {
-        guard let node else { return Node(entry, priority, nil, nil) }
-        let c = LSMKey.compare(entry.key, node.entry.key)
-        if c == 0 {
-            if entry.sequence < node.entry.sequence {
-                ignored = true
-                return node
+    /// Sorts the table into a new layer, then merges it with the layers no more than twice its size.
+    private mutating func seal() {
+        var merged = recent.values.sorted { LSMKey.less($0.key, $1.key) }
+        recent.removeAll(keepingCapacity: true)
+        while let newest = layers.first, newest.entries.count <= 2 * merged.count {
+            merged = Self.merge(newer: merged, older: newest.entries)
+            layers.removeFirst()
+        }
+        layers.insert(Layer(merged), at: 0)
+    }
+
+    /// The union of two sorted layers; for a key in both, the newer's entry.
+    private static func merge(newer: [LSMEntry], older: [LSMEntry]) -> [LSMEntry] {
+        var out: [LSMEntry] = []
+        out.reserveCapacity(newer.count + older.count)
+        var i = 0
+        var j = 0
+        while i < newer.count && j < older.count {
+            let c = LSMKey.compare(newer[i].key, older[j].key)
+            if c <= 0 {
+                out.append(newer[i])
+                i += 1
+                if c == 0 { j += 1 }
+            } else {
+                out.append(older[j])
+                j += 1
             }
-            replaced = node.entry
-            return Node(entry, node.priority, node.left, node.right)
         }
-        if c < 0 {
-            let l = insert(node.left, entry, priority, &replaced, &ignored)
-            if l.priority > node.priority { return l.with(right: node.with(left: l.right)) }  // rotate right
-            return node.with(left: l)
-        }
-        let r = insert(node.right, entry, priority, &replaced, &ignored)
-        if r.priority > node.priority { return r.with(left: node.with(right: r.left)) }  // rotate left
-        return node.with(right: r)
+        out.append(contentsOf: newer[i...])
+        out.append(contentsOf: older[j...])
+        return out
     }
 }
 
-/// An in-order walk of a memtable's tree with an explicit stack of the nodes still to visit.
+/// An in-order walk of a memtable: its sorted parts (the table sorted when the iterator was made, then the
+/// layers, newest first) merged, the newest part's entry winning for a key several parts hold. Tombstones are
+/// returned like values.
 public final class MemtableIterator: LSMIterator {
-    private let root: Memtable.Node?
-    private var stack: [Memtable.Node] = []
+    private let parts: [[LSMEntry]]
+    private var positions: [Int]
+    public private(set) var current: LSMEntry?
 
-    init(_ root: Memtable.Node?) { self.root = root }
-
-    public var current: LSMEntry? { stack.last?.entry }
+    init(_ parts: [[LSMEntry]]) {
+        self.parts = parts
+        positions = Array(repeating: Int.max, count: parts.count)  // before the first seek: past the end
+    }
 
     public func seekToFirst() {
-        stack.removeAll(keepingCapacity: true)
-        pushLeft(root)
+        for p in parts.indices { positions[p] = 0 }
+        settle()
     }
 
     public func seek(_ key: [UInt8]) {
-        stack.removeAll(keepingCapacity: true)
-        var node = root
-        while let n = node {
-            if LSMKey.compare(n.entry.key, key) >= 0 {
-                stack.append(n)
-                node = n.left
-            } else {
-                node = n.right
+        for (p, entries) in parts.enumerated() {
+            var lo = 0
+            var hi = entries.count
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if LSMKey.compare(entries[mid].key, key) < 0 { lo = mid + 1 } else { hi = mid }
             }
+            positions[p] = lo
         }
+        settle()
     }
 
     public func advance() {
-        guard let top = stack.popLast() else { return }
-        pushLeft(top.right)
+        guard let key = current?.key else { return }
+        for p in parts.indices where positions[p] < parts[p].count && parts[p][positions[p]].key == key {
+            positions[p] += 1
+        }
+        settle()
     }
 
-    private func pushLeft(_ node: Memtable.Node?) {
-        var node = node
-        while let n = node {
-            stack.append(n)
-            node = n.left
+    /// Makes ``current`` the smallest key's entry from the newest part that has it.
+    private func settle() {
+        var winner: LSMEntry?
+        for p in parts.indices where positions[p] < parts[p].count {
+            let entry = parts[p][positions[p]]
+            if let w = winner, LSMKey.compare(entry.key, w.key) >= 0 { continue }
+            winner = entry
         }
+        current = winner
     }
 }
