@@ -68,7 +68,12 @@ package struct KeyDirectory: Sendable {
     /// its tombstone purged, or its zone gone).
     package func entry(_ z: ZoneKey, _ name: String) throws -> RecordEntry? {
         guard summaries[z] != nil else { return nil }
-        guard let e = try lookup(DirectoryKey.entry(DirectoryKey.zone(z), name)) else { return nil }
+        return try entry(zone: DirectoryKey.zone(z), name)
+    }
+
+    /// ``entry(_:_:)`` of a zone held, by its key prefix.
+    private func entry(zone: [UInt8], _ name: String) throws -> RecordEntry? {
+        guard let e = try lookup(DirectoryKey.entry(zone, name)) else { return nil }
         return try DirectoryCodec.decodeEntry(e)
     }
 
@@ -297,8 +302,8 @@ package struct KeyDirectory: Sendable {
     /// incarnation 0 (a default zone).
     @discardableResult
     mutating func put(_ z: ZoneKey, _ name: String, _ entry: RecordEntry) throws -> RecordEntry? {
-        let previous = try self.entry(z, name)
         let zone = DirectoryKey.zone(z)
+        let previous = summaries[z] == nil ? nil : try self.entry(zone: zone, name)
         let seq = entry.lsn
         var summary = summaries[z] ?? ZoneSummary(createdLSN: 0)
         let typeKept = previous.map { !$0.deleted && !entry.deleted && $0.recordType == entry.recordType } ?? false

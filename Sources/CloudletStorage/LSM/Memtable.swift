@@ -14,13 +14,22 @@
 /// that made memtable work most of a commit's cost. Here an insert is a hash-table store plus its share of merges
 /// (contiguous copies), and a lookup a hash probe plus binary searches in contiguous arrays.
 public struct Memtable: Sendable {
-    /// Sorted, immutable, one entry a key.
+    /// Sorted, immutable, one entry a key, with the keys' hashes (``KeyHash``) and a bloom filter over them, so
+    /// that a lookup of a key the layer lacks — most lookups, in most layers — costs a few bit probes.
     final class Layer: Sendable {
         let entries: [LSMEntry]
-        init(_ entries: [LSMEntry]) { self.entries = entries }
+        let hashes: [UInt64]
+        let filter: BloomFilter
 
-        /// The entry of `key`, if the layer has one (binary search).
-        func get(_ key: [UInt8]) -> LSMEntry? {
+        init(_ entries: [LSMEntry], hashes: [UInt64]) {
+            self.entries = entries
+            self.hashes = hashes
+            filter = BloomFilter(hashes: hashes, bitsPerKey: 10)
+        }
+
+        /// The entry of `key` (whose hash is `hash`), if the layer has one.
+        func get(_ key: [UInt8], hash: UInt64) -> LSMEntry? {
+            guard filter.mayContain(hash: hash) else { return nil }
             let i = lowerBound(key)
             return i < entries.count && LSMKey.compare(entries[i].key, key) == 0 ? entries[i] : nil
         }
@@ -42,8 +51,23 @@ public struct Memtable: Sendable {
     /// The hash table's size at which it is sorted into a layer.
     static let recentLimit = 256
 
+    /// A key with its ``KeyHash``, computed once a lookup: the table hashes it without reading the bytes again
+    /// (`Hasher` over a byte array goes a byte at a time) and the layers' filters probe with it.
+    struct HashedKey: Hashable, Sendable {
+        let key: [UInt8]
+        let hash: UInt64
+
+        init(_ key: [UInt8]) {
+            self.key = key
+            hash = KeyHash.hash(key)
+        }
+
+        func hash(into hasher: inout Hasher) { hasher.combine(hash) }
+        static func == (a: HashedKey, b: HashedKey) -> Bool { a.hash == b.hash && a.key == b.key }
+    }
+
     /// The newest writes, by key.
-    private var recent: [[UInt8]: LSMEntry] = [:]
+    private var recent: [HashedKey: LSMEntry] = [:]
     /// Older writes, newest layer first; older layers are larger.
     private var layers: [Layer] = []
     /// How many keys it holds.
@@ -60,12 +84,13 @@ public struct Memtable: Sendable {
     /// Records a write. An entry older (by sequence) than the one the memtable holds for its key is ignored, so
     /// replaying writes twice is harmless.
     public mutating func apply(_ entry: LSMEntry) {
-        let replaced = get(entry.key)
+        let key = HashedKey(entry.key)
+        let replaced = get(key)
         if let replaced, entry.sequence < replaced.sequence { return }
         maxSequence = max(maxSequence, entry.sequence)
         approximateBytes += Self.size(entry)
         if let replaced { approximateBytes -= Self.size(replaced) } else { count += 1 }
-        recent[entry.key] = entry
+        recent[key] = entry
         if recent.count >= Self.recentLimit { seal() }
     }
 
@@ -78,17 +103,19 @@ public struct Memtable: Sendable {
     public mutating func delete(_ key: [UInt8], sequence: UInt64) { apply(.delete(key, sequence: sequence)) }
 
     /// The entry of `key` (a tombstone included), or nil if the memtable has none.
-    public func get(_ key: [UInt8]) -> LSMEntry? {
+    public func get(_ key: [UInt8]) -> LSMEntry? { get(HashedKey(key)) }
+
+    private func get(_ key: HashedKey) -> LSMEntry? {
         if let e = recent[key] { return e }
         for layer in layers {
-            if let e = layer.get(key) { return e }
+            if let e = layer.get(key.key, hash: key.hash) { return e }
         }
         return nil
     }
 
     /// An iterator over the memtable as it is now (later writes to this value do not show).
     public func makeIterator() -> MemtableIterator {
-        let sortedRecent = recent.values.sorted { LSMKey.less($0.key, $1.key) }
+        let sortedRecent = recent.values.sorted { LSMKey.less($0.key, $1.key) }  // at most recentLimit
         return MemtableIterator((sortedRecent.isEmpty ? [] : [sortedRecent]) + layers.map(\.entries))
     }
 
@@ -96,35 +123,45 @@ public struct Memtable: Sendable {
 
     /// Sorts the table into a new layer, then merges it with the layers no more than twice its size.
     private mutating func seal() {
-        var merged = recent.values.sorted { LSMKey.less($0.key, $1.key) }
+        let sorted = recent.sorted { LSMKey.less($0.key.key, $1.key.key) }
+        var merged = sorted.map(\.value)
+        var hashes = sorted.map(\.key.hash)
         recent.removeAll(keepingCapacity: true)
         while let newest = layers.first, newest.entries.count <= 2 * merged.count {
-            merged = Self.merge(newer: merged, older: newest.entries)
+            (merged, hashes) = Self.merge(newer: (merged, hashes), older: (newest.entries, newest.hashes))
             layers.removeFirst()
         }
-        layers.insert(Layer(merged), at: 0)
+        layers.insert(Layer(merged, hashes: hashes), at: 0)
     }
 
-    /// The union of two sorted layers; for a key in both, the newer's entry.
-    private static func merge(newer: [LSMEntry], older: [LSMEntry]) -> [LSMEntry] {
+    /// The union of two sorted layers (entries and their hashes); for a key in both, the newer's entry.
+    private static func merge(
+        newer: ([LSMEntry], [UInt64]), older: ([LSMEntry], [UInt64])
+    ) -> ([LSMEntry], [UInt64]) {
         var out: [LSMEntry] = []
-        out.reserveCapacity(newer.count + older.count)
+        var hashes: [UInt64] = []
+        out.reserveCapacity(newer.0.count + older.0.count)
+        hashes.reserveCapacity(newer.0.count + older.0.count)
         var i = 0
         var j = 0
-        while i < newer.count && j < older.count {
-            let c = LSMKey.compare(newer[i].key, older[j].key)
+        func take(_ side: ([LSMEntry], [UInt64]), _ k: Int) {
+            out.append(side.0[k])
+            hashes.append(side.1[k])
+        }
+        while i < newer.0.count && j < older.0.count {
+            let c = LSMKey.compare(newer.0[i].key, older.0[j].key)
             if c <= 0 {
-                out.append(newer[i])
+                take(newer, i)
                 i += 1
                 if c == 0 { j += 1 }
             } else {
-                out.append(older[j])
+                take(older, j)
                 j += 1
             }
         }
-        out.append(contentsOf: newer[i...])
-        out.append(contentsOf: older[j...])
-        return out
+        while i < newer.0.count { take(newer, i); i += 1 }
+        while j < older.0.count { take(older, j); j += 1 }
+        return (out, hashes)
     }
 }
 
