@@ -194,7 +194,7 @@ struct StoreFaultTests {
         case .torn: bytes.removeLast(bytes.count / 3)
         case .bitFlip:
             let reader = try SortedRunReader(path: newest, fileNumber: SortedRunFile.number(fileName: runs.last!)!, fileSystem: s.memory)
-            let last = try #require(reader.dataBlocks.last)
+            let last = try #require(try reader.dataBlocks.last)
             reader.close()
             bytes[Int(last.offset + last.size / 2)] ^= 0x10
         case .currentLost: break
@@ -361,8 +361,8 @@ struct StoreFaultTests {
         let run = try #require(try s.memory.listDirectory(dir).filter { $0.hasSuffix(SortedRunFile.suffix) }.max())
         let path = dir + "/" + run
         let reader = try SortedRunReader(path: path, fileNumber: SortedRunFile.number(fileName: run)!, fileSystem: s.memory)
-        #expect(reader.dataBlocks.count > 3, "a run of several blocks")
-        let victim = reader.dataBlocks[1]  // entries, not the flushed state (the last block): the open reads past it
+        #expect(try reader.dataBlocks.count > 3, "a run of several blocks")
+        let victim = try reader.dataBlocks[1]  // entries, not the flushed state (the last block): the open reads past it
         reader.close()
         var bytes = try #require(s.memory.contents(of: path))
         bytes[Int(victim.offset + victim.size / 2)] ^= 0x01

@@ -27,7 +27,7 @@ import Testing
     func dataBlocks(_ path: String) throws -> [BlockHandle] {
         let reader = try SortedRunReader(path: path, fileNumber: SortedRunFile.number(fileName: Path.name(path)) ?? 0)
         defer { reader.close() }
-        return reader.dataBlocks
+        return try reader.dataBlocks
     }
 
     /// The error findings of a `verify --json` run as (file, offset, message).

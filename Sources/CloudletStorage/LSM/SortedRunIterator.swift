@@ -18,7 +18,8 @@ public final class SortedRunIterator: LSMIterator {
     }
 
     public func seek(_ key: [UInt8]) throws {
-        try load(block: reader.blockIndex(for: key), after: nil) { cursor throws(Block.Defect) in try cursor.seek(key) }
+        let block = SortedRunReader.blockIndex(for: key, in: try reader.runIndex().separators)
+        try load(block: block, after: nil) { cursor throws(Block.Defect) in try cursor.seek(key) }
     }
 
     public func advance() throws {
@@ -39,7 +40,8 @@ public final class SortedRunIterator: LSMIterator {
     ) throws {
         var i = i
         var first = true
-        while i < reader.handles.count {
+        let blockCount = try reader.runIndex().handles.count
+        while i < blockCount {
             var c = BlockCursor(try reader.block(i, fillCache: fillCache))
             do throws(Block.Defect) {
                 if first { try position(&c) } else { try c.seekToFirst() }
@@ -56,7 +58,7 @@ public final class SortedRunIterator: LSMIterator {
             first = false
             i += 1
         }
-        blockIndex = reader.handles.count
+        blockIndex = blockCount
         cursor = nil
         current = nil
     }
@@ -64,7 +66,7 @@ public final class SortedRunIterator: LSMIterator {
     /// Decodes the cursor's entry into ``current``.
     private func settle() throws {
         let c = cursor!
-        guard LSMKey.compare(c.key, reader.separators[blockIndex]) <= 0 else {
+        guard LSMKey.compare(c.key, try reader.runIndex().separators[blockIndex]) <= 0 else {
             throw reader.defect(Block.Defect("key past its block's index separator"), block: blockIndex)
         }
         current = try reader.entry(key: c.key, value: c.value, block: blockIndex)

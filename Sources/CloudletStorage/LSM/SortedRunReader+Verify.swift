@@ -31,7 +31,16 @@ extension SortedRunReader {
         var tombstones: UInt64 = 0
         var maxSequence: UInt64 = 0
         var first: [UInt8]?
-        for (i, handle) in handles.enumerated() {
+        let index: RunIndex
+        do { index = try runIndex() } catch let error as CloudletError {
+            note(0, error.message)
+            return findings
+        } catch {
+            note(0, "\(error)")
+            return findings
+        }
+        let (separators, filter) = (index.separators, index.filter)
+        for (i, handle) in index.handles.enumerated() {
             do {
                 let contents = try Self.readBlockContents(file, path, handle)
                 var cursor = BlockCursor(try Self.block(contents, path, handle))

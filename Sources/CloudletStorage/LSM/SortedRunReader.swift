@@ -1,8 +1,10 @@
 import CloudletCore
+import Synchronization
 
-/// Reads a sorted run file (SortedRunFormat.md). Opening checks the header and footer and loads the index, the
-/// bloom filter and the properties, which stay in memory (they are small); data blocks are read on demand through
-/// the shared ``BlockCache``. Every block's checksum and structure is checked before anything in it is used: a
+/// Reads a sorted run file (SortedRunFormat.md). Opening checks the header and footer and reads the properties;
+/// the index and the bloom filter are loaded the first time a read needs them (``runIndex()``) and then stay in
+/// memory, so that opening a tree of many runs costs a few small reads a run, not its indexes and filters; data
+/// blocks are read on demand through the shared ``BlockCache``. Every block's checksum and structure is checked before anything in it is used: a
 /// defect throws a `corruption` error naming the file and the block's offset, never a wrong answer.
 ///
 /// Safe to use from several threads: everything is immutable after opening, the file is read with `pread`, and
@@ -13,10 +15,14 @@ public final class SortedRunReader: Sendable {
     public let fileSize: UInt64
     public let properties: SortedRunProperties
     let file: any File
-    let filter: BloomFilter
-    /// The index: data block `i` holds the keys in (separator `i - 1`, separator `i`].
-    let separators: [[UInt8]]
-    let handles: [BlockHandle]
+    /// The index and the filter, loaded on first use.
+    struct RunIndex: Sendable {
+        /// Data block `i` holds the keys in (separator `i - 1`, separator `i`].
+        let separators: [[UInt8]]
+        let handles: [BlockHandle]
+        let filter: BloomFilter
+    }
+    private let loaded = Mutex<RunIndex?>(nil)
     let footer: SortedRunFooter
     let cache: BlockCache?
 
@@ -66,14 +72,6 @@ public final class SortedRunReader: Sendable {
             case .failure(let defect): throw CloudletError.corruption(run: path, offset: footerOffset, defect.reason)
             }
             self.footer = footer
-            let (separators, handles) = try Self.loadIndex(
-                try Self.readBlockContents(file, path, footer.index), path, footer)
-            self.separators = separators
-            self.handles = handles
-            guard let filter = BloomFilter(encoded: try Self.readBlockContents(file, path, footer.filter)) else {
-                throw CloudletError.corruption(run: path, offset: footer.filter.offset, "malformed bloom filter")
-            }
-            self.filter = filter
             let properties: SortedRunProperties
             let propertiesBytes = try Self.readBlockContents(file, path, footer.properties)
             do {
@@ -82,15 +80,32 @@ public final class SortedRunReader: Sendable {
                 throw CloudletError.corruption(run: path, offset: footer.properties.offset, error.message)
             }
             self.properties = properties
-            guard properties.dataBlockCount == UInt64(handles.count),
+            guard properties.dataBlockCount == UInt64(footer.dataBlockCount),
                 properties.entryCount >= properties.dataBlockCount,
                 properties.entryCount > 0 || properties.smallestKey.isEmpty && properties.largestKey.isEmpty
             else {
                 throw CloudletError.corruption(
-                    run: path, offset: footer.properties.offset, "properties disagree with the index")
+                    run: path, offset: footer.properties.offset, "properties disagree with the footer")
             }
         } catch {
             try? file.close()
+            throw error
+        }
+    }
+
+    /// The index and the bloom filter, read and checked the first time (damage throws, and is reported).
+    func runIndex() throws -> RunIndex {
+        if let index = loaded.withLock({ $0 }) { return index }
+        do {
+            let (separators, handles) = try Self.loadIndex(try Self.readBlockContents(file, path, footer.index), path, footer)
+            guard let filter = BloomFilter(encoded: try Self.readBlockContents(file, path, footer.filter)) else {
+                throw CloudletError.corruption(run: path, offset: footer.filter.offset, "malformed bloom filter")
+            }
+            let index = RunIndex(separators: separators, handles: handles, filter: filter)
+            loaded.withLock { if $0 == nil { $0 = index } }
+            return index
+        } catch let error as CloudletError where error.code == .corruption {
+            onCorruption?(error)
             throw error
         }
     }
@@ -102,10 +117,12 @@ public final class SortedRunReader: Sendable {
     /// bloom filter first, then reads at most one block.
     public func get(_ key: [UInt8]) throws -> LSMEntry? {
         guard properties.entryCount > 0, LSMKey.compare(key, properties.smallestKey) >= 0,
-            LSMKey.compare(key, properties.largestKey) <= 0, filter.mayContain(key)
+            LSMKey.compare(key, properties.largestKey) <= 0
         else { return nil }
-        let i = blockIndex(for: key)
-        guard i < handles.count else { return nil }
+        let index = try runIndex()
+        guard index.filter.mayContain(key) else { return nil }
+        let i = Self.blockIndex(for: key, in: index.separators)
+        guard i < index.handles.count else { return nil }
         var cursor = BlockCursor(try block(i))
         do throws(Block.Defect) { try cursor.seek(key) } catch { throw defect(error, block: i) }
         guard cursor.current != nil, cursor.key == key else { return nil }
@@ -113,17 +130,17 @@ public final class SortedRunReader: Sendable {
     }
 
     /// Whether the bloom filter lets `key` through (false: certainly not in the run).
-    public func mayContain(_ key: [UInt8]) -> Bool { filter.mayContain(key) }
+    public func mayContain(_ key: [UInt8]) throws -> Bool { try runIndex().filter.mayContain(key) }
 
     /// A new iterator over the run's entries (not positioned yet). With `fillCache` false, blocks it reads that are
     /// not cached are not added to the cache (for merges and verification, which read everything once).
     public func makeIterator(fillCache: Bool = true) -> SortedRunIterator { SortedRunIterator(self, fillCache: fillCache) }
 
     /// The data blocks, in order (for tools).
-    public var dataBlocks: [BlockHandle] { handles }
+    public var dataBlocks: [BlockHandle] { get throws { try runIndex().handles } }
 
-    /// The first block whose separator is at least `key` (`handles.count` if none).
-    func blockIndex(for key: [UInt8]) -> Int {
+    /// The first block whose separator is at least `key` (`separators.count` if none).
+    static func blockIndex(for key: [UInt8], in separators: [[UInt8]]) -> Int {
         var lo = 0
         var hi = separators.count
         while lo < hi {
@@ -135,7 +152,7 @@ public final class SortedRunReader: Sendable {
 
     /// Data block `i`, from the cache or the file (checked, decompressed, then cached if `fillCache`).
     func block(_ i: Int, fillCache: Bool = true) throws -> Block {
-        let handle = handles[i]
+        let handle = try runIndex().handles[i]
         let key = BlockCache.Key(fileNumber: cacheID, offset: handle.offset)
         let contents: [UInt8]
         if let cached = cache?.lookup(key) {
@@ -167,15 +184,18 @@ public final class SortedRunReader: Sendable {
             return LSMEntry(key: key, kind: kind, sequence: sequence, value: value)
         } catch {
             let error = CloudletError.corruption(
-                run: path, offset: handles[i].offset, "entry \(LSMKey.printable(key)) is malformed")
+                run: path, offset: blockOffset(i), "entry \(LSMKey.printable(key)) is malformed")
             onCorruption?(error)
             throw error
         }
     }
 
     func defect(_ defect: Block.Defect, block i: Int) -> CloudletError {
-        .corruption(run: path, offset: handles[i].offset, defect.reason)
+        .corruption(run: path, offset: blockOffset(i), defect.reason)
     }
+
+    /// Where data block `i` starts (0 if the index is not loaded: only blocks of a loaded index are ever read).
+    private func blockOffset(_ i: Int) -> UInt64 { loaded.withLock { $0?.handles[i].offset } ?? 0 }
 
     /// Reads a block and its trailer, checks and decompresses it.
     static func readBlockContents(_ file: any File, _ path: String, _ handle: BlockHandle) throws -> [UInt8] {

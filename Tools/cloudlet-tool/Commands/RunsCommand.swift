@@ -151,7 +151,7 @@ enum RunsCommand: Command {
         var levels: [Int: (runs: Int, bytes: UInt64, entries: UInt64)] = [:]
         for (metadata, reader) in source.runs {
             let p = reader.properties
-            let stored = reader.dataBlocks.reduce(0) { $0 + $1.size }
+            let stored = ((try? reader.dataBlocks) ?? []).reduce(0) { $0 + $1.size }  // a damaged index: `runs verify` names it
             let level = metadata?.level
             if let level {
                 let t = levels[level] ?? (0, 0, 0)
