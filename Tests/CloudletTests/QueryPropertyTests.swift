@@ -12,8 +12,8 @@ import Testing
 /// with the just-in-time indexes still building (scans), once they are built (index plans), after the data changed
 /// under them, and after the store was closed and reopened (indexes rebuilt from the checkpoint). A page carries a
 /// marker exactly when more matches remain. Paging while records are inserted and deleted between pages returns
-/// every record present throughout exactly once, in order. Each failure names its seed, phase and query; the seeds
-/// are fixed, so a failure replays.
+/// every record present throughout exactly once, in order. A comparator that cannot apply to its field's type is
+/// refused naming both. Each failure names its seed, phase and query; the seeds are fixed, so a failure replays.
 @Suite struct QueryPropertyTests {
     static let paris = Location(latitude: 48.8566, longitude: 2.3522)
     static let centers = [
@@ -110,7 +110,35 @@ import Testing
         "recordName": FieldType(.string), "createdTimestamp": FieldType(.timestamp),
     ]
 
+    /// Whether no value of a field of type `type` can match comparator `op` (written apart from the engine's rule):
+    /// NEAR needs a LOCATION, the prefix comparisons a STRING (list members: a STRING or a list of them), the token
+    /// searches text.
+    static func cannotApply(_ op: Comparator, to type: FieldType) -> Bool {
+        switch op {
+        case .near: type != FieldType(.location)
+        case .beginsWith, .notBeginsWith: type != FieldType(.string)
+        case .listMemberBeginsWith, .notListMemberBeginsWith, .containsAllTokens, .containsAnyTokens: type.scalar != .string
+        default: false
+        }
+    }
+
+    /// The first comparison of `p` the query must be refused for.
+    static func refused(_ p: Predicate) -> Comparison? {
+        p.comparisons.first { c in Self.types[c.field].map { Self.cannotApply(c.comparator, to: $0) } ?? false }
+    }
+
+    /// A comparison whose comparator cannot apply to its field's type.
+    func mismatch(_ rng: inout SeededRandom) -> Comparison {
+        switch rng.int(4) {
+        case 0: Comparison(rng.pick(["n", "s", "t", "tags"]), .near, .location(point(&rng)), distance: radius(&rng))
+        case 1: Comparison(rng.pick(["n", "d", "b", "ref", "tags", "loc"]), rng.chance(50) ? .beginsWith : .notBeginsWith, "a")
+        case 2: Comparison(rng.pick(["n", "loc", "nums", "t"]), rng.chance(50) ? .containsAllTokens : .containsAnyTokens, "red")
+        default: Comparison(rng.pick(["nums", "n", "createdTimestamp"]), rng.chance(50) ? .listMemberBeginsWith : .notListMemberBeginsWith, "1")
+        }
+    }
+
     func comparison(_ rng: inout SeededRandom) -> Predicate {
+        if rng.chance(3) { return .comparison(mismatch(&rng)) }
         let field = rng.pick([
             "s", "n", "d", "t", "b", "loc", "loc", "ref", "tags", "nums", "text", "recordName", "createdTimestamp", fullTextField,
         ])
@@ -207,6 +235,12 @@ import Testing
             let (zone, zoneWide) = scope(&rng)
             let limit = rng.chance(4) ? 1 : rng.pick([5, 13, 40, 200])
             let context = "seed \(seed) \(phase) query \(i): \(p) sort \(s) zone \(zoneWide ? "*" : zone.zoneName) limit \(limit)"
+            if let bad = Self.refused(p) {
+                let e = await expectError(.invalidArguments) { try await db.query(q, zoneID: zone, zoneWide: zoneWide) }
+                let message = e?.message ?? ""
+                #expect(message.contains(bad.comparator.rawValue) && message.contains("'\(bad.field)'"), "\(context): \(message)")
+                continue
+            }
             var got: [Record] = []
             var cursor: QueryCursor?
             var pages: [(size: Int, marker: Bool)] = []
@@ -247,7 +281,8 @@ import Testing
     ) async throws {
         var inserted = 0
         for i in 0..<count {
-            let p = predicate(&rng)
+            var p = predicate(&rng)
+            while Self.refused(p) != nil { p = predicate(&rng) }
             let s = sorts(&rng)
             let q = Query(recordType: "Thing", predicate: p, sortDescriptors: s)
             let (zone, zoneWide) = scope(&rng)
