@@ -156,4 +156,46 @@ import Testing
         #expect(container.schema(environment: .development).first!.indexes["createdTimestamp"] == .sortable)
         try await store.close()
     }
+
+    /// A comparator that no value of the field's type can match (NEAR, BEGINS_WITH or CONTAINS_ALL_TOKENS on an
+    /// INT64 …) is a bad request naming the comparator and the field — in either environment, for query, count and
+    /// explain, also inside OR and NOT — rather than an empty result; one that fits the type still runs.
+    @Test(arguments: [
+        Comparison("price", .near, .location(Location(latitude: 1, longitude: 2)), distance: 10),
+        Comparison("price", .beginsWith, "1"),
+        Comparison("price", .containsAllTokens, "one two"),
+        Comparison("price", .containsAnyTokens, "one"),
+        Comparison("title", .near, .location(Location(latitude: 1, longitude: 2)), distance: 10),
+        Comparison("price", .notBeginsWith, "1"),
+        Comparison("createdTimestamp", .listMemberBeginsWith, "1"),
+    ])
+    func comparatorThatCannotApplyToTheFieldTypeIsAnErrorNamingFieldAndComparator(c: Comparison) async throws {
+        let dir = TempDir("query-type-mismatch")
+        let (store, _, dev, prod) = try await setUp(dir)
+        let predicates: [Predicate] = [
+            .comparison(c), .or([.comparison(Comparison("kind", .equals, "novel")), .comparison(c)]),
+        ]
+        for db in [dev, prod] {
+            for p in predicates {
+                let q = Query(recordType: "Book", predicate: p)
+                for call in ["query", "count", "explain"] {
+                    let e = await expectError(.invalidArguments) {
+                        switch call {
+                        case "query": _ = try await db.query(q)
+                        case "count": _ = try await db.count(q)
+                        default: _ = try await db.explain(q)
+                        }
+                    }
+                    let message = e?.message ?? ""
+                    #expect(message.contains(c.comparator.rawValue) && message.contains("'\(c.field)'"), "\(call): \(message)")
+                    #expect(e?.code.serverErrorCode == "BAD_REQUEST")
+                }
+            }
+        }
+        // Development added no index for the refused comparisons; a comparator that fits still answers.
+        #expect(try store.container(testContainer).schema(environment: .development).first!.indexes["price"] == nil)
+        let fits = try await dev.query(try Query(recordType: "Book", format: "title BEGINSWITH 'Tea'"))
+        #expect(fits.records.count == 10)
+        try await store.close()
+    }
 }

@@ -40,3 +40,18 @@ func modelLess(_ a: Record, _ b: Record, _ descriptors: [QuerySort]) -> Bool {
     if a.recordName != b.recordName { return asc ? a.recordName < b.recordName : a.recordName > b.recordName }
     return asc ? a.id.zoneID.zoneName < b.id.zoneID.zoneName : a.id.zoneID.zoneName > b.id.zoneID.zoneName
 }
+
+/// The point `km` away from `from` in direction `bearing` (degrees clockwise from north) on the sphere that
+/// `Geo.distanceKilometres` measures on, longitude wrapped to -180…180.
+func destination(from: Location, km: Double, bearing: Double) -> Location {
+    let r = km / 6371.0088
+    let b = bearing * .pi / 180
+    let lat1 = from.latitude * .pi / 180
+    let lon1 = from.longitude * .pi / 180
+    let lat2 = asin(min(1, max(-1, sin(lat1) * cos(r) + cos(lat1) * sin(r) * cos(b))))
+    let lon2 = lon1 + atan2(sin(b) * sin(r) * cos(lat1), cos(r) - sin(lat1) * sin(lat2))
+    var lon = lon2 * 180 / .pi
+    while lon > 180 { lon -= 360 }
+    while lon < -180 { lon += 360 }
+    return Location(latitude: lat2 * 180 / .pi, longitude: lon)
+}

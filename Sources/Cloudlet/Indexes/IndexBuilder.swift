@@ -26,6 +26,8 @@ final class IndexBuilder: Sendable {
         var queued: Set<Job> = []
         var running = false
         var stopped = false
+        /// While set, queued builds wait (``pause()``).
+        var paused = false
         var waiters: [CheckedContinuation<Void, Never>] = []
         /// Indexes completed since the store opened (for tests and statistics).
         var completed = 0
@@ -83,12 +85,28 @@ final class IndexBuilder: Sendable {
         for w in waiters { w.resume() }
     }
 
+    /// Holds queued builds (and those queued from now on) until ``resume()``; a running build finishes first. For
+    /// tests that need an index to stay building, so that queries plan without it. ``waitUntilIdle()`` waits for
+    /// the resume.
+    func pause() {
+        state.withLock { $0.paused = true }
+    }
+
+    /// Starts the builds ``pause()`` held.
+    func resume() {
+        let held = state.withLock { s -> Int in
+            s.paused = false
+            return s.queue.count
+        }
+        for _ in 0..<held { dispatch.async { self.runNext() } }
+    }
+
     private var isStopped: Bool { state.withLock { $0.stopped } }
 
     private func runNext() {
         guard
             let (job, partition) = state.withLock({ s -> (Job, Partition)? in
-                guard !s.stopped, !s.queue.isEmpty else { return nil }
+                guard !s.stopped, !s.paused, !s.queue.isEmpty else { return nil }
                 s.running = true
                 let next = s.queue.removeFirst()
                 // Indexes defined from now on get a job of their own.

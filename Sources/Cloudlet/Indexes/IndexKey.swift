@@ -165,8 +165,15 @@ enum GeoCells {
 
     static func size(_ level: Int) -> Double { 180 / Double(1 << level) }
 
+    /// A cell's id: the level in the top byte, the column (longitude) from bit 28, the row (latitude) from bit 0.
+    ///
+    /// The three parts are added, not OR-ed, although they never overlap: Swift 6.3.1 miscompiles the OR form in
+    /// optimized builds when it is computed over a `y0...y1` loop, as ``covering(_:km:)`` does (the SIL pass
+    /// BoundsCheckOpts replaces the loop-invariant `level << 56 | x << 28` by 0, so every cell of a column but the
+    /// first came out as a bare row number and a NEAR query read cells nothing is filed under — issue 13). Debug
+    /// builds are not affected; `make test-release` runs the query and index tests optimized.
     static func cell(level: Int, x: Int, y: Int) -> UInt64 {
-        UInt64(level) << 56 | UInt64(x) << 28 | UInt64(y)
+        UInt64(level) << 56 + UInt64(x) << 28 + UInt64(y)
     }
 
     /// The cell of `l` at each level.

@@ -11,6 +11,19 @@ extension Comparator {
         default: .queryable
         }
     }
+
+    /// The kind of field this comparator needs, as an error message says it, when a field of `type` cannot match it
+    /// at all (``Comparison/matches(_:)`` is false for every record); nil when it can. Only comparators whose field
+    /// type alone rules them out: NEAR, the prefix and the token comparators. (For the others the value decides.)
+    func fieldNeeded(by type: FieldType) -> String? {
+        switch self {
+        case .near: type == FieldType(.location) ? nil : "a LOCATION field"
+        case .beginsWith, .notBeginsWith: type == FieldType(.string) ? nil : "a STRING field"
+        case .listMemberBeginsWith, .notListMemberBeginsWith, .containsAllTokens, .containsAnyTokens:
+            type.scalar == .string ? nil : "a STRING or STRING_LIST field"
+        default: nil
+        }
+    }
 }
 
 extension Database {
@@ -120,9 +133,11 @@ extension Database {
     }
 
     /// Rejects queries no schema could make sense of: bad names, NEAR without a location and distance, token
-    /// searches without text, sorts by lists or by a location without a point.
+    /// searches without text, a comparator on a field of a type it cannot match (NEAR on an INT64), sorts by lists
+    /// or by a location without a point.
     private func validateShape(_ query: Query) throws {
         try Names.validateIdentifier(query.recordType, what: "record type")
+        let type = store.schemaSnapshot().recordType(SchemaKey(container: id.container, environment: id.environment), query.recordType)
         func checkField(_ f: String) throws {
             if f == fullTextField || SystemField(rawValue: f) != nil { return }
             try Names.validateIdentifier(f, what: "field name")
@@ -144,8 +159,12 @@ extension Database {
                         "full-text search ('\(fullTextField)' / self) supports CONTAINS_ALL_TOKENS and CONTAINS_ANY_TOKENS, not \(c.comparator.rawValue)")
                 }
             }
+            if c.field != fullTextField, let ft = type?.type(of: c.field), let needed = c.comparator.fieldNeeded(by: ft) {
+                throw CloudletError.invalid(
+                    "\(c.comparator.rawValue) cannot apply to \(ft) field '\(c.field)' of record type '\(query.recordType)' "
+                        + "(it needs \(needed))")
+            }
         }
-        let type = store.schemaSnapshot().recordType(SchemaKey(container: id.container, environment: id.environment), query.recordType)
         for d in query.sortDescriptors {
             guard d.field != fullTextField else { throw CloudletError.invalid("cannot sort by '\(fullTextField)'") }
             try checkField(d.field)
