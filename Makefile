@@ -26,7 +26,7 @@ test: deps
 # The query and index tests again in an optimized build — the build users run (`make serve`, `swift build -c release`).
 # Issue 13's NEAR bug was a Swift optimizer miscompile that debug builds, and so `make test`, do not have. Builds in
 # .build/release with testable imports; RELEASE_TESTS is a --filter (`RELEASE_TESTS=.` runs every test).
-RELEASE_TESTS ?= Query|IndexKey|IndexPersistence|SortedBlockList
+RELEASE_TESTS ?= Query|IndexKey|IndexPersistence|SortedBlockList|KeyDirectory|Memtable|LSM|SortedRun|ChangeFeed|IndexReopen|CompactionTests|ModelProperty
 test-release: deps
 	mkdir -p $(dir $(TEST_LOG))
 	{ $(SWIFT) build -c release --build-tests -Xswiftc -enable-testing $(SWIFTPM_FLAGS) && \
