@@ -116,28 +116,20 @@ package struct KeyDirectory: Sendable {
     /// Names of the records in the zone that reference `target` with DELETE_SELF.
     package func deleteSelfSources(in z: ZoneKey, referencing target: String) throws -> Set<String> {
         guard summaries[z] != nil else { return [] }
-        let prefix = DirectoryKey.referencePrefix(DirectoryKey.zone(z), target)
-        var out: Set<String> = []
-        let it = view().makeIterator()
-        try it.seek(prefix)
-        while let e = it.current, e.key.starts(with: prefix) {
-            out.insert(String(decoding: e.key[prefix.count...], as: UTF8.self))
-            try it.advance()
-        }
-        return out
+        return Set(try names(under: DirectoryKey.referencePrefix(DirectoryKey.zone(z), target)))
     }
 
     /// The names of the zone's live records of `type`, in byte order (the type index).
     package func typeNames(in z: ZoneKey, type: String) throws -> [String] {
         guard summaries[z] != nil else { return [] }
-        let prefix = DirectoryKey.typePrefix(DirectoryKey.zone(z), type)
+        return try names(under: DirectoryKey.typePrefix(DirectoryKey.zone(z), type))
+    }
+
+    /// The key suffixes (record names) of the keys under `prefix` whose values are empty markers, in key order.
+    private func names(under prefix: [UInt8]) throws -> [String] {
         var out: [String] = []
-        let it = view().makeIterator()
-        try it.seek(prefix)
-        while let e = it.current, e.key.starts(with: prefix) {
-            out.append(String(decoding: e.key[prefix.count...], as: UTF8.self))
-            try it.advance()
-        }
+        var cursor = RangeCursor(view(), LSMKeyRange(lower: prefix, upper: DirectoryKey.successor(prefix)))
+        while let e = try cursor.next() { out.append(String(decoding: e.key[prefix.count...], as: UTF8.self)) }
         return out
     }
 
@@ -180,7 +172,7 @@ package struct KeyDirectory: Sendable {
     }
 
     /// A zone's entries in name order: a view of the directory, not a copy.
-    package struct Entries: Sendable {
+    package struct Entries: DirectorySequence {
         fileprivate let view: LSMReadView?
         fileprivate let range: LSMKeyRange
         /// Entries in the whole zone (not only after the starting name).
@@ -190,42 +182,22 @@ package struct KeyDirectory: Sendable {
 
         package func makeIterator() -> Iterator { Iterator(entries: self) }
 
-        /// Calls `body` with each entry in order.
-        package func forEach(_ body: (String, RecordEntry) throws -> Void) throws {
-            var it = makeIterator()
-            while let (name, e) = try it.next() { try body(name, e) }
-        }
+        package struct Iterator: DirectoryIterator {
+            private var cursor: RangeCursor
 
-        /// The entries, in order.
-        package func all() throws -> [(name: String, entry: RecordEntry)] {
-            var out: [(name: String, entry: RecordEntry)] = []
-            try forEach { out.append(($0, $1)) }
-            return out
-        }
-
-        package struct Iterator {
-            private let range: LSMKeyRange
-            private let it: MergingIterator?
-            private var started = false
-
-            fileprivate init(entries: Entries) {
-                range = entries.range
-                it = entries.view?.makeIterator()
-            }
+            fileprivate init(entries: Entries) { cursor = RangeCursor(entries.view, entries.range) }
 
             /// The next entry, nil after the last.
             package mutating func next() throws -> (name: String, entry: RecordEntry)? {
-                guard let it else { return nil }
-                if started { try it.advance() } else { try it.seek(to: range); started = true }
-                guard let e = it.current, range.contains(e.key) else { return nil }
-                let prefixCount = range.upper!.count  // zone prefix and tag: the successor has the same length
+                guard let e = try cursor.next() else { return nil }
+                let prefixCount = cursor.range.upper!.count  // zone prefix and tag: the successor has the same length
                 return (String(decoding: e.key[prefixCount...], as: UTF8.self), try DirectoryCodec.decodeEntry(e.value))
             }
         }
     }
 
     /// A zone's current changes from some point on, in change order.
-    package struct Changes: Sendable {
+    package struct Changes: DirectorySequence {
         fileprivate let directory: KeyDirectory
         fileprivate let zone: ZoneKey
         fileprivate let view: LSMReadView?
@@ -233,30 +205,19 @@ package struct KeyDirectory: Sendable {
 
         package func makeIterator() -> Iterator { Iterator(changes: self) }
 
-        /// The changes, in order.
-        package func all() throws -> [(name: String, entry: RecordEntry)] {
-            var out: [(name: String, entry: RecordEntry)] = []
-            var it = makeIterator()
-            while let next = try it.next() { out.append(next) }
-            return out
-        }
-
-        package struct Iterator {
+        package struct Iterator: DirectoryIterator {
             private let changes: Changes
-            private let it: MergingIterator?
-            private var started = false
+            private var cursor: RangeCursor
 
             fileprivate init(changes: Changes) {
                 self.changes = changes
-                it = changes.view?.makeIterator()
+                cursor = RangeCursor(changes.view, changes.range)
             }
 
             /// The next change, nil after the last.
             package mutating func next() throws -> (name: String, entry: RecordEntry)? {
-                guard let it else { return nil }
                 while true {
-                    if started { try it.advance() } else { try it.seek(to: changes.range); started = true }
-                    guard let e = it.current, changes.range.contains(e.key) else { return nil }
+                    guard let e = try cursor.next() else { return nil }
                     let name = String(decoding: e.value, as: UTF8.self)
                     // The change index holds current changes only; the check guards against a damaged one.
                     let point = DirectoryKey.changePoint(e.key)
@@ -428,6 +389,52 @@ package struct KeyDirectory: Sendable {
     var allSummaries: [ZoneKey: ZoneSummary] { summaries }
 }
 
+/// What ``KeyDirectory/entries(in:after:)`` and ``KeyDirectory/changes(in:after:)`` return: (name, entry) pairs in
+/// key order, read lazily from the memtables and runs, so each step may do I/O and throw.
+package protocol DirectorySequence: Sendable {
+    associatedtype Iterator: DirectoryIterator
+    func makeIterator() -> Iterator
+}
+
+package protocol DirectoryIterator {
+    mutating func next() throws -> (name: String, entry: RecordEntry)?
+}
+
+extension DirectorySequence {
+    /// Calls `body` with each pair in order.
+    package func forEach(_ body: (String, RecordEntry) throws -> Void) throws {
+        var it = makeIterator()
+        while let (name, e) = try it.next() { try body(name, e) }
+    }
+
+    /// The pairs, in order.
+    package func all() throws -> [(name: String, entry: RecordEntry)] {
+        var out: [(name: String, entry: RecordEntry)] = []
+        try forEach { out.append(($0, $1)) }
+        return out
+    }
+}
+
+/// A walk through one key range of a read view, positioned at its first call.
+struct RangeCursor {
+    let range: LSMKeyRange
+    private let it: MergingIterator?
+    private var started = false
+
+    init(_ view: LSMReadView?, _ range: LSMKeyRange) {
+        self.range = range
+        it = view?.makeIterator()
+    }
+
+    /// The next live entry in the range, nil after the last.
+    mutating func next() throws -> LSMEntry? {
+        guard let it else { return nil }
+        if started { try it.advance() } else { try it.seek(to: range); started = true }
+        guard let e = it.current, range.contains(e.key) else { return nil }
+        return e
+    }
+}
+
 /// The directory's keys (see ``KeyDirectory``).
 package enum DirectoryKey {
     static let zoneSpace: UInt8 = 0x01
@@ -490,9 +497,13 @@ package enum DirectoryKey {
         return key
     }
 
-    /// The smallest key greater than every key starting with `prefix` (whose last byte is below 0xFF).
+    /// The smallest key greater than every key starting with `prefix` (nil-free: the directory's prefixes all have
+    /// a byte below 0xFF — a space or tag byte at least — so trailing 0xFF bytes are dropped and the last other one
+    /// incremented).
     static func successor(_ prefix: [UInt8]) -> [UInt8] {
         var s = prefix
+        while let last = s.last, last == 0xFF { s.removeLast() }
+        precondition(!s.isEmpty, "a directory key prefix has a byte below 0xFF")
         s[s.count - 1] += 1
         return s
     }
