@@ -468,25 +468,23 @@ package enum DirectoryKey {
         return ChangePoint(lsn: loadBE(key, at: n - 12), index: UInt32(loadBE(key, at: n - 4, bytes: 4)))
     }
 
-    static func referencePrefix(_ zone: [UInt8], _ target: String) -> [UInt8] {
+    /// `zone · tag · u32 length · string`: the prefix of the keys filed under one string (a reference target, a
+    /// record type), length-prefixed so that no string's keys are a prefix of another's.
+    private static func stringPrefix(_ zone: [UInt8], _ tag: UInt8, _ string: String) -> [UInt8] {
         var key = zone
-        key.append(referenceTag)
-        appendBE(&key, UInt64(target.utf8.count), 4)
-        key += target.utf8
+        key.append(tag)
+        appendBE(&key, UInt64(string.utf8.count), 4)
+        key += string.utf8
         return key
     }
+
+    static func referencePrefix(_ zone: [UInt8], _ target: String) -> [UInt8] { stringPrefix(zone, referenceTag, target) }
 
     static func reference(_ zone: [UInt8], _ target: String, _ source: String) -> [UInt8] {
         referencePrefix(zone, target) + Array(source.utf8)
     }
 
-    static func typePrefix(_ zone: [UInt8], _ type: String) -> [UInt8] {
-        var key = zone
-        key.append(typeTag)
-        appendBE(&key, UInt64(type.utf8.count), 4)
-        key += type.utf8
-        return key
-    }
+    static func typePrefix(_ zone: [UInt8], _ type: String) -> [UInt8] { stringPrefix(zone, typeTag, type) }
 
     static func type(_ zone: [UInt8], _ type: String, _ name: String) -> [UInt8] { typePrefix(zone, type) + Array(name.utf8) }
 
