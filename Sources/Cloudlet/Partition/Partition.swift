@@ -150,8 +150,9 @@ package final class Partition: Sendable {
                 StoreLog.warning("partition \(id): could not delete the checkpoints the index replaced: \(error)")
             }
         }
-        // An index built from a checkpoint or the whole log goes to disk now, so that the next open reads it.
-        if let tree, !flushedFromIndex, !configuration.readOnly {
+        // An index built from a checkpoint or the whole log goes to disk now, so that the next open reads it. An
+        // empty store built nothing: its first flush comes with its first writes (or its close).
+        if let tree, !flushedFromIndex, !configuration.readOnly, replayedFrames > 0 || usedCheckpoint != nil {
             do {
                 try flushIndex(force: true)
                 try checkpoints.removeAll(except: .max)
