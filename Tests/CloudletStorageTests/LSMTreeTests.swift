@@ -2,6 +2,7 @@ import CloudletCore
 import CloudletStorage
 import CloudletTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 @Suite("LSM tree")
@@ -232,11 +233,50 @@ struct LSMTreeTests {
         #expect(try reopened.get(Array("key99".utf8)) == Array("value99".utf8), "other blocks still answer")
         reopened.close()
 
-        // A damaged footer fails the open, naming the run.
+        // The reads that met the damage marked the tree: the next open is refused, naming the run.
+        let marked = cloudletError { _ = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration()) }
+        #expect(marked?.code == .corruption && marked?.message.contains(path) == true)
+
+        // A damaged footer: runs open on first use, so the tree opens; the first read of the run fails, naming it,
+        // and marks the tree for the next open.
+        try fs.remove("/tree/" + LSMTree.damagedFileName)
         bytes[bytes.count - 10] ^= 0x01
         fs.setContents(of: path, to: bytes)
+        let lazy = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        let first = cloudletError { _ = try lazy.get(Array("key99".utf8)) }
+        #expect(first?.code == .corruption && first?.message.contains(path) == true)
+        #expect(cloudletError { try lazy.openRuns() }?.message.contains(path) == true)
+        #expect(lazy.verify().first?.path == path)
+        lazy.close()
         let open = cloudletError { _ = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration()) }
         #expect(open?.code == .corruption && open?.message.contains(path) == true)
+    }
+
+    @Test("opening a tree reads its manifest, not its runs: a read opens the one run a level it needs; a missing run fails the open")
+    func runsOpenOnFirstUse() throws {
+        let fs = OpenCountingFileSystem()
+        let configuration = smallConfiguration()
+        var tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration)
+        for i in 0..<3000 { try tree.put(Array("key\(100_000 + i)".utf8), Array("v\(i)".utf8), sequence: UInt64(i + 1)) }
+        try tree.flush(logPosition: [1])
+        try tree.mergeAll()  // every key into the bottom level's runs, disjoint by key
+        let runs = tree.runs
+        #expect(runs.count > 3 && Set(runs.map(\.level)).count == 1, "\(runs.count) runs")
+        tree.close()
+
+        fs.runOpens.withLock { $0 = 0 }
+        tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration)
+        #expect(fs.runOpens.withLock { $0 } == 0, "no run opened by opening the tree")
+        #expect(try tree.get(Array("key101234".utf8)) == Array("v1234".utf8))
+        #expect(fs.runOpens.withLock { $0 } == 1, "a point read opens the one run whose range holds the key")
+        let range = LSMKeyRange(lower: Array("key102000".utf8), upper: Array("key102010".utf8))
+        #expect(try tree.scan(range).map(\.value) == (2000..<2010).map { Array("v\($0)".utf8) })
+        #expect(fs.runOpens.withLock { $0 } <= 3, "a short scan opens the runs it reaches, not the level")
+        tree.close()
+
+        try fs.remove("/tree/" + SortedRunFile.name(runs[runs.count / 2].fileNumber))
+        let missing = cloudletError { _ = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration) }
+        #expect(missing?.code == .corruption && missing?.message.contains("missing") == true)
     }
 
     @Test("views taken while a writer writes and flushes and merges run in the background each stay consistent")
@@ -321,5 +361,25 @@ struct LSMTreeTests {
         #expect(Dictionary(uniqueKeysWithValues: all.map { ($0.key, $0.value) }) == model)
         #expect(reopened.logPosition == [11])
         reopened.close()
+    }
+}
+
+/// An in-memory file system that counts the opens of sorted-run files.
+private final class OpenCountingFileSystem: FileSystem {
+    let base = InMemoryFileSystem()
+    let runOpens = Mutex(0)
+
+    func open(_ path: String, options: OpenOptions) throws(FileSystemError) -> any File {
+        if path.hasSuffix(".run") && options == .readOnly { runOpens.withLock { $0 += 1 } }
+        return try base.open(path, options: options)
+    }
+    func listDirectory(_ path: String) throws(FileSystemError) -> [String] { try base.listDirectory(path) }
+    func createDirectory(_ path: String) throws(FileSystemError) { try base.createDirectory(path) }
+    func rename(_ from: String, to: String) throws(FileSystemError) { try base.rename(from, to: to) }
+    func remove(_ path: String) throws(FileSystemError) { try base.remove(path) }
+    func fsyncDirectory(_ path: String) throws(FileSystemError) { try base.fsyncDirectory(path) }
+    func fileExists(_ path: String) -> Bool { base.fileExists(path) }
+    func lockFile(_ path: String, exclusive: Bool) throws(FileSystemError) -> any FileLock {
+        try base.lockFile(path, exclusive: exclusive)
     }
 }

@@ -42,7 +42,7 @@ public final class SortedRunReader: Sendable {
         self.onCorruption = onCorruption
         self.path = path
         self.fileNumber = fileNumber
-        cacheID = cacheNamespace << 40 | fileNumber
+        cacheID = Self.cacheID(cacheNamespace, fileNumber)
         self.cache = cache
         let file: any File
         do throws(FileSystemError) {
@@ -109,6 +109,9 @@ public final class SortedRunReader: Sendable {
             throw error
         }
     }
+
+    /// The cache key of run `fileNumber` of the tree with cache namespace `namespace`.
+    static func cacheID(_ namespace: UInt64, _ fileNumber: UInt64) -> UInt64 { namespace << 40 | fileNumber }
 
     /// Closes the file; any read afterwards fails.
     public func close() { try? file.close() }
