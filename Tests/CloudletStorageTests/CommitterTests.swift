@@ -108,4 +108,27 @@ struct CommitterTests {
         try await log.waitForRoom()
         try log.close()
     }
+
+    @Test("a task cancelled while it waits for room or for durability stops with CancellationError; the frames still become durable")
+    func cancelledWaitsStop() async throws {
+        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
+        var configuration = config()
+        configuration.maxPendingBytes = 1000
+        let log = try Log.open(directory: "/log", partition: 1, configuration: configuration, fileSystem: fs) { _ in }
+        fs.stallFdatasync()
+        var rng = SeededRandom(seed: 3)
+        for _ in 0..<4 { _ = try log.stage(type: 1, payload: randomBytes(400, &rng), admitOverLimit: true) }
+        let forRoom = Task { try await log.waitForRoom() }
+        let forDurability = Task { try await log.waitDurable(4) }
+        // Both are waiting (or about to): cancelling either stops it whichever it is.
+        forRoom.cancel()
+        forDurability.cancel()
+        await #expect(throws: CancellationError.self) { try await forRoom.value }
+        await #expect(throws: CancellationError.self) { try await forDurability.value }
+        #expect(log.durableLSN < 4, "nothing became durable while the disk was stalled")
+        fs.resumeFdatasync()
+        try await log.waitDurable(4)
+        #expect(log.durableLSN == 4)
+        try log.close()
+    }
 }
