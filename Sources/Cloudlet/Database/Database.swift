@@ -147,11 +147,27 @@ public struct Database: CloudletDatabase {
     /// Fetches a record. - Throws: ``CloudletError/Code/unknownItem`` if it does not exist,
     /// ``CloudletError/Code/zoneNotFound`` if its zone does not.
     public func record(for recordID: RecordID) async throws -> Record {
-        let (key, entry) = try await liveEntries([recordID])[0].get()
+        let (key, entry) = try await liveEntry(recordID)
         return try await store.partition(for: key).read(key, recordID.recordName, entry)
     }
 
-    /// The key directory's entries of records that exist, one result per ID, in order: each an entry, or the error
+    /// The key directory's entry of a record that exists. - Throws: `unknownItem`, `zoneNotFound`.
+    private func liveEntry(_ recordID: RecordID) async throws -> (ZoneKey, RecordEntry) {
+        try authorize(.read)
+        let key = try key(recordID.zoneID)
+        if key.zoneName == ZoneID.defaultZoneName { try requireZone(key) }  // the shared database has none
+        guard let inZone = try await store.partition(for: key).currentEntry(key, recordID.recordName) else {
+            throw zoneNotFound(key)
+        }
+        guard let entry = inZone, !entry.deleted else { throw unknownItem(recordID.recordName, key) }
+        return (key, entry)
+    }
+
+    private func unknownItem(_ name: String, _ key: ZoneKey) -> CloudletError {
+        CloudletError(.unknownItem, "record '\(name)' does not exist in zone '\(key.zoneName)'")
+    }
+
+    /// ``liveEntry(_:)`` of several records, one result per ID, in order: each an entry, or the error
     /// that ID gets (`unknownItem`, `zoneNotFound`, an invalid zone, no access). Each zone's entries are looked up
     /// together (``Partition/currentEntries(_:_:)``: the zone's existence and its entries as of one moment, and the
     /// disk, if it must be read, read off the cooperative pool).
@@ -177,8 +193,7 @@ public struct Database: CloudletDatabase {
                     if let entry, !entry.deleted {
                         out[i] = .success((key, entry))
                     } else {
-                        out[i] = .failure(CloudletError(
-                            .unknownItem, "record '\(recordIDs[i].recordName)' does not exist in zone '\(key.zoneName)'"))
+                        out[i] = .failure(unknownItem(recordIDs[i].recordName, key))
                     }
                 }
             } catch let e as CloudletError { for i in items { out[i] = .failure(e) } }

@@ -433,6 +433,11 @@ package final class Partition: Sendable {
     /// under the lock; the others from its runs, which may read the disk, outside the lock on a copy of the
     /// directory (O(1)) with ``ThreadBridge/offload(_:)`` — right there when the caller may block.
     func currentEntries(_ z: ZoneKey, _ names: [String]) async throws -> [RecordEntry?]? {
+        // A caller that may block looks up under the lock right away: no copy, no second lookup (the read path of
+        // the server and of `ThreadBridge.wait` callers).
+        if ThreadBridge.mayBlock {
+            return try state.withLock { st in st.zoneExists(z) ? try names.map { try st.entry(z, $0) } : nil }
+        }
         let (exists, found, directory) = try state.withLock { st -> (Bool, [RecordEntry??], KeyDirectory?) in
             guard st.zoneExists(z) else { return (false, [], nil) }
             let found = try names.map { try st.keys.entryInMemory(z, $0) }
@@ -446,6 +451,12 @@ package final class Partition: Sendable {
         var out = found.map { $0 ?? nil }
         for (i, e) in zip(missing, read) { out[i] = e }
         return out
+    }
+
+    /// ``currentEntries(_:_:)`` of one record: `.some` of its entry (nil: none), nil when the zone does not exist.
+    func currentEntry(_ z: ZoneKey, _ name: String) async throws -> RecordEntry?? {
+        if ThreadBridge.mayBlock { return try state.withLock { st in st.zoneExists(z) ? .some(try st.entry(z, name)) : nil } }
+        return try await currentEntries(z, [name]).map { $0[0] }
     }
 
     /// Reads a record version known to be durable (or cached): a cache hit, else one positioned read of its frame.
