@@ -48,7 +48,7 @@ let package = Package(
         // the server, the tools and clients.
         .target(name: "CloudletWire", dependencies: ["CloudletCore", "CloudletModel"]),
         // Segments, frames, group commit, recovery, checkpoints.
-        .target(name: "CloudletStorage", dependencies: ["CloudletCore", "CLZ4"], exclude: ["LogFormat.md", "SortedRunFormat.md"]),
+        .target(name: "CloudletStorage", dependencies: ["CloudletConcurrency", "CloudletCore", "CLZ4"], exclude: ["LogFormat.md", "SortedRunFormat.md"]),
         // The embedded engine (library product).
         .target(
             name: "Cloudlet",

@@ -82,6 +82,27 @@ public enum ThreadBridge {
         return try result.get()
     }
 
+    /// Whether the calling thread may block: a thread of our own (a civetweb worker, a benchmark thread, a
+    /// partition's writer, the committer), a thread of the blocking queue, or the first part of a ``wait(_:)`` body —
+    /// anything but a task running on the cooperative pool (or on another executor that must not block, such as the
+    /// main actor's).
+    ///
+    /// The engine asks before it runs blocking work inline: where this is false the work goes to a thread made for
+    /// it (``offload(_:)``, a partition's writer).
+    public static var mayBlock: Bool {
+        thread != .pool || !withUnsafeCurrentTask { $0 != nil }
+    }
+
+    /// Runs `body`, which blocks the calling thread for a while (a wait for a stalled writer, for a partition's
+    /// writer to finish a job), giving the admission permit of a ``wait(_:)`` body back meanwhile, so that other
+    /// waiting threads are not held up by one that sleeps. Elsewhere it just runs `body`.
+    public static func blocking<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        guard thread == .waiting else { return try body() }
+        admission.signal()
+        defer { admission.wait() }
+        return try body()
+    }
+
     /// What the current thread is, as far as blocking goes.
     enum ThreadKind: Int {
         /// A thread of the cooperative pool (or any other): must not block.

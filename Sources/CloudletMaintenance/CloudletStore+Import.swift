@@ -11,7 +11,7 @@ extension CloudletStore {
         guard key.zoneName != ZoneID.defaultZoneName else { return }
         try Names.validateZoneName(key.zoneName)
         let p = partition(for: key)
-        let (_, lsn) = try await p.commit { st, _ in (st.zone(key) == nil ? [.createZone(key)] : [], ()) }
+        let (_, lsn) = try await p.commit(waitingForRoom: { st, _ in (st.zone(key) == nil ? [.createZone(key)] : [], ()) })
         if let lsn { try await p.waitDurable(lsn) }
     }
 
@@ -19,7 +19,7 @@ extension CloudletStore {
     /// differs from the one the schema has.
     package func importSchema(_ key: SchemaKey, types: [RecordTypeSchema]) async throws {
         try checkOpen()
-        let (_, version) = try catalog.commit { st -> ([Mutation], Void) in
+        let (_, version) = try await catalog.commit(waitingForRoom: { st -> ([Mutation], Void) in
             var missing: [Mutation] = []
             for t in types {
                 let known = st.schema.recordType(key, t.name)
@@ -36,7 +36,7 @@ extension CloudletStore {
                 }
             }
             return (missing, ())
-        }
+        })
         try await catalog.waitDurable(version)
     }
 
@@ -54,7 +54,7 @@ extension CloudletStore {
         let schemaKey = SchemaKey(zone: key)
         for _ in 0..<8 {
             do {
-                let (_, lsn) = try await p.commit { st, lsn -> ([Mutation], Void) in
+                let (_, lsn) = try await p.commit(waitingForRoom: { [self] st, lsn -> ([Mutation], Void) in
                     var mutations: [Mutation] = []
                     var additions: [Mutation] = []
                     let snapshot = catalog.snapshot()
@@ -88,7 +88,7 @@ extension CloudletStore {
                     guard additions.isEmpty else { throw BatchPlanner.NeedsSchema(mutations: additions) }
                     if snapshot.version > st.catalogVersion { mutations.append(.catalogVersion(snapshot.version)) }
                     return (mutations, ())
-                }
+                })
                 if let lsn { try await p.waitDurable(lsn) }
                 return
             } catch let needs as BatchPlanner.NeedsSchema {

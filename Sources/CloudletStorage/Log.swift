@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletCore
 import Synchronization
 
@@ -21,6 +22,8 @@ public final class Log: Sendable {
     let fileSystem: any FileSystem
     let monitor: Monitor<LogState>
     private let readCounter = Atomic<UInt64>(0)
+    /// Numbers the async waiters, so that a cancelled one can be found (``waitDurable(_:)``).
+    private let waiterIDs = Atomic<UInt64>(0)
     private let committer: Committer?
     private let thread: NativeThread?
 
@@ -143,6 +146,7 @@ public final class Log: Sendable {
             type: type, payload: payload, compressionThreshold: compressible ? configuration.compressionThreshold : .max)
         let length = prepared.frameLength
         let limit = configuration.maxPendingBytes
+        if !admitOverLimit { ThreadBridge.checkMayBlock("staging a frame in partition \(partition)'s log (backpressure)") }
         let segmentSize = UInt64(configuration.segmentSize)
         let epoch = configuration.epoch
         let (staged, wasIdle) = try monitor.withLock(
@@ -194,26 +198,40 @@ public final class Log: Sendable {
         try await waitDurable(last)
     }
 
-    /// Returns when `lsn` is written (and fdatasync'd under ``Durability/fsync``). Throws the log's failure if it
-    /// failed before that, `.invalidArguments` for an LSN never staged.
+    /// Returns when `lsn` is written (and fdatasync'd under ``Durability/fsync``), suspending meanwhile. Throws the
+    /// log's failure if it failed before that, `.invalidArguments` for an LSN never staged, `CancellationError` if
+    /// the task is cancelled first — which stops the wait, not the write: the frame still becomes durable.
     public func waitDurable(_ lsn: UInt64) async throws {
         if try monitor.withLock({ try isDurable(lsn, $0) }) { return }
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let outcome = monitor.withLock { s -> Result<Void, any Error>? in
-                do {
-                    if try isDurable(lsn, s) { return .success(()) }
-                } catch {
-                    return .failure(error)
+        let id = waiterIDs.add(1, ordering: .relaxed).newValue
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let outcome = monitor.withLock { s -> Result<Void, any Error>? in
+                    do {
+                        if try isDurable(lsn, s) { return .success(()) }
+                    } catch {
+                        return .failure(error)
+                    }
+                    // Checked under the lock that the cancellation handler takes, after the task's flag is set: a
+                    // cancellation either finds the waiter registered or keeps it from registering.
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    s.waiters.append(LogState.Waiter(lsn: lsn, continuation: continuation, id: id))
+                    return nil
                 }
-                s.waiters.append(LogState.Waiter(lsn: lsn, continuation: continuation))
-                return nil
+                if let outcome { continuation.resume(with: outcome) }
             }
-            if let outcome { continuation.resume(with: outcome) }
+        } onCancel: {
+            let cancelled = monitor.withLock { s -> LogState.Waiter? in
+                guard let i = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return s.waiters.remove(at: i)
+            }
+            cancelled?.continuation.resume(throwing: CancellationError())
         }
     }
 
     /// ``waitDurable(_:)`` for threads that may block (never call it on the cooperative pool).
     public func waitDurableBlocking(_ lsn: UInt64) throws {
+        ThreadBridge.checkMayBlock("waiting for LSN \(lsn) of partition \(partition) to be durable")
         try monitor.withLock(
             waitingOn: .progress,
             until: { s in s.durableLSN >= lsn || s.failure != nil || lsn > s.lastLSN || s.closed }
@@ -340,6 +358,7 @@ public final class Log: Sendable {
 
     /// One positioned read of durable bytes of a segment, its file opened once and kept; returns them and the path.
     private func read(segment: UInt64, offset: UInt64, count: Int) throws -> (bytes: [UInt8], path: String) {
+        ThreadBridge.checkMayBlock("reading segment \(segment) of partition \(partition)")
         let (file, path) = try monitor.withLock { s throws -> (any File, String) in
             if s.closing { throw closedError() }
             guard let i = s.segmentIndex(segment) else {

@@ -36,6 +36,8 @@ struct LogState {
     struct Waiter {
         var lsn: UInt64
         var continuation: CheckedContinuation<Void, any Error>
+        /// Tells a cancelled waiter from the others (``Log/waitDurable(_:)``).
+        var id: UInt64
     }
 
     // Staging, advanced by stage().

@@ -6,7 +6,7 @@ import Synchronization
 
 /// A joinable POSIX thread, for blocking work (pwrite, fdatasync) that must stay off Swift's cooperative pool,
 /// which has only as many threads as cores.
-final class NativeThread: Sendable {
+package final class NativeThread: Sendable {
     private let handle: pthread_t
     private let joined = Atomic<Bool>(false)
 
@@ -18,7 +18,7 @@ final class NativeThread: Sendable {
 
     /// Starts a thread running `body`; `name` is for the error if that fails (`pthread_setname_np` is not
     /// visible from Swift's Glibc module).
-    init(name: String, _ body: @escaping @Sendable () -> Void) throws {
+    package init(name: String, _ body: @escaping @Sendable () -> Void) throws {
         let context = Unmanaged.passRetained(Entry(body: body)).toOpaque()
         var thread = pthread_t()
         let rc = pthread_create(
@@ -36,7 +36,7 @@ final class NativeThread: Sendable {
     }
 
     /// Waits for the thread to finish. Idempotent; must not be called from the thread itself.
-    func join() {
+    package func join() {
         if joined.exchange(true, ordering: .acquiringAndReleasing) { return }
         pthread_join(handle, nil)
     }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CloudletConcurrency
 import Synchronization
 
 /// The real file system: POSIX `open`/`pread`/`pwrite`/`fdatasync`, retrying on `EINTR` and looping over short
@@ -64,6 +65,7 @@ public struct PosixFileSystem: FileSystem {
     }
 
     public func fsyncDirectory(_ path: String) throws(FileSystemError) {
+        ThreadBridge.checkMayBlock("fsync of directory \(path)")
         let fd = try retryingEINTR("open directory", path) { Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         defer { Glibc.close(fd) }
         try retryingEINTR("fsync directory", path) { fsync(fd) }
@@ -128,6 +130,7 @@ final class PosixFile: File {
 
     func pread(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(FileSystemError) -> Int {
         try checkOpen("pread")
+        ThreadBridge.checkMayBlock("pread of \(path)")
         var done = 0
         while done < buffer.count {
             let n = Glibc.pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
@@ -144,6 +147,7 @@ final class PosixFile: File {
 
     func pwrite(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(FileSystemError) {
         try checkOpen("pwrite")
+        ThreadBridge.checkMayBlock("pwrite of \(path)")
         var done = 0
         while done < bytes.count {
             let n = Glibc.pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
@@ -159,6 +163,7 @@ final class PosixFile: File {
 
     func fdatasync() throws(FileSystemError) {
         try checkOpen("fdatasync")
+        ThreadBridge.checkMayBlock("fdatasync of \(path)")
         try retryingEINTR("fdatasync", path) { Glibc.fdatasync(fd) }
     }
 

@@ -78,14 +78,22 @@ public final class ChildProcess: @unchecked Sendable {
     public var stderr: [String] { lock.withLock { err } }
 
     /// Waits until a stdout line satisfies `match` (returns it) or the process exits or time runs out (throws).
-    public func waitForLine(timeout: Double = 20, _ match: (String) -> Bool) async throws -> String {
+    ///
+    /// The polling runs on a thread outside the cooperative pool: a parallel test run can keep both pool threads
+    /// busy (synchronous tests run there) for seconds, and a poll on the pool then missed a line that had long
+    /// arrived and reported a timeout.
+    public func waitForLine(timeout: Double = 20, _ match: @escaping @Sendable (String) -> Bool) async throws -> String {
+        try await ThreadBridge.offload { try self.waitForLineBlocking(timeout: timeout, match) }
+    }
+
+    private func waitForLineBlocking(timeout: Double, _ match: (String) -> Bool) throws -> String {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if let line = stdout.first(where: match) { return line }
             if !process.isRunning, stdout.first(where: match) == nil {
                 throw Failure(message: "process exited (\(process.terminationStatus)) first; stderr: \(stderr.joined(separator: "\n"))")
             }
-            try await Task.sleep(for: .milliseconds(5))
+            usleep(5_000)
         }
         throw Failure(message: "timed out waiting for output; stdout: \(stdout), stderr: \(stderr)")
     }

@@ -38,8 +38,17 @@ public final class FaultInjectingFileSystem: FileSystem {
     /// The file system underneath, where the bytes really go.
     public let base: any FileSystem
     let faults = Mutex(Faults())
-    /// Whether fdatasync calls wait (a Monitor rather than the Mutex: they sleep until it changes).
-    let stalled = Monitor(false)
+    /// Whether fdatasync calls wait, on which paths, and how many wait now (a Monitor rather than the Mutex: they
+    /// sleep until it changes).
+    let stalled = Monitor(Stall())
+
+    struct Stall {
+        var on = false
+        var paths: PathFilter?
+        var waiting = 0
+
+        func holds(_ path: String) -> Bool { on && (paths?(path) ?? true) }
+    }
 
     public init(wrapping base: any FileSystem) {
         self.base = base
@@ -79,17 +88,27 @@ public final class FaultInjectingFileSystem: FileSystem {
         }
     }
 
-    /// Makes every fdatasync from now on wait until ``resumeFdatasync()``, then go on as usual: a stalled disk,
-    /// for tests of what happens while the committer is stuck.
-    public func stallFdatasync() {
-        stalled.withLock { $0 = true }
+    /// Makes every fdatasync from now on on a path `matching` accepts (nil: any) wait until ``resumeFdatasync()``,
+    /// then go on as usual: a stalled disk, for tests of what happens while the committer (or an index flush) is
+    /// stuck.
+    public func stallFdatasync(matching paths: PathFilter? = nil) {
+        stalled.withLock {
+            $0.on = true
+            $0.paths = paths
+        }
     }
 
     /// Lets stalled fdatasync calls go on.
     public func resumeFdatasync() {
-        stalled.withLock { $0 = false }
+        stalled.withLock {
+            $0.on = false
+            $0.paths = nil
+        }
         stalled.broadcast(.progress)
     }
+
+    /// How many fdatasync calls are waiting for ``resumeFdatasync()`` now.
+    public var stalledFdatasyncCalls: Int { stalled.withLock { $0.waiting } }
 
     /// Disarms every fault (a torn write's "death" and a stall included).
     public func clearFaults() {
@@ -153,7 +172,12 @@ public final class FaultInjectingFileSystem: FileSystem {
 
     /// The errno the next fdatasync must fail with, if any (after waiting out a stall).
     func decideFdatasync(path: String) -> Int32? {
-        stalled.withLock(waitingOn: .progress, until: { !$0 }) { _ in }
+        let held = stalled.withLock { s in
+            guard s.holds(path) else { return false }
+            s.waiting += 1
+            return true
+        }
+        if held { stalled.withLock(waitingOn: .progress, until: { !$0.holds(path) }) { $0.waiting -= 1 } }
         return faults.withLock { f in
             f.fdatasyncCalls += 1
             f.fdatasyncCallsByPath[path, default: 0] += 1

@@ -47,11 +47,7 @@ struct CommitterTests {
 
     @Test("stage blocks while maxPendingBytes are staged but unwritten, and resumes when the committer catches up")
     func backpressure() async throws {
-        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
-        var configuration = config()
-        configuration.maxPendingBytes = 1000
-        let log = try Log.open(directory: "/log", partition: 1, configuration: configuration, fileSystem: fs) { _ in }
-        fs.stallFdatasync()
+        let (log, fs) = try stalledLog()
 
         // Incompressible payloads, so that each frame takes 432 bytes.
         var rng = SeededRandom(seed: 1)
@@ -82,11 +78,7 @@ struct CommitterTests {
 
     @Test("async writers wait for room by suspending, then stage over the limit without blocking")
     func asyncBackpressure() async throws {
-        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
-        var configuration = config()
-        configuration.maxPendingBytes = 1000
-        let log = try Log.open(directory: "/log", partition: 1, configuration: configuration, fileSystem: fs) { _ in }
-        fs.stallFdatasync()
+        let (log, fs) = try stalledLog()
         var rng = SeededRandom(seed: 2)
         // 432-byte frames: the first goes to the (stalled) committer; with admitOverLimit nothing blocks.
         _ = try log.stage(type: 1, payload: randomBytes(400, &rng))
@@ -107,5 +99,35 @@ struct CommitterTests {
         // Room now: returns at once.
         try await log.waitForRoom()
         try log.close()
+    }
+
+    @Test("a task cancelled while it waits for room or for durability stops with CancellationError; the frames still become durable")
+    func cancelledWaitsStop() async throws {
+        let (log, fs) = try stalledLog()
+        var rng = SeededRandom(seed: 3)
+        for _ in 0..<4 { _ = try log.stage(type: 1, payload: randomBytes(400, &rng), admitOverLimit: true) }
+        let forRoom = Task { try await log.waitForRoom() }
+        let forDurability = Task { try await log.waitDurable(4) }
+        // Both are waiting (or about to): cancelling either stops it whichever it is.
+        forRoom.cancel()
+        forDurability.cancel()
+        await #expect(throws: CancellationError.self) { try await forRoom.value }
+        await #expect(throws: CancellationError.self) { try await forDurability.value }
+        #expect(log.durableLSN < 4, "nothing became durable while the disk was stalled")
+        fs.resumeFdatasync()
+        try await log.waitDurable(4)
+        #expect(log.durableLSN == 4)
+        try log.close()
+    }
+
+    /// A log on an in-memory file system whose fdatasyncs wait (``FaultInjectingFileSystem/stallFdatasync(matching:)``)
+    /// and that holds at most 1000 bytes staged but unwritten.
+    private func stalledLog() throws -> (Log, FaultInjectingFileSystem) {
+        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
+        var configuration = config()
+        configuration.maxPendingBytes = 1000
+        let log = try Log.open(directory: "/log", partition: 1, configuration: configuration, fileSystem: fs) { _ in }
+        fs.stallFdatasync()
+        return (log, fs)
     }
 }

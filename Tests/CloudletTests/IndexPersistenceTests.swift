@@ -121,13 +121,13 @@ extension IndexState {
         let db = try container.privateDatabase(user: "u")
         _ = try await db.modify((0..<50).map { .create(item($0, zone: .default)) })
         // Define the index directly (no build started): as if the process stopped right after the schema change.
-        let (_, version) = try store.catalog.commit { st in
+        let (_, version) = try await store.catalog.commit(waitingForRoom: { st in
             (try st.schema.indexAdditions(SchemaKey(container: testContainer, environment: .development), recordType: "Item", field: "n", .sortable), ())
-        }
-        try store.catalog.waitDurableBlocking(version)
-        _ = try await store.partitions[0].commit { st, _ in
+        })
+        try await store.catalog.waitDurable(version)
+        _ = try await store.partitions[0].commit(waitingForRoom: { st, _ in
             (IndexReconciler.mutations(schema: store.catalog.snapshot().schema, indexes: st.indexes), ())
-        }
+        })
         #expect(store.partitions[0].state.withLock { $0.indexes.building.count } == 1)
         try await store.close()  // the checkpoint records the index as building
         let reopened = try await openStore(dir)

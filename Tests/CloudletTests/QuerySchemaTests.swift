@@ -71,11 +71,11 @@ import Testing
         #expect(devBook.indexes == ["kind": .queryable, "price": .sortable, "recordName": .queryable])
         // … and production only when deployed. Commit the deployment without starting the builds, to see the
         // query while the index is still building.
-        let (_, version) = try store.catalog.commit { st in (try st.schema.deployment(container: testContainer), ()) }
-        try store.catalog.waitDurableBlocking(version)
-        _ = try await store.partitions[0].commit { st, _ in
+        let (_, version) = try await store.catalog.commit(waitingForRoom: { st in (try st.schema.deployment(container: testContainer), ()) })
+        try await store.catalog.waitDurable(version)
+        _ = try await store.partitions[0].commit(waitingForRoom: { st, _ in
             (IndexReconciler.mutations(schema: store.catalog.snapshot().schema, indexes: st.indexes), ())
-        }
+        })
         let q = try Query(recordType: "Book", format: "kind == 'novel' AND price >= 3")
         let building = await expectError(.serviceUnavailable) { try await prod.query(q) }
         #expect(building?.message.contains("still being built") == true)

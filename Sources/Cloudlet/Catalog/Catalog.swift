@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletCore
 import CloudletStorage
 import Dispatch
@@ -165,7 +166,26 @@ package final class Catalog: Sendable {
     /// wait for before relying on it: the new commit's LSN, or when nothing was written the version planned
     /// against (which may not be durable yet). Never waits for I/O. Throws `.readOnly` when the catalog cannot be
     /// written.
+    ///
+    /// Blocks on the log's backpressure: async callers use ``commit(waitingForRoom:)``.
     package func commit<R>(_ plan: (CatalogState) throws -> (mutations: [Mutation], result: R)) throws -> (result: R, version: UInt64) {
+        ThreadBridge.checkMayBlock("a blocking commit to the catalog")
+        return try commit(admitOverLimit: false, plan)
+    }
+
+    /// ``commit(_:)`` for async callers: waits for room in the catalog's log first, suspending, then commits without
+    /// waiting again (the plan runs on the calling task: it works on memory only, under a lock no I/O is done under).
+    /// A task cancelled while waiting for room stops with `CancellationError`, nothing written.
+    package func commit<R>(
+        waitingForRoom plan: (CatalogState) throws -> (mutations: [Mutation], result: R)
+    ) async throws -> (result: R, version: UInt64) {
+        try await log?.waitForRoom()
+        return try commit(admitOverLimit: true, plan)
+    }
+
+    private func commit<R>(
+        admitOverLimit: Bool, _ plan: (CatalogState) throws -> (mutations: [Mutation], result: R)
+    ) throws -> (result: R, version: UInt64) {
         let (result, version, bytes) = try writer.withLock { st -> (R, UInt64, Int) in
             let (mutations, result) = try plan(st)
             guard !mutations.isEmpty else { return (result, st.version, 0) }
@@ -175,7 +195,7 @@ package final class Catalog: Sendable {
             precondition(mutations.allSatisfy(\.isCatalogMutation), "a data mutation in a catalog commit")
             let commit = Commit(mutations: mutations)
             let (payload, _, _) = commit.encode()
-            let (lsn, position) = try log.stage(type: Self.frameType, payload: payload)
+            let (lsn, position) = try log.stage(type: Self.frameType, payload: payload, admitOverLimit: admitOverLimit)
             precondition(lsn == st.version + 1, "catalog: staged LSN \(lsn), expected \(st.version + 1)")
             st.apply(commit, lsn: lsn, position: position)
             let staged = st

@@ -172,7 +172,7 @@ extension CloudletStore {
     /// any partition's lock is taken. Returns the catalog version to plan against.
     @discardableResult
     package func addSchema(_ additions: [Mutation]) async throws -> UInt64 {
-        let (_, version) = try catalog.commit { st in (Self.missing(additions, in: st.schema), ()) }
+        let (_, version) = try await catalog.commit(waitingForRoom: { st in (Self.missing(additions, in: st.schema), ()) })
         try await catalog.waitDurable(version)
         return version
     }

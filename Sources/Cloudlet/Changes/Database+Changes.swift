@@ -45,11 +45,15 @@ extension Database {
         let partition = store.partition(for: key)
         let storeFP = store.fingerprint
         let types = desiredRecordTypes.map(Set.init)
-        // Collect the page's entries under the lock; read the records after.
-        let (page, next, more, horizon, spent) = try partition.state.withLock {
-            st -> ([(String, RecordEntry)], ChangePoint, Bool, UInt64, Int) in
+        // Collect the page's entries from a view of the key directory (taken under the lock, O(1)), off the
+        // cooperative pool: the change index may be read from disk. Read the records after.
+        let view = partition.state.withLock { $0.directoryView }
+        let scope = id.scope
+        let (page, next, more, horizon, spent) = try await ThreadBridge.offload {
+            () throws -> ([(String, RecordEntry)], ChangePoint, Bool, UInt64, Int) in
+            let st = view
             guard st.zoneExists(key) else {
-                throw CloudletError(.zoneNotFound, "zone '\(key.zoneName)' does not exist in the \(id.scope.rawValue) database")
+                throw CloudletError(.zoneNotFound, "zone '\(key.zoneName)' does not exist in the \(scope.rawValue) database")
             }
             let zone = st.zone(key)
             var from = ChangePoint.zero

@@ -36,7 +36,7 @@ extension Database {
             }
         }
         let who = subscriber
-        let (_, version) = try store.catalog.commit { _ in ([.saveSubscription(who, subscription)], ()) }
+        let (_, version) = try await store.catalog.commit(waitingForRoom: { _ in ([.saveSubscription(who, subscription)], ()) })
         try await store.catalog.waitDurable(version)
         store.notificationHub.start()
         return subscription
@@ -63,12 +63,12 @@ extension Database {
     public func deleteSubscription(_ id: String) async throws {
         try authorize(.subscribe)
         let who = subscriber
-        let (_, version) = try store.catalog.commit { st in
+        let (_, version) = try await store.catalog.commit(waitingForRoom: { st in
             guard st.subscriptions(of: who)[id] != nil else {
                 throw CloudletError(.unknownItem, "subscription '\(id)' does not exist")
             }
             return ([.deleteSubscription(who, id: id)], ())
-        }
+        })
         try await store.catalog.waitDurable(version)
     }
 }

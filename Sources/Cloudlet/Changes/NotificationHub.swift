@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletCore
 import Foundation
 import Synchronization
@@ -115,7 +116,9 @@ public final class NotificationHub: Sendable {
                     let partition = partitions[change.partition]
                     // When it cannot be read, query subscriptions fire on the record type alone (``fires``). A
                     // version a compaction dropped meanwhile is expected; any other failure is reported.
-                    do { record = try partition.readDurable(key, rid.recordName, prev) } catch CloudletError.Code.unknownItem {
+                    // A read that may go to the disk: off the cooperative pool, which this task runs on.
+                    let name = rid.recordName
+                    do { record = try await ThreadBridge.offload { try partition.readDurable(key, name, prev) } } catch CloudletError.Code.unknownItem {
                     } catch {
                         partition.backgroundErrors.record(.notification, in: "partition \(partition.id)", error)
                     }
@@ -148,9 +151,9 @@ public final class NotificationHub: Sendable {
         if !out.isEmpty { append(out) }
         for (who, id) in fireOnce {
             do {
-                let (_, version) = try catalog.commit { st in
+                let (_, version) = try await catalog.commit(waitingForRoom: { st in
                     (st.subscriptions(of: who)[id] != nil ? [.deleteSubscription(who, id: id)] : [], ())
-                }
+                })
                 try await catalog.waitDurable(version)
             } catch {
                 // It stays fired for as long as this process runs (`fired`); after a reopen it may fire once more.

@@ -147,24 +147,58 @@ public struct Database: CloudletDatabase {
     /// Fetches a record. - Throws: ``CloudletError/Code/unknownItem`` if it does not exist,
     /// ``CloudletError/Code/zoneNotFound`` if its zone does not.
     public func record(for recordID: RecordID) async throws -> Record {
-        let (key, entry) = try liveEntry(recordID)
+        let (key, entry) = try await liveEntry(recordID)
         return try await store.partition(for: key).read(key, recordID.recordName, entry)
     }
 
     /// The key directory's entry of a record that exists. - Throws: `unknownItem`, `zoneNotFound`.
-    private func liveEntry(_ recordID: RecordID) throws -> (ZoneKey, RecordEntry) {
+    private func liveEntry(_ recordID: RecordID) async throws -> (ZoneKey, RecordEntry) {
         try authorize(.read)
         let key = try key(recordID.zoneID)
         if key.zoneName == ZoneID.defaultZoneName { try requireZone(key) }  // the shared database has none
-        // The zone's existence and the record's entry under one acquisition of the partition's lock.
-        let found = try store.partition(for: key).state.withLock { st -> RecordEntry?? in
-            st.zoneExists(key) ? .some(try st.entry(key, recordID.recordName)) : nil
+        guard let inZone = try await store.partition(for: key).currentEntry(key, recordID.recordName) else {
+            throw zoneNotFound(key)
         }
-        guard let inZone = found else { throw zoneNotFound(key) }
-        guard let entry = inZone, !entry.deleted else {
-            throw CloudletError(.unknownItem, "record '\(recordID.recordName)' does not exist in zone '\(key.zoneName)'")
-        }
+        guard let entry = inZone, !entry.deleted else { throw unknownItem(recordID.recordName, key) }
         return (key, entry)
+    }
+
+    private func unknownItem(_ name: String, _ key: ZoneKey) -> CloudletError {
+        CloudletError(.unknownItem, "record '\(name)' does not exist in zone '\(key.zoneName)'")
+    }
+
+    /// ``liveEntry(_:)`` of several records, one result per ID, in order: each an entry, or the error
+    /// that ID gets (`unknownItem`, `zoneNotFound`, an invalid zone, no access). Each zone's entries are looked up
+    /// together (``Partition/currentEntries(_:_:)``: the zone's existence and its entries as of one moment, and the
+    /// disk, if it must be read, read off the cooperative pool).
+    private func liveEntries(_ recordIDs: [RecordID]) async throws -> [Result<(ZoneKey, RecordEntry), CloudletError>] {
+        var out = [Result<(ZoneKey, RecordEntry), CloudletError>?](repeating: nil, count: recordIDs.count)
+        var byZone: [ZoneKey: [Int]] = [:]
+        var zones: [ZoneKey] = []
+        for (i, rid) in recordIDs.enumerated() {
+            do {
+                try authorize(.read)
+                let key = try key(rid.zoneID)
+                if key.zoneName == ZoneID.defaultZoneName { try requireZone(key) }  // the shared database has none
+                if byZone[key] == nil { zones.append(key) }
+                byZone[key, default: []].append(i)
+            } catch let e as CloudletError { out[i] = .failure(e) }
+        }
+        for key in zones {
+            let items = byZone[key]!
+            do {
+                guard let found = try await store.partition(for: key).currentEntries(key, items.map { recordIDs[$0].recordName })
+                else { throw zoneNotFound(key) }
+                for (i, entry) in zip(items, found) {
+                    if let entry, !entry.deleted {
+                        out[i] = .success((key, entry))
+                    } else {
+                        out[i] = .failure(unknownItem(recordIDs[i].recordName, key))
+                    }
+                }
+            } catch let e as CloudletError { for i in items { out[i] = .failure(e) } }
+        }
+        return out.map { $0! }
     }
 
     /// Fetches several records; one result per ID, in order.
@@ -183,9 +217,10 @@ public struct Database: CloudletDatabase {
         var spent = 0
         var out = [Result<Record, CloudletError>?](repeating: nil, count: recordIDs.count)
         var reads: [ObjectIdentifier: (partition: Partition, items: [(at: Int, zone: ZoneKey, name: String, entry: RecordEntry)])] = [:]
+        let entries = try await liveEntries(recordIDs)
         for (i, rid) in recordIDs.enumerated() {
             do {
-                let (key, entry) = try liveEntry(rid)
+                let (key, entry) = try entries[i].get()
                 let cost = entry.pageCost(rid.recordName)
                 if spent > 0 && spent + cost > budget {
                     throw CloudletError(

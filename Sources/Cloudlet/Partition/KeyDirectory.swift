@@ -71,6 +71,16 @@ package struct KeyDirectory: Sendable {
         return try entry(zone: DirectoryKey.zone(z), name)
     }
 
+    /// ``entry(_:_:)`` when memory answers it, without I/O: `.some` of the entry (nil: none) when the record's key is
+    /// in a memtable, its zone is not held or nothing is flushed; nil when only the runs can tell (a lookup that may
+    /// read the disk).
+    package func entryInMemory(_ z: ZoneKey, _ name: String) throws -> RecordEntry?? {
+        guard summaries[z] != nil else { return .some(nil) }
+        let key = DirectoryKey.entry(DirectoryKey.zone(z), name)
+        guard let e = memtable.get(key) ?? flushing?.get(key) else { return base == nil ? .some(nil) : nil }
+        return .some(e.isTombstone ? nil : try DirectoryCodec.decodeEntry(e.value))
+    }
+
     /// ``entry(_:_:)`` of a zone held, by its key prefix.
     private func entry(zone: [UInt8], _ name: String) throws -> RecordEntry? {
         guard let e = try lookup(DirectoryKey.entry(zone, name)) else { return nil }

@@ -7,15 +7,20 @@ import Synchronization
 
 /// One partition: an append-only log and the state derived from it.
 ///
-/// Writers are serialized by `state`'s lock from validation through staging and applying, so every commit is
-/// validated against the state all earlier commits produced, and LSN order equals apply order. Commits become
-/// visible at staging; a reader that meets an entry whose LSN is not yet durable waits for it, so nothing that
-/// could still be lost in a crash is ever returned.
+/// Every write runs as a job on the partition's ``writer``, a serial executor (``PartitionWriter``), which plans,
+/// stages and applies one commit after the other, so every commit is validated against the state all earlier
+/// commits produced, and LSN order equals apply order. Readers take `state`'s lock briefly; a job holds it from
+/// planning through applying. Commits become visible at staging; a reader that meets an entry whose LSN is not yet
+/// durable waits for it, so nothing that could still be lost in a crash is ever returned. docs/concurrency.md
+/// describes the threads and what runs where.
 package final class Partition: Sendable {
     package let id: UInt32
     let directory: String
     package let log: Log
     package let state: Mutex<PartitionState>
+    /// Runs the partition's write jobs one at a time (``commit(_:)``, ``commit(admitOverLimit:_:)``), and stalls them
+    /// while the key directory's memtable is full and a flush still runs.
+    let writer: PartitionWriter
     let cache: RecordCache
     let publisher: ChangePublisher
     private let checkpoints: CheckpointStore
@@ -62,6 +67,7 @@ package final class Partition: Sendable {
         self.fileSystem = fileSystem
         checkpoints = CheckpointStore(directory: directory, fileSystem: fileSystem)
         memtableLimit = configuration.memtableSize
+        writer = PartitionWriter(name: "\(id)", stallLimit: configuration.writeStallMemtableSize)
         var initial = PartitionState()
         var afterLSN: UInt64 = 0
         var hint: FramePosition?
@@ -283,21 +289,40 @@ package final class Partition: Sendable {
         return findings
     }
 
-    /// ``commit(admitOverLimit:_:)`` for async callers: waits for room in the log first, suspending (the log's
-    /// backpressure never blocks a thread of the cooperative pool), then commits without waiting again.
-    package func commit<R>(
-        lookups: PlannedLookups? = nil, waitingForRoom plan: (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R)
+    /// Commits as a job of the partition's ``writer``, for async callers: waits for room in the log first,
+    /// suspending (the log's backpressure never blocks a thread of the cooperative pool), then runs `plan` and the
+    /// commit on the writer — on the calling thread if it may block and the writer is idle, else on the writer's
+    /// thread while the task suspends. Returns the plan's result and the LSN to wait for (nil if nothing was
+    /// written), without waiting for durability.
+    ///
+    /// Cancellation: a task cancelled while waiting for room or queued for the writer stops with
+    /// `CancellationError` and nothing is written; once the job started, the commit goes through (a staged commit is
+    /// never undone: it is, or will be, durable).
+    ///
+    /// `lookups`: where `plan` leaves the key-directory entries it looked up, which applying the commit then uses.
+    package func commit<R: Sendable>(
+        lookups: PlannedLookups? = nil,
+        waitingForRoom plan: @escaping @Sendable (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R)
     ) async throws -> (result: R, lsn: UInt64?) {
         try await log.waitForRoom()
-        return try commit(admitOverLimit: true, lookups: lookups, plan)
+        return try await writer.run { try self.commitNow(admitOverLimit: true, lookups: lookups, plan) }
     }
 
-    /// Runs `plan` under the writer lock with the LSN its commit will get; stages the mutations it returns (if any)
-    /// as one frame and applies them. Returns the plan's result and the LSN to wait for (nil if nothing was written).
-    /// Blocks on the log's backpressure unless `admitOverLimit` (``Log/stage(type:payload:compressible:admitOverLimit:)``).
-    /// `lookups`: where `plan` leaves the key-directory entries it looked up, which applying the commit then uses.
+    /// Commits as a job of the partition's ``writer``, for threads that may block: runs `plan` with the state and
+    /// the LSN its commit will get; stages the mutations it returns (if any) as one frame and applies them. Returns
+    /// the plan's result and the LSN to wait for (nil if nothing was written). Blocks while the writer runs other
+    /// jobs or is stalled, and on the log's backpressure.
     package func commit<R>(
-        admitOverLimit: Bool = false, lookups: PlannedLookups? = nil,
+        _ plan: (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R)
+    ) throws -> (result: R, lsn: UInt64?) {
+        try writer.runBlocking { try commitNow(admitOverLimit: false, plan) }
+    }
+
+    /// The body of every commit job, on the writer: `plan`, staging and applying under the state's lock, then the
+    /// background work the commit may start (a flush, a compaction). Blocks on the log's backpressure unless
+    /// `admitOverLimit` (``Log/stage(type:payload:compressible:admitOverLimit:)``).
+    private func commitNow<R>(
+        admitOverLimit: Bool, lookups: PlannedLookups? = nil,
         _ plan: (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R)
     ) throws -> (result: R, lsn: UInt64?) {
         let (result, lsn, bytes, memtableFull) = try state.withLock { st -> (R, UInt64?, Int, Bool) in
@@ -344,7 +369,9 @@ package final class Partition: Sendable {
             for (i, m) in mutations.enumerated() {
                 if case .putRecord(_, let r, _) = m { cache.put(.init(lsn: lsn, index: UInt32(i)), record: r) }
             }
-            return (result, lsn, Int(position.length), st.keys.memtableBytes >= memtableLimit)
+            let memtableBytes = st.keys.memtableBytes
+            writer.noteMemtable(bytes: memtableBytes)
+            return (result, lsn, Int(position.length), memtableBytes >= memtableLimit)
         }
         if lsn != nil {
             noteWritten(bytes, memtableFull: memtableFull)
@@ -393,7 +420,8 @@ package final class Partition: Sendable {
     /// that planning under the writer lock finds them in memory (the result, keyed by version). A version replaced
     /// meanwhile is simply not used; a read that fails is left to the planner, which reports it.
     func prefetch(_ zone: ZoneKey, _ names: [String]) async throws -> [RecordCache.Key: Record] {
-        let entries = try state.withLock { st in try names.compactMap { n in try st.entry(zone, n).map { (zone, n, $0) } } }
+        let found = try await currentEntries(zone, names) ?? []
+        let entries = zip(names, found).compactMap { n, e in e.map { (zone, n, $0) } }
             .filter { !$0.2.deleted && !cache.contains(RecordCache.Key($0.2)) }
         guard !entries.isEmpty else { return [:] }
         let results = await ThreadBridge.offload { self.readUncached(entries) }
@@ -402,6 +430,37 @@ package final class Partition: Sendable {
             if case .success(let r) = result { out[RecordCache.Key(item.2)] = r }
         }
         return out
+    }
+
+    /// The current entries of the records `names` of zone `z` (nil for one it has none of), or nil when the zone
+    /// does not exist, read without blocking the cooperative pool: the entries the key directory's memtables hold,
+    /// under the lock; the others from its runs, which may read the disk, outside the lock on a copy of the
+    /// directory (O(1)) with ``ThreadBridge/offload(_:)`` — right there when the caller may block.
+    func currentEntries(_ z: ZoneKey, _ names: [String]) async throws -> [RecordEntry?]? {
+        // A caller that may block looks up under the lock right away: no copy, no second lookup (the read path of
+        // the server and of `ThreadBridge.wait` callers).
+        if ThreadBridge.mayBlock {
+            return try state.withLock { st in st.zoneExists(z) ? try names.map { try st.entry(z, $0) } : nil }
+        }
+        let (exists, found, directory) = try state.withLock { st -> (Bool, [RecordEntry??], KeyDirectory?) in
+            guard st.zoneExists(z) else { return (false, [], nil) }
+            let found = try names.map { try st.keys.entryInMemory(z, $0) }
+            return (true, found, found.contains { $0 == nil } ? st.keys : nil)
+        }
+        guard exists else { return nil }
+        guard let directory else { return found.map { $0! } }
+        let missing = found.indices.filter { found[$0] == nil }
+        let wanted = missing.map { names[$0] }
+        let read = try await ThreadBridge.offload { try wanted.map { try directory.entry(z, $0) } }
+        var out = found.map { $0 ?? nil }
+        for (i, e) in zip(missing, read) { out[i] = e }
+        return out
+    }
+
+    /// ``currentEntries(_:_:)`` of one record: `.some` of its entry (nil: none), nil when the zone does not exist.
+    func currentEntry(_ z: ZoneKey, _ name: String) async throws -> RecordEntry?? {
+        if ThreadBridge.mayBlock { return try state.withLock { st in st.zoneExists(z) ? .some(try st.entry(z, name)) : nil } }
+        return try await currentEntries(z, [name]).map { $0[0] }
     }
 
     /// Reads a record version known to be durable (or cached): a cache hit, else one positioned read of its frame.
@@ -626,6 +685,7 @@ package final class Partition: Sendable {
             let frozen: (Memtable, PartitionState)? = state.withLock { st in
                 guard force || st.lastLSN > checkpointTrigger.lastLSN else { return nil }
                 let memtable = st.freezeDirectory()
+                writer.flushStarted(memtableBytes: st.keys.memtableBytes)
                 return (memtable, st)
             }
             guard let (frozenMemtable, snapshot) = frozen else { return false }
@@ -642,12 +702,15 @@ package final class Partition: Sendable {
                 // log): the partition stops taking them too rather than grow its memtable without end. Everything
                 // acknowledged is in the log; reopening replays it from the last good flush.
                 let full = (error as? CloudletError)?.code == .quotaExceeded
-                log.fail(CloudletError(
+                let failure = CloudletError(
                     full ? .quotaExceeded : .readOnly, "partition \(id) is read-only: flushing its index failed: \(error)",
-                    cause: error))
+                    cause: error)
+                log.fail(failure)
+                writer.flushFinished(failure: failure)
                 throw error
             }
             state.withLock { $0.directoryFlushed(base: index.runsView()) }
+            writer.flushFinished(failure: nil)
             runsSeen.store(index.runsChanges, ordering: .relaxed)
             checkpointTrigger.wrote(snapshot.lastLSN)
             return true
@@ -658,12 +721,15 @@ package final class Partition: Sendable {
     /// error, the open's own error being the one thrown.
     func abandon() {
         compaction.cancelAndWait()
+        writer.close()
         index?.close()
         do { try log.close() } catch { StoreLog.warning("closing partition \(id)'s log after a failed open: \(error)") }
     }
 
     func close(checkpoint: Bool) throws {
         compaction.cancelAndWait()
+        // Queued commits run first; later ones are refused.
+        writer.close()
         try log.flush()
         defer { index?.close() }
         if checkpoint && log.failure == nil { try flushIndex() }

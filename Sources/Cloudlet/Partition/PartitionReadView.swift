@@ -90,3 +90,24 @@ extension PartitionState: PartitionReading {
             catalogMarkLSN: catalogMarkLSN, indexes: indexes)
     }
 }
+
+/// A view of the key directory and the marks of the liveness rule as of one LSN, without the secondary indexes: what
+/// a reader of records and changes alone holds outside the partition's lock (a change-feed page collected off the
+/// cooperative pool). Taking one is O(1); it copies no secondary index, so commits made while it is held do not
+/// have to copy any either.
+package struct DirectoryReadView: PartitionReading {
+    package let keys: KeyDirectory
+    package let deletedZones: [ZoneKey: (lsn: UInt64, time: Int64)]
+    package let lastLSN: UInt64
+    package let purgedThroughLSN: UInt64
+    package let catalogMarkLSN: UInt64?
+}
+
+extension PartitionState {
+    /// A ``DirectoryReadView`` of the state as it is now.
+    package var directoryView: DirectoryReadView {
+        DirectoryReadView(
+            keys: keys, deletedZones: deletedZones, lastLSN: lastLSN, purgedThroughLSN: purgedThroughLSN,
+            catalogMarkLSN: catalogMarkLSN)
+    }
+}

@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletCore
 
 extension Database {
@@ -93,7 +94,9 @@ extension Database {
         var n = 0
         for z in zones {
             if case .all = query.predicate {
-                n += try store.partition(for: z).queryView(z, query.recordType).indexes.type(z, query.recordType)?.names.count ?? 0
+                // Loading the type's names may read the key directory from disk: off the cooperative pool.
+                let partition = store.partition(for: z), type = query.recordType
+                n += try await ThreadBridge.offload { try partition.queryView(z, type).indexes.type(z, type)?.names.count ?? 0 }
                 continue
             }
             n += try await run(pq, in: z, limit: nil, after: nil, budget: .max, notes: &notes).count
@@ -114,9 +117,13 @@ extension Database {
         var plans: [QueryPlan.Zone] = []
         var allNotes = notes
         for z in zones {
-            // Planning reads the key directory (perhaps from disk): on a read view, outside the partition's lock.
-            let planner = QueryPlanner(state: try store.partition(for: z).queryView(z, pq.query.recordType), zone: z, query: pq)
-            let (plan, unready) = (try planner.plan(limit: limit + 1, after: nil).1, planner.unready())
+            // Planning reads the key directory (perhaps from disk): on a read view, outside the partition's lock, off
+            // the cooperative pool.
+            let partition = store.partition(for: z)
+            let (plan, unready) = try await ThreadBridge.offload {
+                let planner = QueryPlanner(state: try partition.queryView(z, pq.query.recordType), zone: z, query: pq)
+                return (try planner.plan(limit: limit + 1, after: nil).1, planner.unready())
+            }
             for f in unready { allNotes.append("the index on '\(f)' is still being built in zone '\(z.zoneName)'") }
             plans.append(plan)
         }
@@ -166,9 +173,13 @@ extension Database {
     ) async throws -> (rows: [QueryRow], count: Int, plan: QueryPlan.Zone, truncated: Bool) {
         let partition = store.partition(for: key)
         let query = pq
-        let planner = QueryPlanner(state: try partition.queryView(key, query.query.recordType), zone: key, query: query)
-        let (execution, planned) = try planner.plan(limit: limit, after: after)
-        let unready = planner.unready()
+        // Planning and walking an index read the key directory and the indexes (perhaps from disk): off the
+        // cooperative pool, as record reads are (``Partition/read(_:_:_:)``).
+        let (execution, planned, unready) = try await ThreadBridge.offload {
+            let planner = QueryPlanner(state: try partition.queryView(key, query.query.recordType), zone: key, query: query)
+            let (execution, planned) = try planner.plan(limit: limit, after: after)
+            return (execution, planned, planner.unready())
+        }
         if let field = unready.first {
             guard id.environment == .development else {
                 throw CloudletError(
@@ -203,8 +214,10 @@ extension Database {
             walking: repeat {
                 let start = from
                 let size = batch
-                let view = try partition.queryView(key, query.query.recordType)
-                let (items, last) = try QueryPlanner(state: view, zone: key, query: query).walkBatch(w, from: start, after: after, max: size)
+                let (items, last) = try await ThreadBridge.offload {
+                    let view = try partition.queryView(key, query.query.recordType)
+                    return try QueryPlanner(state: view, zone: key, query: query).walkBatch(w, from: start, after: after, max: size)
+                }
                 from = last
                 batch = min(batch * 2, Self.walkBatch.last)
                 for item in items {

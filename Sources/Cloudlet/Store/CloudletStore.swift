@@ -182,6 +182,12 @@ public final class CloudletStore: Sendable {
             let c = p.cache.counts
             s.cacheHits += c.hits
             s.cacheMisses += c.misses
+            let w = p.writer.statistics
+            s.writeStalls += w.stalls
+            s.writeStallMicroseconds += Int(w.stalledNanoseconds / 1000)
+            if w.stalled { s.partitionsStalled += 1 }
+            s.memtableBytes += w.memtableBytes
+            s.writesCancelled += w.cancelledJobs
             let segments = p.log.segments()
             s.logBytes += Int(segments.reduce(UInt64(0)) { $0 + $1.size })
             let (dead, sealed) = p.deadBytes()
@@ -276,6 +282,16 @@ public struct StoreStatistics: Sendable {
     public var compactionMaxPauseMicroseconds = 0
     /// Why the last compaction of some partition failed, if it did.
     public var compactionLastError: String?
+    /// Write stalls since the store was opened: times a partition held its writes because its key directory's
+    /// memtable had reached ``StoreConfiguration/writeStallSize`` while the previous one was still being flushed;
+    /// the time writes spent held (over all partitions), and the partitions stalled now.
+    public var writeStalls = 0
+    public var writeStallMicroseconds = 0
+    public var partitionsStalled = 0
+    /// Bytes in the partitions' key-directory memtables (the active ones, not those being flushed).
+    public var memtableBytes = 0
+    /// Writes whose task was cancelled while they waited for their partition's writer (never applied).
+    public var writesCancelled = 0
     /// Why partitions (or the catalog) turned read-only — a failed write or fdatasync of their log, named with its
     /// errno — since the store was opened; empty while everything is writable. Writes to them fail with that error
     /// (`readOnly`, or `quotaExceeded` for a full disk) until the store is reopened.

@@ -16,6 +16,11 @@ public struct StoreConfiguration: Sendable {
     /// A partition flushes its index once the key directory's memtable holds about this many bytes (a record's
     /// version costs roughly 250–300 bytes there). Default 32 MiB.
     public var memtableSize: Int = 32 << 20
+    /// Writes to a partition stall (wait, async callers suspended) while the key directory's memtable holds this
+    /// many bytes and the flush of the previous one still runs — a flush may wait long for the index's merges, and
+    /// the memtable would otherwise grow without bound meanwhile (RocksDB's `max_write_buffer_number`). Nil (the
+    /// default): twice ``memtableSize``. Stalls are counted in ``StoreStatistics/writeStalls``.
+    public var writeStallSize: Int?
     /// Bytes of index blocks (the key directory's runs, all partitions) cached in memory. Default 32 MiB.
     public var indexCacheSize: Int = 32 << 20
     /// Decoded records kept in memory per partition. Default 10,000.
@@ -35,4 +40,10 @@ public struct StoreConfiguration: Sendable {
     package var commitPayloadVersion: UInt8 = Commit.version
 
     public init(durability: Durability = .fsync) { self.durability = durability }
+}
+
+extension StoreConfiguration {
+    /// The memtable size at which writes stall while a flush runs (``writeStallSize``, by default twice
+    /// ``memtableSize``).
+    var writeStallMemtableSize: Int { writeStallSize ?? memtableSize.multipliedReportingOverflow(by: 2).partialValue }
 }

@@ -11,6 +11,8 @@ import Synchronization
 /// | `cloudlet_http_requests_in_flight` | gauge | |
 /// | `cloudlet_store_commits_total`, `_fsyncs_total`, `_log_bytes_written_total`, `_cache_hits_total`, `_cache_misses_total` | counter | |
 /// | `cloudlet_store_records`, `cloudlet_store_zones`, `cloudlet_store_frames_replayed` | gauge | |
+/// | `cloudlet_store_write_stalls_total`, `cloudlet_store_write_stall_seconds_total` | counter | |
+/// | `cloudlet_store_write_stalled` (partitions whose writes are stalled now), `cloudlet_store_memtable_bytes` | gauge | |
 /// | `cloudlet_background_errors_total` | counter | `job` (`flush`, `checkpoint`, `purge`, `compaction`, `notification`) |
 /// | `cloudlet_store_read_only` (1 while a partition or the catalog is read-only after a failed write), `cloudlet_store_recovery_findings` (damage the last open worked around) | gauge | |
 /// | `cloudlet_uptime_seconds` | gauge | |
@@ -90,6 +92,15 @@ final class Metrics: Sendable {
         metric("cloudlet_compaction_progress_bytes", "gauge", "Input bytes the running compactions have copied.", store.compactionBytesDone)
         metric("cloudlet_compaction_total_bytes", "gauge", "Input bytes of the running compactions.", store.compactionBytesTotal)
         metric("cloudlet_compaction_max_pause_microseconds", "gauge", "Longest writer pause at a compaction swap.", store.compactionMaxPauseMicroseconds)
+        metric(
+            "cloudlet_store_write_stalls_total", "counter",
+            "Times a partition held its writes: its memtable was full while the previous one was still being flushed.",
+            store.writeStalls)
+        metric(
+            "cloudlet_store_write_stall_seconds_total", "counter", "Time writes spent held by write stalls.",
+            Double(store.writeStallMicroseconds) / 1e6)
+        metric("cloudlet_store_write_stalled", "gauge", "Partitions whose writes are stalled now.", store.partitionsStalled)
+        metric("cloudlet_store_memtable_bytes", "gauge", "Bytes in the key directories' active memtables.", store.memtableBytes)
         out += "# HELP cloudlet_background_errors_total Background work that failed since the store was opened, by job.\n"
         out += "# TYPE cloudlet_background_errors_total counter\n"
         for job in BackgroundJob.allCases {
