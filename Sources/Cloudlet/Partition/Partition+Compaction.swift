@@ -173,6 +173,7 @@ extension Partition {
         installed = true
         let started = DispatchTime.now().uptimeNanoseconds
         let replaced = try state.withLock { st -> [String] in
+            entryCache.removeAll()  // the versions moved
             let replaced = log.swapInCompaction(writer)
             do {
                 try moves.apply(to: &st, coveredThrough: writer.coveredThrough, generation: writer.generation)

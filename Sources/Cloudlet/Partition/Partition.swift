@@ -22,6 +22,8 @@ package final class Partition: Sendable {
     /// while the key directory's memtable is full and a flush still runs.
     let writer: PartitionWriter
     let cache: RecordCache
+    /// Current key-directory entries of records read lately (EntryCache.swift).
+    let entryCache: EntryCache
     let publisher: ChangePublisher
     private let checkpoints: CheckpointStore
     let tombstoneRetention: Double
@@ -144,6 +146,7 @@ package final class Partition: Sendable {
             rejected: rejected, recovery: log.recovery, of: "partition \(id)", readOnly: configuration.readOnly)
         state = Mutex(replayed)
         cache = RecordCache(capacity: configuration.recordCacheSize)
+        entryCache = EntryCache(capacity: configuration.entryCacheSize)
         publisher = ChangePublisher(partition: Int(id))
         compaction = CompactionControl(configuration: configuration.compaction)
         payloadVersion = configuration.commitPayloadVersion
@@ -353,6 +356,7 @@ package final class Partition: Sendable {
                 try st.apply(
                     commit, lsn: lsn, position: position, slots: slots,
                     costs: Commit.costs(sizes: sizes, frameLength: position.length), known: lookups)
+                entryCache.invalidate(mutations)
             } catch {
                 // The frame is in the log but the state could not take it (the index could not be read): nothing
                 // more may be written on top of a state that misses a commit. Reopening replays it.
@@ -440,12 +444,12 @@ package final class Partition: Sendable {
         // A caller that may block looks up under the lock right away: no copy, no second lookup (the read path of
         // the server and of `ThreadBridge.wait` callers).
         if ThreadBridge.mayBlock {
-            return try state.withLock { st in st.zoneExists(z) ? try names.map { try st.entry(z, $0) } : nil }
+            return try state.withLock { st in st.zoneExists(z) ? try names.map { try liveEntry(st, z, $0) } : nil }
         }
-        let (exists, found, directory) = try state.withLock { st -> (Bool, [RecordEntry??], KeyDirectory?) in
-            guard st.zoneExists(z) else { return (false, [], nil) }
-            let found = try names.map { try st.keys.entryInMemory(z, $0) }
-            return (true, found, found.contains { $0 == nil } ? st.keys : nil)
+        let (exists, found, directory, epoch) = try state.withLock { st -> (Bool, [RecordEntry??], KeyDirectory?, UInt64) in
+            guard st.zoneExists(z) else { return (false, [], nil, 0) }
+            let found = try names.map { name in try entryCache.get(z, name).map { .some($0) } ?? st.keys.entryInMemory(z, name) }
+            return (true, found, found.contains { $0 == nil } ? st.keys : nil, entryCache.epoch)
         }
         guard exists else { return nil }
         guard let directory else { return found.map { $0! } }
@@ -453,13 +457,25 @@ package final class Partition: Sendable {
         let wanted = missing.map { names[$0] }
         let read = try await ThreadBridge.offload { try wanted.map { try directory.entry(z, $0) } }
         var out = found.map { $0 ?? nil }
-        for (i, e) in zip(missing, read) { out[i] = e }
+        for (i, e) in zip(missing, read) {
+            out[i] = e
+            entryCache.put(z, names[i], e, ifEpoch: epoch)
+        }
         return out
+    }
+
+    /// The current entry of record `name` in zone `z`, from ``entryCache`` or else the key directory (then cached).
+    /// `st` is the live state, under its lock.
+    private func liveEntry(_ st: PartitionState, _ z: ZoneKey, _ name: String) throws -> RecordEntry? {
+        if let e = entryCache.get(z, name) { return e }
+        let e = try st.entry(z, name)
+        entryCache.put(z, name, e)
+        return e
     }
 
     /// ``currentEntries(_:_:)`` of one record: `.some` of its entry (nil: none), nil when the zone does not exist.
     func currentEntry(_ z: ZoneKey, _ name: String) async throws -> RecordEntry?? {
-        if ThreadBridge.mayBlock { return try state.withLock { st in st.zoneExists(z) ? .some(try st.entry(z, name)) : nil } }
+        if ThreadBridge.mayBlock { return try state.withLock { st in st.zoneExists(z) ? .some(try liveEntry(st, z, name)) : nil } }
         return try await currentEntries(z, [name]).map { $0[0] }
     }
 

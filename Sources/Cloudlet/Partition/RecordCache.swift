@@ -26,48 +26,24 @@ final class RecordCache: Sendable {
         }
     }
 
-    private struct Node {
-        var key: Key
-        var record: Record
-        var prev: Int
-        var next: Int
-    }
-
     private struct State {
-        var index: [Key: Int] = [:]
-        var nodes: [Node] = []
-        var free: [Int] = []
-        var head = -1  // most recent
-        var tail = -1  // least recent
+        var lru: LRUList<Key, Record>
         var hits = 0
         var misses = 0
         /// The doorkeeper: one bit per hashed key read from disk since it was last cleared.
         var seen: [UInt64] = []
         var seenCount = 0
-
-        mutating func unlink(_ i: Int) {
-            let p = nodes[i].prev, n = nodes[i].next
-            if p >= 0 { nodes[p].next = n } else { head = n }
-            if n >= 0 { nodes[n].prev = p } else { tail = p }
-        }
-
-        mutating func pushFront(_ i: Int) {
-            nodes[i].prev = -1
-            nodes[i].next = head
-            if head >= 0 { nodes[head].prev = i }
-            head = i
-            if tail < 0 { tail = i }
-        }
     }
 
     private let capacity: Int
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     /// Bits of the doorkeeper (a power of two, about eight per cached version).
     private let seenBits: Int
 
     init(capacity: Int) {
         self.capacity = max(capacity, 0)
+        state = Mutex(State(lru: LRUList(capacity: capacity)))
         seenBits = 1 << max(10, Int.bitWidth - (max(capacity, 1) * 8 - 1).leadingZeroBitCount)
     }
 
@@ -102,45 +78,21 @@ final class RecordCache: Sendable {
     /// The cached record version, if present.
     func get(_ key: Key) -> Record? {
         state.withLock { s in
-            guard let i = s.index[key] else {
+            guard let r = s.lru.get(key) else {
                 s.misses += 1
                 return nil
             }
             s.hits += 1
-            s.unlink(i)
-            s.pushFront(i)
-            return s.nodes[i].record
+            return r
         }
     }
 
     /// Whether the version is cached (without counting a hit or miss, or refreshing it).
-    func contains(_ key: Key) -> Bool { state.withLock { $0.index[key] != nil } }
+    func contains(_ key: Key) -> Bool { state.withLock { $0.lru.contains(key) } }
 
     func put(_ key: Key, record: Record) {
         guard capacity > 0 else { return }
-        state.withLock { s in
-            if let i = s.index[key] {
-                s.nodes[i].record = record
-                s.unlink(i)
-                s.pushFront(i)
-                return
-            }
-            let i: Int
-            if s.index.count >= capacity {
-                i = s.tail
-                s.unlink(i)
-                s.index[s.nodes[i].key] = nil
-                s.nodes[i] = Node(key: key, record: record, prev: -1, next: -1)
-            } else if let f = s.free.popLast() {
-                i = f
-                s.nodes[i] = Node(key: key, record: record, prev: -1, next: -1)
-            } else {
-                i = s.nodes.count
-                s.nodes.append(Node(key: key, record: record, prev: -1, next: -1))
-            }
-            s.index[key] = i
-            s.pushFront(i)
-        }
+        state.withLock { $0.lru.put(key, record) }
     }
 
     var counts: (hits: Int, misses: Int) { state.withLock { ($0.hits, $0.misses) } }

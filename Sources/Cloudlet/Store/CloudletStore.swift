@@ -182,6 +182,9 @@ public final class CloudletStore: Sendable {
             let c = p.cache.counts
             s.cacheHits += c.hits
             s.cacheMisses += c.misses
+            let e = p.entryCache.counts
+            s.entryCacheHits += e.hits
+            s.entryCacheMisses += e.misses
             let w = p.writer.statistics
             s.writeStalls += w.stalls
             s.writeStallMicroseconds += Int(w.stalledNanoseconds / 1000)
@@ -265,6 +268,10 @@ public struct StoreStatistics: Sendable {
     public var zones = 0
     public var cacheHits = 0
     public var cacheMisses = 0
+    /// Point reads whose key-directory entry was in the entry cache (``StoreConfiguration/entryCacheSize``), and those
+    /// that searched the key directory.
+    public var entryCacheHits = 0
+    public var entryCacheMisses = 0
     /// Bytes of segment files (all partitions).
     public var logBytes = 0
     /// Bytes of sealed segments (the ones compaction may rewrite), and how many of them hold nothing current:

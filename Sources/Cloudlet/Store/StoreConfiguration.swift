@@ -25,6 +25,10 @@ public struct StoreConfiguration: Sendable {
     public var indexCacheSize: Int = 32 << 20
     /// Decoded records kept in memory per partition. Default 10,000.
     public var recordCacheSize: Int = 10_000
+    /// Key-directory entries of records read lately kept in memory per partition, so that reading a record again
+    /// does not search the index's runs (about 200 bytes each: ~13 MiB at the default). 0 turns it off. Default
+    /// 65,536.
+    public var entryCacheSize: Int = 65_536
     /// Open without writing anything (no lock, no tail truncation); every write throws `readOnly`.
     public var readOnly: Bool = false
     /// How long tombstones (deleted records and zones) are kept for change feeds, in seconds. A change token

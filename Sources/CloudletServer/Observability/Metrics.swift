@@ -83,6 +83,8 @@ final class Metrics: Sendable {
         metric("cloudlet_store_zones", "gauge", "Zones in the store.", store.zones)
         metric("cloudlet_store_cache_hits_total", "counter", "Record cache hits.", store.cacheHits)
         metric("cloudlet_store_cache_misses_total", "counter", "Record cache misses (a read from the log).", store.cacheMisses)
+        metric("cloudlet_store_entry_cache_hits_total", "counter", "Point reads whose key-directory entry was cached.", store.entryCacheHits)
+        metric("cloudlet_store_entry_cache_misses_total", "counter", "Point reads that searched the key directory.", store.entryCacheMisses)
         metric("cloudlet_store_frames_replayed", "gauge", "Log frames replayed when the store was opened.", store.framesReplayed)
         metric("cloudlet_store_log_bytes", "gauge", "Bytes of log segment files.", store.logBytes)
         metric("cloudlet_store_dead_bytes", "gauge", "Bytes of sealed segments holding nothing current.", store.deadBytes)
