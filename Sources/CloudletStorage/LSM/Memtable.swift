@@ -114,9 +114,12 @@ public struct Memtable: Sendable {
     }
 
     /// An iterator over the memtable as it is now (later writes to this value do not show).
-    public func makeIterator() -> MemtableIterator {
+    public func makeIterator() -> MemtableIterator { MemtableIterator(sortedParts()) }
+
+    /// The memtable as sorted parts, newest first: the table sorted now, then the layers (what iterators merge).
+    func sortedParts() -> [[LSMEntry]] {
         let sortedRecent = recent.values.sorted { LSMKey.less($0.key, $1.key) }  // at most recentLimit
-        return MemtableIterator((sortedRecent.isEmpty ? [] : [sortedRecent]) + layers.map(\.entries))
+        return (sortedRecent.isEmpty ? [] : [sortedRecent]) + layers.map(\.entries)
     }
 
     private static func size(_ e: LSMEntry) -> Int { e.key.count + e.value.count + entryOverhead }
