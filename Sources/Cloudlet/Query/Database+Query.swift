@@ -93,7 +93,7 @@ extension Database {
         var n = 0
         for z in zones {
             if case .all = query.predicate {
-                n += try store.partition(for: z).queryView(z, query.recordType).indexes.type(z, query.recordType)?.names.count ?? 0
+                n += store.partition(for: z).queryView().indexes.recordCount(z, query.recordType)
                 continue
             }
             n += try await run(pq, in: z, limit: nil, after: nil, budget: .max, notes: &notes).count
@@ -115,7 +115,7 @@ extension Database {
         var allNotes = notes
         for z in zones {
             // Planning reads the key directory (perhaps from disk): on a read view, outside the partition's lock.
-            let planner = QueryPlanner(state: try store.partition(for: z).queryView(z, pq.query.recordType), zone: z, query: pq)
+            let planner = QueryPlanner(state: store.partition(for: z).queryView(), zone: z, query: pq)
             let (plan, unready) = (try planner.plan(limit: limit + 1, after: nil).1, planner.unready())
             for f in unready { allNotes.append("the index on '\(f)' is still being built in zone '\(z.zoneName)'") }
             plans.append(plan)
@@ -166,7 +166,7 @@ extension Database {
     ) async throws -> (rows: [QueryRow], count: Int, plan: QueryPlan.Zone, truncated: Bool) {
         let partition = store.partition(for: key)
         let query = pq
-        let planner = QueryPlanner(state: try partition.queryView(key, query.query.recordType), zone: key, query: query)
+        let planner = QueryPlanner(state: partition.queryView(), zone: key, query: query)
         let (execution, planned) = try planner.plan(limit: limit, after: after)
         let unready = planner.unready()
         if let field = unready.first {
@@ -198,12 +198,12 @@ extension Database {
         case .empty:
             break
         case .walk(let w):
-            var from: OrderedEntry?
+            var from: IndexEntry?
             var batch = Self.walkBatch.first
             walking: repeat {
                 let start = from
                 let size = batch
-                let view = try partition.queryView(key, query.query.recordType)
+                let view = partition.queryView()
                 let (items, last) = try QueryPlanner(state: view, zone: key, query: query).walkBatch(w, from: start, after: after, max: size)
                 from = last
                 batch = min(batch * 2, Self.walkBatch.last)
