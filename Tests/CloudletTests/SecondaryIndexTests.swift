@@ -336,6 +336,39 @@ import Testing
         try await store.close()
     }
 
+    @Test func verifyDeepChecksTheIndexKeysAgainstTheStoredValues() async throws {
+        let dir = TempDir("sidx-verify")
+        let store = try await openStore(dir)
+        let container = try store.container(testContainer)
+        let db = try container.privateDatabase(user: "u")
+        _ = try await db.modify((0..<100).map { .create(Self.book($0)) })
+        try await container.addIndexes(.sortable, recordType: "Book", field: "price")
+        await store.waitForIndexBuilds()
+        _ = try await db.modify((100..<150).map { .create(Self.book($0)) })
+        try await store.close()
+        let clean = try await tool("verify", "--data", dir.sub("store"), "--deep")
+        #expect(clean.code == 0, "\(clean)")
+
+        // Lose one index key, as a bug in maintenance would.
+        let indexDir = Partition.indexDirectory(dir.sub("store") + "/" + StoreMetadata.partitionDirectoryName(0))
+        var config = LSMTreeConfiguration()
+        config.backgroundMerges = false
+        let tree = try LSMTree(directory: indexDir, fileSystem: PosixFileSystem(), configuration: config)
+        let base = tree.runsView()
+        let state = try PartitionState.decodeState(try #require(try base.get(DirectoryKey.state)), base: base)
+        let d = try #require(state.indexes.definitions.keys.first { $0.field == "price" })
+        let zone = try #require(state.keys.zoneKeys.first)
+        let subspace = try #require(state.indexes.subspace(d, zone: zone))
+        var c = state.keys.indexCursor(subspace.keyRange(.all))
+        let lost = try #require(try c.next()).key
+        var memtable = Memtable()
+        memtable.delete(lost, sequence: state.lastLSN)
+        try tree.flush(memtable, logPosition: tree.logPosition)
+        tree.close()
+        let bad = try await tool("verify", "--data", dir.sub("store"), "--deep")
+        #expect(bad.code != 0 && (bad.stdout + bad.stderr).contains("secondary indexes") && (bad.stdout + bad.stderr).contains("lacks record"), "\(bad)")
+    }
+
     @Test func damagedIndexKeysFailTheQueryThatReadsThemAndTheIndexIsRebuiltOnTheNextOpen() async throws {
         let dir = TempDir("sidx-damage")
         var store = try await openStore(dir)

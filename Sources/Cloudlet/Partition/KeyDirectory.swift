@@ -44,6 +44,8 @@ package struct ZoneSummary: Sendable, Hashable {
 /// - `0x01 · zone · 0x01 · lsn(8) · index(4)` → name: the change index;
 /// - `0x01 · zone · 0x02 · u32 length · target · source` → empty: `source` references `target` with DELETE_SELF;
 /// - `0x01 · zone · 0x03 · u32 length · type · name` → empty: the type index (live records by type, in name order);
+/// - `0x01 · zone · 0x04 …` and `0x01 · zone · 0x05 …`: the secondary indexes' keys and stored values
+///   (``IndexKeyspace``), written through the secondary-index section below;
 /// - `0x02 · lsn(8) · index(4)` → `zone · name`: a tombstone, for purges;
 /// - `0x03` → the partition's state besides the directory (``PartitionState/encodeState()``), written at each flush.
 package struct KeyDirectory: Sendable {
