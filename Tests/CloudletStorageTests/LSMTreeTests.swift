@@ -6,20 +6,6 @@ import Testing
 
 @Suite("LSM tree")
 struct LSMTreeTests {
-    /// Small everything, so that a few thousand writes make several levels; merges only when asked.
-    private func smallConfiguration(background: Bool = false) -> LSMTreeConfiguration {
-        var c = LSMTreeConfiguration()
-        c.run.blockSize = 256
-        c.targetRunSize = 4 << 10
-        c.level1Size = 12 << 10
-        c.levelSizeMultiplier = 3
-        c.level0MergeTrigger = 3
-        c.mergeBytesPerSecond = nil
-        c.backgroundMerges = background
-        c.blockCacheCapacity = 64 << 10
-        return c
-    }
-
     private func position(_ index: Int) -> [UInt8] {
         var w = ByteWriter()
         w.u64(UInt64(index))
@@ -36,7 +22,7 @@ struct LSMTreeTests {
         let seed = SeededRandom.testSeed()
         var rng = SeededRandom(seed: seed)
         let fs = InMemoryFileSystem()
-        let configuration = smallConfiguration()
+        let configuration = smallTreeConfiguration()
         var tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration)
         var model: [[UInt8]: [UInt8]] = [:]
         // The caller's write-ahead log: every write, in order; a log position is an index into it.
@@ -92,7 +78,7 @@ struct LSMTreeTests {
     @Test("a read view stays consistent across later writes, a flush and a merge, and keeps its files alive")
     func readView() throws {
         let fs = InMemoryFileSystem()
-        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
         var sequence: UInt64 = 0
         func next() -> UInt64 {
             sequence += 1
@@ -134,7 +120,7 @@ struct LSMTreeTests {
     @Test("tombstones are dropped by a merge into the bottom level")
     func tombstonesDropped() throws {
         let fs = InMemoryFileSystem()
-        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
         for i in 0..<200 { try tree.put(Array("k\(i)".utf8), [UInt8(i % 256)], sequence: UInt64(i + 1)) }
         try tree.flush(logPosition: [1])
         for i in 0..<200 { try tree.delete(Array("k\(i)".utf8), sequence: UInt64(1000 + i)) }
@@ -152,7 +138,7 @@ struct LSMTreeTests {
     func fsyncFailure() throws {
         let memory = InMemoryFileSystem()
         let fs = FaultInjectingFileSystem(wrapping: memory)
-        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
         try tree.put([1], [1], sequence: 1)
         try tree.flush(logPosition: [1])
         for i in 0..<100 { try tree.put([2, UInt8(i)], [2], sequence: UInt64(2 + i)) }
@@ -165,7 +151,7 @@ struct LSMTreeTests {
         tree.close()
         memory.crash()
 
-        let reopened = try LSMTree(directory: "/tree", fileSystem: memory, configuration: smallConfiguration())
+        let reopened = try LSMTree(directory: "/tree", fileSystem: memory, configuration: smallTreeConfiguration())
         #expect(reopened.logPosition == [1])
         #expect(try reopened.scan().map(\.key) == [[1]])
         let runFiles = try memory.listDirectory("/tree").filter { $0.hasSuffix(".run") || $0.hasSuffix(".tmp") }
@@ -178,7 +164,7 @@ struct LSMTreeTests {
     func manifestSyncFailure(crash: Bool) throws {
         let memory = InMemoryFileSystem()
         let fs = FaultInjectingFileSystem(wrapping: memory)
-        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
         for i in 0..<50 { try tree.put([UInt8(i)], [1], sequence: UInt64(i + 1)) }
         fs.failFdatasync(nth: 2)  // 1: the run file, 2: the manifest edit naming it
         #expect(cloudletError { try tree.flush(logPosition: [9]) }?.code == .io)
@@ -186,7 +172,7 @@ struct LSMTreeTests {
         #expect(try memory.listDirectory("/tree").contains { $0.hasSuffix(".run") }, "the run stays while its edit may exist")
         if crash { memory.crash() }  // the unsynced edit is lost; without a crash it reached the disk
 
-        let reopened = try LSMTree(directory: "/tree", fileSystem: memory, configuration: smallConfiguration())
+        let reopened = try LSMTree(directory: "/tree", fileSystem: memory, configuration: smallTreeConfiguration())
         #expect(reopened.logPosition == (crash ? [] : [9]))
         #expect(try reopened.scan().count == (crash ? 0 : 50))
         #expect(try memory.listDirectory("/tree").filter { $0.hasSuffix(".run") }.count == (crash ? 0 : 1))
@@ -195,7 +181,7 @@ struct LSMTreeTests {
 
     @Test("merges read around the block cache")
     func mergesDoNotFillTheCache() throws {
-        let tree = try LSMTree(directory: "/tree", fileSystem: InMemoryFileSystem(), configuration: smallConfiguration())
+        let tree = try LSMTree(directory: "/tree", fileSystem: InMemoryFileSystem(), configuration: smallTreeConfiguration())
         for round in 0..<3 {
             for i in 0..<300 { try tree.put(Array("k\(i)".utf8), [UInt8(round)], sequence: UInt64(round * 1000 + i + 1)) }
             try tree.flush(logPosition: [UInt8(round)])
@@ -212,7 +198,7 @@ struct LSMTreeTests {
     @Test("a damaged run is found and named by verify, and reads through it fail instead of answering")
     func damagedRun() throws {
         let fs = InMemoryFileSystem()
-        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
         for i in 0..<500 { try tree.put(Array("key\(i)".utf8), Array("value\(i)".utf8), sequence: UInt64(i + 1)) }
         try tree.flush(logPosition: [1])
         let run = try #require(tree.runs.first)
@@ -222,7 +208,7 @@ struct LSMTreeTests {
         bytes[40] ^= 0x10  // inside the first data block
         fs.setContents(of: path, to: bytes)
 
-        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
         let findings = reopened.verify()
         #expect(findings.count == 1 && findings.first?.path == path && findings.first?.offset == 16)
         let error = cloudletError { _ = try reopened.scan() }
@@ -235,14 +221,14 @@ struct LSMTreeTests {
         // A damaged footer fails the open, naming the run.
         bytes[bytes.count - 10] ^= 0x01
         fs.setContents(of: path, to: bytes)
-        let open = cloudletError { _ = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration()) }
+        let open = cloudletError { _ = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration()) }
         #expect(open?.code == .corruption && open?.message.contains(path) == true)
     }
 
     @Test("views taken while a writer writes and flushes and merges run in the background each stay consistent")
     func concurrentViews() throws {
         let fs = InMemoryFileSystem()
-        var configuration = smallConfiguration(background: true)
+        var configuration = smallTreeConfiguration(background: true)
         configuration.mergeBytesPerSecond = nil
         let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration)
         let writes = 3000
@@ -273,7 +259,7 @@ struct LSMTreeTests {
         }
         tree.close()
         #expect(tree.backgroundError == nil)
-        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
         #expect(try reopened.scan().count == 200)
         #expect(try reopened.get(Array("k0".utf8)) == Array("3000".utf8))
         reopened.close()
@@ -281,7 +267,7 @@ struct LSMTreeTests {
 
     @Test("with background merges a flush returns only once level 0 is below its stop trigger")
     func level0Stall() throws {
-        var configuration = smallConfiguration(background: true)
+        var configuration = smallTreeConfiguration(background: true)
         configuration.level0MergeTrigger = 2
         configuration.level0StopTrigger = 3
         configuration.mergeBytesPerSecond = 4 << 20
@@ -300,7 +286,7 @@ struct LSMTreeTests {
     func background(fileSystemKind: String) throws {
         let (fs, dir, temp) = testFileSystem(fileSystemKind)
         defer { withExtendedLifetime(temp) {} }
-        var configuration = smallConfiguration(background: true)
+        var configuration = smallTreeConfiguration(background: true)
         configuration.mergeBytesPerSecond = 50 << 20
         let tree = try LSMTree(directory: dir + "/tree", fileSystem: fs, configuration: configuration)
         var model: [[UInt8]: [UInt8]] = [:]
@@ -316,7 +302,7 @@ struct LSMTreeTests {
         }
         tree.close()
         #expect(tree.backgroundError == nil)
-        let reopened = try LSMTree(directory: dir + "/tree", fileSystem: fs, configuration: smallConfiguration())
+        let reopened = try LSMTree(directory: dir + "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
         let all = try reopened.scan()
         #expect(Dictionary(uniqueKeysWithValues: all.map { ($0.key, $0.value) }) == model)
         #expect(reopened.logPosition == [11])

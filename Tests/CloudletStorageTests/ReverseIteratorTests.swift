@@ -6,27 +6,14 @@ import Testing
 
 @Suite("LSM reverse iterators")
 struct ReverseIteratorTests {
-    private func configuration() -> LSMTreeConfiguration {
-        var c = LSMTreeConfiguration()
-        c.run.blockSize = 256
-        c.targetRunSize = 4 << 10
-        c.level1Size = 12 << 10
-        c.levelSizeMultiplier = 3
-        c.level0MergeTrigger = 3
-        c.mergeBytesPerSecond = nil
-        c.backgroundMerges = false
-        c.blockCacheCapacity = 64 << 10
-        return c
-    }
-
     /// The live keys of `view` below `bound` (nil: all), backwards, read with the reverse iterator.
     private func backwards(_ view: LSMReadView, before bound: [UInt8]?) throws -> [LSMEntry] {
         let it = view.makeReverseIterator()
-        try it.seek(before: bound)
+        if let bound { try it.seek(bound) } else { try it.seekToFirst() }
         var out: [LSMEntry] = []
         while let e = it.current {
             out.append(e)
-            try it.retreat()
+            try it.advance()
         }
         return out
     }
@@ -36,7 +23,7 @@ struct ReverseIteratorTests {
         var rng = SeededRandom(seed: seed)
         let fs = InMemoryFileSystem()
         try fs.createDirectory("/tree")
-        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration())
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
         defer { tree.close() }
         var model: [[UInt8]: [UInt8]] = [:]
         var sequence: UInt64 = 0
@@ -73,7 +60,7 @@ struct ReverseIteratorTests {
     func damageIsReported() throws {
         let fs = InMemoryFileSystem()
         try fs.createDirectory("/tree")
-        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration())
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
         for i in 0..<400 { try tree.put(Array("key\(1000 + i)".utf8), Array(repeating: UInt8(i % 251), count: 40), sequence: UInt64(i + 1)) }
         try tree.flush(logPosition: [])
         tree.close()
@@ -84,7 +71,7 @@ struct ReverseIteratorTests {
         var bytes = try #require(fs.contents(of: "/tree/" + run))
         bytes[Int(first.offset + first.size / 2)] ^= 0x40
         fs.setContents(of: "/tree/" + run, to: bytes)
-        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration())
+        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
         defer { reopened.close() }
         #expect {
             _ = try backwards(reopened.readView(), before: nil)

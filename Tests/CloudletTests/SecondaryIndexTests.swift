@@ -175,15 +175,23 @@ import Testing
         return r
     }
 
+    /// A store in `dir` with books `0 ..< count` and the indexes `indexes` built over them.
+    static func books(_ dir: TempDir, _ count: Int, indexes: [(IndexFlags, String)]) async throws -> CloudletStore {
+        let store = try await openStore(dir)
+        let container = try store.container(testContainer)
+        for start in stride(from: 0, to: count, by: 200) {
+            _ = try await container.privateDatabase(user: "u").modify((start..<min(start + 200, count)).map { .create(book($0)) })
+        }
+        for (flags, field) in indexes { try await container.addIndexes(flags, recordType: "Book", field: field) }
+        await store.waitForIndexBuilds()
+        return store
+    }
+
     @Test func theFlushedStateHoldsNoPerRecordValuesAndQueriesAnswerFromTheIndexAfterReopen() async throws {
         let dir = TempDir("sidx-reopen")
-        var store = try await openStore(dir)
+        var store = try await Self.books(dir, 30, indexes: [(.queryable, "kind"), (.sortable, "price")])
         var container = try store.container(testContainer)
         var db = try container.privateDatabase(user: "u")
-        _ = try await db.modify((0..<30).map { .create(Self.book($0)) })
-        try await container.addIndexes(.queryable, recordType: "Book", field: "kind")
-        try await container.addIndexes(.sortable, recordType: "Book", field: "price")
-        await store.waitForIndexBuilds()
         try await store.close()
         store = try await openStore(dir)
         let small = try Self.flushedState(store).count
@@ -287,13 +295,9 @@ import Testing
 
     @Test func aStoreFlushedWithVersion6StateIsMigratedOnOpen() async throws {
         let dir = TempDir("sidx-migrate")
-        var store = try await openStore(dir)
+        var store = try await Self.books(dir, 150, indexes: [(.queryable, "kind"), (.sortable, "price")])
         var container = try store.container(testContainer)
         var db = try container.privateDatabase(user: "u")
-        _ = try await db.modify((0..<150).map { .create(Self.book($0)) })
-        try await container.addIndexes(.queryable, recordType: "Book", field: "kind")
-        try await container.addIndexes(.sortable, recordType: "Book", field: "price")
-        await store.waitForIndexBuilds()
         _ = try await db.modify((150..<300).map { .create(Self.book($0)) })
         let before = try store.partitions[0].state.withLock { try $0.indexDump() }
         try await store.close()
@@ -338,12 +342,8 @@ import Testing
 
     @Test func verifyDeepChecksTheIndexKeysAgainstTheStoredValues() async throws {
         let dir = TempDir("sidx-verify")
-        let store = try await openStore(dir)
-        let container = try store.container(testContainer)
-        let db = try container.privateDatabase(user: "u")
-        _ = try await db.modify((0..<100).map { .create(Self.book($0)) })
-        try await container.addIndexes(.sortable, recordType: "Book", field: "price")
-        await store.waitForIndexBuilds()
+        let store = try await Self.books(dir, 100, indexes: [(.sortable, "price")])
+        let db = try store.container(testContainer).privateDatabase(user: "u")
         _ = try await db.modify((100..<150).map { .create(Self.book($0)) })
         try await store.close()
         let clean = try await tool("verify", "--data", dir.sub("store"), "--deep")
@@ -371,12 +371,7 @@ import Testing
 
     @Test func damagedIndexKeysFailTheQueryThatReadsThemAndTheIndexIsRebuiltOnTheNextOpen() async throws {
         let dir = TempDir("sidx-damage")
-        var store = try await openStore(dir)
-        var container = try store.container(testContainer)
-        var db = try container.privateDatabase(user: "u")
-        _ = try await db.modify((0..<200).map { .create(Self.book($0)) })
-        try await container.addIndexes(.queryable, recordType: "Book", field: "kind")
-        await store.waitForIndexBuilds()
+        var store = try await Self.books(dir, 200, indexes: [(.queryable, "kind")])
         let (indexKey, subspaceCount) = try store.partitions[0].state.withLock { st -> ([UInt8], Int) in
             let d = try #require(st.indexes.definitions.keys.first)
             let z = try #require(st.keys.zoneKeys.first)
@@ -401,8 +396,7 @@ import Testing
         try Data(bytes).write(to: URL(fileURLWithPath: indexDir + "/" + run))
 
         store = try await openStore(dir)
-        container = try store.container(testContainer)
-        db = try container.privateDatabase(user: "u")
+        var db = try store.container(testContainer).privateDatabase(user: "u")
         await expectError(.corruption) {
             _ = try await db.query(try Query(recordType: "Book", format: "kind == 'poem'"), resultsLimit: 200)
         }

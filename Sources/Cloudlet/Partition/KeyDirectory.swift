@@ -408,7 +408,7 @@ package struct KeyDirectory: Sendable {
     struct KeyCursor {
         let range: LSMKeyRange
         private var forward: RangeCursor?
-        private let backward: MergingReverseIterator?
+        private let backward: MergingIterator?
         private var started = false
 
         fileprivate init(_ view: LSMReadView, _ range: LSMKeyRange, reverse: Bool) {
@@ -420,7 +420,12 @@ package struct KeyDirectory: Sendable {
         /// The next live entry in the range, nil after the last.
         mutating func next() throws -> LSMEntry? {
             guard let backward else { return try forward!.next() }
-            if started { try backward.retreat() } else { try backward.seek(before: range.upper); started = true }
+            if started {
+                try backward.advance()
+            } else {
+                if let upper = range.upper { try backward.seek(upper) } else { try backward.seekToFirst() }
+                started = true
+            }
             guard let e = backward.current, range.contains(e.key) else { return nil }
             return e
         }

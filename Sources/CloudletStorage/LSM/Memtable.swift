@@ -35,15 +35,7 @@ public struct Memtable: Sendable {
         }
 
         /// Index of the first entry whose key is ≥ `key`.
-        func lowerBound(_ key: [UInt8]) -> Int {
-            var lo = 0
-            var hi = entries.count
-            while lo < hi {
-                let mid = (lo + hi) / 2
-                if LSMKey.compare(entries[mid].key, key) < 0 { lo = mid + 1 } else { hi = mid }
-            }
-            return lo
-        }
+        func lowerBound(_ key: [UInt8]) -> Int { Memtable.lowerBound(entries, key) }
     }
 
     /// What one entry is counted as beyond its key and value bytes (table slot or array element, array headers).
@@ -122,6 +114,17 @@ public struct Memtable: Sendable {
         return (sortedRecent.isEmpty ? [] : [sortedRecent]) + layers.map(\.entries)
     }
 
+    /// Index of the first of `entries` (sorted) whose key is ≥ `key`.
+    static func lowerBound(_ entries: [LSMEntry], _ key: [UInt8]) -> Int {
+        var lo = 0
+        var hi = entries.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if LSMKey.compare(entries[mid].key, key) < 0 { lo = mid + 1 } else { hi = mid }
+        }
+        return lo
+    }
+
     private static func size(_ e: LSMEntry) -> Int { e.key.count + e.value.count + entryOverhead }
 
     /// Sorts the table into a new layer, then merges it with the layers no more than twice its size.
@@ -187,15 +190,7 @@ public final class MemtableIterator: LSMIterator {
     }
 
     public func seek(_ key: [UInt8]) {
-        for (p, entries) in parts.enumerated() {
-            var lo = 0
-            var hi = entries.count
-            while lo < hi {
-                let mid = (lo + hi) / 2
-                if LSMKey.compare(entries[mid].key, key) < 0 { lo = mid + 1 } else { hi = mid }
-            }
-            positions[p] = lo
-        }
+        for (p, entries) in parts.enumerated() { positions[p] = Memtable.lowerBound(entries, key) }
         settle()
     }
 

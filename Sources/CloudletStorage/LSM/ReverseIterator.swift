@@ -1,76 +1,19 @@
-/// A cursor over entries in decreasing key order: a memtable, a run, or several of them merged — what a read walking
-/// a key range backwards uses (a query sorted descending by an indexed field). After ``seek(before:)`` it stands on
-/// an entry (``current``) or before the first (nil). Errors (a corrupt block) are thrown, never skipped.
-public protocol LSMReverseIterator: AnyObject {
-    /// The entry at the position; nil before the first entry (and before the first seek).
-    var current: LSMEntry? { get }
-    /// Positions at the last entry whose key is below `key` (nil: at the last entry).
-    func seek(before key: [UInt8]?) throws
-    /// Moves to the previous entry (before the first after the first).
-    func retreat() throws
-}
-
+/// Reverse iterators are ``LSMIterator``s whose keys decrease: ``LSMIterator/seek(_:)`` positions at the last entry
+/// whose key is *below* the key, ``LSMIterator/seekToFirst()`` at the last entry, ``LSMIterator/advance()`` moves to
+/// the previous entry — what a read walking a key range backwards uses (a query sorted descending by an indexed
+/// field). A ``MergingIterator`` with `descending` merges them.
 extension LSMReadView {
     /// A merged iterator walking every live (not deleted) key backwards, newest values; not positioned yet.
-    public func makeReverseIterator() -> MergingReverseIterator {
-        MergingReverseIterator(
-            memtables.map { MemtableReverseIterator($0.sortedParts()) } + runs.map { SortedRunReverseIterator($0.reader) })
-    }
-}
-
-/// ``MergingIterator`` backwards, dropping tombstones: for equal keys the entry with the highest sequence wins (on a
-/// tie, the child listed first — list children newest first); a winning tombstone is skipped with every older entry
-/// of its key.
-public final class MergingReverseIterator: LSMReverseIterator {
-    private let children: [any LSMReverseIterator]
-    public private(set) var current: LSMEntry?
-
-    /// Merges `children`, listed newest first (they need not be positioned).
-    public init(_ children: [any LSMReverseIterator]) { self.children = children }
-
-    public func seek(before key: [UInt8]?) throws {
-        for child in children { try child.seek(before: key) }
-        try settle()
-    }
-
-    public func retreat() throws {
-        guard let key = current?.key else { return }
-        try skip(key)
-        try settle()
-    }
-
-    /// Moves back every child standing on `key`.
-    private func skip(_ key: [UInt8]) throws {
-        for child in children {
-            if let entry = child.current, entry.key == key { try child.retreat() }
-        }
-    }
-
-    /// Makes ``current`` the winner among the largest current keys (skipping tombstones).
-    private func settle() throws {
-        while true {
-            var winner: LSMEntry?
-            for child in children {
-                guard let entry = child.current else { continue }
-                guard let w = winner else {
-                    winner = entry
-                    continue
-                }
-                let c = LSMKey.compare(entry.key, w.key)
-                if c > 0 || (c == 0 && entry.sequence > w.sequence) { winner = entry }
-            }
-            guard let winner, winner.isTombstone else {
-                current = winner
-                return
-            }
-            try skip(winner.key)
-        }
+    public func makeReverseIterator() -> MergingIterator {
+        MergingIterator(
+            memtables.map { MemtableReverseIterator($0.sortedParts()) } + runs.map { SortedRunReverseIterator($0.reader) },
+            dropTombstones: true, descending: true)
     }
 }
 
 /// A memtable walked backwards: its sorted parts (``Memtable/sortedParts()``), the newest part's entry winning for a
 /// key several parts hold. Tombstones are returned like values.
-final class MemtableReverseIterator: LSMReverseIterator {
+final class MemtableReverseIterator: LSMIterator {
     private let parts: [[LSMEntry]]
     /// Per part, the index of its current entry (-1: before its first).
     private var positions: [Int]
@@ -81,24 +24,19 @@ final class MemtableReverseIterator: LSMReverseIterator {
         positions = Array(repeating: -1, count: parts.count)
     }
 
-    func seek(before key: [UInt8]?) {
-        for (p, entries) in parts.enumerated() {
-            guard let key else {
-                positions[p] = entries.count - 1
-                continue
-            }
-            var lo = 0
-            var hi = entries.count
-            while lo < hi {
-                let mid = (lo + hi) / 2
-                if LSMKey.compare(entries[mid].key, key) < 0 { lo = mid + 1 } else { hi = mid }
-            }
-            positions[p] = lo - 1
-        }
+    func seekToFirst() {
+        for p in parts.indices { positions[p] = parts[p].count - 1 }
         settle()
     }
 
-    func retreat() {
+    /// Positions at the last entry whose key is below `key`.
+    func seek(_ key: [UInt8]) {
+        for (p, entries) in parts.enumerated() { positions[p] = Memtable.lowerBound(entries, key) - 1 }
+        settle()
+    }
+
+    /// Moves to the previous entry.
+    func advance() {
         guard let key = current?.key else { return }
         for p in parts.indices where positions[p] >= 0 && parts[p][positions[p]].key == key { positions[p] -= 1 }
         settle()
@@ -119,7 +57,7 @@ final class MemtableReverseIterator: LSMReverseIterator {
 /// One run's entries backwards. A block is decoded whole when the walk enters it (blocks are small, and their
 /// prefix-compressed entries can only be decoded forwards); keys are checked to decrease across blocks and to stay
 /// within their block's separator, as ``SortedRunIterator`` checks them forwards.
-final class SortedRunReverseIterator: LSMReverseIterator {
+final class SortedRunReverseIterator: LSMIterator {
     private let reader: SortedRunReader
     private var blockIndex = -1
     /// The current block's entries (key, value bytes), in key order.
@@ -129,17 +67,17 @@ final class SortedRunReverseIterator: LSMReverseIterator {
 
     init(_ reader: SortedRunReader) { self.reader = reader }
 
-    func seek(before key: [UInt8]?) throws {
+    func seekToFirst() throws { try load(block: try reader.runIndex().handles.count - 1, before: nil) }
+
+    /// Positions at the last entry whose key is below `key`.
+    func seek(_ key: [UInt8]) throws {
         let index = try reader.runIndex()
-        guard let key else {
-            try load(block: index.handles.count - 1, before: nil)
-            return
-        }
         let i = min(SortedRunReader.blockIndex(for: key, in: index.separators), index.handles.count - 1)
         try load(block: i, before: key)
     }
 
-    func retreat() throws {
+    /// Moves to the previous entry.
+    func advance() throws {
         guard let c = current else { return }
         if position > 0 {
             position -= 1
