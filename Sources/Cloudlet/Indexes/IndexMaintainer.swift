@@ -134,13 +134,6 @@ struct IndexCursor {
         guard let e = try keys.next() else { return nil }
         return try IndexKeyspace.entry(e.key, prefixCount: prefixCount)
     }
-
-    /// How many entries are left, counting at most `cap`.
-    mutating func count(cap: Int = .max) throws -> Int {
-        var n = 0
-        while n < cap, try keys.next() != nil { n += 1 }
-        return n
-    }
 }
 
 /// The secondary indexes' keys in a partition's key directory (docs/index-layer.md, "Secondary indexes"), under

@@ -1,5 +1,6 @@
 import CloudletCore
 import CloudletStorage
+import Synchronization
 
 /// A query resolved against the schema, ready to plan in each zone (Database+Query.swift).
 struct PreparedQuery: Sendable {
@@ -64,6 +65,18 @@ struct QueryPlanner {
     let q: PreparedQuery
     /// The zone's key prefix in the directory.
     private let zonePrefix: [UInt8]
+    /// The names a count read in full (under its cap), for the lookup of the same range that follows it.
+    private let counted = Counted()
+
+    private final class Counted: Sendable {
+        let names = Mutex<[CountedRange: Set<String>]>([:])
+    }
+
+    private struct CountedRange: Hashable {
+        var field: String
+        var kind: IndexKind
+        var range: IndexKeyspace.ValueRange
+    }
 
     init(state: PartitionReadView, zone: ZoneKey, query: PreparedQuery) {
         st = state
@@ -215,13 +228,22 @@ struct QueryPlanner {
     }
 
     /// How many entries index (`field`, `kind`) holds in `range`, counting at most `cap`.
+    /// Keeps the names it read when it reads the whole range, for ``names(_:_:_:)``.
     private func count(_ field: String, _ kind: IndexKind, _ range: IndexKeyspace.ValueRange, cap: Int) throws -> Int {
         guard var c = scan(field, kind, range) else { return 0 }
-        return try c.count(cap: cap)
+        var names: Set<String> = []
+        var n = 0
+        while n < cap, let e = try c.next() {
+            names.insert(e.name)
+            n += 1
+        }
+        if n < cap { counted.names.withLock { $0[CountedRange(field: field, kind: kind, range: range)] = names } }
+        return n
     }
 
     /// The names filed in index (`field`, `kind`) under value keys in `range`.
     private func names(_ field: String, _ kind: IndexKind, _ range: IndexKeyspace.ValueRange) throws -> Set<String> {
+        if let read = counted.names.withLock({ $0[CountedRange(field: field, kind: kind, range: range)] }) { return read }
         guard var c = scan(field, kind, range) else { return [] }
         var out: Set<String> = []
         while let e = try c.next() { out.insert(e.name) }
