@@ -104,7 +104,13 @@ extension StoreInspector {
         config.backgroundMerges = false
         config.blockCacheCapacity = 1 << 20
         let tree: LSMTree
-        do { tree = try LSMTree(directory: path, fileSystem: fileSystem, configuration: config) } catch {
+        do {
+            tree = try LSMTree(directory: path, fileSystem: fileSystem, configuration: config)
+            do { try tree.openRuns() } catch {
+                tree.close()
+                throw error
+            }
+        } catch {
             damaged(blame(error, files, or: manifestPath), nil, "the index does not open: \(Self.message(error))")
             return opened
         }

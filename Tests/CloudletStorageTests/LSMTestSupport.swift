@@ -65,17 +65,3 @@ func testFileSystem(_ kind: String) -> (any FileSystem, String, TempDir?) {
     let dir = TempDir("lsm-test")
     return (PosixFileSystem(), dir.path, dir)
 }
-
-/// Small everything, so that a few thousand writes make several levels; merges only when asked (unless `background`).
-func smallTreeConfiguration(background: Bool = false) -> LSMTreeConfiguration {
-    var c = LSMTreeConfiguration()
-    c.run.blockSize = 256
-    c.targetRunSize = 4 << 10
-    c.level1Size = 12 << 10
-    c.levelSizeMultiplier = 3
-    c.level0MergeTrigger = 3
-    c.mergeBytesPerSecond = nil
-    c.backgroundMerges = background
-    c.blockCacheCapacity = 64 << 10
-    return c
-}

@@ -2,10 +2,25 @@ import CloudletCore
 import CloudletStorage
 import CloudletTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 @Suite("LSM tree")
 struct LSMTreeTests {
+    /// Small everything, so that a few thousand writes make several levels; merges only when asked.
+    private func smallConfiguration(background: Bool = false) -> LSMTreeConfiguration {
+        var c = LSMTreeConfiguration()
+        c.run.blockSize = 256
+        c.targetRunSize = 4 << 10
+        c.level1Size = 12 << 10
+        c.levelSizeMultiplier = 3
+        c.level0MergeTrigger = 3
+        c.mergeBytesPerSecond = nil
+        c.backgroundMerges = background
+        c.blockCacheCapacity = 64 << 10
+        return c
+    }
+
     private func position(_ index: Int) -> [UInt8] {
         var w = ByteWriter()
         w.u64(UInt64(index))
@@ -22,7 +37,7 @@ struct LSMTreeTests {
         let seed = SeededRandom.testSeed()
         var rng = SeededRandom(seed: seed)
         let fs = InMemoryFileSystem()
-        let configuration = smallTreeConfiguration()
+        let configuration = smallConfiguration()
         var tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration)
         var model: [[UInt8]: [UInt8]] = [:]
         // The caller's write-ahead log: every write, in order; a log position is an index into it.
@@ -78,7 +93,7 @@ struct LSMTreeTests {
     @Test("a read view stays consistent across later writes, a flush and a merge, and keeps its files alive")
     func readView() throws {
         let fs = InMemoryFileSystem()
-        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
         var sequence: UInt64 = 0
         func next() -> UInt64 {
             sequence += 1
@@ -120,7 +135,7 @@ struct LSMTreeTests {
     @Test("tombstones are dropped by a merge into the bottom level")
     func tombstonesDropped() throws {
         let fs = InMemoryFileSystem()
-        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
         for i in 0..<200 { try tree.put(Array("k\(i)".utf8), [UInt8(i % 256)], sequence: UInt64(i + 1)) }
         try tree.flush(logPosition: [1])
         for i in 0..<200 { try tree.delete(Array("k\(i)".utf8), sequence: UInt64(1000 + i)) }
@@ -138,7 +153,7 @@ struct LSMTreeTests {
     func fsyncFailure() throws {
         let memory = InMemoryFileSystem()
         let fs = FaultInjectingFileSystem(wrapping: memory)
-        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
         try tree.put([1], [1], sequence: 1)
         try tree.flush(logPosition: [1])
         for i in 0..<100 { try tree.put([2, UInt8(i)], [2], sequence: UInt64(2 + i)) }
@@ -151,7 +166,7 @@ struct LSMTreeTests {
         tree.close()
         memory.crash()
 
-        let reopened = try LSMTree(directory: "/tree", fileSystem: memory, configuration: smallTreeConfiguration())
+        let reopened = try LSMTree(directory: "/tree", fileSystem: memory, configuration: smallConfiguration())
         #expect(reopened.logPosition == [1])
         #expect(try reopened.scan().map(\.key) == [[1]])
         let runFiles = try memory.listDirectory("/tree").filter { $0.hasSuffix(".run") || $0.hasSuffix(".tmp") }
@@ -164,7 +179,7 @@ struct LSMTreeTests {
     func manifestSyncFailure(crash: Bool) throws {
         let memory = InMemoryFileSystem()
         let fs = FaultInjectingFileSystem(wrapping: memory)
-        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
         for i in 0..<50 { try tree.put([UInt8(i)], [1], sequence: UInt64(i + 1)) }
         fs.failFdatasync(nth: 2)  // 1: the run file, 2: the manifest edit naming it
         #expect(cloudletError { try tree.flush(logPosition: [9]) }?.code == .io)
@@ -172,7 +187,7 @@ struct LSMTreeTests {
         #expect(try memory.listDirectory("/tree").contains { $0.hasSuffix(".run") }, "the run stays while its edit may exist")
         if crash { memory.crash() }  // the unsynced edit is lost; without a crash it reached the disk
 
-        let reopened = try LSMTree(directory: "/tree", fileSystem: memory, configuration: smallTreeConfiguration())
+        let reopened = try LSMTree(directory: "/tree", fileSystem: memory, configuration: smallConfiguration())
         #expect(reopened.logPosition == (crash ? [] : [9]))
         #expect(try reopened.scan().count == (crash ? 0 : 50))
         #expect(try memory.listDirectory("/tree").filter { $0.hasSuffix(".run") }.count == (crash ? 0 : 1))
@@ -181,7 +196,7 @@ struct LSMTreeTests {
 
     @Test("merges read around the block cache")
     func mergesDoNotFillTheCache() throws {
-        let tree = try LSMTree(directory: "/tree", fileSystem: InMemoryFileSystem(), configuration: smallTreeConfiguration())
+        let tree = try LSMTree(directory: "/tree", fileSystem: InMemoryFileSystem(), configuration: smallConfiguration())
         for round in 0..<3 {
             for i in 0..<300 { try tree.put(Array("k\(i)".utf8), [UInt8(round)], sequence: UInt64(round * 1000 + i + 1)) }
             try tree.flush(logPosition: [UInt8(round)])
@@ -198,7 +213,7 @@ struct LSMTreeTests {
     @Test("a damaged run is found and named by verify, and reads through it fail instead of answering")
     func damagedRun() throws {
         let fs = InMemoryFileSystem()
-        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
         for i in 0..<500 { try tree.put(Array("key\(i)".utf8), Array("value\(i)".utf8), sequence: UInt64(i + 1)) }
         try tree.flush(logPosition: [1])
         let run = try #require(tree.runs.first)
@@ -208,7 +223,7 @@ struct LSMTreeTests {
         bytes[40] ^= 0x10  // inside the first data block
         fs.setContents(of: path, to: bytes)
 
-        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
+        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
         let findings = reopened.verify()
         #expect(findings.count == 1 && findings.first?.path == path && findings.first?.offset == 16)
         let error = cloudletError { _ = try reopened.scan() }
@@ -218,17 +233,56 @@ struct LSMTreeTests {
         #expect(try reopened.get(Array("key99".utf8)) == Array("value99".utf8), "other blocks still answer")
         reopened.close()
 
-        // A damaged footer fails the open, naming the run.
+        // The reads that met the damage marked the tree: the next open is refused, naming the run.
+        let marked = cloudletError { _ = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration()) }
+        #expect(marked?.code == .corruption && marked?.message.contains(path) == true)
+
+        // A damaged footer: runs open on first use, so the tree opens; the first read of the run fails, naming it,
+        // and marks the tree for the next open.
+        try fs.remove("/tree/" + LSMTree.damagedFileName)
         bytes[bytes.count - 10] ^= 0x01
         fs.setContents(of: path, to: bytes)
-        let open = cloudletError { _ = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration()) }
+        let lazy = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        let first = cloudletError { _ = try lazy.get(Array("key99".utf8)) }
+        #expect(first?.code == .corruption && first?.message.contains(path) == true)
+        #expect(cloudletError { try lazy.openRuns() }?.message.contains(path) == true)
+        #expect(lazy.verify().first?.path == path)
+        lazy.close()
+        let open = cloudletError { _ = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration()) }
         #expect(open?.code == .corruption && open?.message.contains(path) == true)
+    }
+
+    @Test("opening a tree reads its manifest, not its runs: a read opens the one run a level it needs; a missing run fails the open")
+    func runsOpenOnFirstUse() throws {
+        let fs = OpenCountingFileSystem()
+        let configuration = smallConfiguration()
+        var tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration)
+        for i in 0..<3000 { try tree.put(Array("key\(100_000 + i)".utf8), Array("v\(i)".utf8), sequence: UInt64(i + 1)) }
+        try tree.flush(logPosition: [1])
+        try tree.mergeAll()  // every key into the bottom level's runs, disjoint by key
+        let runs = tree.runs
+        #expect(runs.count > 3 && Set(runs.map(\.level)).count == 1, "\(runs.count) runs")
+        tree.close()
+
+        fs.runOpens.withLock { $0 = 0 }
+        tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration)
+        #expect(fs.runOpens.withLock { $0 } == 0, "no run opened by opening the tree")
+        #expect(try tree.get(Array("key101234".utf8)) == Array("v1234".utf8))
+        #expect(fs.runOpens.withLock { $0 } == 1, "a point read opens the one run whose range holds the key")
+        let range = LSMKeyRange(lower: Array("key102000".utf8), upper: Array("key102010".utf8))
+        #expect(try tree.scan(range).map(\.value) == (2000..<2010).map { Array("v\($0)".utf8) })
+        #expect(fs.runOpens.withLock { $0 } <= 3, "a short scan opens the runs it reaches, not the level")
+        tree.close()
+
+        try fs.remove("/tree/" + SortedRunFile.name(runs[runs.count / 2].fileNumber))
+        let missing = cloudletError { _ = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration) }
+        #expect(missing?.code == .corruption && missing?.message.contains("missing") == true)
     }
 
     @Test("views taken while a writer writes and flushes and merges run in the background each stay consistent")
     func concurrentViews() throws {
         let fs = InMemoryFileSystem()
-        var configuration = smallTreeConfiguration(background: true)
+        var configuration = smallConfiguration(background: true)
         configuration.mergeBytesPerSecond = nil
         let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration)
         let writes = 3000
@@ -259,7 +313,7 @@ struct LSMTreeTests {
         }
         tree.close()
         #expect(tree.backgroundError == nil)
-        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
+        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
         #expect(try reopened.scan().count == 200)
         #expect(try reopened.get(Array("k0".utf8)) == Array("3000".utf8))
         reopened.close()
@@ -267,7 +321,7 @@ struct LSMTreeTests {
 
     @Test("with background merges a flush returns only once level 0 is below its stop trigger")
     func level0Stall() throws {
-        var configuration = smallTreeConfiguration(background: true)
+        var configuration = smallConfiguration(background: true)
         configuration.level0MergeTrigger = 2
         configuration.level0StopTrigger = 3
         configuration.mergeBytesPerSecond = 4 << 20
@@ -286,7 +340,7 @@ struct LSMTreeTests {
     func background(fileSystemKind: String) throws {
         let (fs, dir, temp) = testFileSystem(fileSystemKind)
         defer { withExtendedLifetime(temp) {} }
-        var configuration = smallTreeConfiguration(background: true)
+        var configuration = smallConfiguration(background: true)
         configuration.mergeBytesPerSecond = 50 << 20
         let tree = try LSMTree(directory: dir + "/tree", fileSystem: fs, configuration: configuration)
         var model: [[UInt8]: [UInt8]] = [:]
@@ -302,10 +356,30 @@ struct LSMTreeTests {
         }
         tree.close()
         #expect(tree.backgroundError == nil)
-        let reopened = try LSMTree(directory: dir + "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
+        let reopened = try LSMTree(directory: dir + "/tree", fileSystem: fs, configuration: smallConfiguration())
         let all = try reopened.scan()
         #expect(Dictionary(uniqueKeysWithValues: all.map { ($0.key, $0.value) }) == model)
         #expect(reopened.logPosition == [11])
         reopened.close()
+    }
+}
+
+/// An in-memory file system that counts the opens of sorted-run files.
+private final class OpenCountingFileSystem: FileSystem {
+    let base = InMemoryFileSystem()
+    let runOpens = Mutex(0)
+
+    func open(_ path: String, options: OpenOptions) throws(FileSystemError) -> any File {
+        if path.hasSuffix(".run") && options == .readOnly { runOpens.withLock { $0 += 1 } }
+        return try base.open(path, options: options)
+    }
+    func listDirectory(_ path: String) throws(FileSystemError) -> [String] { try base.listDirectory(path) }
+    func createDirectory(_ path: String) throws(FileSystemError) { try base.createDirectory(path) }
+    func rename(_ from: String, to: String) throws(FileSystemError) { try base.rename(from, to: to) }
+    func remove(_ path: String) throws(FileSystemError) { try base.remove(path) }
+    func fsyncDirectory(_ path: String) throws(FileSystemError) { try base.fsyncDirectory(path) }
+    func fileExists(_ path: String) -> Bool { base.fileExists(path) }
+    func lockFile(_ path: String, exclusive: Bool) throws(FileSystemError) -> any FileLock {
+        try base.lockFile(path, exclusive: exclusive)
     }
 }

@@ -5,21 +5,26 @@ import Testing
 
 @Suite("Memtable")
 struct MemtableTests {
-    @Test("puts and deletes agree with a dictionary model: get, seek, scan; size and count follow")
-    func model() throws {
+    @Test("puts and deletes agree with a dictionary model: get, seek, scan; size and count follow", arguments: [5000, 60000])
+    func model(writes: Int) throws {
         let seed = SeededRandom.testSeed()
         var rng = SeededRandom(seed: seed)
         var memtable = Memtable()
         var model: [[UInt8]: LSMEntry] = [:]
-        for sequence in 1...5000 as ClosedRange<UInt64> {
-            let key = randomKey(&rng, maxLength: 6)
+        for sequence in 1...UInt64(writes) {
+            let key = randomKey(&rng, maxLength: writes > 10000 ? 8 : 6)
             let entry: LSMEntry = rng.chance(25) ? .delete(key, sequence: sequence) : .put(key, randomValue(&rng), sequence: sequence)
             memtable.apply(entry)
             model[key] = entry
         }
         let sorted = model.values.sorted { LSMKey.less($0.key, $1.key) }
         #expect(memtable.count == model.count, "seed \(seed)")
-        #expect(memtable.maxSequence == 5000)
+        #expect(memtable.maxSequence == UInt64(writes))
+        if writes > 10000 {
+            // Enough writes for sealed tables to have merged (tiered, four of a size class into one) at least once.
+            #expect(memtable.layerSizes.contains { $0 > 2 * 2048 }, "\(memtable.layerSizes)")
+            #expect(memtable.layerSizes.count < writes / 2048, "\(memtable.layerSizes)")
+        }
         #expect(memtable.approximateBytes == sorted.reduce(0) { $0 + $1.key.count + $1.value.count + Memtable.entryOverhead })
         for entry in sorted { #expect(memtable.get(entry.key) == entry, "seed \(seed)") }
         #expect(memtable.get([0xFF, 0xFF, 0xFF]) == nil)

@@ -6,6 +6,15 @@ import Testing
 
 @Suite("LSM reverse iterators")
 struct ReverseIteratorTests {
+    /// Blocks of a few entries, so that walks cross blocks; merges only when asked, from two level-0 runs on.
+    private func configuration() -> LSMTreeConfiguration {
+        var c = LSMTreeConfiguration()
+        c.run.blockSize = 256
+        c.level0MergeTrigger = 2
+        c.backgroundMerges = false
+        return c
+    }
+
     /// The live keys of `view` below `bound` (nil: all), backwards, read with the reverse iterator.
     private func backwards(_ view: LSMReadView, before bound: [UInt8]?) throws -> [LSMEntry] {
         let it = view.makeReverseIterator()
@@ -23,7 +32,7 @@ struct ReverseIteratorTests {
         var rng = SeededRandom(seed: seed)
         let fs = InMemoryFileSystem()
         try fs.createDirectory("/tree")
-        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration())
         defer { tree.close() }
         var model: [[UInt8]: [UInt8]] = [:]
         var sequence: UInt64 = 0
@@ -60,7 +69,7 @@ struct ReverseIteratorTests {
     func damageIsReported() throws {
         let fs = InMemoryFileSystem()
         try fs.createDirectory("/tree")
-        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration())
         for i in 0..<400 { try tree.put(Array("key\(1000 + i)".utf8), Array(repeating: UInt8(i % 251), count: 40), sequence: UInt64(i + 1)) }
         try tree.flush(logPosition: [])
         tree.close()
@@ -71,7 +80,7 @@ struct ReverseIteratorTests {
         var bytes = try #require(fs.contents(of: "/tree/" + run))
         bytes[Int(first.offset + first.size / 2)] ^= 0x40
         fs.setContents(of: "/tree/" + run, to: bytes)
-        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallTreeConfiguration())
+        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration())
         defer { reopened.close() }
         #expect {
             _ = try backwards(reopened.readView(), before: nil)

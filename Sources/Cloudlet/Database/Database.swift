@@ -269,10 +269,12 @@ public struct Database: CloudletDatabase {
         let prefetched = reads.isEmpty ? [:] : try await partition.prefetch(key, reads)
         for _ in 0..<8 {
             do {
-                let (results, lsn) = try await partition.commit(waitingForRoom: { st, lsn in
+                // What the planner looks up in the key directory, applying the commit need not look up again.
+                let lookups = PlannedLookups(zone: key)
+                let (results, lsn) = try await partition.commit(lookups: lookups, waitingForRoom: { st, lsn in
                     var planner = BatchPlanner(
                         state: st, lsn: lsn, zone: key, catalog: store.catalog.snapshot(), user: user,
-                        deviceID: store.configuration.deviceID, now: now,
+                        deviceID: store.configuration.deviceID, now: now, lookups: lookups,
                         read: { name, entry in
                             try prefetched[RecordCache.Key(entry)] ?? partition.readDurable(key, name, entry, retry: false)
                         })

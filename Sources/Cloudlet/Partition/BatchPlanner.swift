@@ -35,13 +35,17 @@ package struct BatchPlanner {
     let read: (String, RecordEntry) throws -> Record
 
     private(set) var mutations: [Mutation] = []
+    /// The key directory's entries planning has looked up (the state does not change while it plans): an update
+    /// checks the change tag and then reads the version, and a reference check may look a record up again. Handed
+    /// on to the commit's apply (``PartitionState/apply(_:lsn:position:slots:costs:known:)``).
+    let looked: PlannedLookups
     /// name → the version this batch has produced so far (nil: deleted by this batch).
     private var overlay: [String: Record?] = [:]
     private var schemaAdditions: [Mutation] = []
 
     init(
         state: PartitionState, lsn: UInt64, zone: ZoneKey, catalog: CatalogState, user: String, deviceID: String,
-        now: Int64, read: @escaping (String, RecordEntry) throws -> Record
+        now: Int64, lookups: PlannedLookups, read: @escaping (String, RecordEntry) throws -> Record
     ) {
         self.state = state
         self.lsn = lsn
@@ -52,6 +56,8 @@ package struct BatchPlanner {
         self.deviceID = deviceID
         self.now = now
         self.read = read
+        precondition(lookups.zone == zone && lookups.entries.isEmpty, "a fresh PlannedLookups of the planner's zone")
+        looked = lookups
     }
 
     /// Plans `ops` (index in the request, operation); returns each one's result by request index.
@@ -141,7 +147,7 @@ package struct BatchPlanner {
     /// The current version's type and change tag, from the key directory (or this batch): checks that need no read.
     private func version(_ name: String) throws -> (type: String, tag: String)? {
         if let o = overlay[name] { return o.map { ($0.recordType, $0.changeTag ?? "") } }
-        guard let e = try state.entry(zone, name), !e.deleted else { return nil }
+        guard let e = try entry(name), !e.deleted else { return nil }
         return (e.recordType, e.changeTag)
     }
 
@@ -166,11 +172,19 @@ package struct BatchPlanner {
     /// The current version of a record: this batch's if it touched it, else the partition's.
     private func current(_ name: String) throws -> Record? {
         if let o = overlay[name] { return o }
-        guard let e = try state.entry(zone, name), !e.deleted else { return nil }
+        guard let e = try entry(name), !e.deleted else { return nil }
         return try read(name, e)
     }
 
     private func exists(_ name: String) throws -> Bool { try version(name) != nil }
+
+    /// The key directory's entry of `name` (as the partition has it, before this batch), looked up once.
+    private func entry(_ name: String) throws -> RecordEntry? {
+        if let known = looked.entries[name] { return known }
+        let e = try state.entry(zone, name)
+        looked.entries[name] = .some(e)
+        return e
+    }
 
     /// Validates and stages a new version of `input` with `fields`; `previous` is the version it replaces.
     private mutating func put(_ input: Record, fields: [String: FieldValue], created previous: Record?) throws -> Record {
@@ -222,7 +236,7 @@ package struct BatchPlanner {
             overlay[target] = .some(nil)
             for source in try sources(referencing: target).sorted() where try exists(source) {
                 let t: String
-                if let o = overlay[source], let r = o { t = r.recordType } else { t = try state.entry(zone, source)!.recordType }
+                if let o = overlay[source], let r = o { t = r.recordType } else { t = try entry(source)!.recordType }
                 overlay[source] = .some(nil)
                 queue.append((source, t))
             }

@@ -264,9 +264,12 @@ package struct KeyDirectory: Sendable {
     /// Makes `entry` the record's current version; returns the one it replaces. A zone not held is created with
     /// incarnation 0 (a default zone).
     @discardableResult
-    mutating func put(_ z: ZoneKey, _ name: String, _ entry: RecordEntry) throws -> RecordEntry? {
+    ///
+    /// `known`: the record's current entry as the caller has just looked it up in this directory (the batch planner,
+    /// under the same lock), which spares the lookup; nil: look it up.
+    mutating func put(_ z: ZoneKey, _ name: String, _ entry: RecordEntry, known: RecordEntry?? = nil) throws -> RecordEntry? {
         let zone = DirectoryKey.zone(z)
-        let previous = summaries[z] == nil ? nil : try self.entry(zone: zone, name)
+        let previous = summaries[z] == nil ? nil : try known ?? self.entry(zone: zone, name)
         let seq = entry.lsn
         var summary = summaries[z] ?? ZoneSummary(createdLSN: 0)
         let typeKept = previous.map { !$0.deleted && !entry.deleted && $0.recordType == entry.recordType } ?? false

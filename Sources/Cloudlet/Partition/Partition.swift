@@ -289,17 +289,19 @@ package final class Partition: Sendable {
     /// ``commit(admitOverLimit:_:)`` for async callers: waits for room in the log first, suspending (the log's
     /// backpressure never blocks a thread of the cooperative pool), then commits without waiting again.
     package func commit<R>(
-        waitingForRoom plan: (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R)
+        lookups: PlannedLookups? = nil, waitingForRoom plan: (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R)
     ) async throws -> (result: R, lsn: UInt64?) {
         try await log.waitForRoom()
-        return try commit(admitOverLimit: true, plan)
+        return try commit(admitOverLimit: true, lookups: lookups, plan)
     }
 
     /// Runs `plan` under the writer lock with the LSN its commit will get; stages the mutations it returns (if any)
     /// as one frame and applies them. Returns the plan's result and the LSN to wait for (nil if nothing was written).
     /// Blocks on the log's backpressure unless `admitOverLimit` (``Log/stage(type:payload:compressible:admitOverLimit:)``).
+    /// `lookups`: where `plan` leaves the key-directory entries it looked up, which applying the commit then uses.
     package func commit<R>(
-        admitOverLimit: Bool = false, _ plan: (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R)
+        admitOverLimit: Bool = false, lookups: PlannedLookups? = nil,
+        _ plan: (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R)
     ) throws -> (result: R, lsn: UInt64?) {
         let (result, lsn, bytes, memtableFull) = try state.withLock { st -> (R, UInt64?, Int, Bool) in
             let lsn = st.lastLSN + 1
@@ -328,7 +330,7 @@ package final class Partition: Sendable {
             do {
                 try st.apply(
                     commit, lsn: lsn, position: position, slots: slots,
-                    costs: Commit.costs(sizes: sizes, frameLength: position.length))
+                    costs: Commit.costs(sizes: sizes, frameLength: position.length), known: lookups)
             } catch {
                 // The frame is in the log but the state could not take it (the index could not be read): nothing
                 // more may be written on top of a state that misses a commit. Reopening replays it.

@@ -178,9 +178,17 @@ package struct PartitionState: Sendable {
 
     /// Applies a commit: the one code path for live commits and for replay, so both derive the same state.
     /// `costs[k]`: the bytes of its frame mutation `k` keeps alive (``Commit/costs(sizes:frameLength:)``).
+    /// `known`: key-directory entries the commit's planner looked up in this state just before (nil in replay).
     package mutating func apply(
-        _ commit: Commit, lsn: UInt64, position: FramePosition, slots: [Int: Commit.Slot], costs: [UInt32]
+        _ commit: Commit, lsn: UInt64, position: FramePosition, slots: [Int: Commit.Slot], costs: [UInt32],
+        known: PlannedLookups? = nil
     ) throws {
+        // A known entry stands for the state before the commit: it serves the first write of its record only.
+        var written: Set<String> = []
+        func previous(_ z: ZoneKey, _ name: String) -> RecordEntry?? {
+            guard let known, known.zone == z, written.insert(name).inserted else { return nil }
+            return known.entries[name]
+        }
         for (k, m) in commit.mutations.enumerated() {
             let i = Int(commit.index(k))
             let cost = k < costs.count ? costs[k] : 0
@@ -199,7 +207,7 @@ package struct PartitionState: Sendable {
                     lsn: lsn, index: UInt32(i), position: position, slot: slots[k]!, recordType: record.recordType, deleted: false, time: record.modified?.timestamp ?? 0,
                     deleteSelfTargets: targets, cost: cost)
                 addLive(position.segment, cost)
-                let old = try keys.put(z, record.recordName, entry)
+                let old = try keys.put(z, record.recordName, entry, known: previous(z, record.recordName))
                 if let old { freeLive(old.position.segment, old.cost) }
                 try indexes.put(z, record, replacing: old, lsn: lsn, keys: &keys)
             case .deleteRecord(let z, let name, let type, let time):
@@ -209,7 +217,7 @@ package struct PartitionState: Sendable {
                     lsn: lsn, index: UInt32(i), position: position, slot: Commit.Slot(offset: 0, length: 0),
                     recordType: type, deleted: true, time: time, deleteSelfTargets: [], cost: cost)
                 addLive(position.segment, cost)
-                let old = try keys.put(z, name, entry)
+                let old = try keys.put(z, name, entry, known: previous(z, name))
                 if let old { freeLive(old.position.segment, old.cost) }
                 try indexes.delete(z, name, replacing: old, lsn: lsn, keys: &keys)
             case .createZone(let z):
@@ -276,6 +284,16 @@ package struct PartitionState: Sendable {
         let zones = deletedZones.values.map(\.lsn).filter { $0 < bound }
         return (zones + (newest.map { [$0] } ?? [])).filter { $0 > purgedThroughLSN }.max()
     }
+}
+
+/// The key-directory entries a batch planner looked up in one zone of a partition's state, under the writer lock,
+/// handed to ``PartitionState/apply(_:lsn:position:slots:costs:known:)`` of the same commit so that it does not look
+/// them up again (name → entry, nil: none). Used by one writer at a time, under the partition's lock.
+package final class PlannedLookups: @unchecked Sendable {
+    let zone: ZoneKey
+    var entries: [String: RecordEntry?] = [:]
+
+    init(zone: ZoneKey) { self.zone = zone }
 }
 
 /// Change tags: derived from the commit's LSN and the mutation's index, so they are unique per saved version and

@@ -27,6 +27,14 @@ struct Block: Sendable {
         guard count > 0 || restartsStart == 0 else { throw Defect("entries without a restart point") }
     }
 
+    /// A block whose contents a ``init(_:)`` has checked before (one kept in the block cache, which holds only
+    /// checked blocks): the restart array is not walked again.
+    init(checked contents: [UInt8]) {
+        restartCount = Int(contents.loadLE(UInt32.self, at: contents.count - 4))
+        restartsStart = contents.count - 4 - 4 * restartCount
+        self.contents = contents
+    }
+
     /// The byte offset of restart point `i`.
     func restart(_ i: Int) -> Int { Int(contents.loadLE(UInt32.self, at: restartsStart + 4 * i)) }
 
@@ -37,22 +45,35 @@ struct Block: Sendable {
         var next: Int
     }
 
-    /// Decodes the entry at `offset`, whose key shares a prefix with `previousKey`.
-    func entry(at offset: Int, previousKey: [UInt8]) throws(Defect) -> Entry {
+    /// Where the parts of the entry at `offset` lie: how much of the previous key (of `previousKeyCount` bytes) its
+    /// key shares, the rest of its key and its value in ``contents``, and where the next entry starts.
+    struct EntryLayout {
+        var shared: Int
+        var unshared: Range<Int>
+        var value: Range<Int>
+        var next: Int { value.upperBound }
+    }
+
+    func layout(at offset: Int, previousKeyCount: Int) throws(Defect) -> EntryLayout {
         var at = offset
         let shared = try varint(&at)
         let unshared = try varint(&at)
         let valueLength = try varint(&at)
-        guard shared <= previousKey.count else { throw Defect("entry at \(offset) shares more than the previous key") }
+        guard shared <= previousKeyCount else { throw Defect("entry at \(offset) shares more than the previous key") }
         guard unshared <= restartsStart - at, valueLength <= restartsStart - at - unshared else {
             throw Defect("entry at \(offset) runs past the entries")
         }
+        return EntryLayout(shared: shared, unshared: at..<(at + unshared), value: (at + unshared)..<(at + unshared + valueLength))
+    }
+
+    /// Decodes the entry at `offset`, whose key shares a prefix with `previousKey`.
+    func entry(at offset: Int, previousKey: [UInt8]) throws(Defect) -> Entry {
+        let l = try layout(at: offset, previousKeyCount: previousKey.count)
         var key = [UInt8]()
-        key.reserveCapacity(shared + unshared)
-        key += previousKey[0..<shared]
-        key += contents[at..<(at + unshared)]
-        at += unshared
-        return Entry(key: key, value: at..<(at + valueLength), next: at + valueLength)
+        key.reserveCapacity(l.shared + l.unshared.count)
+        key += previousKey[0..<l.shared]
+        key += contents[l.unshared]
+        return Entry(key: key, value: l.value, next: l.next)
     }
 
     private func varint(_ at: inout Int) throws(Defect) -> Int {
@@ -69,12 +90,12 @@ struct Block: Sendable {
         }
     }
 
-    /// The key of the entry at restart point `i` (which must share nothing).
-    func restartKey(_ i: Int) throws(Defect) -> [UInt8] {
+    /// Where the key of the entry at restart point `i` (which must share nothing) lies in ``contents``.
+    func restartKey(_ i: Int) throws(Defect) -> Range<Int> {
         let offset = restart(i)
-        var at = offset
-        guard try varint(&at) == 0 else { throw Defect("restart entry at \(offset) shares a prefix") }
-        return try entry(at: offset, previousKey: []).key
+        let l = try layout(at: offset, previousKeyCount: 0)
+        guard l.shared == 0 else { throw Defect("restart entry at \(offset) shares a prefix") }
+        return l.unshared
     }
 }
 
@@ -92,7 +113,9 @@ struct BlockCursor {
         current = block.restartCount == 0 ? nil : try block.entry(at: 0, previousKey: [])
     }
 
-    /// Positions at the first entry whose key is at least `target` (past the end if there is none).
+    /// Positions at the first entry whose key is at least `target` (past the end if there is none). The restart
+    /// keys are compared where they lie, and the scan from the chosen restart point rebuilds keys in one buffer: the
+    /// only key made is the one it stops at.
     mutating func seek(_ target: [UInt8]) throws(Block.Defect) {
         guard block.restartCount > 0 else {
             current = nil
@@ -103,10 +126,32 @@ struct BlockCursor {
         var hi = block.restartCount - 1
         while lo < hi {
             let mid = (lo + hi + 1) / 2
-            if LSMKey.compare(try block.restartKey(mid), target) < 0 { lo = mid } else { hi = mid - 1 }
+            if LSMKey.compare(block.contents[try block.restartKey(mid)], target) < 0 { lo = mid } else { hi = mid - 1 }
         }
-        current = try block.entry(at: block.restart(lo), previousKey: [])
-        while let c = current, LSMKey.compare(c.key, target) < 0 { try advance() }
+        var at = block.restart(lo)
+        var key: [UInt8] = []
+        key.reserveCapacity(target.count + 16)
+        var first = true
+        while true {
+            // The restart entry shares nothing (the empty buffer allows nothing); each later key, sharing `shared`
+            // bytes with the previous one, is above it only if its own bytes are above the rest of that one.
+            let l = try block.layout(at: at, previousKeyCount: key.count)
+            if !first && LSMKey.compare(block.contents[l.unshared], key[l.shared...]) <= 0 {
+                throw Block.Defect("keys out of order at \(at)")
+            }
+            first = false
+            key.removeSubrange(l.shared...)
+            key += block.contents[l.unshared]
+            if LSMKey.compare(key, target) >= 0 {
+                current = Block.Entry(key: key, value: l.value, next: l.next)
+                return
+            }
+            guard l.next < block.restartsStart else {
+                current = nil
+                return
+            }
+            at = l.next
+        }
     }
 
     /// Moves to the next entry, or past the end.

@@ -8,9 +8,30 @@ public final class LSMReadView: Sendable {
     /// Level 0 newest first, then levels 1… by key.
     let runs: [LSMRunHandle]
 
+    /// Level-0 runs (newest first), which may overlap; then each deeper level's runs, disjoint and by key.
+    let level0: [LSMRunHandle]
+    let levels: [[LSMRunHandle]]
+
     init(memtables: [Memtable], runs: [LSMRunHandle]) {
         self.memtables = memtables
         self.runs = runs
+        level0 = runs.filter { $0.metadata.level == 0 }
+        var levels: [[LSMRunHandle]] = []
+        for run in runs where run.metadata.level > 0 {
+            if levels.last?.last?.metadata.level == run.metadata.level { levels[levels.count - 1].append(run) } else { levels.append([run]) }
+        }
+        self.levels = levels
+    }
+
+    /// The index of the first of `runs` (disjoint, by key) whose largest key is at least `key` (`runs.count` if none).
+    static func firstRun(endingAtOrAfter key: [UInt8], in runs: [LSMRunHandle]) -> Int {
+        var low = 0
+        var high = runs.count
+        while low < high {
+            let mid = (low + high) / 2
+            if LSMKey.compare(runs[mid].metadata.largestKey, key) < 0 { low = mid + 1 } else { high = mid }
+        }
+        return low
     }
 
     /// A view of `memtables` (newest first) over `base` (its memtables, then its runs; nil: nothing under them):
@@ -20,15 +41,21 @@ public final class LSMReadView: Sendable {
     }
 
     /// The newest entry of `key`, a tombstone included, or nil if no source has one. Looks at the memtables, then
-    /// the runs that may hold the key (key range and bloom filter), newest first, and stops at the first hit.
+    /// the level-0 runs whose key range holds the key, newest first, then in each deeper level the one run whose
+    /// range may hold it (a binary search), each run through its bloom filter; stops at the first hit.
     public func entry(_ key: [UInt8]) throws -> LSMEntry? {
         for memtable in memtables {
             if let e = memtable.get(key) { return e }
         }
-        for run in runs {
+        for run in level0 {
             let m = run.metadata
             guard LSMKey.compare(key, m.smallestKey) >= 0, LSMKey.compare(key, m.largestKey) <= 0 else { continue }
-            if let e = try run.reader.get(key) { return e }
+            if let e = try run.reader().get(key) { return e }
+        }
+        for level in levels {
+            let i = Self.firstRun(endingAtOrAfter: key, in: level)
+            guard i < level.count, LSMKey.compare(key, level[i].metadata.smallestKey) >= 0 else { continue }
+            if let e = try level[i].reader().get(key) { return e }
         }
         return nil
     }
@@ -39,10 +66,12 @@ public final class LSMReadView: Sendable {
         return e.value
     }
 
-    /// A merged iterator over every live (not deleted) key, newest values; not positioned yet.
+    /// A merged iterator over every live (not deleted) key, newest values; not positioned yet. Each level ≥ 1 is one
+    /// child (``LevelIterator``): a seek positions in one run a level, and runs are opened as the iteration reaches them.
     public func makeIterator() -> MergingIterator {
-        MergingIterator(
-            memtables.map { $0.makeIterator() } + runs.map { $0.reader.makeIterator() }, dropTombstones: true)
+        let children: [any LSMIterator] =
+            memtables.map { $0.makeIterator() } + level0.map { LevelIterator([$0]) } + levels.map { LevelIterator($0) }
+        return MergingIterator(children, dropTombstones: true)
     }
 
     /// The live entries in `range`, in key order, at most `limit`.

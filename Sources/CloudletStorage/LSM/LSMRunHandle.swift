@@ -4,33 +4,73 @@ import Glibc
 import CloudletCore
 import Synchronization
 
-/// A live run's reader, shared by the tree and every read view and merge that uses it. Reference-counted by ARC:
-/// once a merge has replaced the run (``markObsolete()``), the file is deleted when the last holder lets go, so a
-/// merge never deletes a file a view still reads.
+/// A live run, shared by the tree and every read view and merge that uses it. Reference-counted by ARC: once a
+/// merge has replaced the run (``markObsolete()``), the file is deleted when the last holder lets go, so a merge
+/// never deletes a file a view still reads.
+///
+/// The run's file is opened the first time a read needs it (``reader()``), not when the tree opens: opening a tree
+/// of hundreds of runs then costs its manifest, not a few reads a run. Opening checks the header, footer and
+/// properties against what the manifest says of the run; damage found then is reported like damage any later read
+/// finds (the tree's ``SortedRunReader/onCorruption``), and the read fails.
 final class LSMRunHandle: Sendable {
     let metadata: LSMRunMetadata
-    let reader: SortedRunReader
+    let path: String
+    /// The run's key in the tree's block cache (``SortedRunReader/cacheID``).
+    let cacheID: UInt64
+    private let open: @Sendable () throws -> SortedRunReader
+    private let opened: Mutex<SortedRunReader?>
+    private let cache: BlockCache?
     private let fileSystem: any FileSystem
     private let errors: LSMErrorSink
     private let obsolete = Atomic<Bool>(false)
 
+    /// A run whose reader is already open (one a flush or merge has just written).
     init(metadata: LSMRunMetadata, reader: SortedRunReader, fileSystem: any FileSystem, errors: LSMErrorSink) {
         self.metadata = metadata
-        self.reader = reader
+        path = reader.path
+        cacheID = reader.cacheID
+        cache = reader.cache
+        open = { reader }
+        opened = Mutex(reader)
         self.fileSystem = fileSystem
         self.errors = errors
+    }
+
+    /// A run opened on first use by `open`.
+    init(
+        metadata: LSMRunMetadata, path: String, cacheID: UInt64, cache: BlockCache, fileSystem: any FileSystem,
+        errors: LSMErrorSink, open: @escaping @Sendable () throws -> SortedRunReader
+    ) {
+        self.metadata = metadata
+        self.path = path
+        self.cacheID = cacheID
+        self.cache = cache
+        self.open = open
+        opened = Mutex(nil)
+        self.fileSystem = fileSystem
+        self.errors = errors
+    }
+
+    /// The run's reader, opened now if this is the first use (a damaged file throws `corruption`, every time).
+    func reader() throws -> SortedRunReader {
+        try opened.withLock { r in
+            if let r { return r }
+            let reader = try open()
+            r = reader
+            return reader
+        }
     }
 
     /// The run is no longer in the tree's version: delete its file once nobody holds it.
     func markObsolete() { obsolete.store(true, ordering: .releasing) }
 
     deinit {
-        reader.close()
+        opened.withLock { $0 }?.close()
         guard obsolete.load(ordering: .acquiring) else { return }
-        reader.cache?.removeAll(fileNumber: reader.cacheID)
-        do throws(FileSystemError) { try fileSystem.remove(reader.path) } catch {
+        cache?.removeAll(fileNumber: cacheID)
+        do throws(FileSystemError) { try fileSystem.remove(path) } catch {
             // Not fatal (the next open deletes it as a leftover), but not to be hidden either.
-            errors.record(CloudletError.io(error, "deleting merged-away run \(reader.path)"), fatal: false)
+            errors.record(CloudletError.io(error, "deleting merged-away run \(path)"), fatal: false)
         }
     }
 }
@@ -59,20 +99,31 @@ final class LSMErrorSink: Sendable {
 }
 
 /// Limits how fast merges write: after each chunk, sleeps until the bytes so far are no more than the rate allows
-/// since the merge started.
+/// since the merge started — unless `urgent` says the merge is holding others up (flushes piling up in level 0
+/// behind it), in which case it goes at full speed and the rate counts from then on.
 struct RateLimiter {
     let bytesPerSecond: Int?
+    private let urgent: (() -> Bool)?
     private var start = Self.now()
     private var bytes = 0
 
-    init(bytesPerSecond: Int?) { self.bytesPerSecond = bytesPerSecond }
+    init(bytesPerSecond: Int?, urgent: (() -> Bool)? = nil) {
+        self.bytesPerSecond = bytesPerSecond
+        self.urgent = urgent
+    }
 
     mutating func consumed(_ n: Int) {
         guard let rate = bytesPerSecond, rate > 0 else { return }
         bytes += n
         let due = Double(bytes) / Double(rate)
         let elapsed = Self.now() - start
-        if due > elapsed { Self.sleep(due - elapsed) }
+        guard due > elapsed else { return }
+        if let urgent, urgent() {
+            start = Self.now()
+            bytes = 0
+            return
+        }
+        Self.sleep(due - elapsed)
     }
 
     private static func now() -> Double {

@@ -43,7 +43,8 @@ extension LSMTree {
             try checkWritable()
             guard let plan = state.withLock({ s in Self.plan(s.runs, configuration) }) else { return false }
             // A merge out of level 0 is what lets flushes go on (they wait at the stop trigger): it runs at full
-            // speed, so that the limit never throttles writes; merges between deeper levels are rate-limited.
+            // speed, so that the limit never throttles writes; merges between deeper levels are rate-limited while
+            // level 0 keeps up (see the limiter in merge(_:bytesPerSecond:)).
             let fromLevel0 = plan.inputs.contains { $0.metadata.level == 0 }
             try merge(plan, bytesPerSecond: fromLevel0 ? nil : configuration.mergeBytesPerSecond)
             return true
@@ -57,9 +58,14 @@ extension LSMTree {
         do {
             // Merge reads go around the cache: a merge reads whole runs once and would push out what reads need.
             let iterator = MergingIterator(
-                plan.inputs.map { $0.reader.makeIterator(fillCache: false) }, dropTombstones: plan.dropTombstones)
+                try plan.inputs.map { try $0.reader().makeIterator(fillCache: false) }, dropTombstones: plan.dropTombstones)
             try iterator.seekToFirst()
-            var limiter = RateLimiter(bytesPerSecond: bytesPerSecond)
+            // Level 0 reaching its merge trigger while this merge runs means flushes are coming faster than merges
+            // go: the limit gives way, so that it never throttles writes (a flush waits at the stop trigger).
+            let trigger = max(1, configuration.level0MergeTrigger)
+            var limiter = RateLimiter(bytesPerSecond: bytesPerSecond) { [state] in
+                state.withLock { s in s.version.runs(atLevel: 0).count >= trigger }
+            }
             let from = plan.inputs.map(\.metadata.level).min() ?? 0
             outputs = try writeRuns(
                 iterator, level: plan.outputLevel, creator: "merge L\(from)→L\(plan.outputLevel)",

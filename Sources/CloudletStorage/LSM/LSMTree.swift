@@ -58,7 +58,8 @@ public final class LSMTree: Sendable {
     }
 
     /// Opens the tree in `directory` (creating it if it has none), deleting leftovers of interrupted flushes and
-    /// merges. Every live run is opened (header, footer, index, filter): a damaged one fails the open, naming it.
+    /// merges. Reads the manifest only: a missing run file fails the open, naming it; each run's file is opened and
+    /// checked the first time a read needs it (``LSMRunHandle``).
     public init(
         directory: String, fileSystem: any FileSystem = PosixFileSystem(),
         configuration: LSMTreeConfiguration = LSMTreeConfiguration()
@@ -258,8 +259,18 @@ public final class LSMTree: Sendable {
         return stats
     }
 
+    /// Opens every live run now, with the checks a run otherwise gets on its first read (header, footer, properties
+    /// against the manifest): what a tool that must name every damaged file calls after opening the tree.
+    public func openRuns() throws { for run in state.withLock({ $0.runs }) { _ = try run.reader() } }
+
     /// Verifies every live run (every block, see ``SortedRunReader/verify()``).
-    public func verify() -> [SortedRunFinding] { readView().runs.flatMap { $0.reader.verify() } }
+    public func verify() -> [SortedRunFinding] {
+        readView().runs.flatMap { run in
+            do { return try run.reader().verify() } catch {
+                return [SortedRunFinding(path: run.path, offset: 0, problem: "\(error)")]
+            }
+        }
+    }
 
     // MARK: - Shared by flush and merge
 
@@ -373,22 +384,39 @@ public final class LSMTree: Sendable {
         }
     }
 
+    /// The handle of a live run of the manifest, opened on first use (``LSMRunHandle/reader()``). Only the file's
+    /// existence is checked now (missing fails the tree's open); the header, footer and properties are checked
+    /// against `metadata` when the run is first read, and damage then is reported through the tree's damage marker.
     static func openRun(
         _ metadata: LSMRunMetadata, _ directory: String, _ fileSystem: any FileSystem, _ cache: BlockCache,
         _ namespace: UInt64, _ errors: LSMErrorSink, _ configuration: LSMTreeConfiguration
     ) throws -> LSMRunHandle {
         let path = Path.join(directory, SortedRunFile.name(metadata.fileNumber))
-        let reader = try SortedRunReader(
-            path: path, fileNumber: metadata.fileNumber, fileSystem: fileSystem, cache: cache, cacheNamespace: namespace,
-            onCorruption: damageMarker(directory, fileSystem, configuration))
-        let p = reader.properties
-        guard p.fileNumber == metadata.fileNumber, p.entryCount == metadata.entryCount,
-            reader.fileSize == metadata.fileSize, p.smallestKey == metadata.smallestKey,
-            p.largestKey == metadata.largestKey
-        else {
-            reader.close()
-            throw CloudletError.corruption(run: path, offset: 0, "run does not match what the manifest says of it")
+        guard fileSystem.fileExists(path) else {
+            throw CloudletError.corruption(run: path, offset: 0, "the manifest names this run but the file is missing")
         }
-        return LSMRunHandle(metadata: metadata, reader: reader, fileSystem: fileSystem, errors: errors)
+        let onCorruption = damageMarker(directory, fileSystem, configuration)
+        return LSMRunHandle(
+            metadata: metadata, path: path, cacheID: SortedRunReader.cacheID(namespace, metadata.fileNumber),
+            cache: cache, fileSystem: fileSystem, errors: errors
+        ) {
+            do {
+                let reader = try SortedRunReader(
+                    path: path, fileNumber: metadata.fileNumber, fileSystem: fileSystem, cache: cache,
+                    cacheNamespace: namespace, onCorruption: onCorruption)
+                let p = reader.properties
+                guard p.fileNumber == metadata.fileNumber, p.entryCount == metadata.entryCount,
+                    reader.fileSize == metadata.fileSize, p.smallestKey == metadata.smallestKey,
+                    p.largestKey == metadata.largestKey
+                else {
+                    reader.close()
+                    throw CloudletError.corruption(run: path, offset: 0, "run does not match what the manifest says of it")
+                }
+                return reader
+            } catch let error as CloudletError where error.code == .corruption {
+                onCorruption?(error)
+                throw error
+            }
+        }
     }
 }

@@ -24,8 +24,9 @@ public struct LSMTreeConfiguration: Sendable {
     public var levelSizeMultiplier: UInt64 = 10
     /// A merge closes an output run once it reaches about this size and starts the next. Default 2 MiB.
     public var targetRunSize: UInt64 = 2 << 20
-    /// Merges between levels ≥ 1 write at most this many bytes a second (nil: as fast as they can); merges out of
-    /// level 0, which flushes wait for, are never limited. Default 16 MiB/s.
+    /// Merges between levels ≥ 1 write at most this many bytes a second (nil: as fast as they can) while level 0
+    /// is below ``level0MergeTrigger``; merges out of level 0, which flushes wait for, and any merge while level 0 is
+    /// at its trigger, are never limited. Default 16 MiB/s.
     public var mergeBytesPerSecond: Int? = 16 << 20
     /// Whether a background thread merges runs as flushes add them. Off, merges happen only in
     /// ``LSMTree/mergeUntilIdle()``. Default true.

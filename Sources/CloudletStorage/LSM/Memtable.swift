@@ -4,8 +4,8 @@
 /// A value with free copies that never change — a read view keeps the memtable as it was, the writer goes on
 /// writing into its own, and readers need no lock since nothing they hold is ever mutated — built as a small
 /// log-structured merge in memory: the newest writes go to a hash table (``recentLimit`` entries at most); when it
-/// fills, its entries are sorted into an immutable layer, and layers of about the same size merge (a binary
-/// counter), so there are O(log n) layers and each entry is copied O(log n) times over its life. A lookup checks
+/// fills, its entries are sorted into an immutable layer, and four layers of about the same size merge into one
+/// (tiered), so there are O(log n) layers and each entry is copied about log₄ n times over its life. A lookup checks
 /// the table, then binary-searches the layers newest first. Copying a memtable copies the table (copy-on-write,
 /// at most ``recentLimit`` entries, on the first write after the copy) and shares the layers.
 ///
@@ -40,8 +40,10 @@ public struct Memtable: Sendable {
 
     /// What one entry is counted as beyond its key and value bytes (table slot or array element, array headers).
     public static let entryOverhead = 80
-    /// The hash table's size at which it is sorted into a layer.
-    static let recentLimit = 256
+    /// The hash table's size at which it is sorted into a layer. Larger means fewer merges (each entry is copied
+    /// about log₄(n / this) times) but a larger table to copy on the first write after a copy of the memtable (a
+    /// read view): 2,048 entries is ~150 KB.
+    static let recentLimit = 2048
 
     /// A key with its ``KeyHash``, computed once a lookup: the table hashes it without reading the bytes again
     /// (`Hasher` over a byte array goes a byte at a time) and the layers' filters probe with it.
@@ -72,6 +74,9 @@ public struct Memtable: Sendable {
     public init() {}
 
     public var isEmpty: Bool { count == 0 }
+
+    /// The sorted layers' sizes, newest first (for tests and statistics).
+    public var layerSizes: [Int] { layers.map(\.entries.count) }
 
     /// Records a write. An entry older (by sequence) than the one the memtable holds for its key is ignored, so
     /// replaying writes twice is harmless.
@@ -127,47 +132,69 @@ public struct Memtable: Sendable {
 
     private static func size(_ e: LSMEntry) -> Int { e.key.count + e.value.count + entryOverhead }
 
-    /// Sorts the table into a new layer, then merges it with the layers no more than twice its size.
+    /// Sorts the table into a new layer, then, while the newest ``fanIn`` layers or more are of one size class
+    /// (``sizeClass(_:)``), merges those into one: each entry is copied about log₄(n / ``recentLimit``) times over
+    /// its life, and at most ``fanIn`` - 1 layers of each class stand.
     private mutating func seal() {
         let sorted = recent.sorted { LSMKey.less($0.key.key, $1.key.key) }
-        var merged = sorted.map(\.value)
-        var hashes = sorted.map(\.key.hash)
+        let layer = Layer(sorted.map(\.value), hashes: sorted.map(\.key.hash))
         recent.removeAll(keepingCapacity: true)
-        while let newest = layers.first, newest.entries.count <= 2 * merged.count {
-            (merged, hashes) = Self.merge(newer: (merged, hashes), older: (newest.entries, newest.hashes))
-            layers.removeFirst()
+        layers.insert(layer, at: 0)
+        while true {
+            let size = Self.sizeClass(layers[0].entries.count)
+            var n = 1
+            while n < layers.count && Self.sizeClass(layers[n].entries.count) == size { n += 1 }
+            guard n >= Self.fanIn else { return }
+            let merged = Self.merge(Array(layers[0..<n]))
+            layers.replaceSubrange(0..<n, with: [merged])
         }
-        layers.insert(Layer(merged, hashes: hashes), at: 0)
     }
 
-    /// The union of two sorted layers (entries and their hashes); for a key in both, the newer's entry.
-    private static func merge(
-        newer: ([LSMEntry], [UInt64]), older: ([LSMEntry], [UInt64])
-    ) -> ([LSMEntry], [UInt64]) {
+    /// Layers of one size class that merge into one.
+    static let fanIn = 4
+
+    /// A layer's size class: ⌊log₄(entries / ``recentLimit``)⌋ (0 for a table sealed as it is).
+    static func sizeClass(_ entries: Int) -> Int {
+        var size = 0
+        var bound = recentLimit * fanIn
+        while entries >= bound {
+            size += 1
+            bound *= fanIn
+        }
+        return size
+    }
+
+    /// The union of sorted layers, newest first; for a key several hold, the newest one's entry.
+    private static func merge(_ parts: [Layer]) -> Layer {
         var out: [LSMEntry] = []
         var hashes: [UInt64] = []
-        out.reserveCapacity(newer.0.count + older.0.count)
-        hashes.reserveCapacity(newer.0.count + older.0.count)
-        var i = 0
-        var j = 0
-        func take(_ side: ([LSMEntry], [UInt64]), _ k: Int) {
-            out.append(side.0[k])
-            hashes.append(side.1[k])
-        }
-        while i < newer.0.count && j < older.0.count {
-            let c = LSMKey.compare(newer.0[i].key, older.0[j].key)
-            if c <= 0 {
-                take(newer, i)
-                i += 1
-                if c == 0 { j += 1 }
-            } else {
-                take(older, j)
-                j += 1
+        let total = parts.reduce(0) { $0 + $1.entries.count }
+        out.reserveCapacity(total)
+        hashes.reserveCapacity(total)
+        var positions = [Int](repeating: 0, count: parts.count)
+        while true {
+            // The smallest key among the parts' positions, and every part standing on it (a bit each); the first
+            // (newest) part holding it wins.
+            var winner = -1
+            var holders = 0
+            for p in parts.indices where positions[p] < parts[p].entries.count {
+                if winner >= 0 {
+                    let c = LSMKey.compare(parts[p].entries[positions[p]].key, parts[winner].entries[positions[winner]].key)
+                    if c > 0 { continue }
+                    if c == 0 {
+                        holders |= 1 << p
+                        continue
+                    }
+                }
+                winner = p
+                holders = 1 << p
             }
+            guard winner >= 0 else { break }
+            out.append(parts[winner].entries[positions[winner]])
+            hashes.append(parts[winner].hashes[positions[winner]])
+            for p in parts.indices where holders & (1 << p) != 0 { positions[p] += 1 }
         }
-        while i < newer.0.count { take(newer, i); i += 1 }
-        while j < older.0.count { take(older, j); j += 1 }
-        return (out, hashes)
+        return Layer(out, hashes: hashes)
     }
 }
 

@@ -42,7 +42,7 @@ public final class SortedRunReader: Sendable {
         self.onCorruption = onCorruption
         self.path = path
         self.fileNumber = fileNumber
-        cacheID = cacheNamespace << 40 | fileNumber
+        cacheID = Self.cacheID(cacheNamespace, fileNumber)
         self.cache = cache
         let file: any File
         do throws(FileSystemError) {
@@ -110,6 +110,9 @@ public final class SortedRunReader: Sendable {
         }
     }
 
+    /// The cache key of run `fileNumber` of the tree with cache namespace `namespace`.
+    static func cacheID(_ namespace: UInt64, _ fileNumber: UInt64) -> UInt64 { namespace << 40 | fileNumber }
+
     /// Closes the file; any read afterwards fails.
     public func close() { try? file.close() }
 
@@ -154,40 +157,42 @@ public final class SortedRunReader: Sendable {
     func block(_ i: Int, fillCache: Bool = true) throws -> Block {
         let handle = try runIndex().handles[i]
         let key = BlockCache.Key(fileNumber: cacheID, offset: handle.offset)
+        // The cache holds checked blocks only: one found there is not walked again.
+        if let cached = cache?.lookup(key) { return Block(checked: cached) }
         let contents: [UInt8]
-        if let cached = cache?.lookup(key) {
-            contents = cached
-        } else {
-            do {
-                contents = try Self.readBlockContents(file, path, handle)
-            } catch let error as CloudletError where error.code == .corruption {
-                onCorruption?(error)
-                throw error
-            }
-            if fillCache { cache?.insert(key, contents) }
-        }
-        do throws(Block.Defect) { return try Block(contents) } catch {
-            let error = defect(error, block: i)
+        let block: Block
+        do {
+            contents = try Self.readBlockContents(file, path, handle)
+            do throws(Block.Defect) { block = try Block(contents) } catch { throw defect(error, block: i) }
+        } catch let error as CloudletError where error.code == .corruption {
             onCorruption?(error)
             throw error
         }
+        if fillCache { cache?.insert(key, contents) }
+        return block
     }
 
     /// Decodes a data entry's value bytes: kind, sequence, value.
     func entry(key: [UInt8], value bytes: ArraySlice<UInt8>, block i: Int) throws -> LSMEntry {
-        var r = ByteReader(Array(bytes), what: "entry")
-        do {
-            guard let kind = LSMEntry.Kind(rawValue: try r.u8()) else { throw CloudletError.corruption("bad kind") }
-            let sequence = try r.varint()
-            let value = Array(try r.raw(r.remaining))
-            guard kind == .value || value.isEmpty else { throw CloudletError.corruption("tombstone with a value") }
-            return LSMEntry(key: key, kind: kind, sequence: sequence, value: value)
-        } catch {
-            let error = CloudletError.corruption(
-                run: path, offset: blockOffset(i), "entry \(LSMKey.printable(key)) is malformed")
-            onCorruption?(error)
-            throw error
+        if let kindByte = bytes.first, let kind = LSMEntry.Kind(rawValue: kindByte) {
+            // The sequence: a varint of at most ten bytes after the kind.
+            var at = bytes.startIndex + 1
+            var sequence: UInt64 = 0
+            var shift: UInt64 = 0
+            while at < bytes.endIndex, shift < 64 {
+                let b = bytes[at]
+                at += 1
+                sequence |= UInt64(b & 0x7F) << shift
+                if b & 0x80 == 0 {
+                    guard kind == .value || at == bytes.endIndex else { break }
+                    return LSMEntry(key: key, kind: kind, sequence: sequence, value: Array(bytes[at...]))
+                }
+                shift += 7
+            }
         }
+        let error = CloudletError.corruption(run: path, offset: blockOffset(i), "entry \(LSMKey.printable(key)) is malformed")
+        onCorruption?(error)
+        throw error
     }
 
     func defect(_ defect: Block.Defect, block i: Int) -> CloudletError {
