@@ -6,10 +6,12 @@ import Testing
 
 @Suite("LSM reverse iterators")
 struct ReverseIteratorTests {
-    /// Blocks of a few entries, so that walks cross blocks; merges only when asked, from two level-0 runs on.
+    /// Blocks of a few entries and runs of a few blocks, so that walks cross blocks and a merged level's runs; merges
+    /// only when asked, from two level-0 runs on.
     private func configuration() -> LSMTreeConfiguration {
         var c = LSMTreeConfiguration()
         c.run.blockSize = 256
+        c.targetRunSize = 4 << 10
         c.level0MergeTrigger = 2
         c.backgroundMerges = false
         return c
@@ -53,6 +55,7 @@ struct ReverseIteratorTests {
             if round % 3 != 2 { try tree.flush(logPosition: []) }
             if round == 3 { try tree.mergeUntilIdle() }
             let view = tree.readView()
+            if round == 3 { #expect(tree.runs.filter { $0.level > 0 }.count > 1, "a merged level of several runs") }
             let sorted = model.keys.sorted(by: LSMKey.less)
             #expect(try backwards(view, before: nil).map(\.key) == sorted.reversed(), "seed \(seed) round \(round)")
             for _ in 0..<40 {

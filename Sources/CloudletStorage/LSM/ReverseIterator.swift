@@ -6,61 +6,9 @@ extension LSMReadView {
     /// A merged iterator walking every live (not deleted) key backwards, newest values; not positioned yet.
     public func makeReverseIterator() -> MergingIterator {
         let children: [any LSMIterator] =
-            memtables.map { MemtableReverseIterator($0.sortedParts()) } + level0.map { LevelReverseIterator([$0]) }
-            + levels.map { LevelReverseIterator($0) }
+            memtables.map { MemtableReverseIterator($0.sortedParts()) } + level0.map { LevelIterator([$0], descending: true) }
+            + levels.map { LevelIterator($0, descending: true) }
         return MergingIterator(children, dropTombstones: true, descending: true)
-    }
-}
-
-/// ``LevelIterator`` backwards: runs with disjoint key ranges, in key order, walked from the last as one sequence, a
-/// run opened only when the walk reaches it.
-final class LevelReverseIterator: LSMIterator {
-    private let runs: [LSMRunHandle]
-    private var index = -1
-    private var child: SortedRunReverseIterator?
-    private(set) var current: LSMEntry?
-
-    /// `runs` in key order with disjoint key ranges.
-    init(_ runs: [LSMRunHandle]) { self.runs = runs }
-
-    func seekToFirst() throws { try position(at: runs.count - 1) { try $0.seekToFirst() } }
-
-    /// Positions at the last entry whose key is below `key`.
-    func seek(_ key: [UInt8]) throws {
-        let i = min(LSMReadView.firstRun(endingAtOrAfter: key, in: runs), runs.count - 1)
-        try position(at: i) { try $0.seek(key) }
-    }
-
-    /// Moves to the previous entry.
-    func advance() throws {
-        guard current != nil, let child else { return }
-        try child.advance()
-        if let entry = child.current {
-            current = entry
-        } else {
-            try position(at: index - 1) { try $0.seekToFirst() }
-        }
-    }
-
-    /// Positions in run `i` with `body`, going back to the last entry of the runs before while that leaves nothing.
-    private func position(at i: Int, _ body: (SortedRunReverseIterator) throws -> Void) throws {
-        var i = i
-        var first = true
-        while i >= 0 {
-            let it = SortedRunReverseIterator(try runs[i].reader())
-            if first { try body(it) } else { try it.seekToFirst() }
-            if let entry = it.current {
-                index = i
-                child = it
-                current = entry
-                return
-            }
-            first = false
-            i -= 1
-        }
-        index = -1
-        child = nil
-        current = nil
     }
 }
 
