@@ -305,6 +305,14 @@ extension StoreInspector {
         do { try differences(a, b, source: start.source.rawValue, into: &problems) } catch {
             problems.append("the \(start.source.rawValue)'s key directory cannot be read: \(Self.message(error))")
         }
+        // The secondary indexes are not all in the log (builds add what predates an index): checked on their own.
+        do {
+            for problem in try a.secondaryIndexProblems() {
+                finding(.error, start.path, nil, "the \(start.source.rawValue)'s secondary indexes: \(problem)")
+            }
+        } catch {
+            finding(.error, start.file(naming: error), nil, "the \(start.source.rawValue)'s secondary indexes cannot be read: \(Self.message(error))")
+        }
         for problem in problems.prefix(50) {
             finding(.error, start.path, nil, "the \(start.source.rawValue) + log tail and a full replay of the log disagree: \(problem)")
         }
@@ -342,6 +350,7 @@ extension StoreInspector {
         let deletedA = a.deletedZones.mapValues { "\($0.lsn)/\($0.time)" }
         let deletedB = b.deletedZones.mapValues { "\($0.lsn)/\($0.time)" }
         if deletedA != deletedB { problems.append("deleted zones differ") }
+        if a.indexDefinitions != b.indexDefinitions { problems.append("secondary index definitions differ") }
         if a.catalogVersion != b.catalogVersion { problems.append("catalog version \(a.catalogVersion) vs \(b.catalogVersion)") }
         if a.segmentLive.filter({ $0.value != 0 }) != b.segmentLive.filter({ $0.value != 0 }) {
             problems.append("live-byte accounting differs")

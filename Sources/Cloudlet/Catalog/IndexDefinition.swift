@@ -44,7 +44,7 @@ public struct IndexFlags: OptionSet, Sendable, Hashable, CustomStringConvertible
 enum IndexKind: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     /// Value (case-folded) → records: EQUALS, IN, list membership.
     case equality = 1
-    /// (order-preserving key, record name) in a ``SortedBlockList``: ranges, prefixes, sort order.
+    /// (order-preserving key, record name) in key order: ranges, prefixes, sort order.
     case ordered = 2
     /// Token → records.
     case text = 3

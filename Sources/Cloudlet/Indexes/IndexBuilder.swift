@@ -7,11 +7,11 @@ import Synchronization
 /// change, or at open for an index a crash interrupted), those records are added here while commits keep
 /// maintaining the index for every change.
 ///
-/// A build takes every index of one record type that is still building, and walks the type's record names in
-/// chunks: under the partition's lock it takes the next names with their key-directory entries and the values
-/// already kept for the indexed fields; off the lock it reads the records it still needs (each commit's frame once
-/// for all its records); under the lock again it adds each record still at the version it read (a record changed
-/// meanwhile was indexed by its commit). When every chunk is done the indexes are marked ready. Builds run one at
+/// A build takes every index of one record type that is still building, and walks the type's record names (the key
+/// directory's type index) in chunks: through a read view taken under the partition's lock, it reads the next names
+/// with their key-directory entries and the values already stored for the indexed fields, and the records it still
+/// needs (each commit's frame once for all its records); under the lock again it adds each record still at the
+/// version it read (a record changed meanwhile was indexed by its commit), writing its index keys. When every chunk is done the indexes are marked ready. Builds run one at
 /// a time on a utility queue; ``stop()`` ends them between chunks (an unfinished index stays building and is built
 /// again after the next open).
 final class IndexBuilder: Sendable {
@@ -135,7 +135,6 @@ final class IndexBuilder: Sendable {
         let (defs, zones) = p.state.withLock { st in
             (
                 st.indexes.building.filter { $0.0.typeKey == type },
-                // Every zone of the schema the key directory holds: a type's names are in memory only once loaded.
                 st.keys.zoneKeys.filter { SchemaKey(zone: $0) == type.schema }
             )
         }
@@ -145,26 +144,24 @@ final class IndexBuilder: Sendable {
             defs.filter { d, at in st.indexes.definitions[d]?.definedAt == at && st.indexes.status(d) == .building }
         }
         for z in zones {
+            let zone = DirectoryKey.zone(z)
+            let prefix = DirectoryKey.typePrefix(zone, type.recordType)
             var after: String?
             while true {
                 if isStopped { return 0 }
-                // The next names, with their entries and the values already kept for the indexed fields.
-                let chunk = try p.state.withLock { st -> [(name: String, entry: RecordEntry, kept: [FieldValue??])]? in
-                    guard !current(st).isEmpty else { return nil }
-                    try st.loadTypeNames(z, type.recordType)
-                    guard let t = st.indexes.type(z, type.recordType) else { return [] }
-                    var i = after.map { t.names.upperBound($0) } ?? t.names.startIndex
-                    var out: [(name: String, entry: RecordEntry, kept: [FieldValue??])] = []
-                    while i < t.names.endIndex && out.count < Self.chunkSize {
-                        let name = t.names[i]
-                        if let e = try st.entry(z, name), !e.deleted {
-                            out.append((name, e, fields.map { t.storedValue(name, $0) }))
-                        }
-                        i = t.names.index(after: i)
-                    }
-                    return out
+                // A read view (O(1) under the lock), then off the lock the next names of the type index with their
+                // entries and the values already stored for the indexed fields.
+                guard let view = p.state.withLock({ st in current(st).isEmpty ? nil : st.readView }) else { return 0 }
+                var range = LSMKeyRange(lower: prefix, upper: DirectoryKey.successor(prefix))
+                if let after { range.lower = prefix + after.utf8 + [0] }
+                var cursor = view.keys.indexCursor(range)
+                var chunk: [(name: String, entry: RecordEntry, kept: [FieldValue??])] = []
+                while chunk.count < Self.chunkSize, let e = try cursor.next() {
+                    let name = String(decoding: e.key[prefix.count...], as: UTF8.self)
+                    guard let entry = try view.entry(z, name), !entry.deleted else { continue }
+                    let stored = try IndexState.storedValues(view.keys, zone, type.recordType, name)
+                    chunk.append((name, entry, fields.map { f -> FieldValue?? in stored.flatMap { $0[f] } }))
                 }
-                guard let chunk else { return 0 }
                 guard let last = chunk.last else { break }
                 after = last.name
                 let missing = chunk.filter { c in c.kept.contains { $0 == nil } }.map { ($0.name, $0.entry) }
@@ -173,14 +170,14 @@ final class IndexBuilder: Sendable {
                 values.reserveCapacity(chunk.count)
                 for c in chunk {
                     let r = records[c.name]
-                    values.append((c.name, c.entry.change, fields.indices.map { i in c.kept[i] ?? r.flatMap { TypeIndexes.value(fields[i], in: $0) } }))
+                    values.append((c.name, c.entry.change, fields.indices.map { i in c.kept[i] ?? r.flatMap { IndexedField.value(fields[i], in: $0) } }))
                 }
                 try p.state.withLock { st in
                     let live = current(st)
                     for v in values {
                         guard let e = try st.entry(z, v.name), !e.deleted, e.change == v.point else { continue }
                         for (d, _) in live {
-                            st.indexes.buildInsert(d, zone: z, name: v.name, value: v.values[fields.firstIndex(of: d.field)!])
+                            try st.buildIndex(d, zone: z, name: v.name, value: v.values[fields.firstIndex(of: d.field)!])
                         }
                     }
                 }

@@ -1,31 +1,46 @@
 import CloudletCore
+import CloudletStorage
 
-/// The indexes of one zone, by record type.
-struct ZoneIndexes: Sendable {
-    var types: [String: TypeIndexes] = [:]
+/// One index of a record type, as the write path needs it: the field, the kind and where its keys are.
+struct TypeIndex: Sendable, Hashable, Comparable {
+    var field: String
+    var kind: IndexKind
+    /// The index's id (``IndexState/Info/id``): its keys are under `01 · zone · 04 · id`.
+    var id: UInt32
+
+    static func < (a: TypeIndex, b: TypeIndex) -> Bool { (a.field, a.kind.rawValue) < (b.field, b.kind.rawValue) }
 }
 
-/// A partition's secondary indexes: which indexes it defines (and whether each is complete), and their contents per
-/// zone and record type. Part of ``PartitionState``: changed only by ``PartitionState/apply(_:lsn:position:slots:)``
-/// (live commits and replay alike) and by background builds, both under the partition's lock.
+/// A partition's secondary indexes: which indexes it defines (and whether each is complete), and how many live
+/// records each zone holds of each type. Part of ``PartitionState``, written with each flush; small — a few words per
+/// index and per (zone, type), never per record.
 ///
-/// Behind a small surface (put, delete, drop zone, define, drop, and the lookups in ``QueryPlanner``) so that an
-/// on-disk index can replace this in-memory one.
+/// The indexes' contents are key ranges of the key directory (``IndexKeyspace``): one per index and zone, plus each
+/// indexed record's values (what its next change deletes its keys by). They are maintained here, from
+/// ``PartitionState/apply(_:lsn:position:slots:costs:)`` (live commits and replay alike) and by background builds
+/// (``buildInsert(_:zone:name:value:keys:sequence:)``), both under the partition's lock, by each kind's
+/// ``IndexMaintainer``; they are read through a read view's directory (``QueryPlanner``, ``IndexBuilder``).
 struct IndexState: Sendable {
-    /// An index's status, and the LSN of the commit that defined it (tells a build of an earlier definition of
-    /// the same index from the current one).
+    /// An index's status, the LSN of the commit that defined it (tells a build of an earlier definition of the
+    /// same index from the current one), and its id.
     struct Info: Sendable, Hashable {
         var status: IndexStatus
         var definedAt: UInt64
+        /// Names the index's key range; assigned from ``IndexState/nextID`` when the index is defined, never reused (a
+        /// redefined index starts from an empty range).
+        var id: UInt32
     }
 
     private(set) var definitions: [IndexDefinition: Info] = [:]
-    /// The indexed (field, kind)s of each record type, for the write path.
-    private(set) var byType: [TypeKey: [FieldKind]] = [:]
-    var zones: [ZoneKey: ZoneIndexes] = [:]
+    /// The indexes of each record type, for the write path.
+    private(set) var byType: [TypeKey: [TypeIndex]] = [:]
+    /// The id the next definition gets.
+    private(set) var nextID: UInt32 = 1
+    /// Live records per zone and type: what a scan of the type reads, without counting them.
+    private(set) var recordCounts: [ZoneKey: [String: Int]] = [:]
 
     /// The indexes defined for records of `type` in zone `z`.
-    func fields(_ z: ZoneKey, _ type: String) -> [FieldKind] {
+    func fields(_ z: ZoneKey, _ type: String) -> [TypeIndex] {
         guard !byType.isEmpty else { return [] }
         return byType[TypeKey(schema: SchemaKey(zone: z), recordType: type)] ?? []
     }
@@ -37,46 +52,105 @@ struct IndexState: Sendable {
         definitions.filter { $0.value.status == .building }.map { ($0.key, $0.value.definedAt) }
     }
 
-    func type(_ z: ZoneKey, _ type: String) -> TypeIndexes? { zones[z]?.types[type] }
+    /// Where index `d`'s keys are in zone `z`; nil if it is not defined.
+    func subspace(_ d: IndexDefinition, zone z: ZoneKey) -> IndexKeyspace.Subspace? {
+        definitions[d].map { IndexKeyspace.Subspace(zone: DirectoryKey.zone(z), id: $0.id) }
+    }
 
-    /// Whether the names of `type`'s records in zone `z` are in memory (``TypeIndexes/namesLoaded``).
-    func namesLoaded(_ z: ZoneKey, _ type: String) -> Bool { zones[z]?.types[type]?.namesLoaded ?? false }
+    /// How many live records of `type` zone `z` holds.
+    func recordCount(_ z: ZoneKey, _ type: String) -> Int { recordCounts[z]?[type] ?? 0 }
 
-    mutating func loadNames(_ z: ZoneKey, _ type: String, _ names: [String]) {
-        zones[z, default: ZoneIndexes()].types[type, default: TypeIndexes()].loadNames(names)
+    private mutating func count(_ z: ZoneKey, _ type: String, _ delta: Int) {
+        let n = recordCount(z, type) + delta
+        recordCounts[z, default: [:]][type] = n == 0 ? nil : n
+        if recordCounts[z]?.isEmpty == true { recordCounts[z] = nil }
     }
 
     // MARK: - Write path (from PartitionState.apply)
 
-    /// A record's new version; `old` is the key directory's entry before it.
-    mutating func put(_ z: ZoneKey, _ r: Record, replacing old: RecordEntry?) {
-        if let old, !old.deleted, old.recordType != r.recordType { delete(z, r.recordName, recordType: old.recordType) }
-        let f = fields(z, r.recordType)
-        zones[z, default: ZoneIndexes()].types[r.recordType, default: TypeIndexes()].put(r, fields: f)
+    /// A record's new version `r`, written at `lsn`; `old` is the key directory's entry before it.
+    mutating func put(_ z: ZoneKey, _ r: Record, replacing old: RecordEntry?, lsn: UInt64, keys: inout KeyDirectory) throws {
+        let live = old.flatMap { $0.deleted ? nil : $0 }
+        if let live { count(z, live.recordType, -1) }
+        count(z, r.recordType, 1)
+        let newIndexes = fields(z, r.recordType)
+        let oldIndexes = live.map { fields(z, $0.recordType) } ?? []
+        guard !newIndexes.isEmpty || !oldIndexes.isEmpty else { return }
+        let zone = DirectoryKey.zone(z)
+        let name = r.recordName
+        let oldValues = oldIndexes.isEmpty ? nil : try Self.storedValues(keys, zone, live!.recordType, name)
+        var newValues: StoredValues.Values = [:]
+        for i in newIndexes where newValues[i.field] == nil { newValues[i.field] = .some(IndexedField.value(i.field, in: r)) }
+        let sameType = live?.recordType == r.recordType
+        if sameType {
+            for i in newIndexes { write(i, old: oldValues?[i.field], new: newValues[i.field], name, zone, lsn, &keys) }
+        } else {
+            for i in oldIndexes { write(i, old: oldValues?[i.field], new: nil, name, zone, lsn, &keys) }
+            for i in newIndexes { write(i, old: nil, new: newValues[i.field], name, zone, lsn, &keys) }
+            if !oldIndexes.isEmpty { keys.deleteIndexKey(IndexKeyspace.values(zone, live!.recordType, name), sequence: lsn) }
+        }
+        if newIndexes.isEmpty {
+            if sameType { keys.deleteIndexKey(IndexKeyspace.values(zone, r.recordType, name), sequence: lsn) }
+        } else if !sameType || oldValues != newValues {
+            keys.putIndexKey(IndexKeyspace.values(zone, r.recordType, name), StoredValues.encode(newValues), sequence: lsn)
+        }
     }
 
-    mutating func delete(_ z: ZoneKey, _ name: String, recordType: String) {
-        guard zones[z]?.types[recordType] != nil else { return }
-        let f = fields(z, recordType)
-        zones[z]!.types[recordType]!.remove(name, fields: f)
-        if zones[z]!.types[recordType]!.isEmpty { zones[z]!.types[recordType] = nil }
+    /// A record deleted at `lsn`; `old` is the key directory's entry before the deletion.
+    mutating func delete(_ z: ZoneKey, _ name: String, replacing old: RecordEntry?, lsn: UInt64, keys: inout KeyDirectory) throws {
+        guard let old, !old.deleted else { return }
+        count(z, old.recordType, -1)
+        let indexes = fields(z, old.recordType)
+        guard !indexes.isEmpty else { return }
+        let zone = DirectoryKey.zone(z)
+        let values = try Self.storedValues(keys, zone, old.recordType, name)
+        for i in indexes { write(i, old: values?[i.field], new: nil, name, zone, lsn, &keys) }
+        keys.deleteIndexKey(IndexKeyspace.values(zone, old.recordType, name), sequence: lsn)
     }
 
-    mutating func dropZone(_ z: ZoneKey) { zones[z] = nil }
+    /// The zone was deleted: the key directory deleted every key of it, index keys included.
+    mutating func dropZone(_ z: ZoneKey) { recordCounts[z] = nil }
 
-    mutating func apply(_ m: IndexMutation, lsn: UInt64) {
+    /// Applies one index's ``IndexMaintainer/update(old:new:name:in:)`` for a record to the directory.
+    private func write(
+        _ i: TypeIndex, old: FieldValue??, new: FieldValue??, _ name: String, _ zone: [UInt8], _ lsn: UInt64, _ keys: inout KeyDirectory
+    ) {
+        let u = i.kind.maintainer.update(old: old, new: new, name: name, in: IndexKeyspace.Subspace(zone: zone, id: i.id))
+        for k in u.deletes { keys.deleteIndexKey(k, sequence: lsn) }
+        for k in u.puts { keys.putIndexKey(k, [], sequence: lsn) }
+    }
+
+    mutating func apply(_ m: IndexMutation, lsn: UInt64, keys: inout KeyDirectory) throws {
         switch m {
         case .flags: break  // the schema's business: the catalog's (a data partition ignores it)
         case .define(let d):
             guard definitions[d] == nil else { return }
-            definitions[d] = Info(status: .building, definedAt: lsn)
+            definitions[d] = Info(status: .building, definedAt: lsn, id: nextID)
+            nextID += 1
             refresh(d.typeKey)
-            forEachType(of: d) { $0.dropIndex(FieldKind(field: d.field, kind: d.kind)) }
         case .drop(let d):
-            guard definitions.removeValue(forKey: d) != nil else { return }
+            guard let info = definitions.removeValue(forKey: d) else { return }
             refresh(d.typeKey)
-            forEachType(of: d) { $0.dropIndex(FieldKind(field: d.field, kind: d.kind)) }
+            // Its keys go now (there are no range deletions): a drop is rare (a development schema reset) and costs
+            // what deleting a zone of its size costs. A type left without indexes loses its stored values too, so
+            // that writes of unindexed types never look for any.
+            let typeGone = byType[d.typeKey] == nil
+            for z in keys.zoneKeys where SchemaKey(zone: z) == d.schema {
+                let zone = DirectoryKey.zone(z)
+                try Self.deleteAll(IndexKeyspace.Subspace(zone: zone, id: info.id).keyRange(.all), lsn, &keys)
+                if typeGone {
+                    let prefix = IndexKeyspace.valuesPrefix(zone, d.recordType)
+                    try Self.deleteAll(LSMKeyRange(lower: prefix, upper: DirectoryKey.successor(prefix)), lsn, &keys)
+                }
+            }
         }
+    }
+
+    private static func deleteAll(_ range: LSMKeyRange, _ lsn: UInt64, _ keys: inout KeyDirectory) throws {
+        var doomed: [[UInt8]] = []
+        var cursor = keys.indexCursor(range)
+        while let e = try cursor.next() { doomed.append(e.key) }
+        for k in doomed { keys.deleteIndexKey(k, sequence: lsn) }
     }
 
     /// Marks an index complete (its build has added every record that predates it), if it is still the definition
@@ -85,28 +159,42 @@ struct IndexState: Sendable {
         if definitions[d]?.definedAt == definedAt { definitions[d]!.status = .ready }
     }
 
-    /// Adds a record that predates `d` to it (background build). The caller has checked, under the lock, that the
-    /// record is still at the version `v` was read from.
-    mutating func buildInsert(_ d: IndexDefinition, zone z: ZoneKey, name: String, value v: FieldValue?) {
-        guard definitions[d] != nil, zones[z]?.types[d.recordType] != nil else { return }
-        zones[z]!.types[d.recordType]!.buildInsert(FieldKind(field: d.field, kind: d.kind), v, name)
+    /// Adds a record that predates `d` to it (background build), as of `sequence` (the partition's last LSN): files
+    /// it under `value` and stores that value — unless the record has a stored value for the field already (a commit
+    /// indexed it since, and that value is current). Idempotent. The caller has checked, under the lock, that the
+    /// record is still at the version `value` was read from.
+    func buildInsert(
+        _ d: IndexDefinition, zone z: ZoneKey, name: String, value: FieldValue?, keys: inout KeyDirectory, sequence: UInt64
+    ) throws {
+        guard let info = definitions[d] else { return }
+        let zone = DirectoryKey.zone(z)
+        var values = try Self.storedValues(keys, zone, d.recordType, name) ?? [:]
+        let v: FieldValue?
+        if let current = values[d.field] {
+            v = current
+        } else {
+            v = value
+            values[d.field] = .some(value)
+            keys.putIndexKey(IndexKeyspace.values(zone, d.recordType, name), StoredValues.encode(values), sequence: sequence)
+        }
+        let subspace = IndexKeyspace.Subspace(zone: zone, id: info.id)
+        for k in d.kind.maintainer.valueKeys(v) { keys.putIndexKey(subspace.key(k, name), [], sequence: sequence) }
+    }
+
+    /// A record's stored values (nil: none stored).
+    static func storedValues(_ keys: KeyDirectory, _ zone: [UInt8], _ type: String, _ name: String) throws -> StoredValues.Values? {
+        try keys.indexValue(IndexKeyspace.values(zone, type, name)).map(StoredValues.decode)
     }
 
     private mutating func refresh(_ tk: TypeKey) {
-        let f = definitions.keys.filter { $0.typeKey == tk }.map { FieldKind(field: $0.field, kind: $0.kind) }.sorted()
+        let f = definitions.filter { $0.key.typeKey == tk }.map { TypeIndex(field: $0.key.field, kind: $0.key.kind, id: $0.value.id) }.sorted()
         byType[tk] = f.isEmpty ? nil : f
     }
 
-    private mutating func forEachType(of d: IndexDefinition, _ body: (inout TypeIndexes) -> Void) {
-        for z in Array(zones.keys) where SchemaKey(zone: z) == d.schema && zones[z]!.types[d.recordType] != nil {
-            body(&zones[z]!.types[d.recordType]!)
-        }
-    }
+    // MARK: - Flushed state
 
-    // MARK: - Checkpoint
-
-    /// Definitions with their status, then each record's indexed values (see docs/record-format.md). Index contents
-    /// are not written: ``decode(_:zones:)`` rebuilds them from the values, without reading the log.
+    /// Definitions with their status and id, the next id, and the record counts per zone and type
+    /// (docs/index-layer.md, "The flushed state"). Nothing per record: the contents are in the directory's runs.
     func encode(into w: inout ByteWriter) {
         let defs = definitions.sorted { "\($0.key)" < "\($1.key)" }
         w.varint(defs.count)
@@ -114,133 +202,116 @@ struct IndexState: Sendable {
             IndexMutation.encode(d, into: &w)
             w.u8(info.status.rawValue)
             w.u64(info.definedAt)
+            w.u32(info.id)
         }
-        let withValues = zones.filter { $0.value.types.values.contains { !$0.stored.isEmpty } }
-        w.varint(withValues.count)
-        for (z, zi) in withValues {
+        w.u32(nextID)
+        w.varint(recordCounts.count)
+        for (z, types) in recordCounts {
             Commit.encode(z, into: &w)
-            let types = zi.types.filter { !$0.value.stored.isEmpty }
             w.varint(types.count)
-            for (name, t) in types {
-                w.string(name)
-                w.varint(t.slots.count)
-                for s in t.slots { w.string(s) }
-                w.varint(t.stored.count)
-                for (recordName, values) in t.stored {
-                    w.string(recordName)
-                    w.bytes(values)
-                }
+            for (type, n) in types {
+                w.string(type)
+                w.varint(n)
             }
         }
     }
 
-    /// Reads what ``encode(into:)`` wrote and rebuilds every ready index from the stored values. `legacy` (a format-3
-    /// checkpoint, whose directory was just loaded whole): every type's names are taken from the directory and
-    /// stored values of records it does not hold are left out. Otherwise (a flushed state, consistent with the
-    /// directory's runs by construction) only the types with a ready index load their names, from the type index.
-    static func decode(_ r: inout ByteReader, keys: KeyDirectory, legacy: Bool) throws -> IndexState {
+    /// Reads what ``encode(into:)`` wrote.
+    static func decode(_ r: inout ByteReader) throws -> IndexState {
         var s = IndexState()
-        let defCount = try r.length()
-        for _ in 0..<defCount {
+        for _ in 0..<(try r.length()) {
             let d = try IndexMutation.decodeDefinition(&r)
-            let st = try r.u8()
-            guard let status = IndexStatus(rawValue: st) else { throw CloudletError.corruption("checkpoint: bad index status \(st)") }
-            s.definitions[d] = Info(status: status, definedAt: try r.u64())
+            let status = try decodeStatus(&r)
+            s.definitions[d] = Info(status: status, definedAt: try r.u64(), id: try r.u32())
+        }
+        s.nextID = try r.u32()
+        guard s.definitions.values.allSatisfy({ $0.id < s.nextID }) else {
+            throw CloudletError.corruption("flushed partition state: an index id is not below the next id \(s.nextID)")
         }
         for tk in Set(s.definitions.keys.map(\.typeKey)) { s.refresh(tk) }
-        if legacy {
-            try s.rebuildNames(from: keys)
-        } else {
-            let ready = Set(s.definitions.filter { $0.value.status == .ready }.keys.map(\.typeKey))
-            for z in keys.zoneKeys {
-                for tk in ready where tk.schema == SchemaKey(zone: z) {
-                    s.zones[z, default: ZoneIndexes()].types[tk.recordType, default: TypeIndexes()]
-                        .loadNames(try keys.typeNames(in: z, type: tk.recordType))
-                }
-            }
-        }
-        let zoneCount = try r.length()
-        for _ in 0..<zoneCount {
+        for _ in 0..<(try r.length()) {
             let z = try Commit.decodeZone(&r)
-            let typeCount = try r.length()
-            for _ in 0..<typeCount {
-                let type = try r.string()
-                var t = s.zones[z]?.types[type] ?? TypeIndexes()
-                let slotCount = try r.length()
-                t.slots = []
-                for _ in 0..<slotCount { t.slots.append(try r.string()) }
-                let n = try r.length()
-                t.stored.reserveCapacity(n)
-                for _ in 0..<n {
-                    let name = try r.string()
-                    let values = try r.bytes()
-                    _ = try StoredValues.decode(values)  // validate now; the indexes trust these bytes later
-                    // Values of a record that is no longer live cannot be current: leave them out.
-                    if legacy {
-                        guard let e = try keys.entry(z, name), !e.deleted, e.recordType == type else { continue }
-                    }
-                    t.stored[name] = values
-                }
-                if !t.isEmpty { s.zones[z, default: ZoneIndexes()].types[type] = t }
-            }
+            var types: [String: Int] = [:]
+            for _ in 0..<(try r.length()) { types[try r.string()] = Int(try r.varint()) }
+            s.recordCounts[z] = types
         }
-        s.rebuildReadyIndexes()
         return s
     }
 
-    /// Every type's record names, from the key directory.
-    private mutating func rebuildNames(from directory: KeyDirectory) throws {
-        for z in directory.zoneKeys {
-            var byType: [String: [String]] = [:]
-            try directory.entries(in: z).forEach { name, e in
-                if !e.deleted { byType[e.recordType, default: []].append(name) }
-            }
-            for (type, names) in byType { zones[z, default: ZoneIndexes()].types[type, default: TypeIndexes()].loadNames(names) }
-        }
+    private static func decodeStatus(_ r: inout ByteReader) throws -> IndexStatus {
+        let st = try r.u8()
+        guard let status = IndexStatus(rawValue: st) else { throw CloudletError.corruption("partition state: bad index status \(st)") }
+        return status
     }
 
-    /// Fills every ready index from the records' stored values (ordered indexes are bulk-built from sorted
-    /// entries). A ready index missing some record's value is demoted to building, so a build completes it.
-    private mutating func rebuildReadyIndexes() {
+    // MARK: - Migration from the in-memory indexes
+
+    /// Reads the secondary indexes of a flushed state of version 6 (`checkpoint` false) or of a format-3 checkpoint,
+    /// which held every indexed record's values, and moves them into the key directory `keys` (whose records are
+    /// loaded: runs, or a checkpoint's entries in its memtable) as of `sequence`: each record's stored values, the
+    /// keys of every ready index, the record counts from the type index. A ready index missing some record's value
+    /// is demoted to building, so that a build completes it. A checkpoint's values of records the directory no
+    /// longer holds at that type are left out. Work proportional to the indexes, once: the caller flushes the result.
+    static func migrate(_ r: inout ByteReader, keys: inout KeyDirectory, sequence: UInt64, checkpoint: Bool) throws -> IndexState {
+        var s = IndexState()
+        for _ in 0..<(try r.length()) {
+            let d = try IndexMutation.decodeDefinition(&r)
+            let status = try decodeStatus(&r)
+            s.definitions[d] = Info(status: status, definedAt: try r.u64(), id: s.nextID)
+            s.nextID += 1
+        }
+        for tk in Set(s.definitions.keys.map(\.typeKey)) { s.refresh(tk) }
         var incomplete: Set<IndexDefinition> = []
-        for z in Array(zones.keys) {
+        for _ in 0..<(try r.length()) {
+            let z = try Commit.decodeZone(&r)
+            let zone = DirectoryKey.zone(z)
             let schema = SchemaKey(zone: z)
-            for type in Array(zones[z]!.types.keys) {
-                let ready = fields(z, type).filter {
-                    definitions[IndexDefinition(schema: schema, recordType: type, field: $0.field, kind: $0.kind)]?.status == .ready
-                }
-                guard !ready.isEmpty else { continue }
-                var t = zones[z]!.types[type]!
-                zones[z]!.types[type] = nil  // mutate a unique copy
-                var orderedEntries: [String: [OrderedEntry]] = [:]
-                for name in t.names.all {
-                    let values = t.values(name)
-                    for fk in ready {
-                        guard let slot = t.slotIndex(fk.field), let v = values[slot] else {
-                            incomplete.insert(IndexDefinition(schema: schema, recordType: type, field: fk.field, kind: fk.kind))
+            for _ in 0..<(try r.length()) {
+                let type = try r.string()
+                var slots: [String] = []
+                for _ in 0..<(try r.length()) { slots.append(try r.string()) }
+                let ready = s.fields(z, type).filter { s.definitions[IndexDefinition(schema: schema, recordType: type, field: $0.field, kind: $0.kind)]?.status == .ready }
+                for _ in 0..<(try r.length()) {
+                    let name = try r.string()
+                    let bySlot = try StoredValues.decodeSlots(try r.bytes())
+                    if checkpoint {
+                        guard let e = try keys.entry(z, name), !e.deleted, e.recordType == type else { continue }
+                    }
+                    guard !s.fields(z, type).isEmpty else { continue }
+                    var values: StoredValues.Values = [:]
+                    for (slot, v) in bySlot {
+                        guard slot < slots.count else { throw CloudletError.corruption("index values of '\(name)': slot \(slot) of \(slots.count)") }
+                        values[slots[slot]] = .some(v)
+                    }
+                    keys.putIndexKey(IndexKeyspace.values(zone, type, name), StoredValues.encode(values), sequence: sequence)
+                    for i in ready {
+                        guard let v = values[i.field] else {
+                            incomplete.insert(IndexDefinition(schema: schema, recordType: type, field: i.field, kind: i.kind))
                             continue
                         }
-                        if fk.kind == .ordered {
-                            for k in OrderedIndex.keys(v) { orderedEntries[fk.field, default: []].append(OrderedEntry(key: k, name: name)) }
-                        } else {
-                            t.insert(fk, v, name)
-                        }
+                        let subspace = IndexKeyspace.Subspace(zone: zone, id: i.id)
+                        for k in i.kind.maintainer.valueKeys(v) { keys.putIndexKey(subspace.key(k, name), [], sequence: sequence) }
                     }
                 }
-                for fk in ready where fk.kind == .ordered {
-                    var entries = orderedEntries[fk.field] ?? []
-                    entries.sort()
-                    var unique: [OrderedEntry] = []
-                    unique.reserveCapacity(entries.count)
-                    for e in entries where unique.last != e { unique.append(e) }
-                    t.ordered[fk.field] = OrderedIndex(entries: SortedBlockList(sorted: unique))
-                }
-                zones[z]!.types[type] = t
             }
         }
-        for d in incomplete {
-            definitions[d]!.status = .building
-            forEachType(of: d) { $0.dropIndex(FieldKind(field: d.field, kind: d.kind)) }
+        // Record counts from the type index; a ready index must hold every live record of its type.
+        for z in keys.zoneKeys {
+            let zone = DirectoryKey.zone(z)
+            let schema = SchemaKey(zone: z)
+            let prefix = zone + [DirectoryKey.typeTag]
+            var cursor = keys.indexCursor(LSMKeyRange(lower: prefix, upper: DirectoryKey.successor(prefix)))
+            while let e = try cursor.next() {
+                let (type, name) = try DirectoryKey.typeAndName(e.key, zoneCount: zone.count)
+                s.count(z, type, 1)
+                for i in s.fields(z, type) {
+                    let d = IndexDefinition(schema: schema, recordType: type, field: i.field, kind: i.kind)
+                    guard s.definitions[d]?.status == .ready, !incomplete.contains(d) else { continue }
+                    if try storedValues(keys, zone, type, name)?[i.field] == nil { incomplete.insert(d) }
+                }
+            }
         }
+        for d in incomplete { s.definitions[d]!.status = .building }
+        return s
     }
 }

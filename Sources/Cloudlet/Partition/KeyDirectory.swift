@@ -44,6 +44,8 @@ package struct ZoneSummary: Sendable, Hashable {
 /// - `0x01 · zone · 0x01 · lsn(8) · index(4)` → name: the change index;
 /// - `0x01 · zone · 0x02 · u32 length · target · source` → empty: `source` references `target` with DELETE_SELF;
 /// - `0x01 · zone · 0x03 · u32 length · type · name` → empty: the type index (live records by type, in name order);
+/// - `0x01 · zone · 0x04 …` and `0x01 · zone · 0x05 …`: the secondary indexes' keys and stored values
+///   (``IndexKeyspace``), written through the secondary-index section below;
 /// - `0x02 · lsn(8) · index(4)` → `zone · name`: a tombstone, for purges;
 /// - `0x03` → the partition's state besides the directory (``PartitionState/encodeState()``), written at each flush.
 package struct KeyDirectory: Sendable {
@@ -400,6 +402,47 @@ package struct KeyDirectory: Sendable {
 
     /// The zone summaries, for the flushed state.
     var allSummaries: [ZoneKey: ZoneSummary] { summaries }
+
+    // MARK: - Secondary indexes (IndexState.swift: written from PartitionState.apply and index builds)
+
+    /// The value of a secondary-index key (``IndexKeyspace``), nil if it has none.
+    func indexValue(_ key: [UInt8]) throws -> [UInt8]? { try lookup(key) }
+
+    /// Writes a secondary-index key as of `sequence` (the commit's LSN; a build's: the partition's last LSN).
+    mutating func putIndexKey(_ key: [UInt8], _ value: [UInt8], sequence: UInt64) { memtable.put(key, value, sequence: sequence) }
+
+    /// Deletes a secondary-index key as of `sequence`.
+    mutating func deleteIndexKey(_ key: [UInt8], sequence: UInt64) { memtable.delete(key, sequence: sequence) }
+
+    /// A walk through the live keys of `range`, in key order or (`reverse`) backwards.
+    func indexCursor(_ range: LSMKeyRange, reverse: Bool = false) -> KeyCursor { KeyCursor(view(), range, reverse: reverse) }
+
+    /// A walk through one key range of the memtables and runs, either way, positioned at its first call.
+    struct KeyCursor {
+        let range: LSMKeyRange
+        private var forward: RangeCursor?
+        private let backward: MergingIterator?
+        private var started = false
+
+        fileprivate init(_ view: LSMReadView, _ range: LSMKeyRange, reverse: Bool) {
+            self.range = range
+            forward = reverse ? nil : RangeCursor(view, range)
+            backward = reverse ? view.makeReverseIterator() : nil
+        }
+
+        /// The next live entry in the range, nil after the last.
+        mutating func next() throws -> LSMEntry? {
+            guard let backward else { return try forward!.next() }
+            if started {
+                try backward.advance()
+            } else {
+                if let upper = range.upper { try backward.seek(upper) } else { try backward.seekToFirst() }
+                started = true
+            }
+            guard let e = backward.current, range.contains(e.key) else { return nil }
+            return e
+        }
+    }
 }
 
 /// What ``KeyDirectory/entries(in:after:)`` and ``KeyDirectory/changes(in:after:)`` return: (name, entry) pairs in

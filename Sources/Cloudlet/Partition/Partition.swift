@@ -161,7 +161,10 @@ package final class Partition: Sendable {
         }
         // An index built from a checkpoint or the whole log goes to disk now, so that the next open reads it. An
         // empty store built nothing: its first flush comes with its first writes (or its close).
-        if let tree, !flushedFromIndex, !configuration.readOnly, replayedFrames > 0 || usedCheckpoint != nil {
+        // So does one whose secondary indexes were migrated from an older flushed state.
+        if let tree, !flushedFromIndex || replayed.indexesMigrated, !configuration.readOnly,
+            replayedFrames > 0 || usedCheckpoint != nil
+        {
             do {
                 try flushIndex(force: true)
                 try checkpoints.removeAll(except: .max)
@@ -384,14 +387,8 @@ package final class Partition: Sendable {
         return (result, lsn)
     }
 
-    /// A read view for a query of `type` records in zone `z`: the type's record names loaded first (the first time,
-    /// from the key directory's type index, under the lock).
-    func queryView(_ z: ZoneKey, _ type: String) throws -> PartitionReadView {
-        try state.withLock { st in
-            try st.loadTypeNames(z, type)
-            return st.readView
-        }
-    }
+    /// A read view for a query (O(1), under the lock): the planner reads the indexes through it.
+    func queryView() -> PartitionReadView { state.withLock { $0.readView } }
 
     /// Waits until `lsn` is durable, then hands durable commits to change listeners.
     package func waitDurable(_ lsn: UInt64) async throws {

@@ -69,7 +69,8 @@ extension PartitionReading {
 ///
 /// The key directory's memtables are persistent trees and its runs immutable files, so a view is a copy of the
 /// memtables' roots and a reference to the runs as of its LSN (which keeps their files until it goes): commits
-/// never copy anything for it. The zone summaries, deleted zones and secondary indexes are copy-on-write values.
+/// never copy anything for it. The zone summaries, deleted zones and index definitions are copy-on-write values; the
+/// secondary indexes themselves are key ranges of the directory, read through the view like the rest.
 package struct PartitionReadView: PartitionReading {
     package let keys: KeyDirectory
     package let deletedZones: [ZoneKey: (lsn: UInt64, time: Int64)]

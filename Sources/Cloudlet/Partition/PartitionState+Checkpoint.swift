@@ -17,9 +17,13 @@ extension PartitionState {
 
     /// The partition's state besides the key directory's records: written into the directory's memtable at each
     /// flush (``KeyDirectory/freeze(state:sequence:)``), so it lands in the same run as the records it goes with,
-    /// and read back on open (docs/index-layer.md, "Flushed state"). Small: a few words per zone and per segment,
-    /// plus the secondary indexes (still in memory).
-    static let stateVersion: UInt8 = 6
+    /// and read back on open (docs/index-layer.md, "Flushed state"). Small: a few words per zone, per segment and
+    /// per index. Version 7 (this one) holds index definitions and record counts only, the indexes' contents being
+    /// key ranges of the directory; version 6 held every indexed record's values, and is migrated when read
+    /// (``migrateIndexes(_:checkpoint:)``).
+    static let stateVersion: UInt8 = 7
+    /// The oldest flushed state read.
+    static let oldestReadableStateVersion: UInt8 = 6
 
     func encodeState() -> [UInt8] {
         var w = ByteWriter(capacity: 1 << 12)
@@ -78,7 +82,9 @@ extension PartitionState {
     package static func decodeState(_ bytes: [UInt8], base: LSMReadView) throws -> PartitionState {
         var r = ByteReader(bytes, what: "flushed partition state")
         let v = try r.u8()
-        guard v == stateVersion else { throw CloudletError.corruption("flushed partition state: unknown version \(v)") }
+        guard (oldestReadableStateVersion...stateVersion).contains(v) else {
+            throw CloudletError.corruption("flushed partition state: unknown version \(v)")
+        }
         var s = PartitionState()
         s.lastLSN = try r.u64()
         s.purgedThroughLSN = try r.u64()
@@ -105,7 +111,7 @@ extension PartitionState {
             s.catalogMark = CatalogMark(
                 version: try r.u64(), lsn: try r.u64(), span: LiveSpan(segment: try r.u64(), cost: try r.u32()))
         }
-        s.indexes = try IndexState.decode(&r, keys: s.keys, legacy: false)
+        if v == stateVersion { s.indexes = try IndexState.decode(&r) } else { try s.migrateIndexes(&r, checkpoint: false) }
         guard r.isAtEnd else { throw CloudletError.corruption("flushed partition state: \(r.remaining) trailing bytes") }
         return s
     }
@@ -170,7 +176,7 @@ extension PartitionState {
             s.catalogMark = CatalogMark(
                 version: try r.u64(), lsn: try r.u64(), span: LiveSpan(segment: try r.u64(), cost: try r.u32()))
         }
-        s.indexes = try IndexState.decode(&r, keys: s.keys, legacy: true)
+        try s.migrateIndexes(&r, checkpoint: true)
         guard r.isAtEnd else { throw CloudletError.corruption("checkpoint: \(r.remaining) trailing bytes") }
         return s
     }

@@ -97,8 +97,12 @@ package struct PartitionState: Sendable {
     package private(set) var keys = KeyDirectory()
     /// Zones deleted, with the LSN and time (ms) of the deletion (for database change feeds), until purged.
     package internal(set) var deletedZones: [ZoneKey: (lsn: UInt64, time: Int64)] = [:]
-    /// Secondary indexes of this partition's zones (IndexState.swift).
+    /// Secondary indexes of this partition's zones: their definitions here, their contents in ``keys``
+    /// (IndexState.swift).
     var indexes = IndexState()
+    /// Whether opening moved secondary indexes held by an older flushed state (version 6) or checkpoint into the key
+    /// directory (``migrateIndexes(_:checkpoint:)``): the partition flushes them at open.
+    var indexesMigrated = false
     /// LSN of the last applied commit (set by the verify tool too: a compacted log may end past its last frame).
     package var lastLSN: UInt64 = 0
     /// Where the frame after `lastLSN` starts (the replay start of a checkpoint taken now).
@@ -144,11 +148,16 @@ package struct PartitionState: Sendable {
 
     mutating func rebaseDirectory(_ base: LSMReadView) { keys.rebase(base) }
 
-    /// Makes sure the names of `type`'s records in zone `z` are in memory (``TypeIndexes/names``), reading them from
-    /// the key directory's type index the first time: what a query or an index build of the type needs.
-    mutating func loadTypeNames(_ z: ZoneKey, _ type: String) throws {
-        guard !indexes.namesLoaded(z, type) else { return }
-        indexes.loadNames(z, type, try keys.typeNames(in: z, type: type))
+    /// Adds a record that predates index `d` to it (``IndexState/buildInsert(_:zone:name:value:keys:sequence:)``).
+    mutating func buildIndex(_ d: IndexDefinition, zone z: ZoneKey, name: String, value: FieldValue?) throws {
+        try indexes.buildInsert(d, zone: z, name: name, value: value, keys: &keys, sequence: lastLSN)
+    }
+
+    /// Reads the secondary indexes of a version-6 flushed state or a format-3 checkpoint into the key directory
+    /// (``IndexState/migrate(_:keys:sequence:checkpoint:)``).
+    mutating func migrateIndexes(_ r: inout ByteReader, checkpoint: Bool) throws {
+        indexes = try IndexState.migrate(&r, keys: &keys, sequence: lastLSN, checkpoint: checkpoint)
+        indexesMigrated = true
     }
 
     /// Installs the key directory opened from the partition's runs (before replaying the log's tail).
@@ -200,16 +209,17 @@ package struct PartitionState: Sendable {
                 addLive(position.segment, cost)
                 let old = try keys.put(z, record.recordName, entry, known: previous(z, record.recordName))
                 if let old { freeLive(old.position.segment, old.cost) }
-                indexes.put(z, record, replacing: old)
+                try indexes.put(z, record, replacing: old, lsn: lsn, keys: &keys)
             case .deleteRecord(let z, let name, let type, let time):
                 // A default zone exists without a creation; in a compacted log its tombstones can come first.
                 guard zoneExists(z) else { continue }
-                indexes.delete(z, name, recordType: type)
                 let entry = RecordEntry(
                     lsn: lsn, index: UInt32(i), position: position, slot: Commit.Slot(offset: 0, length: 0),
                     recordType: type, deleted: true, time: time, deleteSelfTargets: [], cost: cost)
                 addLive(position.segment, cost)
-                if let old = try keys.put(z, name, entry, known: previous(z, name)) { freeLive(old.position.segment, old.cost) }
+                let old = try keys.put(z, name, entry, known: previous(z, name))
+                if let old { freeLive(old.position.segment, old.cost) }
+                try indexes.delete(z, name, replacing: old, lsn: lsn, keys: &keys)
             case .createZone(let z):
                 if keys.createZone(z, lsn: lsn) {
                     zoneCreations[z] = LiveSpan(segment: position.segment, cost: cost)
@@ -232,7 +242,7 @@ package struct PartitionState: Sendable {
                 // A format-1 store's catalog, in its partition 0: gathered for the migration, dead otherwise.
                 legacyCatalog?.apply(m)
             case .index(let change):
-                indexes.apply(change, lsn: lsn)
+                try indexes.apply(change, lsn: lsn, keys: &keys)
                 addLive(position.segment, cost)
             case .catalogVersion(let version):
                 guard version > catalogVersion else { continue }

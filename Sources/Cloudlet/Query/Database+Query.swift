@@ -94,9 +94,7 @@ extension Database {
         var n = 0
         for z in zones {
             if case .all = query.predicate {
-                // Loading the type's names may read the key directory from disk: off the cooperative pool.
-                let partition = store.partition(for: z), type = query.recordType
-                n += try await ThreadBridge.offload { try partition.queryView(z, type).indexes.type(z, type)?.names.count ?? 0 }
+                n += store.partition(for: z).queryView().indexes.recordCount(z, query.recordType)
                 continue
             }
             n += try await run(pq, in: z, limit: nil, after: nil, budget: .max, notes: &notes).count
@@ -117,11 +115,11 @@ extension Database {
         var plans: [QueryPlan.Zone] = []
         var allNotes = notes
         for z in zones {
-            // Planning reads the key directory (perhaps from disk): on a read view, outside the partition's lock, off
-            // the cooperative pool.
+            // Planning reads the key directory and the indexes (perhaps from disk): on a read view, outside the
+            // partition's lock, off the cooperative pool.
             let partition = store.partition(for: z)
             let (plan, unready) = try await ThreadBridge.offload {
-                let planner = QueryPlanner(state: try partition.queryView(z, pq.query.recordType), zone: z, query: pq)
+                let planner = QueryPlanner(state: partition.queryView(), zone: z, query: pq)
                 return (try planner.plan(limit: limit + 1, after: nil).1, planner.unready())
             }
             for f in unready { allNotes.append("the index on '\(f)' is still being built in zone '\(z.zoneName)'") }
@@ -176,7 +174,7 @@ extension Database {
         // Planning and walking an index read the key directory and the indexes (perhaps from disk): off the
         // cooperative pool, as record reads are (``Partition/read(_:_:_:)``).
         let (execution, planned, unready) = try await ThreadBridge.offload {
-            let planner = QueryPlanner(state: try partition.queryView(key, query.query.recordType), zone: key, query: query)
+            let planner = QueryPlanner(state: partition.queryView(), zone: key, query: query)
             let (execution, planned) = try planner.plan(limit: limit, after: after)
             return (execution, planned, planner.unready())
         }
@@ -209,14 +207,13 @@ extension Database {
         case .empty:
             break
         case .walk(let w):
-            var from: OrderedEntry?
+            var from: IndexEntry?
             var batch = Self.walkBatch.first
             walking: repeat {
                 let start = from
                 let size = batch
                 let (items, last) = try await ThreadBridge.offload {
-                    let view = try partition.queryView(key, query.query.recordType)
-                    return try QueryPlanner(state: view, zone: key, query: query).walkBatch(w, from: start, after: after, max: size)
+                    try QueryPlanner(state: partition.queryView(), zone: key, query: query).walkBatch(w, from: start, after: after, max: size)
                 }
                 from = last
                 batch = min(batch * 2, Self.walkBatch.last)

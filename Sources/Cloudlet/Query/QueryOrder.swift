@@ -40,7 +40,7 @@ struct SortOrder: Sendable {
     /// A record's position.
     func position(_ r: Record, zoneName: String) -> QueryPosition {
         QueryPosition(
-            keys: descriptors.indices.map { key($0, TypeIndexes.value(descriptors[$0].field, in: r)) },
+            keys: descriptors.indices.map { key($0, IndexedField.value(descriptors[$0].field, in: r)) },
             recordName: r.recordName, zoneName: zoneName)
     }
 }

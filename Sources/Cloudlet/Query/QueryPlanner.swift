@@ -1,4 +1,6 @@
 import CloudletCore
+import CloudletStorage
+import Synchronization
 
 /// A query resolved against the schema, ready to plan in each zone (Database+Query.swift).
 struct PreparedQuery: Sendable {
@@ -50,24 +52,40 @@ struct WalkSource: Sendable {
     var keyed: Bool
 }
 
-/// Plans a query in one zone: picks the most selective usable index (estimating candidates from index sizes), and
-/// an order strategy that sorts in memory only what it must. Every candidate is still evaluated against the full
+/// Plans a query in one zone: picks the most selective usable index (estimating candidates by counting index keys),
+/// and an order strategy that sorts in memory only what it must. Every candidate is still evaluated against the full
 /// predicate (``Predicate/matches(_:searchable:)`` is the ground truth): an index only has to find a superset.
+///
+/// Reads the indexes through a read view's key directory (memtables and runs), by key-range scans: nothing is
+/// copied into memory but what a query returns or sorts.
 struct QueryPlanner {
     /// The partition as of one LSN: planning and a walk's batch each read one view.
     let st: PartitionReadView
     let zone: ZoneKey
     let q: PreparedQuery
-    let types: TypeIndexes?
+    /// The zone's key prefix in the directory.
+    private let zonePrefix: [UInt8]
+    /// The names a count read in full (under its cap), for the lookup of the same range that follows it.
+    private let counted = Counted()
+
+    private final class Counted: Sendable {
+        let names = Mutex<[CountedRange: Set<String>]>([:])
+    }
+
+    private struct CountedRange: Hashable {
+        var field: String
+        var kind: IndexKind
+        var range: IndexKeyspace.ValueRange
+    }
 
     init(state: PartitionReadView, zone: ZoneKey, query: PreparedQuery) {
         st = state
         self.zone = zone
         q = query
-        types = state.indexes.type(zone, query.query.recordType)
+        zonePrefix = DirectoryKey.zone(zone)
     }
 
-    var recordsOfType: Int { types?.names.count ?? 0 }
+    var recordsOfType: Int { st.indexes.recordCount(zone, q.query.recordType) }
 
     func ready(_ field: String, _ kind: IndexKind) -> Bool {
         st.indexes.status(IndexDefinition(schema: q.schemaKey, recordType: q.query.recordType, field: field, kind: kind)) == .ready
@@ -81,7 +99,7 @@ struct QueryPlanner {
     // MARK: - Candidate sources
 
     /// The cheapest index access for `p`, nil when it needs a scan.
-    func source(_ p: Predicate) -> CandidateSource? {
+    func source(_ p: Predicate, cap: Int = .max) throws -> CandidateSource? {
         switch p {
         case .all, .not: return nil
         case .none: return .nothing
@@ -90,7 +108,7 @@ struct QueryPlanner {
             var best: (CandidateSource, Int)?
             var sources: [CandidateSource] = []
             for child in ps {
-                guard let s = source(child) else { continue }
+                guard let s = try source(child, cap: cap) else { continue }
                 if case .nothing = s { return .nothing }
                 // Two ranges on one field (`x >= a AND x < b`): their intersection, which holds every match of both.
                 if case .range(let f, let lo, let hi, false) = s,
@@ -109,14 +127,14 @@ struct QueryPlanner {
                 }
             }
             for s in sources {
-                let e = estimate(s)
+                let e = try estimate(s, cap: cap)
                 if best == nil || e < best!.1 { best = (s, e) }
             }
             return best?.0
         case .or(let ps):
             var parts: [CandidateSource] = []
             for child in ps {
-                guard let s = source(child) else { return nil }
+                guard let s = try source(child, cap: cap) else { return nil }
                 if case .nothing = s { continue }
                 parts.append(s)
             }
@@ -199,62 +217,108 @@ struct QueryPlanner {
         }
     }
 
-    private func nameRange(_ lo: String?, _ hi: String?, _ prefix: String?) -> (SortedBlockList<String>.Index, SortedBlockList<String>.Index) {
-        guard let names = types?.names else { return (.init(block: 0, offset: 0), .init(block: 0, offset: 0)) }
-        if let prefix {
-            let start = names.lowerBound(prefix)
-            var end = start
-            while end < names.endIndex && names[end].utf8.starts(with: prefix.utf8) { end = names.index(after: end) }
-            return (start, end)
-        }
-        let start = lo.map { names.lowerBound($0) } ?? names.startIndex
-        let end = hi.map { names.upperBound($0) } ?? names.endIndex
-        return (start, max(start, end))
+    /// The cursor over index (`field`, `kind`)'s entries in `range`; nil if the index is not defined.
+    private func scan(
+        _ field: String, _ kind: IndexKind, _ range: IndexKeyspace.ValueRange, after: IndexEntry? = nil, inclusive: Bool = false,
+        reverse: Bool = false
+    ) -> IndexCursor? {
+        let d = IndexDefinition(schema: q.schemaKey, recordType: q.query.recordType, field: field, kind: kind)
+        guard let subspace = st.indexes.subspace(d, zone: zone) else { return nil }
+        return kind.maintainer.scan(st.keys, subspace, range, after: after, inclusive: inclusive, reverse: reverse)
     }
 
-    /// How many candidates `s` yields (ranges are counted over the index's blocks).
-    func estimate(_ s: CandidateSource) -> Int {
+    /// How many entries index (`field`, `kind`) holds in `range`, counting at most `cap`.
+    /// Keeps the names it read when it reads the whole range, for ``names(_:_:_:)``.
+    private func count(_ field: String, _ kind: IndexKind, _ range: IndexKeyspace.ValueRange, cap: Int) throws -> Int {
+        guard var c = scan(field, kind, range) else { return 0 }
+        var names: Set<String> = []
+        var n = 0
+        while n < cap, let e = try c.next() {
+            names.insert(e.name)
+            n += 1
+        }
+        if n < cap { counted.names.withLock { $0[CountedRange(field: field, kind: kind, range: range)] = names } }
+        return n
+    }
+
+    /// The names filed in index (`field`, `kind`) under value keys in `range`.
+    private func names(_ field: String, _ kind: IndexKind, _ range: IndexKeyspace.ValueRange) throws -> Set<String> {
+        if let read = counted.names.withLock({ $0[CountedRange(field: field, kind: kind, range: range)] }) { return read }
+        guard var c = scan(field, kind, range) else { return [] }
+        var out: Set<String> = []
+        while let e = try c.next() { out.insert(e.name) }
+        return out
+    }
+
+    /// The type index's keys (`zone · 03 · type · name`) of names `lo ... hi` (inclusive bounds), or starting with
+    /// `prefix`, and the length of the prefix before the name.
+    private func typeIndexRange(_ lo: String?, _ hi: String?, _ prefix: String?) -> (LSMKeyRange, Int) {
+        let p = DirectoryKey.typePrefix(zonePrefix, q.query.recordType)
+        if let prefix {
+            let lower = p + prefix.utf8
+            return (LSMKeyRange(lower: lower, upper: DirectoryKey.successor(lower)), p.count)
+        }
+        let lower = lo.map { p + $0.utf8 } ?? p
+        let upper = hi.map { p + $0.utf8 + [0] } ?? DirectoryKey.successor(p)
+        return (LSMKeyRange(lower: lower, upper: upper), p.count)
+    }
+
+    /// A walk through the type's record names (the type index) in `lo ... hi` or with `prefix`, either way.
+    private func typeNames(
+        _ lo: String? = nil, _ hi: String? = nil, prefix: String? = nil, reverse: Bool = false
+    ) -> (KeyDirectory.KeyCursor, Int) {
+        let (range, n) = typeIndexRange(lo, hi, prefix)
+        return (st.keys.indexCursor(range, reverse: reverse), n)
+    }
+
+    /// How many candidates `s` yields, counting index keys — at most `cap` a lookup (past it the count only has to
+    /// show that the candidates are many: see ``plan(limit:after:)``).
+    func estimate(_ s: CandidateSource, cap: Int = .max) throws -> Int {
         switch s {
         case .nothing: return 0
         case .equality(let f, let keys, let all):
-            guard let idx = types?.equality[f] else { return 0 }
-            return all ? keys.map { idx.count([$0]) }.min() ?? 0 : idx.count(keys)
-        case .range(let f, let lo, let hi, _): return types?.ordered[f]?.count(lo, hi) ?? 0
+            let counts = try keys.map { try count(f, .equality, .exactly($0.encoded), cap: cap) }
+            return all ? counts.min() ?? 0 : counts.reduce(0, +)
+        case .range(let f, let lo, let hi, _): return try count(f, .ordered, .between(lo, hi), cap: cap)
         case .names(let lo, let hi, let prefix):
-            guard let names = types?.names else { return 0 }
-            let (a, b) = nameRange(lo, hi, prefix)
-            return names.distance(from: a, to: b)
+            var (c, _) = typeNames(lo, hi, prefix: prefix)
+            var n = 0
+            while n < cap, try c.next() != nil { n += 1 }
+            return n
         case .text(let fields, let tokens, let all):
-            let perToken = tokens.map { t in fields.reduce(0) { $0 + (types?.text[$1]?.postings[t]?.count ?? 0) } }
+            let perToken = try tokens.map { t in try fields.reduce(0) { $0 + (try count($1, .text, .exactly(Array(t.utf8)), cap: cap)) } }
             return all ? perToken.min() ?? 0 : perToken.reduce(0, +)
-        case .spatial(let f, let cells): return types?.spatial[f]?.count(cells) ?? 0
-        case .union(let parts): return parts.reduce(0) { $0 + estimate($1) }
+        case .spatial(let f, let cells):
+            return try cells.reduce(0) { $0 + (try count(f, .spatial, .exactly(IndexKeyspace.cellKey($1)), cap: cap)) }
+        case .union(let parts): return try parts.reduce(0) { $0 + (try estimate($1, cap: cap)) }
         }
     }
 
     /// The candidates' names.
-    func names(_ s: CandidateSource) -> Set<String> {
+    func names(_ s: CandidateSource) throws -> Set<String> {
         switch s {
         case .nothing: return []
         case .equality(let f, let keys, let all):
-            guard let idx = types?.equality[f] else { return [] }
-            guard all else { return idx.names(keys) }
+            guard all else { return try keys.reduce(into: Set<String>()) { $0.formUnion(try names(f, .equality, .exactly($1.encoded))) } }
             var out: Set<String>?
-            for k in keys.sorted(by: { idx.count([$0]) < idx.count([$1]) }) {
-                out = out.map { $0.intersection(idx.postings[k] ?? []) } ?? (idx.postings[k] ?? [])
+            let counted = try keys.map { ($0, try count(f, .equality, .exactly($0.encoded), cap: .max)) }
+            for (k, _) in counted.sorted(by: { $0.1 < $1.1 }) {
+                let filed = try names(f, .equality, .exactly(k.encoded))
+                out = out.map { $0.intersection(filed) } ?? filed
                 if out!.isEmpty { break }
             }
             return out ?? []
-        case .range(let f, let lo, let hi, _): return types?.ordered[f]?.names(lo, hi) ?? []
+        case .range(let f, let lo, let hi, _): return try names(f, .ordered, .between(lo, hi))
         case .names(let lo, let hi, let prefix):
-            guard let names = types?.names else { return [] }
-            let (a, b) = nameRange(lo, hi, prefix)
-            return Set(names.elements(from: a, to: b))
+            var (c, n) = typeNames(lo, hi, prefix: prefix)
+            var out: Set<String> = []
+            while let e = try c.next() { out.insert(String(decoding: e.key[n...], as: UTF8.self)) }
+            return out
         case .text(let fields, let tokens, let all):
             var out: Set<String>?
             for t in tokens {
                 var withToken: Set<String> = []
-                for f in fields { if let p = types?.text[f]?.postings[t] { withToken.formUnion(p) } }
+                for f in fields { withToken.formUnion(try names(f, .text, .exactly(Array(t.utf8)))) }
                 if all {
                     out = out.map { $0.intersection(withToken) } ?? withToken
                     if out!.isEmpty { break }
@@ -263,8 +327,9 @@ struct QueryPlanner {
                 }
             }
             return out ?? []
-        case .spatial(let f, let cells): return types?.spatial[f]?.names(cells) ?? []
-        case .union(let parts): return parts.reduce(into: Set<String>()) { $0.formUnion(names($1)) }
+        case .spatial(let f, let cells):
+            return try cells.reduce(into: Set<String>()) { $0.formUnion(try names(f, .spatial, .exactly(IndexKeyspace.cellKey($1)))) }
+        case .union(let parts): return try parts.reduce(into: Set<String>()) { $0.formUnion(try names($1)) }
         }
     }
 
@@ -287,15 +352,22 @@ struct QueryPlanner {
 
     /// Decides how to answer in this zone. `limit` is how many matches are wanted (nil: all, for a count); `after`
     /// the continuation point.
+    ///
+    /// Candidates are counted up to a cap that depends on the page size and the type's records: past
+    /// `sqrt(10 · wanted · records)` a walk in index order is cheaper than any sort of the candidates (see the costs
+    /// below), so a larger count could not change the plan — and counting every key of an unselective range on
+    /// each page would cost what the walk saves. A count (`limit` nil) reads every candidate and counts exactly;
+    /// ``QueryPlan/Zone/candidates`` shows the capped count.
     func plan(limit: Int?, after: QueryPosition?) throws -> (ZoneExecution, QueryPlan.Zone) {
         let all = recordsOfType
-        let src = source(q.query.predicate)
+        let cap = limit.map { Self.countCap(wanted: $0 + 1, records: all) } ?? .max
+        let src = try source(q.query.predicate, cap: cap)
         var info = QueryPlan.Zone(
             zoneID: zone.zoneID, access: "scan of '\(q.query.recordType)'", indexedFields: [], candidates: all,
             recordsOfType: all, order: "", sortedInMemory: false, examined: nil, matched: nil)
         if let src {
             (info.access, info.indexedFields) = describe(src)
-            info.candidates = estimate(src)
+            info.candidates = try estimate(src, cap: cap)
             if case .nothing = src {
                 info.order = "none needed"
                 return (.empty, info)
@@ -346,14 +418,23 @@ struct QueryPlanner {
     /// Candidate names (every live record of the type for a scan), in name order.
     private func candidates(_ src: CandidateSource?) throws -> [String] {
         let live: (String) throws -> Bool = { try self.st.entry(self.zone, $0).map { !$0.deleted } ?? false }
-        guard let src else { return try (types?.names.all ?? []).filter(live) }
+        guard let src else {
+            var (c, n) = typeNames()
+            var out: [String] = []
+            while let e = try c.next() { out.append(String(decoding: e.key[n...], as: UTF8.self)) }
+            return try out.filter(live).sorted()
+        }
         return try names(src).filter(live).sorted()
+    }
+
+    /// The count of candidates past which a walk in index order costs less than sorting them (``plan(limit:after:)``).
+    static func countCap(wanted: Int, records: Int) -> Int {
+        Int((10 * Double(wanted) * Double(max(records, 1))).squareRoot()) + wanted + 1
     }
 
     /// Candidates with positions built from kept index values, past `after`; nil if a value is missing (then the
     /// records must be read).
     private func keyedCandidates(_ names: [String], after: QueryPosition?) throws -> [(name: String, entry: RecordEntry, position: QueryPosition)]? {
-        guard let t = types else { return [] }
         var out: [(name: String, entry: RecordEntry, position: QueryPosition)] = []
         out.reserveCapacity(names.count)
         let descriptors = q.order.descriptors
@@ -364,7 +445,8 @@ struct QueryPlanner {
                 if d.field == SystemField.recordName.rawValue {
                     keys.append(q.order.key(i, .string(name)))
                 } else {
-                    guard let kept = t.storedValue(name, d.field) else { return nil }
+                    let values = try IndexState.storedValues(st.keys, zonePrefix, q.query.recordType, name)
+                    guard let kept = values?[d.field] else { return nil }
                     keys.append(q.order.key(i, kept))
                 }
             }
@@ -375,56 +457,43 @@ struct QueryPlanner {
         return out
     }
 
-    /// The next `max` records of a walk after `from` (the last position visited) — or, at the start, after the
-    /// continuation point `after`. Returns them with the last index position visited, nil when the walk is done.
-    func walkBatch(_ w: WalkSource, from: OrderedEntry?, after: QueryPosition?, max: Int) throws -> (
-        items: [(name: String, entry: RecordEntry, position: QueryPosition)], last: OrderedEntry?
+    /// The next `max` records of a walk after `from` (the last entry visited) — or, at the start, after the
+    /// continuation point `after`. Returns them with the last entry visited, nil when the walk is done.
+    func walkBatch(_ w: WalkSource, from: IndexEntry?, after: QueryPosition?, max: Int) throws -> (
+        items: [(name: String, entry: RecordEntry, position: QueryPosition)], last: IndexEntry?
     ) {
         var items: [(name: String, entry: RecordEntry, position: QueryPosition)] = []
-        var last: OrderedEntry?
-        func visit(_ e: OrderedEntry) throws {
+        var last: IndexEntry?
+        // The entries in the walk's direction: after the last one visited, or from the continuation point on (its
+        // entry included: in a zone-wide query, the record of that name in a later zone comes after it).
+        let inclusive = from == nil
+        let next: () throws -> IndexEntry?
+        if let f = w.field {
+            let start = from ?? after.map { IndexEntry(valueKey: $0.keys[0], name: $0.recordName) }
+            guard var c = scan(f, .ordered, .all, after: start, inclusive: inclusive, reverse: !w.ascending) else { return ([], nil) }
+            next = { try c.next() }
+        } else {
+            var range = typeIndexRange(nil, nil, nil)
+            if let start = from?.name ?? after?.recordName {
+                let at = DirectoryKey.typePrefix(zonePrefix, q.query.recordType) + start.utf8
+                if w.ascending { range.0.lower = inclusive ? at : at + [0] } else { range.0.upper = inclusive ? at + [0] : at }
+            }
+            var c = st.keys.indexCursor(range.0, reverse: !w.ascending)
+            let n = range.1
+            next = {
+                guard let e = try c.next() else { return nil }
+                let name = String(decoding: e.key[n...], as: UTF8.self)
+                return IndexEntry(valueKey: w.keyed ? SortKey.encode(.string(name)) : [], name: name)
+            }
+        }
+        while items.count < max, let e = try next() {
             last = e
-            guard let entry = try st.entry(zone, e.name), !entry.deleted else { return }
-            let p = QueryPosition(keys: w.keyed ? [e.key] : [], recordName: e.name, zoneName: zone.zoneName)
-            if let after, q.order.compare(p, after) <= 0 { return }
+            guard let entry = try st.entry(zone, e.name), !entry.deleted else { continue }
+            let p = QueryPosition(keys: w.keyed ? [e.valueKey] : [], recordName: e.name, zoneName: zone.zoneName)
+            if let after, q.order.compare(p, after) <= 0 { continue }
             items.append((e.name, entry, p))
         }
-        if let f = w.field {
-            guard let entries = types?.ordered[f]?.entries else { return ([], nil) }
-            let markerEntry = after.map { OrderedEntry(key: $0.keys[0], name: $0.recordName) }
-            if w.ascending {
-                var i = from.map { entries.upperBound($0) } ?? markerEntry.map { entries.lowerBound($0) } ?? entries.startIndex
-                while i < entries.endIndex && items.count < max {
-                    try visit(entries[i])
-                    i = entries.index(after: i)
-                }
-                return (items, i < entries.endIndex ? last : nil)
-            }
-            var i = from.map { entries.lowerBound($0) } ?? markerEntry.map { entries.upperBound($0) } ?? entries.endIndex
-            while i > entries.startIndex && items.count < max {
-                i = entries.index(before: i)
-                try visit(entries[i])
-            }
-            return (items, i > entries.startIndex ? last : nil)
-        }
-        guard let names = types?.names else { return ([], nil) }
-        func entry(_ name: String) -> OrderedEntry {
-            OrderedEntry(key: w.keyed ? SortKey.encode(.string(name)) : [], name: name)
-        }
-        if w.ascending {
-            var i = from.map { names.upperBound($0.name) } ?? after.map { names.lowerBound($0.recordName) } ?? names.startIndex
-            while i < names.endIndex && items.count < max {
-                try visit(entry(names[i]))
-                i = names.index(after: i)
-            }
-            return (items, i < names.endIndex ? last : nil)
-        }
-        var i = from.map { names.lowerBound($0.name) } ?? after.map { names.upperBound($0.recordName) } ?? names.endIndex
-        while i > names.startIndex && items.count < max {
-            i = names.index(before: i)
-            try visit(entry(names[i]))
-        }
-        return (items, i > names.startIndex ? last : nil)
+        return (items, try next() == nil ? nil : last)
     }
 }
 

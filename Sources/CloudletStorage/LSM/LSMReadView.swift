@@ -9,8 +9,8 @@ public final class LSMReadView: Sendable {
     let runs: [LSMRunHandle]
 
     /// Level-0 runs (newest first), which may overlap; then each deeper level's runs, disjoint and by key.
-    private let level0: [LSMRunHandle]
-    private let levels: [[LSMRunHandle]]
+    let level0: [LSMRunHandle]
+    let levels: [[LSMRunHandle]]
 
     init(memtables: [Memtable], runs: [LSMRunHandle]) {
         self.memtables = memtables

@@ -1,23 +1,31 @@
 /// Iterates runs with disjoint key ranges, in key order (one level ≥ 1 of a tree), as one sequence, opening a run
 /// and positioning in it only when the iteration reaches it: a seek reads one run of the level, whatever the number
 /// of runs. A level-0 run (ranges overlap) is iterated as a level of one run, which opens it on first use the same
-/// way.
+/// way. With `descending`, the same backwards (ReverseIterator.swift): from the last run, over reverse run iterators.
 final class LevelIterator: LSMIterator {
     private let runs: [LSMRunHandle]
     private let fillCache: Bool
+    private let descending: Bool
     private var index = 0
-    private var child: SortedRunIterator?
+    private var child: (any LSMIterator)?
     private(set) var current: LSMEntry?
 
     /// `runs` in key order with disjoint key ranges.
-    init(_ runs: [LSMRunHandle], fillCache: Bool = true) {
+    init(_ runs: [LSMRunHandle], fillCache: Bool = true, descending: Bool = false) {
         self.runs = runs
         self.fillCache = fillCache
+        self.descending = descending
     }
 
-    func seekToFirst() throws { try position(at: 0) { try $0.seekToFirst() } }
+    /// One step through the runs in the iteration's direction.
+    private var step: Int { descending ? -1 : 1 }
 
-    func seek(_ key: [UInt8]) throws { try position(at: LSMReadView.firstRun(endingAtOrAfter: key, in: runs)) { try $0.seek(key) } }
+    func seekToFirst() throws { try position(at: descending ? runs.count - 1 : 0) { try $0.seekToFirst() } }
+
+    func seek(_ key: [UInt8]) throws {
+        let i = LSMReadView.firstRun(endingAtOrAfter: key, in: runs)
+        try position(at: descending ? min(i, runs.count - 1) : i) { try $0.seek(key) }
+    }
 
     func advance() throws {
         guard current != nil, let child else { return }
@@ -25,16 +33,18 @@ final class LevelIterator: LSMIterator {
         if let entry = child.current {
             current = entry
         } else {
-            try position(at: index + 1) { try $0.seekToFirst() }
+            try position(at: index + step) { try $0.seekToFirst() }
         }
     }
 
-    /// Positions in run `i` with `body`, going on to the first entry of the next runs while that leaves nothing.
-    private func position(at i: Int, _ body: (SortedRunIterator) throws -> Void) throws {
+    /// Positions in run `i` with `body`, going on to the first entry of the next runs (in the iteration's direction)
+    /// while that leaves nothing.
+    private func position(at i: Int, _ body: (any LSMIterator) throws -> Void) throws {
         var i = i
         var first = true
-        while i < runs.count {
-            let it = try runs[i].reader().makeIterator(fillCache: fillCache)
+        while runs.indices.contains(i) {
+            let reader = try runs[i].reader()
+            let it: any LSMIterator = descending ? SortedRunReverseIterator(reader) : reader.makeIterator(fillCache: fillCache)
             if first { try body(it) } else { try it.seekToFirst() }
             if let entry = it.current {
                 index = i
@@ -43,9 +53,9 @@ final class LevelIterator: LSMIterator {
                 return
             }
             first = false
-            i += 1
+            i += step
         }
-        index = runs.count
+        index = descending ? -1 : runs.count
         child = nil
         current = nil
     }

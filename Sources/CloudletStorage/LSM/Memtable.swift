@@ -35,15 +35,7 @@ public struct Memtable: Sendable {
         }
 
         /// Index of the first entry whose key is ≥ `key`.
-        func lowerBound(_ key: [UInt8]) -> Int {
-            var lo = 0
-            var hi = entries.count
-            while lo < hi {
-                let mid = (lo + hi) / 2
-                if LSMKey.compare(entries[mid].key, key) < 0 { lo = mid + 1 } else { hi = mid }
-            }
-            return lo
-        }
+        func lowerBound(_ key: [UInt8]) -> Int { Memtable.lowerBound(entries, key) }
     }
 
     /// What one entry is counted as beyond its key and value bytes (table slot or array element, array headers).
@@ -119,9 +111,23 @@ public struct Memtable: Sendable {
     }
 
     /// An iterator over the memtable as it is now (later writes to this value do not show).
-    public func makeIterator() -> MemtableIterator {
+    public func makeIterator() -> MemtableIterator { MemtableIterator(sortedParts()) }
+
+    /// The memtable as sorted parts, newest first: the table sorted now, then the layers (what iterators merge).
+    func sortedParts() -> [[LSMEntry]] {
         let sortedRecent = recent.values.sorted { LSMKey.less($0.key, $1.key) }  // at most recentLimit
-        return MemtableIterator((sortedRecent.isEmpty ? [] : [sortedRecent]) + layers.map(\.entries))
+        return (sortedRecent.isEmpty ? [] : [sortedRecent]) + layers.map(\.entries)
+    }
+
+    /// Index of the first of `entries` (sorted) whose key is ≥ `key`.
+    static func lowerBound(_ entries: [LSMEntry], _ key: [UInt8]) -> Int {
+        var lo = 0
+        var hi = entries.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if LSMKey.compare(entries[mid].key, key) < 0 { lo = mid + 1 } else { hi = mid }
+        }
+        return lo
     }
 
     private static func size(_ e: LSMEntry) -> Int { e.key.count + e.value.count + entryOverhead }
@@ -211,15 +217,7 @@ public final class MemtableIterator: LSMIterator {
     }
 
     public func seek(_ key: [UInt8]) {
-        for (p, entries) in parts.enumerated() {
-            var lo = 0
-            var hi = entries.count
-            while lo < hi {
-                let mid = (lo + hi) / 2
-                if LSMKey.compare(entries[mid].key, key) < 0 { lo = mid + 1 } else { hi = mid }
-            }
-            positions[p] = lo
-        }
+        for (p, entries) in parts.enumerated() { positions[p] = Memtable.lowerBound(entries, key) }
         settle()
     }
 

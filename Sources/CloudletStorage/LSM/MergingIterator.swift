@@ -9,12 +9,16 @@
 public final class MergingIterator: LSMIterator {
     private let children: [any LSMIterator]
     public let dropTombstones: Bool
+    /// Whether the children walk keys in decreasing order (``LSMReadView/makeReverseIterator()``): the largest key
+    /// comes first.
+    public let descending: Bool
     public private(set) var current: LSMEntry?
 
     /// Merges `children`, listed newest first (they need not be positioned).
-    public init(_ children: [any LSMIterator], dropTombstones: Bool) {
+    public init(_ children: [any LSMIterator], dropTombstones: Bool, descending: Bool = false) {
         self.children = children
         self.dropTombstones = dropTombstones
+        self.descending = descending
     }
 
     public func seekToFirst() throws {
@@ -50,7 +54,7 @@ public final class MergingIterator: LSMIterator {
                     winner = entry
                     continue
                 }
-                let c = LSMKey.compare(entry.key, w.key)
+                let c = descending ? LSMKey.compare(w.key, entry.key) : LSMKey.compare(entry.key, w.key)
                 if c < 0 || (c == 0 && entry.sequence > w.sequence) { winner = entry }
             }
             guard let winner, dropTombstones, winner.isTombstone else {
