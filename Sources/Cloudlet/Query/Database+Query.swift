@@ -154,6 +154,8 @@ extension Database {
 
     /// Records read per lock acquisition when walking an index in order (grows from the first to the last value).
     static let walkBatch = (first: 32, last: 1024)
+    /// Sorted candidates whose entries are looked up together (``ZoneExecution/keyed(_:view:)``).
+    static let keyedChunk = 128
 
     /// One result of a query: the record, where it sorts, and what it costs the page's byte budget.
     struct QueryRow {
@@ -227,16 +229,25 @@ extension Database {
                     if rows.count == limit { break walking }
                 }
             } while from != nil
-        case .keyed(var candidates):
+        case .keyed(var candidates, let view):
             candidates.sort { pq.order.less($0.position, $1.position) }
-            for c in candidates {
-                let r = try await partition.read(key, c.name, c.entry)
-                examined += 1
-                guard pq.matches(r) else { continue }
-                let cost = c.entry.pageCost(c.name)
-                guard fits(cost) else { break }
-                rows.append(QueryRow(record: r, position: c.position, cost: cost))
-                if rows.count == limit { break }
+            // Entries are looked up in the plan's view (off the pool: perhaps from disk) a chunk at a time, as reading
+            // gets to them.
+            var next = 0
+            reading: while next < candidates.count {
+                let chunk = Array(candidates[next..<min(next + Self.keyedChunk, candidates.count)])
+                next += chunk.count
+                let entries = try await ThreadBridge.offload { try chunk.map { try view.entry(key, $0.name) } }
+                for (c, entry) in zip(chunk, entries) {
+                    guard let entry, !entry.deleted else { continue }
+                    let r = try await partition.read(key, c.name, entry)
+                    examined += 1
+                    guard pq.matches(r) else { continue }
+                    let cost = entry.pageCost(c.name)
+                    guard fits(cost) else { break reading }
+                    rows.append(QueryRow(record: r, position: c.position, cost: cost))
+                    if rows.count == limit { break reading }
+                }
             }
         case .readAll(let candidates):
             // Matching records are kept while their total stays within the budget (all of them without one); past

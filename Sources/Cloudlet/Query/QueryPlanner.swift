@@ -39,7 +39,8 @@ enum ZoneExecution: Sendable {
     case walk(WalkSource)
     /// Candidates with their positions (sort keys from the indexes' kept values), already past the continuation
     /// point: sort them, then read in order until enough match.
-    case keyed([(name: String, entry: RecordEntry, position: QueryPosition)])
+    /// Their entries are looked up in `view` (the plan's read view) only for those read: most are never read.
+    case keyed([(name: String, position: QueryPosition)], view: PartitionReadView)
     /// Candidates to read and evaluate; the matches are sorted in memory.
     case readAll([(name: String, entry: RecordEntry)])
 }
@@ -376,7 +377,7 @@ struct QueryPlanner {
         let descriptors = q.order.descriptors
         guard let limit else {
             info.order = "none needed (count)"
-            return (.readAll(try candidates(src).map { ($0, try st.entry(zone, $0)!) }), info)
+            return (.readAll(try withEntries(candidates(src))), info)
         }
         var walk: WalkSource?
         if descriptors.isEmpty {
@@ -408,23 +409,31 @@ struct QueryPlanner {
         if keysKept, let keyed = try keyedCandidates(names, after: after) {
             info.order = "sorted \(keyed.count) index key\(keyed.count == 1 ? "" : "s") in memory"
             info.sortedInMemory = true
-            return (.keyed(keyed), info)
+            return (.keyed(keyed, view: st), info)
         }
         info.order = "sorted matching records in memory (\(names.count) read)"
         info.sortedInMemory = true
-        return (.readAll(try names.map { ($0, try st.entry(zone, $0)!) }), info)
+        return (.readAll(try withEntries(names)), info)
     }
 
     /// Candidate names (every live record of the type for a scan), in name order.
+    ///
+    /// The type index and the secondary indexes name live records only (a deletion or a change of type removes the
+    /// record's keys in the same commit, in the same tree), so nothing is looked up here: whoever reads a candidate
+    /// looks up its entry then, and skips one that has none.
     private func candidates(_ src: CandidateSource?) throws -> [String] {
-        let live: (String) throws -> Bool = { try self.st.entry(self.zone, $0).map { !$0.deleted } ?? false }
         guard let src else {
             var (c, n) = typeNames()
             var out: [String] = []
             while let e = try c.next() { out.append(String(decoding: e.key[n...], as: UTF8.self)) }
-            return try out.filter(live).sorted()
+            return out.sorted()
         }
-        return try names(src).filter(live).sorted()
+        return try names(src).sorted()
+    }
+
+    /// `names` with their current entries in the plan's view; names without a live one are left out.
+    private func withEntries(_ names: [String]) throws -> [(name: String, entry: RecordEntry)] {
+        try names.compactMap { name in try st.entry(zone, name).flatMap { $0.deleted ? nil : (name, $0) } }
     }
 
     /// The count of candidates past which a walk in index order costs less than sorting them (``plan(limit:after:)``).
@@ -434,8 +443,8 @@ struct QueryPlanner {
 
     /// Candidates with positions built from kept index values, past `after`; nil if a value is missing (then the
     /// records must be read).
-    private func keyedCandidates(_ names: [String], after: QueryPosition?) throws -> [(name: String, entry: RecordEntry, position: QueryPosition)]? {
-        var out: [(name: String, entry: RecordEntry, position: QueryPosition)] = []
+    private func keyedCandidates(_ names: [String], after: QueryPosition?) throws -> [(name: String, position: QueryPosition)]? {
+        var out: [(name: String, position: QueryPosition)] = []
         out.reserveCapacity(names.count)
         let descriptors = q.order.descriptors
         for name in names {
@@ -452,7 +461,7 @@ struct QueryPlanner {
             }
             let p = QueryPosition(keys: keys, recordName: name, zoneName: zone.zoneName)
             if let after, q.order.compare(p, after) <= 0 { continue }
-            out.append((name, try st.entry(zone, name)!, p))
+            out.append((name, p))
         }
         return out
     }
