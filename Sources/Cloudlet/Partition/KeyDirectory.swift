@@ -131,12 +131,6 @@ package struct KeyDirectory: Sendable {
         return Set(try names(under: DirectoryKey.referencePrefix(DirectoryKey.zone(z), target)))
     }
 
-    /// The names of the zone's live records of `type`, in byte order (the type index).
-    package func typeNames(in z: ZoneKey, type: String) throws -> [String] {
-        guard summaries[z] != nil else { return [] }
-        return try names(under: DirectoryKey.typePrefix(DirectoryKey.zone(z), type))
-    }
-
     /// The key suffixes (record names) of the keys under `prefix` whose values are empty markers, in key order.
     private func names(under prefix: [UInt8]) throws -> [String] {
         var out: [String] = []

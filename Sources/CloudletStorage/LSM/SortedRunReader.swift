@@ -15,14 +15,21 @@ public final class SortedRunReader: Sendable {
     public let fileSize: UInt64
     public let properties: SortedRunProperties
     let file: any File
-    /// The index and the filter, loaded on first use.
-    struct RunIndex: Sendable {
+    /// The index and the filter, loaded on first use. A class, read without a lock once loaded: every point read and
+    /// every iterator step asks for it.
+    final class RunIndex: Sendable {
         /// Data block `i` holds the keys in (separator `i - 1`, separator `i`].
         let separators: [[UInt8]]
         let handles: [BlockHandle]
         let filter: BloomFilter
+
+        init(separators: [[UInt8]], handles: [BlockHandle], filter: BloomFilter) {
+            self.separators = separators
+            self.handles = handles
+            self.filter = filter
+        }
     }
-    private let loaded = Mutex<RunIndex?>(nil)
+    private let loaded = AtomicLazyReference<RunIndex>()
     let footer: SortedRunFooter
     let cache: BlockCache?
 
@@ -95,15 +102,13 @@ public final class SortedRunReader: Sendable {
 
     /// The index and the bloom filter, read and checked the first time (damage throws, and is reported).
     func runIndex() throws -> RunIndex {
-        if let index = loaded.withLock({ $0 }) { return index }
+        if let index = loaded.load() { return index }
         do {
             let (separators, handles) = try Self.loadIndex(try Self.readBlockContents(file, path, footer.index), path, footer)
             guard let filter = BloomFilter(encoded: try Self.readBlockContents(file, path, footer.filter)) else {
                 throw CloudletError.corruption(run: path, offset: footer.filter.offset, "malformed bloom filter")
             }
-            let index = RunIndex(separators: separators, handles: handles, filter: filter)
-            loaded.withLock { if $0 == nil { $0 = index } }
-            return index
+            return loaded.storeIfNil(RunIndex(separators: separators, handles: handles, filter: filter))
         } catch let error as CloudletError where error.code == .corruption {
             onCorruption?(error)
             throw error
@@ -200,7 +205,7 @@ public final class SortedRunReader: Sendable {
     }
 
     /// Where data block `i` starts (0 if the index is not loaded: only blocks of a loaded index are ever read).
-    private func blockOffset(_ i: Int) -> UInt64 { loaded.withLock { $0?.handles[i].offset } ?? 0 }
+    private func blockOffset(_ i: Int) -> UInt64 { loaded.load()?.handles[i].offset ?? 0 }
 
     /// Reads a block and its trailer, checks and decompresses it.
     static func readBlockContents(_ file: any File, _ path: String, _ handle: BlockHandle) throws -> [UInt8] {
