@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The newest writes of a tree, in memory, sorted by key: one entry a key (a value or a tombstone), the one with
 /// the highest sequence.
 ///
@@ -62,6 +64,10 @@ public struct Memtable: Sendable {
 
     /// The newest writes, by key.
     private var recent: [HashedKey: LSMEntry] = [:]
+    /// ``recent`` sorted, once an iterator needed it: shared by the copies that have the same table (a read view and
+    /// the memtable it copied, until the next write), so the queries and walks of one view sort it once, not once
+    /// an iterator. A write to a shared memo's table gets a new memo.
+    private var sortedRecent = SortedRecent()
     /// Older writes, newest layer first; older layers are larger.
     private var layers: [Layer] = []
     /// How many keys it holds.
@@ -87,6 +93,7 @@ public struct Memtable: Sendable {
         maxSequence = max(maxSequence, entry.sequence)
         approximateBytes += Self.size(entry)
         if let replaced { approximateBytes -= Self.size(replaced) } else { count += 1 }
+        if !isKnownUniquelyReferenced(&sortedRecent) || sortedRecent.isComputed { sortedRecent = SortedRecent() }
         recent[key] = entry
         if recent.count >= Self.recentLimit { seal() }
     }
@@ -115,8 +122,25 @@ public struct Memtable: Sendable {
 
     /// The memtable as sorted parts, newest first: the table sorted now, then the layers (what iterators merge).
     func sortedParts() -> [[LSMEntry]] {
-        let sortedRecent = recent.values.sorted { LSMKey.less($0.key, $1.key) }  // at most recentLimit
-        return (sortedRecent.isEmpty ? [] : [sortedRecent]) + layers.map(\.entries)
+        let table = recent
+        let sorted = recent.isEmpty ? [] : sortedRecent.get { table.values.sorted { LSMKey.less($0.key, $1.key) } }  // at most recentLimit
+        return (sorted.isEmpty ? [] : [sorted]) + layers.map(\.entries)
+    }
+
+    /// The memo of ``sortedRecent``: computed at most once, by whichever copy's iterator needs it first.
+    final class SortedRecent: Sendable {
+        private let sorted = Mutex<[LSMEntry]?>(nil)
+
+        var isComputed: Bool { sorted.withLock { $0 != nil } }
+
+        func get(_ compute: () -> [LSMEntry]) -> [LSMEntry] {
+            sorted.withLock { memo in
+                if let memo { return memo }
+                let s = compute()
+                memo = s
+                return s
+            }
+        }
     }
 
     /// Index of the first of `entries` (sorted) whose key is ≥ `key`.

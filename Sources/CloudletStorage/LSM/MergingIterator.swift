@@ -32,36 +32,47 @@ public final class MergingIterator: LSMIterator {
     }
 
     public func advance() throws {
-        guard let key = current?.key else { return }
-        try skip(key)
+        guard current != nil else { return }
+        try advanceHolders()
         try settle()
     }
 
-    /// Advances every child standing on `key`.
-    private func skip(_ key: [UInt8]) throws {
-        for child in children {
-            if let entry = child.current, entry.key == key { try child.advance() }
-        }
+    /// The children standing on ``current``'s key, found by the step that chose it: advancing past the key moves
+    /// exactly these, with no second comparison of every child's key.
+    private var holders: [Int] = []
+
+    private func advanceHolders() throws {
+        for i in holders { try children[i].advance() }
     }
 
-    /// Makes ``current`` the winner among the smallest current keys (skipping dropped tombstones).
+    /// Makes ``current`` the winner among the smallest current keys (skipping dropped tombstones), noting the
+    /// children that hold its key.
     private func settle() throws {
         while true {
             var winner: LSMEntry?
-            for child in children {
+            holders.removeAll(keepingCapacity: true)
+            for (i, child) in children.enumerated() {
                 guard let entry = child.current else { continue }
                 guard let w = winner else {
                     winner = entry
+                    holders.append(i)
                     continue
                 }
                 let c = descending ? LSMKey.compare(w.key, entry.key) : LSMKey.compare(entry.key, w.key)
-                if c < 0 || (c == 0 && entry.sequence > w.sequence) { winner = entry }
+                if c < 0 {
+                    winner = entry
+                    holders.removeAll(keepingCapacity: true)
+                    holders.append(i)
+                } else if c == 0 {
+                    holders.append(i)
+                    if entry.sequence > w.sequence { winner = entry }
+                }
             }
             guard let winner, dropTombstones, winner.isTombstone else {
                 current = winner
                 return
             }
-            try skip(winner.key)
+            try advanceHolders()
         }
     }
 }
