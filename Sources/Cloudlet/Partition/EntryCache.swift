@@ -12,13 +12,18 @@ import Synchronization
 /// the lock adds it only if nothing was invalidated since it took the copy (``epoch``), so it cannot bring back what a
 /// later write replaced. Only live versions are kept (a tombstone is as cheap to find again as to keep).
 final class EntryCache: Sendable {
-    struct Key: Hashable, Sendable {
+    /// What the cache keeps under a record's hashed key (``key(_:_:)``): the zone and name too, so that a lookup
+    /// tells a hit from another record whose key hashes alike.
+    private struct Held {
         let zone: ZoneKey
         let name: String
+        let entry: RecordEntry
+
+        func holds(_ z: ZoneKey, _ n: String) -> Bool { name.utf8.elementsEqual(n.utf8) && zone == z }
     }
 
     private struct State {
-        var lru: LRUList<Key, RecordEntry>
+        var lru: LRUList<UInt64, Held>
         var epoch: UInt64 = 0
         var hits = 0
         var misses = 0
@@ -32,13 +37,32 @@ final class EntryCache: Sendable {
         state = Mutex(State(lru: LRUList(capacity: capacity)))
     }
 
-    /// The cached entry of record `name` in zone `z`, if any; counts a hit or a miss.
-    func get(_ z: ZoneKey, _ name: String) -> RecordEntry? {
+    /// A record's key in the cache: its zone's fingerprint and a hash of its name's bytes (FNV-1a), mixed. Hashing
+    /// the zone's strings and the name with `Hasher`, and copying them into the table's keys, cost a point read more
+    /// than the lookup it saved.
+    static func key(_ z: ZoneKey, _ name: String) -> UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in name.utf8 { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01b3 }
+        var x = h ^ (z.stableHash &* 0x9E37_79B9_7F4A_7C15)
+        x = (x ^ (x >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        x = (x ^ (x >> 27)) &* 0x94D0_49BB_1331_11EB
+        return x ^ (x >> 31)
+    }
+
+    /// The cached entry of record `name` in zone `z`, if any; counts a hit or a miss. With `atEpoch`, only if
+    /// nothing was invalidated since the cache was at that epoch (a reader of a read view taken then: the cached
+    /// entries are then exactly the view's).
+    func get(_ z: ZoneKey, _ name: String, atEpoch: UInt64? = nil) -> RecordEntry? {
         guard capacity > 0 else { return nil }
+        let k = Self.key(z, name)
         return state.withLock { s in
-            let e = s.lru.get(Key(zone: z, name: name))
-            if e == nil { s.misses += 1 } else { s.hits += 1 }
-            return e
+            if let atEpoch, atEpoch != s.epoch { return nil }
+            guard let held = s.lru.get(k), held.holds(z, name) else {
+                s.misses += 1
+                return nil
+            }
+            s.hits += 1
+            return held.entry
         }
     }
 
@@ -49,9 +73,10 @@ final class EntryCache: Sendable {
     /// or (`ifEpoch`) in a copy taken when the cache was at that epoch — kept only if nothing was invalidated since.
     func put(_ z: ZoneKey, _ name: String, _ entry: RecordEntry?, ifEpoch: UInt64? = nil) {
         guard capacity > 0, let entry, !entry.deleted else { return }
+        let k = Self.key(z, name)
         state.withLock { s in
             if let ifEpoch, ifEpoch != s.epoch { return }
-            s.lru.put(Key(zone: z, name: name), entry)
+            s.lru.put(k, Held(zone: z, name: name, entry: entry))
         }
     }
 
@@ -63,8 +88,8 @@ final class EntryCache: Sendable {
             s.epoch &+= 1
             for m in mutations {
                 switch m {
-                case .putRecord(let z, let r, _): s.lru.remove(Key(zone: z, name: r.recordName))
-                case .deleteRecord(let z, let name, _, _): s.lru.remove(Key(zone: z, name: name))
+                case .putRecord(let z, let r, _): s.lru.remove(Self.key(z, r.recordName))
+                case .deleteRecord(let z, let name, _, _): s.lru.remove(Self.key(z, name))
                 case .deleteZone: s.lru.removeAll()
                 default: break
                 }

@@ -388,7 +388,13 @@ package final class Partition: Sendable {
     }
 
     /// A read view for a query (O(1), under the lock): the planner reads the indexes through it.
-    func queryView() -> PartitionReadView { state.withLock { $0.readView } }
+    func queryView() -> PartitionReadView {
+        state.withLock { st in
+            var view = st.readView
+            view.entryCache = (entryCache, entryCache.epoch)
+            return view
+        }
+    }
 
     /// Waits until `lsn` is durable, then hands durable commits to change listeners.
     package func waitDurable(_ lsn: UInt64) async throws {

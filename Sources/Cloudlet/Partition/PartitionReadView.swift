@@ -79,6 +79,19 @@ package struct PartitionReadView: PartitionReading {
     package let catalogMarkLSN: UInt64?
     /// The secondary indexes as of the same LSN.
     let indexes: IndexState
+    /// The partition's entry cache and its epoch when the view was taken (``Partition/queryView()``): while nothing
+    /// has been invalidated since, the cache holds exactly this view's entries.
+    var entryCache: (cache: EntryCache, epoch: UInt64)? = nil
+
+    /// The record's entry as of this view, from the partition's entry cache while it still agrees with the view,
+    /// else from the key directory (and then cached, on the same condition).
+    func cachedEntry(_ z: ZoneKey, _ name: String) throws -> RecordEntry? {
+        guard let (cache, epoch) = entryCache else { return try entry(z, name) }
+        if let e = cache.get(z, name, atEpoch: epoch) { return e }
+        let e = try entry(z, name)
+        cache.put(z, name, e, ifEpoch: epoch)
+        return e
+    }
 }
 
 extension PartitionState: PartitionReading {
