@@ -175,6 +175,55 @@ import Testing
         try await store.close()
     }
 
+    /// The plans that stop at the page (issue 13): a range sorted by its own field walks the ordered index from
+    /// the range's bound to its end; a query without a sort merges its index postings in name order (intersecting
+    /// them for CONTAINS_ALL_TOKENS); an equality sorted by another field walks the sort index and looks up only
+    /// the equality's candidates. Each page reads what it returns and at most one record more, and walking the
+    /// markers yields every match once, in order.
+    @Test func plansThatStopAtThePageReadAboutWhatTheyReturn() async throws {
+        let dir = TempDir("query-early-exit")
+        let store = try await openStore(dir)
+        let container = try store.container(testContainer)
+        let db = try container.privateDatabase(user: "u")
+        let books = (0..<400).map { book($0) }
+        for chunk in stride(from: 0, to: books.count, by: 200) { _ = try await db.modify(books[chunk..<chunk + 200].map { .create($0) }) }
+        try await container.addIndexes(.queryable, recordType: "Book", field: "kind")
+        try await container.addIndexes([.queryable, .sortable], recordType: "Book", field: "price")
+        try await container.addIndexes(.searchable, recordType: "Book", field: "title")
+        try await container.addIndexes(.queryable, recordType: "Book", field: "tags")
+        await store.waitForIndexBuilds()
+        let text = Predicate.comparison(Comparison("title", .containsAllTokens, "coffee cooking"))
+        let cases: [(Query, String, Int)] = [
+            (try Query(recordType: "Book", format: "price >= 14 AND price < 20", sortDescriptors: [.ascending("price")]), "within the range", 9),
+            (try Query(recordType: "Book", format: "price >= 13", sortDescriptors: [.descending("price")]), "within the range, backwards", 25),
+            (Query(recordType: "Book", predicate: text), "postings merged in record-name order", 11),
+            (try Query(recordType: "Book", format: "ANY tags IN {'t1', 't3'}"), "postings merged in record-name order", 30),
+            (try Query(recordType: "Book", format: "kind == 'novel'", sortDescriptors: [.ascending("recordName")]), "postings merged", 40),
+            (try Query(recordType: "Book", format: "kind == 'novel'", sortDescriptors: [.descending("price")]), "skipping non-candidates", 5),
+        ]
+        for (q, order, limit) in cases {
+            let expected = books.filter { q.predicate.matches($0, searchable: ["title"]) }.sorted { a, b in
+                guard let d = q.sortDescriptors.first, d.field == "price" else { return a.recordName < b.recordName }
+                let (x, y) = (a["price"]!.int64Value!, b["price"]!.int64Value!)
+                // Ties go in the direction of the sort.
+                return x != y ? (d.ascending ? x < y : x > y) : (d.ascending ? a.recordName < b.recordName : a.recordName > b.recordName)
+            }
+            #expect(expected.count > 2 * limit, "\(q.predicate): the case needs several pages")
+            var seen: [String] = []
+            var cursor: QueryCursor?
+            repeat {
+                let page = try await db.query(q, resultsLimit: limit, continuationMarker: cursor)
+                let zone = page.plan.zones[0]
+                #expect(zone.order.contains(order), "\(q.predicate): \(page.plan)")
+                #expect((zone.examined ?? .max) <= limit + 1, "\(q.predicate) read \(zone.examined ?? -1) records for a page of \(limit)")
+                seen += names(page.records)
+                cursor = page.cursor
+            } while cursor != nil && seen.count <= expected.count
+            #expect(seen == names(expected), "\(q.predicate)")
+        }
+        try await store.close()
+    }
+
     @Test func countsZoneWideQueriesAndDesiredKeys() async throws {
         let dir = TempDir("query-count")
         let store = try await openStore(dir, partitions: 3)

@@ -237,7 +237,7 @@ extension Database {
             reading: while next < candidates.count {
                 let chunk = Array(candidates[next..<min(next + Self.keyedChunk, candidates.count)])
                 next += chunk.count
-                let entries = try await ThreadBridge.offload { try chunk.map { try view.entry(key, $0.name) } }
+                let entries = try await ThreadBridge.offload { try chunk.map { try view.cachedEntry(key, $0.name) } }
                 for (c, entry) in zip(chunk, entries) {
                     guard let entry, !entry.deleted else { continue }
                     let r = try await partition.read(key, c.name, entry)

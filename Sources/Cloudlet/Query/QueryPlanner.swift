@@ -51,6 +51,15 @@ struct WalkSource: Sendable {
     var ascending: Bool
     /// Whether positions carry a key (a sort by the field, or by recordName), or none (no sort descriptors).
     var keyed: Bool
+    /// The value keys of `field`'s index walked (a range on the sorted field: the walk starts at its bound and
+    /// ends at the other); nil: the whole index.
+    var bounds: IndexKeyspace.ValueRange? = nil
+    /// The only names that are candidates (every candidate of a selective predicate, counted in full while
+    /// planning): the walk skips the others without looking them up or reading them. nil: every name.
+    var members: Set<String>? = nil
+    /// Walk in name order the names of these postings (``QueryPlanner/nameStream(_:after:inclusive:)``) rather
+    /// than the type's every record (`field` nil, ascending).
+    var stream: CandidateSource? = nil
 }
 
 /// Plans a query in one zone: picks the most selective usable index (estimating candidates by counting index keys),
@@ -71,6 +80,8 @@ struct QueryPlanner {
 
     private final class Counted: Sendable {
         let names = Mutex<[CountedRange: Set<String>]>([:])
+        /// Counts made, and whether each reached the end of its range (else it stopped at its cap).
+        let counts = Mutex<[CountedRange: (n: Int, complete: Bool)]>([:])
     }
 
     private struct CountedRange: Hashable {
@@ -127,6 +138,7 @@ struct QueryPlanner {
                     sources.append(s)
                 }
             }
+            if sources.count == 1 { return sources[0] }
             for s in sources {
                 let e = try estimate(s, cap: cap)
                 if best == nil || e < best!.1 { best = (s, e) }
@@ -231,6 +243,8 @@ struct QueryPlanner {
     /// How many entries index (`field`, `kind`) holds in `range`, counting at most `cap`.
     /// Keeps the names it read when it reads the whole range, for ``names(_:_:_:)``.
     private func count(_ field: String, _ kind: IndexKind, _ range: IndexKeyspace.ValueRange, cap: Int) throws -> Int {
+        let counted = CountedRange(field: field, kind: kind, range: range)
+        if let known = self.counted.counts.withLock({ $0[counted] }), known.complete || known.n >= cap { return min(known.n, cap) }
         guard var c = scan(field, kind, range) else { return 0 }
         var names: Set<String> = []
         var n = 0
@@ -238,7 +252,8 @@ struct QueryPlanner {
             names.insert(e.name)
             n += 1
         }
-        if n < cap { counted.names.withLock { $0[CountedRange(field: field, kind: kind, range: range)] = names } }
+        if n < cap { self.counted.names.withLock { $0[counted] = names } }
+        self.counted.counts.withLock { $0[counted] = (n, n < cap) }
         return n
     }
 
@@ -334,6 +349,53 @@ struct QueryPlanner {
         }
     }
 
+    /// Whether ``nameStream(_:after:inclusive:)`` can yield `s`'s candidates in name order (all but an ordered
+    /// index's range, whose names are in value order).
+    func streams(_ s: CandidateSource) -> Bool {
+        switch s {
+        case .range: false
+        case .union(let parts): parts.allSatisfy(streams)
+        default: true
+        }
+    }
+
+    /// `s`'s candidates in name order, from `start` on (`inclusive`) or after it, as postings are read; nil for
+    /// a source ``streams(_:)`` rejects.
+    func nameStream(_ s: CandidateSource, after start: String?, inclusive: Bool) throws -> (any NameStream)? {
+        func posting(_ f: String, _ kind: IndexKind, _ key: [UInt8]) throws -> any NameStream {
+            let from = start.map { IndexEntry(valueKey: key, name: $0) }
+            guard let c = scan(f, kind, .exactly(key), after: from, inclusive: inclusive) else { return UnionStream([]) }
+            return try PostingStream(c)
+        }
+        switch s {
+        case .nothing: return UnionStream([])
+        case .range: return nil
+        case .equality(let f, let keys, let all):
+            let postings = try keys.map { try posting(f, .equality, $0.encoded) }
+            return all ? try IntersectionStream(postings) : UnionStream(postings)
+        case .names(let lo, let hi, let prefix):
+            var (range, n) = typeIndexRange(lo, hi, prefix)
+            if let start {
+                let at = DirectoryKey.typePrefix(zonePrefix, q.query.recordType) + start.utf8
+                let bound = inclusive ? at : at + [0]
+                if range.lower.map({ LSMKey.less($0, bound) }) ?? true { range.lower = bound }
+            }
+            return try TypeNameStream(st.keys.indexCursor(range), prefixCount: n)
+        case .text(let fields, let tokens, let all):
+            let perToken = try tokens.map { t in UnionStream(try fields.map { try posting($0, .text, Array(t.utf8)) }) as any NameStream }
+            return all ? try IntersectionStream(perToken) : UnionStream(perToken)
+        case .spatial(let f, let cells):
+            return UnionStream(try cells.map { try posting(f, .spatial, IndexKeyspace.cellKey($0)) })
+        case .union(let parts):
+            var streams: [any NameStream] = []
+            for p in parts {
+                guard let s = try nameStream(p, after: start, inclusive: inclusive) else { return nil }
+                streams.append(s)
+            }
+            return UnionStream(streams)
+        }
+    }
+
     func describe(_ s: CandidateSource) -> (String, [String]) {
         switch s {
         case .nothing: return ("nothing (the predicate cannot match)", [])
@@ -368,14 +430,15 @@ struct QueryPlanner {
             recordsOfType: all, order: "", sortedInMemory: false, examined: nil, matched: nil)
         if let src {
             (info.access, info.indexedFields) = describe(src)
-            info.candidates = try estimate(src, cap: cap)
             if case .nothing = src {
+                info.candidates = 0
                 info.order = "none needed"
                 return (.empty, info)
             }
         }
         let descriptors = q.order.descriptors
         guard let limit else {
+            if let src { info.candidates = try estimate(src, cap: cap) }
             info.order = "none needed (count)"
             return (.readAll(try withEntries(candidates(src))), info)
         }
@@ -389,17 +452,44 @@ struct QueryPlanner {
                 walk = WalkSource(field: d.field, ascending: d.ascending, keyed: true)
             }
         }
-        let keysKept = descriptors.allSatisfy { valuesKept($0.field) }
-        // Costs in records read (an index key sorted in memory counts as a tenth of a read).
         let wanted = limit + 1
+        // Walks whose index already yields the candidates in the query's order: a page reads its matches and
+        // stops, whatever the candidates number; they are counted only up to the page (for `explain`).
+        if var w = walk, let src {
+            if let f = w.field, case .range(f, let lo, let hi, _) = src {
+                w.bounds = .between(lo, hi)
+                info.candidates = try estimate(src, cap: wanted)
+                info.order = "ordered index on '\(f)' within the range\(w.ascending ? "" : ", backwards")"
+                return (.walk(w), info)
+            }
+            if w.field == nil, w.ascending, streams(src) {
+                w.stream = src
+                info.candidates = try estimate(src, cap: wanted)
+                info.order = "index postings merged in record-name order"
+                return (.walk(w), info)
+            }
+        }
+        if let src { info.candidates = try estimate(src, cap: cap) }
+        let keysKept = descriptors.allSatisfy { valuesKept($0.field) }
+        // Costs in records read: an index key stepped over or sorted in memory counts as a tenth of a read, a
+        // record's kept values looked up (to sort by them) as half of one.
         let est = info.candidates
-        let walkCost = src == nil ? min(all, wanted) : min(all, wanted * all / max(est, 1))
-        let keyedCost = keysKept ? est / 10 + min(est, wanted) : Int.max
+        // Every candidate's name is known when the count did not reach its cap: a walk of a sort index then only
+        // looks up and reads the candidates it meets.
+        let complete = src != nil && est < cap
+        let stepped = min(all, wanted * all / max(est, 1))
+        let walkCost = src == nil ? min(all, wanted) : complete && walk?.field != nil ? stepped / 10 + min(est, wanted) : stepped
+        let lookupCost = descriptors.allSatisfy { $0.field == SystemField.recordName.rawValue } ? est / 10 : est / 2
+        let keyedCost = keysKept ? lookupCost + min(est, wanted) : Int.max
         let readCost = est + est / 10
-        if let walk, walkCost <= min(keyedCost, readCost) {
+        if var walk, walkCost <= min(keyedCost, readCost) {
             if let f = walk.field {
                 info.order = "ordered index on '\(f)'\(walk.ascending ? "" : ", backwards")"
                 if !info.indexedFields.contains(f) { info.indexedFields.append(f) }
+                if complete, let src {
+                    walk.members = try names(src)
+                    info.order += ", skipping non-candidates"
+                }
             } else {
                 info.order = "record names in order\(walk.ascending ? "" : ", backwards")"
             }
@@ -479,8 +569,17 @@ struct QueryPlanner {
         let next: () throws -> IndexEntry?
         if let f = w.field {
             let start = from ?? after.map { IndexEntry(valueKey: $0.keys[0], name: $0.recordName) }
-            guard var c = scan(f, .ordered, .all, after: start, inclusive: inclusive, reverse: !w.ascending) else { return ([], nil) }
+            guard var c = scan(f, .ordered, w.bounds ?? .all, after: start, inclusive: inclusive, reverse: !w.ascending) else {
+                return ([], nil)
+            }
             next = { try c.next() }
+        } else if let src = w.stream {
+            guard let names = try nameStream(src, after: from?.name ?? after?.recordName, inclusive: inclusive) else { return ([], nil) }
+            next = {
+                guard let name = names.current else { return nil }
+                try names.advance()
+                return IndexEntry(valueKey: w.keyed ? SortKey.encode(.string(name)) : [], name: name)
+            }
         } else {
             var range = typeIndexRange(nil, nil, nil)
             if let start = from?.name ?? after?.recordName {
@@ -497,7 +596,8 @@ struct QueryPlanner {
         }
         while items.count < max, let e = try next() {
             last = e
-            guard let entry = try st.entry(zone, e.name), !entry.deleted else { continue }
+            if let members = w.members, !members.contains(e.name) { continue }
+            guard let entry = try st.cachedEntry(zone, e.name), !entry.deleted else { continue }
             let p = QueryPosition(keys: w.keyed ? [e.valueKey] : [], recordName: e.name, zoneName: zone.zoneName)
             if let after, q.order.compare(p, after) <= 0 { continue }
             items.append((e.name, entry, p))

@@ -1,0 +1,130 @@
+import CloudletCore
+import CloudletStorage
+
+/// Candidate record names in ascending byte order, one at a time: what a query with no sort walks when its
+/// candidates come from index postings. An index files the names under one value key in name order, so the
+/// postings of several keys merge (OR, the fields of `self CONTAINS`, a NEAR circle's cells) or intersect
+/// (CONTAINS_ALL_TOKENS, LIST_CONTAINS_ALL) as they are read, and a page stops after its matches instead of
+/// collecting and sorting every candidate first.
+///
+/// Streams are positioned on their first name when made; ``current`` is nil once one is done.
+protocol NameStream: AnyObject {
+    /// The name the stream is at; nil after the last.
+    var current: String? { get }
+    /// Moves to the next name.
+    func advance() throws
+}
+
+/// Record names compared as the key directory orders them: by their UTF-8 bytes (Swift's `String` comparison
+/// folds canonically equivalent names together, which two records' keys never are).
+enum NameOrder {
+    static func compare(_ a: String, _ b: String) -> Int {
+        var i = a.utf8.makeIterator()
+        var j = b.utf8.makeIterator()
+        while true {
+            switch (i.next(), j.next()) {
+            case (nil, nil): return 0
+            case (nil, _): return -1
+            case (_, nil): return 1
+            case (let x?, let y?) where x != y: return x < y ? -1 : 1
+            default: continue
+            }
+        }
+    }
+}
+
+/// The names one index cursor yields (the records filed under one value key, in name order).
+final class PostingStream: NameStream {
+    private var cursor: IndexCursor
+    private(set) var current: String?
+
+    init(_ cursor: IndexCursor) throws {
+        self.cursor = cursor
+        current = try self.cursor.next()?.name
+    }
+
+    func advance() throws { current = try cursor.next()?.name }
+}
+
+/// The names of a key-directory cursor over the type index (`zone · 03 · type · name`), past its prefix.
+final class TypeNameStream: NameStream {
+    private var cursor: KeyDirectory.KeyCursor
+    private let prefixCount: Int
+    private(set) var current: String?
+
+    init(_ cursor: KeyDirectory.KeyCursor, prefixCount: Int) throws {
+        self.cursor = cursor
+        self.prefixCount = prefixCount
+        try advance()
+    }
+
+    func advance() throws {
+        current = try cursor.next().map { String(decoding: $0.key[prefixCount...], as: UTF8.self) }
+    }
+}
+
+/// Every name of any child, once.
+final class UnionStream: NameStream {
+    private let children: [any NameStream]
+    private(set) var current: String?
+
+    init(_ children: [any NameStream]) {
+        self.children = children
+        settle()
+    }
+
+    func advance() throws {
+        guard let c = current else { return }
+        for child in children where child.current.map({ NameOrder.compare($0, c) == 0 }) ?? false { try child.advance() }
+        settle()
+    }
+
+    private func settle() {
+        current = nil
+        for child in children {
+            guard let n = child.current else { continue }
+            if current.map({ NameOrder.compare(n, $0) < 0 }) ?? true { current = n }
+        }
+    }
+}
+
+/// The names every child has: each child skips up to the largest name the others are at (a merge join).
+final class IntersectionStream: NameStream {
+    private let children: [any NameStream]
+    private(set) var current: String?
+
+    init(_ children: [any NameStream]) throws {
+        self.children = children
+        try settle()
+    }
+
+    func advance() throws {
+        guard current != nil, let first = children.first else { return }
+        try first.advance()
+        try settle()
+    }
+
+    private func settle() throws {
+        current = nil
+        guard !children.isEmpty else { return }
+        while true {
+            // The largest name any child is at: no common name comes before it.
+            var target: String?
+            for child in children {
+                guard let n = child.current else { return }
+                if target.map({ NameOrder.compare(n, $0) > 0 }) ?? true { target = n }
+            }
+            guard let target else { return }
+            var agreed = true
+            for child in children {
+                while let n = child.current, NameOrder.compare(n, target) < 0 { try child.advance() }
+                guard let n = child.current else { return }
+                if NameOrder.compare(n, target) != 0 { agreed = false }
+            }
+            if agreed {
+                current = target
+                return
+            }
+        }
+    }
+}
