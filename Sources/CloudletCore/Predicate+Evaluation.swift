@@ -169,7 +169,38 @@ public enum TextTokenizer {
         "will", "with",
     ]
 
+    /// The words of `s`, case- and diacritic-folded, stop words left out: what the full-text index files a
+    /// SEARCHABLE value under and what a token search looks for.
     public static func tokens(_ s: String) -> [String] {
+        asciiTokens(s) ?? foldedTokens(s)
+    }
+
+    /// ``tokens(_:)`` of a string that is all ASCII, without Foundation: folding is lowercasing there and the
+    /// alphanumerics are `0-9 A-Z a-z`, so this gives what ``foldedTokens(_:)`` does (tested equal) at a fraction
+    /// of the cost — a query evaluates it on every record it reads. nil if `s` has a byte beyond ASCII.
+    static func asciiTokens(_ s: String) -> [String]? {
+        var out: [String] = []
+        var word: [UInt8] = []
+        func end() {
+            guard !word.isEmpty else { return }
+            let w = String(decoding: word, as: UTF8.self)
+            if !stopWords.contains(w) { out.append(w) }
+            word.removeAll(keepingCapacity: true)
+        }
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): word.append(b)
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): word.append(b | 0x20)
+            case 0x80...: return nil
+            default: end()
+            }
+        }
+        end()
+        return out
+    }
+
+    /// ``tokens(_:)`` by Foundation's folding and Unicode's alphanumerics: any string.
+    static func foldedTokens(_ s: String) -> [String] {
         let folded = s.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil)
         var out: [String] = []
         var current = ""

@@ -1,4 +1,4 @@
-import CloudletCore
+@testable import CloudletCore
 import Foundation
 import Testing
 
@@ -92,6 +92,23 @@ import Testing
         #expect(m(fullTextField, .containsAllTokens, "hello brown"))
         #expect(!Predicate.comparison(Comparison(fullTextField, .containsAllTokens, "hello brown")).matches(record, searchable: ["text"]))
         #expect(TextTokenizer.tokens("Crème-brûlée, the BEST!") == ["creme", "brulee", "best"])
+    }
+
+    /// The ASCII tokenizer gives what Foundation's folding does, on every printable ASCII character and on random
+    /// strings of them; a string with any other character takes the general path.
+    @Test func asciiTokensEqualTheFoldedTokens() {
+        var state: UInt64 = 0x5EED
+        func next() -> UInt64 {
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            return state >> 33
+        }
+        let alphabet = (0x20...0x7E).map { Character(UnicodeScalar(UInt8($0))) } + ["\t", "\n"]
+        var samples = alphabet.map { "x\($0)Y\($0)" } + ["", "THE end", "A1b2 C3", "no-stop words, IN fact"]
+        for _ in 0..<500 { samples.append(String((0..<Int(next() % 40)).map { _ in alphabet[Int(next() % UInt64(alphabet.count))] })) }
+        for s in samples {
+            #expect(TextTokenizer.asciiTokens(s) == TextTokenizer.foldedTokens(s), "\(s.debugDescription)")
+        }
+        #expect(TextTokenizer.asciiTokens("café") == nil)
     }
 
     @Test func nearUsesGreatCircleKilometres() {

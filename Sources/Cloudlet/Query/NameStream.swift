@@ -1,6 +1,10 @@
 import CloudletCore
 import CloudletStorage
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Candidate record names in ascending byte order, one at a time: what a query with no sort walks when its
 /// candidates come from index postings. An index files the names under one value key in name order, so the
 /// postings of several keys merge (OR, the fields of `self CONTAINS`, a NEAR circle's cells) or intersect
@@ -19,6 +23,18 @@ protocol NameStream: AnyObject {
 /// folds canonically equivalent names together, which two records' keys never are).
 enum NameOrder {
     static func compare(_ a: String, _ b: String) -> Int {
+        // Native strings (what index keys decode to) are contiguous UTF-8: one memcmp.
+        let fast = a.utf8.withContiguousStorageIfAvailable { pa in
+            b.utf8.withContiguousStorageIfAvailable { pb -> Int in
+                let n = min(pa.count, pb.count)
+                if n > 0, let x = pa.baseAddress, let y = pb.baseAddress {
+                    let c = memcmp(x, y, n)
+                    if c != 0 { return Int(c) }
+                }
+                return pa.count - pb.count
+            }
+        }
+        if let fast, let c = fast { return c }
         var i = a.utf8.makeIterator()
         var j = b.utf8.makeIterator()
         while true {
