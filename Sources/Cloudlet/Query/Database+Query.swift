@@ -120,7 +120,7 @@ extension Database {
             let partition = store.partition(for: z)
             let (plan, unready) = try await ThreadBridge.offload {
                 let planner = QueryPlanner(state: partition.queryView(), zone: z, query: pq)
-                return (try planner.plan(limit: limit + 1, after: nil).1, planner.unready())
+                return (try planner.plan(limit: limit + 1, after: nil, explaining: true).1, planner.unready())
             }
             for f in unready { allNotes.append("the index on '\(f)' is still being built in zone '\(z.zoneName)'") }
             plans.append(plan)
@@ -283,6 +283,8 @@ extension Database {
             }
         }
         if limit != nil { matched = rows.count }
+        // A walk bounded by its range or its postings reads candidates only: those it read are its count.
+        if case .walk(let w) = execution, w.bounds != nil || w.stream != nil { plan.candidates = examined }
         plan.examined = examined
         plan.matched = matched
         return (rows, matched, plan, truncated)

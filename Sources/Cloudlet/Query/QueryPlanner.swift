@@ -421,7 +421,10 @@ struct QueryPlanner {
     /// below), so a larger count could not change the plan — and counting every key of an unselective range on
     /// each page would cost what the walk saves. A count (`limit` nil) reads every candidate and counts exactly;
     /// ``QueryPlan/Zone/candidates`` shows the capped count.
-    func plan(limit: Int?, after: QueryPosition?) throws -> (ZoneExecution, QueryPlan.Zone) {
+    ///
+    /// For a plan that stops at the page, the candidates are counted (up to the page) only when `explaining`; a
+    /// query that runs it reports the candidates its walk read instead (``Database``'s `run`).
+    func plan(limit: Int?, after: QueryPosition?, explaining: Bool = false) throws -> (ZoneExecution, QueryPlan.Zone) {
         let all = recordsOfType
         let cap = limit.map { Self.countCap(wanted: $0 + 1, records: all) } ?? .max
         let src = try source(q.query.predicate, cap: cap)
@@ -458,13 +461,13 @@ struct QueryPlanner {
         if var w = walk, let src {
             if let f = w.field, case .range(f, let lo, let hi, _) = src {
                 w.bounds = .between(lo, hi)
-                info.candidates = try estimate(src, cap: wanted)
+                info.candidates = explaining ? try estimate(src, cap: wanted) : 0
                 info.order = "ordered index on '\(f)' within the range\(w.ascending ? "" : ", backwards")"
                 return (.walk(w), info)
             }
             if w.field == nil, w.ascending, streams(src) {
                 w.stream = src
-                info.candidates = try estimate(src, cap: wanted)
+                info.candidates = explaining ? try estimate(src, cap: wanted) : 0
                 info.order = "index postings merged in record-name order"
                 return (.walk(w), info)
             }
