@@ -147,7 +147,7 @@ extension Database {
                 for k in st.zoneKeys(of: id) where k.zoneName != ZoneID.defaultZoneName { keys.append(k) }
             }
         }
-        return keys.sorted { $0.zoneName < $1.zoneName }
+        return keys.sorted { NameOrder.compare($0.zoneName, $1.zoneName) < 0 }
     }
 
     // MARK: - Running

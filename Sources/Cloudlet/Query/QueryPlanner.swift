@@ -519,9 +519,9 @@ struct QueryPlanner {
             var (c, n) = typeNames()
             var out: [String] = []
             while let e = try c.next() { out.append(String(decoding: e.key[n...], as: UTF8.self)) }
-            return out.sorted()
+            return out.sorted { NameOrder.compare($0, $1) < 0 }
         }
-        return try names(src).sorted()
+        return try names(src).sorted { NameOrder.compare($0, $1) < 0 }
     }
 
     /// `names` with their current entries in the plan's view; names without a live one are left out.
