@@ -8,7 +8,12 @@ struct BenchRunner {
 
     func run(_ groups: [[any Workload]]) throws -> [BenchResult] {
         let fixtures = Fixtures(root: directory.path + "/fixtures")
-        defer { fixtures.removeAll() }
+        defer {
+            fixtures.removeAll()
+            // Before the directory goes (main's cleanup): a store still open under it would find its files gone
+            // mid-flush and report that as a failed background flush.
+            QueryFixtures.closeAll()
+        }
         var results: [BenchResult] = []
         for (g, group) in groups.enumerated() {
             let label = "[\(g + 1)/\(groups.count)] \(group[0].name)"
