@@ -6,6 +6,9 @@ public final class SortedRunIterator: LSMIterator {
     private let fillCache: Bool
     private var blockIndex = 0
     private var cursor: BlockCursor?
+    /// The index separator of block ``blockIndex``, kept when the block is loaded: every step checks its key
+    /// against it, and the run's index need not be fetched for that each time.
+    private var separator: [UInt8] = []
     public private(set) var current: LSMEntry?
 
     init(_ reader: SortedRunReader, fillCache: Bool) {
@@ -23,10 +26,10 @@ public final class SortedRunIterator: LSMIterator {
     }
 
     public func advance() throws {
-        guard current != nil, var c = cursor else { return }
-        do throws(Block.Defect) { try c.advance() } catch { throw reader.defect(error, block: blockIndex) }
-        cursor = c
-        if c.current == nil {
+        guard current != nil, cursor != nil else { return }
+        // Advanced in place: a copy of the cursor would retain its block and write it back each step.
+        do throws(Block.Defect) { try cursor!.advance() } catch { throw reader.defect(error, block: blockIndex) }
+        if cursor!.current == nil {
             try load(block: blockIndex + 1, after: current?.key) { cursor throws(Block.Defect) in try cursor.seekToFirst() }
         } else {
             try settle()
@@ -40,7 +43,8 @@ public final class SortedRunIterator: LSMIterator {
     ) throws {
         var i = i
         var first = true
-        let blockCount = try reader.runIndex().handles.count
+        let index = try reader.runIndex()
+        let blockCount = index.handles.count
         while i < blockCount {
             var c = BlockCursor(try reader.block(i, fillCache: fillCache))
             do throws(Block.Defect) {
@@ -51,6 +55,7 @@ public final class SortedRunIterator: LSMIterator {
                     throw reader.defect(Block.Defect("block's first key does not follow the previous block's"), block: i)
                 }
                 blockIndex = i
+                separator = index.separators[i]
                 cursor = c
                 try settle()
                 return
@@ -65,10 +70,9 @@ public final class SortedRunIterator: LSMIterator {
 
     /// Decodes the cursor's entry into ``current``.
     private func settle() throws {
-        let c = cursor!
-        guard LSMKey.compare(c.key, try reader.runIndex().separators[blockIndex]) <= 0 else {
+        guard LSMKey.compare(cursor!.key, separator) <= 0 else {
             throw reader.defect(Block.Defect("key past its block's index separator"), block: blockIndex)
         }
-        current = try reader.entry(key: c.key, value: c.value, block: blockIndex)
+        current = try reader.entry(key: cursor!.key, value: cursor!.value, block: blockIndex)
     }
 }
