@@ -43,10 +43,7 @@ final class EntryCache: Sendable {
     static func key(_ z: ZoneKey, _ name: String) -> UInt64 {
         var h: UInt64 = 0xcbf2_9ce4_8422_2325
         for b in name.utf8 { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01b3 }
-        var x = h ^ (z.stableHash &* 0x9E37_79B9_7F4A_7C15)
-        x = (x ^ (x >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        x = (x ^ (x >> 27)) &* 0x94D0_49BB_1331_11EB
-        return x ^ (x >> 31)
+        return SplitMix64.mix(h ^ (z.stableHash &* 0x9E37_79B9_7F4A_7C15))
     }
 
     /// The cached entry of record `name` in zone `z`, if any; counts a hit or a miss. With `atEpoch`, only if
@@ -64,6 +61,17 @@ final class EntryCache: Sendable {
             s.hits += 1
             return held.entry
         }
+    }
+
+    /// The entry of record `name` in zone `z`: the cached one, else `lookup`'s (then kept). `atEpoch` as for
+    /// ``get(_:_:atEpoch:)`` and ``put(_:_:_:ifEpoch:)``: a reader of a read view taken then.
+    func entry(
+        _ z: ZoneKey, _ name: String, atEpoch: UInt64? = nil, lookup: () throws -> RecordEntry?
+    ) rethrows -> RecordEntry? {
+        if let e = get(z, name, atEpoch: atEpoch) { return e }
+        let e = try lookup()
+        put(z, name, e, ifEpoch: atEpoch)
+        return e
     }
 
     /// Invalidations so far: what a reader notes before looking up outside the state lock (``put(_:_:_:ifEpoch:)``).

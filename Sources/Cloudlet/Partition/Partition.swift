@@ -470,10 +470,7 @@ package final class Partition: Sendable {
     /// The current entry of record `name` in zone `z`, from ``entryCache`` or else the key directory (then cached).
     /// `st` is the live state, under its lock.
     private func liveEntry(_ st: PartitionState, _ z: ZoneKey, _ name: String) throws -> RecordEntry? {
-        if let e = entryCache.get(z, name) { return e }
-        let e = try st.entry(z, name)
-        entryCache.put(z, name, e)
-        return e
+        try entryCache.entry(z, name) { try st.entry(z, name) }
     }
 
     /// ``currentEntries(_:_:)`` of one record: `.some` of its entry (nil: none), nil when the zone does not exist.

@@ -87,10 +87,7 @@ package struct PartitionReadView: PartitionReading {
     /// else from the key directory (and then cached, on the same condition).
     func cachedEntry(_ z: ZoneKey, _ name: String) throws -> RecordEntry? {
         guard let (cache, epoch) = entryCache else { return try entry(z, name) }
-        if let e = cache.get(z, name, atEpoch: epoch) { return e }
-        let e = try entry(z, name)
-        cache.put(z, name, e, ifEpoch: epoch)
-        return e
+        return try cache.entry(z, name, atEpoch: epoch) { try entry(z, name) }
     }
 }
 

@@ -68,12 +68,7 @@ final class RecordCache: Sendable {
     }
 
     /// A 64-bit mix of a key (SplitMix64's finalizer over LSN and index).
-    private static func mix(_ key: Key) -> UInt64 {
-        var z = key.lsn &+ UInt64(key.index) &* 0x9E37_79B9_7F4A_7C15
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    private static func mix(_ key: Key) -> UInt64 { SplitMix64.mix(key.lsn &+ UInt64(key.index) &* 0x9E37_79B9_7F4A_7C15) }
 
     /// The cached record version, if present.
     func get(_ key: Key) -> Record? {
