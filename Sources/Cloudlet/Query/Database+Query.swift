@@ -283,8 +283,7 @@ extension Database {
             }
         }
         if limit != nil { matched = rows.count }
-        // A walk bounded by its range or its postings reads candidates only: those it read are its count.
-        if case .walk(let w) = execution, w.bounds != nil || w.stream != nil { plan.candidates = examined }
+        if case .walk(let w) = execution, w.readsOnlyCandidates { plan.candidates = examined }
         plan.examined = examined
         plan.matched = matched
         return (rows, matched, plan, truncated)

@@ -1,10 +1,6 @@
 import CloudletCore
 import CloudletStorage
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// Candidate record names in ascending byte order, one at a time: what a query with no sort walks when its
 /// candidates come from index postings. An index files the names under one value key in name order, so the
 /// postings of several keys merge (OR, the fields of `self CONTAINS`, a NEAR circle's cells) or intersect
@@ -23,29 +19,12 @@ protocol NameStream: AnyObject {
 /// folds canonically equivalent names together, which two records' keys never are).
 enum NameOrder {
     static func compare(_ a: String, _ b: String) -> Int {
-        // Native strings (what index keys decode to) are contiguous UTF-8: one memcmp.
-        let fast = a.utf8.withContiguousStorageIfAvailable { pa in
-            b.utf8.withContiguousStorageIfAvailable { pb -> Int in
-                let n = min(pa.count, pb.count)
-                if n > 0, let x = pa.baseAddress, let y = pb.baseAddress {
-                    let c = memcmp(x, y, n)
-                    if c != 0 { return Int(c) }
-                }
-                return pa.count - pb.count
-            }
+        // Native strings (what index keys decode to) are contiguous UTF-8: one memcmp, without a copy.
+        let inPlace = a.utf8.withContiguousStorageIfAvailable { pa in
+            b.utf8.withContiguousStorageIfAvailable { pb in LSMKey.compare(pa, pb) }
         }
-        if let fast, let c = fast { return c }
-        var i = a.utf8.makeIterator()
-        var j = b.utf8.makeIterator()
-        while true {
-            switch (i.next(), j.next()) {
-            case (nil, nil): return 0
-            case (nil, _): return -1
-            case (_, nil): return 1
-            case (let x?, let y?) where x != y: return x < y ? -1 : 1
-            default: continue
-            }
-        }
+        if let inPlace, let c = inPlace { return c }
+        return LSMKey.compare(Array(a.utf8), Array(b.utf8))
     }
 }
 

@@ -60,6 +60,10 @@ struct WalkSource: Sendable {
     /// Walk in name order the names of these postings (``QueryPlanner/nameStream(_:after:inclusive:)``) rather
     /// than the type's every record (`field` nil, ascending).
     var stream: CandidateSource? = nil
+
+    /// Whether every name the walk visits is a candidate (it is bounded by a range or made of postings), so a page
+    /// reads its matches and stops, and the candidates it read are its count.
+    var readsOnlyCandidates: Bool { bounds != nil || stream != nil }
 }
 
 /// Plans a query in one zone: picks the most selective usable index (estimating candidates by counting index keys),
@@ -75,13 +79,18 @@ struct QueryPlanner {
     let q: PreparedQuery
     /// The zone's key prefix in the directory.
     private let zonePrefix: [UInt8]
-    /// The names a count read in full (under its cap), for the lookup of the same range that follows it.
+    /// The counts this plan made, by index range, for a later count or lookup of the same range.
     private let counted = Counted()
 
     private final class Counted: Sendable {
-        let names = Mutex<[CountedRange: Set<String>]>([:])
-        /// Counts made, and whether each reached the end of its range (else it stopped at its cap).
-        let counts = Mutex<[CountedRange: (n: Int, complete: Bool)]>([:])
+        let ranges = Mutex<[CountedRange: Count]>([:])
+    }
+
+    /// A count of one index range: how many entries it read and, when that reached the range's end (under the
+    /// count's cap), their names.
+    private struct Count {
+        var n: Int
+        var names: Set<String>?
     }
 
     private struct CountedRange: Hashable {
@@ -243,8 +252,8 @@ struct QueryPlanner {
     /// How many entries index (`field`, `kind`) holds in `range`, counting at most `cap`.
     /// Keeps the names it read when it reads the whole range, for ``names(_:_:_:)``.
     private func count(_ field: String, _ kind: IndexKind, _ range: IndexKeyspace.ValueRange, cap: Int) throws -> Int {
-        let counted = CountedRange(field: field, kind: kind, range: range)
-        if let known = self.counted.counts.withLock({ $0[counted] }), known.complete || known.n >= cap { return min(known.n, cap) }
+        let key = CountedRange(field: field, kind: kind, range: range)
+        if let known = counted.ranges.withLock({ $0[key] }), known.names != nil || known.n >= cap { return min(known.n, cap) }
         guard var c = scan(field, kind, range) else { return 0 }
         var names: Set<String> = []
         var n = 0
@@ -252,14 +261,13 @@ struct QueryPlanner {
             names.insert(e.name)
             n += 1
         }
-        if n < cap { self.counted.names.withLock { $0[counted] = names } }
-        self.counted.counts.withLock { $0[counted] = (n, n < cap) }
+        counted.ranges.withLock { $0[key] = Count(n: n, names: n < cap ? names : nil) }
         return n
     }
 
     /// The names filed in index (`field`, `kind`) under value keys in `range`.
     private func names(_ field: String, _ kind: IndexKind, _ range: IndexKeyspace.ValueRange) throws -> Set<String> {
-        if let read = counted.names.withLock({ $0[CountedRange(field: field, kind: kind, range: range)] }) { return read }
+        if let read = counted.ranges.withLock({ $0[CountedRange(field: field, kind: kind, range: range)]?.names }) { return read }
         guard var c = scan(field, kind, range) else { return [] }
         var out: Set<String> = []
         while let e = try c.next() { out.insert(e.name) }
@@ -461,14 +469,13 @@ struct QueryPlanner {
         if var w = walk, let src {
             if let f = w.field, case .range(f, let lo, let hi, _) = src {
                 w.bounds = .between(lo, hi)
-                info.candidates = explaining ? try estimate(src, cap: wanted) : 0
                 info.order = "ordered index on '\(f)' within the range\(w.ascending ? "" : ", backwards")"
-                return (.walk(w), info)
-            }
-            if w.field == nil, w.ascending, streams(src) {
+            } else if w.field == nil, w.ascending, streams(src) {
                 w.stream = src
-                info.candidates = explaining ? try estimate(src, cap: wanted) : 0
                 info.order = "index postings merged in record-name order"
+            }
+            if w.readsOnlyCandidates {
+                info.candidates = explaining ? try estimate(src, cap: wanted) : 0
                 return (.walk(w), info)
             }
         }
