@@ -298,9 +298,15 @@ public struct Database: CloudletDatabase {
     ) {
         let partition = store.partition(for: key)
         let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
-        // The versions planning will read (updates merge fields, every save keeps the creation stamp), read now,
-        // outside the writer lock.
-        let reads = ops.compactMap { _, op in BatchPlanner.readsCurrentVersion(op) ? op.recordID.recordName : nil }
+        // The versions planning will read (updates merge fields; a replace keeps the creation stamp, which only entries
+        // older than format 5 lack), read now, outside the writer lock.
+        let reads = ops.compactMap { _, op -> (String, fields: Bool)? in
+            switch BatchPlanner.currentVersionNeed(op) {
+            case .nothing: nil
+            case .creationStamp: (op.recordID.recordName, false)
+            case .fields: (op.recordID.recordName, true)
+            }
+        }
         let prefetched = reads.isEmpty ? [:] : try await partition.prefetch(key, reads)
         for _ in 0..<8 {
             do {
