@@ -122,6 +122,25 @@ import Testing
         try await store.close()
     }
 
+    /// Entries a prefetch looked up serve the planner only while nothing changed an entry since (the entry cache's
+    /// epoch), and never as tombstones (a purge drops those).
+    @Test func prefetchedEntriesSeedThePlannerOnlyWhileTheyAreCurrent() {
+        let zone = ZoneKey(container: "iCloud.t", environment: .development, owner: "u", zoneName: "_defaultZone")
+        func entry(_ lsn: UInt64, deleted: Bool = false) -> RecordEntry {
+            RecordEntry(
+                lsn: lsn, index: 0, position: FramePosition(segment: 1, offset: 40, length: 100),
+                slot: Commit.Slot(offset: 0, length: 10), recordType: "Note", deleted: deleted, time: 0, deleteSelfTargets: [])
+        }
+        let prefetched = Partition.Prefetched(entries: ["live": entry(3), "none": nil, "gone": entry(4, deleted: true)], epoch: 7)
+        let stale = PlannedLookups(zone: zone)
+        prefetched.seed(stale, currentEpoch: 8)
+        #expect(stale.entries.isEmpty, "a commit since the prefetch: look everything up again")
+        let current = PlannedLookups(zone: zone)
+        prefetched.seed(current, currentEpoch: 7)
+        #expect(current.entries["live"] == .some(entry(3)) && current.entries["none"] == .some(nil))
+        #expect(current.entries["gone"] == nil, "tombstones are looked up again")
+    }
+
     @Test func keyDirectoryEntriesRoundTripWithAndWithoutTheCreationStamp() throws {
         var e = RecordEntry(
             lsn: 9, index: 2, position: FramePosition(segment: 1, offset: 40, length: 300),
