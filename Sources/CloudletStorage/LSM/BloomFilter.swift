@@ -26,11 +26,14 @@ public struct BloomFilter: Sendable, Equatable {
     /// The bit array.
     public let bits: [UInt8]
 
-    /// A filter over the keys with these hashes.
-    public init(hashes: [UInt64], bitsPerKey: Int) {
+    /// A filter over the keys with these hashes. `powerOfTwo`: round the bit count up to a power of two (up to
+    /// twice the bits), so that a probe's `mod m` is a mask instead of a division — for filters kept in memory
+    /// (memtable layers), which no file format fixes.
+    public init(hashes: [UInt64], bitsPerKey: Int, powerOfTwo: Bool = false) {
         precondition(bitsPerKey >= 1)
         probes = min(30, max(1, Int((Double(bitsPerKey) * 0.69).rounded())))
-        let bitCount = max(64, hashes.count * bitsPerKey)
+        var bitCount = max(64, hashes.count * bitsPerKey)
+        if powerOfTwo { bitCount = 1 << (Int.bitWidth - (bitCount - 1).leadingZeroBitCount) }
         var bits = [UInt8](repeating: 0, count: (bitCount + 7) / 8)
         let m = UInt64(bits.count * 8)
         for h in hashes {
@@ -56,9 +59,11 @@ public struct BloomFilter: Sendable, Equatable {
         let m = UInt64(bits.count * 8)
         let delta = Self.delta(h)
         var g = h
+        // For a power-of-two m, g mod m is g's low bits (the same bit, without a division).
+        let mask = m & (m &- 1) == 0 ? m &- 1 : 0
         return bits.withUnsafeBufferPointer { b in
             for _ in 0..<probes {
-                let bit = g % m
+                let bit = mask != 0 ? g & mask : g % m
                 if b[Int(bit >> 3)] & (1 << UInt8(bit & 7)) == 0 { return false }
                 g &+= delta
             }

@@ -26,7 +26,7 @@ public struct Memtable: Sendable {
         init(_ entries: [LSMEntry], hashes: [UInt64]) {
             self.entries = entries
             self.hashes = hashes
-            filter = BloomFilter(hashes: hashes, bitsPerKey: 10)
+            filter = BloomFilter(hashes: hashes, bitsPerKey: 10, powerOfTwo: true)
         }
 
         /// The entry of `key` (whose hash is `hash`), if the layer has one.
