@@ -311,3 +311,26 @@ package final class BlobStore: Sendable {
         return hash.finishHex() == checksum
     }
 }
+
+/// A blob open for reading (a download), for callers above the file-system seam. Closed when released; the bytes
+/// stay readable after a sweep deletes the blob's name.
+package final class BlobReader: Sendable {
+    private let file: any File
+    package let size: Int64
+
+    package init(_ store: BlobStore, _ checksum: String) throws {
+        let file = try store.open(checksum)
+        self.file = file
+        do { size = Int64(try io { () throws(FileSystemError) in try file.size() }) } catch {
+            try? file.close()
+            throw error
+        }
+    }
+
+    deinit { try? file.close() }
+
+    /// Reads into `buffer` from `offset`; fewer bytes only at the end of the blob.
+    package func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
+        try io { () throws(FileSystemError) in try file.pread(into: buffer, at: UInt64(offset)) }
+    }
+}
