@@ -188,8 +188,8 @@ final class AssetTransfer: Sendable {
     private func tooLarge(_ size: Int64?) -> APIError {
         APIError(
             "BAD_REQUEST",
-            "the asset is \(size.map { "\($0) bytes" } ?? "larger than that"); the limit is \(maxAssetSize) bytes "
-                + "(--max-asset-size); nothing was kept", status: 413)
+            (size.map { "the asset is \($0) bytes; the limit is" } ?? "the asset is larger than the limit of")
+                + " \(maxAssetSize) bytes (--max-asset-size); nothing was kept", status: 413)
     }
 
     /// The ticket a URL carries. - Throws: 403 when it is not genuine or has expired.
