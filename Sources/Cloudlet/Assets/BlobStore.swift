@@ -97,8 +97,11 @@ package final class BlobStore: Sendable {
 
     /// Writes a blob from `read`, which fills the buffer it is given and returns how many bytes it put there (0 at
     /// the end): streamed to a temporary file and hashed on the way, never held whole. Over `maxSize` bytes it
-    /// stops, removes what it wrote and throws ``TooLarge``.
-    package func write(maxSize: Int64? = nil, read: (UnsafeMutableRawBufferPointer) throws -> Int) throws -> StoredBlob {
+    /// stops, removes what it wrote and throws ``TooLarge``. With `pin`, the blob is pinned (``pin(_:)``) as it
+    /// gets its name, so that no sweep can take it before the save that wrote it commits: unpin it after.
+    package func write(
+        maxSize: Int64? = nil, pin: Bool = false, read: (UnsafeMutableRawBufferPointer) throws -> Int
+    ) throws -> StoredBlob {
         guard !readOnly else { throw CloudletError(.readOnly, "the store at \(Path.parent(directory)) is open read-only") }
         let temp = "\(directory)/tmp/\(getpid())-\(counter.add(1, ordering: .relaxed).newValue)-\(UInt32.random(in: 0...UInt32.max)).part"
         let file = try io { () throws(FileSystemError) in
@@ -128,13 +131,13 @@ package final class BlobStore: Sendable {
             try file.close()
         }
         let checksum = hash.finishHex()
-        try place(temp, as: checksum)
+        try place(temp, as: checksum, pin: pin)
         kept = true
         return StoredBlob(checksum: checksum, size: size)
     }
 
-    /// Copies the file at `source` into the store.
-    package func importFile(_ source: String) throws -> StoredBlob {
+    /// Copies the file at `source` into the store (pinned with `pin`, as ``write(maxSize:pin:read:)``).
+    package func importFile(_ source: String, pin: Bool = false) throws -> StoredBlob {
         let file: any File
         do { file = try fileSystem.open(source, options: .readOnly) } catch {
             throw CloudletError(
@@ -142,18 +145,18 @@ package final class BlobStore: Sendable {
         }
         defer { try? file.close() }
         var offset: UInt64 = 0
-        return try write { buffer in
+        return try write(pin: pin) { buffer in
             let n = try io { () throws(FileSystemError) in try file.pread(into: buffer, at: offset) }
             offset += UInt64(n)
             return n
         }
     }
 
-    /// Stores `bytes`.
-    package func importBytes(_ bytes: [UInt8]) throws -> StoredBlob {
+    /// Stores `bytes` (pinned with `pin`, as ``write(maxSize:pin:read:)``).
+    package func importBytes(_ bytes: [UInt8], pin: Bool = false) throws -> StoredBlob {
         var offset = 0
         return try bytes.withUnsafeBytes { all in
-            try write { buffer in
+            try write(pin: pin) { buffer in
                 let n = min(buffer.count, all.count - offset)
                 if n > 0 { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: all[offset..<offset + n])) }
                 offset += n
@@ -165,11 +168,12 @@ package final class BlobStore: Sendable {
     /// Moves a durable temporary file to its name, or drops it when the blob is there already (then the blob's
     /// modification time is refreshed, as a new one's would be: see the lifetime rules above). Under the lock, so
     /// that a sweep never deletes the name in between.
-    private func place(_ temp: String, as checksum: String) throws {
+    private func place(_ temp: String, as checksum: String, pin: Bool) throws {
         let final = path(of: checksum)
         let shard = Path.parent(final)
         try state.withLock { st in
             st.touched?.insert(checksum)
+            if pin { st.pins[checksum, default: 0] += 1 }
             if fileSystem.fileExists(final) {
                 Self.touch(final)
                 try? fileSystem.remove(temp)

@@ -124,16 +124,19 @@ extension CloudletStore {
         if configuration.readOnly { throw CloudletError(.readOnly, "store at \(path) is open read-only") }
         let blobs = assets
         let ops = operations
-        // Imports read and write files: off the cooperative pool.
-        let done = try await ThreadBridge.offload { () throws -> [(Int, Record?, CloudletError?)] in
+        // Imports read and write files: off the cooperative pool. Each imported file is pinned as it gets its name.
+        let done = try await ThreadBridge.offload { () throws -> [(Int, Result<Record, CloudletError>, [String])] in
             try withAssets.map { i in
                 var record = ops[i].record!
+                var imported: [String] = []
                 do {
                     for (field, value) in record.fields where !value.assets.isEmpty {
                         record.fields[field] = try value.mappingAssets { a in
                             do {
                                 if a.needsImport {
-                                    let stored = try a.sourceFile.map(blobs.importFile) ?? blobs.importBytes(a.sourceData!)
+                                    let stored = try a.sourceFile.map { try blobs.importFile($0, pin: true) }
+                                        ?? blobs.importBytes(a.sourceData!, pin: true)
+                                    imported.append(stored.checksum)
                                     return AssetReference(fileChecksum: stored.checksum, size: stored.size)
                                 }
                                 guard BlobStore.isChecksum(a.fileChecksum) else {
@@ -146,26 +149,41 @@ extension CloudletStore {
                             }
                         }
                     }
-                    return (i, record, nil)
+                    return (i, .success(record), imported)
                 } catch let e as CloudletError where e.code == .invalidArguments {
-                    return (i, nil, e)
+                    return (i, .failure(e), imported)
+                } catch {
+                    blobs.unpin(imported)
+                    throw error
                 }
             }
         }
-        for (i, record, error) in done {
-            if let error {
-                prepared.rejected[i] = error
+        for (i, result, imported) in done {
+            prepared.pinned += imported
+            let record: Record
+            switch result {
+            case .failure(let e):
+                prepared.rejected[i] = e
                 continue
+            case .success(let r): record = r
             }
-            prepared.operations[i] = prepared.operations[i].replacingRecord(record!)
-            let checksums = record!.fields.values.flatMap { $0.assets.map(\.fileChecksum) }
-            prepared.pinned += checksums
-            let missing = Set(blobs.pin(checksums))
+            prepared.operations[i] = prepared.operations[i].replacingRecord(record)
+            // Imported files are pinned already; pin the others, and check that they are there.
+            var fresh = imported
+            let others = record.fields.values.flatMap { $0.assets.map(\.fileChecksum) }.filter { c in
+                if let k = fresh.firstIndex(of: c) {
+                    fresh.remove(at: k)
+                    return false
+                }
+                return true
+            }
+            prepared.pinned += others
+            let missing = Set(blobs.pin(others))
             if !missing.isEmpty {
-                let field = record!.fields.keys.sorted().first { record!.fields[$0]!.assets.contains { missing.contains($0.fileChecksum) } }!
-                let checksum = record!.fields[field]!.assets.first { missing.contains($0.fileChecksum) }!.fileChecksum
+                let field = record.fields.keys.sorted().first { record.fields[$0]!.assets.contains { missing.contains($0.fileChecksum) } }!
+                let checksum = record.fields[field]!.assets.first { missing.contains($0.fileChecksum) }!.fileChecksum
                 prepared.rejected[i] = CloudletError.invalid(
-                    "field '\(field)' of record '\(record!.recordName)': asset \(checksum) is not in the store (upload it first)")
+                    "field '\(field)' of record '\(record.recordName)': asset \(checksum) is not in the store (upload it first)")
             }
         }
         return prepared
