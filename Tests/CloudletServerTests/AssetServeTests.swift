@@ -1,0 +1,42 @@
+import CloudletTestSupport
+import CloudletWire
+import Foundation
+import Testing
+
+/// Assets through `cloudlet serve` as a child process: an upload cut off by SIGKILL leaves nothing behind once the
+/// store is opened again, and the next upload of the same file works.
+@Suite(.serialized) struct AssetServeTests {
+    @Test func anUploadKilledMidwayLeavesNoPartialFile() async throws {
+        let dir = TempDir("asset-serve")
+        let data = dir.sub("data")
+        var serve = try await ServeChild.start(data: data, extra: ["--durability", "os"])
+        let api = try #require(serve.apiToken)
+        let web = try #require(serve.webAuthToken)
+        func uploadURL(_ base: String) async throws -> String {
+            let r = try await HTTP.post(
+                "\(base)/database/1/iCloud.com.example.app/development/private/assets/upload?ckAPIToken=\(api)&ckWebAuthToken=\(web)",
+                #"{"tokens":[{"recordType":"Photo","fieldName":"image"}]}"#)
+            return try #require(r.json["tokens"]?.arrayValue?.first?["url"]?.stringValue, "\(r)")
+        }
+        let content = (0..<1_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let url = try await uploadURL(serve.url)
+        let connection = try BlockingHTTPConnection(serve.url)
+        try connection.startPost(String(url.dropFirst(serve.url.count)), declaredLength: content.count, prefix: Array(content.prefix(300_000)))
+        let tmp = data + "/assets/tmp"
+        let deadline = Date().addingTimeInterval(10)
+        while ((try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? []).isEmpty && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(!((try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? []).isEmpty, "the upload never reached the disk")
+        await serve.child.stop(SIGKILL)
+
+        serve = try await ServeChild.start(data: data, extra: ["--durability", "os"])
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: tmp)) ?? []).isEmpty)
+        let shards = (try? FileManager.default.contentsOfDirectory(atPath: data + "/assets/sha256")) ?? []
+        #expect(shards.isEmpty, "a partial upload got a name: \(shards)")
+        let again = try await HTTP.send("POST", try await uploadURL(serve.url), body: content)
+        #expect(again.status == 200, "\(again)")
+        #expect(again.json["singleFile"]?["size"]?.int64Value == Int64(content.count))
+        await serve.child.stop(SIGTERM)
+    }
+}
