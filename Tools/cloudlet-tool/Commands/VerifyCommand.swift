@@ -72,14 +72,14 @@ enum VerifyCommand: Command {
             let index =
                 indexes.isEmpty
                 ? "" : ", index (p*/index): \(indexes.reduce(0) { $0 + $1.runs }) run(s), \(bytes(indexes.reduce(0) { $0 + $1.bytes }))"
-            if let a = assets {
-                Out.line(
-                    "assets: \(a.references) reference(s) to \(a.referenced) file(s) checked\(a.deep ? " and hashed" : ""), "
-                        + "\(a.files) file(s) in the store (\(bytes(UInt64(a.bytes)))); \(a.missing.count) missing, \(a.corrupt.count) damaged")
-            }
             Out.line(
                 "\(clean ? "ok" : "FAILED"): \(report.partitions.count) partition(s)\(catalog), \(frames) frame(s), \(bytes(totalBytes))\(index), \(entries) key directory entries checked\(report.deep ? ", full replay compared" : "") in \(String(format: "%.2f", seconds)) s (\(bytes(UInt64(Double(totalBytes) / max(seconds, 1e-9))))/s); \(errors) error(s), \(warnings) warning(s)"
             )
+        }
+        if !common.json, let a = assets, a.files > 0 || a.references > 0 {
+            Out.line(
+                "assets: \(a.references) reference(s) to \(a.referenced) file(s) checked\(a.deep ? " and hashed" : ""), "
+                    + "\(a.files) file(s) in the store (\(bytes(UInt64(a.bytes)))); \(a.missing.count) missing, \(a.corrupt.count) damaged")
         }
         return clean ? 0 : 65
     }
