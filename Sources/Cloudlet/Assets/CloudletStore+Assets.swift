@@ -150,16 +150,20 @@ extension CloudletStore {
                         }
                     }
                     return (i, .success(record), imported)
-                } catch let e as CloudletError where e.code == .invalidArguments {
+                } catch let e as CloudletError {
                     return (i, .failure(e), imported)
                 } catch {
-                    blobs.unpin(imported)
-                    throw error
+                    return (i, .failure(CloudletError(.io, "importing an asset: \(error)")), imported)
                 }
             }
         }
+        prepared.pinned = done.flatMap(\.2)
+        // A bad asset fails its operation; anything else (a failed write) fails the call, unpinning what it pinned.
+        for case (_, .failure(let e), _) in done where e.code != .invalidArguments {
+            blobs.unpin(prepared.pinned)
+            throw e
+        }
         for (i, result, imported) in done {
-            prepared.pinned += imported
             let record: Record
             switch result {
             case .failure(let e):
