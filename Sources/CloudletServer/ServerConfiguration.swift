@@ -25,6 +25,10 @@ public struct ServerConfiguration: Sendable {
     /// Largest asset file an upload URL accepts, in bytes; a larger upload gets HTTP 413 naming the limit and
     /// nothing is kept. Uploads are streamed to disk, so this does not bound memory. Default 250 MB.
     public var maxAssetSize: Int64 = 250_000_000
+    /// Asset uploads received at once; one more is answered 503 `TRY_AGAIN_LATER` with `Retry-After` before its body
+    /// is read. With ``maxAssetSize`` it bounds the bytes in flight (each upload's partial file, and a 256 KiB buffer
+    /// in memory). Default 16.
+    public var maxConcurrentUploads = 16
     /// Seconds an asset upload URL, upload receipt or download URL stays valid. Keep it shorter than the store's
     /// ``StoreConfiguration/assetGracePeriod``. Default 15 minutes.
     public var assetURLLifetime: Double = 15 * 60

@@ -39,4 +39,37 @@ import Testing
         #expect(again.json["singleFile"]?["size"]?.int64Value == Int64(content.count))
         await serve.child.stop(SIGTERM)
     }
+
+    @Test func uploadsPastTheConcurrencyLimitAreAskedToRetry() async throws {
+        let s = try await LiveServer.start { $0.maxConcurrentUploads = 1 }
+        var refused: Reply?
+        do {
+            let held = try await uploadURL(s)
+            var connection: BlockingHTTPConnection? = try BlockingHTTPConnection(s.server.url)
+            try connection?.startPost(String(held.dropFirst(s.server.url.count)), declaredLength: 1000, prefix: [1, 2, 3])
+            // The first upload is being received (its body is not complete); a second one is refused for now.
+            let deadline = Date().addingTimeInterval(10)
+            while Date() < deadline {
+                let r = try await HTTP.send("POST", try await uploadURL(s), body: [9])
+                if r.status == 503 {
+                    refused = r
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            connection = nil  // closes it: the held upload ends, so the server can stop
+            _ = connection
+        } catch {
+            await s.shutdown()
+            throw error
+        }
+        await s.shutdown()
+        #expect(refused?.serverErrorCode == "TRY_AGAIN_LATER", "\(String(describing: refused))")
+    }
+
+    private func uploadURL(_ s: LiveServer) async throws -> String {
+        let r = try await HTTP.post(
+            s.url("assets/upload"), #"{"tokens":[{"recordType":"Photo","fieldName":"image"}]}"#)
+        return try #require(r.json["tokens"]?.arrayValue?.first?["url"]?.stringValue, "\(r)")
+    }
 }

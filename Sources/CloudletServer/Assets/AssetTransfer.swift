@@ -3,6 +3,7 @@ import CloudletConcurrency
 import CloudletCore
 import CloudletWire
 import Foundation
+import Synchronization
 
 /// The asset side of the server: signing upload URLs, receipts and download URLs, receiving uploads
 /// (`POST /cloudlet/assets/upload/<ticket>`, streamed to disk) and serving downloads
@@ -18,12 +19,16 @@ final class AssetTransfer: Sendable {
     let maxAssetSize: Int64
     /// Milliseconds an upload URL, receipt or download URL stays valid.
     let lifetime: Int64
+    let maxConcurrentUploads: Int
+    /// Uploads being received now.
+    private let uploading = Atomic<Int>(0)
 
     init(store: CloudletStore, configuration: ServerConfiguration) throws {
         self.store = store
         signer = try AssetSigner(storePath: store.path)
         maxAssetSize = configuration.maxAssetSize
         lifetime = Int64(configuration.assetURLLifetime * 1000)
+        maxConcurrentUploads = configuration.maxConcurrentUploads
     }
 
     // MARK: - Tickets
@@ -158,6 +163,15 @@ final class AssetTransfer: Sendable {
             var t = try check(token, .upload, what: "upload URL", renew: "ask assets/upload for a new one")
             guard let stream = request.bodyStream else { throw APIError("INTERNAL_ERROR", "the upload body was not streamed") }
             if let declared = stream.declaredLength, declared > maxAssetSize { throw tooLarge(declared) }
+            guard uploading.add(1, ordering: .relaxed).newValue <= maxConcurrentUploads else {
+                uploading.subtract(1, ordering: .relaxed)
+                var busy = APIError(
+                    "TRY_AGAIN_LATER", "\(maxConcurrentUploads) uploads are being received; retry shortly", status: 503
+                ).response
+                busy.headers.append(("Retry-After", "1"))
+                return busy
+            }
+            defer { uploading.subtract(1, ordering: .relaxed) }
             let blob: BlobStore.StoredBlob
             do {
                 blob = try store.assets.write(maxSize: maxAssetSize) { try stream.read(into: $0) }
