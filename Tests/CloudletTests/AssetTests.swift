@@ -137,17 +137,30 @@ import Testing
         let dir = TempDir()
         let store = try await openStore(dir)
         let blob = try store.assets.importBytes([4, 2])
-        store.assets.beginSweep()
-        // A save that pins the blob after the sweep took its (empty) reference set.
-        #expect(store.assets.pin([blob.checksum]).isEmpty)
-        store.assets.unpin([blob.checksum])
-        let report = try store.assets.sweep(referenced: [], cutoff: .infinity)
+        // A save that pins the blob after the sweep took its (empty) reference set, and commits before it deletes.
+        let report = try store.assets.collect(
+            referenced: {
+                #expect(store.assets.pin([blob.checksum]).isEmpty)
+                store.assets.unpin([blob.checksum])
+                return []
+            }, cutoff: .infinity)
         #expect(report.deleted == 0)
         #expect(store.assets.exists(blob.checksum))
         // The next sweep, with nothing pinned and nothing referencing it, deletes it.
-        store.assets.beginSweep()
-        #expect(try store.assets.sweep(referenced: [], cutoff: .infinity).deleted == 1)
+        #expect(try store.assets.collect(referenced: { [] }, cutoff: .infinity).deleted == 1)
         #expect(!store.assets.exists(blob.checksum))
+        try await store.close()
+    }
+
+    @Test func collectionsAtTheSameTimeTakeTurns() async throws {
+        let dir = TempDir()
+        let store = try await openStore(dir)
+        for i in 0..<20 { _ = try store.assets.importBytes([UInt8(i)]) }
+        let deleted = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<4 { group.addTask { try await store.collectAssetGarbage(gracePeriod: -10).deletedFiles } }
+            return try await group.reduce(0, +)
+        }
+        #expect(deleted == 20)  // each file deleted once, by one of them
         try await store.close()
     }
 

@@ -28,6 +28,8 @@ package final class BlobStore: Sendable {
     let fileSystem: any FileSystem
     let readOnly: Bool
     private let state = Mutex(PinState())
+    /// Held by a collection from start to end (``collect(referenced:cutoff:)``).
+    private let sweeper = NSLock()
     private let counter = Atomic<Int>(0)
 
     private struct PinState {
@@ -253,21 +255,34 @@ package final class BlobStore: Sendable {
         package var deletedBytes: Int64 = 0
         /// Unreferenced, but kept: modified within the grace window, or pinned by a save.
         package var keptRecent = 0
+        /// Distinct blobs the referenced set named.
+        package var referenced = 0
     }
 
-    /// Marks the start of a sweep: from now on pins and writes are remembered. Take the set of referenced blobs
-    /// after this.
-    package func beginSweep() {
+    /// Deletes every blob that is not in the set `referenced` returns, not pinned or written since this call began,
+    /// and not modified after `cutoff` (seconds since 1970). `referenced` is called after the sweep has begun to
+    /// remember pins and writes (the rule above). One collection at a time: a second caller waits for the first.
+    package func collect(referenced: () throws -> Set<String>, cutoff: Double) throws -> SweepReport {
+        sweeper.lock()
+        defer { sweeper.unlock() }
+        beginSweep()
+        defer { state.withLock { $0.touched = nil } }
+        let live = try referenced()
+        var report = try sweep(referenced: live, cutoff: cutoff)
+        report.referenced = live.count
+        return report
+    }
+
+    /// From now on pins and writes are remembered (and what is pinned now).
+    private func beginSweep() {
         state.withLock { st in
             precondition(st.touched == nil, "one sweep at a time")
             st.touched = Set(st.pins.keys)
         }
     }
 
-    /// Deletes every blob not in `referenced`, not pinned or written since ``beginSweep()``, and not modified after
-    /// `cutoff` (seconds since 1970); then ends the sweep.
-    package func sweep(referenced: Set<String>, cutoff: Double) throws -> SweepReport {
-        defer { state.withLock { $0.touched = nil } }
+    /// The deletions of ``collect(referenced:cutoff:)``, once it has begun and has the referenced set.
+    private func sweep(referenced: Set<String>, cutoff: Double) throws -> SweepReport {
         var report = SweepReport()
         for blob in try list() {
             report.blobs += 1

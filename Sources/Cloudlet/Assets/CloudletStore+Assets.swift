@@ -44,15 +44,9 @@ extension CloudletStore {
     /// Blocking form of ``collectAssetGarbage(gracePeriod:)`` (for `cloudlet-tool gc`).
     package func collectAssetGarbageNow(gracePeriod: Double) throws -> AssetCollection {
         let cutoff = Date().timeIntervalSince1970 - gracePeriod
-        assets.beginSweep()
-        let referenced: Set<String>
-        do { referenced = try referencedAssets() } catch {
-            _ = try? assets.sweep(referenced: [], cutoff: -.infinity)  // ends the sweep, deleting nothing
-            throw error
-        }
-        let report = try assets.sweep(referenced: referenced, cutoff: cutoff)
+        let report = try assets.collect(referenced: referencedAssets, cutoff: cutoff)
         return AssetCollection(
-            files: report.blobs, bytes: report.bytes, referenced: referenced.count, deletedFiles: report.deleted,
+            files: report.blobs, bytes: report.bytes, referenced: report.referenced, deletedFiles: report.deleted,
             deletedBytes: report.deletedBytes, keptUnreferenced: report.keptRecent)
     }
 
