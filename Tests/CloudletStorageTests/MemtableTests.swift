@@ -37,6 +37,34 @@ struct MemtableTests {
         }
     }
 
+    @Test("keys sharing a long prefix, differing late, by zero bytes or only in length, come out in byte order")
+    func sharedPrefixOrder() throws {
+        let seed = SeededRandom.testSeed()
+        var rng = SeededRandom(seed: seed)
+        var memtable = Memtable()
+        var model: [[UInt8]: LSMEntry] = [:]
+        // A 41-byte prefix like a zone's path; suffixes of 0-24 bytes from {0, 1, 2}, so that many keys tie on the
+        // 16 bytes after the prefix, some are prefixes of others, and zero bytes meet the zero padding.
+        let prefix = [UInt8](repeating: 0x7A, count: 40) + [0x01]
+        for sequence in 1...UInt64(20_000) {
+            let key = prefix + (0..<rng.int(25)).map { _ in UInt8(rng.int(3)) }
+            let entry = LSMEntry.put(key, [UInt8(sequence & 0xFF)], sequence: sequence)
+            memtable.apply(entry)
+            model[key] = entry
+        }
+        // Another zone's keys: a shorter shared prefix once they mix into one table.
+        for sequence in 20_001...UInt64(20_500) {
+            let key = [0x7A, 0x02] + (0..<rng.int(20)).map { _ in UInt8(rng.int(256)) }
+            let entry = LSMEntry.put(key, [], sequence: sequence)
+            memtable.apply(entry)
+            model[key] = entry
+        }
+        #expect(!memtable.layerSizes.isEmpty, "the table was sealed into layers")
+        let sorted = model.values.sorted { LSMKey.less($0.key, $1.key) }
+        #expect(try memtable.makeIterator().entries() == sorted, "seed \(seed)")
+        for entry in sorted.prefix(2000) { #expect(memtable.get(entry.key) == entry, "seed \(seed)") }
+    }
+
     @Test("an older write of a key than the one held is ignored")
     func olderIgnored() {
         var memtable = Memtable()

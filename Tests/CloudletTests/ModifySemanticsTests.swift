@@ -1,5 +1,6 @@
 import CloudletWire
 import CloudletCore
+import CloudletStorage
 import CloudletTestSupport
 import Foundation
 import Testing
@@ -84,6 +85,57 @@ import Testing
         let fresh = try #require(try await db.modify([.forceReplace(note("g"))])[0].record)
         #expect(fresh.recordName == "g")
         try await store.close()
+    }
+
+    /// A replace keeps the replaced version's creation stamp and type from its key-directory entry: it reads no
+    /// record from the log (the store reopened: nothing cached). An update merges fields, so it reads one.
+    @Test func replacesTakeTheCreationStampFromTheKeyDirectoryWithoutReadingTheRecord() async throws {
+        var store = try await openStore(dir)
+        var db = try db(store)
+        let a = try await db.save(note("a", title: "one", count: 1))
+        let b = try await db.save(note("b", title: "one", count: 1))
+        try await store.close()
+        store = try await openStore(dir)
+        db = try self.db(store)
+        let before = store.statistics
+        var r = Record(recordType: "Note", recordName: "a", fields: ["title": "two"])
+        r.changeTag = a.changeTag
+        let replaced = try #require(try await db.modify([.replace(r)])[0].record)
+        let forced = try #require(try await db.modify([.forceReplace(note("b", title: "three"))])[0].record)
+        #expect(replaced.created == a.created && forced.created == b.created, "the creation stamps are kept")
+        #expect(replaced.created != nil && replaced.modified != a.modified)
+        var after = store.statistics
+        #expect(after.logBytesRead == before.logBytesRead, "no version was read")
+        // A replace that changes the type is refused, the type also coming from the entry.
+        let retyped = try await db.modify([.forceReplace(Record(recordType: "Other", recordName: "a"))])[0]
+        #expect(retyped.code == .invalidArguments && retyped.error?.message.contains("type 'Note'") == true)
+        try await store.close()
+        store = try await openStore(dir)
+        db = try self.db(store)
+        let beforeUpdate = store.statistics
+        var change = Record(recordType: "Note", recordName: "a", fields: ["count": .int64(5)])
+        change.changeTag = replaced.changeTag
+        let updated = try #require(try await db.modify([.update(change)])[0].record)
+        #expect(updated["title"] == "two" && updated.created == a.created)
+        after = store.statistics
+        #expect(after.logBytesRead > beforeUpdate.logBytesRead, "an update reads the version")
+        try await store.close()
+    }
+
+    @Test func keyDirectoryEntriesRoundTripWithAndWithoutTheCreationStamp() throws {
+        var e = RecordEntry(
+            lsn: 9, index: 2, position: FramePosition(segment: 1, offset: 40, length: 300),
+            slot: Commit.Slot(block: 10..<90, recordLength: 120), recordType: "Note", deleted: false, time: 1234,
+            deleteSelfTargets: ["x"], cost: 77)
+        // As a format-4 store wrote it: no stamp; a replace then reads the version for it.
+        #expect(try DirectoryCodec.decodeEntry(DirectoryCodec.encode(e)) == e)
+        e.created = RecordStamp(timestamp: 99, userRecordName: "_u", deviceID: "d")
+        #expect(try DirectoryCodec.decodeEntry(DirectoryCodec.encode(e)) == e)
+        var damaged = DirectoryCodec.encode(e)
+        var unstamped = e
+        unstamped.created = nil
+        damaged[DirectoryCodec.encode(unstamped).count] = 7  // the stamp's tag byte
+        #expect(throws: CloudletError.self) { try DirectoryCodec.decodeEntry(damaged) }
     }
 
     @Test func deleteNeedsTagForceDeleteDoesNot() async throws {

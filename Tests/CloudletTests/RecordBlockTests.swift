@@ -235,3 +235,25 @@ import Testing
         try await store.close()
     }
 }
+
+@Suite("Change tags")
+struct ChangeTagTests {
+    @Test("matches(_:lsn:index:) accepts exactly the tag make(lsn:index:) writes")
+    func matchesIsMake() {
+        var random = SplitMix64(seed: 11)
+        for n in 0..<2000 {
+            let lsn = n < 3 ? UInt64(n) : (n % 2 == 0 ? random.next() : random.next() % 100_000)
+            let index = n % 3 == 0 ? 0 : Int(random.next() % 300)
+            let tag = ChangeTag.make(lsn: lsn, index: index)
+            #expect(ChangeTag.matches(tag, lsn: lsn, index: index), "\(tag)")
+            #expect(!ChangeTag.matches(tag, lsn: lsn &+ 1, index: index), "\(tag)")
+            #expect(!ChangeTag.matches(tag, lsn: lsn, index: index + 1), "\(tag)")
+            #expect(!ChangeTag.matches(tag + "0", lsn: lsn, index: index), "\(tag)")
+        }
+        for bad in ["", "-", "a-", "-a", "0-0", "5-0", "05", "5-05", "A", "5_1", "5-1-1", "zzzzzzzzzzzzzzzz", " 5"] {
+            for lsn: UInt64 in [0, 5] {
+                for index in [0, 1] { #expect(!ChangeTag.matches(bad, lsn: lsn, index: index) || bad == ChangeTag.make(lsn: lsn, index: index), "\(bad)") }
+            }
+        }
+    }
+}

@@ -106,7 +106,11 @@ extension CloudletStore {
                         "new commits store each record as a record block read in place; older commits are read as they "
                             + "are, and converted when compaction rewrites their frames")
                 }
-                what.append("each partition's key directory moved from checkpoints to its index on disk (p*/index)")
+                if from < StoreMetadata.indexLayerFormat {
+                    what.append("each partition's key directory moved from checkpoints to its index on disk (p*/index)")
+                }
+                what.append(
+                    "new key-directory entries keep the record's creation stamp (older ones are read as they are)")
                 StoreLog.note("\(path): migrated the store from format \(from) to \(metadata.format): " + what.joined(separator: "; "))
             }
         } catch {

@@ -315,9 +315,20 @@ public struct Database: CloudletDatabase {
     ) {
         let partition = store.partition(for: key)
         let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
-        // The versions planning will read (updates merge fields, every save keeps the creation stamp), read now,
-        // outside the writer lock.
-        let reads = ops.compactMap { _, op in BatchPlanner.readsCurrentVersion(op) ? op.recordID.recordName : nil }
+        // The versions planning will read (updates merge fields; a replace keeps the creation stamp, which only entries
+        // older than format 5 lack), read now, outside the writer lock.
+        let reads = ops.compactMap { _, op -> (String, fields: Bool)? in
+            switch BatchPlanner.currentVersionNeed(op) {
+            case .nothing: nil
+            // An asset rule reads the replaced version's field for an asset without a receipt.
+            case .creationStamp where assetRule != nil && op.record?.fields.values.contains(where: { v in
+                v.assets.contains { $0.receipt == nil }
+            }) == true:
+                (op.recordID.recordName, true)
+            case .creationStamp: (op.recordID.recordName, false)
+            case .fields: (op.recordID.recordName, true)
+            }
+        }
         let prefetched = reads.isEmpty ? [:] : try await partition.prefetch(key, reads)
         for _ in 0..<8 {
             do {

@@ -31,7 +31,8 @@ package struct BatchPlanner {
     let deviceID: String
     let now: Int64
     /// Reads the current version of a record (prefetched outside the lock, cached, or from the log). Only operations
-    /// that need its fields or creation stamp read it; change tags and types come from the key directory.
+    /// that need its fields read it (and replaces of a version whose entry lacks its creation stamp); change tags,
+    /// types and creation stamps come from the key directory.
     let read: (String, RecordEntry) throws -> Record
     /// Checks each asset of a record being saved (the server's receipts); nil: every asset is accepted.
     let assetRule: AssetRule?
@@ -114,18 +115,20 @@ package struct BatchPlanner {
                 throw CloudletError(
                     .recordExists, "record '\(name)' already exists in zone '\(zone.zoneName)'", serverRecord: try current(name))
             }
-            return .saved(try put(r, fields: r.fields, created: nil))
-        case .update(let r), .replace(let r):
+            return .saved(try put(r, fields: r.fields, replacing: nil))
+        case .replace(let r):
+            _ = try requireVersion(name, tag: r.changeTag, op: op)
+            return .saved(try put(r, fields: r.fields, replacing: try previous(name)))
+        case .update(let r):
             _ = try requireVersion(name, tag: r.changeTag, op: op)
             let existing = try current(name)!
-            let fields = isReplace(op) ? r.fields : existing.fields.merging(r.fields) { _, new in new }
-            return .saved(try put(r, fields: fields, created: existing))
+            return .saved(try put(r, fields: existing.fields.merging(r.fields) { _, new in new }, replacing: Previous(existing)))
         case .forceUpdate(let r):
             let existing = try current(name)
             let fields = existing.map { $0.fields.merging(r.fields) { _, new in new } } ?? r.fields
-            return .saved(try put(r, fields: fields, created: existing))
+            return .saved(try put(r, fields: fields, replacing: existing.map(Previous.init)))
         case .forceReplace(let r):
-            return .saved(try put(r, fields: r.fields, created: try current(name)))
+            return .saved(try put(r, fields: r.fields, replacing: try previous(name)))
         case .delete(let id, let tag):
             try delete(id.recordName, type: try requireVersion(name, tag: tag, op: op).type)
             return .deleted(id)
@@ -138,18 +141,48 @@ package struct BatchPlanner {
         }
     }
 
-    /// Whether planning `op` reads the record's current version (its fields or creation stamp), if it has one: what
-    /// the caller may prefetch outside the lock (``Partition/prefetch(_:_:)``).
-    static func readsCurrentVersion(_ op: RecordOperation) -> Bool {
+    /// What planning `op` needs of the record's current version, if it has one: what the caller may prefetch
+    /// outside the lock (``Partition/prefetch(_:_:)``).
+    static func currentVersionNeed(_ op: RecordOperation) -> CurrentVersionNeed {
         switch op {
-        case .update, .replace, .forceUpdate, .forceReplace: true
-        case .create, .delete, .forceDelete: false
+        case .update, .forceUpdate: .fields
+        case .replace, .forceReplace: .creationStamp
+        case .create, .delete, .forceDelete: .nothing
         }
     }
 
-    private func isReplace(_ op: RecordOperation) -> Bool {
-        if case .replace = op { return true }
-        return false
+    /// What an operation needs of the version it changes (``currentVersionNeed(_:)``).
+    package enum CurrentVersionNeed {
+        case nothing
+        /// Its creation stamp: in its key-directory entry, unless the entry is older than store format 5.
+        case creationStamp
+        /// Its fields (an update merges them): a read of the version.
+        case fields
+    }
+
+    /// What a new version takes from the one it replaces: the type, which must not change, and the creation stamp.
+    private struct Previous {
+        var type: String
+        var created: RecordStamp?
+
+        init(_ record: Record) {
+            type = record.recordType
+            created = record.created
+        }
+
+        init(type: String, created: RecordStamp?) {
+            self.type = type
+            self.created = created
+        }
+    }
+
+    /// The current version's type and creation stamp: this batch's if it touched the record, else from the key
+    /// directory's entry — read from the version only for an entry written before entries kept the stamp.
+    private func previous(_ name: String) throws -> Previous? {
+        if let o = overlay[name] { return o.map(Previous.init) }
+        guard let e = try entry(name), !e.deleted else { return nil }
+        if let created = e.created { return Previous(type: e.recordType, created: created) }
+        return Previous(try read(name, e))
     }
 
     /// The current version's type and change tag, from the key directory (or this batch): checks that need no read.
@@ -194,12 +227,13 @@ package struct BatchPlanner {
         return e
     }
 
-    /// Validates and stages a new version of `input` with `fields`; `previous` is the version it replaces.
-    private mutating func put(_ input: Record, fields: [String: FieldValue], created previous: Record?) throws -> Record {
+    /// Validates and stages a new version of `input` with `fields`; `previous`: what the version it replaces
+    /// hands on.
+    private mutating func put(_ input: Record, fields: [String: FieldValue], replacing previous: Previous?) throws -> Record {
         try Names.validateIdentifier(input.recordType, what: "record type")
-        if let previous, previous.recordType != input.recordType {
+        if let previous, previous.type != input.recordType {
             throw CloudletError.invalid(
-                "record '\(input.recordName)' has type '\(previous.recordType)'; it cannot be saved as '\(input.recordType)'")
+                "record '\(input.recordName)' has type '\(previous.type)'; it cannot be saved as '\(input.recordType)'")
         }
         var record = Record(recordType: input.recordType, id: RecordID(recordName: input.recordName, zoneID: zone.zoneID))
         record.fields = fields
@@ -207,11 +241,14 @@ package struct BatchPlanner {
             try Names.validateIdentifier(field, what: "field name")
             try value.validate(field: field)
             if !value.assets.isEmpty {
-                for asset in value.assets {
-                    try assetRule?(
-                        AssetUse(
-                            recordType: input.recordType, recordID: record.id, field: field, asset: asset,
-                            previous: previous?.fields[field]))
+                if let assetRule {
+                    // The replaced version's field, for an asset without a receipt (the rule may keep one it held).
+                    let before = value.assets.contains { $0.receipt == nil } ? try current(input.recordName)?.fields[field] : nil
+                    for asset in value.assets {
+                        try assetRule(
+                            AssetUse(
+                                recordType: input.recordType, recordID: record.id, field: field, asset: asset, previous: before))
+                    }
                 }
                 record.fields[field] = value.mappingAssets(\.stored)  // no receipt, no source
             }

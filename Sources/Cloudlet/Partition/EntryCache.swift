@@ -10,7 +10,9 @@ import Synchronization
 /// (``invalidate(_:)``) in the same critical section, under the state lock, that applies the commit, and a zone
 /// deletion or a compaction's swap clears it. A reader that looked an entry up in a copy of the directory outside
 /// the lock adds it only if nothing was invalidated since it took the copy (``epoch``), so it cannot bring back what a
-/// later write replaced. Only live versions are kept (a tombstone is as cheap to find again as to keep).
+/// later write replaced. Only live versions are kept (a tombstone is as cheap to find again as to keep). An entry a
+/// read looked up is kept on its second lookup within a window (a ``Doorkeeper``): uniform reads of a store much
+/// larger than the cache would otherwise pay an insertion and an eviction each for entries never read again.
 final class EntryCache: Sendable {
     /// What the cache keeps under a record's hashed key (``key(_:_:)``): the zone and name too, so that a lookup
     /// tells a hit from another record whose key hashes alike.
@@ -24,6 +26,7 @@ final class EntryCache: Sendable {
 
     private struct State {
         var lru: LRUList<UInt64, Held>
+        var doorkeeper: Doorkeeper
         var epoch: UInt64 = 0
         var hits = 0
         var misses = 0
@@ -34,7 +37,7 @@ final class EntryCache: Sendable {
 
     init(capacity: Int) {
         self.capacity = max(capacity, 0)
-        state = Mutex(State(lru: LRUList(capacity: capacity)))
+        state = Mutex(State(lru: LRUList(capacity: capacity), doorkeeper: Doorkeeper(capacity: capacity)))
     }
 
     /// A record's key in the cache: its zone's fingerprint and a hash of its name's bytes (FNV-1a), mixed. Hashing
@@ -78,12 +81,14 @@ final class EntryCache: Sendable {
     var epoch: UInt64 { state.withLock { $0.epoch } }
 
     /// Keeps `entry` (if live) as record `name`'s in zone `z`: the caller found it in the live state under the lock,
-    /// or (`ifEpoch`) in a copy taken when the cache was at that epoch — kept only if nothing was invalidated since.
+    /// or (`ifEpoch`) in a copy taken when the cache was at that epoch — kept only if nothing was invalidated since,
+    /// and only if the doorkeeper saw it before (its second lookup in a window).
     func put(_ z: ZoneKey, _ name: String, _ entry: RecordEntry?, ifEpoch: UInt64? = nil) {
         guard capacity > 0, let entry, !entry.deleted else { return }
         let k = Self.key(z, name)
         state.withLock { s in
             if let ifEpoch, ifEpoch != s.epoch { return }
+            guard s.doorkeeper.admits(k) else { return }
             s.lru.put(k, Held(zone: z, name: name, entry: entry))
         }
     }

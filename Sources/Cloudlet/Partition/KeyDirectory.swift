@@ -587,6 +587,12 @@ enum DirectoryCodec {
             if e.slot.block { w.varint(UInt64(e.slot.recordLength)) }
             w.varint(e.deleteSelfTargets.count)
             for t in e.deleteSelfTargets { w.string(t) }
+            if let c = e.created {
+                w.u8(1)
+                w.svarint(c.timestamp)
+                w.string(c.userRecordName)
+                w.string(c.deviceID)
+            }
         }
         return w.bytes
     }
@@ -616,6 +622,12 @@ enum DirectoryCodec {
             }
             let n = try r.length()
             for _ in 0..<n { e.deleteSelfTargets.append(try r.string()) }
+            // Entries written by store format 4 end here.
+            if !r.isAtEnd {
+                let tag = try r.u8()
+                guard tag == 1 else { throw CloudletError.corruption("key directory entry: bad creation stamp tag \(tag)") }
+                e.created = RecordStamp(timestamp: try r.svarint(), userRecordName: try r.string(), deviceID: try r.string())
+            }
         }
         guard r.isAtEnd else { throw CloudletError.corruption("key directory entry: \(r.remaining) trailing bytes") }
         return e

@@ -424,12 +424,14 @@ package final class Partition: Sendable {
     }
 
     /// The current versions of the records `names` of `zone` that are not cached, read before a batch is planned so
-    /// that planning under the writer lock finds them in memory (the result, keyed by version). A version replaced
-    /// meanwhile is simply not used; a read that fails is left to the planner, which reports it.
-    func prefetch(_ zone: ZoneKey, _ names: [String]) async throws -> [RecordCache.Key: Record] {
-        let found = try await currentEntries(zone, names) ?? []
-        let entries = zip(names, found).compactMap { n, e in e.map { (zone, n, $0) } }
-            .filter { !$0.2.deleted && !cache.contains(RecordCache.Key($0.2)) }
+    /// that planning under the writer lock finds them in memory (the result, keyed by version). A name whose
+    /// `fields` are not needed is read only if its entry lacks the creation stamp. A version replaced meanwhile is
+    /// simply not used; a read that fails is left to the planner, which reports it.
+    func prefetch(_ zone: ZoneKey, _ names: [(String, fields: Bool)]) async throws -> [RecordCache.Key: Record] {
+        let found = try await currentEntries(zone, names.map(\.0)) ?? []
+        let entries = zip(names, found).compactMap { n, e in e.map { (zone, n.0, $0, n.fields) } }
+            .filter { !$0.2.deleted && ($0.3 || $0.2.created == nil) && !cache.contains(RecordCache.Key($0.2)) }
+            .map { ($0.0, $0.1, $0.2) }
         guard !entries.isEmpty else { return [:] }
         let results = await ThreadBridge.offload { self.readUncached(entries) }
         var out: [RecordCache.Key: Record] = [:]
@@ -645,7 +647,7 @@ package final class Partition: Sendable {
             throw mismatch(e.message)
         }
         // The change tag names the version: a slot that decodes to another record or version is not this one.
-        guard record.recordName == name, record.changeTag ?? "" == entry.changeTag else {
+        guard record.recordName == name, entry.hasChangeTag(record.changeTag ?? "") else {
             throw mismatch("record '\(record.recordName)' version '\(record.changeTag ?? "")'")
         }
         record.id.zoneID = zone.zoneID

@@ -20,10 +20,19 @@ package struct RecordEntry: Sendable, Hashable {
     /// The bytes of its segment this version (or tombstone) keeps alive: its share of its frame
     /// (``Commit/costs(sizes:frameLength:)``); freed when it is superseded or purged.
     var cost: UInt32 = 0
+    /// The version's creation stamp (system field `created`), so that a replace keeps it without reading the
+    /// version it replaces; nil for a tombstone, and for versions whose entry was written before entries kept it
+    /// (store format 4).
+    package var created: RecordStamp? = nil
 
     /// The version's change tag: derived from where it was committed (``ChangeTag/make(lsn:index:)``), as every
     /// writer stamps it, so the key directory does not store it; empty for a tombstone.
     package var changeTag: String { deleted ? "" : ChangeTag.make(lsn: lsn, index: Int(index)) }
+
+    /// Whether `tag` is ``changeTag``, checked without building it.
+    package func hasChangeTag(_ tag: String) -> Bool {
+        deleted ? tag.isEmpty : ChangeTag.matches(tag, lsn: lsn, index: Int(index))
+    }
 
     /// The position of this change in the partition's change order.
     var change: ChangePoint { ChangePoint(lsn: lsn, index: index) }
@@ -205,7 +214,7 @@ package struct PartitionState: Sendable {
                 }
                 let entry = RecordEntry(
                     lsn: lsn, index: UInt32(i), position: position, slot: slots[k]!, recordType: record.recordType, deleted: false, time: record.modified?.timestamp ?? 0,
-                    deleteSelfTargets: targets, cost: cost)
+                    deleteSelfTargets: targets, cost: cost, created: record.created)
                 addLive(position.segment, cost)
                 let old = try keys.put(z, record.recordName, entry, known: previous(z, record.recordName))
                 if let old { freeLive(old.position.segment, old.cost) }
@@ -301,5 +310,35 @@ package final class PlannedLookups: @unchecked Sendable {
 package enum ChangeTag {
     package static func make(lsn: UInt64, index: Int) -> String {
         index == 0 ? String(lsn, radix: 36) : String(lsn, radix: 36) + "-" + String(index, radix: 36)
+    }
+
+    /// Whether `tag` is ``make(lsn:index:)`` of `lsn` and `index`, read without building that string (a point read
+    /// checks the tag of every record it decodes).
+    package static func matches(_ tag: String, lsn: UInt64, index: Int) -> Bool {
+        var parts: (UInt64, UInt64) = (0, 0)
+        var second = false
+        var digits = 0
+        for c in tag.utf8 {
+            let d: UInt8
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): d = c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): d = c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "-") where !second && digits > 0:
+                second = true
+                digits = 0
+                continue
+            default: return false
+            }
+            // No leading zeros (make never writes them), so each value has one spelling.
+            if digits > 0 && (second ? parts.1 : parts.0) == 0 { return false }
+            let (m, o1) = (second ? parts.1 : parts.0).multipliedReportingOverflow(by: 36)
+            let (v, o2) = m.addingReportingOverflow(UInt64(d))
+            if o1 || o2 { return false }
+            if second { parts.1 = v } else { parts.0 = v }
+            digits += 1
+        }
+        guard digits > 0, parts.0 == lsn else { return false }
+        // make writes no "-0" suffix: an index of 0 has none.
+        return second ? parts.1 != 0 && parts.1 == UInt64(index) : index == 0
     }
 }

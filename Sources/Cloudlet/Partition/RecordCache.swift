@@ -5,11 +5,10 @@ import Synchronization
 /// mutation's index in it, which compaction preserves (a byte offset would not survive a rewritten frame) — so a
 /// key-directory entry always finds exactly its version or nothing, and keys hash without touching strings.
 ///
-/// Versions read from disk are admitted on their second read within a window (``putRead(_:record:)``: TinyLFU's
-/// "doorkeeper", a bit per hashed key, cleared once it has seen about four times the capacity): a one-off read — a
-/// uniform scan of a store larger than the cache — then costs neither an insertion nor the eviction (and the
-/// deallocation of a decoded record) it would force, which was a fifth of a random read's time; records read again
-/// soon, the hot ones, get in. Versions just written are cached at once (``put(_:record:)``).
+/// Versions read from disk are admitted on their second read within a window (``putRead(_:record:)``, through a
+/// ``Doorkeeper``): a one-off read then costs neither an insertion nor the eviction (and the deallocation of a
+/// decoded record) it would force, which was a fifth of a random read's time. Versions just written are cached at
+/// once (``put(_:record:)``).
 final class RecordCache: Sendable {
     struct Key: Hashable, Sendable {
         var lsn: UInt64
@@ -30,40 +29,23 @@ final class RecordCache: Sendable {
         var lru: LRUList<Key, Record>
         var hits = 0
         var misses = 0
-        /// The doorkeeper: one bit per hashed key read from disk since it was last cleared.
-        var seen: [UInt64] = []
-        var seenCount = 0
+        var doorkeeper: Doorkeeper
     }
 
     private let capacity: Int
     private let state: Mutex<State>
 
-    /// Bits of the doorkeeper (a power of two, about eight per cached version).
-    private let seenBits: Int
-
     init(capacity: Int) {
         self.capacity = max(capacity, 0)
-        state = Mutex(State(lru: LRUList(capacity: capacity)))
-        seenBits = 1 << max(10, Int.bitWidth - (max(capacity, 1) * 8 - 1).leadingZeroBitCount)
+        state = Mutex(State(lru: LRUList(capacity: capacity), doorkeeper: Doorkeeper(capacity: capacity)))
     }
 
     /// Caches a version just read from disk if it was read before within the doorkeeper's window; otherwise only
     /// notes that it was read.
     func putRead(_ key: Key, record: Record) {
         guard capacity > 0 else { return }
-        let bit = Int(truncatingIfNeeded: Self.mix(key)) & (seenBits - 1)
-        let admit = state.withLock { s in
-            if s.seen.isEmpty { s.seen = [UInt64](repeating: 0, count: seenBits / 64) }
-            let word = bit / 64, mask = UInt64(1) << UInt64(bit % 64)
-            if s.seen[word] & mask != 0 { return true }
-            if s.seenCount >= capacity * 4 {
-                for i in s.seen.indices { s.seen[i] = 0 }
-                s.seenCount = 0
-            }
-            s.seen[word] |= mask
-            s.seenCount += 1
-            return false
-        }
+        let hash = Self.mix(key)
+        let admit = state.withLock { $0.doorkeeper.admits(hash) }
         if admit { put(key, record: record) }
     }
 

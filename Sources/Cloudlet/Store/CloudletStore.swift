@@ -196,6 +196,7 @@ public final class CloudletStore: Sendable {
             s.writesCancelled += w.cancelledJobs
             let segments = p.log.segments()
             s.logBytes += Int(segments.reduce(UInt64(0)) { $0 + $1.size })
+            s.logBytesRead += Int(p.log.bytesRead)
             let (dead, sealed) = p.deadBytes()
             s.sealedBytes += Int(sealed)
             s.deadBytes += Int(dead)
@@ -277,6 +278,9 @@ public struct StoreStatistics: Sendable {
     public var entryCacheMisses = 0
     /// Bytes of segment files (all partitions).
     public var logBytes = 0
+    /// Bytes read from segment files by record reads, change feeds and compaction since the store was opened
+    /// (recovery's reads not included).
+    public var logBytesRead = 0
     /// Bytes of sealed segments (the ones compaction may rewrite), and how many of them hold nothing current:
     /// superseded versions, purged tombstones, records of deleted zones.
     public var sealedBytes = 0

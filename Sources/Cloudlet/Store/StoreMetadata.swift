@@ -13,14 +13,19 @@ public struct StoreMetadata: Sendable, Codable, Equatable {
     /// Creation time, milliseconds since 1970.
     public var created: Int64
 
+    /// Format 5: a record's key-directory entry also keeps its creation stamp, so that a replace does not read the
+    /// version it replaces; format-4 entries lack it and are read as they are (their replaces read the version).
     /// Format 4: each partition keeps its key directory (and the rest of its derived state) in an LSM tree in
     /// `p*/index` instead of checkpoints (docs/index-layer.md); opening reads it and replays only the log after its
     /// last flush. Format 3: commits store each record as a record block (checksummed and compressed on its own, read in place;
     /// docs/record-format.md). Format 2: the catalog (schemas, subscriptions) has its own log in `catalog/`. Format 1
     /// kept it in partition 0's log. An older store is migrated when opened for writing (``CloudletStore``) — from 1,
     /// its catalog moves to its own log; to 3, only the metadata changes, since commits of either payload version are
-    /// read — and read as it is when opened read-only.
-    public static let currentFormat = 4
+    /// read; to 4, the partitions write their index; to 5, only the metadata changes — and read as it is when opened
+    /// read-only.
+    public static let currentFormat = 5
+    /// The first format whose partitions keep their key directory in an LSM tree (`p*/index`).
+    package static let indexLayerFormat = 4
     /// The format whose catalog lives in partition 0.
     package static let partitionZeroCatalogFormat = 1
     /// The first format whose commits may hold record blocks: a release that knows only format 2 cannot read them,

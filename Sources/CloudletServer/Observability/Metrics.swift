@@ -87,6 +87,7 @@ final class Metrics: Sendable {
         metric("cloudlet_store_entry_cache_misses_total", "counter", "Point reads that searched the key directory.", store.entryCacheMisses)
         metric("cloudlet_store_frames_replayed", "gauge", "Log frames replayed when the store was opened.", store.framesReplayed)
         metric("cloudlet_store_log_bytes", "gauge", "Bytes of log segment files.", store.logBytes)
+        metric("cloudlet_store_log_bytes_read_total", "counter", "Bytes read from log segments since the store was opened.", store.logBytesRead)
         metric("cloudlet_store_dead_bytes", "gauge", "Bytes of sealed segments holding nothing current.", store.deadBytes)
         metric("cloudlet_compactions_total", "counter", "Compactions that took effect since the store was opened.", store.compactions)
         metric("cloudlet_compaction_bytes_reclaimed_total", "counter", "Bytes compactions gave back.", store.compactionBytesReclaimed)

@@ -47,23 +47,8 @@ public struct Memtable: Sendable {
     /// read view): 2,048 entries is ~150 KB.
     static let recentLimit = 2048
 
-    /// A key with its ``KeyHash``, computed once a lookup: the table hashes it without reading the bytes again
-    /// (`Hasher` over a byte array goes a byte at a time) and the layers' filters probe with it.
-    struct HashedKey: Hashable, Sendable {
-        let key: [UInt8]
-        let hash: UInt64
-
-        init(_ key: [UInt8]) {
-            self.key = key
-            hash = KeyHash.hash(key)
-        }
-
-        func hash(into hasher: inout Hasher) { hasher.combine(hash) }
-        static func == (a: HashedKey, b: HashedKey) -> Bool { a.hash == b.hash && a.key == b.key }
-    }
-
-    /// The newest writes, by key.
-    private var recent: [HashedKey: LSMEntry] = [:]
+    /// The newest writes: a hash table over the keys' ``KeyHash``es.
+    private var recent = RecentTable(capacity: recentLimit)
     /// ``recent`` sorted, once an iterator needed it: shared by the copies that have the same table (a read view and
     /// the memtable it copied, until the next write), so the queries and walks of one view sort it once, not once
     /// an iterator. A write to a shared memo's table gets a new memo.
@@ -87,14 +72,15 @@ public struct Memtable: Sendable {
     /// Records a write. An entry older (by sequence) than the one the memtable holds for its key is ignored, so
     /// replaying writes twice is harmless.
     public mutating func apply(_ entry: LSMEntry) {
-        let key = HashedKey(entry.key)
-        let replaced = get(key)
+        let hash = KeyHash.hash(entry.key)
+        let slot = recent.find(entry.key, hash: hash)
+        let replaced = slot.map { recent.entries[$0] } ?? layersGet(entry.key, hash: hash)
         if let replaced, entry.sequence < replaced.sequence { return }
         maxSequence = max(maxSequence, entry.sequence)
         approximateBytes += Self.size(entry)
         if let replaced { approximateBytes -= Self.size(replaced) } else { count += 1 }
         if !isKnownUniquelyReferenced(&sortedRecent) || sortedRecent.isComputed { sortedRecent = SortedRecent() }
-        recent[key] = entry
+        recent.set(entry, hash: hash, at: slot)
         if recent.count >= Self.recentLimit { seal() }
     }
 
@@ -107,12 +93,16 @@ public struct Memtable: Sendable {
     public mutating func delete(_ key: [UInt8], sequence: UInt64) { apply(.delete(key, sequence: sequence)) }
 
     /// The entry of `key` (a tombstone included), or nil if the memtable has none.
-    public func get(_ key: [UInt8]) -> LSMEntry? { get(HashedKey(key)) }
+    public func get(_ key: [UInt8]) -> LSMEntry? {
+        let hash = KeyHash.hash(key)
+        if let i = recent.find(key, hash: hash) { return recent.entries[i] }
+        return layersGet(key, hash: hash)
+    }
 
-    private func get(_ key: HashedKey) -> LSMEntry? {
-        if let e = recent[key] { return e }
+    /// The entry of `key` (whose ``KeyHash`` is `hash`) in the newest layer that has one.
+    private func layersGet(_ key: [UInt8], hash: UInt64) -> LSMEntry? {
         for layer in layers {
-            if let e = layer.get(key.key, hash: key.hash) { return e }
+            if let e = layer.get(key, hash: hash) { return e }
         }
         return nil
     }
@@ -123,7 +113,7 @@ public struct Memtable: Sendable {
     /// The memtable as sorted parts, newest first: the table sorted now, then the layers (what iterators merge).
     func sortedParts() -> [[LSMEntry]] {
         let table = recent
-        let sorted = recent.isEmpty ? [] : sortedRecent.get { table.values.sorted { LSMKey.less($0.key, $1.key) } }  // at most recentLimit
+        let sorted = recent.count == 0 ? [] : sortedRecent.get { Self.keyOrder(table.entries).map { table.entries[Int($0)] } }
         return (sorted.isEmpty ? [] : [sorted]) + layers.map(\.entries)
     }
 
@@ -160,9 +150,9 @@ public struct Memtable: Sendable {
     /// (``sizeClass(_:)``), merges those into one: each entry is copied about log₄(n / ``recentLimit``) times over
     /// its life, and at most ``fanIn`` - 1 layers of each class stand.
     private mutating func seal() {
-        let sorted = recent.sorted { LSMKey.less($0.key.key, $1.key.key) }
-        let layer = Layer(sorted.map(\.value), hashes: sorted.map(\.key.hash))
-        recent.removeAll(keepingCapacity: true)
+        let order = Self.keyOrder(recent.entries)
+        let layer = Layer(order.map { recent.entries[Int($0)] }, hashes: order.map { recent.hashes[Int($0)] })
+        recent.removeAll()
         layers.insert(layer, at: 0)
         while true {
             let size = Self.sizeClass(layers[0].entries.count)
@@ -172,6 +162,57 @@ public struct Memtable: Sendable {
             let merged = Self.merge(Array(layers[0..<n]))
             layers.replaceSubrange(0..<n, with: [merged])
         }
+    }
+
+    /// The indices of `entries` (distinct keys) in key order.
+    ///
+    /// The keys of one table share a long prefix (the directory's keys start with their zone's path), so comparing
+    /// whole keys spends most of its time in bytes that never differ. This sorts the 16 bytes after the prefix all
+    /// keys share, as two integers (shorter keys padded with zeros), and compares whole keys only where those tie.
+    static func keyOrder(_ entries: [LSMEntry]) -> [Int32] {
+        guard let first = entries.first?.key else { return [] }
+        var shared = first.count
+        for e in entries.dropFirst() where shared > 0 { shared = min(shared, commonPrefix(first, e.key, upTo: shared)) }
+        struct Item {
+            var high: UInt64
+            var low: UInt64
+            var index: Int32
+        }
+        var items = entries.indices.map { i in
+            entries[i].key.withUnsafeBytes { k in
+                Item(high: bigEndian(k, from: shared), low: bigEndian(k, from: shared + 8), index: Int32(i))
+            }
+        }
+        items.sort { a, b in
+            if a.high != b.high { return a.high < b.high }
+            if a.low != b.low { return a.low < b.low }
+            return LSMKey.compare(entries[Int(a.index)].key, entries[Int(b.index)].key) < 0
+        }
+        return items.map(\.index)
+    }
+
+    /// How many leading bytes `a` and `b` share, counting at most `limit`.
+    private static func commonPrefix(_ a: [UInt8], _ b: [UInt8], upTo limit: Int) -> Int {
+        a.withUnsafeBytes { pa in
+            b.withUnsafeBytes { pb in
+                let n = min(limit, pa.count, pb.count)
+                var i = 0
+                while i + 8 <= n && pa.loadUnaligned(fromByteOffset: i, as: UInt64.self) == pb.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
+                    i += 8
+                }
+                while i < n && pa[i] == pb[i] { i += 1 }
+                return i
+            }
+        }
+    }
+
+    /// The 8 bytes of `key` from `offset` as a big-endian integer, missing bytes as zeros: integers that order as
+    /// the bytes do.
+    private static func bigEndian(_ key: UnsafeRawBufferPointer, from offset: Int) -> UInt64 {
+        if offset + 8 <= key.count { return UInt64(bigEndian: key.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
+        var v: UInt64 = 0
+        for i in 0..<8 { v = v << 8 | UInt64(offset + i < key.count ? key[offset + i] : 0) }
+        return v
     }
 
     /// Layers of one size class that merge into one.
@@ -195,30 +236,57 @@ public struct Memtable: Sendable {
         let total = parts.reduce(0) { $0 + $1.entries.count }
         out.reserveCapacity(total)
         hashes.reserveCapacity(total)
-        var positions = [Int](repeating: 0, count: parts.count)
-        while true {
-            // The smallest key among the parts' positions, and every part standing on it (a bit each); the first
-            // (newest) part holding it wins.
-            var winner = -1
-            var holders = 0
-            for p in parts.indices where positions[p] < parts[p].entries.count {
-                if winner >= 0 {
-                    let c = LSMKey.compare(parts[p].entries[positions[p]].key, parts[winner].entries[positions[winner]].key)
-                    if c > 0 { continue }
-                    if c == 0 {
-                        holders |= 1 << p
-                        continue
-                    }
-                }
-                winner = p
-                holders = 1 << p
+        // Through buffer pointers held for the whole merge: a step then reads keys in place, where subscripting
+        // the layers' arrays retained and released each one it touched. As in ``keyOrder(_:)``, each part's head
+        // key is compared by the 16 bytes after the prefix all keys share, whole keys only where those tie.
+        withBuffers(parts.map(\.entries)) { lists in
+            var shared = Int.max
+            for list in lists where !list.isEmpty {
+                shared = min(shared, commonPrefix(list.first!.key, list.last!.key, upTo: shared))
+                shared = min(shared, commonPrefix(lists.first { !$0.isEmpty }!.first!.key, list.first!.key, upTo: shared))
             }
-            guard winner >= 0 else { break }
-            out.append(parts[winner].entries[positions[winner]])
-            hashes.append(parts[winner].hashes[positions[winner]])
-            for p in parts.indices where holders & (1 << p) != 0 { positions[p] += 1 }
+            func head(_ list: UnsafeBufferPointer<LSMEntry>, _ i: Int) -> (UInt64, UInt64) {
+                list[i].key.withUnsafeBytes { (bigEndian($0, from: shared), bigEndian($0, from: shared + 8)) }
+            }
+            var positions = [Int](repeating: 0, count: lists.count)
+            var heads = lists.map { $0.isEmpty ? (0, 0) : head($0, 0) }
+            while true {
+                // The smallest key among the parts' positions, and every part standing on it (a bit each); the
+                // first (newest) part holding it wins.
+                var winner = -1
+                var holders = 0
+                for p in lists.indices where positions[p] < lists[p].count {
+                    if winner >= 0 {
+                        var c = heads[p] < heads[winner] ? -1 : heads[p] == heads[winner] ? 0 : 1
+                        if c == 0 { c = LSMKey.compare(lists[p][positions[p]].key, lists[winner][positions[winner]].key) }
+                        if c > 0 { continue }
+                        if c == 0 {
+                            holders |= 1 << p
+                            continue
+                        }
+                    }
+                    winner = p
+                    holders = 1 << p
+                }
+                guard winner >= 0 else { break }
+                out.append(lists[winner][positions[winner]])
+                hashes.append(parts[winner].hashes[positions[winner]])
+                for p in lists.indices where holders & (1 << p) != 0 {
+                    positions[p] += 1
+                    if positions[p] < lists[p].count { heads[p] = head(lists[p], positions[p]) }
+                }
+            }
         }
         return Layer(out, hashes: hashes)
+    }
+
+    /// Calls `body` with buffer pointers to each of `arrays`, valid during the call.
+    private static func withBuffers<R>(
+        _ arrays: [[LSMEntry]], from i: Int = 0, _ held: [UnsafeBufferPointer<LSMEntry>] = [],
+        _ body: ([UnsafeBufferPointer<LSMEntry>]) -> R
+    ) -> R {
+        guard i < arrays.count else { return body(held) }
+        return arrays[i].withUnsafeBufferPointer { withBuffers(arrays, from: i + 1, held + [$0], body) }
     }
 }
 
@@ -262,5 +330,61 @@ public final class MemtableIterator: LSMIterator {
             winner = entry
         }
         current = winner
+    }
+}
+
+/// The hash table of a ``Memtable``'s newest writes: open addressing with linear probing over the keys' ``KeyHash``
+/// (computed once a write or lookup; Swift's `Dictionary` would run SipHash over it on every probe), the entries
+/// in the order they were first written. It only grows until the memtable empties it whole; its slot count is a
+/// power of two at least twice its capacity, so probes stay short.
+struct RecentTable: Sendable {
+    private(set) var entries: [LSMEntry] = []
+    /// ``entries``' key hashes.
+    private(set) var hashes: [UInt64] = []
+    /// Index + 1 into ``entries``; 0: empty.
+    private var slots: [Int32]
+    private let mask: Int
+
+    init(capacity: Int) {
+        var n = 1
+        while n < 2 * capacity { n <<= 1 }
+        slots = [Int32](repeating: 0, count: n)
+        mask = n - 1
+        entries.reserveCapacity(capacity)
+        hashes.reserveCapacity(capacity)
+    }
+
+    var count: Int { entries.count }
+
+    /// The index in ``entries`` of `key`'s entry (`hash`: its ``KeyHash``), if it has one.
+    func find(_ key: [UInt8], hash: UInt64) -> Int? {
+        var i = Int(truncatingIfNeeded: hash) & mask
+        while true {
+            let s = Int(slots[i])
+            if s == 0 { return nil }
+            if hashes[s - 1] == hash && entries[s - 1].key == key { return s - 1 }
+            i = (i + 1) & mask
+        }
+    }
+
+    /// Stores `entry` at index `slot` of ``entries`` (what ``find(_:hash:)`` returned for its key), or adds it.
+    mutating func set(_ entry: LSMEntry, hash: UInt64, at slot: Int?) {
+        if let slot {
+            entries[slot] = entry
+            return
+        }
+        precondition(2 * (entries.count + 1) <= slots.count, "the table is full")
+        var i = Int(truncatingIfNeeded: hash) & mask
+        while slots[i] != 0 { i = (i + 1) & mask }
+        entries.append(entry)
+        hashes.append(hash)
+        slots[i] = Int32(entries.count)
+    }
+
+    /// Empties the table, keeping its storage when nothing else shares it.
+    mutating func removeAll() {
+        entries.removeAll(keepingCapacity: true)
+        hashes.removeAll(keepingCapacity: true)
+        for i in slots.indices { slots[i] = 0 }
     }
 }
