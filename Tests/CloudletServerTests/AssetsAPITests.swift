@@ -229,6 +229,12 @@ import FoundationNetworking
                 #"{"operations":[{"operationType":"update","record":{"recordName":"ok","recordType":"Photo","recordChangeTag":"\#(tag)","fields":{"image":{"value":\#(bare)},"title":{"value":"x"}}}}]}"#
             )
             #expect(again.records.first?["serverErrorCode"] == nil, "\(again)")
+            // A whole replace that keeps the file too (it does not otherwise read the version it replaces).
+            let replaced = try await HTTP.post(
+                s.url("records/modify"),
+                #"{"operations":[{"operationType":"forceReplace","record":{"recordName":"ok","recordType":"Photo","fields":{"image":{"value":\#(bare)}}}}]}"#
+            )
+            #expect(replaced.records.first?["serverErrorCode"] == nil, "\(replaced)")
         }
     }
 

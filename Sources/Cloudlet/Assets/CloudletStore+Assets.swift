@@ -119,8 +119,8 @@ extension CloudletStore {
         let blobs = assets
         let ops = operations
         // Imports read and write files: off the cooperative pool. Each imported file is pinned as it gets its name.
-        let done = try await ThreadBridge.offload { () throws -> [(Int, Result<Record, CloudletError>, [String])] in
-            try withAssets.map { i in
+        let done = await ThreadBridge.offload { () -> [(Int, Result<Record, CloudletError>, [String])] in
+            withAssets.map { i in
                 var record = ops[i].record!
                 var imported: [String] = []
                 do {
