@@ -40,6 +40,22 @@ import Testing
         await serve.child.stop(SIGTERM)
     }
 
+    @Test func theMaxAssetSizeOptionSetsTheLimitA413Names() async throws {
+        let dir = TempDir("asset-serve")
+        let serve = try await ServeChild.start(data: dir.sub("data"), extra: ["--durability", "os", "--max-asset-size", "2000000"])
+        let (api, web) = (try #require(serve.apiToken), try #require(serve.webAuthToken))
+        let r = try await HTTP.post(
+            "\(serve.url)/database/1/iCloud.com.example.app/development/private/assets/upload?ckAPIToken=\(api)&ckWebAuthToken=\(web)",
+            #"{"tokens":[{"recordType":"Photo","fieldName":"image"}]}"#)
+        let url = try #require(r.json["tokens"]?.arrayValue?.first?["url"]?.stringValue, "\(r)")
+        let big = try await HTTP.send("POST", url, body: [UInt8](repeating: 1, count: 2_000_001))
+        #expect(big.status == 413)
+        #expect(big.reason.contains("2000000 bytes (--max-asset-size)"), "\(big)")
+        let fits = try await HTTP.send("POST", url, body: [UInt8](repeating: 1, count: 2_000_000))
+        #expect(fits.status == 200, "\(fits)")
+        await serve.child.stop(SIGTERM)
+    }
+
     @Test func uploadsPastTheConcurrencyLimitAreAskedToRetry() async throws {
         let s = try await LiveServer.start { $0.maxConcurrentUploads = 1 }
         var refused: Reply?
