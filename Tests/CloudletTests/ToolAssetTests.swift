@@ -68,4 +68,28 @@ import Testing
         for c in kept { #expect(FileManager.default.fileExists(atPath: path + "/assets/sha256/\(c.prefix(2))/\(c)")) }
         #expect(try await tool("verify", "--data", path, "--deep").code == 0)
     }
+
+    @Test func exportAndImportCarryTheAssetFilesWithAssets() async throws {
+        let dir = TempDir()
+        let path = dir.sub("store")
+        let (kept, deleted) = try await build(path)
+        let lines = dir.sub("export.jsonl")
+        let e = try await tool("export", "--data", path, "--output", lines, "--assets", dir.sub("files"))
+        #expect(e.code == 0 && e.stderr.contains("copied 2 asset file(s)"), "\(e)")
+        #expect(Set(try FileManager.default.contentsOfDirectory(atPath: dir.sub("files"))) == Set(kept))  // not the deleted one's
+        _ = deleted
+
+        let bare = try await tool("import", "--data", dir.sub("bare"), "--input", lines)
+        #expect(bare.code == 0 && bare.stderr.contains("reference 2 asset file(s) this store lacks"), "\(bare)")
+        #expect(try await tool("verify", "--data", dir.sub("bare")).code == 65)
+
+        let copy = try await tool("import", "--data", dir.sub("copy"), "--input", lines, "--assets", dir.sub("files"))
+        #expect(copy.code == 0 && copy.stderr.contains("2 asset file(s)"), "\(copy)")
+        #expect(try await tool("verify", "--data", dir.sub("copy"), "--deep").code == 0)
+
+        // A file that does not hash to its name is bad data.
+        try Data([0]).write(to: URL(fileURLWithPath: dir.sub("files") + "/" + kept[0]))
+        let bad = try await tool("import", "--data", dir.sub("bad"), "--input", lines, "--assets", dir.sub("files"))
+        #expect(bad.code == 65 && bad.stderr.contains("does not hash to its name"), "\(bad)")
+    }
 }
