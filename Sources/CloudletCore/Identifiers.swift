@@ -83,9 +83,13 @@ public struct ZoneKey: Hashable, Sendable, CustomStringConvertible {
         self.zoneName = zoneName
         // The path hashed keeps the scope word earlier releases put in the key (public for `__defaultOwner__`,
         // private for a user), so stores written before keep their placement, checkpoints and change tokens.
-        fingerprint = Fingerprint.of([
-            container, environment.rawValue, owner == defaultOwnerName ? "public" : "private", owner, zoneName,
-        ])
+        var f = Fingerprint.Accumulator()
+        f.add(container)
+        f.add(environment.rawValue)
+        f.add(owner == defaultOwnerName ? "public" : "private")
+        f.add(owner)
+        f.add(zoneName)
+        fingerprint = f.value
     }
 
     /// The zone `zoneName` of the database's owner (the database's scope plays no part).
@@ -134,15 +138,24 @@ extension DatabaseID {
 /// `hashValue`), so they can be stored on disk and in change tokens.
 public enum Fingerprint {
     public static func of(_ parts: [String]) -> UInt64 {
-        var h: UInt64 = 0xCBF2_9CE4_8422_2325
-        for part in parts {
-            for b in part.utf8 {
-                h ^= UInt64(b)
-                h = h &* 0x100_0000_01B3
+        var f = Accumulator()
+        for part in parts { f.add(part) }
+        return f.value
+    }
+
+    /// ``of(_:)`` one part at a time, with no array of the parts (a zone key computes one for every record access).
+    public struct Accumulator {
+        public private(set) var value: UInt64 = 0xCBF2_9CE4_8422_2325
+
+        public init() {}
+
+        public mutating func add(_ part: String) {
+            var h = value
+            var part = part
+            part.withUTF8 { bytes in
+                for b in bytes { h = (h ^ UInt64(b)) &* 0x100_0000_01B3 }
             }
-            h ^= 0xFF
-            h = h &* 0x100_0000_01B3
+            value = (h ^ 0xFF) &* 0x100_0000_01B3
         }
-        return h
     }
 }

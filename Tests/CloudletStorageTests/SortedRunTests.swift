@@ -130,6 +130,24 @@ struct SortedRunTests {
         }
     }
 
+    /// The probes are part of the on-disk format (SortedRunFormat.md, "Filter block"): a lookup answers what
+    /// checking every probe of the documented formula answers, whatever it skips.
+    @Test("the bloom filter answers as the documented probe formula does")
+    func bloomFilterProbes() throws {
+        var rng = SeededRandom(seed: SeededRandom.testSeed())
+        let filter = BloomFilter(hashes: (0..<500).map { _ in rng.next() }, bitsPerKey: 3)
+        let m = UInt64(filter.bits.count * 8)
+        for _ in 0..<20_000 {
+            let h = rng.next()
+            let delta = ((h >> 21) | (h << 43)) | 1
+            let expected = (0..<UInt64(filter.probes)).allSatisfy { i in
+                let bit = (h &+ i &* delta) % m
+                return filter.bits[Int(bit / 8)] & (1 << UInt8(bit % 8)) != 0
+            }
+            #expect(filter.mayContain(hash: h) == expected, "hash \(h)")
+        }
+    }
+
     @Test("a reader skips blocks the bloom filter rules out")
     func bloomAvoidsReads() throws {
         let fs = InMemoryFileSystem()

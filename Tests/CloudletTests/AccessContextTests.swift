@@ -66,6 +66,9 @@ import Testing
             for env in Environment.allCases {
                 let key = ZoneKey(container: testContainer, environment: env, owner: owner, zoneName: "Z")
                 #expect(key.stableHash == Fingerprint.of([testContainer, env.rawValue, scopeWord, owner, "Z"]))
+                // The hash itself, as FNV-1a over the parts (each followed by 0xFF) computed outside Swift.
+                let pinned = ZoneKey(container: "iCloud.com.example.app", environment: .development, owner: "_u1", zoneName: "Notes")
+                #expect(pinned.stableHash == 0xdd34_3ac5_39c6_b8b4)
                 var w = ByteWriter(capacity: 64)
                 Commit.encode(key, into: &w)
                 var old = ByteWriter(capacity: 64)

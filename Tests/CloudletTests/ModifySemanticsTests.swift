@@ -122,6 +122,49 @@ import Testing
         try await store.close()
     }
 
+    /// An entry written by store format 4 has no creation stamp: a replace reads the version for it, and its new
+    /// entry has one.
+    @Test func aReplaceOfAnEntryWithoutItsCreationStampReadsTheVersionForIt() async throws {
+        let store = try await openStore(dir)
+        let db = try db(store)
+        let a = try await db.save(note("a", title: "one"))
+        let key = try db.key(.default)
+        let partition = store.partition(for: key)
+        try partition.state.withLock { st in
+            var e = try #require(try st.entry(key, "a"))
+            #expect(e.created == a.created)
+            e.created = nil
+            // Rewrites the entry as format 4 wrote it (the zone's record counts restart from this one entry, which
+            // this test does not look at).
+            try st.loadZone(key, createdLSN: 0, lastChangeLSN: e.lsn, entries: [("a", e)])
+        }
+        partition.entryCache.removeAll()
+        #expect(try partition.state.withLock { try $0.entry(key, "a")?.created } == nil)
+        let replaced = try #require(try await db.modify([.forceReplace(note("a", title: "two"))])[0].record)
+        #expect(replaced.created == a.created, "the stamp came from the version")
+        #expect(try partition.state.withLock { try $0.entry(key, "a")?.created } == a.created)
+        try await store.close()
+    }
+
+    /// Entries a prefetch looked up serve the planner only while nothing changed an entry since (the entry cache's
+    /// epoch), and never as tombstones (a purge drops those).
+    @Test func prefetchedEntriesSeedThePlannerOnlyWhileTheyAreCurrent() {
+        let zone = ZoneKey(container: "iCloud.t", environment: .development, owner: "u", zoneName: "_defaultZone")
+        func entry(_ lsn: UInt64, deleted: Bool = false) -> RecordEntry {
+            RecordEntry(
+                lsn: lsn, index: 0, position: FramePosition(segment: 1, offset: 40, length: 100),
+                slot: Commit.Slot(offset: 0, length: 10), recordType: "Note", deleted: deleted, time: 0, deleteSelfTargets: [])
+        }
+        let prefetched = Partition.Prefetched(entries: ["live": entry(3), "none": nil, "gone": entry(4, deleted: true)], epoch: 7)
+        let stale = PlannedLookups(zone: zone)
+        prefetched.seed(stale, currentEpoch: 8)
+        #expect(stale.entries.isEmpty, "a commit since the prefetch: look everything up again")
+        let current = PlannedLookups(zone: zone)
+        prefetched.seed(current, currentEpoch: 7)
+        #expect(current.entries["live"] == .some(entry(3)) && current.entries["none"] == .some(nil))
+        #expect(current.entries["gone"] == nil, "tombstones are looked up again")
+    }
+
     @Test func keyDirectoryEntriesRoundTripWithAndWithoutTheCreationStamp() throws {
         var e = RecordEntry(
             lsn: 9, index: 2, position: FramePosition(segment: 1, offset: 40, length: 300),

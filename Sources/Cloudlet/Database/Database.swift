@@ -329,17 +329,18 @@ public struct Database: CloudletDatabase {
             case .fields: (op.recordID.recordName, true)
             }
         }
-        let prefetched = reads.isEmpty ? [:] : try await partition.prefetch(key, reads)
+        let prefetched = reads.isEmpty ? Partition.Prefetched() : try await partition.prefetch(key, reads)
         for _ in 0..<8 {
             do {
                 // What the planner looks up in the key directory, applying the commit need not look up again.
                 let lookups = PlannedLookups(zone: key)
                 let (results, lsn) = try await partition.commit(lookups: lookups, waitingForRoom: { st, lsn in
+                    prefetched.seed(lookups, currentEpoch: partition.entryCache.epoch)
                     var planner = BatchPlanner(
                         state: st, lsn: lsn, zone: key, catalog: store.catalog.snapshot(), user: user,
                         deviceID: store.configuration.deviceID, now: now, lookups: lookups, assetRule: assetRule,
                         read: { name, entry in
-                            try prefetched[RecordCache.Key(entry)] ?? partition.readDurable(key, name, entry, retry: false)
+                            try prefetched.records[RecordCache.Key(entry)] ?? partition.readDurable(key, name, entry, retry: false)
                         })
                     let results = try planner.plan(ops, atomic: atomic, rejected: rejected)
                     return (planner.mutations, results)

@@ -424,21 +424,38 @@ package final class Partition: Sendable {
     }
 
     /// The current versions of the records `names` of `zone` that are not cached, read before a batch is planned so
-    /// that planning under the writer lock finds them in memory (the result, keyed by version). A name whose
-    /// `fields` are not needed is read only if its entry lacks the creation stamp. A version replaced meanwhile is
-    /// simply not used; a read that fails is left to the planner, which reports it.
-    func prefetch(_ zone: ZoneKey, _ names: [(String, fields: Bool)]) async throws -> [RecordCache.Key: Record] {
-        let found = try await currentEntries(zone, names.map(\.0)) ?? []
+    /// that planning under the writer lock finds them in memory (``Prefetched/records``, keyed by version), and their
+    /// entries. A name whose `fields` are not needed is read only if its entry lacks the creation stamp. A version
+    /// replaced meanwhile is simply not used; a read that fails is left to the planner, which reports it.
+    func prefetch(_ zone: ZoneKey, _ names: [(String, fields: Bool)]) async throws -> Prefetched {
+        guard let (found, epoch) = try await currentEntriesAndEpoch(zone, names.map(\.0)) else { return Prefetched() }
         let entries = zip(names, found).compactMap { n, e in e.map { (zone, n.0, $0, n.fields) } }
             .filter { !$0.2.deleted && ($0.3 || $0.2.created == nil) && !cache.contains(RecordCache.Key($0.2)) }
             .map { ($0.0, $0.1, $0.2) }
-        guard !entries.isEmpty else { return [:] }
+        var out = Prefetched(entries: Dictionary(zip(names.map(\.0), found)) { a, _ in a }, epoch: epoch)
+        guard !entries.isEmpty else { return out }
         let results = await ThreadBridge.offload { self.readUncached(entries) }
-        var out: [RecordCache.Key: Record] = [:]
         for (item, result) in zip(entries, results) {
-            if case .success(let r) = result { out[RecordCache.Key(item.2)] = r }
+            if case .success(let r) = result { out.records[RecordCache.Key(item.2)] = r }
         }
         return out
+    }
+
+    /// What ``prefetch(_:_:)`` found.
+    struct Prefetched: Sendable {
+        /// The records' current entries (nil: none), as of ``epoch``.
+        var entries: [String: RecordEntry?] = [:]
+        var epoch: UInt64?
+        /// Versions read, by version.
+        var records: [RecordCache.Key: Record] = [:]
+
+        /// Hands the entries to `lookups` (a planner's, under the state lock) if they are still current — nothing
+        /// changed an entry since they were looked up (``EntryCache/epoch`` unmoved) — so that planning and applying
+        /// do not look them up again. Tombstones are left out: a purge drops them without moving the epoch.
+        func seed(_ lookups: PlannedLookups, currentEpoch: UInt64) {
+            guard let epoch, epoch == currentEpoch else { return }
+            for (name, entry) in entries where entry.map({ !$0.deleted }) ?? true { lookups.entries[name] = .some(entry) }
+        }
     }
 
     /// The current entries of the records `names` of zone `z` (nil for one it has none of), or nil when the zone
@@ -446,10 +463,18 @@ package final class Partition: Sendable {
     /// under the lock; the others from its runs, which may read the disk, outside the lock on a copy of the
     /// directory (O(1)) with ``ThreadBridge/offload(_:)`` — right there when the caller may block.
     func currentEntries(_ z: ZoneKey, _ names: [String]) async throws -> [RecordEntry?]? {
+        try await currentEntriesAndEpoch(z, names)?.entries
+    }
+
+    /// ``currentEntries(_:_:)`` and the ``EntryCache/epoch`` they are current at: while the cache is still at that
+    /// epoch, no commit or compaction has changed any entry since.
+    func currentEntriesAndEpoch(_ z: ZoneKey, _ names: [String]) async throws -> (entries: [RecordEntry?], epoch: UInt64)? {
         // A caller that may block looks up under the lock right away: no copy, no second lookup (the read path of
         // the server and of `ThreadBridge.wait` callers).
         if ThreadBridge.mayBlock {
-            return try state.withLock { st in st.zoneExists(z) ? try names.map { try liveEntry(st, z, $0) } : nil }
+            return try state.withLock { st in
+                st.zoneExists(z) ? (try names.map { try liveEntry(st, z, $0) }, entryCache.epoch) : nil
+            }
         }
         let (exists, found, directory, epoch) = try state.withLock { st -> (Bool, [RecordEntry??], KeyDirectory?, UInt64) in
             guard st.zoneExists(z) else { return (false, [], nil, 0) }
@@ -457,7 +482,7 @@ package final class Partition: Sendable {
             return (true, found, found.contains { $0 == nil } ? st.keys : nil, entryCache.epoch)
         }
         guard exists else { return nil }
-        guard let directory else { return found.map { $0! } }
+        guard let directory else { return (found.map { $0! }, epoch) }
         let missing = found.indices.filter { found[$0] == nil }
         let wanted = missing.map { names[$0] }
         let read = try await ThreadBridge.offload { try wanted.map { try directory.entry(z, $0) } }
@@ -466,7 +491,7 @@ package final class Partition: Sendable {
             out[i] = e
             entryCache.put(z, names[i], e, ifEpoch: epoch)
         }
-        return out
+        return (out, epoch)
     }
 
     /// The current entry of record `name` in zone `z`, from ``entryCache`` or else the key directory (then cached).
