@@ -110,19 +110,50 @@ public struct Reference: Sendable, Hashable {
     }
 }
 
-/// A reference to an asset's bytes (CloudKit `ASSETID`); the bytes themselves are stored apart from the record.
+/// A reference to an asset's bytes (CloudKit `ASSETID`); the bytes themselves are stored apart from the record, in
+/// the store's blob store, named by their SHA-256 (`docs/assets.md`).
+///
+/// A record stores ``fileChecksum`` and ``size``. A new asset is made from a file or from bytes
+/// (``init(contentsOfFile:)``, ``init(data:)``): saving the record copies them into the store first, and the saved
+/// record carries their checksum and size. Over the Web Services an asset comes from an upload and carries its
+/// ``receipt`` until the record that uses it is saved.
 public struct AssetReference: Sendable, Hashable {
-    /// Hex SHA-256 of the file.
+    /// Hex SHA-256 of the file (64 lowercase hex digits); empty for a new asset not yet saved.
     public var fileChecksum: String
     public var size: Int64
-    /// Opaque receipt from the upload step, if any.
+    /// Opaque receipt from the upload step, if any (not kept once the record is saved).
     public var receipt: String?
+    /// A file on this machine whose bytes become the asset when its record is saved (``init(contentsOfFile:)``).
+    /// Never stored.
+    public private(set) var sourceFile: String?
+    /// Bytes that become the asset when its record is saved (``init(data:)``). Never stored.
+    public private(set) var sourceData: [UInt8]?
 
     public init(fileChecksum: String, size: Int64, receipt: String? = nil) {
         self.fileChecksum = fileChecksum
         self.size = size
         self.receipt = receipt
     }
+
+    /// A new asset with the bytes of the file at `path`, copied into the store when its record is saved (the file
+    /// is read then, not now; later changes to it do not change the asset).
+    public init(contentsOfFile path: String) {
+        self.init(fileChecksum: "", size: 0)
+        sourceFile = path
+    }
+
+    /// A new asset holding `data`, written to the store when its record is saved.
+    public init(data: [UInt8]) {
+        self.init(fileChecksum: "", size: Int64(data.count))
+        sourceData = data
+    }
+
+    /// Whether saving the record must first put this asset's bytes into the store (it was made from a file or
+    /// bytes and has no checksum yet).
+    public var needsImport: Bool { fileChecksum.isEmpty && (sourceFile != nil || sourceData != nil) }
+
+    /// The stored form: checksum and size, without receipt or source.
+    public var stored: AssetReference { AssetReference(fileChecksum: fileChecksum, size: size) }
 }
 
 /// One field value of a record.
@@ -171,6 +202,25 @@ public enum FieldValue: Sendable, Hashable {
         case .reference(let r): [r]
         case .list(.reference, let items): items.compactMap(\.referenceValue)
         default: []
+        }
+    }
+
+    /// Every asset in this value (the value itself, or the members of an asset list).
+    public var assets: [AssetReference] {
+        switch self {
+        case .asset(let a): [a]
+        case .list(.asset, let items): items.compactMap { if case .asset(let a) = $0 { a } else { nil } }
+        default: []
+        }
+    }
+
+    /// The value with each asset replaced by `transform(asset)` (the value itself, or the members of an asset list).
+    public func mappingAssets(_ transform: (AssetReference) throws -> AssetReference) rethrows -> FieldValue {
+        switch self {
+        case .asset(let a): return .asset(try transform(a))
+        case .list(.asset, let items):
+            return .list(.asset, try items.map { if case .asset(let a) = $0 { .asset(try transform(a)) } else { $0 } })
+        default: return self
         }
     }
 

@@ -1,38 +1,26 @@
-import COpenSSL
 import Cloudlet
 import CloudletCore
 import CloudletStorage
 
-/// SHA-256 through OpenSSL's EVP interface.
+/// SHA-256 of fields, each length-prefixed (over the engine's ``SHA256Stream``).
 struct SHA256Digest {
-    private let context: OpaquePointer
-
-    init() {
-        context = EVP_MD_CTX_new()!
-        EVP_DigestInit_ex(context, EVP_sha256(), nil)
-    }
+    private let stream = SHA256Stream()
 
     func update<C: Collection>(_ bytes: C) where C.Element == UInt8 {
-        let done = bytes.withContiguousStorageIfAvailable { b in EVP_DigestUpdate(context, b.baseAddress, b.count) }
-        if done == nil { Array(bytes).withUnsafeBytes { _ = EVP_DigestUpdate(context, $0.baseAddress, $0.count) } }
+        let done = bytes.withContiguousStorageIfAvailable { stream.update(UnsafeRawBufferPointer($0)) }
+        if done == nil { stream.update(Array(bytes)) }
     }
 
     /// Length-prefixed, so that concatenations are unambiguous.
     func field<C: Collection>(_ bytes: C) where C.Element == UInt8 {
         var n = UInt64(bytes.count).littleEndian
-        withUnsafeBytes(of: &n) { update($0) }
+        withUnsafeBytes(of: &n) { stream.update($0) }
         update(bytes)
     }
 
     func field(_ s: String) { field(Array(s.utf8)) }
 
-    func finish() -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: 32)
-        var n: UInt32 = 0
-        EVP_DigestFinal_ex(context, &out, &n)
-        EVP_MD_CTX_free(context)
-        return out
-    }
+    func finish() -> [UInt8] { stream.finish() }
 }
 
 /// Deterministic digests of a store's logical content (`cloudlet-tool hash`), equal on two stores with the same
@@ -158,13 +146,4 @@ extension StoreInspector {
     }
 }
 
-func hex(_ bytes: [UInt8]) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var out = [UInt8]()
-    out.reserveCapacity(bytes.count * 2)
-    for b in bytes {
-        out.append(digits[Int(b >> 4)])
-        out.append(digits[Int(b & 15)])
-    }
-    return String(decoding: out, as: UTF8.self)
-}
+func hex(_ bytes: [UInt8]) -> String { SHA256Stream.hex(bytes) }

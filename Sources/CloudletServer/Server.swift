@@ -1,5 +1,6 @@
 import Cloudlet
 import Foundation
+import Synchronization
 
 /// Cloudlet's HTTP(S) server: the CloudKit Web Services API over an open ``CloudletStore``, plus health and
 /// Prometheus metrics under `/cloudlet/`.
@@ -25,6 +26,8 @@ public final class Server: Sendable {
     public var credentials: Credentials { Credentials(store: store) }
     private let listener: HTTPListener
     let courier: NotificationCourier
+    /// The periodic asset garbage collection (``ServerConfiguration/assetCollectionInterval``), while started.
+    private let collector = Mutex<Task<Void, Never>?>(nil)
 
     /// - Throws: ``ServerSetupError`` when only one of the TLS certificate and key is given.
     public init(store: CloudletStore, configuration: ServerConfiguration = ServerConfiguration()) throws {
@@ -42,7 +45,8 @@ public final class Server: Sendable {
         case (let cert?, let key?): options.tls = HTTPListener.TLSFiles(certificate: cert, key: key)
         default: throw ServerSetupError("HTTPS needs both a certificate and a private key")
         }
-        let router = APIRouter(store: store, configuration: configuration)
+        let router = try APIRouter(store: store, configuration: configuration)
+        options.streamedPathPrefix = AssetTransfer.streamedPrefix
         let log = configuration.log ?? { _ in }
         courier = router.courier
         let feed = WebSocketFeed(courier: router.courier)
@@ -51,11 +55,43 @@ public final class Server: Sendable {
     }
 
     /// Binds the port and starts serving. - Throws: ``ServerSetupError`` (port in use, bad certificate, no TLS).
-    public func start() throws { try listener.start() }
+    public func start() throws {
+        try listener.start()
+        startAssetCollection()
+    }
 
     /// Stops accepting connections, waits for requests in flight to finish, and returns: in milliseconds, or up to
     /// about 2 s while clients hold idle keep-alive connections. Idempotent.
-    public func stop() { listener.stop() }
+    public func stop() {
+        collector.withLock { task in
+            task?.cancel()
+            task = nil
+        }
+        listener.stop()
+    }
+
+    /// Collects unreferenced asset files every ``ServerConfiguration/assetCollectionInterval`` seconds, keeping
+    /// those younger than the store's grace window or the URL lifetime (plus a minute), whichever is longer, so
+    /// that a receipt can be used for as long as it is valid.
+    private func startAssetCollection() {
+        let interval = configuration.assetCollectionInterval
+        guard interval > 0, !store.configuration.readOnly else { return }
+        let grace = max(store.configuration.assetGracePeriod, configuration.assetURLLifetime + 60)
+        let (store, log) = (store, configuration.log)
+        let task = Task.detached {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(interval))
+                if Task.isCancelled { return }
+                do {
+                    let r = try await store.collectAssetGarbage(gracePeriod: grace)
+                    if r.deletedFiles > 0 { log?("assets: deleted \(r.deletedFiles) unreferenced files (\(r.deletedBytes) bytes)") }
+                } catch {
+                    log?("assets: garbage collection failed: \(error)")
+                }
+            }
+        }
+        collector.withLock { $0 = task }
+    }
 
     /// The port listened on (the real one when configured with 0); 0 before ``start()``.
     public var port: Int { listener.port }

@@ -22,6 +22,19 @@ public struct ServerConfiguration: Sendable {
     /// connection, this bounds what a request (or a client that never reads) can make the server hold.
     public var responseBudget = ServerConfiguration.defaultResponseBudget
     public static let defaultResponseBudget = 4 << 20
+    /// Largest asset file an upload URL accepts, in bytes; a larger upload gets HTTP 413 naming the limit and
+    /// nothing is kept. Uploads are streamed to disk, so this does not bound memory. Default 250 MB.
+    public var maxAssetSize: Int64 = 250_000_000
+    /// Asset uploads received at once; one more is answered 503 `TRY_AGAIN_LATER` with `Retry-After` before its body
+    /// is read. With ``maxAssetSize`` it bounds the bytes in flight (each upload's partial file, and a 256 KiB buffer
+    /// in memory). Default 16.
+    public var maxConcurrentUploads = 16
+    /// Seconds an asset upload URL, upload receipt or download URL stays valid. Keep it shorter than the store's
+    /// ``StoreConfiguration/assetGracePeriod``. Default 15 minutes.
+    public var assetURLLifetime: Double = 15 * 60
+    /// Seconds between the server's asset garbage collections (``CloudletStore/collectAssetGarbage(gracePeriod:)``);
+    /// 0 turns them off. Default 1 hour.
+    public var assetCollectionInterval: Double = 3600
     /// A request must arrive whole within this time. Default 30 s.
     public var requestTimeoutMilliseconds = 30_000
     /// An idle keep-alive connection is closed after this time. Default 5 s.

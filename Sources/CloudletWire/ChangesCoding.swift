@@ -41,7 +41,9 @@ public enum ChangesCoding {
         return t
     }
 
-    public static func write(_ c: ZoneChanges, zone: ZoneID, owner: String, to w: inout JSONWriter) {
+    public static func write(
+        _ c: ZoneChanges, zone: ZoneID, owner: String, to w: inout JSONWriter, assetLinks: AssetLinks? = nil
+    ) {
         w.object { w in
             w.key("zoneID")
             ZoneIDCoding.write(ZoneID(zoneName: zone.zoneName, ownerName: owner), to: &w)
@@ -51,7 +53,8 @@ public enum ChangesCoding {
             w.array { w in
                 for change in c.changes {
                     switch change {
-                    case .changed(let r): RecordCoding.write(r, to: &w, desiredKeys: nil, numbersAsStrings: false)
+                    case .changed(let r):
+                        RecordCoding.write(r, to: &w, desiredKeys: nil, numbersAsStrings: false, assetLinks: assetLinks)
                     case .deleted(let id, let type):
                         w.object { w in
                             w.member("recordName", id.recordName)

@@ -2,6 +2,9 @@ import CloudletCore
 import CloudletModel
 import Foundation
 
+/// The `downloadURL` of an asset in a response (the server signs one per asset); nil writes none.
+public typealias AssetLinks = (AssetReference) -> String?
+
 /// Field values on the wire: `{"value": …, "type": "INT64"}` (Web Services field encoding, `reference/cloudkit.md`
 /// §2.4).
 ///
@@ -213,11 +216,14 @@ public enum FieldCoding {
 
     // MARK: - Encoding
 
-    /// Writes `{"value": …, "type": …}`. `numbersAsStrings` writes INT64 and DOUBLE values as strings.
-    public static func write(_ v: FieldValue, to w: inout JSONWriter, numbersAsStrings: Bool, zone: ZoneID) {
+    /// Writes `{"value": …, "type": …}`. `numbersAsStrings` writes INT64 and DOUBLE values as strings; an asset gets
+    /// the `downloadURL` that `assetLinks` gives it.
+    public static func write(
+        _ v: FieldValue, to w: inout JSONWriter, numbersAsStrings: Bool, zone: ZoneID, assetLinks: AssetLinks? = nil
+    ) {
         w.object { w in
             w.key("value")
-            writeValue(v, to: &w, numbersAsStrings: numbersAsStrings, zone: zone)
+            writeValue(v, to: &w, numbersAsStrings: numbersAsStrings, zone: zone, assetLinks: assetLinks)
             w.member("type", typeTag(v.type))
         }
     }
@@ -229,7 +235,9 @@ public enum FieldCoding {
     }
 
     /// Writes a field's value alone (what ``write(_:to:numbersAsStrings:zone:)`` puts under `value`).
-    public static func writeValue(_ v: FieldValue, to w: inout JSONWriter, numbersAsStrings: Bool, zone: ZoneID) {
+    public static func writeValue(
+        _ v: FieldValue, to w: inout JSONWriter, numbersAsStrings: Bool, zone: ZoneID, assetLinks: AssetLinks? = nil
+    ) {
         switch v {
         case .string(let s): w.string(s)
         case .int64(let i): if numbersAsStrings { w.string(String(i)) } else { w.int(i) }
@@ -265,9 +273,14 @@ public enum FieldCoding {
                 w.member("fileChecksum", a.fileChecksum)
                 w.member("size", a.size)
                 if let r = a.receipt { w.member("receipt", r) }
+                if let url = assetLinks?(a) { w.member("downloadURL", url) }
             }
         case .list(_, let items):
-            w.array { w in for item in items { writeValue(item, to: &w, numbersAsStrings: numbersAsStrings, zone: zone) } }
+            w.array { w in
+                for item in items {
+                    writeValue(item, to: &w, numbersAsStrings: numbersAsStrings, zone: zone, assetLinks: assetLinks)
+                }
+            }
         }
     }
 }

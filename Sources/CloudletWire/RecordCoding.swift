@@ -6,12 +6,19 @@ import CloudletModel
 /// `records/lookup` responses.
 public enum RecordCoding {
     /// Writes a record. `desiredKeys` limits the fields written (nil: all; empty: none).
-    public static func write(_ r: Record, to w: inout JSONWriter, desiredKeys: Set<String>?, numbersAsStrings: Bool) {
-        w.object { w in writeMembers(r, to: &w, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings) }
+    /// Assets get the `downloadURL` `assetLinks` gives them.
+    public static func write(
+        _ r: Record, to w: inout JSONWriter, desiredKeys: Set<String>?, numbersAsStrings: Bool, assetLinks: AssetLinks? = nil
+    ) {
+        w.object { w in
+            writeMembers(r, to: &w, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings, assetLinks: assetLinks)
+        }
     }
 
     /// Writes a record's members into an object being written (an export line adds its own around them).
-    public static func writeMembers(_ r: Record, to w: inout JSONWriter, desiredKeys: Set<String>?, numbersAsStrings: Bool) {
+    public static func writeMembers(
+        _ r: Record, to w: inout JSONWriter, desiredKeys: Set<String>?, numbersAsStrings: Bool, assetLinks: AssetLinks? = nil
+    ) {
         w.member("recordName", r.recordName)
         w.member("recordType", r.recordType)
         if let tag = r.changeTag { w.member("recordChangeTag", tag) }
@@ -19,7 +26,8 @@ public enum RecordCoding {
         w.object { w in
             for name in r.fields.keys.sorted() where desiredKeys?.contains(name) ?? true {
                 w.key(name)
-                FieldCoding.write(r.fields[name]!, to: &w, numbersAsStrings: numbersAsStrings, zone: r.id.zoneID)
+                FieldCoding.write(
+                    r.fields[name]!, to: &w, numbersAsStrings: numbersAsStrings, zone: r.id.zoneID, assetLinks: assetLinks)
             }
         }
         if let c = r.created { writeStamp("created", c, to: &w) }
@@ -81,13 +89,15 @@ public enum RecordCoding {
 
     /// Writes a per-record error: `{recordName, serverErrorCode, reason, uuid}`, plus `serverRecord` (the record as
     /// the server has it) for `CONFLICT` and `EXISTS`, so a client can merge and retry without another lookup.
-    public static func writeError(_ e: CloudletError, recordName: String, to w: inout JSONWriter, numbersAsStrings: Bool) {
+    public static func writeError(
+        _ e: CloudletError, recordName: String, to w: inout JSONWriter, numbersAsStrings: Bool, assetLinks: AssetLinks? = nil
+    ) {
         w.object { w in
             w.member("recordName", recordName)
             APIError(e).writeMembers(to: &w)
             if let server = e.serverRecord {
                 w.key("serverRecord")
-                write(server, to: &w, desiredKeys: nil, numbersAsStrings: numbersAsStrings)
+                write(server, to: &w, desiredKeys: nil, numbersAsStrings: numbersAsStrings, assetLinks: assetLinks)
             }
         }
     }

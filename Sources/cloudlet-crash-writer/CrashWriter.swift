@@ -22,6 +22,11 @@ enum CrashWriter {
         f_<P>_<writer>_<i> (INT64, just in time), and every 5th save also saves subscription s-<P>-<writer>-<i>,
         printing "sub <id>" once it returns.
 
+        --mode assets saves records "Photo" with an asset (1 byte to 150 KB, one of 23 contents, so that the same bytes
+        are saved again and again) into the default zone and 'Crash', printing "ack <zone> <name> <checksum>"; every
+        third save first deletes the writer's record of two saves before, printing "deleting <zone> <name>" before and
+        "del <zone> <name>" after; and a task collects asset garbage with no grace window, over and over.
+
         --mode lsm [--seed S] runs the LSM crash workload (CloudletTestSupport's LSMCrashWorkload) on an LSM tree in
         DIR: puts and deletes, a flush and merges every 50 writes, up to 5000 writes past the tree's log position,
         then exits 0 (the tests kill it before, at a CLOUDLET_CRASH_AT point).
@@ -65,6 +70,9 @@ enum CrashWriter {
         let prefix = o["--prefix"] ?? "w"
         switch o["--mode"] ?? "records" {
         case "records": break
+        case "assets":
+            try await assets(dir: dir, writers: writers, prefix: prefix)
+            return
         case "catalog":
             try await catalog(dir: dir, writers: writers, prefix: prefix, partitions: Int(o["--partitions"] ?? "4") ?? 4)
             return
@@ -76,7 +84,7 @@ enum CrashWriter {
             }
             try LSMCrashWorkload.run(directory: dir, seed: seed, writes: 5000)
             return
-        case let other: throw UsageError(description: "--mode must be records, catalog or lsm, not \(other)")
+        case let other: throw UsageError(description: "--mode must be records, assets, catalog or lsm, not \(other)")
         }
         let store = try await CloudletStore.open(at: dir)
         let db = try store.container("iCloud.com.example.crash").privateDatabase(user: "crash")
@@ -115,6 +123,45 @@ enum CrashWriter {
                 try await db.saveSubscription(Subscription(id: id, kind: .zone(zone)))
                 emit("sub \(id)")
             }
+        }
+    }
+
+    /// The bytes of asset content `k` (0..<23): a size from 1 byte to 150 KB, seeded bytes.
+    static func assetContent(_ k: Int) -> [UInt8] {
+        var g = SeededRandom(seed: UInt64(k) + 1000)
+        return (0..<(1 + (k * 7919) % 150_000)).map { _ in UInt8(truncatingIfNeeded: g.next()) }
+    }
+
+    /// `--mode assets`: saves with assets (new and already stored bytes), deletions, and garbage collection with no
+    /// grace window running all the while.
+    static func assets(dir: String, writers: Int, prefix: String) async throws {
+        let store = try await CloudletStore.open(at: dir)
+        let db = try store.container("iCloud.com.example.crash").privateDatabase(user: "crash")
+        try await db.createZone(ZoneID(zoneName: "Crash"))
+        emit("ready")
+        Task.detached {
+            while true {
+                do { _ = try await store.collectAssetGarbage(gracePeriod: 0) } catch {
+                    FileHandle.standardError.write(Data("error: gc: \(error)\n".utf8))
+                    exit(1)
+                }
+            }
+        }
+        await runWriters(writers) { w, i in
+            let zone = i % 2 == 0 ? ZoneID.default : ZoneID(zoneName: "Crash")
+            if i >= 2 && i % 3 == 0 {
+                let old = "\(prefix)-\(w)-\(i - 2)"
+                emit("deleting \(zone.zoneName) \(old)")
+                _ = try await db.modify([.forceDelete(RecordID(recordName: old, zoneID: zone))])
+                emit("del \(zone.zoneName) \(old)")
+            }
+            let name = "\(prefix)-\(w)-\(i)"
+            let k = (w * 7 + i) % 23
+            var r = Record(recordType: "Photo", recordName: name, zoneID: zone)
+            r["content"] = .int64(Int64(k))
+            r["image"] = .asset(AssetReference(data: assetContent(k)))
+            let saved = try await db.save(r)
+            emit("ack \(zone.zoneName) \(name) \(saved["image"]!.assets[0].fileChecksum)")
         }
     }
 

@@ -12,6 +12,7 @@ enum Serve {
     static let help = """
         USAGE: cloudlet serve [--data DIR] [--host H] [--port P] [--tls-cert FILE --tls-key FILE]
                               [--durability fsync|os] [--container ID] [--threads N] [--response-budget BYTES]
+                              [--max-asset-size BYTES] [--asset-url-lifetime SECONDS] [--asset-gc-interval SECONDS]
 
         Serves the store at DIR over HTTP (or HTTPS) with the CloudKit Web Services API under
         /database/1/{container}/{environment}/{database}/ and Cloudlet's own /cloudlet/health and /cloudlet/metrics.
@@ -30,6 +31,12 @@ enum Serve {
                               record bytes one response may carry (default 4194304 = 4 MiB; 65536 to 1073741824):
                               query and change pages end early with moreComing / a continuation marker, lookups
                               answer the records past it with LIMIT_EXCEEDED; a page always carries one record
+          --max-asset-size BYTES
+                              largest asset file an upload URL accepts (default 250000000); larger: 413, not kept
+          --asset-url-lifetime SECONDS
+                              how long asset upload URLs, receipts and download URLs stay valid (default 900)
+          --asset-gc-interval SECONDS
+                              seconds between collections of asset files no record references (default 3600; 0: off)
 
         On a fresh store it creates an API token for the container and a user named '\(firstUserName)', and prints
         both with a curl example (they are stored hashed and shown only once). Manage more with `cloudlet token add`
@@ -45,7 +52,7 @@ enum Serve {
             args,
             valued: [
                 "--data", "--host", "--port", "--tls-cert", "--tls-key", "--durability", "--container", "--threads",
-                "--response-budget",
+                "--response-budget", "--max-asset-size", "--asset-url-lifetime", "--asset-gc-interval",
             ], positional: true, help: help)
         guard o.positional.isEmpty else { throw UsageError(message: "unexpected argument '\(o.positional[0])'") }
         let dir = o["--data"] ?? StoreAccess.defaultDirectory
@@ -54,6 +61,12 @@ enum Serve {
         config.port = try o.integer("--port", in: 0...65535) ?? config.port
         config.threads = try o.integer("--threads", in: 1...1024) ?? config.threads
         config.responseBudget = try o.integer("--response-budget", in: (64 << 10)...(1 << 30), "a number of bytes") ?? config.responseBudget
+        config.maxAssetSize = Int64(
+            try o.integer("--max-asset-size", in: 1...(1 << 40), "a number of bytes") ?? Int(config.maxAssetSize))
+        config.assetURLLifetime = Double(
+            try o.integer("--asset-url-lifetime", in: 1...(7 * 24 * 3600), "seconds") ?? Int(config.assetURLLifetime))
+        config.assetCollectionInterval = Double(
+            try o.integer("--asset-gc-interval", in: 0...(30 * 24 * 3600), "seconds") ?? Int(config.assetCollectionInterval))
         config.tlsCertificatePath = o["--tls-cert"]
         config.tlsKeyPath = o["--tls-key"]
         guard (config.tlsCertificatePath == nil) == (config.tlsKeyPath == nil) else {

@@ -58,6 +58,13 @@ final class BlockingHTTPConnection {
         return (status, out)
     }
 
+    /// Sends a POST's head announcing `declaredLength` bytes and only `prefix` of them, and returns without reading
+    /// anything: a client that stalls (or a server killed) mid-upload.
+    func startPost(_ path: String, declaredLength: Int, prefix: [UInt8]) throws {
+        let head = "POST \(path) HTTP/1.1\r\nHost: \(host)\r\nContent-Length: \(declaredLength)\r\n\r\n"
+        try send(Array(head.utf8) + prefix)
+    }
+
     private func send(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {

@@ -168,3 +168,20 @@ func unique(_ prefix: String) -> String { "\(prefix)-\(UUID().uuidString.prefix(
 func createOp(_ name: String, type: String = "Note", fields: String = #""title":{"value":"t"}"#) -> String {
     #"{"operationType":"create","record":{"recordName":"\#(name)","recordType":"\#(type)","fields":{\#(fields)}}}"#
 }
+
+/// Uploads `content` for `field` of a `type` record as a client does (`assets/upload`, then a POST to the URL it
+/// gives) and returns the `singleFile` dictionary, also as JSON text to put in a `records/modify` body.
+func uploadAsset(
+    _ s: LiveServer, _ content: [UInt8], as user: String = "alice", db: String = "private", zone: String = "_defaultZone",
+    type: String = "Photo", field: String
+) async throws -> (json: String, singleFile: JSONValue) {
+    let r = try await HTTP.post(
+        s.url("assets/upload", db: db, as: user),
+        #"{"zoneID":{"zoneName":"\#(zone)"},"tokens":[{"recordType":"\#(type)","fieldName":"\#(field)"}]}"#)
+    let url = try #require(r.json["tokens"]?.arrayValue?.first?["url"]?.stringValue, "\(r)")
+    let up = try await HTTP.send("POST", url, body: content)
+    let single = try #require(up.json["singleFile"], "\(up)")
+    var w = JSONWriter()
+    w.value(single)
+    return (String(decoding: w.bytes, as: UTF8.self), single)
+}

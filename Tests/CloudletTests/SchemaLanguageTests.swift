@@ -104,7 +104,7 @@ import Testing
         r["title"] = "T"
         r["tags"] = .list(.string, ["x"])
         r["where"] = .location(Location(latitude: 1, longitude: 2))
-        r["cover"] = .asset(AssetReference(fileChecksum: "abc", size: 3))
+        r["cover"] = .asset(AssetReference(data: [1, 2, 3]))
         _ = try await db.save(r)
         try await a.addIndexes([.queryable, .searchable], recordType: "Book", field: "title")
         try await a.addIndexes(.sortable, recordType: "Book", field: "modificationDate")

@@ -17,8 +17,9 @@ enum ToolCLI {
         READ-ONLY COMMANDS (take the store's lock shared: refused while a process has the store open for writing)
           info      Format, partitions, segments, LSN range, epochs, each partition's index (runs, bytes, flushed
                     LSN), containers, databases and zones with record counts.
-          verify    Check every frame, payload, LSN, segment, index run and key directory entry; --deep also
-                    rebuilds the state from the log alone and compares. Exit 0 only when all is well.
+          verify    Check every frame, payload, LSN, segment, index run and key directory entry, and that every
+                    asset a record references is there; --deep also rebuilds the state from the log alone and
+                    compares, and hashes every referenced asset. Exit 0 only when all is well.
           dump      Current records (default), every mutation of the log (--log) or frames (--frames), filtered.
           changes   Replay a zone's change feed from a change token.
           stats     Live and dead bytes per segment and zone, compression, tombstones, key directory sizes, and what
@@ -32,6 +33,7 @@ enum ToolCLI {
           compact   Rewrite the log keeping only what is live (--dry-run: only say what it would do).
           repair    Cut a torn tail, set leftovers aside, rebuild the derived state; drop corrupt ranges you name.
           import    Load JSON lines written by export.
+          gc        Delete asset files no live record references (older than the grace window).
 
         OPTIONS FOR EVERY COMMAND
           --data DIR      The store directory (required).
@@ -50,7 +52,7 @@ enum ToolCLI {
         "info": InfoCommand.self, "verify": VerifyCommand.self, "dump": DumpCommand.self,
         "changes": ChangesCommand.self, "stats": StatsCommand.self, "hash": HashCommand.self,
         "export": ExportCommand.self, "import": ImportCommand.self, "compact": CompactCommand.self,
-        "repair": RepairCommand.self, "generate": GenerateCommand.self, "runs": RunsCommand.self,
+        "repair": RepairCommand.self, "generate": GenerateCommand.self, "runs": RunsCommand.self, "gc": GCCommand.self,
     ]
 
     static func main(_ args: [String]) async {

@@ -28,6 +28,11 @@ enum WorkloadCatalog {
         var changefeedRecords: Int = 1_000_000
         /// How long `notify-*` commits at its rate.
         var notifySeconds: Double = 3
+        /// `asset-upload-*` / `asset-download-*`: how many small (1 MB) files, and the size and count of large ones
+        /// (issue 15: 100 MB).
+        var smallAssets = 64
+        var largeAssetBytes = 100_000_000
+        var largeAssets = 3
         /// The records `scale` loads (issue 12: 10 M; `--scale-records`).
         var scaleRecords = 10_000_000
         /// The reads `scale` does in the reopened store (issue 12: 1 M; `--scale-reads`).
@@ -42,8 +47,8 @@ enum WorkloadCatalog {
         static let quick = Sizes(
             appendSyncs: 200, seqwriteMiB: 64, fillRecords: 10_000, fillsyncRecords: 100,
             concurrentRecords: 256, storeRecords: 10_000, reads: 10_000, overwrites: 5_000,
-            recoverRecords: 10_000, changefeedRecords: 10_000, notifySeconds: 0.5, scaleRecords: 50_000,
-            scaleReads: 20_000)
+            recoverRecords: 10_000, changefeedRecords: 10_000, notifySeconds: 0.5, smallAssets: 16,
+            largeAssetBytes: 16_000_000, largeAssets: 2, scaleRecords: 50_000, scaleReads: 20_000)
     }
 
     struct Definition: Sendable {
@@ -71,6 +76,18 @@ enum WorkloadCatalog {
         Definition(
             name: "notify-10k", summary: "commit → websocket notification delay at 10,000 commits/s (cloudlet only)",
             needs: nil, make: { _, s in NotifyLatencyWorkload(rate: 10_000, seconds: s.notifySeconds) }),
+        Definition(
+            name: "asset-upload", summary: "1 MB and 100 MB files POSTed to asset upload URLs over HTTP (cloudlet only)",
+            needs: nil, make: { _, s in AssetTransferWorkload(direction: .upload, size: 1_000_000, count: s.smallAssets) }),
+        Definition(
+            name: "asset-upload-large", summary: "", needs: nil,
+            make: { _, s in AssetTransferWorkload(direction: .upload, size: s.largeAssetBytes, count: s.largeAssets) }),
+        Definition(
+            name: "asset-download", summary: "1 MB and 100 MB files from asset download URLs over HTTP (cloudlet only)",
+            needs: nil, make: { _, s in AssetTransferWorkload(direction: .download, size: 1_000_000, count: s.smallAssets) }),
+        Definition(
+            name: "asset-download-large", summary: "", needs: nil,
+            make: { _, s in AssetTransferWorkload(direction: .download, size: s.largeAssetBytes, count: s.largeAssets) }),
         Definition(
             name: "fillseq", summary: "save new records in sorted name order, batches of 200, durability os",
             needs: .write,
@@ -150,7 +167,7 @@ enum WorkloadCatalog {
 
     /// One line per workload: name, then summary.
     static func listing(indent: String) -> String {
-        let all = definitions.map { ($0.name, $0.summary) }
+        let all = definitions.filter { !$0.summary.isEmpty }.map { ($0.name, $0.summary) }
             + QueryWorkload.summaries.filter { $0.name != "readrandom" }.map { ($0.name, $0.summary) }
         return all.map { indent + $0.0.padding(toLength: 21, withPad: " ", startingAt: 0) + $0.1 }.joined(separator: "\n")
     }

@@ -248,11 +248,24 @@ public struct Database: CloudletDatabase {
     /// operation succeeds or fails on its own.
     /// - Throws: ``CloudletError/Code/limitExceeded`` for more than 200 operations (nothing is applied).
     public func modify(_ operations: [RecordOperation], atomic: Bool = true) async throws -> [RecordResult] {
+        try await modify(operations, atomic: atomic, assetRule: nil)
+    }
+
+    /// ``modify(_:atomic:)`` with each asset of each record saved checked by `assetRule` first (under the
+    /// partition's writer lock: it must not block). An asset it rejects fails its operation with that error, as any
+    /// other per-record failure. New assets (``AssetReference/init(contentsOfFile:)``, ``AssetReference/init(data:)``)
+    /// are copied into the store before anything is committed, and every asset must be in the store.
+    public func modify(
+        _ operations: [RecordOperation], atomic: Bool = true, assetRule: AssetRule?
+    ) async throws -> [RecordResult] {
         try authorize(.write)
         guard operations.count <= Self.maxOperationsPerBatch else {
             throw CloudletError(
                 .limitExceeded, "\(operations.count) operations in one request; the limit is \(Self.maxOperationsPerBatch)")
         }
+        let prepared = try await store.prepareAssets(operations)
+        defer { store.assets.unpin(prepared.pinned) }
+        let operations = prepared.operations
         var results = [RecordResult?](repeating: nil, count: operations.count)
         var groups: [ZoneKey: [(Int, RecordOperation)]] = [:]
         var order: [ZoneKey] = []
@@ -281,7 +294,8 @@ public struct Database: CloudletDatabase {
         }
         var waits: [(Partition, UInt64)] = []
         for key in order {
-            let (groupResults, wait) = try await commitGroup(key, groups[key]!, atomic: atomic)
+            let (groupResults, wait) = try await commitGroup(
+                key, groups[key]!, atomic: atomic, rejected: prepared.rejected, assetRule: assetRule)
             for (i, r) in groupResults { results[i] = r }
             if let wait { waits.append(wait) }
         }
@@ -293,7 +307,10 @@ public struct Database: CloudletDatabase {
     /// they need schema additions (development), those are committed to the catalog and awaited first — outside
     /// the lock, never under it — and the batch is planned again against a snapshot that has them (again if the
     /// catalog moved meanwhile, e.g. a concurrent reset).
-    private func commitGroup(_ key: ZoneKey, _ ops: [(Int, RecordOperation)], atomic: Bool) async throws -> (
+    private func commitGroup(
+        _ key: ZoneKey, _ ops: [(Int, RecordOperation)], atomic: Bool, rejected: [Int: CloudletError],
+        assetRule: AssetRule?
+    ) async throws -> (
         [Int: RecordResult], (Partition, UInt64)?
     ) {
         let partition = store.partition(for: key)
@@ -303,6 +320,11 @@ public struct Database: CloudletDatabase {
         let reads = ops.compactMap { _, op -> (String, fields: Bool)? in
             switch BatchPlanner.currentVersionNeed(op) {
             case .nothing: nil
+            // An asset rule reads the replaced version's field for an asset without a receipt.
+            case .creationStamp where assetRule != nil && op.record?.fields.values.contains(where: { v in
+                v.assets.contains { $0.receipt == nil }
+            }) == true:
+                (op.recordID.recordName, true)
             case .creationStamp: (op.recordID.recordName, false)
             case .fields: (op.recordID.recordName, true)
             }
@@ -316,11 +338,11 @@ public struct Database: CloudletDatabase {
                     prefetched.seed(lookups, currentEpoch: partition.entryCache.epoch)
                     var planner = BatchPlanner(
                         state: st, lsn: lsn, zone: key, catalog: store.catalog.snapshot(), user: user,
-                        deviceID: store.configuration.deviceID, now: now, lookups: lookups,
+                        deviceID: store.configuration.deviceID, now: now, lookups: lookups, assetRule: assetRule,
                         read: { name, entry in
                             try prefetched.records[RecordCache.Key(entry)] ?? partition.readDurable(key, name, entry, retry: false)
                         })
-                    let results = try planner.plan(ops, atomic: atomic)
+                    let results = try planner.plan(ops, atomic: atomic, rejected: rejected)
                     return (planner.mutations, results)
                 })
                 return (results, lsn.map { (partition, $0) })

@@ -34,6 +34,8 @@ package struct BatchPlanner {
     /// that need its fields read it (and replaces of a version whose entry lacks its creation stamp); change tags,
     /// types and creation stamps come from the key directory.
     let read: (String, RecordEntry) throws -> Record
+    /// Checks each asset of a record being saved (the server's receipts); nil: every asset is accepted.
+    let assetRule: AssetRule?
 
     private(set) var mutations: [Mutation] = []
     /// The key directory's entries planning has looked up (the state does not change while it plans): an update
@@ -46,7 +48,8 @@ package struct BatchPlanner {
 
     init(
         state: PartitionState, lsn: UInt64, zone: ZoneKey, catalog: CatalogState, user: String, deviceID: String,
-        now: Int64, lookups: PlannedLookups, read: @escaping (String, RecordEntry) throws -> Record
+        now: Int64, lookups: PlannedLookups, assetRule: AssetRule? = nil,
+        read: @escaping (String, RecordEntry) throws -> Record
     ) {
         self.state = state
         self.lsn = lsn
@@ -57,12 +60,16 @@ package struct BatchPlanner {
         self.deviceID = deviceID
         self.now = now
         self.read = read
+        self.assetRule = assetRule
         precondition(lookups.zone == zone, "the PlannedLookups of the planner's zone")
         looked = lookups
     }
 
-    /// Plans `ops` (index in the request, operation); returns each one's result by request index.
-    mutating func plan(_ ops: [(Int, RecordOperation)], atomic: Bool) throws -> [Int: RecordResult] {
+    /// Plans `ops` (index in the request, operation); returns each one's result by request index. The operations
+    /// in `rejected` fail with their error (assets that could not be made ready), as if planning had found it.
+    mutating func plan(
+        _ ops: [(Int, RecordOperation)], atomic: Bool, rejected: [Int: CloudletError] = [:]
+    ) throws -> [Int: RecordResult] {
         var results: [Int: RecordResult] = [:]
         var firstFailure: (RecordID, CloudletError)?
         var seen: Set<String> = []
@@ -73,6 +80,7 @@ package struct BatchPlanner {
                     throw CloudletError.invalid(
                         "record '\(id.recordName)' appears in more than one operation of this request")
                 }
+                if let e = rejected[index] { throw e }
                 results[index] = try apply(op)
             } catch let e as CloudletError {
                 results[index] = .failed(id, e)
@@ -232,6 +240,18 @@ package struct BatchPlanner {
         for (field, value) in fields {
             try Names.validateIdentifier(field, what: "field name")
             try value.validate(field: field)
+            if !value.assets.isEmpty {
+                if let assetRule {
+                    // The replaced version's field, for an asset without a receipt (the rule may keep one it held).
+                    let before = value.assets.contains { $0.receipt == nil } ? try current(input.recordName)?.fields[field] : nil
+                    for asset in value.assets {
+                        try assetRule(
+                            AssetUse(
+                                recordType: input.recordType, recordID: record.id, field: field, asset: asset, previous: before))
+                    }
+                }
+                record.fields[field] = value.mappingAssets(\.stored)  // no receipt, no source
+            }
             for ref in value.references {
                 try Names.validateRecordName(ref.recordName)
                 if try ref.action == .validate && ref.recordName != record.recordName && !exists(ref.recordName) {

@@ -39,6 +39,8 @@ public final class CloudletStore: Sendable {
     let indexBuilder = IndexBuilder()
     /// Failed background work of the partitions and the catalog (``StoreStatistics/backgroundErrors``).
     let backgroundErrors: BackgroundErrors
+    /// The asset files (`assets/`; Assets/).
+    package let assets: BlobStore
 
     /// Opens (creating if needed) the store at `path`. Blocking: recovers every partition. The public spelling is
     /// ``open(at:configuration:)``; this one is for the package's own synchronous tools.
@@ -70,6 +72,7 @@ public final class CloudletStore: Sendable {
         var openedCatalog: Catalog?
         do {
             let found = try StoreMetadata.loadOrCreate(directory: path, configuration: configuration, fileSystem: fs)
+            assets = try BlobStore(directory: path + "/assets", fileSystem: fs, readOnly: configuration.readOnly)
             let legacy = found.format == StoreMetadata.partitionZeroCatalogFormat
             let indexCache = BlockCache(capacity: configuration.indexCacheSize)
             for p in 0..<found.partitions {

@@ -34,6 +34,11 @@ public struct StoreConfiguration: Sendable {
     /// How long tombstones (deleted records and zones) are kept for change feeds, in seconds. A change token
     /// older than this gets `changeTokenExpired`. Default 30 days.
     public var tombstoneRetention: Double = 30 * 24 * 3600
+    /// How long an asset file no record references is kept, in seconds from when it was last written or uploaded
+    /// again: the window in which an upload's receipt can still be used in a save. The asset garbage collection
+    /// (``CloudletStore/collectAssetGarbage(gracePeriod:)``) deletes only older ones. Keep it longer than the
+    /// server's upload URL lifetime. Default 1 hour.
+    public var assetGracePeriod: Double = 3600
     /// The device ID recorded in `created` / `modified` of records this process saves. Default `cloudlet`.
     public var deviceID: String = "cloudlet"
     /// Online compaction: when it starts and how fast it may go. Default: automatic at 50% dead bytes and at least

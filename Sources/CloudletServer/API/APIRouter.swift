@@ -17,14 +17,16 @@ final class APIRouter: Sendable {
     let maxBodySize: Int
     let responseBudget: Int
     let courier: NotificationCourier
+    let assets: AssetTransfer
 
-    init(store: CloudletStore, configuration: ServerConfiguration) {
+    init(store: CloudletStore, configuration: ServerConfiguration) throws {
         self.store = store
         authenticator = Authenticator(credentials: Credentials(store: store))
         log = configuration.log.map(RequestLog.init)
         maxBodySize = configuration.maxBodySize
         responseBudget = configuration.responseBudget
         courier = NotificationCourier(store: store)
+        assets = try AssetTransfer(store: store, configuration: configuration)
     }
 
     func handle(_ request: HTTPRequest) -> HTTPResponse {
@@ -39,6 +41,8 @@ final class APIRouter: Sendable {
 
     private func dispatch(_ request: HTTPRequest) -> (Route, HTTPResponse) {
         if request.path.hasPrefix(DatabasePath.prefix) { return database(request) }
+        if request.path.hasPrefix(AssetTransfer.uploadPrefix) { return (.assetUploadFile, assets.upload(request)) }
+        if request.path.hasPrefix(AssetTransfer.downloadPrefix) { return (.assetDownload, assets.download(request)) }
         if let admin = Route(rawValue: String(request.path.dropFirst())), admin.rawValue.hasPrefix("cloudlet/admin/") {
             return (admin, AdminHandler(store: store, authenticator: authenticator).respond(request, route: admin))
         }
@@ -90,7 +94,7 @@ final class APIRouter: Sendable {
             }
             let context = try RequestContext(
                 path: path, container: container, principal: principal, body: try body(request, op),
-                responseBudget: responseBudget)
+                responseBudget: responseBudget, baseURL: baseURL(request), assets: assets)
             let bytes: [UInt8]
             switch op {
             case .recordsModify: bytes = try RecordsHandler(context: context).modify()
@@ -109,6 +113,7 @@ final class APIRouter: Sendable {
             case .subscriptionsLookup: bytes = try SubscriptionsHandler(context: context).lookup()
             case .subscriptionsModify: bytes = try SubscriptionsHandler(context: context).modify()
             case .tokensCreate: bytes = try courier.createToken(context, request: request)
+            case .assetsUpload: bytes = try assets.uploadURLs(context)
             default: preconditionFailure("\(op) is not a database operation")
             }
             return (route, HTTPResponse(status: 200, body: bytes))
@@ -142,6 +147,11 @@ final class APIRouter: Sendable {
             w.member("uptimeSeconds", metrics.uptimeSeconds)
         }
         return HTTPResponse(status: 200, body: w.bytes)
+    }
+
+    /// `scheme://host` as the client addressed this server (the `Host` header; else the address it listens on).
+    private func baseURL(_ request: HTTPRequest) -> String {
+        (request.isTLS ? "https" : "http") + "://" + (request.host ?? "localhost")
     }
 
     /// Where `AUTHENTICATION_REQUIRED` sends a client: this server's sign-in page.

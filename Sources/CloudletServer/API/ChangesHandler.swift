@@ -55,7 +55,9 @@ struct ChangesHandler {
             w.array { w in
                 for (r, result) in zip(requests, results) {
                     switch result {
-                    case .success(let changes): ChangesCoding.write(changes, zone: r.zoneID, owner: db.id.owner, to: &w)
+                    case .success(let changes):
+                        ChangesCoding.write(
+                            changes, zone: r.zoneID, owner: db.id.owner, to: &w, assetLinks: context.assetLinks)
                     case .failure(let e): ChangesCoding.writeError(e, zone: r.zoneID, to: &w)
                     }
                 }
@@ -74,7 +76,7 @@ struct ChangesHandler {
             throw APIError(e)
         }
         var w = JSONWriter()
-        ChangesCoding.write(changes, zone: r.zoneID, owner: db.id.owner, to: &w)
+        ChangesCoding.write(changes, zone: r.zoneID, owner: db.id.owner, to: &w, assetLinks: context.assetLinks)
         return w.bytes
     }
 

@@ -30,13 +30,15 @@ struct QueryHandler {
         } catch let e as CloudletError where r.marker != nil && e.message.contains("continuation marker") {
             throw APIError.badRequest("continuationMarker: \(e.message)")
         }
+        let links = context.assetLinks
         var w = JSONWriter(capacity: 256 * results.records.count + 64)
         w.object { w in
             w.key("records")
             w.array { w in
                 for rec in results.records {
                     // The engine has applied desiredKeys already.
-                    RecordCoding.write(rec, to: &w, desiredKeys: nil, numbersAsStrings: r.numbersAsStrings)
+                    RecordCoding.write(
+                        rec, to: &w, desiredKeys: nil, numbersAsStrings: r.numbersAsStrings, assetLinks: links)
                 }
             }
             if let c = results.cursor { w.member("continuationMarker", c.marker) }

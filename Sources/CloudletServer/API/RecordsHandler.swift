@@ -21,7 +21,9 @@ struct RecordsHandler {
         let operations = try parsed.map { try $0.operation(fieldType: { schema.type(of: $1, in: $0) }) }
 
         let db = context.database
-        let results = try ThreadBridge.wait { try await db.modify(operations, atomic: atomic) }
+        let rule = context.assets?.receiptRule(context)
+        let results = try ThreadBridge.wait { try await db.modify(operations, atomic: atomic, assetRule: rule) }
+        let links = context.assetLinks
 
         var w = JSONWriter(capacity: 256 * results.count + 16)
         w.object { w in
@@ -31,10 +33,11 @@ struct RecordsHandler {
                     switch result {
                     case .saved(let r):
                         let keys = (op.desiredKeys ?? requestKeys).map(Set.init)
-                        RecordCoding.write(r, to: &w, desiredKeys: keys, numbersAsStrings: numbersAsStrings)
+                        RecordCoding.write(r, to: &w, desiredKeys: keys, numbersAsStrings: numbersAsStrings, assetLinks: links)
                     case .deleted(let id): RecordCoding.writeDeleted(id, to: &w)
                     case .failed(let id, let e):
-                        RecordCoding.writeError(e, recordName: id.recordName, to: &w, numbersAsStrings: numbersAsStrings)
+                        RecordCoding.writeError(
+                            e, recordName: id.recordName, to: &w, numbersAsStrings: numbersAsStrings, assetLinks: links)
                     }
                 }
             }
@@ -70,6 +73,7 @@ struct RecordsHandler {
         let db = context.database
         let budget = context.responseBudget
         let results = try ThreadBridge.wait { try await db.records(for: ids, maxBytes: budget) }
+        let links = context.assetLinks
         var w = JSONWriter(capacity: 256 * results.count + 16)
         w.object { w in
             w.key("records")
@@ -77,9 +81,11 @@ struct RecordsHandler {
                 for ((id, result), desired) in zip(zip(ids, results), keys) {
                     switch result {
                     case .success(let r):
-                        RecordCoding.write(r, to: &w, desiredKeys: desired, numbersAsStrings: numbersAsStrings)
+                        RecordCoding.write(
+                            r, to: &w, desiredKeys: desired, numbersAsStrings: numbersAsStrings, assetLinks: links)
                     case .failure(let e):
-                        RecordCoding.writeError(e, recordName: id.recordName, to: &w, numbersAsStrings: numbersAsStrings)
+                        RecordCoding.writeError(
+                            e, recordName: id.recordName, to: &w, numbersAsStrings: numbersAsStrings, assetLinks: links)
                     }
                 }
             }

@@ -13,12 +13,18 @@ struct RequestContext: Sendable {
     let body: [String: JSONValue]
     /// The byte budget of the response's records (``ServerConfiguration/responseBudget``).
     let responseBudget: Int
+    /// `scheme://host` as the client reached the server: where asset URLs point.
+    let baseURL: String
+    /// Signs and checks asset URLs and receipts; nil where assets are not served (tests of other handlers).
+    let assets: AssetTransfer?
 
     init(
         path: DatabasePath, container: Container, principal: Principal, body: [String: JSONValue],
-        responseBudget: Int = ServerConfiguration.defaultResponseBudget
+        responseBudget: Int = ServerConfiguration.defaultResponseBudget, baseURL: String = "", assets: AssetTransfer? = nil
     ) throws {
         self.path = path
+        self.baseURL = baseURL
+        self.assets = assets
         self.responseBudget = responseBudget
         self.container = container
         self.principal = principal
@@ -27,4 +33,9 @@ struct RequestContext: Sendable {
         // missing user with AUTHENTICATION_REQUIRED and its sign-in redirect.
         database = try container.database(path.scope, access: principal.access, environment: path.environment)
     }
+}
+
+extension RequestContext {
+    /// The `downloadURL`s of the assets a response carries.
+    var assetLinks: AssetLinks? { assets?.links(self) }
 }

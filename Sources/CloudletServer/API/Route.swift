@@ -18,6 +18,11 @@ enum Route: String, CaseIterable, Sendable {
     case subscriptionsLookup = "subscriptions/lookup"
     case subscriptionsModify = "subscriptions/modify"
     case tokensCreate = "tokens/create"
+    /// Upload URLs for asset fields.
+    case assetsUpload = "assets/upload"
+    /// `POST` of a file to an upload URL, `GET` of a download URL.
+    case assetUploadFile = "cloudlet/assets/upload"
+    case assetDownload = "cloudlet/assets/download"
     case notificationsPoll = "cloudlet/notifications/poll"
     case health = "cloudlet/health"
     case metrics = "cloudlet/metrics"
@@ -34,7 +39,7 @@ enum Route: String, CaseIterable, Sendable {
     static let databaseOperations: [Route] = [
         .recordsModify, .recordsLookup, .recordsQuery, .recordsCount, .zonesList, .zonesLookup, .zonesModify,
         .usersCaller, .usersCurrent, .changesZone, .changesDatabase, .recordsChanges, .zonesChanges,
-        .subscriptionsList, .subscriptionsLookup, .subscriptionsModify, .tokensCreate,
+        .subscriptionsList, .subscriptionsLookup, .subscriptionsModify, .tokensCreate, .assetsUpload,
     ]
 
     /// The operation named by the path after the database segment (`records/modify`), if we serve it.
@@ -55,7 +60,9 @@ enum Route: String, CaseIterable, Sendable {
     }
 
     /// Whether the operation changes data (a public-database write needs a signed-in user).
-    var isWrite: Bool { self == .recordsModify || self == .zonesModify || self == .subscriptionsModify }
+    var isWrite: Bool {
+        self == .recordsModify || self == .zonesModify || self == .subscriptionsModify || self == .assetsUpload
+    }
 
     /// Whether the request body is a JSON object the operation reads.
     var hasBody: Bool { methods == ["POST"] }

@@ -1,3 +1,4 @@
+import Cloudlet
 import CloudletCore
 import COpenSSL
 
@@ -19,24 +20,12 @@ enum Secrets {
     static func fingerprint(_ secret: String) -> String { hex(sha256(Array(secret.utf8))) }
 
     static func sha256(_ data: [UInt8]) -> [UInt8] {
-        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        let ok = data.withUnsafeBytes { EVP_Digest($0.baseAddress, $0.count, &digest, &length, EVP_sha256(), nil) }
-        precondition(ok == 1 && length == 32, "EVP_Digest(SHA-256) failed")
-        return Array(digest.prefix(32))
+        let s = SHA256Stream()
+        s.update(data)
+        return s.finish()
     }
 
-    private static let digits = Array("0123456789abcdef".utf8)
-
-    static func hex(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 0xF)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func hex(_ bytes: [UInt8]) -> String { SHA256Stream.hex(bytes) }
 
     /// Whether `s` looks like one of our secrets (64 hex characters); anything else is rejected before hashing.
     static func isWellFormed(_ s: String) -> Bool {

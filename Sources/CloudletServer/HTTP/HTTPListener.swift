@@ -28,6 +28,9 @@ final class HTTPListener: Sendable {
         var threads = 64
         /// Larger bodies are not kept: the handler sees ``HTTPRequest/oversizedBodyLength``.
         var maxBodySize = 16 << 20
+        /// Requests under this path have their bodies read by the handler (``HTTPRequest/bodyStream``), whatever
+        /// their size: asset uploads.
+        var streamedPathPrefix: String?
         var requestTimeoutMs = 30_000
         var keepAliveTimeoutMs = 5_000
     }
@@ -192,7 +195,16 @@ final class HTTPListener: Sendable {
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             },
             isTLS: ri.is_ssl != 0, received: received)
+        request.range = mg_get_header(conn, "Range").map { String(cString: $0) }
         var drained = true
+        if let prefix = options.streamedPathPrefix, request.path.hasPrefix(prefix) {
+            let chunked = declared < 0 && mg_get_header(conn, "Transfer-Encoding") != nil
+            let stream = HTTPBodyStream(connection: conn, declaredLength: chunked ? nil : max(declared, 0))
+            request.bodyStream = stream
+            var response = handler(request)
+            if !stream.finished { response.closeConnection = true }
+            return write(response, to: conn)
+        }
         if declared > Int64(options.maxBodySize) {
             request.oversizedBodyLength = declared
             // Read and drop a moderately oversized body so the client sees our 413 rather than a reset
@@ -253,10 +265,15 @@ final class HTTPListener: Sendable {
         if response.closeConnection { mg_disable_keep_alive(conn) }
         mg_response_header_start(conn, Int32(response.status))
         mg_response_header_add(conn, "Content-Type", response.contentType, -1)
-        mg_response_header_add(conn, "Content-Length", String(response.body.count), -1)
+        let length = response.stream?.length ?? Int64(response.body.count)
+        mg_response_header_add(conn, "Content-Length", String(length), -1)
         for (name, value) in response.headers { mg_response_header_add(conn, name, value, -1) }
         mg_response_header_send(conn)
-        if !response.body.isEmpty { _ = response.body.withUnsafeBytes { mg_write(conn, $0.baseAddress, $0.count) } }
+        if let stream = response.stream {
+            stream.write { bytes in bytes.isEmpty || mg_write(conn, bytes.baseAddress, bytes.count) > 0 }
+        } else if !response.body.isEmpty {
+            _ = response.body.withUnsafeBytes { mg_write(conn, $0.baseAddress, $0.count) }
+        }
         return Int32(response.status)
     }
 

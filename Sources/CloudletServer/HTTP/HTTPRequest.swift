@@ -17,6 +17,11 @@ public struct HTTPRequest: Sendable {
     public var isTLS: Bool
     /// When the listener started reading the request (for latency metrics).
     public var received: ContinuousClock.Instant
+    /// The `Range` header, if any.
+    public var range: String?
+    /// For a request whose body the handler reads itself (``HTTPListener/Options/streamedPathPrefix``): the body,
+    /// not read yet, and ``body`` is empty.
+    var bodyStream: HTTPBodyStream?
 
     public init(
         method: String, path: String, query: String = "", host: String? = nil, serverKeyID: String? = nil,

@@ -7,7 +7,7 @@ import Foundation
 
 enum ExportCommand: Command {
     static let help = """
-        USAGE: cloudlet-tool export --data DIR [--output FILE] [filters]
+        USAGE: cloudlet-tool export --data DIR [--output FILE] [--assets DIR] [filters]
 
         Writes the store's content as JSON lines, for backups and migrations: a header line, then the schema of each
         exported container (both environments), the custom zones, and every current record with all its fields
@@ -16,12 +16,16 @@ enum ExportCommand: Command {
 
         OPTIONS
           --output FILE     Write to FILE (replaced when complete) instead of stdout.
+          --assets DIR      Also copy the asset files the exported records reference into DIR (created if missing),
+                            one file per content named by its SHA-256; the lines carry only checksums and sizes.
         \(FilterOptions.help)
         \(Common.help)
         """
 
     static func run(_ args: [String]) async throws -> Int32 {
-        let o = try CommandLineOptions(args, valued: Common.valued.union(FilterOptions.valued).union(["--output"]), flags: Common.flags, help: help)
+        let o = try CommandLineOptions(
+            args, valued: Common.valued.union(FilterOptions.valued).union(["--output", "--assets"]), flags: Common.flags,
+            help: help)
         let common = try Common(o)
         let filter = try FilterOptions.parse(o)
         let (lock, inspector) = try common.inspect()
@@ -60,10 +64,26 @@ enum ExportCommand: Command {
         var records = 0
         var filter2 = filter
         filter2.includeTombstones = false
+        let assetsDir = o["--assets"]
+        if let assetsDir { try FileManager.default.createDirectory(atPath: assetsDir, withIntermediateDirectories: true) }
+        var copied: Set<String> = []
+        var missing: Set<String> = []
         try inspector.forEachCurrent(in: store, filter: filter2, progress: Progress.handler) { r in
             guard let record = r.record else { return }
             Out.line(ExportLines.record(record, zone: r.zone))
             records += 1
+            guard let assetsDir else { return }
+            for asset in record.fields.values.flatMap(\.assets) where !copied.contains(asset.fileChecksum) {
+                guard store.assets.exists(asset.fileChecksum) else {
+                    missing.insert(asset.fileChecksum)
+                    continue
+                }
+                let target = assetsDir + "/" + asset.fileChecksum
+                if !FileManager.default.fileExists(atPath: target) {
+                    try FileManager.default.copyItem(atPath: store.assets.path(of: asset.fileChecksum), toPath: target)
+                }
+                copied.insert(asset.fileChecksum)
+            }
         }
         Out.flush()
         if let replacement {
@@ -74,13 +94,15 @@ enum ExportCommand: Command {
         }
         Progress.clear()
         warn("exported \(records) record(s) and \(zones) custom zone(s)\(output.map { " to \($0)" } ?? "")")
+        if let assetsDir { warn("copied \(copied.count) asset file(s) to \(assetsDir)") }
+        if !missing.isEmpty { warn("warning: \(missing.count) referenced asset file(s) are missing from the store (see `verify`)") }
         return 0
     }
 }
 
 enum ImportCommand: Command {
     static let help = """
-        USAGE: cloudlet-tool import --data DIR [--input FILE] [--partitions N]
+        USAGE: cloudlet-tool import --data DIR [--input FILE] [--assets DIR] [--partitions N]
 
         Loads JSON lines written by `cloudlet-tool export` into a stopped store (created if DIR holds none): schema
         lines add record types and fields, zone lines create custom zones, record lines save records — replacing a
@@ -90,6 +112,9 @@ enum ImportCommand: Command {
 
         OPTIONS
           --input FILE      Read FILE (default: stdin).
+          --assets DIR      Take the asset files the records reference, and the store lacks, from DIR (as `export
+                            --assets` wrote it); each must hash to its name. Without it such records are imported
+                            all the same, and reported.
           --batch N         Records per commit (default 200).
           --partitions N    Partition count of a store this creates (default 1).
         \(Common.help)
@@ -97,7 +122,8 @@ enum ImportCommand: Command {
 
     static func run(_ args: [String]) async throws -> Int32 {
         let o = try CommandLineOptions(
-            args, valued: Common.valued.union(["--input", "--batch", "--partitions"]), flags: Common.flags, help: help)
+            args, valued: Common.valued.union(["--input", "--batch", "--partitions", "--assets"]), flags: Common.flags,
+            help: help)
         let common = try Common(o)
         let batchSize = max(1, try o.int("--batch") ?? 200)
         let input: FileHandle
@@ -116,7 +142,9 @@ enum ImportCommand: Command {
         let store = try CloudletStore(path: common.data, configuration: config, holding: lock)
         var batch: [Record] = []
         var batchZone: ZoneKey?
-        var counts = (records: 0, zones: 0, types: 0)
+        var counts = (records: 0, zones: 0, types: 0, assets: 0)
+        var missingAssets: Set<String> = []
+        let assetsDir = o["--assets"]
         func flush() async throws {
             guard let zone = batchZone, !batch.isEmpty else { return }
             try await store.importRecords(batch, into: zone)
@@ -173,6 +201,18 @@ enum ImportCommand: Command {
                         case "record":
                             let zone = try ExportLines.zone(j)
                             let record = try ExportLines.record(j, zone: zone)
+                            for asset in record.fields.values.flatMap(\.assets) where !store.assets.exists(asset.fileChecksum) {
+                                let source = assetsDir.map { $0 + "/" + asset.fileChecksum }
+                                guard let source, FileManager.default.fileExists(atPath: source) else {
+                                    missingAssets.insert(asset.fileChecksum)
+                                    continue
+                                }
+                                let stored = try store.assets.importFile(source)
+                                guard stored.checksum == asset.fileChecksum else {
+                                    throw CloudletError.invalid("asset file \(source) does not hash to its name (it hashes to \(stored.checksum))")
+                                }
+                                counts.assets += 1
+                            }
                             if zone != batchZone || batch.count >= batchSize { try await flush() }
                             batchZone = zone
                             batch.append(record)
@@ -196,7 +236,10 @@ enum ImportCommand: Command {
         }
         try await store.close()
         Progress.clear()
-        warn("imported \(counts.records) record(s), \(counts.zones) zone(s), \(counts.types) record type(s) into \(common.data)")
+        warn("imported \(counts.records) record(s), \(counts.zones) zone(s), \(counts.types) record type(s)\(assetsDir == nil ? "" : ", \(counts.assets) asset file(s)") into \(common.data)")
+        if !missingAssets.isEmpty {
+            warn("warning: records reference \(missingAssets.count) asset file(s) this store lacks\(assetsDir == nil ? "; import them with --assets DIR" : " and \(assetsDir!) does not hold")")
+        }
         return 0
     }
 }

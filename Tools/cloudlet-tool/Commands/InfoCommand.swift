@@ -26,7 +26,18 @@ enum InfoCommand: Command {
         let (lock, inspector) = try common.inspect()
         defer { lock.release() }
         let info = try inspector.info()
-        if common.json { Out.json(json(info)) } else { text(info, path: common.data) }
+        let assets = try inspector.assetFiles()
+        if common.json {
+            var doc = json(info)
+            if case .object(var members) = doc {
+                members["assets"] = .members([("files", .int(assets.files)), ("bytes", .int(assets.bytes))])
+                doc = .object(members)
+            }
+            Out.json(doc)
+        } else {
+            text(info, path: common.data)
+            Out.line("assets (assets/sha256/): \(assets.files) file(s), \(bytes(UInt64(assets.bytes)))")
+        }
         if let e = info.openError {
             warn("error: the store does not open (run `cloudlet-tool verify`): \(e)")
             return 65

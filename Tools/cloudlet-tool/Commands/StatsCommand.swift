@@ -28,8 +28,26 @@ enum StatsCommand: Command {
         let store = try inspector.openStore()
         defer { try? store.closeNow() }
         let stats = try inspector.spaceStats(store: store, progress: Progress.handler)
+        let assets = try inspector.assets(store: store, deep: false)
         Progress.clear()
-        if common.json { Out.json(json(stats)) } else { text(stats) }
+        if common.json {
+            var doc = json(stats)
+            if case .object(var members) = doc {
+                members["assets"] = .members([
+                    ("files", .int(assets.files)), ("bytes", .int(assets.bytes)), ("referenced", .int(assets.referenced)),
+                    ("references", .int(assets.references)), ("unreferenced", .int(assets.unreferenced)),
+                    ("unreferencedBytes", .int(assets.unreferencedBytes)), ("missing", .int(assets.missing.count)),
+                ])
+                doc = .object(members)
+            }
+            Out.json(doc)
+        } else {
+            text(stats)
+            Out.line(
+                "assets: \(assets.files) file(s), \(bytes(UInt64(assets.bytes))); \(assets.referenced) referenced by \(assets.references) "
+                    + "field value(s); \(assets.unreferenced) unreferenced (\(bytes(UInt64(assets.unreferencedBytes))), for `cloudlet-tool gc`)"
+                    + (assets.missing.isEmpty ? "" : "; \(assets.missing.count) reference(s) to missing files"))
+        }
         return 0
     }
 

@@ -21,10 +21,15 @@ enum VerifyCommand: Command {
         damaged one is an error that a read-write open (a damaged run file, CURRENT or manifest) or
         `cloudlet-tool repair` (anything) fixes by rebuilding it.
 
+        When the log is sound, every asset a live record references (list fields included) must be in assets/sha256/;
+        with --deep its bytes must also hash to its name. A missing or damaged asset file is an error naming the zone,
+        record and field.
+
         Exit 0 when nothing is wrong (warnings allowed), 65 when anything is. Read-only.
 
         OPTIONS
-          --deep          Also replay the whole log from scratch and compare the result with the flushed index + tail.
+          --deep          Also replay the whole log from scratch and compare the result with the flushed index + tail,
+                          and hash every referenced asset file.
         \(Common.help)
         """
 
@@ -36,12 +41,28 @@ enum VerifyCommand: Command {
         let started = Date()
         let report = try inspector.verify(deep: o.has("--deep"), progress: Progress.handler)
         Progress.clear()
+        // The assets only when the log is sound: checking them opens the store.
+        var assets: AssetReport?
+        if report.isClean {
+            let store = try inspector.openStore()
+            defer { try? store.closeNow() }
+            assets = try inspector.assets(store: store, deep: o.has("--deep"))
+        }
+        let clean = report.isClean && assets?.isClean != false
         let seconds = Date().timeIntervalSince(started)
         let totalBytes = report.partitions.reduce(UInt64(0)) { $0 + $1.bytes }
         if common.json {
-            Out.json(json(report, seconds: seconds))
+            var doc = json(report, seconds: seconds)
+            if case .object(var members) = doc {
+                members["ok"] = .bool(clean)
+                members["assets"] = assets.map(json)
+                doc = .object(members)
+            }
+            Out.json(doc)
         } else {
             for f in report.findings { Out.line(describe(f)) }
+            for p in assets?.missing ?? [] { Out.line("error: \(describe(p)): the asset file is missing") }
+            for p in assets?.corrupt ?? [] { Out.line("error: \(describe(p)): the asset file's bytes do not hash to its name") }
             let errors = report.findings.filter { $0.severity == .error }.count
             let warnings = report.findings.count - errors
             let frames = report.partitions.reduce(0) { $0 + $1.frames }
@@ -52,10 +73,32 @@ enum VerifyCommand: Command {
                 indexes.isEmpty
                 ? "" : ", index (p*/index): \(indexes.reduce(0) { $0 + $1.runs }) run(s), \(bytes(indexes.reduce(0) { $0 + $1.bytes }))"
             Out.line(
-                "\(report.isClean ? "ok" : "FAILED"): \(report.partitions.count) partition(s)\(catalog), \(frames) frame(s), \(bytes(totalBytes))\(index), \(entries) key directory entries checked\(report.deep ? ", full replay compared" : "") in \(String(format: "%.2f", seconds)) s (\(bytes(UInt64(Double(totalBytes) / max(seconds, 1e-9))))/s); \(errors) error(s), \(warnings) warning(s)"
+                "\(clean ? "ok" : "FAILED"): \(report.partitions.count) partition(s)\(catalog), \(frames) frame(s), \(bytes(totalBytes))\(index), \(entries) key directory entries checked\(report.deep ? ", full replay compared" : "") in \(String(format: "%.2f", seconds)) s (\(bytes(UInt64(Double(totalBytes) / max(seconds, 1e-9))))/s); \(errors) error(s), \(warnings) warning(s)"
             )
         }
-        return report.isClean ? 0 : 65
+        if !common.json, let a = assets, a.files > 0 || a.references > 0 {
+            Out.line(
+                "assets: \(a.references) reference(s) to \(a.referenced) file(s) checked\(a.deep ? " and hashed" : ""), "
+                    + "\(a.files) file(s) in the store (\(bytes(UInt64(a.bytes)))); \(a.missing.count) missing, \(a.corrupt.count) damaged")
+        }
+        return clean ? 0 : 65
+    }
+
+    static func describe(_ p: AssetReport.Problem) -> String {
+        "zone \(p.zone.canonicalName), record '\(p.recordName)', field '\(p.field)', asset \(p.checksum)"
+    }
+
+    static func json(_ a: AssetReport) -> JSONValue {
+        func problem(_ p: AssetReport.Problem) -> JSONValue {
+            .members([
+                "zone": .string(p.zone.canonicalName), "recordName": .string(p.recordName), "field": .string(p.field),
+                "checksum": .string(p.checksum),
+            ])
+        }
+        return .members([
+            "files": .int(a.files), "bytes": .int(a.bytes), "referenced": .int(a.referenced), "references": .int(a.references),
+            "hashed": .bool(a.deep), "missing": .array(a.missing.map(problem)), "damaged": .array(a.corrupt.map(problem)),
+        ])
     }
 
     /// `error: partition 0, segment 00000000000000000001.seg, offset 1234: checksum mismatch …`; a file of the

@@ -1,0 +1,355 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CloudletCore
+import CloudletStorage
+import Foundation
+import Synchronization
+
+/// The asset files of a store: `assets/sha256/<first two hex digits>/<64 hex digits>`, each named by the SHA-256 of
+/// its bytes (content addressing: the same bytes stored twice take the space once). Layout and rules:
+/// `docs/assets.md`.
+///
+/// A blob is written to `assets/tmp/` while it is hashed, fdatasync'd, then renamed to its name and the shard
+/// directory fsync'd: a blob under its name is always whole and durable. Temporary files left by a crash are
+/// removed when the store opens (only one process writes a store).
+///
+/// **Lifetime.** ``sweep(referenced:cutoff:)`` deletes blobs that no live record references. It never deletes a
+/// blob an acknowledged record references, even while records are being saved and the same bytes uploaded:
+/// - a save *pins* its blobs (``pin(_:)``) from before it checks they exist until its commit is durable; a pinned
+///   blob, or one pinned at any time since the sweep began, is kept;
+/// - a sweep takes its set of referenced blobs after it began, so a save unpinned before then is in it;
+/// - a blob written or found again by an upload gets a fresh modification time, and a sweep keeps blobs modified
+///   after `cutoff` (the receipt grace window), so an upload's receipt can be used while it is valid;
+/// - checking a blob's existence, writing or touching it, and deleting it happen under one lock.
+package final class BlobStore: Sendable {
+    /// `<store>/assets`.
+    package let directory: String
+    let fileSystem: any FileSystem
+    let readOnly: Bool
+    private let state = Mutex(PinState())
+    /// Held by a collection from start to end (``collect(referenced:cutoff:)``).
+    private let sweeper = NSLock()
+    private let counter = Atomic<Int>(0)
+
+    private struct PinState {
+        /// checksum → saves in flight holding it.
+        var pins: [String: Int] = [:]
+        /// While a sweep runs: every blob pinned or written since it began.
+        var touched: Set<String>?
+    }
+
+    /// A blob as stored: its checksum and size.
+    package struct StoredBlob: Sendable, Hashable {
+        package var checksum: String
+        package var size: Int64
+    }
+
+    /// A blob over ``write(maxSize:read:)``'s limit; nothing was kept.
+    package struct TooLarge: Error, Sendable {
+        package var limit: Int64
+    }
+
+    package static let chunkSize = 256 << 10
+
+    package init(directory: String, fileSystem: any FileSystem, readOnly: Bool) throws {
+        self.directory = directory
+        self.fileSystem = fileSystem
+        self.readOnly = readOnly
+        // Partial writes of a crashed process (the store lock makes this process the only writer). The directories
+        // are made by the first write: a store without assets has none.
+        guard !readOnly, fileSystem.fileExists(directory + "/tmp") else { return }
+        try io { () throws(FileSystemError) in
+            for name in try fileSystem.listDirectory(directory + "/tmp") { try fileSystem.remove(directory + "/tmp/" + name) }
+        }
+    }
+
+    /// Whether `s` has the shape of a checksum (64 lowercase hex digits): anything else never names a blob.
+    package static func isChecksum(_ s: String) -> Bool {
+        s.utf8.count == 64 && s.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    }
+
+    /// The path of the blob `checksum` (which must be well formed).
+    package func path(of checksum: String) -> String {
+        precondition(Self.isChecksum(checksum), "not a checksum: \(checksum)")
+        return "\(directory)/sha256/\(checksum.prefix(2))/\(checksum)"
+    }
+
+    package func exists(_ checksum: String) -> Bool {
+        Self.isChecksum(checksum) && fileSystem.fileExists(path(of: checksum))
+    }
+
+    /// Opens the blob for reading. - Throws: `unknownItem` when there is none.
+    package func open(_ checksum: String) throws -> any File {
+        guard Self.isChecksum(checksum) else { throw CloudletError(.unknownItem, "'\(checksum)' is not an asset checksum") }
+        do { return try fileSystem.open(path(of: checksum), options: .readOnly) } catch {
+            if error.errno == ENOENT { throw CloudletError(.unknownItem, "asset \(checksum) is not in the store") }
+            throw CloudletError.io(error, "opening asset \(checksum)")
+        }
+    }
+
+    /// The whole blob.
+    package func read(_ checksum: String) throws -> [UInt8] {
+        let file = try open(checksum)
+        defer { try? file.close() }
+        return try io { () throws(FileSystemError) in try file.read(at: 0, count: Int(try file.size())) }
+    }
+
+    // MARK: - Writing
+
+    /// Writes a blob from `read`, which fills the buffer it is given and returns how many bytes it put there (0 at
+    /// the end): streamed to a temporary file and hashed on the way, never held whole. Over `maxSize` bytes it
+    /// stops, removes what it wrote and throws ``TooLarge``. With `pin`, the blob is pinned (``pin(_:)``) as it
+    /// gets its name, so that no sweep can take it before the save that wrote it commits: unpin it after.
+    package func write(
+        maxSize: Int64? = nil, pin: Bool = false, read: (UnsafeMutableRawBufferPointer) throws -> Int
+    ) throws -> StoredBlob {
+        guard !readOnly else { throw CloudletError(.readOnly, "the store at \(Path.parent(directory)) is open read-only") }
+        let temp = "\(directory)/tmp/\(getpid())-\(counter.add(1, ordering: .relaxed).newValue)-\(UInt32.random(in: 0...UInt32.max)).part"
+        let file = try io { () throws(FileSystemError) in
+            if !fileSystem.fileExists(directory + "/tmp") { try fileSystem.createDirectory(directory + "/tmp") }
+            return try fileSystem.open(temp, options: [.create, .truncate])
+        }
+        var kept = false
+        defer {
+            try? file.close()
+            if !kept { try? fileSystem.remove(temp) }
+        }
+        let hash = SHA256Stream()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 16)
+        defer { buffer.deallocate() }
+        var size: Int64 = 0
+        while true {
+            let n = try read(buffer)
+            if n <= 0 { break }
+            let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+            if let maxSize, size + Int64(n) > maxSize { throw TooLarge(limit: maxSize) }
+            hash.update(chunk)
+            try io { () throws(FileSystemError) in try file.pwrite(chunk, at: UInt64(size)) }
+            size += Int64(n)
+        }
+        try io { () throws(FileSystemError) in
+            try file.fdatasync()
+            try file.close()
+        }
+        let checksum = hash.finishHex()
+        try place(temp, as: checksum, pin: pin)
+        kept = true
+        return StoredBlob(checksum: checksum, size: size)
+    }
+
+    /// Copies the file at `source` into the store (pinned with `pin`, as ``write(maxSize:pin:read:)``).
+    package func importFile(_ source: String, pin: Bool = false) throws -> StoredBlob {
+        let file: any File
+        do { file = try fileSystem.open(source, options: .readOnly) } catch {
+            throw CloudletError(
+                error.errno == ENOENT ? .invalidArguments : .io, "cannot read asset file \(source): \(error.errnoText)")
+        }
+        defer { try? file.close() }
+        var offset: UInt64 = 0
+        return try write(pin: pin) { buffer in
+            let n = try io { () throws(FileSystemError) in try file.pread(into: buffer, at: offset) }
+            offset += UInt64(n)
+            return n
+        }
+    }
+
+    /// Stores `bytes` (pinned with `pin`, as ``write(maxSize:pin:read:)``).
+    package func importBytes(_ bytes: [UInt8], pin: Bool = false) throws -> StoredBlob {
+        var offset = 0
+        return try bytes.withUnsafeBytes { all in
+            try write(pin: pin) { buffer in
+                let n = min(buffer.count, all.count - offset)
+                if n > 0 { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: all[offset..<offset + n])) }
+                offset += n
+                return n
+            }
+        }
+    }
+
+    /// Moves a durable temporary file to its name, or drops it when the blob is there already (then the blob's
+    /// modification time is refreshed, as a new one's would be: see the lifetime rules above). Under the lock, so
+    /// that a sweep never deletes the name in between.
+    private func place(_ temp: String, as checksum: String, pin: Bool) throws {
+        let final = path(of: checksum)
+        let shard = Path.parent(final)
+        try state.withLock { st in
+            st.touched?.insert(checksum)
+            if pin { st.pins[checksum, default: 0] += 1 }
+            if fileSystem.fileExists(final) {
+                Self.touch(final)
+                try? fileSystem.remove(temp)
+                return
+            }
+            try io { () throws(FileSystemError) in
+                if !fileSystem.fileExists(shard) {
+                    try fileSystem.createDirectory(shard)
+                    try fileSystem.fsyncDirectory(Path.parent(shard))
+                }
+                try fileSystem.rename(temp, to: final)
+                try fileSystem.fsyncDirectory(shard)
+            }
+        }
+    }
+
+    /// Sets the file's modification time to now (`utimensat`; the file-system seam has no times).
+    private static func touch(_ path: String) { _ = utimensat(AT_FDCWD, path, nil, 0) }
+
+    // MARK: - Pins
+
+    /// Pins blobs for a save in flight and returns those that are not in the store (still pinned: unpin them all).
+    package func pin(_ checksums: [String]) -> [String] {
+        state.withLock { st in
+            for c in checksums {
+                st.pins[c, default: 0] += 1
+                st.touched?.insert(c)
+            }
+            return checksums.filter { !exists($0) }
+        }
+    }
+
+    package func unpin(_ checksums: [String]) {
+        state.withLock { st in
+            for c in checksums {
+                guard let n = st.pins[c] else { continue }
+                st.pins[c] = n > 1 ? n - 1 : nil
+            }
+        }
+    }
+
+    // MARK: - Inventory and sweeping
+
+    /// One blob on disk.
+    package struct Entry: Sendable {
+        package var checksum: String
+        package var size: Int64
+        /// Last modification, seconds since 1970.
+        package var modified: Double
+    }
+
+    /// Every blob on disk, sharded directory by directory (files that are not named like blobs are left out).
+    package func list() throws -> [Entry] {
+        var out: [Entry] = []
+        let root = directory + "/sha256"
+        guard fileSystem.fileExists(root) else { return [] }
+        for shard in try io({ () throws(FileSystemError) in try fileSystem.listDirectory(root) }).sorted() {
+            let dir = root + "/" + shard
+            for name in try io({ () throws(FileSystemError) in try fileSystem.listDirectory(dir) }).sorted()
+            where Self.isChecksum(name) && name.hasPrefix(shard) {
+                var st = stat()
+                guard stat(dir + "/" + name, &st) == 0 else { continue }
+                out.append(
+                    Entry(
+                        checksum: name, size: Int64(st.st_size),
+                        modified: Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9))
+            }
+        }
+        return out
+    }
+
+    /// What a sweep did.
+    package struct SweepReport: Sendable {
+        package var blobs = 0
+        package var bytes: Int64 = 0
+        package var deleted = 0
+        package var deletedBytes: Int64 = 0
+        /// Unreferenced, but kept: modified within the grace window, or pinned by a save.
+        package var keptRecent = 0
+        /// Distinct blobs the referenced set named.
+        package var referenced = 0
+    }
+
+    /// Deletes every blob that is not in the set `referenced` returns, not pinned or written since this call began,
+    /// and not modified after `cutoff` (seconds since 1970). `referenced` is called after the sweep has begun to
+    /// remember pins and writes (the rule above). One collection at a time: a second caller waits for the first.
+    package func collect(referenced: () throws -> Set<String>, cutoff: Double) throws -> SweepReport {
+        sweeper.lock()
+        defer { sweeper.unlock() }
+        beginSweep()
+        defer { state.withLock { $0.touched = nil } }
+        let live = try referenced()
+        var report = try sweep(referenced: live, cutoff: cutoff)
+        report.referenced = live.count
+        return report
+    }
+
+    /// From now on pins and writes are remembered (and what is pinned now).
+    private func beginSweep() {
+        state.withLock { st in
+            precondition(st.touched == nil, "one sweep at a time")
+            st.touched = Set(st.pins.keys)
+        }
+    }
+
+    /// The deletions of ``collect(referenced:cutoff:)``, once it has begun and has the referenced set.
+    private func sweep(referenced: Set<String>, cutoff: Double) throws -> SweepReport {
+        var report = SweepReport()
+        for blob in try list() {
+            report.blobs += 1
+            report.bytes += blob.size
+            guard !referenced.contains(blob.checksum) else { continue }
+            let deleted = try state.withLock { st -> Bool in
+                if st.touched?.contains(blob.checksum) == true || st.pins[blob.checksum] != nil { return false }
+                let path = path(of: blob.checksum)
+                var s = stat()
+                guard stat(path, &s) == 0 else { return false }
+                guard Double(s.st_mtim.tv_sec) < cutoff else { return false }
+                try io { () throws(FileSystemError) in try fileSystem.remove(path) }
+                return true
+            }
+            if deleted {
+                report.deleted += 1
+                report.deletedBytes += blob.size
+            } else {
+                report.keptRecent += 1
+            }
+        }
+        if report.deleted > 0 {
+            for shard in try io({ () throws(FileSystemError) in try fileSystem.listDirectory(directory + "/sha256") }) {
+                try io { () throws(FileSystemError) in try fileSystem.fsyncDirectory(directory + "/sha256/" + shard) }
+            }
+        }
+        return report
+    }
+
+    /// Whether the blob's bytes still hash to its name (a full read).
+    package func verify(_ checksum: String) throws -> Bool {
+        let file = try open(checksum)
+        defer { try? file.close() }
+        let hash = SHA256Stream()
+        var buffer = [UInt8](repeating: 0, count: Self.chunkSize)
+        var offset: UInt64 = 0
+        while true {
+            let n = try buffer.withUnsafeMutableBytes { b in
+                try io { () throws(FileSystemError) in try file.pread(into: b, at: offset) }
+            }
+            if n == 0 { break }
+            buffer.withUnsafeBytes { hash.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            offset += UInt64(n)
+        }
+        return hash.finishHex() == checksum
+    }
+}
+
+/// A blob open for reading (a download), for callers above the file-system seam. Closed when released; the bytes
+/// stay readable after a sweep deletes the blob's name.
+package final class BlobReader: Sendable {
+    private let file: any File
+    package let size: Int64
+
+    package init(_ store: BlobStore, _ checksum: String) throws {
+        let file = try store.open(checksum)
+        self.file = file
+        do { size = Int64(try io { () throws(FileSystemError) in try file.size() }) } catch {
+            try? file.close()
+            throw error
+        }
+    }
+
+    deinit { try? file.close() }
+
+    /// Reads into `buffer` from `offset`; fewer bytes only at the end of the blob.
+    package func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
+        try io { () throws(FileSystemError) in try file.pread(into: buffer, at: UInt64(offset)) }
+    }
+}

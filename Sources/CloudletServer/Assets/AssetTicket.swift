@@ -1,0 +1,179 @@
+import Cloudlet
+import CloudletWire
+import COpenSSL
+import Foundation
+
+/// What an asset upload URL, upload receipt or download URL grants, signed so that it cannot be forged or changed:
+/// `base64url(JSON payload) "." base64url(HMAC-SHA256(store secret, payload))` (`docs/assets.md`).
+struct AssetTicket: Sendable, Equatable {
+    enum Kind: String, Sendable {
+        /// An upload URL (`assets/upload`): may POST one file for this field.
+        case upload = "u"
+        /// An upload's receipt: this file may be saved in this field.
+        case receipt = "r"
+        /// A download URL: may GET this file.
+        case download = "d"
+    }
+
+    var kind: Kind
+    /// Milliseconds since 1970 after which it is refused.
+    var expires: Int64
+    var container: String
+    var environment: String
+    /// `public`, `private` or `shared`.
+    var database: String
+    /// The database's owner (`__defaultOwner__` for the public database).
+    var owner: String
+    /// The user it was issued to (empty for an anonymous reader's download URL).
+    var user: String
+    var zone: String = ""
+    var recordType: String = ""
+    /// The record named in the upload request, if any.
+    var recordName: String = ""
+    var field: String = ""
+    var checksum: String = ""
+    var size: Int64 = 0
+
+    var payload: [UInt8] {
+        var w = JSONWriter()
+        w.object { w in
+            w.member("k", kind.rawValue)
+            w.member("x", expires)
+            w.member("c", container)
+            w.member("e", environment)
+            w.member("d", database)
+            w.member("o", owner)
+            w.member("u", user)
+            if kind != .download {
+                w.member("z", zone)
+                w.member("t", recordType)
+                w.member("n", recordName)
+                w.member("f", field)
+            }
+            if kind != .upload {
+                w.member("h", checksum)
+                w.member("s", size)
+            }
+        }
+        return w.bytes
+    }
+
+    init(
+        kind: Kind, expires: Int64, container: String, environment: String, database: String, owner: String, user: String
+    ) {
+        self.kind = kind
+        self.expires = expires
+        self.container = container
+        self.environment = environment
+        self.database = database
+        self.owner = owner
+        self.user = user
+    }
+
+    init?(payload: [UInt8]) {
+        guard case .object(let o)? = try? JSONParser.parse(payload),
+            let k = o["k"]?.stringValue, let kind = Kind(rawValue: k), case .number(let x)? = o["x"], let expires = x.int64,
+            let c = o["c"]?.stringValue, let e = o["e"]?.stringValue, let d = o["d"]?.stringValue,
+            let owner = o["o"]?.stringValue, let user = o["u"]?.stringValue
+        else { return nil }
+        self.init(kind: kind, expires: expires, container: c, environment: e, database: d, owner: owner, user: user)
+        zone = o["z"]?.stringValue ?? ""
+        recordType = o["t"]?.stringValue ?? ""
+        recordName = o["n"]?.stringValue ?? ""
+        field = o["f"]?.stringValue ?? ""
+        checksum = o["h"]?.stringValue ?? ""
+        if case .number(let s)? = o["s"], let size = s.int64 { self.size = size }
+    }
+}
+
+/// Signs and checks ``AssetTicket``s with the store's secret: 32 random bytes in `assets/signing.key` (mode 0600),
+/// made the first time a server serves the store. Whoever holds the file can forge tickets; deleting it revokes
+/// every URL and receipt issued so far.
+final class AssetSigner: Sendable {
+    private let key: [UInt8]
+
+    init(key: [UInt8]) { self.key = key }
+
+    /// The signer of the store at `storePath`, creating its secret if it has none.
+    convenience init(storePath: String) throws {
+        let dir = storePath + "/assets"
+        let path = dir + "/signing.key"
+        if let existing = FileManager.default.contents(atPath: path), existing.count == 32 {
+            self.init(key: Array(existing))
+            return
+        }
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let key = try Secrets.randomBytes(32)
+        let temp = path + ".tmp"
+        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw CloudletError.io("cannot create \(temp)", errno: errno) }
+        let written = key.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        let synced = fsync(fd)
+        close(fd)
+        guard written == 32, synced == 0, rename(temp, path) == 0 else {
+            throw CloudletError.io("cannot write the asset signing key \(path)", errno: errno)
+        }
+        let dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dfd >= 0 {
+            _ = fsync(dfd)
+            close(dfd)
+        }
+        self.init(key: key)
+    }
+
+    func sign(_ ticket: AssetTicket) -> String {
+        let payload = ticket.payload
+        return Self.base64url(payload) + "." + Self.base64url(mac(payload))
+    }
+
+    /// Why a ticket is refused.
+    enum Refusal: Error, Equatable {
+        /// Malformed, signed with another key, changed, or of another kind.
+        case notGenuine
+        case expired(at: Int64)
+    }
+
+    /// The ticket `token` carries, if it is genuine, of `kind`, and not expired at `now` (ms since 1970).
+    func verify(_ token: String, kind: AssetTicket.Kind, now: Int64 = AssetSigner.now()) -> Result<AssetTicket, Refusal> {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, let payload = Self.unbase64url(parts[0]), let signature = Self.unbase64url(parts[1]),
+            Self.constantTimeEqual(signature, mac(payload)), let ticket = AssetTicket(payload: payload), ticket.kind == kind
+        else { return .failure(.notGenuine) }
+        guard ticket.expires > now else { return .failure(.expired(at: ticket.expires)) }
+        return .success(ticket)
+    }
+
+    static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
+
+    private func mac(_ data: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        var length = 0
+        let done = key.withUnsafeBytes { k in
+            data.withUnsafeBytes { d in
+                EVP_Q_mac(
+                    nil, "HMAC", nil, "SHA256", nil, k.baseAddress, k.count, d.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                    d.count, &out, out.count, &length)
+            }
+        }
+        precondition(done != nil && length == 32, "HMAC-SHA256 failed")
+        return out
+    }
+
+    private static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    static func base64url(_ bytes: [UInt8]) -> String {
+        var s = Base64.encode(bytes)
+        while s.hasSuffix("=") { s.removeLast() }
+        return String(s.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
+    }
+
+    static func unbase64url(_ s: Substring) -> [UInt8]? {
+        guard !s.contains("+"), !s.contains("/"), !s.contains("=") else { return nil }
+        var t = String(s.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
+        while t.utf8.count % 4 != 0 { t += "=" }
+        return Base64.decode(t)
+    }
+}
