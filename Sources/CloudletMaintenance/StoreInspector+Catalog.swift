@@ -165,6 +165,7 @@ extension StoreInspector {
                     case .index(let change):
                         (d.kind, d.detail) = (.index, "\(change)")
                         if case .flags(_, let type, _, _) = change { d.recordType = type }
+                        if case .composite(_, let type, _, _) = change { d.recordType = type }
                         container = change.container
                     case .saveSubscription(let who, let sub):
                         (d.kind, d.detail) = (.saveSubscription, "\(who.database.container)/\(who.database.environment.rawValue) \(who.user): \(sub.id)")
@@ -300,7 +301,7 @@ extension IndexMutation {
     /// The container the change is in.
     var container: String {
         switch self {
-        case .flags(let key, _, _, _): key.container
+        case .flags(let key, _, _, _), .composite(let key, _, _, _): key.container
         case .define(let d), .drop(let d): d.schema.container
         }
     }

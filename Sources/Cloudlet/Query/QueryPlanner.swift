@@ -246,7 +246,7 @@ struct QueryPlanner {
     ) -> IndexCursor? {
         let d = IndexDefinition(schema: q.schemaKey, recordType: q.query.recordType, field: field, kind: kind)
         guard let subspace = st.indexes.subspace(d, zone: zone) else { return nil }
-        return kind.maintainer.scan(st.keys, subspace, range, after: after, inclusive: inclusive, reverse: reverse)
+        return d.maintainer.scan(st.keys, subspace, range, after: after, inclusive: inclusive, reverse: reverse)
     }
 
     /// How many entries index (`field`, `kind`) holds in `range`, counting at most `cap`.

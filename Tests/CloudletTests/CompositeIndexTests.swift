@@ -1,0 +1,155 @@
+import CloudletCore
+import CloudletTestSupport
+import Foundation
+import Testing
+
+@testable import Cloudlet
+
+/// Composite indexes (`INDEX name (a, b DESC)`): the schema language, the catalog, the key encoding, the planner's
+/// range walks and counts read off an index.
+@Suite struct CompositeIndexTests {
+    static let text = """
+        DEFINE SCHEMA
+            RECORD TYPE Photo (
+                "___createTime" TIMESTAMP SORTABLE,
+                photographer REFERENCE QUERYABLE,
+                taken TIMESTAMP,
+                rating INT64,
+                INDEX byPhotographer (photographer, taken DESC),
+                INDEX byRating (rating ASC, "___createTime" DESC, photographer)
+            );
+        """
+
+    @Test func parsesAndPrints() throws {
+        let doc = try SchemaLanguage.parse(Self.text)
+        let photo = try #require(doc.recordTypes.first)
+        #expect(photo.fields.map(\.name).contains("taken"))
+        #expect(
+            photo.indexes == [
+                CompositeIndex(name: "byPhotographer", components: [IndexComponent("photographer"), IndexComponent("taken", descending: true)]),
+                CompositeIndex(
+                    name: "byRating",
+                    components: [IndexComponent("rating"), IndexComponent("createdTimestamp", descending: true), IndexComponent("photographer")]),
+            ])
+        let t = RecordTypeSchema(
+            name: "Photo", fields: ["photographer": FieldType(.reference), "rating": FieldType(.int64)],
+            composites: ["r": CompositeIndex(name: "r", components: [IndexComponent("rating"), IndexComponent("recordName", descending: true)])])
+        #expect(SchemaLanguage.format([t]).contains("        INDEX r (rating, recordName DESC)\n    );"), "\(SchemaLanguage.format([t]))")
+    }
+
+    /// Each bad index, the line and column the error must name, and words its message must contain.
+    @Test(arguments: [
+        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y INT64,\n INDEX i (x, z));", 3, 2, "index 'i' of record type 'A': field 'z' is not in the schema"),
+        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y LOCATION,\n INDEX i (x, y));", 3, 2, "field 'y' is LOCATION"),
+        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y LIST<INT64>,\n INDEX i (x, y));", 3, 2, "field 'y' is LIST<INT64>"),
+        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y INT64,\n INDEX i (x));", 3, 2, "has 1 field; a composite index takes 2 to 8"),
+        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y INT64,\n INDEX i (x, x));", 3, 2, "names field 'x' twice"),
+        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y INT64,\n INDEX i (x, y), INDEX i (y, x));", 3, 18, "index 'i' of record type 'A' is already defined"),
+        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y INT64,\n INDEX i (x y));", 3, 13, "',' or ')' after an index field"),
+        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, \"___etag\" STRING,\n INDEX i (x, \"___etag\"));", 3, 14, "cannot be indexed"),
+    ])
+    func badIndexesNameLineAndColumn(text: String, line: Int, column: Int, words: String) {
+        do {
+            let doc = try SchemaLanguage.parse(text)
+            Issue.record("parsed: \(doc)")
+        } catch let wrapped as CloudletError {
+            #expect(wrapped.code == .invalidArguments)
+            let e = wrapped.cause as? SchemaLanguage.SyntaxError
+            #expect(e?.line == line && e?.column == column, "\(wrapped)")
+            #expect(e?.message.contains(words) == true, "\(wrapped)")
+        } catch {
+            Issue.record("unexpected \(error)")
+        }
+    }
+
+    @Test func catalogStoresExportsImportsAndDrops() async throws {
+        let dir = TempDir("composite-catalog")
+        var store = try await openStore(dir)
+        let a = try store.container(testContainer)
+        let result = try await a.importSchema(Self.text)
+        #expect(result.indexes.contains("Photo INDEX byPhotographer (photographer, taken DESC)"), "\(result)")
+        let exported = a.exportSchema()
+        #expect(exported.contains("INDEX byRating (rating, createdTimestamp DESC, photographer)"), "\(exported)")
+        #expect(try await a.importSchema(exported).isEmpty, "importing the export again adds nothing")
+
+        // Round trip into another container, and through a reopen (the catalog's checkpoint and log).
+        let b = try store.container("iCloud.com.example.other")
+        try await b.importSchema(exported)
+        #expect(b.exportSchema() == exported)
+        try await store.close()
+        store = try await openStore(dir)
+        #expect(try store.container(testContainer).exportSchema() == exported)
+        let c = try store.container(testContainer)
+
+        // A changed definition under the same name is refused, naming the index; API errors name index and field.
+        let changed = Self.text.replacingOccurrences(of: "taken DESC", with: "taken")
+        let e1 = await expectError(.invalidArguments) { try await c.importSchema(changed) }
+        #expect(e1?.message.contains("index 'byPhotographer' of record type 'Photo' is byPhotographer (photographer, taken DESC)") == true, "\(e1?.message ?? "")")
+        let e2 = await expectError(.invalidArguments) {
+            try await c.addCompositeIndex(CompositeIndex(name: "x", components: [IndexComponent("rating"), IndexComponent("nope")]), recordType: "Photo")
+        }
+        #expect(e2?.message.contains("field 'nope'") == true && e2?.message.contains("index 'x'") == true, "\(e2?.message ?? "")")
+
+        // Each partition defines the index, builds it, and drops it when the schema removes it.
+        func defined() -> [IndexDefinition] {
+            store.partitions.flatMap { p in
+                p.state.withLock { $0.indexes.definitions.keys.filter { $0.kind == .composite && $0.schema.container == testContainer } }
+            }
+        }
+        #expect(defined().count == 2 * store.partitions.count)
+        try await c.removeCompositeIndex(named: "byRating", recordType: "Photo")
+        #expect(defined().map(\.field).allSatisfy { $0 == "byPhotographer" })
+        #expect(!c.exportSchema().contains("byRating"))
+        let e3 = await expectError(.invalidArguments) { try await c.removeCompositeIndex(named: "byRating", recordType: "Photo") }
+        #expect(e3?.message.contains("no index 'byRating'") == true)
+
+        // Deploying carries it to production; a reset of development to production keeps it.
+        try await c.deploySchema()
+        #expect(c.exportSchema(environment: .production).contains("INDEX byPhotographer"))
+        try await store.close()
+    }
+
+    /// Keys order as the tuples do: field by field, each ascending or descending, the missing value first
+    /// (ascending).
+    @Test func keysOrderAsTuples() {
+        var rng = SeededRandom(seed: 7)
+        let components = [IndexComponent("a"), IndexComponent("b", descending: true), IndexComponent("c")]
+        let m = CompositeMaintainer(components: components)
+        let strings = ["", "a", "a\u{0}", "ab", "b", "\u{0}"]
+        func value(_ rng: inout SeededRandom, _ i: Int) -> FieldValue? {
+            if rng.chance(15) { return nil }
+            switch i {
+            case 0: return .string(rng.pick(strings))
+            case 1: return .int64(Int64(rng.int(7) - 3))
+            default: return .bytes(rng.pick([[], [0], [0, 0], [1], [0, 255]]))
+            }
+        }
+        func compare(_ x: [FieldValue?], _ y: [FieldValue?]) -> Int {
+            for (i, c) in components.enumerated() {
+                var r: Int
+                switch (x[i], y[i]) {
+                case (nil, nil): r = 0
+                case (nil, _): r = -1
+                case (_, nil): r = 1
+                case (let a?, let b?): r = FieldOrder.compare(a, b) ?? 0
+                }
+                if c.descending { r = -r }
+                if r != 0 { return r }
+            }
+            return 0
+        }
+        let tuples = (0..<300).map { _ in (0..<3).map { value(&rng, $0) } }
+        for x in tuples.prefix(60) {
+            for y in tuples {
+                let kx = m.valueKeys(x, name: "r")[0], ky = m.valueKeys(y, name: "r")[0]
+                #expect(SortKey.compare(kx, ky).signum() == compare(x, y).signum(), "\(x) vs \(y)")
+            }
+            for i in 0..<3 { #expect(m.sortKey(m.valueKeys(x, name: "r")[0], field: i) == SortKey.encode(x[i])) }
+        }
+        // A last field descending: records equal on every field in descending name order.
+        let d = CompositeMaintainer(components: [IndexComponent("a"), IndexComponent("b", descending: true)])
+        let names = ["a", "b", "b0", "c", "ab"]
+        let keys = names.map { d.valueKeys([.int64(1), .int64(2)], name: $0)[0] }
+        #expect(names.indices.sorted { SortKey.less(keys[$0], keys[$1]) }.map { names[$0] } == ["c", "b0", "b", "ab", "a"])
+    }
+}
