@@ -7,6 +7,18 @@ extension PartitionState {
         Dictionary(uniqueKeysWithValues: indexes.definitions.map { ("\($0.key)", $0.value.id) })
     }
 
+    /// What is wrong with the values stored for record `r` of zone `z` (``StoredValues``, what its index keys are
+    /// derived from): a stored field whose value is not the record's. Nil when they agree (or none are stored).
+    package func storedValuesProblem(_ z: ZoneKey, _ r: Record) throws -> String? {
+        guard let values = try IndexState.storedValues(keys, DirectoryKey.zone(z), r.recordType, r.recordName) else { return nil }
+        for field in values.keys.sorted() where values[field]! != IndexedField.value(field, in: r) {
+            let stored = values[field]!.map { "\($0)" } ?? "nothing"
+            let actual = IndexedField.value(field, in: r).map { "\($0)" } ?? "nothing"
+            return "zone \(z): the stored index value of field '\(field)' of record '\(r.recordName)' is \(stored), the record has \(actual)"
+        }
+        return nil
+    }
+
     /// What is inconsistent in the secondary indexes' key ranges (`cloudlet-tool verify --deep`): stored values of a
     /// record that is not live at that type, an index key its record's stored values do not call for (or the
     /// reverse), a record of a ready index's type without a stored value for the field, a type's record count that is
