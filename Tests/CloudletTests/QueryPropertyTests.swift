@@ -221,7 +221,13 @@ import Testing
         var plans = 0
         var indexed = 0
         var spatial = 0
+        /// Zone plans that read a composite index, and counts read off an index.
+        var composite = 0
+        var countedInIndex = 0
     }
+
+    /// Makes a query's predicate and sorts (nil: ``predicate(_:depth:)`` or ``nearPredicate(_:)``, ``sorts(_:)``).
+    typealias Queries = (inout SeededRandom) -> (Predicate, [QuerySort])
 
     /// The zones a query searches, and whether it is zone-wide.
     func scope(_ rng: inout SeededRandom) -> (zone: ZoneID, zoneWide: Bool) {
@@ -232,12 +238,19 @@ import Testing
     /// Runs `count` random queries and checks each against the brute-force answer: the pages concatenated, a marker
     /// on exactly the pages that leave matches, and the count.
     func check(
-        _ db: Database, records: [Record], seed: UInt64, phase: String, count: Int, _ rng: inout SeededRandom
+        _ db: Database, records: [Record], seed: UInt64, phase: String, count: Int, queries: Queries? = nil,
+        _ rng: inout SeededRandom
     ) async throws -> Tally {
         var tally = Tally()
         for i in 0..<count {
-            let p = rng.chance(25) ? nearPredicate(&rng) : predicate(&rng)
-            let s = sorts(&rng)
+            let p: Predicate
+            let s: [QuerySort]
+            if let queries {
+                (p, s) = queries(&rng)
+            } else {
+                p = rng.chance(25) ? nearPredicate(&rng) : predicate(&rng)
+                s = sorts(&rng)
+            }
             let q = Query(recordType: "Thing", predicate: p, sortDescriptors: s)
             let (zone, zoneWide) = scope(&rng)
             let limit = rng.chance(3) ? 1 : rng.pick([9, 25, 60, 200])
@@ -259,6 +272,7 @@ import Testing
                 tally.plans += page.plan.zones.count
                 tally.indexed += page.plan.zones.filter(\.usesIndex).count
                 tally.spatial += page.plan.zones.filter { $0.access.contains("spatial index") }.count
+                tally.composite += page.plan.zones.filter { $0.access.contains("composite index") }.count
             } while cursor != nil && pages.count < 300
             // The brute force answer, with the fields the query itself may have made SEARCHABLE just in time.
             let searchable = try searchableFields(db)
@@ -272,9 +286,11 @@ import Testing
                 #expect(page.marker == (seen < expected.count), "marker after page \(n + 1) (\(seen) of \(expected.count)): \(context)")
                 if page.marker { #expect(page.size == limit, "page \(n + 1) has a marker: \(context)") }
             }
-            if i % 4 == 0 {
+            if i % 4 == 0 || queries != nil {
                 let n = try await db.count(Query(recordType: "Thing", predicate: p), zoneID: zone, zoneWide: zoneWide)
                 #expect(n == expected.count, "count: \(context)")
+                let plan = try await db.explainCount(Query(recordType: "Thing", predicate: p), zoneID: zone, zoneWide: zoneWide)
+                tally.countedInIndex += plan.zones.filter { $0.order.hasPrefix("counted in the index") }.count
             }
             if got.map(\.id) != expected.map(\.id) { break }
         }
@@ -284,13 +300,20 @@ import Testing
     /// Runs `count` random queries, inserting and deleting records between their pages: the pages hold each record
     /// that matched and stayed throughout exactly once, in order, and nothing that never matched.
     func checkWhileChanging(
-        _ db: Database, records: inout [String: Record], seed: UInt64, count: Int, _ rng: inout SeededRandom
+        _ db: Database, records: inout [String: Record], seed: UInt64, count: Int, queries: Queries? = nil,
+        _ rng: inout SeededRandom
     ) async throws {
         var inserted = 0
         for i in 0..<count {
-            var p = predicate(&rng)
-            while Self.refused(p) != nil { p = predicate(&rng) }
-            let s = sorts(&rng)
+            var p: Predicate
+            let s: [QuerySort]
+            if let queries {
+                (p, s) = queries(&rng)
+            } else {
+                p = predicate(&rng)
+                while Self.refused(p) != nil { p = predicate(&rng) }
+                s = sorts(&rng)
+            }
             let q = Query(recordType: "Thing", predicate: p, sortDescriptors: s)
             let (zone, zoneWide) = scope(&rng)
             let limit = rng.pick([4, 10, 25])
