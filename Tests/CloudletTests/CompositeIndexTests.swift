@@ -147,6 +147,12 @@ import Testing
             }
             for i in 0..<3 { #expect(m.sortKey(m.valueKeys(x, name: "r")[0], field: i) == SortKey.encode(x[i])) }
         }
+        // The example of docs/index-layer.md, "Composite indexes".
+        let example = CompositeMaintainer(components: [IndexComponent("s"), IndexComponent("t", descending: true)])
+        let key = example.valueKeys([.string("ab"), nil], name: "r1")[0]
+        #expect(key == [0x03, 0x61, 0x62, 0x00, 0x00, 0xFF, 0x00, 0xFF, 0xFF, 0x8D, 0xCE, 0xFF, 0xFF])
+        let tree = IndexKeyspace.Subspace(zone: [], id: 9).key(key, "r1")
+        #expect(Array(tree.dropFirst(5)) == [0x03, 0x61, 0x62, 0x00, 0xFF, 0x00, 0xFF, 0xFF, 0x00, 0xFF, 0xFF, 0xFF, 0x8D, 0xCE, 0xFF, 0xFF, 0x00, 0x00, 0x72, 0x31])
         // A last field descending: records equal on every field in descending name order.
         let d = CompositeMaintainer(components: [IndexComponent("a"), IndexComponent("b", descending: true)])
         let names = ["a", "b", "b0", "c", "ab"]
