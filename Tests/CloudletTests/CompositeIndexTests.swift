@@ -38,31 +38,6 @@ import Testing
         #expect(SchemaLanguage.format([t]).contains("        INDEX r (rating, recordName DESC)\n    );"), "\(SchemaLanguage.format([t]))")
     }
 
-    /// Each bad index, the line and column the error must name, and words its message must contain.
-    @Test(arguments: [
-        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y INT64,\n INDEX i (x, z));", 3, 2, "index 'i' of record type 'A': field 'z' is not in the schema"),
-        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y LOCATION,\n INDEX i (x, y));", 3, 2, "field 'y' is LOCATION"),
-        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y LIST<INT64>,\n INDEX i (x, y));", 3, 2, "field 'y' is LIST<INT64>"),
-        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y INT64,\n INDEX i (x));", 3, 2, "has 1 field; a composite index takes 2 to 8"),
-        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y INT64,\n INDEX i (x, x));", 3, 2, "names field 'x' twice"),
-        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y INT64,\n INDEX i (x, y), INDEX i (y, x));", 3, 18, "index 'i' of record type 'A' is already defined"),
-        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y INT64,\n INDEX i (x y));", 3, 13, "',' or ')' after an index field"),
-        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, \"___etag\" STRING,\n INDEX i (x, \"___etag\"));", 3, 14, "cannot be indexed"),
-    ])
-    func badIndexesNameLineAndColumn(text: String, line: Int, column: Int, words: String) {
-        do {
-            let doc = try SchemaLanguage.parse(text)
-            Issue.record("parsed: \(doc)")
-        } catch let wrapped as CloudletError {
-            #expect(wrapped.code == .invalidArguments)
-            let e = wrapped.cause as? SchemaLanguage.SyntaxError
-            #expect(e?.line == line && e?.column == column, "\(wrapped)")
-            #expect(e?.message.contains(words) == true, "\(wrapped)")
-        } catch {
-            Issue.record("unexpected \(error)")
-        }
-    }
-
     @Test func catalogStoresExportsImportsAndDrops() async throws {
         let dir = TempDir("composite-catalog")
         var store = try await openStore(dir)

@@ -98,18 +98,7 @@ extension QueryPropertyTests {
     func compositeQueriesMatchABruteForceScan(seed: UInt64) async throws {
         var rng = SeededRandom(seed: seed)
         let dir = TempDir("composite-property")
-        var store = try await openStore(dir, partitions: 2)
-        var db = try store.container(testContainer).privateDatabase(user: "u")
-        let z = ZoneID(zoneName: "Z")
-        try await db.createZone(z)
-        var records: [String: Record] = [:]
-        var ops: [RecordOperation] = []
-        for i in 0..<200 { ops.append(.create(randomRecord("t\(i)", zone: i % 4 == 0 ? z : .default, &rng))) }
-        for chunk in stride(from: 0, to: ops.count, by: 100) {
-            for r in try await db.modify(Array(ops[chunk..<min(chunk + 100, ops.count)])) {
-                records[r.record!.id.zoneID.zoneName + "/" + r.record!.recordName] = r.record!
-            }
-        }
+        var (store, db, records) = try await randomStore(dir, &rng)
         let queries: Queries = { compositeQuery(&$0) }
         let absent = try await check(db, records: Array(records.values), seed: seed, phase: "absent", count: 20, queries: queries, &rng)
         #expect(absent.composite == 0)

@@ -366,22 +366,31 @@ import Testing
         }
     }
 
-    @Test(arguments: [11 as UInt64, 12])
-    func queriesMatchABruteForceScan(seed: UInt64) async throws {
-        var rng = SeededRandom(seed: seed)
-        let dir = TempDir("query-property")
-        var store = try await openStore(dir, partitions: 2)
-        var db = try store.container(testContainer).privateDatabase(user: "u")
+    /// A store of two partitions whose database has zone `Z`, with 160 random records `t0…` in the default zone and
+    /// 60 in `Z`; the records by "zone/name".
+    func randomStore(_ dir: TempDir, _ rng: inout SeededRandom) async throws -> (CloudletStore, Database, [String: Record]) {
+        let store = try await openStore(dir, partitions: 2)
+        let db = try store.container(testContainer).privateDatabase(user: "u")
         let z = ZoneID(zoneName: "Z")
         try await db.createZone(z)
-        var records: [String: Record] = [:]  // "zone/name" → record
-        func key(_ r: Record) -> String { r.id.zoneID.zoneName + "/" + r.recordName }
+        var records: [String: Record] = [:]
         var ops: [RecordOperation] = []
         for i in 0..<160 { ops.append(.create(randomRecord("t\(i)", zone: .default, &rng))) }
         for i in 0..<60 { ops.append(.create(randomRecord("t\(i)", zone: z, &rng))) }
         for chunk in stride(from: 0, to: ops.count, by: 100) {
-            for r in try await db.modify(Array(ops[chunk..<min(chunk + 100, ops.count)])) { records[key(r.record!)] = r.record! }
+            for r in try await db.modify(Array(ops[chunk..<min(chunk + 100, ops.count)])) {
+                records[r.record!.id.zoneID.zoneName + "/" + r.record!.recordName] = r.record!
+            }
         }
+        return (store, db, records)
+    }
+
+    @Test(arguments: [11 as UInt64, 12])
+    func queriesMatchABruteForceScan(seed: UInt64) async throws {
+        var rng = SeededRandom(seed: seed)
+        let dir = TempDir("query-property")
+        var (store, db, records) = try await randomStore(dir, &rng)
+        let z = ZoneID(zoneName: "Z")
         // Phase 1: every index is added just in time and held building, so every plan does without it.
         store.indexBuilder.pause()
         let building = try await check(db, records: Array(records.values), seed: seed, phase: "building", count: 30, &rng)
@@ -392,7 +401,7 @@ import Testing
         let built = try await check(db, records: Array(records.values), seed: seed, phase: "built", count: 35, &rng)
         #expect(built.indexed > built.plans / 6, "plans using an index once built: \(built.indexed) of \(built.plans)")
         // Phase 3: change the data under the indexes (updates, deletes, inserts), then query again.
-        ops = []
+        var ops: [RecordOperation] = []
         for (_, r) in records.sorted(by: { $0.key < $1.key }) where rng.chance(35) {
             if rng.chance(30) {
                 ops.append(.forceDelete(r.id))
