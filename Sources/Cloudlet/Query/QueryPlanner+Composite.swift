@@ -174,8 +174,12 @@ extension QueryPlanner {
     /// keys), counted from the index without reading a record; nil otherwise.
     func exactCount(_ src: CandidateSource) throws -> Int? {
         let p = q.query.predicate
+        let conjuncts: [Predicate] = if case .and(let ps) = p { ps } else { [p] }
         switch src {
-        case .composite(let r) where r.exact:
+        case .composite(let r):
+            // Exact for the comparisons it was made from: those must be the whole predicate (an AND's source may
+            // be one made for one of its comparisons).
+            guard r.exact, compositeSource(conjuncts) == r else { return nil }
             return try estimate(src)
         case .equality(let f, let keys, false) where keys.count == 1:
             // One key of a field whose equality keys are exact: numbers, timestamps, bytes (not strings or
@@ -187,10 +191,9 @@ extension QueryPlanner {
             return try estimate(src)
         case .range(let f, _, _, false):
             // Comparisons on one field, all of them answered by the ordered index with exact keys.
-            let cs: [Predicate] = if case .and(let ps) = p { ps } else { [p] }
             guard let t = q.fieldType(f) else { return nil }
             var keyed: [(Comparator, [UInt8])] = []
-            for x in cs {
+            for x in conjuncts {
                 guard case .comparison(let c) = x, c.field == f, c.comparator != .equals || t.scalar != .string,
                     let k = ExactKey.key(c.value, fieldType: t, equality: c.comparator == .equals)
                 else { return nil }
