@@ -86,12 +86,12 @@ import Testing
     }
 
     /// Keys order as the tuples do: field by field, each ascending or descending, the missing value first
-    /// (ascending).
+    /// (ascending); a string before the last field by its lowercased form (as EQUALS compares strings).
     @Test func keysOrderAsTuples() {
         var rng = SeededRandom(seed: 7)
         let components = [IndexComponent("a"), IndexComponent("b", descending: true), IndexComponent("c")]
         let m = CompositeMaintainer(components: components)
-        let strings = ["", "a", "a\u{0}", "ab", "b", "\u{0}"]
+        let strings = ["", "a", "A", "a\u{0}", "ab", "aB", "b", "\u{0}"]
         func value(_ rng: inout SeededRandom, _ i: Int) -> FieldValue? {
             if rng.chance(15) { return nil }
             switch i {
@@ -107,6 +107,7 @@ import Testing
                 case (nil, nil): r = 0
                 case (nil, _): r = -1
                 case (_, nil): r = 1
+                case (.string(let a)?, .string(let b)?): r = FieldOrder.compare(.string(a.lowercased()), .string(b.lowercased())) ?? 0
                 case (let a?, let b?): r = FieldOrder.compare(a, b) ?? 0
                 }
                 if c.descending { r = -r }
@@ -120,7 +121,8 @@ import Testing
                 let kx = m.valueKeys(x, name: "r")[0], ky = m.valueKeys(y, name: "r")[0]
                 #expect(SortKey.compare(kx, ky).signum() == compare(x, y).signum(), "\(x) vs \(y)")
             }
-            for i in 0..<3 { #expect(m.sortKey(m.valueKeys(x, name: "r")[0], field: i) == SortKey.encode(x[i])) }
+            let expected = [x[0]?.stringValue.map(CompositeMaintainer.foldedKey) ?? SortKey.encode(x[0]), SortKey.encode(x[1]), SortKey.encode(x[2])]
+            for i in 0..<3 { #expect(m.fieldKey(m.valueKeys(x, name: "r")[0], field: i) == expected[i]) }
         }
         // The example of docs/index-layer.md, "Composite indexes".
         let example = CompositeMaintainer(components: [IndexComponent("s"), IndexComponent("t", descending: true)])

@@ -57,12 +57,14 @@ extension CompositeIndexTests {
 
 extension QueryPropertyTests {
     /// The composite indexes the property test declares on `Thing`: a reference and a timestamp descending, an
-    /// integer and a double, three fields (the last a BYTES), a reference and a string.
+    /// integer and a double, three fields (the last a BYTES), a reference and a string, a string (case-folded) and an
+    /// integer descending.
     static let compositeIndexes = [
         CompositeIndex(name: "refT", components: [IndexComponent("ref"), IndexComponent("t", descending: true)]),
         CompositeIndex(name: "nD", components: [IndexComponent("n"), IndexComponent("d")]),
         CompositeIndex(name: "tNB", components: [IndexComponent("t"), IndexComponent("n", descending: true), IndexComponent("b")]),
         CompositeIndex(name: "refS", components: [IndexComponent("ref"), IndexComponent("s")]),
+        CompositeIndex(name: "sN", components: [IndexComponent("s"), IndexComponent("n", descending: true)]),
     ]
 
     /// A query a composite index can answer: equalities on a prefix of one index's fields, perhaps one or two

@@ -106,7 +106,8 @@ struct SpatialMaintainer: FieldIndexMaintainer {
 }
 
 /// A composite index (``CompositeIndex``): a record is filed under one key, the tuple of its values of the index's
-/// fields — each field's ``SortKey`` (the missing key for a field the record lacks, as the ordered index files it)
+/// fields — each field's ``SortKey`` (the missing key for a field the record lacks, as the ordered index files it;
+/// for a STRING before the last field, the case-folded key ``foldedKey(_:)``, since EQUALS on strings ignores case)
 /// escaped and terminated as ``IndexKeyspace`` escapes value keys (`00` → `00 FF`, then `00 00`), every byte inverted
 /// for a descending field — so that byte order is the order of the first field, then the second, and so on. When
 /// the last field is descending, the record name follows, escaped and inverted as well: records equal on every field
@@ -118,10 +119,24 @@ struct CompositeMaintainer: IndexMaintainer {
 
     func valueKeys(_ values: [FieldValue?], name: String) -> [[UInt8]] {
         var key: [UInt8] = []
-        for (c, v) in zip(components, values) { Self.append(SortKey.encode(v), descending: c.descending, to: &key) }
+        for (i, (c, v)) in zip(components, values).enumerated() {
+            Self.append(fieldKey(v, at: i), descending: c.descending, to: &key)
+        }
         if namesDescend { Self.append(Array(name.utf8), descending: true, to: &key) }
         return [key]
     }
+
+    /// Field `i`'s key for value `v`: its ``SortKey``, or for a STRING before the last field its ``foldedKey(_:)``.
+    /// The fields before the last serve equalities, and the last one sorts and ranges: a string there keeps its
+    /// order (Unicode scalars), one before it is filed as EQUALS compares it.
+    func fieldKey(_ v: FieldValue?, at i: Int) -> [UInt8] {
+        if i < components.count - 1, case .string(let s)? = v { return Self.foldedKey(s) }
+        return SortKey.encode(v)
+    }
+
+    /// A string's key where it serves equalities: the text rank and its lowercased UTF-8, as the equality index
+    /// folds it (``EqualityKey``); strings EQUALS finds equal by case share it.
+    static func foldedKey(_ s: String) -> [UInt8] { [SortKey.text] + Array(s.lowercased().utf8) }
 
     /// Whether keys end with the record name inverted (the last field is descending).
     var namesDescend: Bool { components.last?.descending ?? false }
@@ -156,8 +171,8 @@ struct CompositeMaintainer: IndexMaintainer {
         return nil
     }
 
-    /// The ``SortKey`` of field `index` in a composite value key; nil if the key is malformed.
-    func sortKey(_ key: [UInt8], field index: Int) -> [UInt8]? {
+    /// Field `index`'s key (``fieldKey(_:at:)``) in a composite value key; nil if the key is malformed.
+    func fieldKey(_ key: [UInt8], field index: Int) -> [UInt8]? {
         var at = 0
         for (i, c) in components.enumerated() {
             guard let (end, k) = Self.part(key, from: at, descending: c.descending) else { return nil }

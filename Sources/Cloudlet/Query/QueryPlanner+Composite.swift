@@ -121,20 +121,29 @@ extension QueryPlanner {
             var answered = 0
             var prefixKey: [UInt8] = []
             var prefix = 0
-            for c in d.components {
+            for (i, c) in d.components.enumerated() {
                 let eqs = comparisons.filter { $0.field == c.field && $0.comparator == .equals }
-                guard let t = q.fieldType(c.field),
-                    let k = eqs.lazy.compactMap({ ExactKey.key($0.value, fieldType: t, equality: true) }).first
-                else { break }
+                guard let t = q.fieldType(c.field) else { break }
+                // A STRING before the last field is filed case-folded: an equality finds every record EQUALS
+                // matches there (a superset: a count still reads them).
+                let folded = t == FieldType(.string) && i < d.components.count - 1
+                let keys = eqs.lazy.compactMap { e -> [UInt8]? in
+                    if folded { return (e.value.stringValue ?? e.value.referenceValue?.recordName).map(CompositeMaintainer.foldedKey) }
+                    return ExactKey.key(e.value, fieldType: t, equality: true)
+                }
+                guard let k = keys.first else { break }
                 CompositeMaintainer.append(k, descending: c.descending, to: &prefixKey)
                 prefix += 1
-                if eqs.count == 1 { answered += 1 }
+                if eqs.count == 1 && !folded { answered += 1 }
             }
             guard prefix > 0 else { continue }
             var r = CompositeRange(
                 index: d.field, prefixKey: prefixKey, lo: prefixKey, hi: SortKey.successor(prefixKey), prefix: prefix,
                 ranged: false, exact: false)
-            if prefix < d.components.count, let t = q.fieldType(d.components[prefix].field) {
+            // Ranges on the next field, unless it is a folded STRING (not in its order).
+            if prefix < d.components.count, let t = q.fieldType(d.components[prefix].field),
+                t != FieldType(.string) || prefix == d.components.count - 1
+            {
                 let next = d.components[prefix]
                 var keyed: [(Comparator, [UInt8])] = []
                 for c in comparisons where c.field == next.field {
@@ -215,9 +224,9 @@ struct CompositeWalk: Sendable {
     /// The equalities' parts of every key in the range.
     var prefixKey: [UInt8]
 
-    /// The sort key (``SortKey``) of an entry: its sorted field's part.
+    /// The sort key (``SortKey``) of an entry: its sorted field's part (the last field's, which is its SortKey).
     func sortKey(_ valueKey: [UInt8]) -> [UInt8]? {
-        CompositeMaintainer(components: definition.components).sortKey(valueKey, field: component)
+        CompositeMaintainer(components: definition.components).fieldKey(valueKey, field: component)
     }
 
     /// The value key of record `name` at sort key `key` (a continuation point).
