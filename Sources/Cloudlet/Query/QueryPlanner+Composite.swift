@@ -180,16 +180,15 @@ extension QueryPlanner {
 
     /// How many records match when the predicate is answered exactly by an index (a composite range whose
     /// equalities and range are the whole predicate, an equality or a range on one field's ordered index with exact
-    /// keys), counted from the index without reading a record; nil otherwise.
-    func exactCount(_ src: CandidateSource) throws -> Int? {
+    /// keys), counted from the index without reading a record, and the index range counted; nil otherwise. `src` is
+    /// the plan's source: a composite range that answers the whole predicate is counted even when it lost to `src`.
+    func exactCount(_ src: CandidateSource) throws -> (Int, CandidateSource)? {
         let p = q.query.predicate
         let conjuncts: [Predicate] = if case .and(let ps) = p { ps } else { [p] }
+        // A composite range made from the whole predicate, when it answers all of it (the plan's source may be
+        // another index, or a range made for one comparison of an AND: exact for that comparison alone).
+        if let r = compositeSource(conjuncts), r.exact { return (try estimate(.composite(r)), .composite(r)) }
         switch src {
-        case .composite(let r):
-            // Exact for the comparisons it was made from: those must be the whole predicate (an AND's source may
-            // be one made for one of its comparisons).
-            guard r.exact, compositeSource(conjuncts) == r else { return nil }
-            return try estimate(src)
         case .equality(let f, let keys, false) where keys.count == 1:
             // One key of a field whose equality keys are exact: numbers, timestamps, bytes (not strings or
             // references, whose keys are case-folded).
@@ -197,7 +196,7 @@ extension QueryPlanner {
                 [.int64, .double, .timestamp, .bytes].contains(t.scalar),
                 ExactKey.key(c.value, fieldType: t, equality: true) != nil
             else { return nil }
-            return try estimate(src)
+            return (try estimate(src), src)
         case .range(let f, _, _, false):
             // Comparisons on one field, all of them answered by the ordered index with exact keys.
             guard let t = q.fieldType(f) else { return nil }
@@ -209,7 +208,8 @@ extension QueryPlanner {
                 keyed.append((c.comparator, k))
             }
             guard let (lo, hi) = ExactKey.range(keyed, descending: false, escaped: false) else { return nil }
-            return try estimate(.range(field: f, lo: lo, hi: hi, prefix: false))
+            let exact = CandidateSource.range(field: f, lo: lo, hi: hi, prefix: false)
+            return (try estimate(exact), exact)
         default:
             return nil
         }

@@ -139,11 +139,14 @@ struct QueryPlanner {
         case .comparison(let c):
             guard let r = compositeSource([p]) else { return source(c) }
             guard let s = source(c) else { return .composite(r) }
-            return try estimate(s, cap: cap) < estimate(.composite(r), cap: cap) ? s : .composite(r)
+            let (es, ec) = (try estimate(s, cap: cap), try estimate(.composite(r), cap: cap))
+            return ec < es || ec == es && compositeWalk(r) != nil ? .composite(r) : s
         case .and(let ps):
             var best: (CandidateSource, Int)?
-            // A composite range first: it is at least as narrow as its first equality's index, and wins ties.
-            var sources: [CandidateSource] = compositeSource(ps).map { [.composite($0)] } ?? []
+            // A composite range is never wider than its first equality's index: it wins a tie when it walks in the
+            // query's order, and loses it otherwise (the single-field plans stay as they were).
+            let composite = compositeSource(ps)
+            var sources: [CandidateSource] = composite.flatMap { compositeWalk($0) != nil ? [.composite($0)] : nil } ?? []
             for child in ps {
                 guard let s = try source(child, cap: cap) else { continue }
                 if case .nothing = s { return .nothing }
@@ -163,6 +166,7 @@ struct QueryPlanner {
                     sources.append(s)
                 }
             }
+            if let composite, compositeWalk(composite) == nil { sources.append(.composite(composite)) }
             if sources.count == 1 { return sources[0] }
             for s in sources {
                 let e = try estimate(s, cap: cap)
@@ -472,7 +476,8 @@ struct QueryPlanner {
         }
         let descriptors = q.order.descriptors
         guard let limit else {
-            if let src, let n = try exactCount(src) {
+            if let src, let (n, counted) = try exactCount(src) {
+                (info.access, info.indexedFields) = describe(counted)
                 info.candidates = n
                 info.order = "counted in the index, no record read"
                 return (.counted(n), info)
