@@ -137,10 +137,10 @@ struct QueryPlanner {
         case .all, .not: return nil
         case .none: return .nothing
         case .comparison(let c):
+            // One equality: a composite range on it holds what the field's own index finds, so it is taken when it
+            // walks in the query's order (or the field has no index), without counting either.
             guard let r = compositeSource([p]) else { return source(c) }
-            guard let s = source(c) else { return .composite(r) }
-            let (es, ec) = (try estimate(s, cap: cap), try estimate(.composite(r), cap: cap))
-            return ec < es || ec == es && compositeWalk(r) != nil ? .composite(r) : s
+            return compositeWalk(r) != nil ? .composite(r) : source(c) ?? .composite(r)
         case .and(let ps):
             var best: (CandidateSource, Int)?
             // A composite range is never wider than its first equality's index: it wins a tie when it walks in the
