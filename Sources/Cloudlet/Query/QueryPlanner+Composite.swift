@@ -124,8 +124,8 @@ extension QueryPlanner {
             for (i, c) in d.components.enumerated() {
                 let eqs = comparisons.filter { $0.field == c.field && $0.comparator == .equals }
                 guard let t = q.fieldType(c.field) else { break }
-                // A STRING before the last field is filed case-folded: an equality finds every record EQUALS
-                // matches there (a superset: a count still reads them).
+                // A STRING before the last field is filed case-folded, as the equality index files it: an equality
+                // finds the records EQUALS matches by case (a reference's name: a superset), never counted off it.
                 let folded = t == FieldType(.string) && i < d.components.count - 1
                 let keys = eqs.lazy.compactMap { e -> [UInt8]? in
                     if folded { return (e.value.stringValue ?? e.value.referenceValue?.recordName).map(CompositeMaintainer.foldedKey) }
