@@ -94,8 +94,12 @@ public struct IndexComponent: Sendable, Hashable, CustomStringConvertible {
         self.descending = descending
     }
 
-    /// As the schema language writes it: `field` or `field DESC`.
-    public var description: String { SchemaLanguage.identifier(field) + (descending ? " DESC" : "") }
+    /// As the schema language writes it: `field` or `field DESC`, a system field by its quoted name
+    /// (`"___createTime"`).
+    public var description: String {
+        let name = SchemaLanguage.systemFields.first { $0.field == field }.map { "\"\($0.name)\"" } ?? SchemaLanguage.identifier(field)
+        return name + (descending ? " DESC" : "")
+    }
 }
 
 /// A composite index a record type declares (`INDEX name (field1, field2 DESC)` in the schema language, a Cloudlet

@@ -294,7 +294,7 @@ public enum SchemaLanguage {
             var fields: [Field] = []
             var indexes: [(CompositeIndex, Located)] = []
             repeat {
-                if isKeyword(peek.token, "INDEX"), case .word = tokens[pos + 1].token, tokens[pos + 2].token == .symbol("(") {
+                if isKeyword(peek.token, "INDEX"), isName(tokens[pos + 1].token), tokens[pos + 2].token == .symbol("(") {
                     let at = peek
                     let index = try compositeIndex()
                     if indexes.contains(where: { $0.0.name == index.name }) {
@@ -326,11 +326,11 @@ public enum SchemaLanguage {
                 }
             } while peek.token == .symbol(",") && next().token == .symbol(",")
             try symbol(")", "',' or ')' after a field")
-            for (index, where_) in indexes {
+            for (index, place) in indexes {
                 let problem = index.problem(recordType: typeName) { f in
                     fields.first { $0.name == f && !($0.isSystem && SystemField(rawValue: f) == nil) }?.type ?? SystemField(rawValue: f)?.type
                 }
-                if let problem { throw fail(problem, at: where_) }
+                if let problem { throw fail(problem, at: place) }
             }
             return RecordType(name: typeName, fields: fields, indexes: indexes.map(\.0), line: at.line, column: at.column)
         }
@@ -360,6 +360,15 @@ public enum SchemaLanguage {
             } while peek.token == .symbol(",") && next().token == .symbol(",")
             try symbol(")", "',' or ')' after an index field")
             return CompositeIndex(name: name, components: components)
+        }
+
+        /// Whether `t` can be a name (a word or a quoted name): `INDEX` followed by one and `(` declares an index, and
+        /// is otherwise a field named `INDEX`.
+        func isName(_ t: Token) -> Bool {
+            switch t {
+            case .word, .quoted: true
+            default: false
+            }
         }
 
         func isPermission(_ t: Token) -> Bool { ["READ", "CREATE", "WRITE"].contains { isKeyword(t, $0) } }
