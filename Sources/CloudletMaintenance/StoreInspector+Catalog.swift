@@ -165,6 +165,7 @@ extension StoreInspector {
                     case .index(let change):
                         (d.kind, d.detail) = (.index, "\(change)")
                         if case .flags(_, let type, _, _) = change { d.recordType = type }
+                        if case .composite(_, let type, _, _) = change { d.recordType = type }
                         container = change.container
                     case .saveSubscription(let who, let sub):
                         (d.kind, d.detail) = (.saveSubscription, "\(who.database.container)/\(who.database.environment.rawValue) \(who.user): \(sub.id)")
@@ -278,14 +279,16 @@ extension StoreInspector {
         var wb = ByteWriter()
         a.schema.encode(into: &wa)
         b.schema.encode(into: &wb)
-        return wa.bytes == wb.bytes && a.subscriptions == b.subscriptions
+        return wa.bytes == wb.bytes && a.schema.encodeComposites() == b.schema.encodeComposites() && a.subscriptions == b.subscriptions
     }
 
-    /// SHA-256 of the catalog's content (schemas with index flags, subscriptions), independent of its log.
+    /// SHA-256 of the catalog's content (schemas with index flags and composite indexes, subscriptions), independent
+    /// of its log. A catalog without composite indexes hashes as before they existed.
     func catalogDigest(_ store: CloudletStore) -> String {
         let snapshot = store.catalog.snapshot()
         var w = ByteWriter()
         snapshot.schema.encode(into: &w)
+        if let composites = snapshot.schema.encodeComposites() { w.bytes(composites) }
         for who in snapshot.subscriptions.keys.sorted(by: { $0.sortKey < $1.sortKey }) {
             who.encode(into: &w)
             for sub in snapshot.subscriptions[who]!.values.sorted(by: { $0.id < $1.id }) { Subscription.encode(sub, into: &w) }
@@ -300,7 +303,7 @@ extension IndexMutation {
     /// The container the change is in.
     var container: String {
         switch self {
-        case .flags(let key, _, _, _): key.container
+        case .flags(let key, _, _, _), .composite(let key, _, _, _): key.container
         case .define(let d), .drop(let d): d.schema.container
         }
     }

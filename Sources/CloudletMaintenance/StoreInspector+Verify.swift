@@ -213,6 +213,20 @@ extension StoreInspector {
                     finding(
                         .error, frame.path, frame.position.offset,
                         "the \(start?.source.rawValue ?? "checkpoint")'s key directory entry for record '\(x.name)' of \(x.zone.canonicalName) \(problem)")
+                } else if deep, let start, !unreadable,
+                    case .putRecord(_, let r, _)? = decoded.commit.mutations.indices.first(where: { decoded.commit.index($0) == x.entry.index })
+                        .map({ decoded.commit.mutations[$0] })
+                {
+                    // The values the secondary indexes' keys are derived from (checked against the keys below) must
+                    // be the record's.
+                    do {
+                        if let problem = try start.state.storedValuesProblem(x.zone, r) {
+                            finding(.error, start.path, nil, "the \(start.source.rawValue)'s secondary indexes: \(problem)")
+                        }
+                    } catch {
+                        unreadable = true
+                        finding(.error, start.file(naming: error), nil, "the \(start.source.rawValue)'s secondary indexes cannot be read: \(Self.message(error))")
+                    }
                 }
             }
         }

@@ -25,7 +25,7 @@ enum QueryCommand {
           --environment E     development (default) or production
           --zone Z            the zone to search (default _defaultZone); --zone-wide searches every zone
           --explain           print how the query would run (index, candidates, in-memory sort) without running it
-          --count             print the number of matching records
+          --count             print the number of matching records (with --explain: how the count would run)
           --json              records (or the plan) as JSON, in the shape of CloudKit's records/query response
 
         In development a query on a field without the index it needs adds the index (as CloudKit does); in
@@ -75,7 +75,9 @@ enum QueryCommand {
         let zoneWide = o.has("--zone-wide")
         do {
             if o.has("--explain") {
-                let plan = try await db.explain(query, zoneID: zone, zoneWide: zoneWide, resultsLimit: limit)
+                let plan = o.has("--count")
+                    ? try await db.explainCount(query, zoneID: zone, zoneWide: zoneWide)
+                    : try await db.explain(query, zoneID: zone, zoneWide: zoneWide, resultsLimit: limit)
                 if o.has("--json") { printJSON { QueryPlanCoding.write(plan, to: &$0) } } else { print(plan) }
             } else if o.has("--count") {
                 let n = try await db.count(query, zoneID: zone, zoneWide: zoneWide)

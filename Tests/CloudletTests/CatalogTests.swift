@@ -171,6 +171,9 @@ import Testing
         let production = container.schema(environment: .production)
         let version = store.catalog.snapshot().version
         #expect(version >= 5)
+        // Built before closing: a build a close stops starts again at the next open, and a query right after it
+        // would race it (and scan).
+        await store.waitForIndexBuilds()
         try await store.close()
 
         func check(_ store: CloudletStore) async throws {

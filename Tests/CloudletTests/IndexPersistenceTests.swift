@@ -27,7 +27,7 @@ extension PartitionState {
             }
             for (d, info) in indexes.definitions.sorted(by: { "\($0.key)" < "\($1.key)" }) where SchemaKey(zone: z) == d.schema {
                 let subspace = IndexKeyspace.Subspace(zone: zone, id: info.id)
-                var c = d.kind.maintainer.scan(keys, subspace, .all)
+                var c = d.maintainer.scan(keys, subspace, .all)
                 var entries: [String] = []
                 while let e = try c.next() {
                     entries.append(d.kind == .ordered ? "\(e.valueKey):\(e.name)" : "\(e.valueKey)=\(e.name)")

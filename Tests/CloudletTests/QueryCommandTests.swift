@@ -74,4 +74,32 @@ import Testing
         let deploy = try await cloudlet(["schema", "deploy"] + base)
         #expect(deploy.status == 0 && deploy.out.contains("deployed"), "\(deploy)")
     }
+
+    /// A composite index declared by `cloudlet schema import`; `query --explain` names it, `--count --explain` says
+    /// the count is read off it.
+    @Test func compositeIndexesFromTheCommandLine() async throws {
+        let dir = TempDir("cli-composite")
+        let path = dir.sub("store")
+        let store = try await openStore(dir)
+        let db = try store.container(testContainer).publicDatabase()
+        _ = try await db.modify(
+            (0..<40).map { i in
+                .create(Record(recordType: "Song", recordName: "s\(i)", fields: ["album": .int64(Int64(i % 4)), "plays": .int64(Int64(i))]))
+            })
+        try await store.close()
+        let base = ["--data", path, "--container", testContainer]
+        let schema = "DEFINE SCHEMA\n RECORD TYPE Song (\n album INT64,\n plays INT64,\n INDEX byAlbum (album, plays DESC)\n );"
+        let imported = try await cloudlet(["schema", "import"] + base, stdin: schema)
+        #expect(imported.status == 0 && imported.out.contains("Song INDEX byAlbum (album, plays DESC)"), "\(imported)")
+        let exported = try await cloudlet(["schema", "export"] + base)
+        #expect(exported.out.contains("INDEX byAlbum (album, plays DESC)"), "\(exported)")
+        let q = base + ["--type", "Song", "--predicate", "album == 1 AND plays >= 10"]
+        let explain = try await cloudlet(["query"] + q + ["--sort", "plays:desc", "--explain"])
+        #expect(explain.out.contains("composite index 'byAlbum' [1 equality and a range]"), "\(explain)")
+        #expect(explain.out.contains("order: composite index 'byAlbum' within the range"), "\(explain)")
+        let count = try await cloudlet(["query"] + q + ["--count"])
+        #expect(count.status == 0 && count.out == "7\n", "\(count)")
+        let countPlan = try await cloudlet(["query"] + q + ["--count", "--explain"])
+        #expect(countPlan.out.contains("order: counted in the index, no record read"), "\(countPlan)")
+    }
 }

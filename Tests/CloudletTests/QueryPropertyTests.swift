@@ -221,7 +221,13 @@ import Testing
         var plans = 0
         var indexed = 0
         var spatial = 0
+        /// Zone plans that read a composite index, and counts read off an index.
+        var composite = 0
+        var countedInIndex = 0
     }
+
+    /// Makes a query's predicate and sorts (nil: ``predicate(_:depth:)`` or ``nearPredicate(_:)``, ``sorts(_:)``).
+    typealias Queries = (inout SeededRandom) -> (Predicate, [QuerySort])
 
     /// The zones a query searches, and whether it is zone-wide.
     func scope(_ rng: inout SeededRandom) -> (zone: ZoneID, zoneWide: Bool) {
@@ -232,12 +238,19 @@ import Testing
     /// Runs `count` random queries and checks each against the brute-force answer: the pages concatenated, a marker
     /// on exactly the pages that leave matches, and the count.
     func check(
-        _ db: Database, records: [Record], seed: UInt64, phase: String, count: Int, _ rng: inout SeededRandom
+        _ db: Database, records: [Record], seed: UInt64, phase: String, count: Int, queries: Queries? = nil,
+        _ rng: inout SeededRandom
     ) async throws -> Tally {
         var tally = Tally()
         for i in 0..<count {
-            let p = rng.chance(25) ? nearPredicate(&rng) : predicate(&rng)
-            let s = sorts(&rng)
+            let p: Predicate
+            let s: [QuerySort]
+            if let queries {
+                (p, s) = queries(&rng)
+            } else {
+                p = rng.chance(25) ? nearPredicate(&rng) : predicate(&rng)
+                s = sorts(&rng)
+            }
             let q = Query(recordType: "Thing", predicate: p, sortDescriptors: s)
             let (zone, zoneWide) = scope(&rng)
             let limit = rng.chance(3) ? 1 : rng.pick([9, 25, 60, 200])
@@ -259,6 +272,7 @@ import Testing
                 tally.plans += page.plan.zones.count
                 tally.indexed += page.plan.zones.filter(\.usesIndex).count
                 tally.spatial += page.plan.zones.filter { $0.access.contains("spatial index") }.count
+                tally.composite += page.plan.zones.filter { $0.access.contains("composite index") }.count
             } while cursor != nil && pages.count < 300
             // The brute force answer, with the fields the query itself may have made SEARCHABLE just in time.
             let searchable = try searchableFields(db)
@@ -272,9 +286,11 @@ import Testing
                 #expect(page.marker == (seen < expected.count), "marker after page \(n + 1) (\(seen) of \(expected.count)): \(context)")
                 if page.marker { #expect(page.size == limit, "page \(n + 1) has a marker: \(context)") }
             }
-            if i % 4 == 0 {
+            if i % 4 == 0 || queries != nil {
+                let plan = try await db.explainCount(Query(recordType: "Thing", predicate: p), zoneID: zone, zoneWide: zoneWide)
+                tally.countedInIndex += plan.zones.filter { $0.order.hasPrefix("counted in the index") }.count
                 let n = try await db.count(Query(recordType: "Thing", predicate: p), zoneID: zone, zoneWide: zoneWide)
-                #expect(n == expected.count, "count: \(context)")
+                #expect(n == expected.count, "count: \(context); planned: \(plan)")
             }
             if got.map(\.id) != expected.map(\.id) { break }
         }
@@ -284,13 +300,20 @@ import Testing
     /// Runs `count` random queries, inserting and deleting records between their pages: the pages hold each record
     /// that matched and stayed throughout exactly once, in order, and nothing that never matched.
     func checkWhileChanging(
-        _ db: Database, records: inout [String: Record], seed: UInt64, count: Int, _ rng: inout SeededRandom
+        _ db: Database, records: inout [String: Record], seed: UInt64, count: Int, queries: Queries? = nil,
+        _ rng: inout SeededRandom
     ) async throws {
         var inserted = 0
         for i in 0..<count {
-            var p = predicate(&rng)
-            while Self.refused(p) != nil { p = predicate(&rng) }
-            let s = sorts(&rng)
+            var p: Predicate
+            let s: [QuerySort]
+            if let queries {
+                (p, s) = queries(&rng)
+            } else {
+                p = predicate(&rng)
+                while Self.refused(p) != nil { p = predicate(&rng) }
+                s = sorts(&rng)
+            }
             let q = Query(recordType: "Thing", predicate: p, sortDescriptors: s)
             let (zone, zoneWide) = scope(&rng)
             let limit = rng.pick([4, 10, 25])
@@ -343,22 +366,31 @@ import Testing
         }
     }
 
-    @Test(arguments: [11 as UInt64, 12])
-    func queriesMatchABruteForceScan(seed: UInt64) async throws {
-        var rng = SeededRandom(seed: seed)
-        let dir = TempDir("query-property")
-        var store = try await openStore(dir, partitions: 2)
-        var db = try store.container(testContainer).privateDatabase(user: "u")
+    /// A store of two partitions whose database has zone `Z`, with 160 random records `t0…` in the default zone and
+    /// 60 in `Z`; the records by "zone/name".
+    func randomStore(_ dir: TempDir, _ rng: inout SeededRandom) async throws -> (CloudletStore, Database, [String: Record]) {
+        let store = try await openStore(dir, partitions: 2)
+        let db = try store.container(testContainer).privateDatabase(user: "u")
         let z = ZoneID(zoneName: "Z")
         try await db.createZone(z)
-        var records: [String: Record] = [:]  // "zone/name" → record
-        func key(_ r: Record) -> String { r.id.zoneID.zoneName + "/" + r.recordName }
+        var records: [String: Record] = [:]
         var ops: [RecordOperation] = []
         for i in 0..<160 { ops.append(.create(randomRecord("t\(i)", zone: .default, &rng))) }
         for i in 0..<60 { ops.append(.create(randomRecord("t\(i)", zone: z, &rng))) }
         for chunk in stride(from: 0, to: ops.count, by: 100) {
-            for r in try await db.modify(Array(ops[chunk..<min(chunk + 100, ops.count)])) { records[key(r.record!)] = r.record! }
+            for r in try await db.modify(Array(ops[chunk..<min(chunk + 100, ops.count)])) {
+                records[r.record!.id.zoneID.zoneName + "/" + r.record!.recordName] = r.record!
+            }
         }
+        return (store, db, records)
+    }
+
+    @Test(arguments: [11 as UInt64, 12])
+    func queriesMatchABruteForceScan(seed: UInt64) async throws {
+        var rng = SeededRandom(seed: seed)
+        let dir = TempDir("query-property")
+        var (store, db, records) = try await randomStore(dir, &rng)
+        let z = ZoneID(zoneName: "Z")
         // Phase 1: every index is added just in time and held building, so every plan does without it.
         store.indexBuilder.pause()
         let building = try await check(db, records: Array(records.values), seed: seed, phase: "building", count: 30, &rng)
@@ -369,7 +401,7 @@ import Testing
         let built = try await check(db, records: Array(records.values), seed: seed, phase: "built", count: 35, &rng)
         #expect(built.indexed > built.plans / 6, "plans using an index once built: \(built.indexed) of \(built.plans)")
         // Phase 3: change the data under the indexes (updates, deletes, inserts), then query again.
-        ops = []
+        var ops: [RecordOperation] = []
         for (_, r) in records.sorted(by: { $0.key < $1.key }) where rng.chance(35) {
             if rng.chance(30) {
                 ops.append(.forceDelete(r.id))

@@ -77,6 +77,15 @@ import Testing
         ("DEFINE SCHEMA\n/* open", 2, 1, "unterminated /* comment"),
         ("DEFINE SCHEMA\nRECORD TYPE A (x STRING) ; @", 2, 28, "unexpected character '@'"),
         ("DEFINE SCHEMA\nRECORD TYPE A (GRANT READ TO);", 2, 29, "expected a role name"),
+        // Composite indexes (CompositeIndexTests has the rest).
+        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y INT64,\n INDEX i (x, z));", 3, 2, "index 'i' of record type 'A': field 'z' is not in the schema"),
+        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y LOCATION,\n INDEX i (x, y));", 3, 2, "field 'y' is LOCATION"),
+        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y LIST<INT64>,\n INDEX i (x, y));", 3, 2, "field 'y' is LIST<INT64>"),
+        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y INT64,\n INDEX i (x));", 3, 2, "has 1 field; a composite index takes 2 to 8"),
+        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y INT64,\n INDEX i (x, x));", 3, 2, "names field 'x' twice"),
+        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y INT64,\n INDEX i (x, y), INDEX i (y, x));", 3, 18, "index 'i' of record type 'A' is already defined"),
+        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, y INT64,\n INDEX i (x y));", 3, 13, "',' or ')' after an index field"),
+        ("DEFINE SCHEMA\nRECORD TYPE A (x INT64, \"___etag\" STRING,\n INDEX i (x, \"___etag\"));", 3, 14, "cannot be indexed"),
     ])
     func errorsNameLineAndColumn(text: String, line: Int, column: Int, words: String) {
         do {

@@ -18,6 +18,7 @@ import Synchronization
 /// | `count` | QUERYABLE SORTABLE | `CREATE INDEX … (count)` |
 /// | `created` | SORTABLE | `CREATE INDEX … (created)` |
 /// | `title` | SEARCHABLE | FTS5 external-content table over `title` |
+/// | `category`, `count` | `INDEX byCategoryCount (category, count DESC)` | `CREATE INDEX … (category, count DESC)` |
 ///
 /// Loading is not timed and happens once per process per engine (the first `setUp` of any read workload); the
 /// data lives next to the run directories and is closed and removed at exit. Every query materializes whole
@@ -25,6 +26,8 @@ import Synchronization
 protocol QueryFixture: AnyObject, Sendable {
     /// `category = c ORDER BY created DESC LIMIT 100`; returns the rows read.
     func eqSort(_ category: String) throws -> Int
+    /// `category = c ORDER BY count DESC LIMIT 100`, on the composite (category, count DESC) index.
+    func eqSortComposite(_ category: String) throws -> Int
     /// `count >= lo AND count < hi ORDER BY count LIMIT 100`.
     func range(_ lo: Int64, _ hi: Int64) throws -> Int
     /// Titles containing all the words, `LIMIT 100`.
@@ -110,7 +113,8 @@ final class CloudletQueryFixture: QueryFixture {
                 DEFINE SCHEMA
                 RECORD TYPE \(QueryFixtures.recordType) (
                     category STRING QUERYABLE, title STRING SEARCHABLE, count INT64 QUERYABLE SORTABLE,
-                    score DOUBLE, created TIMESTAMP SORTABLE, tags LIST<STRING>, payload BYTES
+                    score DOUBLE, created TIMESTAMP SORTABLE, tags LIST<STRING>, payload BYTES,
+                    INDEX byCategoryCount (category, count DESC)
                 );
                 """)
             let db = try container.privateDatabase(user: "bench")
@@ -133,7 +137,7 @@ final class CloudletQueryFixture: QueryFixture {
             if let failure = results.first(where: { $0.error != nil }) { throw failure.error! }
         }
         // Every query must use its index: wait for any still being built.
-        for q in [eqSortQuery("alpha"), rangeQuery(0, 1), textQuery(["alpha"])] {
+        for q in [eqSortQuery("alpha"), eqSortCompositeQuery("alpha"), rangeQuery(0, 1), textQuery(["alpha"])] {
             var tries = 0
             while true {
                 let plan = try ThreadBridge.wait { try await db.explain(q, zoneID: zone) }
@@ -152,6 +156,12 @@ final class CloudletQueryFixture: QueryFixture {
         Query(
             recordType: QueryFixtures.recordType, predicate: .comparison(Comparison("category", .equals, .string(c))),
             sortDescriptors: [.descending("created")])
+    }
+
+    private func eqSortCompositeQuery(_ c: String) -> Query {
+        Query(
+            recordType: QueryFixtures.recordType, predicate: .comparison(Comparison("category", .equals, .string(c))),
+            sortDescriptors: [.descending("count")])
     }
 
     private func rangeQuery(_ lo: Int64, _ hi: Int64) -> Query {
@@ -176,6 +186,7 @@ final class CloudletQueryFixture: QueryFixture {
     }
 
     func eqSort(_ category: String) throws -> Int { try run(eqSortQuery(category)) }
+    func eqSortComposite(_ category: String) throws -> Int { try run(eqSortCompositeQuery(category)) }
     func range(_ lo: Int64, _ hi: Int64) throws -> Int { try run(rangeQuery(lo, hi)) }
     func fullText(_ words: [String]) throws -> Int { try run(textQuery(words)) }
     func lookup(_ name: String) throws -> Int {
@@ -197,6 +208,7 @@ final class SQLiteQueryFixture: QueryFixture, @unchecked Sendable {
     private var db: OpaquePointer?
     private var statements: [OpaquePointer?] = []
     private var eq: OpaquePointer?
+    private var eqComposite: OpaquePointer?
     private var rng: OpaquePointer?
     private var fts: OpaquePointer?
     private var get: OpaquePointer?
@@ -216,6 +228,7 @@ final class SQLiteQueryFixture: QueryFixture, @unchecked Sendable {
         try exec("CREATE INDEX records_category ON records(category)")
         try exec("CREATE INDEX records_count ON records(count)")
         try exec("CREATE INDEX records_created ON records(created)")
+        try exec("CREATE INDEX records_category_count ON records(category, count DESC)")
         do {
             try exec("CREATE VIRTUAL TABLE titles USING fts5(title, content='records', content_rowid='rowid')")
         } catch {
@@ -244,6 +257,8 @@ final class SQLiteQueryFixture: QueryFixture, @unchecked Sendable {
         try exec("ANALYZE")
         let c = Self.columns
         eq = try prepare("SELECT \(c) FROM records r WHERE category = ?1 ORDER BY created DESC LIMIT \(QueryFixtures.limit)")
+        eqComposite = try prepare(
+            "SELECT \(c) FROM records r WHERE category = ?1 ORDER BY count DESC LIMIT \(QueryFixtures.limit)")
         rng = try prepare(
             "SELECT \(c) FROM records r WHERE count >= ?1 AND count < ?2 ORDER BY count LIMIT \(QueryFixtures.limit)")
         fts = try prepare(
@@ -292,6 +307,11 @@ final class SQLiteQueryFixture: QueryFixture, @unchecked Sendable {
     func eqSort(_ category: String) throws -> Int {
         sqlite3_bind_text(eq, 1, category, -1, csqlite_transient())
         return try rows(eq)
+    }
+
+    func eqSortComposite(_ category: String) throws -> Int {
+        sqlite3_bind_text(eqComposite, 1, category, -1, csqlite_transient())
+        return try rows(eqComposite)
     }
 
     func range(_ lo: Int64, _ hi: Int64) throws -> Int {

@@ -2,12 +2,15 @@
 /// queries/s:
 ///
 /// - `query-eq-sort`: `category = c ORDER BY created DESC LIMIT 100` (equality index, then sort).
+/// - `query-eq-sort-composite`: `category = c ORDER BY count DESC LIMIT 100` on a composite (category, count DESC)
+///   index (Cloudlet's `INDEX`, SQLite's two-column B-tree index): one range of it.
 /// - `query-range`: `count >= lo AND count < lo + w ORDER BY count LIMIT 100`, `w` chosen for ~100 matches.
 /// - `query-fulltext`: titles containing two given words, `LIMIT 100` (Cloudlet's SEARCHABLE index, SQLite FTS5).
 /// - `readrandom`: point lookups of whole records by record name, in a scattered order.
 final class QueryWorkload: Workload {
     enum Kind: String, CaseIterable {
         case eqSort = "query-eq-sort"
+        case eqSortComposite = "query-eq-sort-composite"
         case range = "query-range"
         case fullText = "query-fulltext"
         case readRandom = "readrandom"
@@ -25,6 +28,7 @@ final class QueryWorkload: Workload {
 
     static let summaries: [(name: String, summary: String)] = [
         ("query-eq-sort", "equality + sort + LIMIT 100 on an indexed data set (per engine)"),
+        ("query-eq-sort-composite", "equality + sort + LIMIT 100 on a composite index of the two fields (per engine)"),
         ("query-range", "range on an indexed INT64, sorted, LIMIT 100 (per engine)"),
         ("query-fulltext", "two-word full-text search, LIMIT 100; SQLite FTS5 (per engine)"),
         ("readrandom", "point lookups of whole records by name, scattered order (per engine)"),
@@ -52,7 +56,7 @@ final class QueryWorkload: Workload {
     /// One workload per read kind and engine that has a fixture.
     static func groups(quick: Bool, engines: [EngineRegistry.Entry]) -> [[any Workload]] {
         let sizes = quick ? Sizes.quick : Sizes.full
-        // `readrandom` is the catalog's own workload (on its reopened store); the query set adds the three queries.
+        // `readrandom` is the catalog's own workload (on its reopened store); the query set adds the queries.
         return Kind.allCases.filter { $0 != .readRandom }.map { kind in
             engines.filter { QueryFixtures.engines.contains($0.name) && $0.runs(kind.rawValue, needing: []) }.map {
                 QueryWorkload(kind, engine: $0, sizes: sizes) as any Workload
@@ -82,6 +86,7 @@ final class QueryWorkload: Workload {
             let t = Stopwatch()
             switch kind {
             case .eqSort: rows += try f.eqSort(words[i % words.count])
+            case .eqSortComposite: rows += try f.eqSortComposite(words[i % words.count])
             case .range: rows += try f.range(Int64(i * 7919) % (10_000 - width), Int64(i * 7919) % (10_000 - width) + width)
             case .fullText:
                 let a = words[i % words.count], b = words[(i / words.count + i + 1) % words.count]

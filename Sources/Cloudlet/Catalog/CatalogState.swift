@@ -31,7 +31,7 @@ package struct CatalogState: Sendable {
     /// Applies one catalog mutation (also how partition 0 of a format-1 store gathers its catalog on replay).
     package mutating func apply(_ m: Mutation) {
         switch m {
-        case .schemaField, .schemaReset, .index(.flags): schema.apply(m)
+        case .schemaField, .schemaReset, .index(.flags), .index(.composite): schema.apply(m)
         case .saveSubscription(let who, let sub): subscriptions[who, default: [:]][sub.id] = sub
         case .deleteSubscription(let who, let id):
             subscriptions[who]?[id] = nil
@@ -62,7 +62,7 @@ extension Mutation {
     /// Whether the mutation belongs in the catalog's log: schema fields and resets, index flags, subscriptions.
     package var isCatalogMutation: Bool {
         switch self {
-        case .schemaField, .schemaReset, .index(.flags), .saveSubscription, .deleteSubscription: true
+        case .schemaField, .schemaReset, .index(.flags), .index(.composite), .saveSubscription, .deleteSubscription: true
         case .putRecord, .deleteRecord, .createZone, .deleteZone, .purge, .index, .catalogVersion: false
         }
     }
@@ -78,6 +78,7 @@ extension Mutation {
         case .schemaReset: "schema reset"
         case .purge: "purge"
         case .index(.flags): "index flags"
+        case .index(.composite): "composite index"
         case .index: "index definition"
         case .saveSubscription: "save subscription"
         case .deleteSubscription: "delete subscription"
@@ -97,13 +98,17 @@ extension CatalogState {
     package enum Section: UInt8 {
         case schema = 1
         case subscriptions = 2
+        /// Composite indexes: written only when some type declares one, so that a catalog without any reads as
+        /// before.
+        case compositeIndexes = 3
     }
 
     package func encodeCheckpoint() -> [UInt8] {
         var w = ByteWriter(capacity: 4096)
         w.u8(Self.checkpointVersion)
         w.u64(version)
-        w.varint(2)
+        let composites = schema.encodeComposites()
+        w.varint(composites == nil ? 2 : 3)
         var schemaBody = ByteWriter(capacity: 1024)
         schema.encode(into: &schemaBody)
         w.u8(Section.schema.rawValue)
@@ -117,6 +122,10 @@ extension CatalogState {
         }
         w.u8(Section.subscriptions.rawValue)
         w.bytes(subs.bytes)
+        if let composites {
+            w.u8(Section.compositeIndexes.rawValue)
+            w.bytes(composites)
+        }
         return w.bytes
     }
 
@@ -138,6 +147,7 @@ extension CatalogState {
             var b = ByteReader(body, what: "catalog checkpoint section \(tag)")
             switch Section(rawValue: tag) {
             case .schema: s.schema = try SchemaCatalog.decode(&b)
+            case .compositeIndexes: try s.schema.decodeComposites(&b)
             case .subscriptions:
                 let subscribers = try b.length()
                 for _ in 0..<subscribers {
@@ -183,6 +193,47 @@ extension SchemaCatalog {
                     w.string(field)
                     w.u8(t.indexes[field]!.rawValue)
                 }
+            }
+        }
+    }
+
+    /// The composite indexes section: `count varint · per declaring type: container string · environment u8 · type
+    /// string · index count varint · (name string · components)…` (components as ``IndexMutation`` encodes them);
+    /// nil when no type declares one.
+    package func encodeComposites() -> [UInt8]? {
+        var declaring: [(SchemaKey, String, [CompositeIndex])] = []
+        let keys = types.keys.sorted { ($0.container, $0.environment.rawValue) < ($1.container, $1.environment.rawValue) }
+        for key in keys {
+            for name in types[key]!.keys.sorted() where !types[key]![name]!.composites.isEmpty {
+                declaring.append((key, name, types[key]![name]!.composites.values.sorted { $0.name < $1.name }))
+            }
+        }
+        guard !declaring.isEmpty else { return nil }
+        var w = ByteWriter(capacity: 256)
+        w.varint(declaring.count)
+        for (key, type, indexes) in declaring {
+            IndexMutation.encode(key, into: &w)
+            w.string(type)
+            w.varint(indexes.count)
+            for c in indexes {
+                w.string(c.name)
+                IndexMutation.encode(c.components, into: &w)
+            }
+        }
+        return w.bytes
+    }
+
+    /// Reads the composite indexes section (after the schema section, which declares their types).
+    mutating func decodeComposites(_ r: inout ByteReader) throws {
+        for _ in 0..<(try r.length()) {
+            let key = try IndexMutation.decodeSchemaKey(&r)
+            let type = try r.string()
+            guard types[key]?[type] != nil else {
+                throw CloudletError.corruption("catalog checkpoint: composite indexes of record type '\(type)', which the schema lacks")
+            }
+            for _ in 0..<(try r.length()) {
+                let name = try r.string()
+                types[key]![type]!.composites[name] = CompositeIndex(name: name, components: try IndexMutation.decodeComponents(&r))
             }
         }
     }

@@ -12,6 +12,9 @@ extension SchemaCatalog {
                         out.insert(IndexDefinition(schema: key, recordType: name, field: field, kind: kind))
                     }
                 }
+                for c in t.composites.values {
+                    out.insert(IndexDefinition(schema: key, recordType: name, field: c.name, kind: .composite, components: c.components))
+                }
             }
         }
         return out
@@ -33,6 +36,35 @@ extension SchemaCatalog {
         }
         let missing = flags.subtracting(t.indexes[field] ?? [])
         return missing.isEmpty ? [] : [.index(.flags(key, recordType: name, field: field, missing))]
+    }
+}
+
+extension SchemaCatalog {
+    /// The mutation that declares composite index `index` on a record type (nothing if it is declared so already).
+    /// Refuses, naming the index and field, an index that does not fit the type (``CompositeIndex/problem(recordType:type:)``)
+    /// and one whose name another index of the type has with other fields.
+    func compositeAddition(_ key: SchemaKey, recordType name: String, _ index: CompositeIndex) throws -> [Mutation] {
+        guard let t = recordType(key, name) else {
+            throw CloudletError.invalid(
+                "record type '\(name)' is not in the \(key.environment.rawValue) schema of \(key.container)")
+        }
+        if let problem = index.problem(recordType: name, type: t.type(of:)) { throw CloudletError.invalid(problem) }
+        if let existing = t.composites[index.name] {
+            guard existing == index else {
+                throw CloudletError.invalid(
+                    "index '\(index.name)' of record type '\(name)' is already declared as \(existing); remove it first")
+            }
+            return []
+        }
+        return [.index(.composite(key, recordType: name, name: index.name, components: index.components))]
+    }
+
+    /// The mutation that removes composite index `index` from a record type; refuses one the type does not have.
+    func compositeRemoval(_ key: SchemaKey, recordType name: String, index: String) throws -> [Mutation] {
+        guard recordType(key, name)?.composites[index] != nil else {
+            throw CloudletError.invalid("record type '\(name)' has no index '\(index)' in the \(key.environment.rawValue) schema")
+        }
+        return [.index(.composite(key, recordType: name, name: index, components: []))]
     }
 }
 

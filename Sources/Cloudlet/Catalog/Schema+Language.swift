@@ -10,7 +10,8 @@ import CloudletCore
 ///         "___createTime" TIMESTAMP SORTABLE,
 ///         "___recordID" REFERENCE QUERYABLE,
 ///         name STRING QUERYABLE SORTABLE SEARCHABLE,
-///         tags LIST<STRING>
+///         tags LIST<STRING>,
+///         INDEX byName (name, "___createTime" DESC)
 ///     );
 /// ```
 ///
@@ -19,6 +20,10 @@ import CloudletCore
 /// REFERENCE, STRING, TIMESTAMP, `LIST<type>` and `NUMBER PREFERRED AS INT64|DOUBLE`; comments `//`, `--` and
 /// `/* */`; double quotes around identifiers that are keywords or system fields (`"___recordID"`). Roles and
 /// grants are read and ignored (Cloudlet has no security roles yet); `ENCRYPTED` fields are refused.
+///
+/// Cloudlet's extension: `INDEX name (field [ASC|DESC], …)` among a record type's fields declares a composite index
+/// (``CompositeIndex``) on 2 to 8 of the type's INT64, DOUBLE, TIMESTAMP, STRING, REFERENCE or BYTES fields
+/// (system fields by their quoted names).
 public enum SchemaLanguage {
     /// One field of a record type in a schema text.
     public struct Field: Sendable, Hashable {
@@ -36,6 +41,8 @@ public enum SchemaLanguage {
     public struct RecordType: Sendable, Hashable {
         public var name: String
         public var fields: [Field]
+        /// Composite indexes (`INDEX name (…)`), in the text's order.
+        public var indexes: [CompositeIndex] = []
         public var line: Int
         public var column: Int
     }
@@ -87,6 +94,7 @@ public enum SchemaLanguage {
                 let flags = t.indexes[name] ?? []
                 lines.append("\(identifier(name)) \(typeName(t.fields[name]!))" + (flags.isEmpty ? "" : " \(flags)"))
             }
+            for name in t.composites.keys.sorted() { lines.append("INDEX \(t.composites[name]!)") }
             out += "\n    RECORD TYPE \(identifier(t.name)) (\n"
             out += lines.map { "        " + $0 }.joined(separator: ",\n")
             out += "\n    );\n"
@@ -284,8 +292,16 @@ public enum SchemaLanguage {
             }
             try symbol("(", "'(' after the record type name")
             var fields: [Field] = []
+            var indexes: [(CompositeIndex, Located)] = []
             repeat {
-                if isKeyword(peek.token, "GRANT") {
+                if isKeyword(peek.token, "INDEX"), isName(tokens[pos + 1].token), tokens[pos + 2].token == .symbol("(") {
+                    let at = peek
+                    let index = try compositeIndex()
+                    if indexes.contains(where: { $0.0.name == index.name }) {
+                        throw fail("index '\(index.name)' of record type '\(typeName)' is already defined", at: at)
+                    }
+                    indexes.append((index, at))
+                } else if isKeyword(peek.token, "GRANT") {
                     let g = next()
                     var permissions: [String] = []
                     repeat {
@@ -310,7 +326,49 @@ public enum SchemaLanguage {
                 }
             } while peek.token == .symbol(",") && next().token == .symbol(",")
             try symbol(")", "',' or ')' after a field")
-            return RecordType(name: typeName, fields: fields, line: at.line, column: at.column)
+            for (index, place) in indexes {
+                let problem = index.problem(recordType: typeName) { f in
+                    fields.first { $0.name == f && !($0.isSystem && SystemField(rawValue: f) == nil) }?.type ?? SystemField(rawValue: f)?.type
+                }
+                if let problem { throw fail(problem, at: place) }
+            }
+            return RecordType(name: typeName, fields: fields, indexes: indexes.map(\.0), line: at.line, column: at.column)
+        }
+
+        /// `INDEX name (field [ASC|DESC], …)`; system fields by their quoted names.
+        mutating func compositeIndex() throws -> CompositeIndex {
+            try keyword("INDEX")
+            let (name, _) = try name("an index name")
+            try symbol("(", "'(' after the index name")
+            var components: [IndexComponent] = []
+            repeat {
+                let at = peek
+                let (field, quoted) = try self.name("a field name")
+                var canonical = field
+                if quoted, let s = SchemaLanguage.systemFields.first(where: { $0.name == field }) {
+                    guard let f = s.field else { throw fail("system field \"\(field)\" cannot be indexed", at: at) }
+                    canonical = f
+                }
+                var descending = false
+                if isKeyword(peek.token, "DESC") {
+                    _ = next()
+                    descending = true
+                } else if isKeyword(peek.token, "ASC") {
+                    _ = next()
+                }
+                components.append(IndexComponent(canonical, descending: descending))
+            } while peek.token == .symbol(",") && next().token == .symbol(",")
+            try symbol(")", "',' or ')' after an index field")
+            return CompositeIndex(name: name, components: components)
+        }
+
+        /// Whether `t` can be a name (a word or a quoted name): `INDEX` followed by one and `(` declares an index, and
+        /// is otherwise a field named `INDEX`.
+        func isName(_ t: Token) -> Bool {
+            switch t {
+            case .word, .quoted: true
+            default: false
+            }
         }
 
         func isPermission(_ t: Token) -> Bool { ["READ", "CREATE", "WRITE"].contains { isKeyword(t, $0) } }
@@ -409,7 +467,7 @@ public struct SchemaImportResult: Sendable, Hashable {
     public var recordTypes: [String] = []
     /// Fields added, as `Type.field`.
     public var fields: [String] = []
-    /// Index options added, as `Type.field QUERYABLE …`.
+    /// Index options added, as `Type.field QUERYABLE …`, and composite indexes, as `Type INDEX name (…)`.
     public var indexes: [String] = []
     /// Statements read but without effect (roles, grants).
     public var ignored: [String] = []
@@ -449,6 +507,19 @@ extension SchemaCatalog {
                     out.append(.index(.flags(key, recordType: t.name, field: f.name, missing)))
                     result.indexes.append("\(t.name).\(f.name) \(missing)")
                 }
+            }
+            for index in t.indexes {
+                if let have = existing?.composites[index.name] {
+                    guard have == index else {
+                        throw CloudletError.invalid(
+                            "line \(t.line), column \(t.column): index '\(index.name)' of record type '\(t.name)' is \(have) in "
+                                + "the \(key.environment.rawValue) schema; the text says \(index) (remove it first to change it)")
+                    }
+                    continue
+                }
+                // The parser checked the index against the text's fields, which the schema now has.
+                out.append(.index(.composite(key, recordType: t.name, name: index.name, components: index.components)))
+                result.indexes.append("\(t.name) INDEX \(index)")
             }
         }
         return (out, result)

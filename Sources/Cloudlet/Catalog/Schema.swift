@@ -17,11 +17,17 @@ public struct RecordTypeSchema: Sendable, Hashable {
     public var fields: [String: FieldType]
     /// Index flags by field; system fields by their ``SystemField`` names (`recordName`, `createdTimestamp`, …).
     public var indexes: [String: IndexFlags]
+    /// Composite indexes by name (a Cloudlet extension).
+    public var composites: [String: CompositeIndex]
 
-    public init(name: String, fields: [String: FieldType] = [:], indexes: [String: IndexFlags] = [:]) {
+    public init(
+        name: String, fields: [String: FieldType] = [:], indexes: [String: IndexFlags] = [:],
+        composites: [String: CompositeIndex] = [:]
+    ) {
         self.name = name
         self.fields = fields
         self.indexes = indexes
+        self.composites = composites
     }
 
     /// A field's type: a record field's, or a system field's.
@@ -98,6 +104,9 @@ package struct SchemaCatalog: Sendable {
         case .index(.flags(let key, let type, let field, let flags)):
             if types[key]?[type] == nil { types[key, default: [:]][type] = RecordTypeSchema(name: type) }
             types[key]![type]!.indexes[field, default: []].formUnion(flags)
+        case .index(.composite(let key, let type, let name, let components)):
+            if types[key]?[type] == nil { types[key, default: [:]][type] = RecordTypeSchema(name: type) }
+            types[key]![type]!.composites[name] = components.isEmpty ? nil : CompositeIndex(name: name, components: components)
         default: break
         }
     }
@@ -130,6 +139,17 @@ package struct SchemaCatalog: Sendable {
                 let missing = d.indexes[field]!.subtracting(p?.indexes[field] ?? [])
                 if !missing.isEmpty { out.append(.index(.flags(prodKey, recordType: name, field: field, missing))) }
             }
+            for index in d.composites.keys.sorted() {
+                let c = d.composites[index]!
+                if let existing = p?.composites[index] {
+                    if existing != c {
+                        throw CloudletError.invalid(
+                            "cannot deploy: index '\(index)' of record type '\(name)' is \(existing) in production but \(c) in development")
+                    }
+                } else {
+                    out.append(.index(.composite(prodKey, recordType: name, name: index, components: c.components)))
+                }
+            }
         }
         try checkNothingDropped(dev: dev, prod: prod)
         return out
@@ -154,6 +174,11 @@ package struct SchemaCatalog: Sendable {
                         "cannot deploy: field '\(field)' of record type '\(name)' is \(lost) in production but not in "
                             + "development; deploying would drop the index")
                 }
+            }
+            for index in p.composites.keys.sorted() where d.composites[index] == nil {
+                throw CloudletError.invalid(
+                    "cannot deploy: index '\(index)' of record type '\(name)' is in production but not in development; "
+                        + "deploying would drop it")
             }
         }
     }

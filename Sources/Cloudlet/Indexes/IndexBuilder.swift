@@ -139,7 +139,7 @@ final class IndexBuilder: Sendable {
             )
         }
         guard !defs.isEmpty else { return 0 }
-        let fields = Array(Set(defs.map(\.0.field))).sorted()
+        let fields = Array(Set(defs.flatMap(\.0.sourceFields))).sorted()
         func current(_ st: PartitionState) -> [(IndexDefinition, UInt64)] {
             defs.filter { d, at in st.indexes.definitions[d]?.definedAt == at && st.indexes.status(d) == .building }
         }
@@ -166,18 +166,20 @@ final class IndexBuilder: Sendable {
                 after = last.name
                 let missing = chunk.filter { c in c.kept.contains { $0 == nil } }.map { ($0.name, $0.entry) }
                 let records = try Self.read(missing, zone: z, from: p)
-                var values: [(name: String, point: ChangePoint, values: [FieldValue?])] = []
+                var values: [(name: String, point: ChangePoint, values: [String: FieldValue?])] = []
                 values.reserveCapacity(chunk.count)
                 for c in chunk {
                     let r = records[c.name]
-                    values.append((c.name, c.entry.change, fields.indices.map { i in c.kept[i] ?? r.flatMap { IndexedField.value(fields[i], in: $0) } }))
+                    var byField: [String: FieldValue?] = [:]
+                    for (i, f) in fields.enumerated() { byField[f] = .some(c.kept[i] ?? r.flatMap { IndexedField.value(f, in: $0) }) }
+                    values.append((c.name, c.entry.change, byField))
                 }
                 try p.state.withLock { st in
                     let live = current(st)
                     for v in values {
                         guard let e = try st.entry(z, v.name), !e.deleted, e.change == v.point else { continue }
                         for (d, _) in live {
-                            try st.buildIndex(d, zone: z, name: v.name, value: v.values[fields.firstIndex(of: d.field)!])
+                            try st.buildIndex(d, zone: z, name: v.name, values: v.values)
                         }
                     }
                 }

@@ -2,7 +2,7 @@ import CloudletCore
 import CloudletStorage
 
 /// One kind of secondary index, in the shape of the FoundationDB Record Layer's `IndexMaintainer`: what a record's
-/// value of the indexed field files it under (``valueKeys(_:)``), the key puts and deletes a change of that value
+/// values of the indexed fields file it under (``valueKeys(_:name:)``), the key puts and deletes a change of those values
 /// makes (``update(old:new:name:in:)``) and a walk through the index's keys (``scan(_:_:_:after:inclusive:reverse:)``).
 ///
 /// Every index is one key range of the partition's key directory (docs/index-layer.md, "Secondary indexes"):
@@ -12,10 +12,21 @@ import CloudletStorage
 /// (``IndexKeyspace/Subspace``) is passed in.
 protocol IndexMaintainer: Sendable {
     var kind: IndexKind { get }
+    /// The value keys record `name` is filed under whose values of the index's fields
+    /// (``IndexDefinition/sourceFields``, in order) are `values`, nil for a field the record lacks.
+    func valueKeys(_ values: [FieldValue?], name: String) -> [[UInt8]]
+}
+
+/// The maintainer of an index on one field.
+protocol FieldIndexMaintainer: IndexMaintainer {
     /// The value keys a record whose field holds `value` (nil: the record lacks the field) is filed under; none: not
     /// filed at all (an equality index skips records without the field, an ordered index files them under the
     /// missing key).
     func valueKeys(_ value: FieldValue?) -> [[UInt8]]
+}
+
+extension FieldIndexMaintainer {
+    func valueKeys(_ values: [FieldValue?], name: String) -> [[UInt8]] { valueKeys(values[0]) }
 }
 
 /// What a change of one record does to one index: the keys to delete and the keys to put.
@@ -27,13 +38,13 @@ struct IndexUpdate: Sendable, Equatable {
 }
 
 extension IndexMaintainer {
-    /// The keys of record `name` in the index at `subspace` to delete and to put when its value of the field goes
-    /// from `old` to `new`. The outer optional says whether the value is filed at all: nil for a record not in the
-    /// index (a new record, one deleted, one that predates the index and that its build has not reached), `.some(nil)`
-    /// for a record lacking the field. Keys both versions have are left alone.
-    func update(old: FieldValue??, new: FieldValue??, name: String, in subspace: IndexKeyspace.Subspace) -> IndexUpdate {
-        let before = Set(old.map(valueKeys) ?? [])
-        let after = Set(new.map(valueKeys) ?? [])
+    /// The keys of record `name` in the index at `subspace` to delete and to put when its value keys
+    /// (``IndexDefinition/valueKeys(_:name:)``) go from `old` to `new`; nil for a record not in the index (a new record,
+    /// one deleted, one that predates the index and that its build has not reached). Keys both versions have are
+    /// left alone.
+    func update(old: [[UInt8]]?, new: [[UInt8]]?, name: String, in subspace: IndexKeyspace.Subspace) -> IndexUpdate {
+        let before = Set(old ?? [])
+        let after = Set(new ?? [])
         var u = IndexUpdate()
         for k in before.subtracting(after).sorted(by: LSMKey.less) { u.deletes.append(subspace.key(k, name)) }
         for k in after.subtracting(before).sorted(by: LSMKey.less) { u.puts.append(subspace.key(k, name)) }
@@ -63,21 +74,9 @@ extension IndexMaintainer {
     }
 }
 
-extension IndexKind {
-    /// The maintainer of this kind of index.
-    var maintainer: any IndexMaintainer {
-        switch self {
-        case .equality: EqualityMaintainer()
-        case .ordered: OrderedMaintainer()
-        case .text: TextMaintainer()
-        case .spatial: SpatialMaintainer()
-        }
-    }
-}
-
 /// QUERYABLE: a record is filed under the ``EqualityKey`` of its value (of each member, for a list); a record without
 /// the field is not filed.
-struct EqualityMaintainer: IndexMaintainer {
+struct EqualityMaintainer: FieldIndexMaintainer {
     var kind: IndexKind { .equality }
     func valueKeys(_ value: FieldValue?) -> [[UInt8]] { value.map { EqualityKey.keys($0).map(\.encoded) } ?? [] }
 }
@@ -85,7 +84,7 @@ struct EqualityMaintainer: IndexMaintainer {
 /// SORTABLE (and QUERYABLE strings, for BEGINS_WITH): a record is filed under the ``SortKey`` of its value (of each
 /// member, for a list), a record without the field under the missing key — so walking the index in order visits
 /// every record of the type.
-struct OrderedMaintainer: IndexMaintainer {
+struct OrderedMaintainer: FieldIndexMaintainer {
     var kind: IndexKind { .ordered }
     func valueKeys(_ value: FieldValue?) -> [[UInt8]] {
         if case .list(_, let items)? = value { return items.map { SortKey.encode($0) } }
@@ -94,16 +93,94 @@ struct OrderedMaintainer: IndexMaintainer {
 }
 
 /// SEARCHABLE: a record is filed under each token (``TextTokenizer``) of a STRING or LIST<STRING> value.
-struct TextMaintainer: IndexMaintainer {
+struct TextMaintainer: FieldIndexMaintainer {
     var kind: IndexKind { .text }
     func valueKeys(_ value: FieldValue?) -> [[UInt8]] { value.map { textTokens($0).map { Array($0.utf8) } } ?? [] }
 }
 
 /// Spatial, for LOCATION fields: a record is filed under its location's cell at each level (``GeoCells``), the cell
 /// id big-endian.
-struct SpatialMaintainer: IndexMaintainer {
+struct SpatialMaintainer: FieldIndexMaintainer {
     var kind: IndexKind { .spatial }
     func valueKeys(_ value: FieldValue?) -> [[UInt8]] { value.map { spatialCells($0).map(IndexKeyspace.cellKey) } ?? [] }
+}
+
+/// A composite index (``CompositeIndex``): a record is filed under one key, the tuple of its values of the index's
+/// fields — each field's ``SortKey`` (the missing key for a field the record lacks, as the ordered index files it;
+/// for a STRING before the last field, the case-folded key ``foldedKey(_:)``, since EQUALS on strings ignores case)
+/// escaped and terminated as ``IndexKeyspace`` escapes value keys (`00` → `00 FF`, then `00 00`), every byte inverted
+/// for a descending field — so that byte order is the order of the first field, then the second, and so on. When
+/// the last field is descending, the record name follows, escaped and inverted as well: records equal on every field
+/// then come in descending name order, which is how a descending sort orders ties (the name after the value key is
+/// always ascending). Every record of the type is filed.
+struct CompositeMaintainer: IndexMaintainer {
+    var components: [IndexComponent]
+    var kind: IndexKind { .composite }
+
+    func valueKeys(_ values: [FieldValue?], name: String) -> [[UInt8]] {
+        var key: [UInt8] = []
+        for (i, (c, v)) in zip(components, values).enumerated() {
+            Self.append(fieldKey(v, at: i), descending: c.descending, to: &key)
+        }
+        if namesDescend { Self.append(Array(name.utf8), descending: true, to: &key) }
+        return [key]
+    }
+
+    /// Field `i`'s key for value `v`: its ``SortKey``, or for a STRING before the last field its ``foldedKey(_:)``.
+    /// The fields before the last serve equalities, and the last one sorts and ranges: a string there keeps its
+    /// order (Unicode scalars), one before it is filed as EQUALS compares it.
+    func fieldKey(_ v: FieldValue?, at i: Int) -> [UInt8] {
+        if i < components.count - 1, case .string(let s)? = v { return Self.foldedKey(s) }
+        return SortKey.encode(v)
+    }
+
+    /// A string's key where it serves equalities: the text rank and its lowercased UTF-8, as the equality index
+    /// folds it (``EqualityKey``); strings EQUALS finds equal by case share it.
+    static func foldedKey(_ s: String) -> [UInt8] { [SortKey.text] + Array(s.lowercased().utf8) }
+
+    /// Whether keys end with the record name inverted (the last field is descending).
+    var namesDescend: Bool { components.last?.descending ?? false }
+
+    /// Appends one field's part of a key: `sortKey` escaped and terminated, inverted if `descending`. Escaped keys
+    /// are prefix-free, so inverting every byte reverses their order.
+    static func append(_ sortKey: [UInt8], descending: Bool, to key: inout [UInt8]) {
+        let start = key.count
+        IndexKeyspace.escape(sortKey, into: &key)
+        if descending { for i in start..<key.count { key[i] = ~key[i] } }
+    }
+
+    /// The part of `key` field `at` occupies, from `from` (the end of the previous part): its bytes as stored and
+    /// the field's ``SortKey``; nil if the key ends first.
+    static func part(_ key: [UInt8], from: Int, descending: Bool) -> (end: Int, sortKey: [UInt8])? {
+        var out: [UInt8] = []
+        var i = from
+        let flip: UInt8 = descending ? 0xFF : 0
+        while i + 1 < key.count {
+            let b = key[i] ^ flip
+            let next = key[i + 1] ^ flip
+            if b == 0 {
+                if next == 0 { return (i + 2, out) }
+                guard next == 0xFF else { return nil }
+                out.append(0)
+                i += 2
+            } else {
+                out.append(b)
+                i += 1
+            }
+        }
+        return nil
+    }
+
+    /// Field `index`'s key (``fieldKey(_:at:)``) in a composite value key; nil if the key is malformed.
+    func fieldKey(_ key: [UInt8], field index: Int) -> [UInt8]? {
+        var at = 0
+        for (i, c) in components.enumerated() {
+            guard let (end, k) = Self.part(key, from: at, descending: c.descending) else { return nil }
+            if i == index { return k }
+            at = end
+        }
+        return nil
+    }
 }
 
 /// One entry of an index: a value key and the record filed under it. Ordered as the index's keys are (value key,

@@ -7,6 +7,18 @@ extension PartitionState {
         Dictionary(uniqueKeysWithValues: indexes.definitions.map { ("\($0.key)", $0.value.id) })
     }
 
+    /// What is wrong with the values stored for record `r` of zone `z` (``StoredValues``, what its index keys are
+    /// derived from): a stored field whose value is not the record's. Nil when they agree (or none are stored).
+    package func storedValuesProblem(_ z: ZoneKey, _ r: Record) throws -> String? {
+        guard let values = try IndexState.storedValues(keys, DirectoryKey.zone(z), r.recordType, r.recordName) else { return nil }
+        for field in values.keys.sorted() where values[field]! != IndexedField.value(field, in: r) {
+            let stored = values[field]!.map { "\($0)" } ?? "nothing"
+            let actual = IndexedField.value(field, in: r).map { "\($0)" } ?? "nothing"
+            return "zone \(z): the stored index value of field '\(field)' of record '\(r.recordName)' is \(stored), the record has \(actual)"
+        }
+        return nil
+    }
+
     /// What is inconsistent in the secondary indexes' key ranges (`cloudlet-tool verify --deep`): stored values of a
     /// record that is not live at that type, an index key its record's stored values do not call for (or the
     /// reverse), a record of a ready index's type without a stored value for the field, a type's record count that is
@@ -33,7 +45,7 @@ extension PartitionState {
                 let ready = defs.filter { $0.key.recordType == type && $0.value.status == .ready }
                 guard !ready.isEmpty else { continue }
                 let values = try IndexState.storedValues(keys, zone, type, name)
-                for (d, _) in ready where values?[d.field] == nil {
+                for (d, _) in ready where d.valueKeys(values, name: name) == nil {
                     guard problem("\(zoneName): record '\(name)' has no stored value for the ready \(d)") else { return problems }
                 }
             }
@@ -51,9 +63,9 @@ extension PartitionState {
                 }
                 let values = try StoredValues.decode(e.value)
                 for (d, info) in defs where d.recordType == type {
-                    guard let v = values[d.field] else { continue }
+                    guard let filed = d.valueKeys(values, name: name) else { continue }
                     let subspace = IndexKeyspace.Subspace(zone: zone, id: info.id)
-                    for k in d.kind.maintainer.valueKeys(v) where try keys.indexValue(subspace.key(k, name)) == nil {
+                    for k in filed where try keys.indexValue(subspace.key(k, name)) == nil {
                         guard problem("\(zoneName): the \(d) lacks record '\(name)' under \(LSMKey.printable(k))") else { return problems }
                     }
                 }
@@ -61,10 +73,10 @@ extension PartitionState {
             // Every index key is called for by its record's stored value.
             for (d, info) in defs {
                 let subspace = IndexKeyspace.Subspace(zone: zone, id: info.id)
-                var c = d.kind.maintainer.scan(keys, subspace, .all)
+                var c = d.maintainer.scan(keys, subspace, .all)
                 while let e = try c.next() {
-                    let v = try IndexState.storedValues(keys, zone, d.recordType, e.name)?[d.field]
-                    if let v, d.kind.maintainer.valueKeys(v).contains(e.valueKey) { continue }
+                    let filed = d.valueKeys(try IndexState.storedValues(keys, zone, d.recordType, e.name), name: e.name)
+                    if filed?.contains(e.valueKey) == true { continue }
                     guard problem("\(zoneName): the \(d) files '\(e.name)' under \(LSMKey.printable(e.valueKey)), which its stored values do not") else { return problems }
                 }
             }

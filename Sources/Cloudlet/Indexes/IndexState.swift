@@ -1,12 +1,14 @@
 import CloudletCore
 import CloudletStorage
 
-/// One index of a record type, as the write path needs it: the field, the kind and where its keys are.
+/// One index of a record type, as the write path needs it: its definition and where its keys are.
 struct TypeIndex: Sendable, Hashable, Comparable {
-    var field: String
-    var kind: IndexKind
+    var definition: IndexDefinition
     /// The index's id (``IndexState/Info/id``): its keys are under `01 · zone · 04 · id`.
     var id: UInt32
+
+    var field: String { definition.field }
+    var kind: IndexKind { definition.kind }
 
     static func < (a: TypeIndex, b: TypeIndex) -> Bool { (a.field, a.kind.rawValue) < (b.field, b.kind.rawValue) }
 }
@@ -18,7 +20,7 @@ struct TypeIndex: Sendable, Hashable, Comparable {
 /// The indexes' contents are key ranges of the key directory (``IndexKeyspace``): one per index and zone, plus each
 /// indexed record's values (what its next change deletes its keys by). They are maintained here, from
 /// ``PartitionState/apply(_:lsn:position:slots:costs:)`` (live commits and replay alike) and by background builds
-/// (``buildInsert(_:zone:name:value:keys:sequence:)``), both under the partition's lock, by each kind's
+/// (``buildInsert(_:zone:name:values:keys:sequence:)``), both under the partition's lock, by each kind's
 /// ``IndexMaintainer``; they are read through a read view's directory (``QueryPlanner``, ``IndexBuilder``).
 struct IndexState: Sendable {
     /// An index's status, the LSN of the commit that defined it (tells a build of an earlier definition of the
@@ -80,13 +82,15 @@ struct IndexState: Sendable {
         let name = r.recordName
         let oldValues = oldIndexes.isEmpty ? nil : try Self.storedValues(keys, zone, live!.recordType, name)
         var newValues: StoredValues.Values = [:]
-        for i in newIndexes where newValues[i.field] == nil { newValues[i.field] = .some(IndexedField.value(i.field, in: r)) }
+        for i in newIndexes {
+            for f in i.definition.sourceFields where newValues[f] == nil { newValues[f] = .some(IndexedField.value(f, in: r)) }
+        }
         let sameType = live?.recordType == r.recordType
         if sameType {
-            for i in newIndexes { write(i, old: oldValues?[i.field], new: newValues[i.field], name, zone, lsn, &keys) }
+            for i in newIndexes { write(i, old: oldValues, new: newValues, name, zone, lsn, &keys) }
         } else {
-            for i in oldIndexes { write(i, old: oldValues?[i.field], new: nil, name, zone, lsn, &keys) }
-            for i in newIndexes { write(i, old: nil, new: newValues[i.field], name, zone, lsn, &keys) }
+            for i in oldIndexes { write(i, old: oldValues, new: nil, name, zone, lsn, &keys) }
+            for i in newIndexes { write(i, old: nil, new: newValues, name, zone, lsn, &keys) }
             if !oldIndexes.isEmpty { keys.deleteIndexKey(IndexKeyspace.values(zone, live!.recordType, name), sequence: lsn) }
         }
         if newIndexes.isEmpty {
@@ -104,25 +108,29 @@ struct IndexState: Sendable {
         guard !indexes.isEmpty else { return }
         let zone = DirectoryKey.zone(z)
         let values = try Self.storedValues(keys, zone, old.recordType, name)
-        for i in indexes { write(i, old: values?[i.field], new: nil, name, zone, lsn, &keys) }
+        for i in indexes { write(i, old: values, new: nil, name, zone, lsn, &keys) }
         keys.deleteIndexKey(IndexKeyspace.values(zone, old.recordType, name), sequence: lsn)
     }
 
     /// The zone was deleted: the key directory deleted every key of it, index keys included.
     mutating func dropZone(_ z: ZoneKey) { recordCounts[z] = nil }
 
-    /// Applies one index's ``IndexMaintainer/update(old:new:name:in:)`` for a record to the directory.
+    /// Applies one index's ``IndexMaintainer/update(old:new:name:in:)`` for a record whose stored values go from
+    /// `old` to `new` (nil: not in the index) to the directory.
     private func write(
-        _ i: TypeIndex, old: FieldValue??, new: FieldValue??, _ name: String, _ zone: [UInt8], _ lsn: UInt64, _ keys: inout KeyDirectory
+        _ i: TypeIndex, old: StoredValues.Values?, new: StoredValues.Values?, _ name: String, _ zone: [UInt8], _ lsn: UInt64,
+        _ keys: inout KeyDirectory
     ) {
-        let u = i.kind.maintainer.update(old: old, new: new, name: name, in: IndexKeyspace.Subspace(zone: zone, id: i.id))
+        let d = i.definition
+        let u = d.maintainer.update(
+            old: d.valueKeys(old, name: name), new: d.valueKeys(new, name: name), name: name, in: IndexKeyspace.Subspace(zone: zone, id: i.id))
         for k in u.deletes { keys.deleteIndexKey(k, sequence: lsn) }
         for k in u.puts { keys.putIndexKey(k, [], sequence: lsn) }
     }
 
     mutating func apply(_ m: IndexMutation, lsn: UInt64, keys: inout KeyDirectory) throws {
         switch m {
-        case .flags: break  // the schema's business: the catalog's (a data partition ignores it)
+        case .flags, .composite: break  // the schema's business: the catalog's (a data partition ignores it)
         case .define(let d):
             guard definitions[d] == nil else { return }
             definitions[d] = Info(status: .building, definedAt: lsn, id: nextID)
@@ -160,25 +168,26 @@ struct IndexState: Sendable {
     }
 
     /// Adds a record that predates `d` to it (background build), as of `sequence` (the partition's last LSN): files
-    /// it under `value` and stores that value — unless the record has a stored value for the field already (a commit
-    /// indexed it since, and that value is current). Idempotent. The caller has checked, under the lock, that the
-    /// record is still at the version `value` was read from.
+    /// it under its `values` of the index's fields and stores them — except those the record has a stored value for
+    /// already (a commit indexed it since, and that value is current). Idempotent. The caller has checked, under the
+    /// lock, that the record is still at the version `values` were read from.
     func buildInsert(
-        _ d: IndexDefinition, zone z: ZoneKey, name: String, value: FieldValue?, keys: inout KeyDirectory, sequence: UInt64
+        _ d: IndexDefinition, zone z: ZoneKey, name: String, values read: [String: FieldValue?], keys: inout KeyDirectory,
+        sequence: UInt64
     ) throws {
         guard let info = definitions[d] else { return }
         let zone = DirectoryKey.zone(z)
         var values = try Self.storedValues(keys, zone, d.recordType, name) ?? [:]
-        let v: FieldValue?
-        if let current = values[d.field] {
-            v = current
-        } else {
-            v = value
-            values[d.field] = .some(value)
+        var added = false
+        for f in d.sourceFields where values[f] == nil {
+            values[f] = .some(read[f] ?? nil)
+            added = true
+        }
+        if added {
             keys.putIndexKey(IndexKeyspace.values(zone, d.recordType, name), StoredValues.encode(values), sequence: sequence)
         }
         let subspace = IndexKeyspace.Subspace(zone: zone, id: info.id)
-        for k in d.kind.maintainer.valueKeys(v) { keys.putIndexKey(subspace.key(k, name), [], sequence: sequence) }
+        for k in d.valueKeys(values, name: name) ?? [] { keys.putIndexKey(subspace.key(k, name), [], sequence: sequence) }
     }
 
     /// A record's stored values (nil: none stored).
@@ -187,7 +196,7 @@ struct IndexState: Sendable {
     }
 
     private mutating func refresh(_ tk: TypeKey) {
-        let f = definitions.filter { $0.key.typeKey == tk }.map { TypeIndex(field: $0.key.field, kind: $0.key.kind, id: $0.value.id) }.sorted()
+        let f = definitions.filter { $0.key.typeKey == tk }.map { TypeIndex(definition: $0.key, id: $0.value.id) }.sorted()
         byType[tk] = f.isEmpty ? nil : f
     }
 
@@ -270,7 +279,7 @@ struct IndexState: Sendable {
                 let type = try r.string()
                 var slots: [String] = []
                 for _ in 0..<(try r.length()) { slots.append(try r.string()) }
-                let ready = s.fields(z, type).filter { s.definitions[IndexDefinition(schema: schema, recordType: type, field: $0.field, kind: $0.kind)]?.status == .ready }
+                let ready = s.fields(z, type).filter { s.definitions[$0.definition]?.status == .ready }
                 for _ in 0..<(try r.length()) {
                     let name = try r.string()
                     let bySlot = try StoredValues.decodeSlots(try r.bytes())
@@ -285,12 +294,12 @@ struct IndexState: Sendable {
                     }
                     keys.putIndexKey(IndexKeyspace.values(zone, type, name), StoredValues.encode(values), sequence: sequence)
                     for i in ready {
-                        guard let v = values[i.field] else {
-                            incomplete.insert(IndexDefinition(schema: schema, recordType: type, field: i.field, kind: i.kind))
+                        guard let filed = i.definition.valueKeys(values, name: name) else {
+                            incomplete.insert(i.definition)
                             continue
                         }
                         let subspace = IndexKeyspace.Subspace(zone: zone, id: i.id)
-                        for k in i.kind.maintainer.valueKeys(v) { keys.putIndexKey(subspace.key(k, name), [], sequence: sequence) }
+                        for k in filed { keys.putIndexKey(subspace.key(k, name), [], sequence: sequence) }
                     }
                 }
             }
@@ -305,9 +314,9 @@ struct IndexState: Sendable {
                 let (type, name) = try DirectoryKey.typeAndName(e.key, zoneCount: zone.count)
                 s.count(z, type, 1)
                 for i in s.fields(z, type) {
-                    let d = IndexDefinition(schema: schema, recordType: type, field: i.field, kind: i.kind)
+                    let d = i.definition
                     guard s.definitions[d]?.status == .ready, !incomplete.contains(d) else { continue }
-                    if try storedValues(keys, zone, type, name)?[i.field] == nil { incomplete.insert(d) }
+                    if d.valueKeys(try storedValues(keys, zone, type, name), name: name) == nil { incomplete.insert(d) }
                 }
             }
         }

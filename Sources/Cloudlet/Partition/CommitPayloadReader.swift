@@ -133,7 +133,7 @@ struct CommitPayloadReader {
         case .purge: return .purge(through: try r.u64())
         case .index:
             let change = try IndexMutation.decode(&r)
-            if case .flags = change { e.legacyCatalog = true }
+            if change.isCatalogMutation { e.legacyCatalog = true }
             return .index(change)
         case .catalogVersion: return .catalogVersion(try r.varint())
         case .saveSubscription:

@@ -64,7 +64,7 @@ extension Mutation {
         case .createZone(let z): .zoneCreation(z)
         case .deleteZone(let z, _): .zoneDeletion(z)
         case .catalogVersion: .catalogVersion
-        case .schemaField, .schemaReset, .index(.flags), .saveSubscription, .deleteSubscription: .never
+        case .schemaField, .schemaReset, .index(.flags), .index(.composite), .saveSubscription, .deleteSubscription: .never
         case .purge, .index: .always
         }
     }
@@ -157,9 +157,9 @@ package struct PartitionState: Sendable {
 
     mutating func rebaseDirectory(_ base: LSMReadView) { keys.rebase(base) }
 
-    /// Adds a record that predates index `d` to it (``IndexState/buildInsert(_:zone:name:value:keys:sequence:)``).
-    mutating func buildIndex(_ d: IndexDefinition, zone z: ZoneKey, name: String, value: FieldValue?) throws {
-        try indexes.buildInsert(d, zone: z, name: name, value: value, keys: &keys, sequence: lastLSN)
+    /// Adds a record that predates index `d` to it (``IndexState/buildInsert(_:zone:name:values:keys:sequence:)``).
+    mutating func buildIndex(_ d: IndexDefinition, zone z: ZoneKey, name: String, values: [String: FieldValue?]) throws {
+        try indexes.buildInsert(d, zone: z, name: name, values: values, keys: &keys, sequence: lastLSN)
     }
 
     /// Reads the secondary indexes of a version-6 flushed state or a format-3 checkpoint into the key directory
@@ -247,7 +247,7 @@ package struct PartitionState: Sendable {
                 }
                 addLive(position.segment, cost)
                 deletedZones[z] = (lsn, time)
-            case .schemaField, .schemaReset, .index(.flags), .saveSubscription, .deleteSubscription:
+            case .schemaField, .schemaReset, .index(.flags), .index(.composite), .saveSubscription, .deleteSubscription:
                 // A format-1 store's catalog, in its partition 0: gathered for the migration, dead otherwise.
                 legacyCatalog?.apply(m)
             case .index(let change):

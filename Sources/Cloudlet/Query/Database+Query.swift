@@ -102,14 +102,26 @@ extension Database {
         return n
     }
 
+    /// How ``count(_:zoneID:zoneWide:)`` would run, without running it or changing the schema: for each zone, the
+    /// index and its candidates — or, when an index answers the whole predicate exactly (a composite index's
+    /// equalities and range, an equality on a number, timestamp or bytes field, a range of an ordered index), the
+    /// count read off it without reading records (order `counted in the index, no record read`).
+    public func explainCount(_ query: Query, zoneID: ZoneID = .default, zoneWide: Bool = false) async throws -> QueryPlan {
+        try await explain(Query(recordType: query.recordType, predicate: query.predicate), zoneID: zoneID, zoneWide: zoneWide, limit: nil)
+    }
+
     /// How ``query(_:zoneID:zoneWide:resultsLimit:desiredKeys:continuationMarker:)`` would run, without running it
     /// or changing the schema: for each zone, the index and the number of candidates it yields, and whether results
     /// would be sorted in memory.
     public func explain(
         _ query: Query, zoneID: ZoneID = .default, zoneWide: Bool = false, resultsLimit: Int? = nil
     ) async throws -> QueryPlan {
+        try await explain(query, zoneID: zoneID, zoneWide: zoneWide, limit: try Self.queryLimit(resultsLimit) + 1)
+    }
+
+    /// Plans a page of `limit` (nil: a count) in every zone without running it.
+    private func explain(_ query: Query, zoneID: ZoneID, zoneWide: Bool, limit: Int?) async throws -> QueryPlan {
         try authorize(.read)
-        let limit = try Self.queryLimit(resultsLimit)
         let zones = try queryZones(zoneID: zoneID, zoneWide: zoneWide)
         let (pq, notes) = try await prepare(query, addIndexes: false)
         var plans: [QueryPlan.Zone] = []
@@ -120,7 +132,7 @@ extension Database {
             let partition = store.partition(for: z)
             let (plan, unready) = try await ThreadBridge.offload {
                 let planner = QueryPlanner(state: partition.queryView(), zone: z, query: pq)
-                return (try planner.plan(limit: limit + 1, after: nil, explaining: true).1, planner.unready())
+                return (try planner.plan(limit: limit, after: nil, explaining: true).1, planner.unready())
             }
             for f in unready { allNotes.append("the index on '\(f)' is still being built in zone '\(z.zoneName)'") }
             plans.append(plan)
@@ -208,6 +220,8 @@ extension Database {
         switch execution {
         case .empty:
             break
+        case .counted(let n):
+            matched = n
         case .walk(let w):
             var from: IndexEntry?
             var batch = Self.walkBatch.first

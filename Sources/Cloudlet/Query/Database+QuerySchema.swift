@@ -101,7 +101,7 @@ extension Database {
         return (
             PreparedQuery(
                 query: query, schemaKey: key, order: SortOrder(descriptors: query.sortDescriptors), searchable: searchable,
-                needed: needed),
+                needed: needed, recordSchema: type),
             notes
         )
     }

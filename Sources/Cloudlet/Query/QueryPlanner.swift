@@ -11,6 +11,10 @@ struct PreparedQuery: Sendable {
     var searchable: Set<String>
     /// The index kinds the query's comparisons and sorts require, by field (from their schema flags).
     var needed: [String: Set<IndexKind>]
+    /// The record type's schema (its fields' types, for the exact keys of composite ranges and counts).
+    var recordSchema: RecordTypeSchema? = nil
+
+    func fieldType(_ field: String) -> FieldType? { recordSchema?.type(of: field) }
 
     func matches(_ r: Record) -> Bool { query.predicate.matches(r, searchable: searchable) }
 }
@@ -29,6 +33,8 @@ indirect enum CandidateSource: Sendable {
     case text(fields: [String], tokens: [String], all: Bool)
     /// Spatial index: records in the cells covering a NEAR circle.
     case spatial(field: String, cells: [UInt64])
+    /// Composite index: records equal on its leading fields, perhaps within a range of the next.
+    case composite(CompositeRange)
     case union([CandidateSource])
 }
 
@@ -43,6 +49,8 @@ enum ZoneExecution: Sendable {
     case keyed([(name: String, position: QueryPosition)], view: PartitionReadView)
     /// Candidates to read and evaluate; the matches are sorted in memory.
     case readAll([(name: String, entry: RecordEntry)])
+    /// A count answered by an index: this many records match (``QueryPlanner/exactCount(_:)``).
+    case counted(Int)
 }
 
 /// An ordered walk: the type's record names (`field` nil) or a SORTABLE index, forwards or backwards.
@@ -60,6 +68,8 @@ struct WalkSource: Sendable {
     /// Walk in name order the names of these postings (``QueryPlanner/nameStream(_:after:inclusive:)``) rather
     /// than the type's every record (`field` nil, ascending).
     var stream: CandidateSource? = nil
+    /// Walk this composite index's range (`bounds`) rather than an ordered index (`field` nil).
+    var composite: CompositeWalk? = nil
 
     /// Whether every name the walk visits is a candidate (it is bounded by a range or made of postings), so a page
     /// reads its matches and stops, and the candidates it read are its count.
@@ -109,8 +119,10 @@ struct QueryPlanner {
     var recordsOfType: Int { st.indexes.recordCount(zone, q.query.recordType) }
 
     func ready(_ field: String, _ kind: IndexKind) -> Bool {
-        st.indexes.status(IndexDefinition(schema: q.schemaKey, recordType: q.query.recordType, field: field, kind: kind)) == .ready
+        ready(IndexDefinition(schema: q.schemaKey, recordType: q.query.recordType, field: field, kind: kind))
     }
+
+    func ready(_ d: IndexDefinition) -> Bool { st.indexes.status(d) == .ready }
 
     /// Whether every live record of the type has `field`'s value kept (some ready index covers the field).
     func valuesKept(_ field: String) -> Bool {
@@ -124,10 +136,17 @@ struct QueryPlanner {
         switch p {
         case .all, .not: return nil
         case .none: return .nothing
-        case .comparison(let c): return source(c)
+        case .comparison(let c):
+            // One equality: a composite range on it holds what the field's own index finds, so it is taken when it
+            // walks in the query's order (or the field has no index), without counting either.
+            guard let r = compositeSource([p]) else { return source(c) }
+            return compositeWalk(r) != nil ? .composite(r) : source(c) ?? .composite(r)
         case .and(let ps):
             var best: (CandidateSource, Int)?
-            var sources: [CandidateSource] = []
+            // A composite range is never wider than its first equality's index: it wins a tie when it walks in the
+            // query's order, and loses it otherwise (the single-field plans stay as they were).
+            let composite = compositeSource(ps)
+            var sources: [CandidateSource] = composite.flatMap { compositeWalk($0) != nil ? [.composite($0)] : nil } ?? []
             for child in ps {
                 guard let s = try source(child, cap: cap) else { continue }
                 if case .nothing = s { return .nothing }
@@ -147,6 +166,7 @@ struct QueryPlanner {
                     sources.append(s)
                 }
             }
+            if let composite, compositeWalk(composite) == nil { sources.append(.composite(composite)) }
             if sources.count == 1 { return sources[0] }
             for s in sources {
                 let e = try estimate(s, cap: cap)
@@ -244,9 +264,10 @@ struct QueryPlanner {
         _ field: String, _ kind: IndexKind, _ range: IndexKeyspace.ValueRange, after: IndexEntry? = nil, inclusive: Bool = false,
         reverse: Bool = false
     ) -> IndexCursor? {
-        let d = IndexDefinition(schema: q.schemaKey, recordType: q.query.recordType, field: field, kind: kind)
-        guard let subspace = st.indexes.subspace(d, zone: zone) else { return nil }
-        return kind.maintainer.scan(st.keys, subspace, range, after: after, inclusive: inclusive, reverse: reverse)
+        let d = kind == .composite
+            ? composite(field) : IndexDefinition(schema: q.schemaKey, recordType: q.query.recordType, field: field, kind: kind)
+        guard let d, let subspace = st.indexes.subspace(d, zone: zone) else { return nil }
+        return d.maintainer.scan(st.keys, subspace, range, after: after, inclusive: inclusive, reverse: reverse)
     }
 
     /// How many entries index (`field`, `kind`) holds in `range`, counting at most `cap`.
@@ -304,6 +325,7 @@ struct QueryPlanner {
             let counts = try keys.map { try count(f, .equality, .exactly($0.encoded), cap: cap) }
             return all ? counts.min() ?? 0 : counts.reduce(0, +)
         case .range(let f, let lo, let hi, _): return try count(f, .ordered, .between(lo, hi), cap: cap)
+        case .composite(let r): return try count(r.index, .composite, r.valueRange, cap: cap)
         case .names(let lo, let hi, let prefix):
             var (c, _) = typeNames(lo, hi, prefix: prefix)
             var n = 0
@@ -333,6 +355,7 @@ struct QueryPlanner {
             }
             return out ?? []
         case .range(let f, let lo, let hi, _): return try names(f, .ordered, .between(lo, hi))
+        case .composite(let r): return try names(r.index, .composite, r.valueRange)
         case .names(let lo, let hi, let prefix):
             var (c, n) = typeNames(lo, hi, prefix: prefix)
             var out: Set<String> = []
@@ -361,7 +384,7 @@ struct QueryPlanner {
     /// index's range, whose names are in value order).
     func streams(_ s: CandidateSource) -> Bool {
         switch s {
-        case .range: false
+        case .range, .composite: false
         case .union(let parts): parts.allSatisfy(streams)
         default: true
         }
@@ -377,7 +400,7 @@ struct QueryPlanner {
         }
         switch s {
         case .nothing: return UnionStream([])
-        case .range: return nil
+        case .range, .composite: return nil
         case .equality(let f, let keys, let all):
             let postings = try keys.map { try posting(f, .equality, $0.encoded) }
             return all ? try IntersectionStream(postings) : UnionStream(postings)
@@ -413,6 +436,10 @@ struct QueryPlanner {
         case .text(let fields, _, _):
             return ("full-text index on \(fields.map { "'\($0)'" }.joined(separator: ", "))", fields)
         case .spatial(let f, let cells): return ("spatial index on '\(f)' (\(cells.count) cells)", [f])
+        case .composite(let r):
+            let fields = composite(r.index).map { Array($0.components.prefix(r.prefix + (r.ranged ? 1 : 0)).map(\.field)) } ?? []
+            let what = "\(r.prefix) equalit\(r.prefix == 1 ? "y" : "ies")\(r.ranged ? " and a range" : "")"
+            return ("composite index '\(r.index)' [\(what)]", fields)
         case .union(let parts):
             let d = parts.map(describe)
             return ("union of " + d.map { "(\($0.0))" }.joined(separator: ", "), Array(Set(d.flatMap(\.1))).sorted())
@@ -449,6 +476,12 @@ struct QueryPlanner {
         }
         let descriptors = q.order.descriptors
         guard let limit else {
+            if let src, let (n, counted) = try exactCount(src) {
+                (info.access, info.indexedFields) = describe(counted)
+                info.candidates = n
+                info.order = "counted in the index, no record read"
+                return (.counted(n), info)
+            }
             if let src { info.candidates = try estimate(src, cap: cap) }
             info.order = "none needed (count)"
             return (.readAll(try withEntries(candidates(src))), info)
@@ -466,6 +499,11 @@ struct QueryPlanner {
         let wanted = limit + 1
         // Walks whose index already yields the candidates in the query's order: a page reads its matches and
         // stops, whatever the candidates number; they are counted only up to the page (for `explain`).
+        if case .composite(let r)? = src, let w = compositeWalk(r) {
+            info.order = "composite index '\(r.index)' within the range\(w.ascending ? "" : ", backwards")"
+            info.candidates = explaining ? try estimate(.composite(r), cap: wanted) : 0
+            return (.walk(w), info)
+        }
         if var w = walk, let src {
             if let f = w.field, case .range(f, let lo, let hi, _) = src {
                 w.bounds = .between(lo, hi)
@@ -577,7 +615,14 @@ struct QueryPlanner {
         // entry included: in a zone-wide query, the record of that name in a later zone comes after it).
         let inclusive = from == nil
         let next: () throws -> IndexEntry?
-        if let f = w.field {
+        if let c = w.composite {
+            let start = from ?? after.map { IndexEntry(valueKey: c.valueKey(sortKey: $0.keys[0], name: $0.recordName), name: $0.recordName) }
+            let range = w.bounds ?? .all
+            guard var cursor = scan(c.definition.field, .composite, range, after: start, inclusive: inclusive, reverse: !w.ascending) else {
+                return ([], nil)
+            }
+            next = { try cursor.next() }
+        } else if let f = w.field {
             let start = from ?? after.map { IndexEntry(valueKey: $0.keys[0], name: $0.recordName) }
             guard var c = scan(f, .ordered, w.bounds ?? .all, after: start, inclusive: inclusive, reverse: !w.ascending) else {
                 return ([], nil)
@@ -608,7 +653,14 @@ struct QueryPlanner {
             last = e
             if let members = w.members, !members.contains(e.name) { continue }
             guard let entry = try st.cachedEntry(zone, e.name), !entry.deleted else { continue }
-            let p = QueryPosition(keys: w.keyed ? [e.valueKey] : [], recordName: e.name, zoneName: zone.zoneName)
+            var key = e.valueKey
+            if let c = w.composite {
+                guard let k = c.sortKey(e.valueKey) else {
+                    throw CloudletError.corruption("composite index key \(LSMKey.printable(e.valueKey)) is malformed")
+                }
+                key = k
+            }
+            let p = QueryPosition(keys: w.keyed ? [key] : [], recordName: e.name, zoneName: zone.zoneName)
             if let after, q.order.compare(p, after) <= 0 { continue }
             items.append((e.name, entry, p))
         }

@@ -106,6 +106,7 @@ enum DumpCommand: Command {
                     "\(f) \(t.fields[f]!)" + (t.indexes[f].map { $0.isEmpty ? "" : " \($0)" } ?? "")
                 }
                 let systemFlags = t.indexes.keys.filter { t.fields[$0] == nil }.sorted().map { "\($0) \(t.indexes[$0]!)" }
+                let composites = t.composites.keys.sorted().map { "INDEX \(t.composites[$0]!)" }
                 if common.json {
                     Out.json(
                         .members([
@@ -113,9 +114,10 @@ enum DumpCommand: Command {
                             ("environment", .string(e.environment.rawValue)), ("recordType", .string(t.name)),
                             ("fields", .members(t.fields.keys.sorted().map { ($0, .string("\(t.fields[$0]!)")) })),
                             ("indexes", .members(t.indexes.keys.sorted().map { ($0, .string("\(t.indexes[$0]!)")) })),
+                            ("compositeIndexes", .members(t.composites.keys.sorted().map { ($0, .string("\(t.composites[$0]!)")) })),
                         ]))
                 } else {
-                    Out.line("type \(e.container)/\(e.environment.rawValue) \(t.name) (\((fields + systemFlags).joined(separator: ", ")))")
+                    Out.line("type \(e.container)/\(e.environment.rawValue) \(t.name) (\((fields + systemFlags + composites).joined(separator: ", ")))")
                 }
             } else if let sub = e.subscription {
                 guard filter.owner == nil || filter.owner == e.owner else { continue }
