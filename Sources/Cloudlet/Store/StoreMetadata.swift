@@ -15,6 +15,8 @@ public struct StoreMetadata: Sendable, Codable, Equatable {
 
     /// Format 5: a record's key-directory entry also keeps its creation stamp, so that a replace does not read the
     /// version it replaces; format-4 entries lack it and are read as they are (their replaces read the version).
+    /// Format 5 also admits composite indexes (index kind 5, index change 4, the catalog checkpoint's section 3),
+    /// which a release of format 4 would take for corruption: it refuses the store by its format instead.
     /// Format 4: each partition keeps its key directory (and the rest of its derived state) in an LSM tree in
     /// `p*/index` instead of checkpoints (docs/index-layer.md); opening reads it and replays only the log after its
     /// last flush. Format 3: commits store each record as a record block (checksummed and compressed on its own, read in place;
