@@ -32,6 +32,8 @@ protocol QueryFixture: AnyObject, Sendable {
     func range(_ lo: Int64, _ hi: Int64) throws -> Int
     /// Titles containing all the words, `LIMIT 100`.
     func fullText(_ words: [String]) throws -> Int
+    /// How many records have `count >= lo AND count < hi` (no rows read out).
+    func count(_ lo: Int64, _ hi: Int64) throws -> Int
     /// The record named `name` (1 row).
     func lookup(_ name: String) throws -> Int
 }
@@ -189,6 +191,10 @@ final class CloudletQueryFixture: QueryFixture {
     func eqSortComposite(_ category: String) throws -> Int { try run(eqSortCompositeQuery(category)) }
     func range(_ lo: Int64, _ hi: Int64) throws -> Int { try run(rangeQuery(lo, hi)) }
     func fullText(_ words: [String]) throws -> Int { try run(textQuery(words)) }
+    func count(_ lo: Int64, _ hi: Int64) throws -> Int {
+        let db = self.db, zone = self.zone, q = rangeQuery(lo, hi)
+        return try ThreadBridge.wait { try await db.count(Query(recordType: q.recordType, predicate: q.predicate), zoneID: zone) }
+    }
     func lookup(_ name: String) throws -> Int {
         let db = self.db, id = RecordID(recordName: name, zoneID: zone)
         return try ThreadBridge.wait { try await db.record(for: id) }.fields.count > 0 ? 1 : 0
@@ -212,6 +218,7 @@ final class SQLiteQueryFixture: QueryFixture, @unchecked Sendable {
     private var rng: OpaquePointer?
     private var fts: OpaquePointer?
     private var get: OpaquePointer?
+    private var cnt: OpaquePointer?
 
     static let columns = "r.recordName, r.recordType, r.title, r.count, r.score, r.created, r.tags, r.payload"
 
@@ -264,6 +271,7 @@ final class SQLiteQueryFixture: QueryFixture, @unchecked Sendable {
         fts = try prepare(
             "SELECT \(c) FROM titles JOIN records r ON r.rowid = titles.rowid WHERE titles MATCH ?1 LIMIT \(QueryFixtures.limit)")
         get = try prepare("SELECT \(c) FROM records r WHERE recordName = ?1")
+        cnt = try prepare("SELECT COUNT(*) FROM records WHERE count >= ?1 AND count < ?2")
     }
 
     private var message: String { db.map { String(cString: sqlite3_errmsg($0)) } ?? "no connection" }
@@ -323,6 +331,14 @@ final class SQLiteQueryFixture: QueryFixture, @unchecked Sendable {
     func fullText(_ words: [String]) throws -> Int {
         sqlite3_bind_text(fts, 1, words.joined(separator: " "), -1, csqlite_transient())
         return try rows(fts)
+    }
+
+    func count(_ lo: Int64, _ hi: Int64) throws -> Int {
+        defer { sqlite3_reset(cnt) }
+        sqlite3_bind_int64(cnt, 1, lo)
+        sqlite3_bind_int64(cnt, 2, hi)
+        guard sqlite3_step(cnt) == SQLITE_ROW else { throw BenchError(.engine, "count: \(message)") }
+        return Int(sqlite3_column_int64(cnt, 0))
     }
 
     func lookup(_ name: String) throws -> Int {

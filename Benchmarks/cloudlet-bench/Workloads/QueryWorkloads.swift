@@ -6,6 +6,8 @@
 ///   index (Cloudlet's `INDEX`, SQLite's two-column B-tree index): one range of it.
 /// - `query-range`: `count >= lo AND count < lo + w ORDER BY count LIMIT 100`, `w` chosen for ~100 matches.
 /// - `query-fulltext`: titles containing two given words, `LIMIT 100` (Cloudlet's SEARCHABLE index, SQLite FTS5).
+/// - `query-count`: how many records have `count >= lo AND count < lo + 1000` (~10 % of them), counted without
+///   reading records (Cloudlet's count off the ordered index, SQLite's `COUNT(*)` over its index).
 /// - `readrandom`: point lookups of whole records by record name, in a scattered order.
 final class QueryWorkload: Workload {
     enum Kind: String, CaseIterable {
@@ -13,6 +15,7 @@ final class QueryWorkload: Workload {
         case eqSortComposite = "query-eq-sort-composite"
         case range = "query-range"
         case fullText = "query-fulltext"
+        case count = "query-count"
         case readRandom = "readrandom"
     }
 
@@ -31,6 +34,7 @@ final class QueryWorkload: Workload {
         ("query-eq-sort-composite", "equality + sort + LIMIT 100 on a composite index of the two fields (per engine)"),
         ("query-range", "range on an indexed INT64, sorted, LIMIT 100 (per engine)"),
         ("query-fulltext", "two-word full-text search, LIMIT 100; SQLite FTS5 (per engine)"),
+        ("query-count", "count of a range on an indexed INT64 matching ~10% of the records (per engine)"),
         ("readrandom", "point lookups of whole records by name, scattered order (per engine)"),
     ]
 
@@ -50,7 +54,7 @@ final class QueryWorkload: Workload {
         role = entry.role
         self.sizes = sizes
         unit = kind == .readRandom ? "lookups/s" : "queries/s"
-        latencyOf = kind == .readRandom ? "one lookup" : "one query (up to 100 rows)"
+        latencyOf = kind == .readRandom ? "one lookup" : kind == .count ? "one count" : "one query (up to 100 rows)"
     }
 
     /// One workload per read kind and engine that has a fixture.
@@ -88,6 +92,10 @@ final class QueryWorkload: Workload {
             case .eqSort: rows += try f.eqSort(words[i % words.count])
             case .eqSortComposite: rows += try f.eqSortComposite(words[i % words.count])
             case .range: rows += try f.range(Int64(i * 7919) % (10_000 - width), Int64(i * 7919) % (10_000 - width) + width)
+            case .count:
+                // A tenth of the values (0 ..< 10,000): ~10 % of the records whatever their number.
+                let lo = Int64(i * 7919) % 9_000
+                rows += try f.count(lo, lo + 1_000)
             case .fullText:
                 let a = words[i % words.count], b = words[(i / words.count + i + 1) % words.count]
                 rows += try f.fullText([a, b])

@@ -187,7 +187,7 @@ extension QueryPlanner {
         let conjuncts: [Predicate] = if case .and(let ps) = p { ps } else { [p] }
         // A composite range made from the whole predicate, when it answers all of it (the plan's source may be
         // another index, or a range made for one comparison of an AND: exact for that comparison alone).
-        if let r = compositeSource(conjuncts), r.exact { return (try estimate(.composite(r)), .composite(r)) }
+        if let r = compositeSource(conjuncts), r.exact { return (try estimate(.composite(r), keepingNames: false), .composite(r)) }
         switch src {
         case .equality(let f, let keys, false) where keys.count == 1:
             // One key of a field whose equality keys are exact: numbers, timestamps, bytes (not strings or
@@ -196,7 +196,7 @@ extension QueryPlanner {
                 [.int64, .double, .timestamp, .bytes].contains(t.scalar),
                 ExactKey.key(c.value, fieldType: t, equality: true) != nil
             else { return nil }
-            return (try estimate(src), src)
+            return (try estimate(src, keepingNames: false), src)
         case .range(let f, _, _, false):
             // Comparisons on one field, all of them answered by the ordered index with exact keys.
             guard let t = q.fieldType(f) else { return nil }
@@ -209,7 +209,7 @@ extension QueryPlanner {
             }
             guard let (lo, hi) = ExactKey.range(keyed, descending: false, escaped: false) else { return nil }
             let exact = CandidateSource.range(field: f, lo: lo, hi: hi, prefix: false)
-            return (try estimate(exact), exact)
+            return (try estimate(exact, keepingNames: false), exact)
         default:
             return nil
         }

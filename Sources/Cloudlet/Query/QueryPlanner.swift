@@ -272,17 +272,23 @@ struct QueryPlanner {
 
     /// How many entries index (`field`, `kind`) holds in `range`, counting at most `cap`.
     /// Keeps the names it read when it reads the whole range, for ``names(_:_:_:)``.
-    private func count(_ field: String, _ kind: IndexKind, _ range: IndexKeyspace.ValueRange, cap: Int) throws -> Int {
+    /// `keepingNames`: false for a count that is the query's answer (``exactCount(_:)``), which no plan reads names
+    /// from; gathering them was most of such a count's time.
+    private func count(
+        _ field: String, _ kind: IndexKind, _ range: IndexKeyspace.ValueRange, cap: Int, keepingNames: Bool = true
+    ) throws -> Int {
         let key = CountedRange(field: field, kind: kind, range: range)
         if let known = counted.ranges.withLock({ $0[key] }), known.names != nil || known.n >= cap { return min(known.n, cap) }
         guard var c = scan(field, kind, range) else { return 0 }
         var names: Set<String> = []
         var n = 0
         while n < cap, let e = try c.next() {
-            names.insert(e.name)
+            if keepingNames { names.insert(e.name) }
             n += 1
         }
-        counted.ranges.withLock { $0[key] = Count(n: n, names: n < cap ? names : nil) }
+        // Without its names, a count that read the range to its end is not memoized (the memo would take it for one
+        // stopped by its cap).
+        if keepingNames || n >= cap { counted.ranges.withLock { $0[key] = Count(n: n, names: n < cap ? names : nil) } }
         return n
     }
 
@@ -318,14 +324,14 @@ struct QueryPlanner {
 
     /// How many candidates `s` yields, counting index keys — at most `cap` a lookup (past it the count only has to
     /// show that the candidates are many: see ``plan(limit:after:)``).
-    func estimate(_ s: CandidateSource, cap: Int = .max) throws -> Int {
+    func estimate(_ s: CandidateSource, cap: Int = .max, keepingNames: Bool = true) throws -> Int {
         switch s {
         case .nothing: return 0
         case .equality(let f, let keys, let all):
-            let counts = try keys.map { try count(f, .equality, .exactly($0.encoded), cap: cap) }
+            let counts = try keys.map { try count(f, .equality, .exactly($0.encoded), cap: cap, keepingNames: keepingNames) }
             return all ? counts.min() ?? 0 : counts.reduce(0, +)
-        case .range(let f, let lo, let hi, _): return try count(f, .ordered, .between(lo, hi), cap: cap)
-        case .composite(let r): return try count(r.index, .composite, r.valueRange, cap: cap)
+        case .range(let f, let lo, let hi, _): return try count(f, .ordered, .between(lo, hi), cap: cap, keepingNames: keepingNames)
+        case .composite(let r): return try count(r.index, .composite, r.valueRange, cap: cap, keepingNames: keepingNames)
         case .names(let lo, let hi, let prefix):
             var (c, _) = typeNames(lo, hi, prefix: prefix)
             var n = 0
