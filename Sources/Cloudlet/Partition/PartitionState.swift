@@ -297,7 +297,9 @@ package struct PartitionState: Sendable {
 
 /// The key-directory entries a batch planner looked up in one zone of a partition's state, under the writer lock,
 /// handed to ``PartitionState/apply(_:lsn:position:slots:costs:known:)`` of the same commit so that it does not look
-/// them up again (name → entry, nil: none). Used by one writer at a time, under the partition's lock.
+/// them up again (name → entry, nil: none). It may start with the entries a prefetch found, when they are still
+/// current (``Partition/Prefetched/seed(_:currentEpoch:)``). Used by one writer at a time, under the partition's
+/// lock.
 package final class PlannedLookups: @unchecked Sendable {
     let zone: ZoneKey
     var entries: [String: RecordEntry?] = [:]
