@@ -1,3 +1,5 @@
+import CloudletCore
+
 /// TinyLFU's "doorkeeper" in front of a cache: a small bloom filter of the keys looked up lately, so that a cache
 /// admits a key only on its second miss within a window. A one-off read (a uniform scan of a store much larger
 /// than the cache) then costs neither an insertion nor the eviction — and, for decoded records, the deallocation —
@@ -15,9 +17,7 @@ struct Doorkeeper {
     /// A doorkeeper for a cache of `capacity` entries.
     init(capacity: Int) {
         window = max(capacity, 1) * 4
-        var bits = 1024
-        while bits < window * 8 { bits <<= 1 }
-        mask = UInt64(bits - 1)
+        mask = UInt64(max(1024, Int.powerOfTwo(atLeast: window * 8)) - 1)
     }
 
     /// Whether `hash` (a well-mixed 64-bit hash of the key) was noted in this window; notes it if not.

@@ -33,7 +33,7 @@ public struct BloomFilter: Sendable, Equatable {
         precondition(bitsPerKey >= 1)
         probes = min(30, max(1, Int((Double(bitsPerKey) * 0.69).rounded())))
         var bitCount = max(64, hashes.count * bitsPerKey)
-        if powerOfTwo { bitCount = 1 << (Int.bitWidth - (bitCount - 1).leadingZeroBitCount) }
+        if powerOfTwo { bitCount = .powerOfTwo(atLeast: bitCount) }
         var bits = [UInt8](repeating: 0, count: (bitCount + 7) / 8)
         let m = UInt64(bits.count * 8)
         for h in hashes {

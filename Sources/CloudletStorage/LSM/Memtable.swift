@@ -1,3 +1,4 @@
+import CloudletCore
 import Synchronization
 
 /// The newest writes of a tree, in memory, sorted by key: one entry a key (a value or a tombstone), the one with
@@ -346,8 +347,7 @@ struct RecentTable: Sendable {
     private let mask: Int
 
     init(capacity: Int) {
-        var n = 1
-        while n < 2 * capacity { n <<= 1 }
+        let n = Int.powerOfTwo(atLeast: 2 * capacity)
         slots = [Int32](repeating: 0, count: n)
         mask = n - 1
         entries.reserveCapacity(capacity)
