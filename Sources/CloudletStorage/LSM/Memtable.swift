@@ -174,22 +174,19 @@ public struct Memtable: Sendable {
         guard let first = entries.first?.key else { return [] }
         var shared = first.count
         for e in entries.dropFirst() where shared > 0 { shared = min(shared, commonPrefix(first, e.key, upTo: shared)) }
-        struct Item {
-            var high: UInt64
-            var low: UInt64
-            var index: Int32
-        }
-        var items = entries.indices.map { i in
-            entries[i].key.withUnsafeBytes { k in
-                Item(high: bigEndian(k, from: shared), low: bigEndian(k, from: shared + 8), index: Int32(i))
-            }
-        }
+        var items = entries.indices.map { (window: window(entries[$0].key, after: shared), index: Int32($0)) }
         items.sort { a, b in
-            if a.high != b.high { return a.high < b.high }
-            if a.low != b.low { return a.low < b.low }
+            if a.window != b.window { return a.window < b.window }
             return LSMKey.compare(entries[Int(a.index)].key, entries[Int(b.index)].key) < 0
         }
         return items.map(\.index)
+    }
+
+    /// The 16 bytes of `key` after its first `shared` as two big-endian integers, missing bytes as zeros: pairs that
+    /// order as the keys do, except that keys equal in them (or differing only in trailing zeros) need a whole
+    /// comparison.
+    private static func window(_ key: [UInt8], after shared: Int) -> (UInt64, UInt64) {
+        key.withUnsafeBytes { (bigEndian($0, from: shared), bigEndian($0, from: shared + 8)) }
     }
 
     /// How many leading bytes `a` and `b` share, counting at most `limit`.
@@ -241,16 +238,15 @@ public struct Memtable: Sendable {
         // the layers' arrays retained and released each one it touched. As in ``keyOrder(_:)``, each part's head
         // key is compared by the 16 bytes after the prefix all keys share, whole keys only where those tie.
         withBuffers(parts.map(\.entries)) { lists in
+            // Each list is sorted, so its keys share what its first and last share.
+            let first = lists.first { !$0.isEmpty }?.first?.key ?? []
             var shared = Int.max
             for list in lists where !list.isEmpty {
                 shared = min(shared, commonPrefix(list.first!.key, list.last!.key, upTo: shared))
-                shared = min(shared, commonPrefix(lists.first { !$0.isEmpty }!.first!.key, list.first!.key, upTo: shared))
-            }
-            func head(_ list: UnsafeBufferPointer<LSMEntry>, _ i: Int) -> (UInt64, UInt64) {
-                list[i].key.withUnsafeBytes { (bigEndian($0, from: shared), bigEndian($0, from: shared + 8)) }
+                shared = min(shared, commonPrefix(first, list.first!.key, upTo: shared))
             }
             var positions = [Int](repeating: 0, count: lists.count)
-            var heads = lists.map { $0.isEmpty ? (0, 0) : head($0, 0) }
+            var heads = lists.map { $0.isEmpty ? (0, 0) : window($0[0].key, after: shared) }
             while true {
                 // The smallest key among the parts' positions, and every part standing on it (a bit each); the
                 // first (newest) part holding it wins.
@@ -274,7 +270,7 @@ public struct Memtable: Sendable {
                 hashes.append(parts[winner].hashes[positions[winner]])
                 for p in lists.indices where holders & (1 << p) != 0 {
                     positions[p] += 1
-                    if positions[p] < lists[p].count { heads[p] = head(lists[p], positions[p]) }
+                    if positions[p] < lists[p].count { heads[p] = window(lists[p][positions[p]].key, after: shared) }
                 }
             }
         }
