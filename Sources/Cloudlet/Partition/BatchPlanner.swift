@@ -161,19 +161,9 @@ package struct BatchPlanner {
     }
 
     /// What a new version takes from the one it replaces: the type, which must not change, and the creation stamp.
-    private struct Previous {
+    fileprivate struct Previous {
         var type: String
         var created: RecordStamp?
-
-        init(_ record: Record) {
-            type = record.recordType
-            created = record.created
-        }
-
-        init(type: String, created: RecordStamp?) {
-            self.type = type
-            self.created = created
-        }
     }
 
     /// The current version's type and creation stamp: this batch's if it touched the record, else from the key
@@ -313,4 +303,9 @@ package struct BatchPlanner {
 
 extension SchemaKey {
     package init(zone: ZoneKey) { self.init(container: zone.container, environment: zone.environment) }
+}
+
+extension BatchPlanner.Previous {
+    /// What `record`, the version replaced, hands on.
+    init(_ record: Record) { self.init(type: record.recordType, created: record.created) }
 }
