@@ -63,13 +63,14 @@ public enum RecordCodec {
         return record
     }
 
-    static func encode(_ s: RecordStamp, into w: inout ByteWriter) {
+    /// A stamp's bytes (also a key-directory entry's creation stamp): time (zigzag varint), user, device.
+    package static func encode(_ s: RecordStamp, into w: inout ByteWriter) {
         w.svarint(s.timestamp)
         w.string(s.userRecordName)
         w.string(s.deviceID)
     }
 
-    static func decodeStamp(_ r: inout ByteReader) throws -> RecordStamp {
+    package static func decodeStamp(_ r: inout ByteReader) throws -> RecordStamp {
         RecordStamp(timestamp: try r.svarint(), userRecordName: try r.string(), deviceID: try r.string())
     }
 

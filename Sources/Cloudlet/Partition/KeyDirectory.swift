@@ -589,9 +589,7 @@ enum DirectoryCodec {
             for t in e.deleteSelfTargets { w.string(t) }
             if let c = e.created {
                 w.u8(1)
-                w.svarint(c.timestamp)
-                w.string(c.userRecordName)
-                w.string(c.deviceID)
+                RecordCodec.encode(c, into: &w)
             }
         }
         return w.bytes
@@ -626,7 +624,7 @@ enum DirectoryCodec {
             if !r.isAtEnd {
                 let tag = try r.u8()
                 guard tag == 1 else { throw CloudletError.corruption("key directory entry: bad creation stamp tag \(tag)") }
-                e.created = RecordStamp(timestamp: try r.svarint(), userRecordName: try r.string(), deviceID: try r.string())
+                e.created = try RecordCodec.decodeStamp(&r)
             }
         }
         guard r.isAtEnd else { throw CloudletError.corruption("key directory entry: \(r.remaining) trailing bytes") }
