@@ -22,6 +22,9 @@ let package = Package(
         .library(name: "CCivetweb", targets: ["CCivetweb"]),
         // Loaded at run time by the server for HTTPS (civetweb 1.15 + OpenSSL 3); see Sources/CivetSSLCompat/shim.c.
         .library(name: "CivetSSLCompat", type: .dynamic, targets: ["CivetSSLCompat"]),
+        // The client of `cloudlet serve` (CloudKit Web Services over libcurl), with the same database protocol as the
+        // embedded engine.
+        .library(name: "CloudletClient", targets: ["CloudletClient"]),
         .executable(name: "cloudlet", targets: ["cloudlet"]),
         .executable(name: "cloudlet-tool", targets: ["cloudlet-tool"]),
     ],
@@ -31,6 +34,8 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // civetweb ships no pkg-config file; the modulemap links it.
         .systemLibrary(name: "CCivetweb", providers: [.apt(["libcivetweb-dev"])]),
+        // libcurl, OpenSSL flavour, for the client (a custom CA file, HTTP/2); see Sources/CloudletClient.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         // Value types, codec, checksums, errors. No I/O.
         // CRC-32C with the CPU's instructions: a few lines of C, no system library.
@@ -53,6 +58,8 @@ let package = Package(
         .target(
             name: "Cloudlet",
             dependencies: ["CloudletConcurrency", "CloudletCore", "CloudletModel", "CloudletStorage", "COpenSSL"]),
+        // The client library: RemoteDatabase conforms to CloudletDatabase, requests go through libcurl.
+        .target(name: "CloudletClient", dependencies: ["CloudletConcurrency", "CloudletCore", "CloudletModel", "CloudletWire", "CCurl"]),
         // Offline tooling over a stopped store (StoreInspector: info, verify, dump, stats, hash, repair; import),
         // for cloudlet-tool and the tests. Not a product: its API and the engine internals it uses are `package`.
         .target(name: "CloudletMaintenance", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "COpenSSL"]),
@@ -104,6 +111,12 @@ let package = Package(
             dependencies: [
                 "Cloudlet", "CloudletConcurrency", "CloudletCore", "CloudletMaintenance", "CloudletStorage", "CloudletWire",
                 "CloudletTestSupport", "cloudlet-crash-writer",
+            ]),
+        .testTarget(
+            name: "CloudletClientTests",
+            dependencies: [
+                "CloudletClient", "CloudletServer", "CloudletWire", "Cloudlet", "CloudletCore", "CloudletModel",
+                "CloudletTestSupport",
             ]),
         .testTarget(
             name: "CloudletServerTests",

@@ -131,6 +131,24 @@ public final class ChildProcess: @unchecked Sendable {
     }
 }
 
+/// A self-signed certificate for `127.0.0.1` and its key, made with the `openssl` command line for a TLS test.
+public enum TestCertificate {
+    /// Writes `cert.pem` and `key.pem` into `directory`; returns their paths.
+    public static func make(in directory: String) async throws -> (certificate: String, key: String) {
+        let cert = directory + "/cert.pem", key = directory + "/key.pem"
+        let gen = try await ChildProcess.run(
+            "/usr/bin/openssl",
+            [
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj",
+                "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+            ])
+        guard gen.status == 0 else {
+            throw ChildProcess.Failure(message: "openssl req failed (\(gen.status)): \(gen.err.joined(separator: "\n"))")
+        }
+        return (cert, key)
+    }
+}
+
 extension Process {
     /// `waitUntilExit()` on a thread outside the cooperative pool (see ``ChildProcess/waitForExit()``).
     public func exit() async {

@@ -17,14 +17,7 @@ import Testing
 
     @Test func servesHTTPSWithACertificateForItsAddress() async throws {
         let dir = TempDir("tls")
-        let cert = dir.sub("cert.pem"), key = dir.sub("key.pem")
-        let gen = try await ChildProcess.run(
-            "/usr/bin/openssl",
-            [
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj",
-                "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-            ])
-        try #require(gen.status == 0, "openssl: \(gen.err)")
+        let (cert, key) = try await TestCertificate.make(in: dir.path)
         let s = try await LiveServer.start { config in
             config.tlsCertificatePath = cert
             config.tlsKeyPath = key

@@ -1,0 +1,450 @@
+import CloudletCore
+import CloudletModel
+import CloudletWire
+
+/// One database on the server as the client's caller sees it; every method is one CloudKit Web Services request
+/// (`records/modify`, `records/query`, `changes/zone`, …) or, for batches over the server's per-request limits, a
+/// few of them.
+public struct RemoteDatabase: CloudletDatabase {
+    public let container: RemoteContainer
+    public let scope: DatabaseScope
+
+    var client: CloudletClient { container.client }
+
+    // MARK: Records
+
+    public func record(for recordID: RecordID) async throws -> Record {
+        try await records(for: [recordID])[0].get()
+    }
+
+    /// Several records. The server answers at most ``CloudletLimits/lookupsPerRequest`` a request and each record
+    /// once, so a longer list (or one naming a record twice) is sent as several requests of distinct names.
+    public func records(for recordIDs: [RecordID]) async throws -> [Result<Record, CloudletError>] {
+        var unique: [RecordID] = []
+        var slot: [RecordID: Int] = [:]
+        for id in recordIDs where slot[id] == nil {
+            slot[id] = unique.count
+            unique.append(id)
+        }
+        var found: [Result<Record, CloudletError>] = []
+        found.reserveCapacity(unique.count)
+        for chunk in unique.chunked(CloudletLimits.lookupsPerRequest) {
+            let body = Self.json { w in
+                w.object { w in
+                    w.key("records")
+                    w.array { w in
+                        for id in chunk {
+                            w.object { w in
+                                w.member("recordName", id.recordName)
+                                w.key("zoneID")
+                                ZoneIDCoding.write(id.zoneID, to: &w)
+                            }
+                        }
+                    }
+                }
+            }
+            let response = try await call("records/lookup", body: body, changesData: false)
+            let items = try decoding { try ClientCoding.items(response, key: "records", count: chunk.count) }
+            for (i, (id, item)) in zip(chunk, items).enumerated() {
+                switch try decoding({ try ClientCoding.recordResult(item, at: "records[\(i)]", for: id) }) {
+                case .saved(let r): found.append(.success(r))
+                case .failed(_, let e): found.append(.failure(e))
+                case .deleted: found.append(.failure(CloudletError(.unknownItem, "record '\(id.recordName)' does not exist")))
+                }
+            }
+        }
+        return recordIDs.map { found[slot[$0]!] }
+    }
+
+    /// `records/modify`. A non-atomic batch over ``CloudletLimits/operationsPerRequest`` operations, or one the
+    /// server finds too large (`LIMIT_EXCEEDED`, HTTP 413), is split and sent in parts, as CloudKit tells its
+    /// clients to; an atomic batch is all or nothing, so it is never split and such an error comes back as it is.
+    public func modify(_ operations: [RecordOperation], atomic: Bool) async throws -> [RecordResult] {
+        if operations.isEmpty { return [] }
+        if !atomic, operations.count > CloudletLimits.operationsPerRequest {
+            var out: [RecordResult] = []
+            for chunk in operations.chunked(CloudletLimits.operationsPerRequest) {
+                out += try await modify(Array(chunk), atomic: false)
+            }
+            return out
+        }
+        let body = Self.json { w in
+            w.object { w in
+                w.key("operations")
+                w.array { w in for op in operations { ClientCoding.writeOperation(op, to: &w) } }
+                w.member("atomic", atomic)
+            }
+        }
+        let response: [String: JSONValue]
+        do {
+            response = try await call("records/modify", body: body, changesData: true)
+        } catch let e as CloudletError where !atomic && operations.count > 1 && e.code == .limitExceeded {
+            let half = operations.count / 2
+            return try await modify(Array(operations[..<half]), atomic: false)
+                + modify(Array(operations[half...]), atomic: false)
+        }
+        let items = try decoding { try ClientCoding.items(response, key: "records", count: operations.count) }
+        return try zip(operations, items).enumerated().map { i, pair in
+            try decoding { try ClientCoding.recordResult(pair.1, at: "records[\(i)]", for: pair.0.recordID) }
+        }
+    }
+
+    // MARK: Queries
+
+    public func query(
+        _ query: Query, zoneID: ZoneID, zoneWide: Bool, resultsLimit: Int?, desiredKeys: [String]?,
+        continuationMarker: QueryCursor?
+    ) async throws -> QueryResults {
+        let body = Self.json { w in
+            w.object { w in
+                Self.writeQuery(query, zoneID: zoneID, zoneWide: zoneWide, to: &w)
+                if let resultsLimit { w.member("resultsLimit", Int64(resultsLimit)) }
+                if let desiredKeys {
+                    w.key("desiredKeys")
+                    w.array { w in for k in desiredKeys { w.string(k) } }
+                }
+                if let continuationMarker { w.member("continuationMarker", continuationMarker.marker) }
+            }
+        }
+        let response = try await call("records/query", body: body, changesData: false)
+        return try decoding {
+            let records = try (response.array("records", at: "") ?? []).enumerated().map { i, item in
+                try RecordCoding.decode(item.requireObject(at: "records[\(i)]"), at: "records[\(i)]", zone: zoneID, lossless: true)
+            }
+            return QueryResults(
+                records: records, cursor: try response.string("continuationMarker", at: "").map(QueryCursor.init(marker:)))
+        }
+    }
+
+    /// Cloudlet's `records/count`.
+    public func count(_ query: Query, zoneID: ZoneID, zoneWide: Bool) async throws -> Int {
+        let body = Self.json { w in w.object { w in Self.writeQuery(query, zoneID: zoneID, zoneWide: zoneWide, to: &w) } }
+        let response = try await call("records/count", body: body, changesData: false)
+        return try decoding {
+            guard let n = try response.int("count", at: "") else { throw APIError.badRequest("count is missing") }
+            return Int(n)
+        }
+    }
+
+    private static func writeQuery(_ query: Query, zoneID: ZoneID, zoneWide: Bool, to w: inout JSONWriter) {
+        w.key("query")
+        w.object { w in
+            w.member("recordType", query.recordType)
+            w.key("filterBy")
+            FilterCoding.write(query.predicate, zone: zoneID, to: &w)
+            w.key("sortBy")
+            w.array { w in
+                for s in query.sortDescriptors {
+                    w.object { w in
+                        w.member("fieldName", s.field)
+                        w.member("ascending", s.ascending)
+                        if let l = s.relativeLocation {
+                            w.key("relativeLocation")
+                            FieldCoding.write(.location(l), to: &w, numbersAsStrings: false, zone: zoneID)
+                        }
+                    }
+                }
+            }
+        }
+        w.key("zoneID")
+        ZoneIDCoding.write(zoneID, to: &w)
+        w.member("zoneWide", zoneWide)
+    }
+
+    // MARK: Zones
+
+    public func createZone(_ zoneID: ZoneID) async throws -> RecordZone {
+        try await modifyZone("create", zoneID)
+    }
+
+    public func zones() async throws -> [RecordZone] {
+        let response = try await call("zones/list", body: nil, changesData: false)
+        return try decoding {
+            try (response.array("zones", at: "") ?? []).enumerated().map { i, z in try ClientCoding.zone(z, at: "zones[\(i)]") }
+        }.map { try $0.get() }
+    }
+
+    public func zone(for zoneID: ZoneID) async throws -> RecordZone {
+        let body = Self.json { w in
+            w.object { w in
+                w.key("zones")
+                w.array { w in ZoneIDCoding.write(zoneID, to: &w) }
+            }
+        }
+        let response = try await call("zones/lookup", body: body, changesData: false)
+        return try decoding {
+            try ClientCoding.zone(ClientCoding.items(response, key: "zones", count: 1)[0], at: "zones[0]")
+        }.get()
+    }
+
+    public func deleteZone(_ zoneID: ZoneID) async throws {
+        _ = try await modifyZone("delete", zoneID)
+    }
+
+    private func modifyZone(_ operation: String, _ zoneID: ZoneID) async throws -> RecordZone {
+        let body = Self.oneOperation(operation, "zone") { w in
+            w.object { w in
+                w.key("zoneID")
+                ZoneIDCoding.write(zoneID, to: &w)
+            }
+        }
+        let response = try await call("zones/modify", body: body, changesData: true)
+        return try decoding {
+            try ClientCoding.zone(ClientCoding.items(response, key: "zones", count: 1)[0], at: "zones[0]")
+        }.get()
+    }
+
+    // MARK: Change feeds
+
+    public func zoneChanges(
+        _ zoneID: ZoneID, since token: ChangeToken?, resultsLimit: Int?, desiredKeys: [String]?,
+        desiredRecordTypes: [String]?
+    ) async throws -> ZoneChanges {
+        let body = Self.json { w in
+            w.object { w in
+                w.key("zones")
+                w.array { w in
+                    w.object { w in
+                        w.key("zoneID")
+                        ZoneIDCoding.write(zoneID, to: &w)
+                        if let token { w.member("syncToken", token.base64) }
+                        if let resultsLimit { w.member("resultsLimit", Int64(resultsLimit)) }
+                        for (key, list) in [("desiredKeys", desiredKeys), ("desiredRecordTypes", desiredRecordTypes)] {
+                            guard let list else { continue }
+                            w.key(key)
+                            w.array { w in for s in list { w.string(s) } }
+                        }
+                    }
+                }
+            }
+        }
+        let response = try await call("changes/zone", body: body, changesData: false)
+        return try decoding {
+            let item = try ClientCoding.items(response, key: "zones", count: 1)[0].requireObject(at: "zones[0]")
+            return try ClientCoding.zoneChanges(item, at: "zones[0]", zone: zoneID)
+        }
+    }
+
+    public func databaseChanges(since token: ChangeToken?, resultsLimit: Int?) async throws -> DatabaseChanges {
+        let body = Self.json { w in
+            w.object { w in
+                if let token { w.member("syncToken", token.base64) }
+                if let resultsLimit { w.member("resultsLimit", Int64(resultsLimit)) }
+            }
+        }
+        let response = try await call("changes/database", body: body, changesData: false)
+        return try decoding { try ClientCoding.databaseChanges(response) }
+    }
+
+    // MARK: Subscriptions
+
+    /// Saves a subscription, new or not (the embedded engine's `saveSubscription` replaces one of the same ID;
+    /// the server's `create` refuses to, so an existing one is sent again as `update`).
+    public func saveSubscription(_ subscription: Subscription) async throws -> Subscription {
+        do {
+            return try await modifySubscription("create", subscription.id, subscription)!
+        } catch let e as CloudletError where e.code == .recordExists {
+            return try await modifySubscription("update", subscription.id, subscription)!
+        }
+    }
+
+    public func subscriptions() async throws -> [Subscription] {
+        let response = try await call("subscriptions/list", body: nil, changesData: false)
+        return try decoding {
+            try (response.array("subscriptions", at: "") ?? []).enumerated().map { i, s in
+                try ClientCoding.subscription(s, at: "subscriptions[\(i)]")
+            }
+        }.map { try $0.get() }
+    }
+
+    public func subscription(_ id: String) async throws -> Subscription {
+        let body = Self.json { w in
+            w.object { w in
+                w.key("subscriptions")
+                w.array { w in w.object { w in w.member("subscriptionID", id) } }
+            }
+        }
+        let response = try await call("subscriptions/lookup", body: body, changesData: false)
+        return try decoding {
+            try ClientCoding.subscription(ClientCoding.items(response, key: "subscriptions", count: 1)[0], at: "subscriptions[0]")
+        }.get()
+    }
+
+    public func deleteSubscription(_ id: String) async throws {
+        _ = try await modifySubscription("delete", id, nil)
+    }
+
+    private func modifySubscription(_ operation: String, _ id: String, _ s: Subscription?) async throws -> Subscription? {
+        let body = Self.oneOperation(operation, "subscription") { w in
+            if let s { SubscriptionCoding.write(s, owner: defaultOwnerName, to: &w) } else {
+                w.object { w in w.member("subscriptionID", id) }
+            }
+        }
+        let response = try await call("subscriptions/modify", body: body, changesData: true)
+        let item = try decoding { try ClientCoding.items(response, key: "subscriptions", count: 1)[0] }
+        if s == nil {
+            let o = try decoding { try item.requireObject(at: "subscriptions[0]") }
+            if let e = try decoding({ try ClientCoding.error(o, at: "subscriptions[0]", zone: .default) }) { throw e }
+            return nil
+        }
+        return try decoding { try ClientCoding.subscription(item, at: "subscriptions[0]") }.get()
+    }
+
+    // MARK: Notifications
+
+    /// The caller's notifications through the web courier: a courier token from `tokens/create` (made once per
+    /// container and environment, and again if the server has forgotten it), then a long-poll of up to `wait`
+    /// seconds. The server decides how many a poll returns; more than `limit` are cut to `limit` (and `next` to
+    /// the last one kept).
+    public func notifications(after position: NotificationID?, limit: Int, wait: Double) async throws -> NotificationBatch {
+        let key = "\(container.identifier)/\(container.environment.rawValue)"
+        for attempt in 0..<2 {
+            let courierURL: String
+            if let known = client.couriers.get(key) { courierURL = known } else {
+                let response = try await call("tokens/create", body: Self.json { w in w.object { _ in } }, changesData: true)
+                courierURL = try decoding {
+                    guard let u = try response.string("webcourierURL", at: "") else {
+                        throw APIError.badRequest("webcourierURL is missing")
+                    }
+                    return u
+                }
+                client.couriers.set(key, courierURL)
+            }
+            var url = courierURL + "&timeout=\(max(0, min(wait, 60)))"
+            if let position { url += "&after=\(position)" }
+            do {
+                let response = try await send(
+                    HTTPClientRequest(method: "GET", url: url), changesData: false)
+                var batch = try decoding {
+                    try ClientCoding.notifications(
+                        response,
+                        database: DatabaseID(
+                            container: container.identifier, environment: container.environment, scope: scope,
+                            owner: defaultOwnerName))
+                }
+                if batch.notifications.count > limit, limit >= 0 {
+                    batch.notifications.removeLast(batch.notifications.count - limit)
+                    if let last = batch.notifications.last { batch.next = last.id } else if let position { batch.next = position }
+                }
+                return batch
+            } catch let e as CloudletError where e.code == .authenticationFailed && attempt == 0 {
+                client.couriers.set(key, nil)  // the server restarted and forgot the token
+            }
+        }
+        throw CloudletError(.authenticationFailed, "the server refused a new notification courier token")
+    }
+
+    // MARK: - Requests
+
+    /// `POST {url}/database/1/{container}/{environment}/{scope}/{operation}` (GET without a body) and the
+    /// response's JSON object. `changesData` says whether a request that may have reached the server can be sent
+    /// again (never for writes).
+    func call(_ operation: String, body: [UInt8]?, changesData: Bool) async throws -> [String: JSONValue] {
+        var url = "\(client.url)/database/1/\(Self.escape(container.identifier))/\(container.environment.rawValue)/"
+        url += "\(scope.rawValue)/\(operation)?ckAPIToken=\(Self.escape(client.apiToken))"
+        if let t = client.webAuthToken { url += "&ckWebAuthToken=\(Self.escape(t))" }
+        var request = HTTPClientRequest(method: body == nil ? "GET" : "POST", url: url, body: body)
+        if body != nil { request.headers.append(("Content-Type", "application/json")) }
+        return try await send(request, changesData: changesData)
+    }
+
+    /// Sends with the client's ``RetryPolicy`` and returns the 200 response's JSON object; any other response is
+    /// its error as a ``CloudletError``.
+    private func send(_ request: HTTPClientRequest, changesData: Bool) async throws -> [String: JSONValue] {
+        let policy = client.retry
+        var attempt = 0
+        while true {
+            attempt += 1
+            let retryAfter: Double?
+            let failure: CloudletError
+            do {
+                let response = try await client.transport.send(request)
+                if response.status == 200 {
+                    guard case .object(let o)? = try? JSONParser.parse(response.body) else {
+                        throw CloudletError(
+                            .internalError, "the server's answer to \(CurlTransport.redacted(request.url)) is not a JSON object")
+                    }
+                    return o
+                }
+                let (error, after, retryable) = Self.failure(response)
+                guard retryable, attempt < policy.maxAttempts else { throw error }
+                (failure, retryAfter) = (error, after)
+            } catch let f as TransportFailure {
+                let retryable = f.stage == .connecting || (f.stage == .exchanging && !changesData)
+                guard retryable, attempt < policy.maxAttempts else { throw f.cloudletError }
+                (failure, retryAfter) = (f.cloudletError, nil)
+            }
+            let delay = policy.delay(afterAttempt: attempt, retryAfter: retryAfter, jitter: Double.random(in: 0.5...1))
+            do { try await Task.sleep(nanoseconds: UInt64(delay * 1e9)) } catch { throw failure }
+        }
+    }
+
+    /// A response other than 200: its error, the server's `retryAfter` (seconds), and whether to try again.
+    static func failure(_ response: HTTPClientResponse) -> (CloudletError, Double?, Bool) {
+        let o = (try? JSONParser.parse(response.body))?.objectValue
+        guard let o, let api = APIError(json: o, status: response.status) else {
+            let text = String(decoding: response.body.prefix(300), as: UTF8.self)
+            let busy = [502, 503, 504].contains(response.status)
+            return (CloudletError(busy ? .serviceUnavailable : .internalError, "HTTP \(response.status): \(text)"), nil, busy)
+        }
+        var error = (try? ClientCoding.error(o, at: "", zone: .default, status: response.status)) ?? api.cloudletError
+        if response.status == 413, error.code == .invalidArguments { error.code = .limitExceeded }
+        let retryAfter = o["retryAfter"]?.doubleValue ?? response.header("Retry-After").flatMap(Double.init)
+        let retryable =
+            ["THROTTLED", "TRY_AGAIN_LATER", "ZONE_BUSY", "SERVICE_UNAVAILABLE"].contains(api.serverErrorCode)
+            && error.code != .readOnly
+        return (error, retryAfter, retryable)
+    }
+
+    /// A malformed response (an ``APIError`` from the codings) as an internal error naming the member.
+    private func decoding<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch let e as APIError {
+            throw CloudletError(.internalError, "the server's response is malformed: \(e.reason)")
+        }
+    }
+
+    /// `{operations: [{operationType: operation, <key>: …}]}`, what `zones/modify` and `subscriptions/modify` take.
+    private static func oneOperation(_ operation: String, _ key: String, _ value: (inout JSONWriter) -> Void) -> [UInt8] {
+        json { w in
+            w.object { w in
+                w.key("operations")
+                w.array { w in
+                    w.object { w in
+                        w.member("operationType", operation)
+                        w.key(key)
+                        value(&w)
+                    }
+                }
+            }
+        }
+    }
+
+    private static func json(_ body: (inout JSONWriter) -> Void) -> [UInt8] {
+        var w = JSONWriter()
+        body(&w)
+        return w.bytes
+    }
+
+    /// Percent-encodes everything but RFC 3986's unreserved characters.
+    static func escape(_ s: String) -> String {
+        var out = ""
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(b))
+            default:
+                let hex = Array("0123456789ABCDEF".utf8)
+                out += "%" + String(decoding: [hex[Int(b >> 4)], hex[Int(b & 15)]], as: UTF8.self)
+            }
+        }
+        return out
+    }
+}
+
+extension Array {
+    /// Consecutive slices of at most `size` elements.
+    fileprivate func chunked(_ size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}

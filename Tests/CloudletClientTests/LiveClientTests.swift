@@ -1,0 +1,142 @@
+import Cloudlet
+import CloudletClient
+import CloudletCore
+import CloudletTestSupport
+import Foundation
+import Testing
+
+/// The client against a real server over loopback: batches past the server's limits, notifications through the web
+/// courier, cancellation of a request in flight, TLS with a private CA, an unreachable server, and whose data a
+/// web auth token reaches.
+@Suite struct LiveClientTests {
+    @Test func aNonAtomicBatchOverTheRequestLimitIsSentInPartsAndAnAtomicOneIsRefusedWhole() async throws {
+        try await withFixture { f in
+            let db = f.remote()
+            let n = CloudletLimits.operationsPerRequest + 50
+            let ops: [RecordOperation] = (0..<n).map { i in
+                .forceReplace(Record(recordType: "Item", recordName: "item-\(i)", fields: ["i": .int64(Int64(i))]))
+            }
+            let saved = try await db.modify(ops, atomic: false)
+            #expect(saved.count == n && saved.allSatisfy { $0.record != nil })
+            #expect(saved.map(\.recordID.recordName) == ops.map(\.recordID.recordName))
+            // Lookups past the per-request limit, one name twice.
+            let ids = ops.map(\.recordID) + [ops[0].recordID]
+            let found = try await db.records(for: ids)
+            #expect(found.count == ids.count && found.allSatisfy { (try? $0.get()) != nil })
+            #expect(try found[n].get().fields["i"] == .int64(0))
+
+            // Atomic: never split, so the server's limit comes back as the error.
+            do {
+                _ = try await db.modify(ops, atomic: true)
+                Issue.record("an atomic batch over the limit was accepted")
+            } catch let e as CloudletError {
+                #expect(e.code == .limitExceeded || e.code == .invalidArguments, "\(e)")
+                #expect(e.message.contains("\(CloudletLimits.operationsPerRequest)"), "\(e)")
+            }
+        }
+    }
+
+    @Test func notificationsArriveThroughTheCourierAndResumeAfterThePositionGiven() async throws {
+        try await withFixture { f in
+            let db = f.remote()
+            let zone = ZoneID(zoneName: "inbox")
+            _ = try await db.createZone(zone)
+            _ = try await db.saveSubscription(
+                Subscription(id: "new-notes", kind: .query(recordType: "Note", predicate: .all, zoneID: zone), firesOn: [.create]))
+            let before = try await db.notifications(wait: 0)
+            _ = try await db.save(Record(recordType: "Note", recordName: "hello", zoneID: zone, fields: ["t": .string("x")]))
+            let batch = try await db.notifications(after: before.next, wait: 10)
+            #expect(batch.notifications.map(\.recordID.recordName) == ["hello"], "\(batch.notifications)")
+            #expect(batch.notifications.first?.reason == .recordCreated && batch.notifications.first?.subscriptionID == "new-notes")
+            #expect(batch.notifications.first?.recordID.zoneID.zoneName == "inbox")
+            let nothing = try await db.notifications(after: batch.next, wait: 0)
+            #expect(nothing.notifications.isEmpty && !nothing.gap)
+
+            // `limit` cuts a batch and `next` resumes right after the last one kept.
+            for i in 0..<3 { _ = try await db.save(Record(recordType: "Note", recordName: "n\(i)", zoneID: zone)) }
+            var got: [String] = []
+            var position = batch.next
+            for _ in 0..<10 where got.count < 3 {
+                let page = try await db.notifications(after: position, limit: 1, wait: 5)
+                #expect(page.notifications.count <= 1)
+                got += page.notifications.map(\.recordID.recordName)
+                position = page.next
+            }
+            #expect(got == ["n0", "n1", "n2"])
+        }
+    }
+
+    @Test func cancellingTheCallingTaskCancelsALongPoll() async throws {
+        try await withFixture { f in
+            let db = f.remote()
+            let start = try await db.notifications(wait: 0)
+            // Nothing will arrive: uncancelled, the poll would return an empty batch after its wait. (The server only
+            // notices the dropped connection when that wait ends, so shutting it down takes that long: kept short.)
+            let poll = Task { try await db.notifications(after: start.next, wait: 6) }
+            try await Task.sleep(nanoseconds: 300_000_000)
+            poll.cancel()
+            do {
+                let batch = try await poll.value
+                Issue.record("the poll ran to its end: \(batch.notifications.count) notifications")
+            } catch is CancellationError {
+            } catch {
+                Issue.record("expected CancellationError, got \(error)")
+            }
+            // The client still works afterwards.
+            #expect(try await db.zones().contains { $0.id.isDefault })
+        }
+    }
+
+    @Test func eachWebAuthTokenReachesItsOwnUsersPrivateDatabase() async throws {
+        try await withFixture { f in
+            let alice = f.remote()
+            let bob = f.client(token: f.bob.token).container(ClientFixture.container).privateDatabase
+            _ = try await alice.save(Record(recordType: "Note", recordName: "secret"))
+            let bobs = try await bob.records(for: [RecordID(recordName: "secret")])
+            #expect(bobs[0].errorCode == "unknownItem")
+            // An unknown token is refused with CloudKit's code.
+            let stranger = f.client(token: "not-a-token").container(ClientFixture.container).privateDatabase
+            do {
+                _ = try await stranger.zones()
+                Issue.record("an unknown web auth token was accepted")
+            } catch let e as CloudletError {
+                #expect(e.code == .authenticationRequired || e.code == .authenticationFailed, "\(e)")
+            }
+        }
+    }
+
+    @Test func anUnreachableServerIsServiceUnavailableNamingTheAddress() async throws {
+        // A port nothing listens on: bind one, note it, close it.
+        let port = try await withFixture { f in f.server.port }
+        let client = CloudletClient(
+            url: "http://127.0.0.1:\(port)", apiToken: "t", configuration: .init(retry: RetryPolicy(maxAttempts: 2, initialDelay: 0.001)))
+        do {
+            _ = try await client.container("iCloud.x").publicDatabase.zones()
+            Issue.record("a closed port answered")
+        } catch let e as CloudletError {
+            #expect(e.code == .serviceUnavailable, "\(e)")
+            #expect(e.message.contains("127.0.0.1:\(port)") && !e.message.contains("ckAPIToken"), "\(e)")
+        }
+    }
+
+    @Test func httpsWorksWithThePrivateCAGivenAndFailsWithoutIt() async throws {
+        let dir = TempDir("client-tls")
+        let (cert, key) = try await TestCertificate.make(in: dir.path)
+        try await withFixture(configure: { c in
+            c.tlsCertificatePath = cert
+            c.tlsKeyPath = key
+        }) { f in
+            #expect(f.server.url.hasPrefix("https://"))
+            let trusted = f.client(configuration: .init(caFile: cert)).container(ClientFixture.container).privateDatabase
+            let saved = try await trusted.save(Record(recordType: "Note", recordName: "over-tls"))
+            #expect(saved.changeTag != nil)
+            let untrusted = f.client(configuration: .init(retry: .never)).container(ClientFixture.container).privateDatabase
+            do {
+                _ = try await untrusted.zones()
+                Issue.record("a certificate from an unknown CA was trusted")
+            } catch let e as CloudletError {
+                #expect(e.code == .authenticationFailed && e.message.lowercased().contains("certificate"), "\(e)")
+            }
+        }
+    }
+}
