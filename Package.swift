@@ -25,6 +25,7 @@ let package = Package(
         // The client of `cloudlet serve` (CloudKit Web Services over libcurl), with the same database protocol as the
         // embedded engine.
         .library(name: "CloudletClient", targets: ["CloudletClient"]),
+        .library(name: "CloudletSync", targets: ["CloudletSync"]),
         .executable(name: "cloudlet", targets: ["cloudlet"]),
         .executable(name: "cloudlet-tool", targets: ["cloudlet-tool"]),
     ],
@@ -60,6 +61,8 @@ let package = Package(
             dependencies: ["CloudletConcurrency", "CloudletCore", "CloudletModel", "CloudletStorage", "COpenSSL"]),
         // The client library: RemoteDatabase conforms to CloudletDatabase, requests go through libcurl.
         .target(name: "CloudletClient", dependencies: ["CloudletConcurrency", "CloudletCore", "CloudletModel", "CloudletWire", "CCurl"]),
+        // The sync engine: an embedded store kept in sync with a remote database, offline first (CKSyncEngine's shape).
+        .target(name: "CloudletSync", dependencies: ["Cloudlet", "CloudletCore", "CloudletModel"]),
         // Offline tooling over a stopped store (StoreInspector: info, verify, dump, stats, hash, repair; import),
         // for cloudlet-tool and the tests. Not a product: its API and the engine internals it uses are `package`.
         .target(name: "CloudletMaintenance", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "COpenSSL"]),
@@ -115,8 +118,8 @@ let package = Package(
         .testTarget(
             name: "CloudletClientTests",
             dependencies: [
-                "CloudletClient", "CloudletServer", "CloudletWire", "Cloudlet", "CloudletCore", "CloudletModel",
-                "CloudletTestSupport",
+                "CloudletClient", "CloudletSync", "CloudletServer", "CloudletWire", "Cloudlet", "CloudletCore",
+                "CloudletModel", "CloudletTestSupport",
             ]),
         .testTarget(
             name: "CloudletServerTests",
