@@ -3,6 +3,10 @@ import CloudletConcurrency
 import CloudletCore
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// HTTP over libcurl (Debian's libcurl4-openssl-dev): HTTP/1.1 keep-alive, HTTP/2 over TLS where the server offers
 /// it, and TLS that trusts a CA file of the caller's choosing. FoundationNetworking's URLSession, the alternative in
 /// the toolchain, cannot: on Linux it ignores `SSL_CERT_FILE` and never asks a delegate about server trust, so a
@@ -63,8 +67,40 @@ public final class CurlTransport: HTTPTransport {
         let cancelled = Atomic<Bool>(false)
         var body: [UInt8] = []
         var headerLines: [String] = []
+        /// The status line's code, seen by the header callback (a 200's body goes to `sink` when there is one).
+        var status = 0
+        var sink: UnsafeMutablePointer<FILE>?
+        var sinkFailed = false
+
+        /// The body file, open for reading, and its size.
+        var upload: (file: UnsafeMutablePointer<FILE>, size: curl_off_t)?
 
         init(_ request: HTTPClientRequest) { self.request = request }
+
+        func openFiles() throws {
+            if let path = request.bodyFile {
+                guard let f = fopen(path, "rb") else {
+                    throw CloudletError(.invalidArguments, "cannot read \(path): \(String(cString: strerror(errno)))")
+                }
+                var st = stat()
+                fstat(fileno(f), &st)
+                upload = (f, curl_off_t(st.st_size))
+            }
+            if let path = request.responseFile {
+                guard let f = fopen(path, "wb") else {
+                    closeFiles()
+                    throw CloudletError(.io, "cannot write \(path): \(String(cString: strerror(errno)))")
+                }
+                sink = f
+            }
+        }
+
+        func closeFiles() {
+            if let u = upload { fclose(u.file) }
+            upload = nil
+            if let s = sink { fclose(s) }
+            sink = nil
+        }
     }
 
     private func checkout() throws -> EasyHandle {
@@ -97,6 +133,9 @@ public final class CurlTransport: HTTPTransport {
         // No `Expect: 100-continue` round trip before a body.
         headers = curl_slist_append(headers, "Expect:")
 
+        try exchange.openFiles()
+        defer { exchange.closeFiles() }
+
         var errorBuffer = [CChar](repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
         let context = Unmanaged.passUnretained(exchange).toOpaque()
         let code: CURLcode = request.url.withCString { url in
@@ -113,6 +152,13 @@ public final class CurlTransport: HTTPTransport {
                     let n = size * count
                     guard let data, let context, n > 0 else { return n }
                     let exchange = Unmanaged<Exchange>.fromOpaque(context).takeUnretainedValue()
+                    if let sink = exchange.sink, exchange.status == 200 {
+                        guard fwrite(data, 1, n, sink) == n else {
+                            exchange.sinkFailed = true
+                            return 0  // aborts the transfer
+                        }
+                        return n
+                    }
                     data.withMemoryRebound(to: UInt8.self, capacity: n) {
                         exchange.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: n))
                     }
@@ -127,7 +173,12 @@ public final class CurlTransport: HTTPTransport {
                         String(decoding: UnsafeBufferPointer(start: $0, count: n), as: UTF8.self)
                     }
                     // A new status line (after `100 Continue` or a redirect) starts the headers over.
-                    if line.hasPrefix("HTTP/") { exchange.headerLines.removeAll() } else { exchange.headerLines.append(line) }
+                    if line.hasPrefix("HTTP/") {
+                        exchange.headerLines.removeAll()
+                        exchange.status = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+                    } else {
+                        exchange.headerLines.append(line)
+                    }
                     return n
                 }
                 _ = cloudlet_curl_set_pointer(h, CURLOPT_HEADERDATA, context)
@@ -145,6 +196,12 @@ public final class CurlTransport: HTTPTransport {
                 case "POST": _ = cloudlet_curl_set_long(h, CURLOPT_POST, 1)
                 default: _ = request.method.withCString { cloudlet_curl_set_pointer(h, CURLOPT_CUSTOMREQUEST, $0) }
                 }
+                if let upload = exchange.upload {
+                    // libcurl's default read function freads the file.
+                    _ = cloudlet_curl_set_pointer(h, CURLOPT_READDATA, upload.file)
+                    _ = cloudlet_curl_set_offset(h, CURLOPT_POSTFIELDSIZE_LARGE, upload.size)
+                    return withExtendedLifetime(exchange) { curl_easy_perform(h) }
+                }
                 let body = request.body ?? (request.method == "POST" ? [] : nil)
                 guard let body else { return withExtendedLifetime(exchange) { curl_easy_perform(h) } }
                 return body.withUnsafeBytes { bytes in
@@ -156,6 +213,7 @@ public final class CurlTransport: HTTPTransport {
             }
         }
 
+        if exchange.sinkFailed { throw TransportFailure(.exchanging, "cannot write \(request.responseFile ?? ""): errno \(errno)") }
         guard code == CURLE_OK else {
             if exchange.cancelled.load(ordering: .relaxed) { throw CancellationError() }
             let detail = errorBuffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }

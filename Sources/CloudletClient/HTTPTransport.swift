@@ -6,12 +6,22 @@ public struct HTTPClientRequest: Sendable {
     public var url: String
     public var headers: [(name: String, value: String)]
     public var body: [UInt8]?
+    /// A file sent as the body, streamed from disk (instead of ``body``).
+    public var bodyFile: String?
+    /// Where a 200 response's body goes, streamed to disk (the response's ``HTTPClientResponse/body`` is then
+    /// empty); any other response's body is read as usual.
+    public var responseFile: String?
 
-    public init(method: String, url: String, headers: [(name: String, value: String)] = [], body: [UInt8]? = nil) {
+    public init(
+        method: String, url: String, headers: [(name: String, value: String)] = [], body: [UInt8]? = nil,
+        bodyFile: String? = nil, responseFile: String? = nil
+    ) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
+        self.bodyFile = bodyFile
+        self.responseFile = responseFile
     }
 }
 

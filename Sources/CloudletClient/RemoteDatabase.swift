@@ -2,6 +2,10 @@ import CloudletCore
 import CloudletModel
 import CloudletWire
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// One database on the server as the client's caller sees it; every method is one CloudKit Web Services request
 /// (`records/modify`, `records/query`, `changes/zone`, …) or, for batches over the server's per-request limits, a
 /// few of them.
@@ -61,6 +65,7 @@ public struct RemoteDatabase: CloudletDatabase {
     /// clients to; an atomic batch is all or nothing, so it is never split and such an error comes back as it is.
     public func modify(_ operations: [RecordOperation], atomic: Bool) async throws -> [RecordResult] {
         if operations.isEmpty { return [] }
+        let operations = try await uploadingAssets(operations)
         if !atomic, operations.count > CloudletLimits.operationsPerRequest {
             var out: [RecordResult] = []
             for chunk in operations.chunked(CloudletLimits.operationsPerRequest) {
@@ -334,6 +339,121 @@ public struct RemoteDatabase: CloudletDatabase {
         throw CloudletError(.authenticationFailed, "the server refused a new notification courier token")
     }
 
+    // MARK: Assets
+
+    /// Uploads the assets of `operations` that were made from a file or bytes (``AssetReference/needsImport``) the
+    /// Web Services way, and returns the operations with each such asset replaced by its upload's receipt: upload
+    /// URLs from `assets/upload` (one per asset, bound to the zone, record type and field), then each file POSTed
+    /// to its URL, streamed from disk. So a record with a new asset saves the same way as in the embedded engine.
+    private func uploadingAssets(_ operations: [RecordOperation]) async throws -> [RecordOperation] {
+        struct Slot {
+            var op: Int
+            var field: String
+            var item: Int?
+            var asset: AssetReference
+        }
+        var slots: [Slot] = []
+        for (i, op) in operations.enumerated() {
+            guard let r = op.savedRecord else { continue }
+            for name in r.fields.keys.sorted() {
+                switch r.fields[name]! {
+                case .asset(let a) where a.needsImport: slots.append(Slot(op: i, field: name, item: nil, asset: a))
+                case .list(_, let items):
+                    for (k, item) in items.enumerated() {
+                        if case .asset(let a) = item, a.needsImport { slots.append(Slot(op: i, field: name, item: k, asset: a)) }
+                    }
+                default: break
+                }
+            }
+        }
+        if slots.isEmpty { return operations }
+        var records = operations.map(\.savedRecord)
+        let byZone = Dictionary(grouping: slots.indices) { operations[slots[$0].op].recordID.zoneID }
+        for (zone, indices) in byZone.sorted(by: { $0.key.zoneName < $1.key.zoneName }) {
+            for chunk in indices.chunked(CloudletLimits.operationsPerRequest) {
+                let body = Self.json { w in
+                    w.object { w in
+                        w.key("zoneID")
+                        ZoneIDCoding.write(zone, to: &w)
+                        w.key("tokens")
+                        w.array { w in
+                            for i in chunk {
+                                let r = records[slots[i].op]!
+                                w.object { w in
+                                    w.member("recordName", r.recordName)
+                                    w.member("recordType", r.recordType)
+                                    w.member("fieldName", slots[i].field)
+                                }
+                            }
+                        }
+                    }
+                }
+                let response = try await call("assets/upload", body: body, changesData: false)
+                let tokens = try decoding { try ClientCoding.items(response, key: "tokens", count: chunk.count) }
+                for (k, i) in chunk.enumerated() {
+                    let url = try decoding {
+                        guard let u = try tokens[k].requireObject(at: "tokens[\(k)]").string("url", at: "tokens[\(k)]") else {
+                            throw APIError.badRequest("tokens[\(k)].url is missing")
+                        }
+                        return u
+                    }
+                    let slot = slots[i]
+                    let upload = HTTPClientRequest(
+                        method: "POST", url: url, headers: [("Content-Type", "application/octet-stream")],
+                        body: slot.asset.sourceFile == nil ? (slot.asset.sourceData ?? []) : nil, bodyFile: slot.asset.sourceFile)
+                    // Content-addressed: sending the same bytes again stores nothing twice, so a retry is safe.
+                    let answer = try await send(upload, changesData: false)
+                    let uploaded = try decoding { () throws -> AssetReference in
+                        guard let file = try answer.object("singleFile", at: "") else {
+                            throw APIError.badRequest("singleFile is missing")
+                        }
+                        guard case .asset(let a) = try FieldCoding.decode(
+                            .object(["value": .object(file), "type": .string("ASSETID")]), at: "singleFile",
+                            schemaType: nil, zone: zone)
+                        else { throw APIError.badRequest("singleFile is not an asset") }
+                        return a
+                    }
+                    var r = records[slot.op]!
+                    if let item = slot.item, case .list(let type, var items) = r.fields[slot.field] {
+                        items[item] = .asset(uploaded)
+                        r.fields[slot.field] = .list(type, items)
+                    } else {
+                        r.fields[slot.field] = .asset(uploaded)
+                    }
+                    records[slot.op] = r
+                }
+            }
+        }
+        return zip(operations, records).map { op, r in r.map { op.replacingRecord($0) } ?? op }
+    }
+
+    /// The bytes at the asset's `downloadURL` (CloudKit's `${f}` file name placeholder filled in).
+    public func assetData(_ asset: AssetReference) async throws -> [UInt8] {
+        try await exchange(HTTPClientRequest(method: "GET", url: try Self.downloadURL(asset)), changesData: false).body
+    }
+
+    /// Streams the asset to a temporary file beside `path`, then renames it into place.
+    public func downloadAsset(_ asset: AssetReference, to path: String) async throws {
+        let temporary = path + ".cloudlet-download"
+        do {
+            _ = try await exchange(
+                HTTPClientRequest(method: "GET", url: try Self.downloadURL(asset), responseFile: temporary), changesData: false)
+            guard rename(temporary, path) == 0 else { throw CloudletError(.io, "rename to \(path): errno \(errno)") }
+        } catch {
+            unlink(temporary)
+            throw error
+        }
+    }
+
+    private static func downloadURL(_ asset: AssetReference) throws -> String {
+        guard let url = asset.downloadURL else {
+            throw CloudletError(
+                .invalidArguments,
+                "asset \(asset.fileChecksum.isEmpty ? "(not saved)" : asset.fileChecksum) has no downloadURL: read its record through the server first")
+        }
+        return url.replacingOccurrences(of: "${f}", with: "asset")
+    }
+
     // MARK: - Requests
 
     /// `POST {url}/database/1/{container}/{environment}/{scope}/{operation}` (GET without a body) and the
@@ -351,6 +471,16 @@ public struct RemoteDatabase: CloudletDatabase {
     /// Sends with the client's ``RetryPolicy`` and returns the 200 response's JSON object; any other response is
     /// its error as a ``CloudletError``.
     private func send(_ request: HTTPClientRequest, changesData: Bool) async throws -> [String: JSONValue] {
+        let response = try await exchange(request, changesData: changesData)
+        guard case .object(let o)? = try? JSONParser.parse(response.body) else {
+            throw CloudletError(.internalError, "the server's answer to \(CurlTransport.redacted(request.url)) is not a JSON object")
+        }
+        return o
+    }
+
+    /// Sends with the client's ``RetryPolicy`` until a 200 response, which it returns; any other response is its
+    /// error as a ``CloudletError``.
+    private func exchange(_ request: HTTPClientRequest, changesData: Bool) async throws -> HTTPClientResponse {
         let policy = client.retry
         var attempt = 0
         while true {
@@ -359,13 +489,7 @@ public struct RemoteDatabase: CloudletDatabase {
             let failure: CloudletError
             do {
                 let response = try await client.transport.send(request)
-                if response.status == 200 {
-                    guard case .object(let o)? = try? JSONParser.parse(response.body) else {
-                        throw CloudletError(
-                            .internalError, "the server's answer to \(CurlTransport.redacted(request.url)) is not a JSON object")
-                    }
-                    return o
-                }
+                if response.status == 200 { return response }
                 let (error, after, retryable) = Self.failure(response)
                 guard retryable, attempt < policy.maxAttempts else { throw error }
                 (failure, retryAfter) = (error, after)
@@ -439,6 +563,28 @@ public struct RemoteDatabase: CloudletDatabase {
             }
         }
         return out
+    }
+}
+
+extension RecordOperation {
+    /// The record a save operation saves (nil for deletions).
+    fileprivate var savedRecord: Record? {
+        switch self {
+        case .create(let r), .update(let r), .forceUpdate(let r), .replace(let r), .forceReplace(let r): r
+        case .delete, .forceDelete: nil
+        }
+    }
+
+    /// The same kind of operation on `record`.
+    fileprivate func replacingRecord(_ record: Record) -> RecordOperation {
+        switch self {
+        case .create: .create(record)
+        case .update: .update(record)
+        case .forceUpdate: .forceUpdate(record)
+        case .replace: .replace(record)
+        case .forceReplace: .forceReplace(record)
+        case .delete, .forceDelete: self
+        }
     }
 }
 

@@ -128,6 +128,9 @@ public struct AssetReference: Sendable, Hashable {
     public private(set) var sourceFile: String?
     /// Bytes that become the asset when its record is saved (``init(data:)``). Never stored.
     public private(set) var sourceData: [UInt8]?
+    /// Where a server serves the file: set on assets read through a client (the server signs it, and it expires).
+    /// Never stored, and not part of equality (two reads of one record get different URLs).
+    public var downloadURL: String?
 
     public init(fileChecksum: String, size: Int64, receipt: String? = nil) {
         self.fileChecksum = fileChecksum
@@ -154,6 +157,19 @@ public struct AssetReference: Sendable, Hashable {
 
     /// The stored form: checksum and size, without receipt or source.
     public var stored: AssetReference { AssetReference(fileChecksum: fileChecksum, size: size) }
+
+    public static func == (a: AssetReference, b: AssetReference) -> Bool {
+        a.fileChecksum == b.fileChecksum && a.size == b.size && a.receipt == b.receipt && a.sourceFile == b.sourceFile
+            && a.sourceData == b.sourceData
+    }
+
+    public func hash(into h: inout Hasher) {
+        h.combine(fileChecksum)
+        h.combine(size)
+        h.combine(receipt)
+        h.combine(sourceFile)
+        h.combine(sourceData)
+    }
 }
 
 /// One field value of a record.

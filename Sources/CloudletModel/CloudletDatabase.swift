@@ -59,6 +59,14 @@ public protocol CloudletDatabase: Sendable {
     /// The caller's notifications after `position` (nil: all the log holds), waiting up to `wait` seconds when there
     /// are none yet.
     func notifications(after position: NotificationID?, limit: Int, wait: Double) async throws -> NotificationBatch
+
+    // MARK: Assets
+
+    /// An asset's bytes, whole (an asset value of a record read through this database). - Throws: `unknownItem`
+    /// when the file is not there.
+    func assetData(_ asset: AssetReference) async throws -> [UInt8]
+    /// Writes an asset's bytes to the file at `path` (replacing it), without holding them in memory.
+    func downloadAsset(_ asset: AssetReference, to path: String) async throws
 }
 
 extension CloudletDatabase {

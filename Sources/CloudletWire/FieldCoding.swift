@@ -115,7 +115,9 @@ public enum FieldCoding {
             guard let size = try o.int("size", at: path), size >= 0 else {
                 throw APIError.badRequest("\(path).size is missing or negative")
             }
-            return .asset(AssetReference(fileChecksum: checksum, size: size, receipt: try o.string("receipt", at: path)))
+            var asset = AssetReference(fileChecksum: checksum, size: size, receipt: try o.string("receipt", at: path))
+            asset.downloadURL = try o.string("downloadURL", at: path)
+            return .asset(asset)
         }
     }
 

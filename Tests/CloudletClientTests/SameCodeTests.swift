@@ -1,6 +1,8 @@
 import Cloudlet
 import CloudletClient
 import CloudletCore
+import CloudletTestSupport
+import Foundation
 import Testing
 
 /// Application code written against ``CloudletDatabase`` runs unchanged against the embedded engine and against a
@@ -9,7 +11,7 @@ import Testing
 @Suite struct SameCodeTests {
     /// One app's session. Returns what the app observed, in order, with the zone's name replaced by `ZONE` so that
     /// two runs in different zones of the same store compare equal.
-    static func scenario(_ db: some CloudletDatabase, zoneName: String) async throws -> [String] {
+    static func scenario(_ db: some CloudletDatabase, zoneName: String, scratch: String) async throws -> [String] {
         var seen: [String] = []
         func note(_ s: String) { seen.append(s.replacingOccurrences(of: zoneName, with: "ZONE")) }
         let zone = ZoneID(zoneName: zoneName)
@@ -96,6 +98,29 @@ import Testing
             note("deleted subscription found")
         } catch let e as CloudletError { note("deleted subscription: \(e.code)") }
 
+        // Assets: one from bytes, a list with one from a file; read back whole and into a file.
+        let bytes = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        let source = scratch + "/source.bin"
+        try Data(bytes.reversed()).write(to: URL(fileURLWithPath: source))
+        var photo = Record(recordType: "Photo", recordName: "p1", zoneID: zone)
+        photo.fields["image"] = .asset(AssetReference(data: bytes))
+        photo.fields["extras"] = .list(.asset, [.asset(AssetReference(contentsOfFile: source)), .asset(AssetReference(data: [1, 2, 3]))])
+        let savedPhoto = try await db.save(photo)
+        let fetched = try await db.record(for: savedPhoto.id)
+        guard case .asset(let image)? = fetched.fields["image"], case .list(_, let extras)? = fetched.fields["extras"],
+            case .asset(let fromFile) = extras[0]
+        else { throw CloudletError(.internalError, "photo fields came back as \(fetched.fields)") }
+        note("asset sizes \(image.size) \(fromFile.size) \(extras.count), checksum \(image.fileChecksum.prefix(12))")
+        note("asset bytes match: \(try await db.assetData(image) == bytes) \(try await db.assetData(fromFile) == bytes.reversed())")
+        let copy = scratch + "/copy.bin"
+        try await db.downloadAsset(image, to: copy)
+        note("downloaded file matches: \(try Data(contentsOf: URL(fileURLWithPath: copy)) == Data(bytes))")
+        // A record read back and saved again keeps its assets without sending them again.
+        var resave = fetched
+        resave.fields["caption"] = .string("same image")
+        let resaved = try await db.save(resave)
+        note("resaved keeps asset: \(resaved.fields["image"] == .asset(AssetReference(fileChecksum: image.fileChecksum, size: image.size)))")
+
         // A bad argument is the same error through both.
         do {
             _ = try await db.query(Query(recordType: "Note"), zoneID: zone, resultsLimit: 0)
@@ -112,8 +137,9 @@ import Testing
 
     @Test func oneScenarioGivesTheSameOutcomesEmbeddedAndThroughTheServer() async throws {
         try await withFixture { f in
-            let embedded = try await Self.scenario(try f.embedded(), zoneName: "embedded-zone")
-            let remote = try await Self.scenario(f.remote(), zoneName: "remote-zone")
+            let scratch = TempDir("same-code")
+            let embedded = try await Self.scenario(try f.embedded(), zoneName: "embedded-zone", scratch: scratch.path)
+            let remote = try await Self.scenario(f.remote(), zoneName: "remote-zone", scratch: scratch.path)
             #expect(embedded == remote)
             if embedded != remote {
                 for (e, r) in zip(embedded, remote) where e != r { Issue.record("embedded: \(e)\nremote:   \(r)") }
@@ -130,6 +156,9 @@ import Testing
             #expect(remote.contains("subscription listed: true"))
             #expect(remote.contains("deleted subscription: unknownItem"), "\(remote)")
             #expect(remote.contains("resultsLimit 0: invalidArguments"), "\(remote)")
+            #expect(remote.contains("asset bytes match: true true"), "\(remote)")
+            #expect(remote.contains("downloaded file matches: true"), "\(remote)")
+            #expect(remote.contains("resaved keeps asset: true"), "\(remote)")
             #expect(remote.contains("deleted zone: zoneNotFound"), "\(remote)")
         }
     }

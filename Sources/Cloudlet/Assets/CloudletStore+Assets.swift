@@ -250,3 +250,30 @@ public struct AssetUse: Sendable {
 /// Checks an asset of a record being saved; throws to fail the record's operation (the server checks upload
 /// receipts with one: Database.modify(_:atomic:assetRule:)).
 public typealias AssetRule = @Sendable (AssetUse) throws -> Void
+
+extension Database {
+    /// An asset's bytes, whole, for anyone who may read this database (``CloudletStore/assetData(_:)``).
+    public func assetData(_ asset: AssetReference) async throws -> [UInt8] {
+        try authorize(.read)
+        return try await store.assetData(asset)
+    }
+
+    /// Copies an asset's file to `path` (through a temporary file beside it, renamed into place), for anyone who
+    /// may read this database.
+    public func downloadAsset(_ asset: AssetReference, to path: String) async throws {
+        try authorize(.read)
+        let source = try store.assetFile(asset)
+        try await ThreadBridge.offload {
+            let temporary = path + ".cloudlet-download"
+            let files = FileManager.default
+            try? files.removeItem(atPath: temporary)
+            do {
+                try files.copyItem(atPath: source, toPath: temporary)
+                guard rename(temporary, path) == 0 else { throw CloudletError(.io, "rename to \(path): errno \(errno)") }
+            } catch {
+                try? files.removeItem(atPath: temporary)
+                throw CloudletError(.io, "cannot write asset \(asset.fileChecksum) to \(path): \(error)")
+            }
+        }
+    }
+}
