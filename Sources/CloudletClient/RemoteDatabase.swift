@@ -354,7 +354,7 @@ public struct RemoteDatabase: CloudletDatabase {
         }
         var slots: [Slot] = []
         for (i, op) in operations.enumerated() {
-            guard let r = op.savedRecord else { continue }
+            guard let r = op.record else { continue }
             for name in r.fields.keys.sorted() {
                 switch r.fields[name]! {
                 case .asset(let a) where a.needsImport: slots.append(Slot(op: i, field: name, item: nil, asset: a))
@@ -367,7 +367,7 @@ public struct RemoteDatabase: CloudletDatabase {
             }
         }
         if slots.isEmpty { return operations }
-        var records = operations.map(\.savedRecord)
+        var records = operations.map(\.record)
         let byZone = Dictionary(grouping: slots.indices) { operations[slots[$0].op].recordID.zoneID }
         for (zone, indices) in byZone.sorted(by: { $0.key.zoneName < $1.key.zoneName }) {
             for chunk in indices.chunked(CloudletLimits.operationsPerRequest) {
@@ -566,27 +566,6 @@ public struct RemoteDatabase: CloudletDatabase {
     }
 }
 
-extension RecordOperation {
-    /// The record a save operation saves (nil for deletions).
-    fileprivate var savedRecord: Record? {
-        switch self {
-        case .create(let r), .update(let r), .forceUpdate(let r), .replace(let r), .forceReplace(let r): r
-        case .delete, .forceDelete: nil
-        }
-    }
-
-    /// The same kind of operation on `record`.
-    fileprivate func replacingRecord(_ record: Record) -> RecordOperation {
-        switch self {
-        case .create: .create(record)
-        case .update: .update(record)
-        case .forceUpdate: .forceUpdate(record)
-        case .replace: .replace(record)
-        case .forceReplace: .forceReplace(record)
-        case .delete, .forceDelete: self
-        }
-    }
-}
 
 extension Array {
     /// Consecutive slices of at most `size` elements.

@@ -26,6 +26,26 @@ public enum RecordOperation: Sendable {
         }
     }
 
+    /// The record a save operation carries; nil for a deletion.
+    public var record: Record? {
+        switch self {
+        case .create(let r), .update(let r), .forceUpdate(let r), .replace(let r), .forceReplace(let r): r
+        case .delete, .forceDelete: nil
+        }
+    }
+
+    /// The same operation with `record` in place of its record (a save's only).
+    public func replacingRecord(_ record: Record) -> RecordOperation {
+        switch self {
+        case .create: .create(record)
+        case .update: .update(record)
+        case .forceUpdate: .forceUpdate(record)
+        case .replace: .replace(record)
+        case .forceReplace: .forceReplace(record)
+        case .delete, .forceDelete: self
+        }
+    }
+
     /// CloudKit's name for the operation type.
     public var operationType: String {
         switch self {

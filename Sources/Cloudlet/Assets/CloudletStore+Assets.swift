@@ -188,28 +188,6 @@ extension CloudletStore {
     }
 }
 
-extension RecordOperation {
-    /// The record a save operation carries; nil for a deletion.
-    var record: Record? {
-        switch self {
-        case .create(let r), .update(let r), .forceUpdate(let r), .replace(let r), .forceReplace(let r): r
-        case .delete, .forceDelete: nil
-        }
-    }
-
-    /// The same operation with `record` in place of its record (a save's only).
-    func replacingRecord(_ record: Record) -> RecordOperation {
-        switch self {
-        case .create: .create(record)
-        case .update: .update(record)
-        case .forceUpdate: .forceUpdate(record)
-        case .replace: .replace(record)
-        case .forceReplace: .forceReplace(record)
-        case .delete, .forceDelete: self
-        }
-    }
-}
-
 /// The asset files of a store: how many, and their bytes.
 public struct AssetStatistics: Sendable, Hashable {
     public var files = 0
