@@ -104,6 +104,16 @@ let package = Package(
         // the seeded generator, in-memory and fault-injecting file systems.
         .target(name: "CloudletTestSupport", dependencies: ["CloudletCore", "CloudletStorage", "CloudletConcurrency"]),
 
+        // Examples/: the seed apps as command-line programs, each runnable on an embedded store or a server.
+        .target(
+            name: "ExampleSupport", dependencies: ["Cloudlet", "CloudletClient", "CloudletCommandLine", "CloudletCore", "CloudletModel"],
+            path: "Examples/ExampleSupport"),
+        .executableTarget(name: "journal", dependencies: ["ExampleSupport", "CloudletCommandLine"], path: "Examples/journal"),
+        .executableTarget(
+            name: "shopping-lists", dependencies: ["ExampleSupport", "CloudletCommandLine"], path: "Examples/shopping-lists"),
+        .executableTarget(name: "babifud", dependencies: ["ExampleSupport", "CloudletCommandLine"], path: "Examples/babifud"),
+        .executableTarget(name: "photos", dependencies: ["ExampleSupport", "CloudletCommandLine"], path: "Examples/photos"),
+
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore", "CloudletTestSupport"]),
         .testTarget(name: "CloudletConcurrencyTests", dependencies: ["CloudletConcurrency"]),
         .testTarget(name: "CloudletCommandLineTests", dependencies: ["CloudletCommandLine"]),
@@ -120,6 +130,8 @@ let package = Package(
             dependencies: [
                 "CloudletClient", "CloudletSync", "CloudletServer", "CloudletWire", "Cloudlet", "CloudletCore",
                 "CloudletModel", "CloudletTestSupport",
+                // The examples the tests run as programs.
+                "journal", "shopping-lists", "babifud", "photos",
             ]),
         .testTarget(
             name: "CloudletServerTests",
