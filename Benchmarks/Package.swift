@@ -25,6 +25,9 @@ let package = Package(
                 .product(name: "CloudletConcurrency", package: "Cloudlet"),
                 .product(name: "CloudletCommandLine", package: "Cloudlet"),
                 .product(name: "CloudletServer", package: "Cloudlet"),
+                // The client library and the sync engine, for the client-* and sync-from-zero rows.
+                .product(name: "CloudletClient", package: "Cloudlet"),
+                .product(name: "CloudletSync", package: "Cloudlet"),
                 // civetweb's websocket client, for the notify workloads.
                 .product(name: "CCivetweb", package: "Cloudlet"),
                 "CSQLite",

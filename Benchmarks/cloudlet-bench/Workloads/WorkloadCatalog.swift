@@ -169,6 +169,7 @@ enum WorkloadCatalog {
     static func listing(indent: String) -> String {
         let all = definitions.filter { !$0.summary.isEmpty }.map { ($0.name, $0.summary) }
             + QueryWorkload.summaries.filter { $0.name != "readrandom" }.map { ($0.name, $0.summary) }
+            + ClientWorkloads.summaries.map { ($0.name, $0.summary) }
         return all.map { indent + $0.0.padding(toLength: 21, withPad: " ", startingAt: 0) + $0.1 }.joined(separator: "\n")
     }
 
@@ -185,7 +186,9 @@ enum WorkloadCatalog {
             return rows + [false, true].map { DiskAppendSyncWorkload(appends: diskRow(s), limitOf: d.name, prewritten: $0) }
         }
         // The query workloads bring their own data set (QueryFixtures).
-        return (rows + QueryWorkload.groups(quick: quick, engines: engines)).filter { !$0.isEmpty }
+        // So do the client's (an in-process server over loopback, and the raw HTTP anchor).
+        return (rows + QueryWorkload.groups(quick: quick, engines: engines) + ClientWorkloads.groups(quick: quick))
+            .filter { !$0.isEmpty }
     }
 
 }
