@@ -60,7 +60,9 @@ let package = Package(
             name: "Cloudlet",
             dependencies: ["CloudletConcurrency", "CloudletCore", "CloudletModel", "CloudletStorage", "COpenSSL"]),
         // The client library: RemoteDatabase conforms to CloudletDatabase, requests go through libcurl.
-        .target(name: "CloudletClient", dependencies: ["CloudletConcurrency", "CloudletCore", "CloudletModel", "CloudletWire", "CCurl"]),
+        .target(
+            name: "CloudletClient",
+            dependencies: ["CloudletConcurrency", "CloudletCore", "CloudletModel", "CloudletWire", "CCurl", "COpenSSL"]),
         // The sync engine: an embedded store kept in sync with a remote database, offline first (CKSyncEngine's shape).
         .target(name: "CloudletSync", dependencies: ["Cloudlet", "CloudletCore", "CloudletModel"]),
         // Offline tooling over a stopped store (StoreInspector: info, verify, dump, stats, hash, repair; import),

@@ -29,3 +29,7 @@ static inline CURLcode cloudlet_curl_set_progress_callback(CURL *handle, cloudle
 static inline CURLcode cloudlet_curl_get_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);
 }
+
+static inline CURLcode cloudlet_curl_get_socket(CURL *handle, curl_socket_t *socket) {
+    return curl_easy_getinfo(handle, CURLINFO_ACTIVESOCKET, socket);
+}

@@ -38,6 +38,8 @@ public struct CloudletClient: Sendable {
     let webAuthToken: String?
     let retry: RetryPolicy
     let transport: any HTTPTransport
+    /// The CA file of the client's own transport, for its websockets.
+    let caFile: String?
     /// Notification courier tokens (`tokens/create`), one per container and environment, made on first use.
     let couriers = CourierTokens()
 
@@ -59,6 +61,7 @@ public struct CloudletClient: Sendable {
         self.webAuthToken = webAuthToken
         self.transport = transport
         self.retry = retry
+        caFile = (transport as? CurlTransport)?.options.caFile
     }
 
     public func container(_ identifier: String, environment: Environment = .development) -> RemoteContainer {
@@ -78,11 +81,17 @@ public struct RemoteContainer: Sendable {
     public var sharedDatabase: RemoteDatabase { database(.shared) }
 }
 
+/// A courier token's two URLs (`tokens/create`): the long-poll's and the websocket's.
+struct CourierURLs: Sendable {
+    var poll: String
+    var websocket: String
+}
+
 /// Courier tokens by container and environment. A server forgets them when it restarts (`AUTHENTICATION_FAILED`
 /// on the poll): the client then drops its token and makes a new one.
 final class CourierTokens: Sendable {
-    private let tokens = Mutex<[String: String]>([:])
+    private let tokens = Mutex<[String: CourierURLs]>([:])
 
-    func get(_ key: String) -> String? { tokens.withLock { $0[key] } }
-    func set(_ key: String, _ token: String?) { tokens.withLock { $0[key] = token } }
+    func get(_ key: String) -> CourierURLs? { tokens.withLock { $0[key] } }
+    func set(_ key: String, _ urls: CourierURLs?) { tokens.withLock { $0[key] = urls } }
 }

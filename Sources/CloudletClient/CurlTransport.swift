@@ -12,7 +12,7 @@ import Glibc
 /// the toolchain, cannot: on Linux it ignores `SSL_CERT_FILE` and never asks a delegate about server trust, so a
 /// server with a private CA is unreachable (`reference/linux-swift-notes.md`).
 ///
-/// Each request runs `curl_easy_perform` on a thread outside Swift's cooperative pool (``ThreadBridge/offload(_:)``)
+/// Each request runs `curl_easy_perform` on a thread outside Swift's cooperative pool (``RequestThreads``)
 /// with an easy handle from a small pool; a handle keeps its connections between requests, so a client reuses
 /// its connections. Cancelling the calling task aborts the transfer (libcurl's progress callback) and throws
 /// `CancellationError`.
@@ -47,7 +47,7 @@ public final class CurlTransport: HTTPTransport {
         try Task.checkCancellation()
         let exchange = Exchange(request)
         return try await withTaskCancellationHandler {
-            try await ThreadBridge.offload { () throws -> HTTPClientResponse in try self.perform(exchange) }
+            try await RequestThreads.shared.run { try self.perform(exchange) }
         } onCancel: {
             exchange.cancelled.store(true, ordering: .relaxed)
         }

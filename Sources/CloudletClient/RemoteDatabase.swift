@@ -1,6 +1,8 @@
 import CloudletCore
 import CloudletModel
 import CloudletWire
+import CloudletConcurrency
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -302,19 +304,8 @@ public struct RemoteDatabase: CloudletDatabase {
     /// seconds. The server decides how many a poll returns; more than `limit` are cut to `limit` (and `next` to
     /// the last one kept).
     public func notifications(after position: NotificationID?, limit: Int, wait: Double) async throws -> NotificationBatch {
-        let key = "\(container.identifier)/\(container.environment.rawValue)"
         for attempt in 0..<2 {
-            let courierURL: String
-            if let known = client.couriers.get(key) { courierURL = known } else {
-                let response = try await call("tokens/create", body: Self.json { w in w.object { _ in } }, changesData: true)
-                courierURL = try decoding {
-                    guard let u = try response.string("webcourierURL", at: "") else {
-                        throw APIError.badRequest("webcourierURL is missing")
-                    }
-                    return u
-                }
-                client.couriers.set(key, courierURL)
-            }
+            let courierURL = try await courier().poll
             var url = courierURL + "&timeout=\(max(0, min(wait, 60)))"
             if let position { url += "&after=\(position)" }
             do {
@@ -333,10 +324,77 @@ public struct RemoteDatabase: CloudletDatabase {
                 }
                 return batch
             } catch let e as CloudletError where e.code == .authenticationFailed && attempt == 0 {
-                client.couriers.set(key, nil)  // the server restarted and forgot the token
+                client.couriers.set(courierKey, nil)  // the server restarted and forgot the token
             }
         }
         throw CloudletError(.authenticationFailed, "the server refused a new notification courier token")
+    }
+
+    private var courierKey: String { "\(container.identifier)/\(container.environment.rawValue)" }
+
+    /// The courier token's URLs, from `tokens/create` the first time.
+    private func courier() async throws -> CourierURLs {
+        if let known = client.couriers.get(courierKey) { return known }
+        let response = try await call("tokens/create", body: Self.json { w in w.object { _ in } }, changesData: true)
+        let urls = try decoding {
+            guard let poll = try response.string("webcourierURL", at: ""), let ws = try response.string("websocketURL", at: "")
+            else { throw APIError.badRequest("webcourierURL or websocketURL is missing") }
+            return CourierURLs(poll: poll, websocket: ws)
+        }
+        client.couriers.set(courierKey, urls)
+        return urls
+    }
+
+    /// The caller's notifications as the server pushes them, over the courier's websocket (one text message per
+    /// notification, `{"gap": true}` when the log could not cover `position`). The stream ends with an error when
+    /// the connection breaks; start a new one from the last notification's ID to resume. Over a transport other
+    /// than libcurl (a test's) it long-polls instead.
+    public func notificationEvents(after position: NotificationID?) -> AsyncThrowingStream<NotificationEvent, any Error> {
+        guard client.transport is CurlTransport else { return longPolledNotificationEvents(after: position) }
+        let database = DatabaseID(
+            container: container.identifier, environment: container.environment, scope: scope, owner: defaultOwnerName)
+        let caFile = client.caFile
+        return AsyncThrowingStream { continuation in
+            let stop = StopFlag()
+            let task = Task {
+                do {
+                    let base = try await courier().websocket
+                    let url = position.map { base + "&after=\($0)" } ?? base
+                    try await RequestThreads.shared.run { () throws -> Void in
+                        let socket: WebSocketConnection
+                        do { socket = try WebSocketConnection(url: url, caFile: caFile, timeout: 10) } catch let f as TransportFailure {
+                            throw f.cloudletError
+                        }
+                        while !stop.isSet {
+                            let message: [UInt8]?
+                            do { message = try socket.receive(timeout: 0.25) } catch let f as TransportFailure {
+                                throw f.cloudletError
+                            }
+                            guard let message else { continue }
+                            guard case .object(let o)? = try? JSONParser.parse(message) else {
+                                throw CloudletError(.internalError, "a notification message is not a JSON object")
+                            }
+                            if o["gap"]?.boolValue == true {
+                                continuation.yield(.gap)
+                            } else {
+                                do {
+                                    continuation.yield(.notification(try ClientCoding.notification(o, at: "message", database: database)))
+                                } catch let e as APIError {
+                                    throw CloudletError(.internalError, "a notification message is malformed: \(e.reason)")
+                                }
+                            }
+                        }
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in
+                stop.set()
+                task.cancel()
+            }
+        }
     }
 
     // MARK: Assets
@@ -566,6 +624,13 @@ public struct RemoteDatabase: CloudletDatabase {
     }
 }
 
+
+/// Set once, from any thread.
+final class StopFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    var isSet: Bool { flag.load(ordering: .relaxed) }
+    func set() { flag.store(true, ordering: .relaxed) }
+}
 
 extension Array {
     /// Consecutive slices of at most `size` elements.

@@ -59,6 +59,10 @@ public protocol CloudletDatabase: Sendable {
     /// The caller's notifications after `position` (nil: all the log holds), waiting up to `wait` seconds when there
     /// are none yet.
     func notifications(after position: NotificationID?, limit: Int, wait: Double) async throws -> NotificationBatch
+    /// The caller's notifications after `position` as they happen, until the stream is dropped (or the connection
+    /// fails: the stream ends with the error, and a new one from the last ID seen resumes). The default long-polls
+    /// ``notifications(after:limit:wait:)``; a server's client keeps a websocket open instead.
+    func notificationEvents(after position: NotificationID?) -> AsyncThrowingStream<NotificationEvent, any Error>
 
     // MARK: Assets
 
@@ -69,7 +73,41 @@ public protocol CloudletDatabase: Sendable {
     func downloadAsset(_ asset: AssetReference, to path: String) async throws
 }
 
+/// One event of a live notification feed (``CloudletDatabase/notificationEvents(after:)``).
+public enum NotificationEvent: Sendable {
+    case notification(RecordNotification)
+    /// The feed could not cover everything after the position asked for (the server restarted, or the client fell
+    /// too far behind): resynchronize with change tokens.
+    case gap
+}
+
 extension CloudletDatabase {
+    /// Long-polls ``notifications(after:limit:wait:)`` (30 s at a time) until the stream is dropped.
+    public func notificationEvents(after position: NotificationID?) -> AsyncThrowingStream<NotificationEvent, any Error> {
+        longPolledNotificationEvents(after: position)
+    }
+
+    /// The default ``notificationEvents(after:)``, for conformers that override it and sometimes fall back to it.
+    public func longPolledNotificationEvents(after position: NotificationID?) -> AsyncThrowingStream<NotificationEvent, any Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                var position = position
+                do {
+                    while !Task.isCancelled {
+                        let batch = try await notifications(after: position, limit: 200, wait: 30)
+                        if batch.gap { continuation.yield(.gap) }
+                        for n in batch.notifications { continuation.yield(.notification(n)) }
+                        position = batch.next
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
     /// Saves a record with a save policy (CloudKit's `savePolicy`): a new record (no change tag) is created, one
     /// with a change tag replaces the server's if the tag is current; `.changedKeys` / `.allKeys` overwrite.
     /// - Returns: the record as saved, with its new change tag.

@@ -128,11 +128,11 @@ public actor SyncEngine {
         return report
     }
 
-    /// Syncs, then waits for the server's notifications (long-polls of `pollSeconds`) and syncs again when one
-    /// arrives, until the calling task is cancelled. While the server cannot be reached it retries with backoff
-    /// (up to 30 s); local changes keep queueing meanwhile. Saves a database subscription named
-    /// `cloudlet-sync` on the server so that every change there notifies.
-    public func run(pollSeconds: Double = 30) async throws {
+    /// Syncs, then listens to the server's notifications (``CloudletDatabase/notificationEvents(after:)``: a
+    /// websocket through the client) and syncs again on each, until the calling task is cancelled. While the server
+    /// cannot be reached it retries with backoff (up to 30 s); local changes keep queueing meanwhile. Saves a
+    /// database subscription named `cloudlet-sync` on the server so that every change there notifies.
+    public func run() async throws {
         var position: NotificationID?
         var subscribed = false
         var backoff = 0.2
@@ -144,9 +144,11 @@ public actor SyncEngine {
                 }
                 if position == nil { position = try await remote.notifications(after: nil, limit: 0, wait: 0).next }
                 try await sync()
-                let batch = try await remote.notifications(after: position, limit: 200, wait: pollSeconds)
-                position = batch.next
                 backoff = 0.2
+                for try await event in remote.notificationEvents(after: position) {
+                    if case .notification(let n) = event { position = n.id }
+                    try await sync()
+                }
             } catch is CancellationError {
                 return
             } catch let e as CloudletError where e.code == .serviceUnavailable || e.code == .authenticationFailed {

@@ -125,31 +125,32 @@ public enum ClientCoding {
         guard let nextText = try o.string("next", at: ""), let next = NotificationID(nextText) else {
             throw APIError.badRequest("next is missing or not a notification ID")
         }
-        var out: [RecordNotification] = []
-        for (i, item) in (try o.array("notifications", at: "") ?? []).enumerated() {
-            let p = "notifications[\(i)]"
-            let n = try item.requireObject(at: p)
-            guard let idText = try n.string("notificationID", at: p), let id = NotificationID(idText) else {
-                throw APIError.badRequest("\(p).notificationID is missing or malformed")
-            }
-            guard let reasonText = try n.string("queryNotificationReason", at: p),
-                let reason = NotificationReason(rawValue: reasonText)
-            else { throw APIError.badRequest("\(p).queryNotificationReason is missing or unknown") }
-            guard let name = try n.string("recordName", at: p) else { throw APIError.badRequest("\(p).recordName is missing") }
-            let zone = try ZoneIDCoding.decode(n["zoneID"], at: p + ".zoneID") ?? .default
-            var db = database
-            if let s = try n.string("databaseScope", at: p), let scope = DatabaseScope(rawValue: s) { db.scope = scope }
-            var fields: [String: FieldValue] = [:]
-            for (k, v) in try n.object("fields", at: p) ?? [:] {
-                fields[k] = try FieldCoding.decode(v, at: "\(p).fields.\(k)", schemaType: nil, zone: zone, lossless: true)
-            }
-            out.append(
-                RecordNotification(
-                    id: id, partition: 0, lsn: 0, subscriptionID: try n.string("subscriptionID", at: p) ?? "", database: db,
-                    reason: reason, recordID: RecordID(recordName: name, zoneID: zone),
-                    recordType: try n.string("recordType", at: p) ?? "", fields: fields,
-                    alertBody: try n.string("alertBody", at: p)))
+        let out = try (o.array("notifications", at: "") ?? []).enumerated().map { i, item in
+            try notification(item.requireObject(at: "notifications[\(i)]"), at: "notifications[\(i)]", database: database)
         }
         return NotificationBatch(notifications: out, next: next, gap: try o.bool("gap", at: "") ?? false)
+    }
+
+    /// One notification: `{notificationID, subscriptionID, queryNotificationReason, recordName, recordType, zoneID,
+    /// databaseScope, fields, alertBody?}` (a long-poll's item, or a websocket message).
+    public static func notification(_ n: [String: JSONValue], at p: String, database: DatabaseID) throws -> RecordNotification {
+        guard let idText = try n.string("notificationID", at: p), let id = NotificationID(idText) else {
+            throw APIError.badRequest("\(p).notificationID is missing or malformed")
+        }
+        guard let reasonText = try n.string("queryNotificationReason", at: p),
+            let reason = NotificationReason(rawValue: reasonText)
+        else { throw APIError.badRequest("\(p).queryNotificationReason is missing or unknown") }
+        guard let name = try n.string("recordName", at: p) else { throw APIError.badRequest("\(p).recordName is missing") }
+        let zone = try ZoneIDCoding.decode(n["zoneID"], at: p + ".zoneID") ?? .default
+        var db = database
+        if let s = try n.string("databaseScope", at: p), let scope = DatabaseScope(rawValue: s) { db.scope = scope }
+        var fields: [String: FieldValue] = [:]
+        for (k, v) in try n.object("fields", at: p) ?? [:] {
+            fields[k] = try FieldCoding.decode(v, at: "\(p).fields.\(k)", schemaType: nil, zone: zone, lossless: true)
+        }
+        return RecordNotification(
+            id: id, partition: 0, lsn: 0, subscriptionID: try n.string("subscriptionID", at: p) ?? "", database: db,
+            reason: reason, recordID: RecordID(recordName: name, zoneID: zone), recordType: try n.string("recordType", at: p) ?? "",
+            fields: fields, alertBody: try n.string("alertBody", at: p))
     }
 }

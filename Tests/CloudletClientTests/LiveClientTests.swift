@@ -66,6 +66,51 @@ import Testing
         }
     }
 
+    /// The first notification event of `db`'s live feed after `start`, or nil within `seconds`.
+    static func firstEvent(_ db: RemoteDatabase, after start: NotificationID, whileDoing work: () async throws -> Void)
+        async throws -> NotificationEvent?
+    {
+        let events = db.notificationEvents(after: start)
+        try await work()
+        return try await withThrowingTaskGroup(of: NotificationEvent?.self) { group in
+            group.addTask {
+                for try await e in events { return e }
+                return nil
+            }
+            group.addTask {
+                try await Task.sleep(nanoseconds: 15_000_000_000)
+                return nil
+            }
+            let first = try await group.next()!
+            group.cancelAll()
+            return first
+        }
+    }
+
+    @Test func notificationsArePushedOverTheWebsocketAsTheyHappen() async throws {
+        try await withFixture { f in
+            let db = f.remote()
+            _ = try await db.saveSubscription(
+                Subscription(id: "all-notes", kind: .query(recordType: "Note", predicate: .all, zoneID: nil), desiredKeys: ["t"]))
+            let start = try await db.notifications(wait: 0).next
+            let event = try await Self.firstEvent(db, after: start) {
+                _ = try await f.embedded().save(Record(recordType: "Note", recordName: "pushed", fields: ["t": .string("x")]))
+            }
+            guard case .notification(let n)? = event else {
+                Issue.record("no notification over the websocket: \(String(describing: event))")
+                return
+            }
+            #expect(n.recordID.recordName == "pushed" && n.subscriptionID == "all-notes" && n.reason == .recordCreated)
+            #expect(n.fields["t"] == .string("x"))
+            // Resuming after it: nothing more is waiting, and the next one arrives.
+            let next = try await Self.firstEvent(db, after: n.id) {
+                _ = try await f.embedded().save(Record(recordType: "Note", recordName: "second"))
+            }
+            guard case .notification(let m)? = next else { Issue.record("no second notification: \(String(describing: next))"); return }
+            #expect(m.recordID.recordName == "second")
+        }
+    }
+
     @Test func cancellingTheCallingTaskCancelsALongPoll() async throws {
         try await withFixture { f in
             let db = f.remote()
@@ -128,8 +173,17 @@ import Testing
         }) { f in
             #expect(f.server.url.hasPrefix("https://"))
             let trusted = f.client(configuration: .init(caFile: cert)).container(ClientFixture.container).privateDatabase
-            let saved = try await trusted.save(Record(recordType: "Note", recordName: "over-tls"))
-            #expect(saved.changeTag != nil)
+            let start = try await trusted.notifications(wait: 0).next
+            _ = try await trusted.saveSubscription(Subscription(id: "tls", kind: .query(recordType: "Note", predicate: .all, zoneID: nil)))
+            var saved: Record?
+            let event = try await Self.firstEvent(trusted, after: start) {
+                saved = try await trusted.save(Record(recordType: "Note", recordName: "over-tls"))
+            }
+            #expect(saved?.changeTag != nil)
+            // The notification websocket goes over TLS too (wss://, the same CA).
+            if case .notification(let n)? = event { #expect(n.recordID.recordName == "over-tls") } else {
+                Issue.record("no notification over wss: \(String(describing: event))")
+            }
             let untrusted = f.client(configuration: .init(retry: .never)).container(ClientFixture.container).privateDatabase
             do {
                 _ = try await untrusted.zones()

@@ -245,7 +245,7 @@ func contents(_ db: some CloudletDatabase, zone: ZoneID, type: String = "Note") 
         let a = try await Device.open("a", server: server)
         let b = try await Device.open("b", server: server)
         defer { Task { await a.close(); await b.close(); await server.shutdown() } }
-        let loop = Task { try await a.engine.run(pollSeconds: 2) }
+        let loop = Task { try await a.engine.run() }
         try await b.engine.save(Record(recordType: "Note", recordName: "pushed", zoneID: Self.zone))
         try await b.engine.sync()
         var arrived = false
