@@ -27,7 +27,12 @@ package struct BatchPlanner {
     let schema: SchemaCatalog
     /// The catalog version `schema` is from.
     let catalogVersion: UInt64
-    let user: String
+    /// Who the batch is for: stamped into `created` / `modified` and, in the public database, checked against
+    /// the security roles (``SecurityCatalog``).
+    let access: AccessContext
+    var user: String { access.stampName }
+    /// The roles and grants in force (checked in the public database only).
+    let security: SecurityCatalog
     let deviceID: String
     let now: Int64
     /// Reads the current version of a record (prefetched outside the lock, cached, or from the log). Only operations
@@ -47,7 +52,7 @@ package struct BatchPlanner {
     private var schemaAdditions: [Mutation] = []
 
     init(
-        state: PartitionState, lsn: UInt64, zone: ZoneKey, catalog: CatalogState, user: String, deviceID: String,
+        state: PartitionState, lsn: UInt64, zone: ZoneKey, catalog: CatalogState, access: AccessContext, deviceID: String,
         now: Int64, lookups: PlannedLookups, assetRule: AssetRule? = nil,
         read: @escaping (String, RecordEntry) throws -> Record
     ) {
@@ -56,7 +61,8 @@ package struct BatchPlanner {
         self.zone = zone
         self.schema = catalog.schema
         self.catalogVersion = catalog.version
-        self.user = user
+        self.access = access
+        self.security = catalog.security
         self.deviceID = deviceID
         self.now = now
         self.read = read
@@ -109,6 +115,7 @@ package struct BatchPlanner {
     private mutating func apply(_ op: RecordOperation) throws -> RecordResult {
         let name = op.recordID.recordName
         try Names.validateRecordName(name)
+        try checkPermission(op)
         switch op {
         case .create(let r):
             if try version(name) != nil {
@@ -139,6 +146,32 @@ package struct BatchPlanner {
             try delete(id.recordName, type: existing.type)
             return .deleted(id)
         }
+    }
+
+    /// In the public database, throws `permissionFailure` unless the caller's roles allow `op`: CREATE for a new
+    /// record, WRITE (given who created it) to change or delete one. Checked before anything else about the record,
+    /// so that a denied caller learns nothing more (no change-tag conflict, no server record).
+    private func checkPermission(_ op: RecordOperation) throws {
+        guard zone.ownerDatabase.scope == .public, !SecurityCatalog.isDeveloper(access) else { return }
+        let name = op.recordID.recordName
+        let (needed, type, creator): (RecordPermissions, String, String?)
+        if case .create(let r) = op {
+            (needed, type, creator) = (.create, r.recordType, nil)
+        } else if let previous = try previous(name) {
+            (needed, type, creator) = (.write, previous.type, previous.created?.userRecordName)
+        } else if case .forceUpdate(let r) = op {
+            (needed, type, creator) = (.create, r.recordType, nil)  // force-saving a record that does not exist
+        } else if case .forceReplace(let r) = op {
+            (needed, type, creator) = (.create, r.recordType, nil)
+        } else {
+            return  // changing or deleting a record that does not exist: unknownItem
+        }
+        guard !security.permissions(SchemaKey(zone: zone), recordType: type, for: access, creator: creator).contains(needed) else {
+            return
+        }
+        let verb = needed == .create ? "create records" : "change or delete record '\(name)'"
+        throw CloudletError(
+            .permissionFailure, "\(access) may not \(verb) of type '\(type)' in the public database (no role grants it \(needed))")
     }
 
     /// What planning `op` needs of the record's current version, if it has one: what the caller may prefetch
