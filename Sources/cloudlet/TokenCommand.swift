@@ -9,17 +9,22 @@ enum TokenCommand {
         USAGE: cloudlet token <subcommand> [options]
 
         SUBCOMMANDS:
-          add    Create an API token for a container.
+          add    Create an API token for a container, or an admin credential (--admin).
 
         Run `cloudlet token add --help` for its options.
         """
 
     static let addHelp = """
         USAGE: cloudlet token add --container ID [--data DIR]
+               cloudlet token add --admin [--data DIR]
 
         Creates an API token granting access to container ID (e.g. iCloud.com.example.app) in the store at DIR
         (default \(StoreAccess.defaultDirectory)) and prints it alone on the last line. Clients send it as the
         ckAPIToken query parameter. Only its SHA-256 is stored: save it now, it cannot be shown again.
+
+        With --admin, creates an admin credential instead: the one thing the /cloudlet/admin/* routes (schema
+        import, export, deploy, reset, query explain, roles) and /cloudlet/metrics accept, for every container of
+        the server. Send it as `Authorization: Bearer TOKEN`.
 
         The store must not be in use: stop `cloudlet serve` first.
         """
@@ -29,8 +34,17 @@ enum TokenCommand {
         switch sub {
         case "--help", "-h", "help": say(help)
         case "add":
-            let o = try CommandLineOptions(Array(args.dropFirst()), valued: ["--data", "--container"], positional: true, help: addHelp)
+            let o = try CommandLineOptions(
+                Array(args.dropFirst()), valued: ["--data", "--container"], flags: ["--admin"], positional: true, help: addHelp)
             guard o.positional.isEmpty else { throw UsageError(message: "unexpected argument '\(o.positional[0])'") }
+            if o.has("--admin") {
+                guard o["--container"] == nil else { throw UsageError(message: "--admin takes no --container: it is for every container") }
+                let dir = o["--data"] ?? StoreAccess.defaultDirectory
+                let secret = try await StoreAccess.with(dir) { store in try await Credentials(store: store).createAdminToken() }
+                say("created an admin credential in \(dir) (only its SHA-256 is stored; save it now):")
+                say(secret)
+                return
+            }
             let container = try o.required("--container", "ID")
             let dir = o["--data"] ?? StoreAccess.defaultDirectory
             let secret = try await StoreAccess.with(dir) { store in

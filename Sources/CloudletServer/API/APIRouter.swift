@@ -49,6 +49,10 @@ final class APIRouter: Sendable {
         switch request.path {
         case "/cloudlet/health": return (.health, health())
         case "/cloudlet/metrics":
+            // Admin-only: per-route counts and store sizes are not for the world (docs/access-control.md).
+            do { try authenticator.authenticateAdmin(request, for: "/cloudlet/metrics") } catch let e as APIError {
+                return (.metrics, e.response)
+            } catch { return (.metrics, APIError("INTERNAL_ERROR", "\(error)").response) }
             return (.metrics, .text(metrics.render(store: store.statistics), contentType: "text/plain; version=0.0.4"))
         case "/cloudlet/signin": return (.signIn, signIn(request))
         case "/cloudlet/notifications/poll": return (.notificationsPoll, courier.poll(request))

@@ -11,6 +11,13 @@ struct DatabasePath: Sendable {
     /// What follows the database segment, e.g. `records/modify`.
     var operation: String
 
+    init(container: String, environment: Environment, scope: DatabaseScope, operation: String) {
+        self.container = container
+        self.environment = environment
+        self.scope = scope
+        self.operation = operation
+    }
+
     /// Parses a path that starts with ``prefix``. - Throws: `BAD_REQUEST` naming the segment that is wrong (the
     /// container's syntax is the engine's to check).
     init(_ path: String) throws {

@@ -32,6 +32,9 @@ enum Route: String, CaseIterable, Sendable {
     case adminSchemaDeploy = "cloudlet/admin/schema/deploy"
     case adminSchemaReset = "cloudlet/admin/schema/reset"
     case adminQueryExplain = "cloudlet/admin/query/explain"
+    case adminRolesList = "cloudlet/admin/roles/list"
+    case adminRolesAddMember = "cloudlet/admin/roles/add-member"
+    case adminRolesRemoveMember = "cloudlet/admin/roles/remove-member"
     /// Anything else (unknown paths and operations).
     case unmatched
 
@@ -53,7 +56,7 @@ enum Route: String, CaseIterable, Sendable {
     var methods: [String] {
         switch self {
         case .zonesList, .usersCaller, .usersCurrent, .health, .metrics, .signIn, .subscriptionsList, .notificationsPoll,
-            .adminSchemaExport:
+            .adminSchemaExport, .adminRolesList:
             ["GET", "POST"]
         default: ["POST"]
         }

@@ -3,6 +3,13 @@ import CloudletWire
 import Cloudlet
 import Synchronization
 
+extension String {
+    /// Without leading and trailing spaces.
+    var trimmingSpaces: String {
+        String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
+    }
+}
+
 /// Checks a request's credentials the way CloudKit Web Services does:
 ///
 /// - `ckAPIToken` (query parameter) is required and grants one container. Missing or unknown:
@@ -42,6 +49,7 @@ final class Authenticator: Sendable {
         var containers: [Digest: String] = [:]  // API token → container
         var users: [Digest: Credentials.User] = [:]  // web auth token → user
         var knownContainers: Set<String> = []
+        var admins: Set<Digest> = []
     }
 
     init(credentials: Credentials) { self.credentials = credentials }
@@ -82,6 +90,29 @@ final class Authenticator: Sendable {
             cache.withLock { $0.users[webKey] = u }
         }
         return Principal(container: container, user: user)
+    }
+
+    /// Checks the admin credential of a request to an admin route or the metrics: `Authorization: Bearer <token>`
+    /// or the `ckAdminToken` query parameter. - Throws: `ACCESS_DENIED` (403) without one — an API token or a web
+    /// auth token is no admin credential; `AUTHENTICATION_FAILED` (401) for a token that is not an admin token.
+    func authenticateAdmin(_ request: HTTPRequest, for what: String) throws {
+        let bearer = request.authorization.flatMap { h -> String? in
+            let parts = h.split(separator: " ", maxSplits: 1)
+            return parts.count == 2 && parts[0].lowercased() == "bearer" ? String(parts[1]).trimmingSpaces : nil
+        }
+        guard let token = bearer ?? request.queryParameter("ckAdminToken"), !token.isEmpty else {
+            throw APIError(
+                "ACCESS_DENIED",
+                "\(what) needs an admin credential (Authorization: Bearer <token>, from `cloudlet token add --admin`); "
+                    + "API tokens and web auth tokens are not admin credentials")
+        }
+        let key = Digest(token)
+        if cache.withLock({ $0.admins.contains(key) }) { return }
+        let credentials = credentials
+        guard try ThreadBridge.wait({ try await credentials.isAdminToken(token) }) else {
+            throw APIError("AUTHENTICATION_FAILED", "the admin token is not valid")
+        }
+        cache.withLock { _ = $0.admins.insert(key) }
     }
 
     private func isKnown(_ container: String) throws -> Bool {

@@ -13,6 +13,7 @@ import Foundation
 /// | `api.<sha256 hex>` | `APIToken` | `container` |
 /// | `user.<name>` | `User` | `name`, `userRecordName` |
 /// | `web.<sha256 hex>` | `WebAuthToken` | `userName`, `userRecordName` |
+/// | `admin.<sha256 hex>` | `AdminToken` | — (an admin credential: every `/cloudlet/admin/*` route and metrics) |
 /// | `bootstrap` | `Bootstrap` | — (set once users or tokens were created; `cloudlet serve` then creates none) |
 public struct Credentials: Sendable {
     public let store: CloudletStore
@@ -108,7 +109,7 @@ public struct Credentials: Sendable {
 
     /// The record that says credentials exist: `forceUpdate`d by every creation, `create`d (`exclusive`) by the
     /// bootstrap.
-    private func marker(exclusive: Bool = false) -> RecordOperation {
+    func marker(exclusive: Bool = false) -> RecordOperation {
         let r = Record(recordType: "Bootstrap", recordName: "bootstrap", zoneID: Self.zone)
         return exclusive ? .create(r) : .forceUpdate(r)
     }
@@ -124,7 +125,7 @@ public struct Credentials: Sendable {
     }
 
     /// Commits `ops` atomically (zone `Auth` is a custom zone); throws the first real failure.
-    private func commit(_ ops: [RecordOperation]) async throws {
+    func commit(_ ops: [RecordOperation]) async throws {
         try await ensureZone()
         let results = try await db.modify(ops, atomic: true)
         if let failure = results.compactMap(\.error).first(where: { $0.code != .batchRequestFailed }) {
@@ -175,7 +176,7 @@ public struct Credentials: Sendable {
     }
 
     /// The record `name` of zone `Auth`, or nil when it (or the zone) does not exist.
-    private func lookup(_ name: String) async throws -> Record? {
+    func lookup(_ name: String) async throws -> Record? {
         do {
             return try await db.record(for: RecordID(recordName: name, zoneID: Self.zone))
         } catch let e as CloudletError where e.code == .unknownItem || e.code == .zoneNotFound {
