@@ -90,7 +90,18 @@ final class APIRouter: Sendable {
             let principal = try authenticator.authenticate(request, container: path.container)
             let needsUser = path.scope != .public || op.isWrite || op == .usersCaller || op == .usersCurrent
                 || op == .tokensCreate || op == .subscriptionsList || op == .subscriptionsLookup
-            if needsUser && principal.user == nil {
+            if principal.keyID != nil {
+                // A server-to-server key is the developer on the public database, and no user.
+                guard path.scope == .public else {
+                    throw APIError("ACCESS_DENIED", "server-to-server keys act on the public database only, not the \(path.scope.rawValue) database")
+                }
+                let userOnly: Set<Route> = [
+                    .usersCaller, .usersCurrent, .tokensCreate, .subscriptionsList, .subscriptionsLookup, .subscriptionsModify,
+                ]
+                guard !userOnly.contains(op) else {
+                    throw APIError("ACCESS_DENIED", "\(op.rawValue) belongs to a signed-in user, not a server-to-server key")
+                }
+            } else if needsUser && principal.user == nil {
                 let what = path.scope != .public ? "the \(path.scope.rawValue) database" : op.isWrite ? "writing to the public database" : op.rawValue
                 throw APIError(
                     "AUTHENTICATION_REQUIRED", "\(what) needs a signed-in user: add the ckWebAuthToken query parameter",

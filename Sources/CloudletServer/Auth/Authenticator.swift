@@ -1,7 +1,9 @@
 import CloudletConcurrency
 import CloudletWire
 import Cloudlet
+import Foundation
 import Synchronization
+import CloudletCore
 
 extension String {
     /// Without leading and trailing spaces.
@@ -12,9 +14,10 @@ extension String {
 
 /// Checks a request's credentials the way CloudKit Web Services does:
 ///
-/// - `ckAPIToken` (query parameter) is required and grants one container. Missing or unknown:
-///   `AUTHENTICATION_FAILED` (401). Server-to-server keys (`X-Apple-CloudKit-Request-KeyID`) are not supported and
-///   get the same error saying so.
+/// - A request with `X-Apple-CloudKit-Request-KeyID` is signed with a server-to-server key
+///   (``authenticateServerKey(_:container:)``) and needs no token.
+/// - Otherwise `ckAPIToken` (query parameter) is required and grants one container. Missing or unknown:
+///   `AUTHENTICATION_FAILED` (401).
 /// - A container no API token was ever created for is unknown to the server: `BAD_REQUEST` (400). A valid token
 ///   for another, known container: `ACCESS_DENIED` (403).
 /// - `ckWebAuthToken` (optional) names a user; unknown: `AUTHENTICATION_FAILED` (401). Whether a user is needed
@@ -55,13 +58,8 @@ final class Authenticator: Sendable {
     init(credentials: Credentials) { self.credentials = credentials }
 
     func authenticate(_ request: HTTPRequest, container: String) throws -> Principal {
+        if request.serverKeyID != nil { return try authenticateServerKey(request, container: container) }
         guard let apiToken = request.queryParameter("ckAPIToken"), !apiToken.isEmpty else {
-            if request.serverKeyID != nil {
-                throw APIError(
-                    "AUTHENTICATION_FAILED",
-                    "server-to-server keys (X-Apple-CloudKit-Request-KeyID) are not supported by this server; use the "
-                        + "ckAPIToken query parameter")
-            }
             throw APIError("AUTHENTICATION_FAILED", "the ckAPIToken query parameter is missing")
         }
         let webToken = request.queryParameter("ckWebAuthToken").flatMap { $0.isEmpty ? nil : $0 }
@@ -90,6 +88,54 @@ final class Authenticator: Sendable {
             cache.withLock { $0.users[webKey] = u }
         }
         return Principal(container: container, user: user)
+    }
+
+    /// How far a signed request's date may be from the server's clock.
+    static let signatureWindow: Double = 600
+
+    /// Checks a request signed with a server-to-server key, the way CloudKit does: `X-Apple-CloudKit-Request-KeyID`
+    /// names a key of `container` that is not revoked, `X-Apple-CloudKit-Request-ISO8601Date` is within ±10 minutes
+    /// of now, and `X-Apple-CloudKit-Request-SignatureV1` is the key's base64 ECDSA-SHA256 signature of
+    /// `date:base64(sha256(body)):subpath`, the subpath being the URL path from `/database/` — with or without the
+    /// query string (clients differ). Every failure is `AUTHENTICATION_FAILED` (401) saying which check failed.
+    func authenticateServerKey(_ request: HTTPRequest, container: String, now: Date = Date()) throws -> Principal {
+        func fail(_ why: String) -> APIError { APIError("AUTHENTICATION_FAILED", "server-to-server request: \(why)") }
+        guard let keyID = request.serverKeyID, let dateText = request.serverKeyDate,
+            let signatureText = request.serverKeySignature
+        else {
+            throw fail(
+                "X-Apple-CloudKit-Request-KeyID, X-Apple-CloudKit-Request-ISO8601Date and X-Apple-CloudKit-Request-SignatureV1 "
+                    + "are all needed")
+        }
+        guard let date = Self.parseISO8601(dateText) else {
+            throw fail("X-Apple-CloudKit-Request-ISO8601Date '\(dateText)' is not an ISO 8601 date (2026-01-02T03:04:05Z)")
+        }
+        guard abs(date.timeIntervalSince(now)) <= Self.signatureWindow else {
+            throw fail("the request date \(dateText) is more than 10 minutes from the server's clock")
+        }
+        guard let signature = Base64.decode(signatureText), !signature.isEmpty else {
+            throw fail("X-Apple-CloudKit-Request-SignatureV1 is not base64")
+        }
+        let credentials = credentials
+        guard let (keyContainer, key) = try ThreadBridge.wait({ try await credentials.activeServerKey(keyID) }) else {
+            throw fail("key '\(keyID)' is unknown or revoked")
+        }
+        guard keyContainer == container else { throw fail("key '\(keyID)' is not a key of container '\(container)'") }
+        let bodyHash = Base64.encode(Secrets.sha256(request.body))
+        var subpaths = [request.path]
+        if !request.query.isEmpty { subpaths.append(request.path + "?" + request.query) }
+        let signed = subpaths.contains { key.verify(signature: signature, of: Array("\(dateText):\(bodyHash):\($0)".utf8)) }
+        guard signed else { throw fail("the signature does not match (signed: date:base64(sha256(body)):subpath)") }
+        return Principal(container: container, user: nil, keyID: keyID)
+    }
+
+    /// `2026-01-02T03:04:05Z`, with or without fractional seconds, any offset.
+    static func parseISO8601(_ s: String) -> Date? {
+        let plain = ISO8601DateFormatter()
+        if let d = plain.date(from: s) { return d }
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return fractional.date(from: s)
     }
 
     /// Checks the admin credential of a request to an admin route or the metrics: `Authorization: Bearer <token>`

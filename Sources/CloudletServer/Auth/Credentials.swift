@@ -13,6 +13,7 @@ import Foundation
 /// | `api.<sha256 hex>` | `APIToken` | `container` |
 /// | `user.<name>` | `User` | `name`, `userRecordName` |
 /// | `web.<sha256 hex>` | `WebAuthToken` | `userName`, `userRecordName` |
+/// | `key.<key ID>` | `ServerKey` | `container`, `publicKey` (PEM), `revoked` — a server-to-server key |
 /// | `admin.<sha256 hex>` | `AdminToken` | — (an admin credential: every `/cloudlet/admin/*` route and metrics) |
 /// | `bootstrap` | `Bootstrap` | — (set once users or tokens were created; `cloudlet serve` then creates none) |
 public struct Credentials: Sendable {
