@@ -52,6 +52,8 @@ import Testing
         case member
         /// The admin credential alone.
         case admin
+        /// A server-to-server key of the container (requests signed with the `openssl` command line).
+        case serverKey
         var description: String { rawValue }
     }
 
@@ -73,55 +75,57 @@ import Testing
     /// AUTHENTICATION_REQUIRED, `403` ACCESS_DENIED for the request; `r403` ACCESS_DENIED, `rZ` ZONE_NOT_FOUND for
     /// the record or zone in a 200 response; `Z` ZONE_NOT_FOUND for the request.
     static let expected: [Place: [Operation: [String]]] = [
-        //                          none   apiToken  alice  bob      member  admin
+        //                          none   apiToken  alice  bob      member  admin  serverKey
         .public: [
-            .lookup: [             "401", "r403",   "ok",  "r403",  "ok",   "401"],
-            .query: [              "401", "hidden", "ok",  "hidden", "ok",  "401"],
-            .create: [             "401", "421",    "ok",  "ok",    "ok",   "401"],
-            .update: [             "401", "421",    "ok",  "r403",  "ok",   "401"],
-            .delete: [             "401", "421",    "ok",  "r403",  "ok",   "401"],
-            .zones: [              "401", "ok",     "ok",  "ok",    "ok",   "401"],
-            .changes: [            "401", "hidden", "ok",  "hidden", "ok",  "401"],
-            .subscriptions: [      "401", "421",    "ok",  "ok",    "ok",   "401"],
-            .notifications: [      "401", "421",    "ok",  "ok",    "ok",   "401"],
-            .admin: [              "403", "403",    "403", "403",   "403",  "ok"],
+            .lookup: [             "401", "r403",   "ok",  "r403",  "ok",   "401", "ok"],
+            .query: [              "401", "hidden", "ok",  "hidden", "ok",  "401", "ok"],
+            .create: [             "401", "421",    "ok",  "ok",    "ok",   "401", "ok"],
+            .update: [             "401", "421",    "ok",  "r403",  "ok",   "401", "ok"],
+            .delete: [             "401", "421",    "ok",  "r403",  "ok",   "401", "ok"],
+            .zones: [              "401", "ok",     "ok",  "ok",    "ok",   "401", "ok"],
+            .changes: [            "401", "hidden", "ok",  "hidden", "ok",  "401", "ok"],
+            .subscriptions: [      "401", "421",    "ok",  "ok",    "ok",   "401", "403"],
+            .notifications: [      "401", "421",    "ok",  "ok",    "ok",   "401", "403"],
+            .admin: [              "403", "403",    "403", "403",   "403",  "ok", "403"],
         ],
         .alicePrivate: [
-            .lookup: [             "401", "421",    "ok",  "rZ",    "rZ",   "401"],
-            .query: [              "401", "421",    "ok",  "Z",     "Z",    "401"],
-            .create: [             "401", "421",    "ok",  "rZ",    "rZ",   "401"],
-            .update: [             "401", "421",    "ok",  "rZ",    "rZ",   "401"],
-            .delete: [             "401", "421",    "ok",  "rZ",    "rZ",   "401"],
-            .zones: [              "401", "421",    "ok",  "rZ",    "rZ",   "401"],
-            .changes: [            "401", "421",    "ok",  "rZ",    "rZ",   "401"],
-            .subscriptions: [      "401", "421",    "ok",  "ok",    "ok",   "401"],
-            .notifications: [      "401", "421",    "ok",  "ok",    "ok",   "401"],
-            .admin: [              "403", "403",    "403", "403",   "403",  "ok"],
+            .lookup: [             "401", "421",    "ok",  "rZ",    "rZ",   "401", "403"],
+            .query: [              "401", "421",    "ok",  "Z",     "Z",    "401", "403"],
+            .create: [             "401", "421",    "ok",  "rZ",    "rZ",   "401", "403"],
+            .update: [             "401", "421",    "ok",  "rZ",    "rZ",   "401", "403"],
+            .delete: [             "401", "421",    "ok",  "rZ",    "rZ",   "401", "403"],
+            .zones: [              "401", "421",    "ok",  "rZ",    "rZ",   "401", "403"],
+            .changes: [            "401", "421",    "ok",  "rZ",    "rZ",   "401", "403"],
+            .subscriptions: [      "401", "421",    "ok",  "ok",    "ok",   "401", "403"],
+            .notifications: [      "401", "421",    "ok",  "ok",    "ok",   "401", "403"],
+            .admin: [              "403", "403",    "403", "403",   "403",  "ok", "403"],
         ],
         .shared: [
-            .lookup: [             "401", "421",    "rZ",  "rZ",    "rZ",   "401"],
-            .query: [              "401", "421",    "Z",   "Z",     "Z",    "401"],
-            .create: [             "401", "421",    "rZ",  "rZ",    "rZ",   "401"],
-            .update: [             "401", "421",    "rZ",  "rZ",    "rZ",   "401"],
-            .delete: [             "401", "421",    "rZ",  "rZ",    "rZ",   "401"],
-            .zones: [              "401", "421",    "rZ",  "rZ",    "rZ",   "401"],
-            .changes: [            "401", "421",    "rZ",  "rZ",    "rZ",   "401"],
-            .subscriptions: [      "401", "421",    "ok",  "ok",    "ok",   "401"],
-            .notifications: [      "401", "421",    "ok",  "ok",    "ok",   "401"],
+            .lookup: [             "401", "421",    "rZ",  "rZ",    "rZ",   "401", "403"],
+            .query: [              "401", "421",    "Z",   "Z",     "Z",    "401", "403"],
+            .create: [             "401", "421",    "rZ",  "rZ",    "rZ",   "401", "403"],
+            .update: [             "401", "421",    "rZ",  "rZ",    "rZ",   "401", "403"],
+            .delete: [             "401", "421",    "rZ",  "rZ",    "rZ",   "401", "403"],
+            .zones: [              "401", "421",    "rZ",  "rZ",    "rZ",   "401", "403"],
+            .changes: [            "401", "421",    "rZ",  "rZ",    "rZ",   "401", "403"],
+            .subscriptions: [      "401", "421",    "ok",  "ok",    "ok",   "401", "403"],
+            .notifications: [      "401", "421",    "ok",  "ok",    "ok",   "401", "403"],
             // The admin reaches the route; alice has no zone in her shared database.
-            .admin: [              "403", "403",    "403", "403",   "403",  "Z"],
+            .admin: [              "403", "403",    "403", "403",   "403",  "Z", "403"],
         ],
     ]
 
     @Test func everyCallerGetsExactlyWhatTheTableSaysInEveryDatabase() async throws {
         let s = try live
         let carol = try await Self.setUp(s)
+        let dir = TempDir("isolation")
+        let key = try await ServerKeyTests.addKey(s, dir, "isolation")
         var mismatches: [String] = []
         for place in Place.allCases {
             for op in Operation.allCases {
                 let row = try #require(Self.expected[place]?[op], "no row for \(place) \(op)")
                 for (caller, want) in zip(Caller.allCases, row) {
-                    let got = try await outcome(s, caller, place, op, memberToken: carol.token)
+                    let got = try await outcome(s, caller, place, op, memberToken: carol.token, key: key, dir: dir)
                     if got != want { mismatches.append("\(place) \(op) as \(caller): expected \(want), got \(got)") }
                 }
             }
@@ -131,7 +135,10 @@ import Testing
 
     /// Runs one cell: alice first makes the record the operation aims at (a fresh one, so that cells do not disturb
     /// each other), then the caller does the operation.
-    func outcome(_ s: LiveServer, _ caller: Caller, _ place: Place, _ op: Operation, memberToken: String) async throws -> String {
+    func outcome(
+        _ s: LiveServer, _ caller: Caller, _ place: Place, _ op: Operation, memberToken: String, key: ServerKeyTests.Key,
+        dir: TempDir
+    ) async throws -> String {
         let db = place == .public ? "public" : place == .alicePrivate ? "private" : "shared"
         let type = place == .public ? "Secret" : "Note"
         let zone = place == .public ? #"{"zoneName":"_defaultZone"}"#
@@ -146,7 +153,7 @@ import Testing
         let base: String
         var headers: [String: String] = [:]
         switch caller {
-        case .none: base = "\(s.server.url)/database/1/\(LiveServer.container)/development/\(db)/"
+        case .none, .serverKey: base = "\(s.server.url)/database/1/\(LiveServer.container)/development/\(db)/"
         case .admin:
             base = "\(s.server.url)/database/1/\(LiveServer.container)/development/\(db)/"
             headers = HTTP.bearer(s.adminToken)
@@ -154,42 +161,46 @@ import Testing
         }
         func url(_ operation: String) -> String {
             switch caller {
-            case .none, .admin: base + operation
+            case .none, .admin, .serverKey: base + operation
             case .apiToken: s.url(operation, db: db, as: nil)
             case .alice: s.url(operation, db: db, as: "alice")
             case .bob: s.url(operation, db: db, as: "bob")
             case .member: s.url(operation, db: db, as: memberToken)
             }
         }
+        func send(_ method: String, _ operation: String, _ body: String) async throws -> Reply {
+            if caller == .serverKey {
+                return try await ServerKeyTests.signed(s, key, dir, operation, body: body, db: db, method: method)
+            }
+            return try await HTTP.send(method, url(operation), body: method == "GET" ? nil : Array(body.utf8), headers: headers)
+        }
         let reply: Reply
         switch op {
         case .lookup:
-            reply = try await HTTP.send("POST", url("records/lookup"), body: Array(#"{"records":[{"recordName":"\#(target)","zoneID":\#(zone)}]}"#.utf8), headers: headers)
+            reply = try await send("POST", "records/lookup", #"{"records":[{"recordName":"\#(target)","zoneID":\#(zone)}]}"#)
         case .query:
-            reply = try await HTTP.send("POST", url("records/query"), body: Array(#"{"zoneID":\#(zone),"query":{"recordType":"\#(type)"}}"#.utf8), headers: headers)
+            reply = try await send("POST", "records/query", #"{"zoneID":\#(zone),"query":{"recordType":"\#(type)"}}"#)
         case .create, .update, .delete:
             let name = op == .create ? unique("c") : target
             let kind = op == .create ? "create" : op == .update ? "forceUpdate" : "forceDelete"
             let record = op == .delete
                 ? #"{"recordName":"\#(name)","zoneID":\#(zone)}"#
                 : #"{"recordName":"\#(name)","recordType":"\#(type)","zoneID":\#(zone),"fields":{"body":{"value":"y"}}}"#
-            reply = try await HTTP.send(
-                "POST", url("records/modify"), body: Array(#"{"zoneID":\#(zone),"operations":[{"operationType":"\#(kind)","record":\#(record)}]}"#.utf8),
-                headers: headers)
+            reply = try await send("POST", "records/modify", #"{"zoneID":\#(zone),"operations":[{"operationType":"\#(kind)","record":\#(record)}]}"#)
         case .zones:
-            reply = try await HTTP.send("POST", url("zones/lookup"), body: Array(#"{"zones":[\#(zone)]}"#.utf8), headers: headers)
+            reply = try await send("POST", "zones/lookup", #"{"zones":[\#(zone)]}"#)
         case .changes:
-            reply = try await HTTP.send("POST", url("changes/zone"), body: Array(#"{"zones":[{"zoneID":\#(zone)}]}"#.utf8), headers: headers)
+            reply = try await send("POST", "changes/zone", #"{"zones":[{"zoneID":\#(zone)}]}"#)
         case .subscriptions:
-            reply = try await HTTP.send("GET", url("subscriptions/list"), headers: headers)
+            reply = try await send("GET", "subscriptions/list", "")
         case .notifications:
-            reply = try await HTTP.send("POST", url("tokens/create"), body: Array(#"{"apnsEnvironment":"development"}"#.utf8), headers: headers)
+            reply = try await send("POST", "tokens/create", #"{"apnsEnvironment":"development"}"#)
         case .admin:
             // The caller's own credentials, whatever they are, on an admin route.
             var adminURL = "\(s.server.url)/cloudlet/admin/query/explain?container=\(LiveServer.container)&database=\(db)"
             if place != .public { adminURL += "&user=alice" }
             switch caller {
-            case .none, .admin: break
+            case .none, .admin, .serverKey: break
             case .apiToken: adminURL += "&ckAPIToken=\(s.apiToken)"
             case .alice: adminURL += "&ckAPIToken=\(s.apiToken)&ckWebAuthToken=\(s.alice.token)"
             case .bob: adminURL += "&ckAPIToken=\(s.apiToken)&ckWebAuthToken=\(s.bob.token)"
@@ -198,7 +209,18 @@ import Testing
             reply = try await HTTP.send(
                 "POST", adminURL, body: Array(#"{"zoneID":\#(zone),"query":{"recordType":"\#(type)"}}"#.utf8), headers: headers)
         }
-        // Alice's record must be untouched unless she, or a caller the roles let write, changed it.
+        let result = classify(reply, op, target: target)
+        // A denied update or delete left alice's record as it was.
+        if (op == .update || op == .delete) && result != "ok" {
+            let after = try await HTTP.post(
+                s.url("records/lookup", db: place == .public ? "public" : "private"), #"{"records":[{"recordName":"\#(target)"}]}"#)
+            if after.records.first?["fields"]?["body"]?["value"]?.stringValue != "x" { return "\(result), yet the record changed" }
+        }
+        return result
+    }
+
+    /// The table's word for a reply (see ``expected``).
+    func classify(_ reply: Reply, _ op: Operation, target: String) -> String {
         if reply.status != 200 {
             let code = reply.serverErrorCode ?? "?"
             switch (reply.status, code) {
