@@ -286,4 +286,25 @@ import Testing
             headers: HTTP.bearer(s.adminToken))
         #expect(removed.status == 400 && removed.reason.contains("'Nobody'"), "\(removed)")
     }
+
+    @Test func anUnknownContainerIsAnsweredLikeAKnownOtherOne() async throws {
+        let s = try live
+        let known = try await HTTP.post(s.url("records/lookup", db: "public", as: nil, container: LiveServer.otherContainer), #"{"records":[]}"#)
+        let unknown = try await HTTP.post(s.url("records/lookup", db: "public", as: nil, container: "iCloud.com.example.nowhere"), #"{"records":[]}"#)
+        #expect(known.status == 403 && known.serverErrorCode == "ACCESS_DENIED", "\(known)")
+        #expect(unknown.status == known.status && unknown.serverErrorCode == known.serverErrorCode, "\(unknown)")
+        #expect(unknown.reason.replacingOccurrences(of: "iCloud.com.example.nowhere", with: LiveServer.otherContainer) == known.reason)
+    }
+
+    @Test func aDeleteResultNamesTheZoneOwnerAsEveryOtherResultDoes() async throws {
+        let s = try live
+        let n = unique("owner")
+        let created = try await HTTP.post(s.url("records/modify"), #"{"operations":[\#(createOp(n))]}"#)
+        let owner = created.records.first?["zoneID"]?["ownerRecordName"]?.stringValue
+        #expect(owner == s.alice.user.userRecordName, "\(created)")
+        let deleted = try await HTTP.post(
+            s.url("records/modify"), #"{"operations":[{"operationType":"forceDelete","record":{"recordName":"\#(n)"}}]}"#)
+        #expect(deleted.records.first?["deleted"]?.boolValue == true, "\(deleted)")
+        #expect(deleted.records.first?["zoneID"]?["ownerRecordName"]?.stringValue == owner, "\(deleted)")
+    }
 }

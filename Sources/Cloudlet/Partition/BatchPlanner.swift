@@ -138,13 +138,13 @@ package struct BatchPlanner {
             return .saved(try put(r, fields: r.fields, replacing: try previous(name)))
         case .delete(let id, let tag):
             try delete(id.recordName, type: try requireVersion(name, tag: tag, op: op).type)
-            return .deleted(id)
+            return .deleted(zoneOwned(id))
         case .forceDelete(let id):
             guard let existing = try version(name) else {
                 throw CloudletError(.unknownItem, "record '\(name)' does not exist in zone '\(zone.zoneName)'")
             }
             try delete(id.recordName, type: existing.type)
-            return .deleted(id)
+            return .deleted(zoneOwned(id))
         }
     }
 
@@ -173,6 +173,10 @@ package struct BatchPlanner {
         throw CloudletError(
             .permissionFailure, "\(access) may not \(verb) of type '\(type)' in the public database (no role grants it \(needed))")
     }
+
+    /// `id` in this zone as every other result names it: its owner is the database's owner (the user of a private
+    /// database), not `__defaultOwner__` as a request may have said.
+    private func zoneOwned(_ id: RecordID) -> RecordID { RecordID(recordName: id.recordName, zoneID: zone.zoneID) }
 
     /// What planning `op` needs of the record's current version, if it has one: what the caller may prefetch
     /// outside the lock (``Partition/prefetch(_:_:)``).

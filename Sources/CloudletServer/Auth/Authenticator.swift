@@ -18,8 +18,8 @@ extension String {
 ///   (``authenticateServerKey(_:container:)``) and needs no token.
 /// - Otherwise `ckAPIToken` (query parameter) is required and grants one container. Missing or unknown:
 ///   `AUTHENTICATION_FAILED` (401).
-/// - A container no API token was ever created for is unknown to the server: `BAD_REQUEST` (400). A valid token
-///   for another, known container: `ACCESS_DENIED` (403).
+/// - A valid token for another container: `ACCESS_DENIED` (403), whether the server knows that container or not
+///   (a token must not reveal which other containers exist).
 /// - `ckWebAuthToken` (optional) names a user; unknown: `AUTHENTICATION_FAILED` (401). Whether a user is needed
 ///   is decided per route by the caller.
 ///
@@ -51,7 +51,6 @@ final class Authenticator: Sendable {
     private struct Cache {
         var containers: [Digest: String] = [:]  // API token → container
         var users: [Digest: Credentials.User] = [:]  // web auth token → user
-        var knownContainers: Set<String> = []
         var admins: Set<Digest> = []
     }
 
@@ -75,10 +74,7 @@ final class Authenticator: Sendable {
             cache.withLock { $0.containers[apiKey] = g }
         }
         if granted != container {
-            guard try isKnown(container) else {
-                throw APIError.badRequest(
-                    "container '\(container)' is not known to this server (no API token was created for it)")
-            }
+            // The same answer whether the server has that container or not: a token reveals no other container.
             throw APIError("ACCESS_DENIED", "the ckAPIToken is for container '\(granted!)', not '\(container)'")
         }
         if let webToken, let webKey, user == nil {
@@ -159,13 +155,5 @@ final class Authenticator: Sendable {
             throw APIError("AUTHENTICATION_FAILED", "the admin token is not valid")
         }
         cache.withLock { _ = $0.admins.insert(key) }
-    }
-
-    private func isKnown(_ container: String) throws -> Bool {
-        if cache.withLock({ $0.knownContainers.contains(container) }) { return true }
-        let credentials = credentials
-        guard try ThreadBridge.wait({ try await credentials.isKnownContainer(container) }) else { return false }
-        cache.withLock { _ = $0.knownContainers.insert(container) }
-        return true
     }
 }
