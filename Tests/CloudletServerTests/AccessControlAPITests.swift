@@ -307,4 +307,27 @@ import Testing
         #expect(deleted.records.first?["deleted"]?.boolValue == true, "\(deleted)")
         #expect(deleted.records.first?["zoneID"]?["ownerRecordName"]?.stringValue == owner, "\(deleted)")
     }
+
+    @Test func tokensCreateAndRegisterAnswerAtApplesPathWithoutADatabaseSegment() async throws {
+        let s = try live
+        let base = "\(s.server.url)/database/1/\(LiveServer.container)/development/tokens/"
+        let auth = "?ckAPIToken=\(s.apiToken)&ckWebAuthToken=\(s.alice.token)"
+        let created = try await HTTP.post(base + "create" + auth, #"{"apnsEnvironment":"development"}"#)
+        #expect(created.status == 200 && created.json["webcourierURL"]?.stringValue != nil, "\(created)")
+        // The old path with a database segment still works.
+        #expect(try await HTTP.post(s.url("tokens/create"), #"{"apnsEnvironment":"development"}"#).status == 200)
+        // register: a token of the client's making becomes a courier token of the caller's notifications.
+        let mine = unique("device-token-") + "0123456789"
+        let registered = try await HTTP.post(base + "register" + auth, #"{"apnsToken":"\#(mine)"}"#)
+        #expect(registered.status == 200 && registered.json["apnsToken"]?.stringValue == mine, "\(registered)")
+        let poll = try await HTTP.get(try #require(registered.json["webcourierURL"]?.stringValue) + "&timeout=0")
+        #expect(poll.status == 200, "\(poll)")
+        // Another user cannot take it over; a user is needed; the token is checked.
+        let bob = try await HTTP.post(base + "register?ckAPIToken=\(s.apiToken)&ckWebAuthToken=\(s.bob.token)", #"{"apnsToken":"\#(mine)"}"#)
+        #expect(bob.status == 403 && bob.serverErrorCode == "ACCESS_DENIED", "\(bob)")
+        let anonymous = try await HTTP.post(base + "register?ckAPIToken=\(s.apiToken)", #"{"apnsToken":"\#(mine)"}"#)
+        #expect(anonymous.status == 421, "\(anonymous)")
+        let short = try await HTTP.post(base + "register" + auth, #"{"apnsToken":"abc"}"#)
+        #expect(short.status == 400 && short.reason.contains("apnsToken"), "\(short)")
+    }
 }

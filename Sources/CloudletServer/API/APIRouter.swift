@@ -89,14 +89,14 @@ final class APIRouter: Sendable {
             let container = try store.container(path.container)  // BAD_REQUEST for a malformed identifier
             let principal = try authenticator.authenticate(request, container: path.container)
             let needsUser = path.scope != .public || op.isWrite || op == .usersCaller || op == .usersCurrent
-                || op == .tokensCreate || op == .subscriptionsList || op == .subscriptionsLookup
+                || op == .tokensCreate || op == .tokensRegister || op == .subscriptionsList || op == .subscriptionsLookup
             if principal.keyID != nil {
                 // A server-to-server key is the developer on the public database, and no user.
                 guard path.scope == .public else {
                     throw APIError("ACCESS_DENIED", "server-to-server keys act on the public database only, not the \(path.scope.rawValue) database")
                 }
                 let userOnly: Set<Route> = [
-                    .usersCaller, .usersCurrent, .tokensCreate, .subscriptionsList, .subscriptionsLookup, .subscriptionsModify,
+                    .usersCaller, .usersCurrent, .tokensCreate, .tokensRegister, .subscriptionsList, .subscriptionsLookup, .subscriptionsModify,
                 ]
                 guard !userOnly.contains(op) else {
                     throw APIError("ACCESS_DENIED", "\(op.rawValue) belongs to a signed-in user, not a server-to-server key")
@@ -128,6 +128,7 @@ final class APIRouter: Sendable {
             case .subscriptionsLookup: bytes = try SubscriptionsHandler(context: context).lookup()
             case .subscriptionsModify: bytes = try SubscriptionsHandler(context: context).modify()
             case .tokensCreate: bytes = try courier.createToken(context, request: request)
+            case .tokensRegister: bytes = try courier.registerToken(context, request: request)
             case .assetsUpload: bytes = try assets.uploadURLs(context)
             default: preconditionFailure("\(op) is not a database operation")
             }

@@ -18,6 +18,8 @@ enum Route: String, CaseIterable, Sendable {
     case subscriptionsLookup = "subscriptions/lookup"
     case subscriptionsModify = "subscriptions/modify"
     case tokensCreate = "tokens/create"
+    /// Registers a push token for the caller (here: a web courier token; see ``NotificationCourier``).
+    case tokensRegister = "tokens/register"
     /// Upload URLs for asset fields.
     case assetsUpload = "assets/upload"
     /// `POST` of a file to an upload URL, `GET` of a download URL.
@@ -42,7 +44,7 @@ enum Route: String, CaseIterable, Sendable {
     static let databaseOperations: [Route] = [
         .recordsModify, .recordsLookup, .recordsQuery, .recordsCount, .zonesList, .zonesLookup, .zonesModify,
         .usersCaller, .usersCurrent, .changesZone, .changesDatabase, .recordsChanges, .zonesChanges,
-        .subscriptionsList, .subscriptionsLookup, .subscriptionsModify, .tokensCreate, .assetsUpload,
+        .subscriptionsList, .subscriptionsLookup, .subscriptionsModify, .tokensCreate, .tokensRegister, .assetsUpload,
     ]
 
     /// The operation named by the path after the database segment (`records/modify`), if we serve it.
