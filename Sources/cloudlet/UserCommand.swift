@@ -15,12 +15,15 @@ enum UserCommand {
         """
 
     static let addHelp = """
-        USAGE: cloudlet user add NAME [--data DIR]
+        USAGE: cloudlet user add NAME [--email ADDRESS] [--discoverable] [--data DIR]
 
         Creates user NAME (1–64 letters, digits, '.', '-', '_') in the store at DIR (default
         \(StoreAccess.defaultDirectory)), with a CloudKit-style userRecordName that owns their private database, and
         prints their web auth token alone on the last line. Clients send it as the ckWebAuthToken query parameter.
         Only its SHA-256 is stored: save it now, it cannot be shown again.
+
+        --email gives the user an email address; --discoverable lets other users find them by it (or by their
+        userRecordName) through users/discover and users/lookup/*. Users who are not discoverable are never found.
 
         The store must not be in use: stop `cloudlet serve` first.
         """
@@ -30,13 +33,15 @@ enum UserCommand {
         switch sub {
         case "--help", "-h", "help": say(help)
         case "add":
-            let o = try CommandLineOptions(Array(args.dropFirst()), valued: ["--data"], positional: true, help: addHelp)
+            let o = try CommandLineOptions(
+                Array(args.dropFirst()), valued: ["--data", "--email"], flags: ["--discoverable"], positional: true, help: addHelp)
             guard o.positional.count == 1 else {
                 throw UsageError(message: o.positional.isEmpty ? "user add needs a NAME" : "user add takes one NAME")
             }
             let dir = o["--data"] ?? StoreAccess.defaultDirectory
             let (user, token) = try await StoreAccess.with(dir) { store in
-                try await Credentials(store: store).createUser(name: o.positional[0])
+                try await Credentials(store: store).createUser(
+                    name: o.positional[0], email: o["--email"], discoverable: o.has("--discoverable"))
             }
             say("created user '\(user.name)' (userRecordName \(user.userRecordName)) in \(dir); web auth token "
                 + "(only its SHA-256 is stored; save it now):")

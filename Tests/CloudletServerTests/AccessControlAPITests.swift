@@ -330,4 +330,35 @@ import Testing
         let short = try await HTTP.post(base + "register" + auth, #"{"apnsToken":"abc"}"#)
         #expect(short.status == 400 && short.reason.contains("apnsToken"), "\(short)")
     }
+
+    @Test func usersDiscoverFindsOnlyUsersWhoOptedIn() async throws {
+        let s = try live
+        let credentials = Credentials(store: s.store)
+        let tag = unique("d").replacingOccurrences(of: "-", with: "")
+        let dave = try await credentials.createUser(name: "dave" + tag, email: "Dave.\(tag)@example.com", discoverable: true).user
+        let erin = try await credentials.createUser(name: "erin" + tag, email: "erin.\(tag)@example.com").user
+        func names(_ r: Reply) -> [String] { r.json["users"]?.arrayValue?.compactMap { $0["userRecordName"]?.stringValue } ?? [] }
+
+        let all = try await HTTP.get(s.url("users/discover", db: "public"))
+        #expect(all.status == 200 && names(all).contains(dave.userRecordName) && !names(all).contains(erin.userRecordName), "\(all)")
+        let byEmail = try await HTTP.post(
+            s.url("users/discover", db: "public"),
+            #"{"lookupInfos":[{"emailAddress":"DAVE.\#(tag)@EXAMPLE.COM"},{"emailAddress":"erin.\#(tag)@example.com"},{"userRecordName":"\#(erin.userRecordName)"},{"phoneNumber":"+15550100"}]}"#)
+        #expect(names(byEmail) == [dave.userRecordName], "\(byEmail)")
+        let identity = byEmail.json["users"]?.arrayValue?.first
+        #expect(identity?["lookupInfo"]?["emailAddress"]?.stringValue == "dave.\(tag)@example.com")
+        #expect(identity?["nameComponents"]?["givenName"]?.stringValue == dave.name)
+        // The older lookups, at the path with a database segment as CloudKit JS sends them.
+        let email = try await HTTP.post(s.url("users/lookup/email", db: "public"), #"{"users":[{"emailAddress":"dave.\#(tag)@example.com"}]}"#)
+        #expect(names(email) == [dave.userRecordName] && email.json["users"]?.arrayValue?.first?["firstName"]?.stringValue == dave.name, "\(email)")
+        let id = try await HTTP.post(
+            s.url("users/lookup/id", db: "public"), #"{"users":[{"userRecordName":"\#(erin.userRecordName)"},{"userRecordName":"\#(dave.userRecordName)"}]}"#)
+        #expect(names(id) == [dave.userRecordName], "\(id)")
+        let contacts = try await HTTP.post(
+            s.url("users/lookup/contacts", db: "public"), #"{"contacts":[{"emailAddresses":["nobody@example.com","dave.\#(tag)@example.com"]}]}"#)
+        #expect(names(contacts) == [dave.userRecordName], "\(contacts)")
+        // For signed-in users only.
+        let anonymous = try await HTTP.get(s.url("users/discover", db: "public", as: nil))
+        #expect(anonymous.status == 421 && anonymous.serverErrorCode == "AUTHENTICATION_REQUIRED", "\(anonymous)")
+    }
 }

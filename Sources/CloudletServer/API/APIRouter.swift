@@ -88,17 +88,15 @@ final class APIRouter: Sendable {
             }
             let container = try store.container(path.container)  // BAD_REQUEST for a malformed identifier
             let principal = try authenticator.authenticate(request, container: path.container)
-            let needsUser = path.scope != .public || op.isWrite || op == .usersCaller || op == .usersCurrent
+            let needsUser = path.scope != .public || op.isWrite || op.isAboutUsers
                 || op == .tokensCreate || op == .tokensRegister || op == .subscriptionsList || op == .subscriptionsLookup
             if principal.keyID != nil {
                 // A server-to-server key is the developer on the public database, and no user.
                 guard path.scope == .public else {
                     throw APIError("ACCESS_DENIED", "server-to-server keys act on the public database only, not the \(path.scope.rawValue) database")
                 }
-                let userOnly: Set<Route> = [
-                    .usersCaller, .usersCurrent, .tokensCreate, .tokensRegister, .subscriptionsList, .subscriptionsLookup, .subscriptionsModify,
-                ]
-                guard !userOnly.contains(op) else {
+                let userOnly: Set<Route> = [.tokensCreate, .tokensRegister, .subscriptionsList, .subscriptionsLookup, .subscriptionsModify]
+                guard !userOnly.contains(op) && !op.isAboutUsers else {
                     throw APIError("ACCESS_DENIED", "\(op.rawValue) belongs to a signed-in user, not a server-to-server key")
                 }
             } else if needsUser && principal.user == nil {
@@ -121,6 +119,8 @@ final class APIRouter: Sendable {
             case .zonesModify: bytes = try ZonesHandler(context: context).modify()
             case .usersCaller: bytes = UsersHandler(user: principal.user!).caller()
             case .usersCurrent: bytes = UsersHandler(user: principal.user!).current()
+            case .usersDiscover, .usersLookupEmail, .usersLookupID, .usersLookupContacts:
+                bytes = try UsersHandler(user: principal.user!).discover(op, body: context.body, credentials: authenticator.credentials)
             case .changesZone: bytes = try ChangesHandler(context: context).zone()
             case .recordsChanges: bytes = try ChangesHandler(context: context).records()
             case .changesDatabase, .zonesChanges: bytes = try ChangesHandler(context: context).database()

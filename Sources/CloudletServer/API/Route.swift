@@ -10,6 +10,10 @@ enum Route: String, CaseIterable, Sendable {
     case zonesModify = "zones/modify"
     case usersCaller = "users/caller"
     case usersCurrent = "users/current"
+    case usersDiscover = "users/discover"
+    case usersLookupEmail = "users/lookup/email"
+    case usersLookupID = "users/lookup/id"
+    case usersLookupContacts = "users/lookup/contacts"
     case changesZone = "changes/zone"
     case changesDatabase = "changes/database"
     case recordsChanges = "records/changes"
@@ -43,7 +47,7 @@ enum Route: String, CaseIterable, Sendable {
     /// The CloudKit operations under `/database/1/{container}/{environment}/{database}/`.
     static let databaseOperations: [Route] = [
         .recordsModify, .recordsLookup, .recordsQuery, .recordsCount, .zonesList, .zonesLookup, .zonesModify,
-        .usersCaller, .usersCurrent, .changesZone, .changesDatabase, .recordsChanges, .zonesChanges,
+        .usersCaller, .usersCurrent, .usersDiscover, .usersLookupEmail, .usersLookupID, .usersLookupContacts, .changesZone, .changesDatabase, .recordsChanges, .zonesChanges,
         .subscriptionsList, .subscriptionsLookup, .subscriptionsModify, .tokensCreate, .tokensRegister, .assetsUpload,
     ]
 
@@ -57,7 +61,7 @@ enum Route: String, CaseIterable, Sendable {
     /// (some clients send everything as POST).
     var methods: [String] {
         switch self {
-        case .zonesList, .usersCaller, .usersCurrent, .health, .metrics, .signIn, .subscriptionsList, .notificationsPoll,
+        case .zonesList, .usersCaller, .usersCurrent, .usersDiscover, .health, .metrics, .signIn, .subscriptionsList, .notificationsPoll,
             .adminSchemaExport, .adminRolesList:
             ["GET", "POST"]
         default: ["POST"]
@@ -68,6 +72,9 @@ enum Route: String, CaseIterable, Sendable {
     var isWrite: Bool {
         self == .recordsModify || self == .zonesModify || self == .subscriptionsModify || self == .assetsUpload
     }
+
+    /// `users/*`: about users, so for a signed-in user.
+    var isAboutUsers: Bool { rawValue.hasPrefix("users/") }
 
     /// Whether the request body is a JSON object the operation reads.
     var hasBody: Bool { methods == ["POST"] }

@@ -11,7 +11,7 @@ import Foundation
 /// |---|---|---|
 /// | `container.<sha256 hex of the id>` | `Container` | `identifier` — a container that has an API token |
 /// | `api.<sha256 hex>` | `APIToken` | `container` |
-/// | `user.<name>` | `User` | `name`, `userRecordName` |
+/// | `user.<name>` | `User` | `name`, `userRecordName`, `email` and `discoverable` (1: found by `users/discover`) |
 /// | `web.<sha256 hex>` | `WebAuthToken` | `userName`, `userRecordName` |
 /// | `key.<key ID>` | `ServerKey` | `container`, `publicKey` (PEM), `revoked` — a server-to-server key |
 /// | `admin.<sha256 hex>` | `AdminToken` | — (an admin credential: every `/cloudlet/admin/*` route and metrics) |
@@ -56,10 +56,23 @@ public struct Credentials: Sendable {
     /// Creates a user and a web auth token for them; returns both (the token is shown once).
     /// - Throws: ``CloudletError/Code/invalidArguments`` for a bad name, ``CloudletError/Code/recordExists`` if the
     ///   name is taken.
-    public func createUser(name: String) async throws -> (user: User, webAuthToken: String) {
+    public func createUser(name: String, email: String? = nil, discoverable: Bool = false) async throws
+        -> (user: User, webAuthToken: String)
+    {
         let user = try newUser(name)
+        if let email {
+            guard email.utf8.count <= 254, email.split(separator: "@").count == 2, !email.contains(" ") else {
+                throw CloudletError.invalid("email address '\(email)' is invalid")
+            }
+        }
         let token = try Secrets.newToken()
-        try await commit(userRecords(user, token: token) + [marker()])
+        var ops = userRecords(user, token: token)
+        if case .create(var r) = ops[0] {
+            if let email { r["email"] = .string(email.lowercased()) }
+            r["discoverable"] = .int64(discoverable ? 1 : 0)
+            ops[0] = .create(r)
+        }
+        try await commit(ops + [marker()])
         return (user, token)
     }
 
