@@ -9,7 +9,10 @@ enum TokenCommand {
         USAGE: cloudlet token <subcommand> [options]
 
         SUBCOMMANDS:
-          add    Create an API token for a container, or an admin credential (--admin).
+          add      Create an API token for a container, or an admin credential (--admin).
+          list     List API tokens and admin credentials by ID (the start of their SHA-256; never the secret):
+                   [--json] [--data DIR].
+          revoke   Revoke one: ID (at least 8 hex digits of it) [--data DIR].
 
         Run `cloudlet token add --help` for its options.
         """
@@ -52,6 +55,25 @@ enum TokenCommand {
             }
             say("created an API token for \(container) in \(dir) (only its SHA-256 is stored; save it now):")
             say(secret)
+        case "list":
+            let o = try CommandLineOptions(Array(args.dropFirst()), valued: ["--data"], flags: ["--json"], help: help)
+            let dir = o["--data"] ?? StoreAccess.defaultDirectory
+            let tokens = try await StoreAccess.with(dir) { store in try await Credentials(store: store).tokens() }
+            if o.has("--json") {
+                say("[" + tokens.map { t in
+                    #"{"kind":"\#(t.kind.rawValue)","id":"\#(t.id)","container":\#(t.container.map { "\"\($0)\"" } ?? "null")}"#
+                }.joined(separator: ",") + "]")
+            } else if tokens.isEmpty {
+                say("no tokens")
+            } else {
+                for t in tokens { say("\(t.id)  \(t.kind == .admin ? "admin" : "api    \(t.container ?? "")")") }
+            }
+        case "revoke":
+            let o = try CommandLineOptions(Array(args.dropFirst()), valued: ["--data"], positional: true, help: help)
+            guard o.positional.count == 1 else { throw UsageError(message: "token revoke takes one ID (see `cloudlet token list`)") }
+            let dir = o["--data"] ?? StoreAccess.defaultDirectory
+            try await StoreAccess.with(dir) { store in try await Credentials(store: store).revokeToken(o.positional[0]) }
+            say("revoked token \(o.positional[0])")
         default: throw UsageError(message: "unknown token subcommand '\(sub)'; see `cloudlet token --help`")
         }
     }

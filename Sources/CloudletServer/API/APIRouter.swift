@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletWire
 import Cloudlet
 import Foundation
@@ -55,6 +56,7 @@ final class APIRouter: Sendable {
             } catch { return (.metrics, APIError("INTERNAL_ERROR", "\(error)").response) }
             return (.metrics, .text(metrics.render(store: store.statistics), contentType: "text/plain; version=0.0.4"))
         case "/cloudlet/signin": return (.signIn, signIn(request))
+        case "/cloudlet/auth/refresh": return (.authRefresh, refresh(request))
         case "/cloudlet/notifications/poll": return (.notificationsPoll, courier.poll(request))
         default:
             return (
@@ -176,6 +178,31 @@ final class APIRouter: Sendable {
         let host = request.host ?? "localhost"
         let c = container.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? container
         return "\(scheme)://\(host)/cloudlet/signin?container=\(c)"
+    }
+
+    /// `POST /cloudlet/auth/refresh?ckWebAuthToken=T` → `{ckWebAuthToken, expires?}`: a new token for the same user
+    /// (with the user's token lifetime from now); T is dead from then on. An unknown or expired T is
+    /// `AUTHENTICATION_FAILED`.
+    private func refresh(_ request: HTTPRequest) -> HTTPResponse {
+        guard request.method == "POST" else { return APIError.badRequest("cloudlet/auth/refresh takes POST, not \(request.method)").response }
+        guard let old = request.queryParameter("ckWebAuthToken"), !old.isEmpty else {
+            return APIError("AUTHENTICATION_FAILED", "the ckWebAuthToken query parameter is missing").response
+        }
+        let credentials = authenticator.credentials
+        do {
+            let (token, expires) = try ThreadBridge.wait { try await credentials.refreshWebAuthToken(old) }
+            authenticator.forget()
+            var w = JSONWriter()
+            w.object { w in
+                w.member("ckWebAuthToken", token)
+                if let expires { w.member("expires", expires) }
+            }
+            return HTTPResponse(status: 200, body: w.bytes)
+        } catch let e as CloudletError {
+            return APIError(e).response
+        } catch {
+            return APIError("INTERNAL_ERROR", "\(error)").response
+        }
     }
 
     /// Cloudlet has no interactive sign-in: this page says how to get a web auth token.

@@ -13,6 +13,7 @@ import Cloudlet
 /// | `query/explain` | POST | a `records/query` body | the planner's plan (see ``QueryHandler/explain()``) |
 /// | `roles/list` | GET or POST | — | `{roles: [{name, environments, members}]}`: custom roles and their members |
 /// | `roles/add-member`, `roles/remove-member` | POST | — | `{role, members}` after the change (`role`, `user` parameters) |
+/// | `tokens/list`, `tokens/revoke`, `users/list`, `users/remove`, `users/rotate` | see ``lifecycle(_:route:)`` | | |
 ///
 /// Every route needs an **admin credential** (``Authenticator/authenticateAdmin(_:for:)``): a user's web auth token
 /// or an API token alone gets `ACCESS_DENIED`. Query parameters: `container` (required); `environment`
@@ -44,6 +45,7 @@ struct AdminHandler {
             throw APIError.badRequest("\(route.rawValue) takes \(route.methods.joined(separator: " or ")), not \(request.method)")
         }
         try authenticator.authenticateAdmin(request, for: route.rawValue)
+        if let response = try lifecycle(request, route: route) { return response }
         guard let id = request.queryParameter("container"), !id.isEmpty else {
             throw APIError.badRequest("the container query parameter is missing (?container=iCloud.com.example.app)")
         }
@@ -112,6 +114,70 @@ struct AdminHandler {
             }
         default:
             preconditionFailure("\(route) is not an admin route")
+        }
+    }
+
+    /// The token and user routes (no container): `tokens/list` → `{tokens: [{kind, id, container?, created}]}`,
+    /// `tokens/revoke?id=` → `{revoked}`, `users/list` → `{users: [{name, userRecordName, email?, discoverable}]}`,
+    /// `users/remove?user=` → `{removed}`, `users/rotate?user=[&ttl=seconds]` → `{user, ckWebAuthToken}` (the old
+    /// tokens are dead at once: the server forgets every token it had found). Nil for any other route.
+    private func lifecycle(_ request: HTTPRequest, route: Route) throws -> HTTPResponse? {
+        let credentials = Credentials(store: store)
+        switch route {
+        case .adminTokensList:
+            let tokens = try ThreadBridge.wait { try await credentials.tokens() }
+            return json { w in
+                w.key("tokens")
+                w.array { w in
+                    for t in tokens {
+                        w.object { w in
+                            w.member("kind", t.kind.rawValue)
+                            w.member("id", t.id)
+                            if let c = t.container { w.member("container", c) }
+                            if let created = t.created { w.member("created", created) }
+                        }
+                    }
+                }
+            }
+        case .adminTokensRevoke:
+            let id = try required(request, "id")
+            try ThreadBridge.wait { try await credentials.revokeToken(id) }
+            authenticator.forget()
+            return json { w in w.member("revoked", id) }
+        case .adminUsersList:
+            let users = try ThreadBridge.wait { try await credentials.users() }
+            return json { w in
+                w.key("users")
+                w.array { w in
+                    for u in users {
+                        w.object { w in
+                            w.member("name", u.user.name)
+                            w.member("userRecordName", u.user.userRecordName)
+                            if let e = u.email { w.member("email", e) }
+                            w.member("discoverable", u.discoverable)
+                        }
+                    }
+                }
+            }
+        case .adminUsersRemove:
+            let name = try required(request, "user")
+            try ThreadBridge.wait { try await credentials.removeUser(name) }
+            authenticator.forget()
+            return json { w in w.member("removed", name) }
+        case .adminUsersRotate:
+            let name = try required(request, "user")
+            let ttl = try request.queryParameter("ttl").map { t -> Int64 in
+                guard let v = Int64(t), v > 0 else { throw APIError.badRequest("ttl '\(t)' is not a positive number of seconds") }
+                return v
+            }
+            let token = try ThreadBridge.wait { try await credentials.rotateWebAuthToken(of: name, ttl: ttl) }
+            authenticator.forget()
+            return json { w in
+                w.member("user", name)
+                w.member("ckWebAuthToken", token)
+            }
+        default:
+            return nil
         }
     }
 

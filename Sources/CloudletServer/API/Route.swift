@@ -33,6 +33,8 @@ enum Route: String, CaseIterable, Sendable {
     case health = "cloudlet/health"
     case metrics = "cloudlet/metrics"
     case signIn = "cloudlet/signin"
+    /// Exchanges a web auth token for a new one (``Credentials/refreshWebAuthToken(_:)``).
+    case authRefresh = "cloudlet/auth/refresh"
     case adminSchemaExport = "cloudlet/admin/schema/export"
     case adminSchemaImport = "cloudlet/admin/schema/import"
     case adminSchemaDeploy = "cloudlet/admin/schema/deploy"
@@ -41,6 +43,11 @@ enum Route: String, CaseIterable, Sendable {
     case adminRolesList = "cloudlet/admin/roles/list"
     case adminRolesAddMember = "cloudlet/admin/roles/add-member"
     case adminRolesRemoveMember = "cloudlet/admin/roles/remove-member"
+    case adminTokensList = "cloudlet/admin/tokens/list"
+    case adminTokensRevoke = "cloudlet/admin/tokens/revoke"
+    case adminUsersList = "cloudlet/admin/users/list"
+    case adminUsersRemove = "cloudlet/admin/users/remove"
+    case adminUsersRotate = "cloudlet/admin/users/rotate"
     /// Anything else (unknown paths and operations).
     case unmatched
 
@@ -62,7 +69,7 @@ enum Route: String, CaseIterable, Sendable {
     var methods: [String] {
         switch self {
         case .zonesList, .usersCaller, .usersCurrent, .usersDiscover, .health, .metrics, .signIn, .subscriptionsList, .notificationsPoll,
-            .adminSchemaExport, .adminRolesList:
+            .adminSchemaExport, .adminRolesList, .adminTokensList, .adminUsersList:
             ["GET", "POST"]
         default: ["POST"]
         }

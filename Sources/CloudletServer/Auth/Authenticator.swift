@@ -50,7 +50,7 @@ final class Authenticator: Sendable {
 
     private struct Cache {
         var containers: [Digest: String] = [:]  // API token → container
-        var users: [Digest: Credentials.User] = [:]  // web auth token → user
+        var users: [Digest: (user: Credentials.User, expires: Int64?)] = [:]  // web auth token → user, expiry
         var admins: Set<Digest> = []
     }
 
@@ -65,7 +65,7 @@ final class Authenticator: Sendable {
         let apiKey = Digest(apiToken)
         let webKey = webToken.map(Digest.init)
         // One lock for both tokens: every request comes through here.
-        var (granted, user) = cache.withLock { c in (c.containers[apiKey], webKey.flatMap { c.users[$0] }) }
+        var (granted, cached) = cache.withLock { c in (c.containers[apiKey], webKey.flatMap { c.users[$0] }) }
 
         if granted == nil {
             let credentials = credentials
@@ -77,14 +77,21 @@ final class Authenticator: Sendable {
             // The same answer whether the server has that container or not: a token reveals no other container.
             throw APIError("ACCESS_DENIED", "the ckAPIToken is for container '\(granted!)', not '\(container)'")
         }
-        if let webToken, let webKey, user == nil {
+        if let webToken, let webKey, cached == nil {
             let credentials = credentials
-            user = try ThreadBridge.wait { try await credentials.user(forWebAuthToken: webToken) }
-            guard let u = user else { throw APIError("AUTHENTICATION_FAILED", "the ckWebAuthToken is not valid") }
-            cache.withLock { $0.users[webKey] = u }
+            cached = try ThreadBridge.wait { try await credentials.webAuthToken(webToken) }
+            guard let found = cached else { throw APIError("AUTHENTICATION_FAILED", "the ckWebAuthToken is not valid") }
+            cache.withLock { $0.users[webKey] = found }
         }
-        return Principal(container: container, user: user)
+        if let expires = cached?.expires, expires <= Credentials.now() {
+            throw APIError(
+                "AUTHENTICATION_FAILED", "the ckWebAuthToken has expired; refresh it before it expires (POST /cloudlet/auth/refresh) or ask for a new one")
+        }
+        return Principal(container: container, user: cached?.user)
     }
+
+    /// Forgets every token found so far: after tokens were revoked or users removed while the server runs.
+    func forget() { cache.withLock { $0 = Cache() } }
 
     /// How far a signed request's date may be from the server's clock.
     static let signatureWindow: Double = 600

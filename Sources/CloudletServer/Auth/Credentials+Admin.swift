@@ -21,18 +21,7 @@ extension Credentials {
 
     /// The name of the user whose `userRecordName` is `userRecordName`, or nil (a scan of the users: for listings).
     public func name(ofUserRecordName userRecordName: String) async throws -> String? {
-        let db = store.systemDatabase()
-        var cursor: QueryCursor?
-        do {
-            repeat {
-                let page = try await db.query(Query(recordType: "User"), zoneID: Self.zone, continuationMarker: cursor, maxBytes: nil)
-                if let r = page.records.first(where: { $0["userRecordName"]?.stringValue == userRecordName }) {
-                    return r["name"]?.stringValue
-                }
-                cursor = page.cursor
-            } while cursor != nil
-        } catch let e as CloudletError where e.code == .zoneNotFound {}
-        return nil
+        try await users().first { $0.user.userRecordName == userRecordName }?.user.name
     }
 
     /// The user named `name` (as given to `cloudlet user add`), or nil.

@@ -11,22 +11,12 @@ extension Credentials {
 
     /// Every user, sorted by name.
     public func users() async throws -> [UserProfile] {
-        var out: [UserProfile] = []
-        var cursor: QueryCursor?
-        do {
-            repeat {
-                let page = try await store.systemDatabase().query(
-                    Query(recordType: "User"), zoneID: Self.zone, continuationMarker: cursor, maxBytes: nil)
-                for r in page.records {
-                    guard let name = r["name"]?.stringValue, let urn = r["userRecordName"]?.stringValue else { continue }
-                    out.append(UserProfile(
-                        user: User(name: name, userRecordName: urn), email: r["email"]?.stringValue,
-                        discoverable: r["discoverable"]?.int64Value == 1))
-                }
-                cursor = page.cursor
-            } while cursor != nil
-        } catch let e as CloudletError where e.code == .zoneNotFound {}
-        return out.sorted { $0.user.name < $1.user.name }
+        try await records(ofType: "User").compactMap { r -> UserProfile? in
+            guard let name = r["name"]?.stringValue, let urn = r["userRecordName"]?.stringValue else { return nil }
+            return UserProfile(
+                user: User(name: name, userRecordName: urn), email: r["email"]?.stringValue,
+                discoverable: r["discoverable"]?.int64Value == 1)
+        }.sorted { $0.user.name < $1.user.name }
     }
 
     /// The discoverable users matching `lookups` (an email address, case-insensitive, or a userRecordName each),

@@ -42,22 +42,13 @@ extension Credentials {
 
     /// The server-to-server keys (of `container`, or all), sorted by container and key ID.
     public func serverKeys(container: String? = nil) async throws -> [ServerKey] {
-        var out: [ServerKey] = []
-        var cursor: QueryCursor?
-        do {
-            repeat {
-                let page = try await store.systemDatabase().query(
-                    Query(recordType: "ServerKey"), zoneID: Self.zone, continuationMarker: cursor, maxBytes: nil)
-                for r in page.records {
-                    let c = r["container"]?.stringValue ?? ""
-                    guard container == nil || container == c else { continue }
-                    out.append(ServerKey(
-                        keyID: String(r.recordName.dropFirst(4)), container: c, revoked: r["revoked"]?.int64Value == 1,
-                        created: r.created?.timestamp))
-                }
-                cursor = page.cursor
-            } while cursor != nil
-        } catch let e as CloudletError where e.code == .zoneNotFound {}
+        let out = try await records(ofType: "ServerKey").compactMap { r -> ServerKey? in
+            let c = r["container"]?.stringValue ?? ""
+            guard container == nil || container == c else { return nil }
+            return ServerKey(
+                keyID: String(r.recordName.dropFirst(4)), container: c, revoked: r["revoked"]?.int64Value == 1,
+                created: r.created?.timestamp)
+        }
         return out.sorted { ($0.container, $0.keyID) < ($1.container, $1.keyID) }
     }
 
