@@ -19,6 +19,10 @@ final class APIRouter: Sendable {
     let responseBudget: Int
     let courier: NotificationCourier
     let assets: AssetTransfer
+    /// Per-caller request rate limits; nil: none (``ServerConfiguration/rateLimit``).
+    let limiter: RateLimiter?
+    /// Each user's storage quota; nil: none (``ServerConfiguration/userQuota``).
+    let quota: UserQuota?
 
     init(store: CloudletStore, configuration: ServerConfiguration) throws {
         self.store = store
@@ -28,6 +32,8 @@ final class APIRouter: Sendable {
         responseBudget = configuration.responseBudget
         courier = NotificationCourier(store: store)
         assets = try AssetTransfer(store: store, configuration: configuration)
+        limiter = configuration.rateLimit.map { RateLimiter($0) }
+        quota = configuration.userQuota.map { UserQuota(bytes: $0) }
     }
 
     func handle(_ request: HTTPRequest) -> HTTPResponse {
@@ -90,6 +96,12 @@ final class APIRouter: Sendable {
             }
             let container = try store.container(path.container)  // BAD_REQUEST for a malformed identifier
             let principal = try authenticator.authenticate(request, container: path.container)
+            if let limiter, let wait = limiter.admit(principal.rateKey(request)) {
+                metrics.throttled()
+                var e = APIError("THROTTLED", "too many requests from \(principal.access); try again in \(Int(wait.rounded(.up))) s")
+                e.retryAfter = wait
+                throw e
+            }
             let needsUser = path.scope != .public || op.isWrite || op.isAboutUsers
                 || op == .tokensCreate || op == .tokensRegister || op == .subscriptionsList || op == .subscriptionsLookup
             if principal.keyID != nil {
@@ -107,9 +119,10 @@ final class APIRouter: Sendable {
                     "AUTHENTICATION_REQUIRED", "\(what) needs a signed-in user: add the ckWebAuthToken query parameter",
                     redirectURL: signInURL(request, container: path.container))
             }
-            let context = try RequestContext(
+            var context = try RequestContext(
                 path: path, container: container, principal: principal, body: try body(request, op),
                 responseBudget: responseBudget, baseURL: baseURL(request), assets: assets)
+            context.quota = quota
             let bytes: [UInt8]
             switch op {
             case .recordsModify: bytes = try RecordsHandler(context: context).modify()
@@ -136,6 +149,7 @@ final class APIRouter: Sendable {
             }
             return (route, HTTPResponse(status: 200, body: bytes))
         } catch let e as APIError {
+            if e.serverErrorCode == "QUOTA_EXCEEDED" { metrics.quotaExceeded() }
             return (route, e.response)
         } catch let e as CloudletError {
             return (route, APIError(e).response)

@@ -13,4 +13,11 @@ struct Principal: Sendable {
         if let keyID { return AccessContext(.serverKey(keyID)) }
         return user.map { .user($0.userRecordName) } ?? .anonymous
     }
+
+    /// Whom a rate limit counts this request against: the user, the key, or the API token used alone.
+    func rateKey(_ request: HTTPRequest) -> String {
+        if let keyID { return "key:" + keyID }
+        if let user { return "user:" + user.userRecordName }
+        return "api:" + Secrets.fingerprint(request.queryParameter("ckAPIToken") ?? "")
+    }
 }
