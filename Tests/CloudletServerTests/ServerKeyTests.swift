@@ -111,8 +111,12 @@ import Testing
         expectFailed(try await Self.signed(s, other, dir, "records/lookup", body: body, container: LiveServer.otherContainer, keyID: key.id), "not a key of container")
         let forged = try await Self.signed(s, Key(privatePath: other.privatePath, publicPEM: "", id: key.id), dir, "records/lookup", body: body)
         expectFailed(forged, "does not match")
-        // Revoked: dead from now on.
-        try await Credentials(store: s.store).revokeServerKey(key.id)
+        // Revoked (through the admin API of the running server): dead from now on.
+        let listed = try await HTTP.send("GET", "\(s.server.url)/cloudlet/admin/keys/list", headers: HTTP.bearer(s.adminToken))
+        #expect(listed.json["keys"]?.arrayValue?.contains { $0["keyID"]?.stringValue == key.id } == true, "\(listed)")
+        let revoked = try await HTTP.send(
+            "POST", "\(s.server.url)/cloudlet/admin/keys/revoke?keyID=\(key.id)", body: [], headers: HTTP.bearer(s.adminToken))
+        #expect(revoked.status == 200, "\(revoked)")
         expectFailed(try await Self.signed(s, key, dir, "records/lookup", body: body), "unknown or revoked")
         #expect(try await Credentials(store: s.store).serverKeys(container: LiveServer.container).first { $0.keyID == key.id }?.revoked == true)
         await #expect(throws: CloudletError.self) { try await Credentials(store: s.store).addServerKey(container: LiveServer.container, pem: key.publicPEM) }

@@ -13,7 +13,7 @@ import Cloudlet
 /// | `query/explain` | POST | a `records/query` body | the planner's plan (see ``QueryHandler/explain()``) |
 /// | `roles/list` | GET or POST | — | `{roles: [{name, environments, members}]}`: custom roles and their members |
 /// | `roles/add-member`, `roles/remove-member` | POST | — | `{role, members}` after the change (`role`, `user` parameters) |
-/// | `tokens/list`, `tokens/revoke`, `users/list`, `users/remove`, `users/rotate` | see ``lifecycle(_:route:)`` | | |
+/// | `tokens/list`, `tokens/revoke`, `users/list`, `users/remove`, `users/rotate`, `keys/list`, `keys/revoke` | see ``lifecycle(_:route:)`` | | |
 ///
 /// Every route needs an **admin credential** (``Authenticator/authenticateAdmin(_:for:)``): a user's web auth token
 /// or an API token alone gets `ACCESS_DENIED`. Query parameters: `container` (required); `environment`
@@ -120,7 +120,9 @@ struct AdminHandler {
     /// The token and user routes (no container): `tokens/list` → `{tokens: [{kind, id, container?, created}]}`,
     /// `tokens/revoke?id=` → `{revoked}`, `users/list` → `{users: [{name, userRecordName, email?, discoverable}]}`,
     /// `users/remove?user=` → `{removed}`, `users/rotate?user=[&ttl=seconds]` → `{user, ckWebAuthToken}` (the old
-    /// tokens are dead at once: the server forgets every token it had found). Nil for any other route.
+    /// tokens are dead at once: the server forgets every token it had found), `keys/list[?container=]` → `{keys:
+    /// [{keyID, container, revoked}]}`, `keys/revoke?keyID=` → `{revoked}` (keys are looked up on every request:
+    /// dead at once). Nil for any other route.
     private func lifecycle(_ request: HTTPRequest, route: Route) throws -> HTTPResponse? {
         let credentials = Credentials(store: store)
         switch route {
@@ -176,6 +178,24 @@ struct AdminHandler {
                 w.member("user", name)
                 w.member("ckWebAuthToken", token)
             }
+        case .adminKeysList:
+            let keys = try ThreadBridge.wait { try await credentials.serverKeys(container: request.queryParameter("container")) }
+            return json { w in
+                w.key("keys")
+                w.array { w in
+                    for k in keys {
+                        w.object { w in
+                            w.member("keyID", k.keyID)
+                            w.member("container", k.container)
+                            w.member("revoked", k.revoked)
+                        }
+                    }
+                }
+            }
+        case .adminKeysRevoke:
+            let id = try required(request, "keyID")
+            try ThreadBridge.wait { try await credentials.revokeServerKey(id) }
+            return json { w in w.member("revoked", id) }
         default:
             return nil
         }

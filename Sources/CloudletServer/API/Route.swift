@@ -48,6 +48,8 @@ enum Route: String, CaseIterable, Sendable {
     case adminUsersList = "cloudlet/admin/users/list"
     case adminUsersRemove = "cloudlet/admin/users/remove"
     case adminUsersRotate = "cloudlet/admin/users/rotate"
+    case adminKeysList = "cloudlet/admin/keys/list"
+    case adminKeysRevoke = "cloudlet/admin/keys/revoke"
     /// Anything else (unknown paths and operations).
     case unmatched
 
@@ -69,7 +71,7 @@ enum Route: String, CaseIterable, Sendable {
     var methods: [String] {
         switch self {
         case .zonesList, .usersCaller, .usersCurrent, .usersDiscover, .health, .metrics, .signIn, .subscriptionsList, .notificationsPoll,
-            .adminSchemaExport, .adminRolesList, .adminTokensList, .adminUsersList:
+            .adminSchemaExport, .adminRolesList, .adminTokensList, .adminUsersList, .adminKeysList:
             ["GET", "POST"]
         default: ["POST"]
         }
