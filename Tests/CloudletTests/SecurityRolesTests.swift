@@ -174,4 +174,22 @@ import Testing
         let doc = try SchemaLanguage.parse("DEFINE SCHEMA RECORD TYPE T (GRANT READ TO \"_world\", GRANT WRITE, READ TO \"_world\");")
         #expect(doc.recordTypes[0].grants == ["_world": [.read, .write]])
     }
+
+    @Test func theCatalogCheckpointKeepsRolesGrantsAndMembers() throws {
+        var state = CatalogState()
+        let dev = SchemaKey(container: testContainer, environment: .development)
+        let changes: [SecurityMutation] = [
+            .createRole(dev, role: "Editors"),
+            .grants(dev, recordType: "Secret", grants: ["_creator": [.read, .write], "Editors": .all, "_world": []]),
+            .member(container: testContainer, role: "Editors", user: "_bob", added: true),
+        ]
+        for m in changes { state.apply(.security(m)) }
+        let decoded = try CatalogState.decodeCheckpoint(state.encodeCheckpoint(), next: nil)
+        #expect(decoded.security == state.security)
+        #expect(decoded.security.policy(dev).grants["Secret"]?["Editors"] == .all)
+        // Without any, the section is not written: the checkpoint has its two sections (schema, subscriptions).
+        let empty = CatalogState().encodeCheckpoint()
+        #expect(empty[9] == 2, "\(empty)")  // version u8 · catalog version u64 · section count
+        #expect(try CatalogState.decodeCheckpoint(empty, next: nil).security.isEmpty)
+    }
 }

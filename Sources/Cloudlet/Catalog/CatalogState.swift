@@ -190,7 +190,7 @@ extension SchemaCatalog {
     /// type: name string · field count varint · (name string · type tag u8)… · index count varint · (field string ·
     /// flags u8)…`, sorted so that equal catalogs encode alike.
     package func encode(into w: inout ByteWriter) {
-        let keys = types.keys.sorted { ($0.container, $0.environment.rawValue) < ($1.container, $1.environment.rawValue) }
+        let keys = types.keys.sorted(by: SchemaKey.inOrder)
         w.varint(keys.count)
         for key in keys {
             let byName = types[key]!
@@ -219,7 +219,7 @@ extension SchemaCatalog {
     /// nil when no type declares one.
     package func encodeComposites() -> [UInt8]? {
         var declaring: [(SchemaKey, String, [CompositeIndex])] = []
-        let keys = types.keys.sorted { ($0.container, $0.environment.rawValue) < ($1.container, $1.environment.rawValue) }
+        let keys = types.keys.sorted(by: SchemaKey.inOrder)
         for key in keys {
             for name in types[key]!.keys.sorted() where !types[key]![name]!.composites.isEmpty {
                 declaring.append((key, name, types[key]![name]!.composites.values.sorted { $0.name < $1.name }))

@@ -70,11 +70,7 @@ package enum SecurityMutation: Sendable, Hashable {
             w.u8(2)
             IndexMutation.encode(key, into: &w)
             w.string(type)
-            w.varint(grants.count)
-            for role in grants.keys.sorted() {
-                w.string(role)
-                w.u8(grants[role]!.rawValue)
-            }
+            Self.encodeGrants(grants, into: &w)
         case .member(let container, let role, let user, let added):
             w.u8(3)
             w.string(container)
@@ -95,6 +91,15 @@ package enum SecurityMutation: Sendable, Hashable {
         case 3:
             return .member(container: try r.string(), role: try r.string(), user: try r.string(), added: try r.u8() != 0)
         default: throw CloudletError.corruption("commit payload: unknown security mutation \(sub)")
+        }
+    }
+
+    /// `count varint · (role string · permissions u8)…`, sorted by role.
+    static func encodeGrants(_ grants: [String: RecordPermissions], into w: inout ByteWriter) {
+        w.varint(grants.count)
+        for role in grants.keys.sorted() {
+            w.string(role)
+            w.u8(grants[role]!.rawValue)
         }
     }
 
@@ -225,7 +230,7 @@ extension SecurityCatalog {
     /// container: container string · role count varint · per role: role string · member count varint · user
     /// string…`, all sorted.
     package func encode(into w: inout ByteWriter) {
-        let keys = policies.keys.sorted { ($0.container, $0.environment.rawValue) < ($1.container, $1.environment.rawValue) }
+        let keys = policies.keys.sorted(by: SchemaKey.inOrder)
         w.varint(keys.count)
         for key in keys {
             let p = policies[key]!
@@ -235,12 +240,7 @@ extension SecurityCatalog {
             w.varint(p.grants.count)
             for type in p.grants.keys.sorted() {
                 w.string(type)
-                let g = p.grants[type]!
-                w.varint(g.count)
-                for role in g.keys.sorted() {
-                    w.string(role)
-                    w.u8(g[role]!.rawValue)
-                }
+                SecurityMutation.encodeGrants(p.grants[type]!, into: &w)
             }
         }
         w.varint(members.count)

@@ -78,19 +78,12 @@ struct AdminHandler {
             let members = container.roleMembers()
             let declared = Environment.allCases.map { ($0, container.securityPolicy(environment: $0).roles) }
             let names = Set(declared.flatMap(\.1)).union(members.keys).sorted()
-            return json { w in
-                w.key("roles")
-                w.array { w in
-                    for name in names {
-                        w.object { w in
-                            w.member("name", name)
-                            w.key("environments")
-                            w.array { w in for (env, roles) in declared where roles.contains(name) { w.string(env.rawValue) } }
-                            w.key("members")
-                            w.array { w in for m in members[name] ?? [] { w.string(m) } }
-                        }
-                    }
-                }
+            return list("roles", names) { w, name in
+                w.member("name", name)
+                w.key("environments")
+                w.array { w in for (env, roles) in declared where roles.contains(name) { w.string(env.rawValue) } }
+                w.key("members")
+                w.array { w in for m in members[name] ?? [] { w.string(m) } }
             }
         case .adminRolesAddMember, .adminRolesRemoveMember:
             let role = try required(request, "role")
@@ -128,18 +121,11 @@ struct AdminHandler {
         switch route {
         case .adminTokensList:
             let tokens = try ThreadBridge.wait { try await credentials.tokens() }
-            return json { w in
-                w.key("tokens")
-                w.array { w in
-                    for t in tokens {
-                        w.object { w in
-                            w.member("kind", t.kind.rawValue)
-                            w.member("id", t.id)
-                            if let c = t.container { w.member("container", c) }
-                            if let created = t.created { w.member("created", created) }
-                        }
-                    }
-                }
+            return list("tokens", tokens) { w, t in
+                w.member("kind", t.kind.rawValue)
+                w.member("id", t.id)
+                if let c = t.container { w.member("container", c) }
+                if let created = t.created { w.member("created", created) }
             }
         case .adminTokensRevoke:
             let id = try required(request, "id")
@@ -148,18 +134,11 @@ struct AdminHandler {
             return json { w in w.member("revoked", id) }
         case .adminUsersList:
             let users = try ThreadBridge.wait { try await credentials.users() }
-            return json { w in
-                w.key("users")
-                w.array { w in
-                    for u in users {
-                        w.object { w in
-                            w.member("name", u.user.name)
-                            w.member("userRecordName", u.user.userRecordName)
-                            if let e = u.email { w.member("email", e) }
-                            w.member("discoverable", u.discoverable)
-                        }
-                    }
-                }
+            return list("users", users) { w, u in
+                w.member("name", u.user.name)
+                w.member("userRecordName", u.user.userRecordName)
+                if let e = u.email { w.member("email", e) }
+                w.member("discoverable", u.discoverable)
             }
         case .adminUsersRemove:
             let name = try required(request, "user")
@@ -180,17 +159,10 @@ struct AdminHandler {
             }
         case .adminKeysList:
             let keys = try ThreadBridge.wait { try await credentials.serverKeys(container: request.queryParameter("container")) }
-            return json { w in
-                w.key("keys")
-                w.array { w in
-                    for k in keys {
-                        w.object { w in
-                            w.member("keyID", k.keyID)
-                            w.member("container", k.container)
-                            w.member("revoked", k.revoked)
-                        }
-                    }
-                }
+            return list("keys", keys) { w, k in
+                w.member("keyID", k.keyID)
+                w.member("container", k.container)
+                w.member("revoked", k.revoked)
             }
         case .adminKeysRevoke:
             let id = try required(request, "keyID")
@@ -234,6 +206,14 @@ struct AdminHandler {
             throw APIError.badRequest("the \(name) query parameter is missing")
         }
         return v
+    }
+
+    /// `{key: [{…}, …]}`, one object per item.
+    private func list<T>(_ key: String, _ items: [T], _ item: (inout JSONWriter, T) -> Void) -> HTTPResponse {
+        json { w in
+            w.key(key)
+            w.array { w in for x in items { w.object { w in item(&w, x) } } }
+        }
     }
 
     private func json(_ body: (inout JSONWriter) -> Void) -> HTTPResponse {
