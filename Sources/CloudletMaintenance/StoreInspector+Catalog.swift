@@ -173,6 +173,9 @@ extension StoreInspector {
                     case .deleteSubscription(let who, let id):
                         (d.kind, d.detail) = (.deleteSubscription, "\(who.database.container)/\(who.database.environment.rawValue) \(who.user): \(id)")
                         container = who.database.container
+                    case .security(let change):
+                        (d.kind, d.detail) = (.security, change.summary)
+                        container = change.container
                     default: continue  // Catalog.decode admits catalog mutations only
                     }
                     let matches =

@@ -28,7 +28,7 @@ package struct DumpedMutation: Sendable {
         case putRecord = "put", deleteRecord = "delete", createZone = "create-zone", deleteZone = "delete-zone"
         case schemaField = "schema", schemaReset = "schema-reset", purge = "purge"
         case index = "index", saveSubscription = "subscription", deleteSubscription = "subscription-delete"
-        case catalogVersion = "catalog-version"
+        case catalogVersion = "catalog-version", security = "security"
     }
 
     package var partition: Int
@@ -107,6 +107,7 @@ extension StoreInspector {
                     case .deleteSubscription(let who, let id):
                         (d.kind, d.detail) = (.deleteSubscription, "\(who.database.container)/\(who.database.environment.rawValue) \(who.user): \(id)")
                     case .catalogVersion(let v): (d.kind, d.detail) = (.catalogVersion, "validated against catalog version \(v)")
+                    case .security(let change): (d.kind, d.detail) = (.security, change.summary)
                     }
                     if let st {
                         d.live = try st.isLive(m, lsn: frame.lsn, index: index)

@@ -63,6 +63,7 @@ extension StoreInspector {
         var versions: [Int: UInt64] = [:]
         for part in report.partitions { if let v = part.catalogVersion { versions[part.index] = v } }
         try verifyCatalog(deep: deep, partitionVersions: versions, report: &report, progress: progress)
+        report.findings += permissionFindings()
         return report
     }
 

@@ -43,6 +43,24 @@ public struct ServerConfiguration: Sendable {
     /// error. nil: no access log.
     public var log: (@Sendable (String) -> Void)? = ServerConfiguration.standardError
 
+    /// Per-caller request rate limits (``RateLimit``); nil (the default): none. Callers are users, server-to-server
+    /// keys and API tokens used without a user, each limited on its own.
+    public var rateLimit: RateLimit?
+
+    /// A token bucket per caller: `requestsPerSecond` sustained, `burst` at once.
+    public struct RateLimit: Sendable, Hashable {
+        public var requestsPerSecond: Double
+        public var burst: Int
+        public init(requestsPerSecond: Double, burst: Int) {
+            self.requestsPerSecond = requestsPerSecond
+            self.burst = burst
+        }
+    }
+
+    /// The storage quota of each user's private database, in bytes of stored records (``UserQuota``); nil (the
+    /// default): none.
+    public var userQuota: Int?
+
     public init() {}
 
     /// Writes a line to standard error with one `write(2)`, so lines from concurrent requests never interleave.

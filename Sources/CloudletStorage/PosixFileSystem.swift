@@ -18,7 +18,7 @@ public struct PosixFileSystem: FileSystem {
         var flags = O_CLOEXEC | (options.contains(.readOnly) ? O_RDONLY : O_RDWR)
         if options.contains(.create) { flags |= O_CREAT }
         if options.contains(.truncate) { flags |= O_TRUNC }
-        return PosixFile(fd: try retryingEINTR("open", path) { Glibc.open(path, flags, 0o644) }, path: path)
+        return PosixFile(fd: try retryingEINTR("open", path) { Glibc.open(path, flags, 0o600) }, path: path)
     }
 
     public func listDirectory(_ path: String) throws(FileSystemError) -> [String] {
@@ -40,7 +40,7 @@ public struct PosixFileSystem: FileSystem {
 
     public func createDirectory(_ path: String) throws(FileSystemError) {
         let path = Path.normalize(path)
-        if mkdir(path, 0o755) == 0 { return }
+        if mkdir(path, 0o700) == 0 { return }
         switch errno {
         case EEXIST:
             var st = stat()
@@ -48,7 +48,7 @@ public struct PosixFileSystem: FileSystem {
             throw FileSystemError(operation: "mkdir", path: path, errno: ENOTDIR)
         case ENOENT where path != "/" && path != ".":
             try createDirectory(Path.parent(path))
-            if mkdir(path, 0o755) != 0 && errno != EEXIST {
+            if mkdir(path, 0o700) != 0 && errno != EEXIST {
                 throw FileSystemError(operation: "mkdir", path: path, errno: errno)
             }
         case let e:

@@ -13,6 +13,8 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
     public var reason: String
     public var status: Int
     public var redirectURL: String?
+    /// Seconds to wait before trying again (`THROTTLED`), written as `retryAfter` (whole seconds, rounded up).
+    public var retryAfter: Double?
     /// Cloudlet's own code when the error came from one (written as `cloudletErrorCode`).
     public var code: CloudletError.Code?
 
@@ -59,5 +61,6 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
         w.member("reason", reason)
         if let code { w.member("cloudletErrorCode", code.description) }
         if let redirectURL { w.member("redirectURL", redirectURL) }
+        if let retryAfter { w.member("retryAfter", Int64(retryAfter.rounded(.up))) }
     }
 }

@@ -13,8 +13,10 @@ enum CLI {
 
         COMMANDS:
           serve         Serve a store over HTTP(S) with the CloudKit Web Services API.
-          token add     Create an API token (ckAPIToken) for a container.
+          token add     Create an API token (ckAPIToken) for a container, or an admin credential (--admin).
           user add      Create a user and their web auth token (ckWebAuthToken).
+          role          List custom security roles; add or remove their members.
+          key           Add, list or revoke server-to-server keys (ECDSA P-256).
           demo          Open (or create) a store and walk through the embedded API: zones, records,
                         conflicts, atomic batches, cascades. Prints what it does.
           schema        Export, import, deploy or reset a container's schema (CloudKit Schema Language).
@@ -34,6 +36,8 @@ enum CLI {
         case "serve": await run { try await Serve.run(rest) }
         case "token": await run { try await TokenCommand.run(rest) }
         case "user": await run { try await UserCommand.run(rest) }
+        case "role": await run { try await RoleCommand.run(rest) }
+        case "key": await run { try await KeyCommand.run(rest) }
         case "demo": await run { try await Demo.run(rest) }
         case "schema": await run { try await SchemaCommand.run(rest) }
         case "query": await run { try await QueryCommand.run(rest) }

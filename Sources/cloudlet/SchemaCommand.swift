@@ -105,6 +105,8 @@ enum SchemaCommand {
                 for t in result.recordTypes { print("added record type \(t)") }
                 for f in result.fields { print("added field \(f)") }
                 for i in result.indexes { print("added index \(i)") }
+                for r in result.roles { print("added role \(r)") }
+                for g in result.grants { print("set grants \(g)") }
                 for i in result.ignored { print("ignored \(i)") }
             case "deploy":
                 let n = try await container.deploySchema()

@@ -13,6 +13,7 @@ enum Serve {
         USAGE: cloudlet serve [--data DIR] [--host H] [--port P] [--tls-cert FILE --tls-key FILE]
                               [--durability fsync|os] [--container ID] [--threads N] [--response-budget BYTES]
                               [--max-asset-size BYTES] [--asset-url-lifetime SECONDS] [--asset-gc-interval SECONDS]
+                              [--rate-limit REQUESTS_PER_SECOND [--burst N]] [--user-quota BYTES]
 
         Serves the store at DIR over HTTP (or HTTPS) with the CloudKit Web Services API under
         /database/1/{container}/{environment}/{database}/ and Cloudlet's own /cloudlet/health and /cloudlet/metrics.
@@ -37,6 +38,12 @@ enum Serve {
                               how long asset upload URLs, receipts and download URLs stay valid (default 900)
           --asset-gc-interval SECONDS
                               seconds between collections of asset files no record references (default 3600; 0: off)
+          --rate-limit R      per-caller request rate limit (a user, a server-to-server key, or an API token used
+                              alone, each on its own): R requests a second sustained; over it, 429 THROTTLED with
+                              retryAfter. Default: no limit
+          --burst N           requests a caller may make at once under --rate-limit (default: 10 × R, at least 1)
+          --user-quota BYTES  storage quota of each user's private database (records' stored sizes); a save that
+                              would pass it fails with QUOTA_EXCEEDED. Default: none
 
         On a fresh store it creates an API token for the container and a user named '\(firstUserName)', and prints
         both with a curl example (they are stored hashed and shown only once). Manage more with `cloudlet token add`
@@ -52,7 +59,8 @@ enum Serve {
             args,
             valued: [
                 "--data", "--host", "--port", "--tls-cert", "--tls-key", "--durability", "--container", "--threads",
-                "--response-budget", "--max-asset-size", "--asset-url-lifetime", "--asset-gc-interval",
+                "--response-budget", "--max-asset-size", "--asset-url-lifetime", "--asset-gc-interval", "--rate-limit", "--burst",
+                "--user-quota",
             ], positional: true, help: help)
         guard o.positional.isEmpty else { throw UsageError(message: "unexpected argument '\(o.positional[0])'") }
         let dir = o["--data"] ?? StoreAccess.defaultDirectory
@@ -67,6 +75,16 @@ enum Serve {
             try o.integer("--asset-url-lifetime", in: 1...(7 * 24 * 3600), "seconds") ?? Int(config.assetURLLifetime))
         config.assetCollectionInterval = Double(
             try o.integer("--asset-gc-interval", in: 0...(30 * 24 * 3600), "seconds") ?? Int(config.assetCollectionInterval))
+        if let r = o["--rate-limit"] {
+            guard let rate = Double(r), rate > 0, rate.isFinite, rate <= 1_000_000 else {
+                throw UsageError(message: "--rate-limit needs a number of requests a second above 0, not '\(r)'")
+            }
+            let burst = try o.integer("--burst", in: 1...1_000_000, "a number of requests") ?? max(1, Int(rate * 10))
+            config.rateLimit = ServerConfiguration.RateLimit(requestsPerSecond: rate, burst: burst)
+        } else if o["--burst"] != nil {
+            throw UsageError(message: "--burst goes with --rate-limit")
+        }
+        config.userQuota = try o.integer("--user-quota", in: 1...Int.max, "a number of bytes")
         config.tlsCertificatePath = o["--tls-cert"]
         config.tlsKeyPath = o["--tls-key"]
         guard (config.tlsCertificatePath == nil) == (config.tlsKeyPath == nil) else {

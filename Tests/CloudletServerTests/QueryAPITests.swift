@@ -180,22 +180,21 @@ import Testing
 
 /// `/cloudlet/admin/`: its own server, since resetting the development schema would disturb the query tests.
 @Suite(.liveServer) struct AdminAPITests {
-    func admin(_ op: String, body: String? = nil, method: String = "POST", params: String = "", user: Bool = true) async throws -> Reply {
+    func admin(_ op: String, body: String? = nil, method: String = "POST", params: String = "", token: String? = nil) async throws -> Reply {
         let s = try live
-        var url = "\(s.server.url)/cloudlet/admin/\(op)?container=\(LiveServer.container)&ckAPIToken=\(s.apiToken)\(params)"
-        if user { url += "&ckWebAuthToken=\(s.alice.token)" }
-        return try await HTTP.send(method, url, body: body.map { Array($0.utf8) })
+        let url = "\(s.server.url)/cloudlet/admin/\(op)?container=\(LiveServer.container)\(params)"
+        return try await HTTP.send(method, url, body: body.map { Array($0.utf8) }, headers: HTTP.bearer(token ?? s.adminToken))
     }
 
     @Test func adminSchemaAndProductionQueries() async throws {
         let s = try live
         let t = "Book" + unique("").replacingOccurrences(of: "-", with: "")
-        // Authentication: a web auth token is required, and the API token must be the container's.
-        let anonymous = try await admin("schema/export", method: "GET", user: false)
-        #expect(anonymous.status == 421 && anonymous.serverErrorCode == "AUTHENTICATION_REQUIRED", "\(anonymous)")
-        let wrong = try await HTTP.get(
-            "\(s.server.url)/cloudlet/admin/schema/export?container=\(LiveServer.container)&ckAPIToken=\(s.otherAPIToken)&ckWebAuthToken=\(s.alice.token)")
-        #expect(wrong.status == 401 || wrong.status == 403, "\(wrong)")
+        // Authentication: an admin credential is required; a user's tokens are not one, a made-up one fails.
+        let user = try await HTTP.get(
+            "\(s.server.url)/cloudlet/admin/schema/export?container=\(LiveServer.container)&ckAPIToken=\(s.apiToken)&ckWebAuthToken=\(s.alice.token)")
+        #expect(user.status == 403 && user.serverErrorCode == "ACCESS_DENIED", "\(user)")
+        let bogus = try await admin("schema/export", method: "GET", token: String(repeating: "a", count: 64))
+        #expect(bogus.status == 401 && bogus.serverErrorCode == "AUTHENTICATION_FAILED", "\(bogus)")
 
         let imported = try await admin(
             "schema/import", body: "DEFINE SCHEMA RECORD TYPE \(t) (title STRING QUERYABLE SORTABLE, pages INT64);")
@@ -229,7 +228,7 @@ import Testing
         let explained = try await admin(
             "query/explain",
             body: #"{"query":{"recordType":"\#(t)","filterBy":[{"comparator":"EQUALS","fieldName":"title","fieldValue":{"value":"dune"}}],"sortBy":[{"fieldName":"title"}]}}"#,
-            params: "&environment=production")
+            params: "&environment=production&database=private&user=alice")
         #expect(explained.status == 200, "\(explained)")
         let zone = try #require(explained.json["zones"]?.arrayValue?.first)
         #expect(zone["indexedFields"]?.arrayValue == [.string("title")], "\(explained)")

@@ -89,9 +89,10 @@ import Testing
              status: 400, code: "BAD_REQUEST", reasonContains: "database 'secret'"),
         Case(name: "container that is not an iCloud identifier", path: { $0.url("records/lookup", container: "com.example.app") },
              body: #"{"records":[]}"#, status: 400, code: "BAD_REQUEST", reasonContains: "container identifier 'com.example.app' is invalid"),
+        // Answered as a container the server knows would be: an API token reveals no other container.
         Case(name: "container the server does not know", path: { $0.url("records/lookup", container: "iCloud.com.example.nobody") },
-             body: #"{"records":[]}"#, status: 400, code: "BAD_REQUEST",
-             reasonContains: "container 'iCloud.com.example.nobody' is not known"),
+             body: #"{"records":[]}"#, status: 403, code: "ACCESS_DENIED",
+             reasonContains: "not 'iCloud.com.example.nobody'"),
         Case(name: "protocol version 2", path: { $0.url("records/lookup").replacingOccurrences(of: "/database/1/", with: "/database/2/") },
              body: #"{"records":[]}"#, status: 400, code: "BAD_REQUEST", reasonContains: "protocol version '2'"),
         Case(name: "JSON nested 65 deep", path: { $0.url("records/modify") },

@@ -55,6 +55,8 @@ struct HTTP {
     }
 
     static func post(_ url: String, _ json: String) async throws -> Reply { try await send("POST", url, body: Array(json.utf8)) }
+    /// The `Authorization` header of an admin credential.
+    static func bearer(_ token: String) -> [String: String] { ["Authorization": "Bearer \(token)"] }
     static func get(_ url: String) async throws -> Reply { try await send("GET", url) }
 }
 
@@ -71,6 +73,8 @@ final class LiveServer: Sendable {
     let otherAPIToken: String
     let alice: (user: Credentials.User, token: String)
     let bob: (user: Credentials.User, token: String)
+    /// An admin credential (`Authorization: Bearer …` on `/cloudlet/admin/*` and metrics).
+    let adminToken: String
 
     /// Access-log lines, for the tests that check them.
     let logLines: LogLines
@@ -88,6 +92,7 @@ final class LiveServer: Sendable {
         let b = try await credentials.createUser(name: "bob")
         alice = (a.user, a.webAuthToken)
         bob = (b.user, b.webAuthToken)
+        adminToken = try await credentials.createAdminToken()
         let lines = LogLines()
         logLines = lines
         var config = ServerConfiguration()

@@ -26,7 +26,8 @@ struct Format1Store {
 
     init(at path: String) throws {
         self.path = path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        // Owner-only, as a store's directory is made (verify would warn about anything looser).
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         try StoreMetadata(format: 1, storeID: UUID().uuidString.lowercased(), partitions: 2, created: 1_700_000_000_000)
             .save(directory: path)
         let db = database

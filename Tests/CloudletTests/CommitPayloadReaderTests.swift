@@ -34,6 +34,7 @@ import Testing
         case .catalogVersion: .catalogVersion(3)
         case .saveSubscription: .saveSubscription(who, Subscription(id: "s", kind: .database))
         case .deleteSubscription: .deleteSubscription(who, id: "s")
+        case .security: .security(.grants(schema, recordType: "Note", grants: ["_world": .read, "Editors": [.read, .write]]))
         }
     }
 

@@ -17,9 +17,11 @@ package struct CatalogState: Sendable {
     package var schema = SchemaCatalog()
     /// Subscriptions by subscriber and ID.
     package var subscriptions: [SubscriberID: [String: Subscription]] = [:]
+    /// Security roles, grants and role members.
+    package var security = SecurityCatalog()
 
     /// Whether there is nothing in it (a format-1 store whose partition 0 held no catalog has nothing to migrate).
-    package var isEmpty: Bool { schema.types.isEmpty && subscriptions.isEmpty }
+    package var isEmpty: Bool { schema.types.isEmpty && subscriptions.isEmpty && security.isEmpty }
 
     /// Applies a catalog commit (``check(_:)`` has accepted it) at `lsn`.
     package mutating func apply(_ commit: Commit, lsn: UInt64, position: FramePosition?) {
@@ -31,11 +33,15 @@ package struct CatalogState: Sendable {
     /// Applies one catalog mutation (also how partition 0 of a format-1 store gathers its catalog on replay).
     package mutating func apply(_ m: Mutation) {
         switch m {
-        case .schemaField, .schemaReset, .index(.flags), .index(.composite): schema.apply(m)
+        case .schemaReset(let container):
+            schema.apply(m)
+            security.reset(container: container)
+        case .schemaField, .index(.flags), .index(.composite): schema.apply(m)
         case .saveSubscription(let who, let sub): subscriptions[who, default: [:]][sub.id] = sub
         case .deleteSubscription(let who, let id):
             subscriptions[who]?[id] = nil
             if subscriptions[who]?.isEmpty == true { subscriptions[who] = nil }
+        case .security(let change): security.apply(change)
         case .putRecord, .deleteRecord, .createZone, .deleteZone, .purge, .index, .catalogVersion: break
         }
     }
@@ -62,7 +68,8 @@ extension Mutation {
     /// Whether the mutation belongs in the catalog's log: schema fields and resets, index flags, subscriptions.
     package var isCatalogMutation: Bool {
         switch self {
-        case .schemaField, .schemaReset, .index(.flags), .index(.composite), .saveSubscription, .deleteSubscription: true
+        case .schemaField, .schemaReset, .index(.flags), .index(.composite), .saveSubscription, .deleteSubscription, .security:
+            true
         case .putRecord, .deleteRecord, .createZone, .deleteZone, .purge, .index, .catalogVersion: false
         }
     }
@@ -83,6 +90,7 @@ extension Mutation {
         case .saveSubscription: "save subscription"
         case .deleteSubscription: "delete subscription"
         case .catalogVersion: "catalog version"
+        case .security: "security roles"
         }
     }
 }
@@ -101,6 +109,8 @@ extension CatalogState {
         /// Composite indexes: written only when some type declares one, so that a catalog without any reads as
         /// before.
         case compositeIndexes = 3
+        /// Security roles (``SecurityCatalog``): written only when there are some.
+        case security = 4
     }
 
     package func encodeCheckpoint() -> [UInt8] {
@@ -108,7 +118,7 @@ extension CatalogState {
         w.u8(Self.checkpointVersion)
         w.u64(version)
         let composites = schema.encodeComposites()
-        w.varint(composites == nil ? 2 : 3)
+        w.varint(2 + (composites == nil ? 0 : 1) + (security.isEmpty ? 0 : 1))
         var schemaBody = ByteWriter(capacity: 1024)
         schema.encode(into: &schemaBody)
         w.u8(Section.schema.rawValue)
@@ -125,6 +135,12 @@ extension CatalogState {
         if let composites {
             w.u8(Section.compositeIndexes.rawValue)
             w.bytes(composites)
+        }
+        if !security.isEmpty {
+            var body = ByteWriter(capacity: 256)
+            security.encode(into: &body)
+            w.u8(Section.security.rawValue)
+            w.bytes(body.bytes)
         }
         return w.bytes
     }
@@ -148,6 +164,7 @@ extension CatalogState {
             switch Section(rawValue: tag) {
             case .schema: s.schema = try SchemaCatalog.decode(&b)
             case .compositeIndexes: try s.schema.decodeComposites(&b)
+            case .security: s.security = try SecurityCatalog.decode(&b)
             case .subscriptions:
                 let subscribers = try b.length()
                 for _ in 0..<subscribers {
@@ -173,7 +190,7 @@ extension SchemaCatalog {
     /// type: name string · field count varint · (name string · type tag u8)… · index count varint · (field string ·
     /// flags u8)…`, sorted so that equal catalogs encode alike.
     package func encode(into w: inout ByteWriter) {
-        let keys = types.keys.sorted { ($0.container, $0.environment.rawValue) < ($1.container, $1.environment.rawValue) }
+        let keys = types.keys.sorted(by: SchemaKey.inOrder)
         w.varint(keys.count)
         for key in keys {
             let byName = types[key]!
@@ -202,7 +219,7 @@ extension SchemaCatalog {
     /// nil when no type declares one.
     package func encodeComposites() -> [UInt8]? {
         var declaring: [(SchemaKey, String, [CompositeIndex])] = []
-        let keys = types.keys.sorted { ($0.container, $0.environment.rawValue) < ($1.container, $1.environment.rawValue) }
+        let keys = types.keys.sorted(by: SchemaKey.inOrder)
         for key in keys {
             for name in types[key]!.keys.sorted() where !types[key]![name]!.composites.isEmpty {
                 declaring.append((key, name, types[key]![name]!.composites.values.sorted { $0.name < $1.name }))

@@ -37,7 +37,7 @@ extension CatalogState {
     package func migrationMutations() -> (mutations: [Mutation], migration: CatalogMigration) {
         var out: [Mutation] = []
         var m = CatalogMigration(fromFormat: StoreMetadata.partitionZeroCatalogFormat, toFormat: StoreMetadata.currentFormat)
-        let keys = schema.types.keys.sorted { ($0.container, $0.environment.rawValue) < ($1.container, $1.environment.rawValue) }
+        let keys = schema.types.keys.sorted(by: SchemaKey.inOrder)
         for key in keys {
             let types = schema.types[key]!
             for name in types.keys.sorted() {

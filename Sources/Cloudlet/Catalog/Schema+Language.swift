@@ -18,8 +18,8 @@ import CloudletCore
 /// The grammar is Apple's: `DEFINE SCHEMA`, then `CREATE ROLE name;` and `RECORD TYPE name (field TYPE [QUERYABLE]
 /// [SORTABLE] [SEARCHABLE], …, GRANT READ, CREATE, WRITE TO role);`, types ASSET, BYTES, DOUBLE, INT64, LOCATION,
 /// REFERENCE, STRING, TIMESTAMP, `LIST<type>` and `NUMBER PREFERRED AS INT64|DOUBLE`; comments `//`, `--` and
-/// `/* */`; double quotes around identifiers that are keywords or system fields (`"___recordID"`). Roles and
-/// grants are read and ignored (Cloudlet has no security roles yet); `ENCRYPTED` fields are refused.
+/// `/* */`; double quotes around identifiers that are keywords or system fields (`"___recordID"`). Roles and grants
+/// are the public database's security roles (``SecurityPolicy``); `ENCRYPTED` fields are refused.
 ///
 /// Cloudlet's extension: `INDEX name (field [ASC|DESC], …)` among a record type's fields declares a composite index
 /// (``CompositeIndex``) on 2 to 8 of the type's INT64, DOUBLE, TIMESTAMP, STRING, REFERENCE or BYTES fields
@@ -43,6 +43,8 @@ public enum SchemaLanguage {
         public var fields: [Field]
         /// Composite indexes (`INDEX name (…)`), in the text's order.
         public var indexes: [CompositeIndex] = []
+        /// `GRANT … TO role` clauses, by role; nil when the type has none (its grants are left as they are).
+        public var grants: [String: RecordPermissions]?
         public var line: Int
         public var column: Int
     }
@@ -50,7 +52,9 @@ public enum SchemaLanguage {
     /// A parsed schema text.
     public struct Document: Sendable, Hashable {
         public var recordTypes: [RecordType]
-        /// What was read but has no effect (roles, grants, options on `___etag`), with where.
+        /// Custom roles declared (`CREATE ROLE`), in the text's order.
+        public var roles: [String] = []
+        /// What was read but has no effect (options on `___etag`), with where.
         public var ignored: [String]
     }
 
@@ -80,10 +84,13 @@ public enum SchemaLanguage {
 
     // MARK: - Writing
 
-    /// The text of `types`: every record type sorted by name, its system fields (with their index options) and its
-    /// fields sorted by name.
-    public static func format(_ types: [RecordTypeSchema]) -> String {
+    /// The text of `types`: the custom roles of `security`, then every record type sorted by name, its system
+    /// fields (with their index options), its fields sorted by name and its grants (unless it has the defaults).
+    public static func format(_ types: [RecordTypeSchema], security: SecurityPolicy = SecurityPolicy()) -> String {
         var out = "DEFINE SCHEMA\n"
+        if !security.roles.isEmpty {
+            out += "\n" + security.roles.sorted().map { "    CREATE ROLE \(identifier($0));\n" }.joined()
+        }
         for t in types.sorted(by: { $0.name < $1.name }) {
             var lines: [String] = []
             for s in systemFields {
@@ -95,6 +102,11 @@ public enum SchemaLanguage {
                 lines.append("\(identifier(name)) \(typeName(t.fields[name]!))" + (flags.isEmpty ? "" : " \(flags)"))
             }
             for name in t.composites.keys.sorted() { lines.append("INDEX \(t.composites[name]!)") }
+            // A type with CloudKit's default grants is written without GRANT clauses (reading it back keeps them).
+            let grants = security.grants[t.name] ?? [:]
+            for role in grants.keys.sorted() where !grants[role]!.isEmpty {
+                lines.append("GRANT \(grants[role]!) TO \(identifier(role))")
+            }
             out += "\n    RECORD TYPE \(identifier(t.name)) (\n"
             out += lines.map { "        " + $0 }.joined(separator: ",\n")
             out += "\n    );\n"
@@ -200,6 +212,7 @@ public enum SchemaLanguage {
         let tokens: [Located]
         var pos = 0
         var ignored: [String] = []
+        var roles: [String] = []
 
         init(tokens: [Located]) { self.tokens = tokens }
 
@@ -261,10 +274,20 @@ public enum SchemaLanguage {
             var types: [RecordType] = []
             while peek.token != .end {
                 if isKeyword(peek.token, "CREATE") {
-                    let at = next()
+                    _ = next()
                     try keyword("ROLE")
+                    let roleAt = peek
                     let (role, _) = try name("a role name")
-                    ignored.append("line \(at.line): CREATE ROLE \(role) (security roles are not supported yet)")
+                    guard !SecurityPolicy.builtInRoles.contains(role) else {
+                        throw fail("role '\(role)' is built in; it cannot be created", at: roleAt)
+                    }
+                    guard Self.isIdentifier(role) else {
+                        throw fail(
+                            "role name '\(role)' is invalid: it must start with a letter and contain only letters, digits and underscores",
+                            at: roleAt)
+                    }
+                    guard !roles.contains(role) else { throw fail("role '\(role)' is already created", at: roleAt) }
+                    roles.append(role)
                 } else if isKeyword(peek.token, "RECORD") {
                     let t = try recordType()
                     if let other = types.first(where: { $0.name == t.name }) {
@@ -277,7 +300,7 @@ public enum SchemaLanguage {
                 }
                 try symbol(";", "';' after the definition")
             }
-            return Document(recordTypes: types, ignored: ignored)
+            return Document(recordTypes: types, roles: roles, ignored: ignored)
         }
 
         mutating func recordType() throws -> RecordType {
@@ -293,6 +316,7 @@ public enum SchemaLanguage {
             try symbol("(", "'(' after the record type name")
             var fields: [Field] = []
             var indexes: [(CompositeIndex, Located)] = []
+            var grants: [String: RecordPermissions]?
             repeat {
                 if isKeyword(peek.token, "INDEX"), isName(tokens[pos + 1].token), tokens[pos + 2].token == .symbol("(") {
                     let at = peek
@@ -302,19 +326,23 @@ public enum SchemaLanguage {
                     }
                     indexes.append((index, at))
                 } else if isKeyword(peek.token, "GRANT") {
-                    let g = next()
-                    var permissions: [String] = []
+                    _ = next()
+                    var permissions: RecordPermissions = []
                     repeat {
                         let p = next()
                         guard case .word(let w) = p.token, ["READ", "CREATE", "WRITE"].contains(w.uppercased()) else {
                             throw fail("expected READ, CREATE or WRITE, found \(describe(p.token))", at: p)
                         }
-                        permissions.append(w.uppercased())
+                        permissions.insert(w.uppercased() == "READ" ? .read : w.uppercased() == "CREATE" ? .create : .write)
                     } while peek.token == .symbol(",") && isPermission(tokens[pos + 1].token) && next().token == .symbol(",")
                     try keyword("TO")
+                    let roleAt = peek
                     let (role, _) = try name("a role name")
-                    ignored.append(
-                        "line \(g.line): GRANT \(permissions.joined(separator: ", ")) TO \(role) on '\(typeName)' (security roles are not supported yet)")
+                    guard SecurityPolicy.builtInRoles.contains(role) || Self.isIdentifier(role) else {
+                        throw fail("role name '\(role)' is invalid", at: roleAt)
+                    }
+                    grants = grants ?? [:]
+                    grants![role, default: []].formUnion(permissions)
                 } else {
                     let f = try field(of: typeName)
                     if let other = fields.first(where: { $0.name == f.name }) {
@@ -332,7 +360,8 @@ public enum SchemaLanguage {
                 }
                 if let problem { throw fail(problem, at: place) }
             }
-            return RecordType(name: typeName, fields: fields, indexes: indexes.map(\.0), line: at.line, column: at.column)
+            return RecordType(
+                name: typeName, fields: fields, indexes: indexes.map(\.0), grants: grants, line: at.line, column: at.column)
         }
 
         /// `INDEX name (field [ASC|DESC], …)`; system fields by their quoted names.
@@ -469,11 +498,15 @@ public struct SchemaImportResult: Sendable, Hashable {
     public var fields: [String] = []
     /// Index options added, as `Type.field QUERYABLE …`, and composite indexes, as `Type INDEX name (…)`.
     public var indexes: [String] = []
-    /// Statements read but without effect (roles, grants).
+    /// Custom roles created.
+    public var roles: [String] = []
+    /// Record types whose grants changed, as `Type: GRANT READ TO _world, …`.
+    public var grants: [String] = []
+    /// Statements read but without effect (options on `___etag`).
     public var ignored: [String] = []
 
     /// Whether the import changed nothing.
-    public var isEmpty: Bool { recordTypes.isEmpty && fields.isEmpty && indexes.isEmpty }
+    public var isEmpty: Bool { recordTypes.isEmpty && fields.isEmpty && indexes.isEmpty && roles.isEmpty && grants.isEmpty }
 }
 
 extension SchemaCatalog {
@@ -526,11 +559,40 @@ extension SchemaCatalog {
     }
 }
 
+extension SecurityCatalog {
+    /// The mutations that add a schema text's roles and set the grants of each record type that has GRANT clauses
+    /// (a type without any keeps its grants). - Throws: `invalidArguments` naming a grant to a role that is neither
+    /// built in, nor created by the text, nor in the schema.
+    func importing(_ doc: SchemaLanguage.Document, into key: SchemaKey, result: inout SchemaImportResult) throws -> [Mutation] {
+        let policy = policy(key)
+        var out: [Mutation] = []
+        for role in doc.roles where !policy.roles.contains(role) {
+            out.append(.security(.createRole(key, role: role)))
+            result.roles.append(role)
+        }
+        let known = policy.roles.union(doc.roles).union(SecurityPolicy.builtInRoles)
+        for t in doc.recordTypes {
+            guard let grants = t.grants else { continue }
+            for role in grants.keys.sorted() where !known.contains(role) {
+                throw CloudletError.invalid(
+                    "line \(t.line), column \(t.column): record type '\(t.name)' grants to role '\(role)', which does not exist "
+                        + "(create it with CREATE ROLE \(role);)")
+            }
+            guard grants != policy.grants(for: t.name) else { continue }
+            out.append(.security(.grants(key, recordType: t.name, grants: grants)))
+            result.grants.append("\(t.name): " + grants.keys.sorted().map { "GRANT \(grants[$0]!) TO \($0)" }.joined(separator: ", "))
+        }
+        return out
+    }
+}
+
 extension Container {
     /// The schema of an environment in the CloudKit Schema Language (for `cloudlet schema export`, and the admin
     /// endpoint of the server).
     public func exportSchema(environment: Environment = .development) -> String {
-        SchemaLanguage.format(schema(environment: environment))
+        SchemaLanguage.format(
+            schema(environment: environment),
+            security: store.catalog.snapshot().security.policy(SchemaKey(container: identifier, environment: environment)))
     }
 
     /// Adds a schema text's record types, fields and index options to the development schema, in one commit:
@@ -546,7 +608,11 @@ extension Container {
         let key = SchemaKey(container: identifier, environment: .development)
         let store = self.store
         return try await ThreadBridge.offload {
-            try store.changeSchema { schema in try schema.importing(doc, into: key) }
+            try store.changeCatalog { st in
+                var (mutations, result) = try st.schema.importing(doc, into: key)
+                mutations += try st.security.importing(doc, into: key, result: &result)
+                return (mutations, result)
+            }
         }
     }
 }

@@ -11,6 +11,13 @@ public struct SchemaKey: Hashable, Sendable {
     }
 }
 
+extension SchemaKey {
+    /// Orders schema keys the same way everywhere (checkpoints, deploys): by container, then environment.
+    package static func inOrder(_ a: SchemaKey, _ b: SchemaKey) -> Bool {
+        (a.container, a.environment.rawValue) < (b.container, b.environment.rawValue)
+    }
+}
+
 /// The record types of one container and environment, each field's type (fixed once set) and index flags.
 public struct RecordTypeSchema: Sendable, Hashable {
     public var name: String

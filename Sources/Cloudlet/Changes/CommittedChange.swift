@@ -29,7 +29,7 @@ public enum ChangeEvent: Sendable, Hashable {
             .recordDeleted(z.ownerDatabase, RecordID(recordName: name, zoneID: z.zoneID), recordType: type)
         case .createZone(let z): .zoneCreated(z.ownerDatabase, z.zoneID)
         case .deleteZone(let z, _): .zoneDeleted(z.ownerDatabase, z.zoneID)
-        case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription, .catalogVersion: nil
+        case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription, .catalogVersion, .security: nil
         }
     }
 }

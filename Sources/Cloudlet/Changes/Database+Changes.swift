@@ -110,14 +110,20 @@ extension Database {
         for (item, result) in zip(wanted, read) { records[item.name] = result }
         var changes: [RecordChange] = []
         changes.reserveCapacity(page.count)
+        // In the public database, the changes of records the caller may not read are left out (a deletion when it
+        // may read none of its type).
+        let security = self.security
         for (name, e) in page {
             let rid = RecordID(recordName: name, zoneID: key.zoneID)
+            let readable = readScope(e.recordType, in: security)
+            if readable == .none { continue }
             if e.deleted {
                 changes.append(.deleted(rid, recordType: e.recordType))
                 continue
             }
             switch records[name]! {
             case .success(var r):
+                guard readable.admits(creator: r.created?.userRecordName) else { continue }
                 if let desiredKeys { r.fields = r.fields.filter { desiredKeys.contains($0.key) } }
                 changes.append(.changed(r))
             case .failure(let error) where error.code == .unknownItem:

@@ -93,7 +93,8 @@ public final class NotificationHub: Sendable {
     }
 
     private func handle(_ change: CommittedChange) async {
-        let subscriptions = catalog.snapshot().subscriptions
+        let snapshot = catalog.snapshot()
+        let subscriptions = snapshot.subscriptions
         guard !subscriptions.isEmpty else { return }
         var out: [(Inbox, RecordNotification)] = []
         var fireOnce: [(SubscriberID, String)] = []
@@ -126,6 +127,8 @@ public final class NotificationHub: Sendable {
             case .zoneCreated, .zoneDeleted: continue
             }
             for (who, subs) in subscriptions where who.database == database {
+                // No notification carries a public record its subscriber may not read (its security roles).
+                guard Self.mayRead(who, recordType: recordType, record: record, security: snapshot.security) else { continue }
                 for sub in subs.values.sorted(by: { $0.id < $1.id }) {
                     guard Self.fires(sub, reason: reason, recordID: recordID, recordType: recordType, record: record) else {
                         continue
@@ -160,6 +163,17 @@ public final class NotificationHub: Sendable {
                 StoreLog.warning("deleting fire-once subscription '\(id)' of \(who.user) after it fired: \(error)")
             }
         }
+    }
+
+    /// Whether `who` may read the record a notification is about: always in its own private database; in the
+    /// public database as the security roles say (a deletion whose version cannot be read: when it may read some
+    /// records of the type).
+    static func mayRead(_ who: SubscriberID, recordType: String, record: Record?, security: SecurityCatalog) -> Bool {
+        guard who.database.scope == .public else { return true }
+        let key = SchemaKey(container: who.database.container, environment: who.database.environment)
+        let scope = security.readScope(key, recordType: recordType, for: .user(who.user))
+        guard let record else { return scope != .none }
+        return scope.admits(creator: record.created?.userRecordName)
     }
 
     static func fires(_ sub: Subscription, reason: NotificationReason, recordID: RecordID, recordType: String, record: Record?)

@@ -75,8 +75,8 @@ public struct Container: Sendable {
         try store.checkOpen()
         let store = self.store, identifier = self.identifier
         return try await ThreadBridge.offload {
-            try store.changeSchema { schema in
-                let m = try schema.deployment(container: identifier)
+            try store.changeCatalog { st in
+                let m = try st.schema.deployment(container: identifier) + st.security.deployment(container: identifier)
                 return (m, m.count)
             }
         }

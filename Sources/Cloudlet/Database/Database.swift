@@ -160,6 +160,7 @@ public struct Database: CloudletDatabase {
             throw zoneNotFound(key)
         }
         guard let entry = inZone, !entry.deleted else { throw unknownItem(recordID.recordName, key) }
+        try requireReadable(recordID.recordName, recordType: entry.recordType, creator: entry.created?.userRecordName, in: security)
         return (key, entry)
     }
 
@@ -175,6 +176,7 @@ public struct Database: CloudletDatabase {
         var out = [Result<(ZoneKey, RecordEntry), CloudletError>?](repeating: nil, count: recordIDs.count)
         var byZone: [ZoneKey: [Int]] = [:]
         var zones: [ZoneKey] = []
+        let security = self.security
         for (i, rid) in recordIDs.enumerated() {
             do {
                 try authorize(.read)
@@ -191,7 +193,11 @@ public struct Database: CloudletDatabase {
                 else { throw zoneNotFound(key) }
                 for (i, entry) in zip(items, found) {
                     if let entry, !entry.deleted {
-                        out[i] = .success((key, entry))
+                        do {
+                            try requireReadable(
+                                recordIDs[i].recordName, recordType: entry.recordType, creator: entry.created?.userRecordName, in: security)
+                            out[i] = .success((key, entry))
+                        } catch let e as CloudletError { out[i] = .failure(e) }
                     } else {
                         out[i] = .failure(unknownItem(recordIDs[i].recordName, key))
                     }
@@ -337,7 +343,7 @@ public struct Database: CloudletDatabase {
                 let (results, lsn) = try await partition.commit(lookups: lookups, waitingForRoom: { st, lsn in
                     prefetched.seed(lookups, currentEpoch: partition.entryCache.epoch)
                     var planner = BatchPlanner(
-                        state: st, lsn: lsn, zone: key, catalog: store.catalog.snapshot(), user: user,
+                        state: st, lsn: lsn, zone: key, catalog: store.catalog.snapshot(), access: access,
                         deviceID: store.configuration.deviceID, now: now, lookups: lookups, assetRule: assetRule,
                         read: { name, entry in
                             try prefetched.records[RecordCache.Key(entry)] ?? partition.readDurable(key, name, entry, retry: false)

@@ -13,7 +13,12 @@ extension CloudletStore {
     /// writer lock with the newest schema. Blocking.
     @discardableResult
     func changeSchema<R>(_ plan: (SchemaCatalog) throws -> (mutations: [Mutation], result: R)) throws -> R {
-        let (result, version) = try catalog.commit { st in try plan(st.schema) }
+        try changeCatalog { st in try plan(st.schema) }
+    }
+
+    /// ``changeSchema(_:)`` for a plan that also reads the rest of the catalog (security roles).
+    func changeCatalog<R>(_ plan: (CatalogState) throws -> (mutations: [Mutation], result: R)) throws -> R {
+        let (result, version) = try catalog.commit { st in try plan(st) }
         try catalog.waitDurableBlocking(version)
         try reconcileIndexes()
         startIndexBuilds()

@@ -27,7 +27,12 @@ package struct BatchPlanner {
     let schema: SchemaCatalog
     /// The catalog version `schema` is from.
     let catalogVersion: UInt64
-    let user: String
+    /// Who the batch is for: stamped into `created` / `modified` and, in the public database, checked against
+    /// the security roles (``SecurityCatalog``).
+    let access: AccessContext
+    var user: String { access.stampName }
+    /// The roles and grants in force (checked in the public database only).
+    let security: SecurityCatalog
     let deviceID: String
     let now: Int64
     /// Reads the current version of a record (prefetched outside the lock, cached, or from the log). Only operations
@@ -47,7 +52,7 @@ package struct BatchPlanner {
     private var schemaAdditions: [Mutation] = []
 
     init(
-        state: PartitionState, lsn: UInt64, zone: ZoneKey, catalog: CatalogState, user: String, deviceID: String,
+        state: PartitionState, lsn: UInt64, zone: ZoneKey, catalog: CatalogState, access: AccessContext, deviceID: String,
         now: Int64, lookups: PlannedLookups, assetRule: AssetRule? = nil,
         read: @escaping (String, RecordEntry) throws -> Record
     ) {
@@ -56,7 +61,8 @@ package struct BatchPlanner {
         self.zone = zone
         self.schema = catalog.schema
         self.catalogVersion = catalog.version
-        self.user = user
+        self.access = access
+        self.security = catalog.security
         self.deviceID = deviceID
         self.now = now
         self.read = read
@@ -109,6 +115,7 @@ package struct BatchPlanner {
     private mutating func apply(_ op: RecordOperation) throws -> RecordResult {
         let name = op.recordID.recordName
         try Names.validateRecordName(name)
+        try checkPermission(op)
         switch op {
         case .create(let r):
             if try version(name) != nil {
@@ -131,15 +138,45 @@ package struct BatchPlanner {
             return .saved(try put(r, fields: r.fields, replacing: try previous(name)))
         case .delete(let id, let tag):
             try delete(id.recordName, type: try requireVersion(name, tag: tag, op: op).type)
-            return .deleted(id)
+            return .deleted(zoneOwned(id))
         case .forceDelete(let id):
             guard let existing = try version(name) else {
                 throw CloudletError(.unknownItem, "record '\(name)' does not exist in zone '\(zone.zoneName)'")
             }
             try delete(id.recordName, type: existing.type)
-            return .deleted(id)
+            return .deleted(zoneOwned(id))
         }
     }
+
+    /// In the public database, throws `permissionFailure` unless the caller's roles allow `op`: CREATE for a new
+    /// record, WRITE (given who created it) to change or delete one. Checked before anything else about the record,
+    /// so that a denied caller learns nothing more (no change-tag conflict, no server record).
+    private func checkPermission(_ op: RecordOperation) throws {
+        guard zone.ownerDatabase.scope == .public, !SecurityCatalog.isDeveloper(access) else { return }
+        let name = op.recordID.recordName
+        let (needed, type, creator): (RecordPermissions, String, String?)
+        if case .create(let r) = op {
+            (needed, type, creator) = (.create, r.recordType, nil)
+        } else if let previous = try previous(name) {
+            (needed, type, creator) = (.write, previous.type, previous.created?.userRecordName)
+        } else if case .forceUpdate(let r) = op {
+            (needed, type, creator) = (.create, r.recordType, nil)  // force-saving a record that does not exist
+        } else if case .forceReplace(let r) = op {
+            (needed, type, creator) = (.create, r.recordType, nil)
+        } else {
+            return  // changing or deleting a record that does not exist: unknownItem
+        }
+        guard !security.permissions(SchemaKey(zone: zone), recordType: type, for: access, creator: creator).contains(needed) else {
+            return
+        }
+        let verb = needed == .create ? "create records" : "change or delete record '\(name)'"
+        throw CloudletError(
+            .permissionFailure, "\(access) may not \(verb) of type '\(type)' in the public database (no role grants it \(needed))")
+    }
+
+    /// `id` in this zone as every other result names it: its owner is the database's owner (the user of a private
+    /// database), not `__defaultOwner__` as a request may have said.
+    private func zoneOwned(_ id: RecordID) -> RecordID { RecordID(recordName: id.recordName, zoneID: zone.zoneID) }
 
     /// What planning `op` needs of the record's current version, if it has one: what the caller may prefetch
     /// outside the lock (``Partition/prefetch(_:_:)``).

@@ -24,6 +24,8 @@ package enum Mutation: Sendable {
     /// A subscription created or replaced (catalog commits; partition 0 of a format-1 store).
     case saveSubscription(SubscriberID, Subscription)
     case deleteSubscription(SubscriberID, id: String)
+    /// Security roles: a custom role, a record type's grants, a role member (catalog commits only).
+    case security(SecurityMutation)
     /// The catalog version (catalog log LSN) a data commit was validated against, when newer than the one its
     /// partition recorded last (see ``Catalog``).
     case catalogVersion(UInt64)
@@ -112,7 +114,7 @@ package struct Commit: Sendable {
         for m in mutations {
             switch m {
             case .putRecord(let z, _, _), .deleteRecord(let z, _, _, _), .createZone(let z), .deleteZone(let z, _): _ = index(z)
-            case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription, .catalogVersion: break
+            case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription, .catalogVersion, .security: break
             }
         }
         var estimate = 64 + zoneList.count * 96
@@ -177,6 +179,8 @@ package struct Commit: Sendable {
                 w.string(id)
             case .catalogVersion(let version):
                 w.varint(version)
+            case .security(let change):
+                change.encode(into: &w)
             }
         }
         if count > nextIndex {

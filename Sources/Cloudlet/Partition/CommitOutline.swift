@@ -44,7 +44,7 @@ package struct CommitOutline {
         case .createZone: .zoneCreation(zones[e.zone!])
         case .deleteZone: .zoneDeletion(zones[e.zone!])
         case .catalogVersion: .catalogVersion
-        case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription, .skipped:
+        case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription, .security, .skipped:
             e.legacyCatalog ? .never : .always
         }
     }

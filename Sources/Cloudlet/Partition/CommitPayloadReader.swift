@@ -142,6 +142,9 @@ struct CommitPayloadReader {
         case .deleteSubscription:
             e.legacyCatalog = true
             return .deleteSubscription(try SubscriberID.decode(&r), id: try r.string())
+        case .security:
+            e.legacyCatalog = true
+            return .security(try SecurityMutation.decode(&r))
         case .skipped: preconditionFailure("a skipped run has no mutation")
         }
     }

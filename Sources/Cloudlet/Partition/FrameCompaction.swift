@@ -89,7 +89,7 @@ struct CompactionMoves {
             case .createZone: creations.append((outline.zones[e.zone!], lsn, span))
             case .deleteZone: deletions.append((outline.zones[e.zone!], lsn, span))
             case .catalogVersion: marks.append((lsn, span))
-            case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription, .skipped:
+            case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription, .security, .skipped:
                 permanent.append(span)
             }
         }

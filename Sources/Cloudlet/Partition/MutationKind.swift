@@ -32,6 +32,8 @@ package enum MutationKind: UInt8, CaseIterable, Sendable {
     case saveSubscription = 20
     /// ``Mutation/deleteSubscription(_:id:)``: subscriber · subscription ID string.
     case deleteSubscription = 21
+    /// ``Mutation/security(_:)``: a ``SecurityMutation`` (sub-kind u8 · body). Catalog log only.
+    case security = 22
 
     /// The kind `byte` names; throws `.corruption` for a byte no kind has.
     init(byte: UInt8) throws {
@@ -46,7 +48,7 @@ package enum MutationKind: UInt8, CaseIterable, Sendable {
         switch self {
         case .putRecord, .deleteRecord, .createZone, .deleteZone: true
         case .schemaField, .schemaReset, .purge, .index, .skipped, .catalogVersion, .saveSubscription,
-            .deleteSubscription:
+            .deleteSubscription, .security:
             false
         }
     }
@@ -67,6 +69,7 @@ extension Mutation {
         case .catalogVersion: .catalogVersion
         case .saveSubscription: .saveSubscription
         case .deleteSubscription: .deleteSubscription
+        case .security: .security
         }
     }
 }

@@ -64,7 +64,7 @@ extension Mutation {
         case .createZone(let z): .zoneCreation(z)
         case .deleteZone(let z, _): .zoneDeletion(z)
         case .catalogVersion: .catalogVersion
-        case .schemaField, .schemaReset, .index(.flags), .index(.composite), .saveSubscription, .deleteSubscription: .never
+        case .schemaField, .schemaReset, .index(.flags), .index(.composite), .saveSubscription, .deleteSubscription, .security: .never
         case .purge, .index: .always
         }
     }
@@ -247,7 +247,7 @@ package struct PartitionState: Sendable {
                 }
                 addLive(position.segment, cost)
                 deletedZones[z] = (lsn, time)
-            case .schemaField, .schemaReset, .index(.flags), .index(.composite), .saveSubscription, .deleteSubscription:
+            case .schemaField, .schemaReset, .index(.flags), .index(.composite), .saveSubscription, .deleteSubscription, .security:
                 // A format-1 store's catalog, in its partition 0: gathered for the migration, dead otherwise.
                 legacyCatalog?.apply(m)
             case .index(let change):

@@ -46,13 +46,19 @@ extension Database {
         let fingerprint = query.fingerprint(store: store.fingerprint, database: id, zone: zoneWide ? nil : zones[0].zoneName)
         let after = try continuationMarker.map { try $0.position(query: fingerprint, keyCount: query.sortDescriptors.count) }
         let (pq, prepared) = try await prepare(query, addIndexes: true)
+        let readable = readScope(query.recordType, in: security)
+        if readable == .none {
+            return QueryResults(
+                records: [], cursor: nil,
+                plan: QueryPlan(zones: [], notes: prepared + ["\(access) may not read records of type '\(query.recordType)'"]))
+        }
         var notes = prepared
         var rows: [QueryRow] = []
         var plans: [QueryPlan.Zone] = []
         // Where the earliest zone page that ended at the byte budget stopped: later rows of other zones wait.
         var cut: QueryPosition?
         for z in zones {
-            let run = try await run(pq, in: z, limit: limit + 1, after: after, budget: budget, notes: &notes)
+            let run = try await run(pq, in: z, limit: limit + 1, after: after, budget: budget, readable: readable, notes: &notes)
             rows += run.rows
             if run.truncated, let last = run.rows.last?.position, cut.map({ pq.order.less(last, $0) }) ?? true { cut = last }
             plans.append(run.plan)
@@ -89,6 +95,9 @@ extension Database {
     public func count(_ query: Query, zoneID: ZoneID = .default, zoneWide: Bool = false) async throws -> Int {
         try authorize(.read)
         let zones = try queryZones(zoneID: zoneID, zoneWide: zoneWide)
+        let readable = readScope(query.recordType, in: security)
+        if readable == .none { return 0 }
+        if readable != .all { return try await countReadable(query, zoneID: zoneID, zoneWide: zoneWide) }
         let (pq, prepared) = try await prepare(Query(recordType: query.recordType, predicate: query.predicate), addIndexes: true)
         var notes = prepared
         var n = 0
@@ -97,8 +106,24 @@ extension Database {
                 n += store.partition(for: z).queryView().indexes.recordCount(z, query.recordType)
                 continue
             }
-            n += try await run(pq, in: z, limit: nil, after: nil, budget: .max, notes: &notes).count
+            n += try await run(pq, in: z, limit: nil, after: nil, budget: .max, readable: .all, notes: &notes).count
         }
+        return n
+    }
+
+    /// ``count(_:zoneID:zoneWide:)`` for a caller who may read only some of the records (the public database's
+    /// `_creator` READ): counts the pages a query returns it, so that the count agrees with the query.
+    private func countReadable(_ query: Query, zoneID: ZoneID, zoneWide: Bool) async throws -> Int {
+        let q = Query(recordType: query.recordType, predicate: query.predicate)
+        var n = 0
+        var cursor: QueryCursor?
+        repeat {
+            let page = try await self.query(
+                q, zoneID: zoneID, zoneWide: zoneWide, resultsLimit: CloudletLimits.queryResults, desiredKeys: [],
+                continuationMarker: cursor, maxBytes: nil)
+            n += page.records.count
+            cursor = page.cursor
+        } while cursor != nil
         return n
     }
 
@@ -181,8 +206,12 @@ extension Database {
     /// `budget` (at least one row). In production an index the query needs that is not ready is an error; in
     /// development the planner does without it and a note says so.
     private func run(
-        _ pq: PreparedQuery, in key: ZoneKey, limit: Int?, after: QueryPosition?, budget: Int, notes: inout [String]
+        _ pq: PreparedQuery, in key: ZoneKey, limit: Int?, after: QueryPosition?, budget: Int, readable: ReadScope,
+        notes: inout [String]
     ) async throws -> (rows: [QueryRow], count: Int, plan: QueryPlan.Zone, truncated: Bool) {
+        // Records the caller may not read are not matches (the public database's roles; ``count(_:zoneID:zoneWide:)``
+        // never asks for an index count when some are hidden).
+        func visible(_ r: Record) -> Bool { pq.matches(r) && readable.admits(creator: r.created?.userRecordName) }
         let partition = store.partition(for: key)
         let query = pq
         // Planning and walking an index read the key directory and the indexes (perhaps from disk): off the
@@ -236,7 +265,7 @@ extension Database {
                 for item in items {
                     let r = try await partition.read(key, item.name, item.entry)
                     examined += 1
-                    guard pq.matches(r) else { continue }
+                    guard visible(r) else { continue }
                     let cost = item.entry.pageCost(item.name)
                     guard fits(cost) else { break walking }
                     rows.append(QueryRow(record: r, position: item.position, cost: cost))
@@ -256,7 +285,7 @@ extension Database {
                     guard let entry, !entry.deleted else { continue }
                     let r = try await partition.read(key, c.name, entry)
                     examined += 1
-                    guard pq.matches(r) else { continue }
+                    guard visible(r) else { continue }
                     let cost = entry.pageCost(c.name)
                     guard fits(cost) else { break reading }
                     rows.append(QueryRow(record: r, position: c.position, cost: cost))
@@ -272,7 +301,7 @@ extension Database {
             for c in candidates {
                 let r = try await partition.read(key, c.name, c.entry)
                 examined += 1
-                guard pq.matches(r) else { continue }
+                guard visible(r) else { continue }
                 guard limit != nil else {
                     matched += 1
                     continue

@@ -5,6 +5,8 @@ extension APIError {
     var response: HTTPResponse {
         var w = JSONWriter()
         w.object { w in writeMembers(to: &w) }
-        return HTTPResponse(status: status, body: w.bytes)
+        var response = HTTPResponse(status: status, body: w.bytes)
+        if let retryAfter { response.headers.append(("Retry-After", String(Int(retryAfter.rounded(.up))))) }
+        return response
     }
 }

@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletWire
 import Cloudlet
 import Foundation
@@ -18,6 +19,10 @@ final class APIRouter: Sendable {
     let responseBudget: Int
     let courier: NotificationCourier
     let assets: AssetTransfer
+    /// Per-caller request rate limits; nil: none (``ServerConfiguration/rateLimit``).
+    let limiter: RateLimiter?
+    /// Each user's storage quota; nil: none (``ServerConfiguration/userQuota``).
+    let quota: UserQuota?
 
     init(store: CloudletStore, configuration: ServerConfiguration) throws {
         self.store = store
@@ -27,6 +32,8 @@ final class APIRouter: Sendable {
         responseBudget = configuration.responseBudget
         courier = NotificationCourier(store: store)
         assets = try AssetTransfer(store: store, configuration: configuration)
+        limiter = configuration.rateLimit.map { RateLimiter($0) }
+        quota = configuration.userQuota.map { UserQuota(bytes: $0) }
     }
 
     func handle(_ request: HTTPRequest) -> HTTPResponse {
@@ -49,8 +56,13 @@ final class APIRouter: Sendable {
         switch request.path {
         case "/cloudlet/health": return (.health, health())
         case "/cloudlet/metrics":
+            // Admin-only: per-route counts and store sizes are not for the world (docs/access-control.md).
+            do { try authenticator.authenticateAdmin(request, for: "/cloudlet/metrics") } catch let e as APIError {
+                return (.metrics, e.response)
+            } catch { return (.metrics, APIError("INTERNAL_ERROR", "\(error)").response) }
             return (.metrics, .text(metrics.render(store: store.statistics), contentType: "text/plain; version=0.0.4"))
         case "/cloudlet/signin": return (.signIn, signIn(request))
+        case "/cloudlet/auth/refresh": return (.authRefresh, refresh(request))
         case "/cloudlet/notifications/poll": return (.notificationsPoll, courier.poll(request))
         default:
             return (
@@ -84,17 +96,33 @@ final class APIRouter: Sendable {
             }
             let container = try store.container(path.container)  // BAD_REQUEST for a malformed identifier
             let principal = try authenticator.authenticate(request, container: path.container)
-            let needsUser = path.scope != .public || op.isWrite || op == .usersCaller || op == .usersCurrent
-                || op == .tokensCreate || op == .subscriptionsList || op == .subscriptionsLookup
-            if needsUser && principal.user == nil {
+            if let limiter, let wait = limiter.admit(principal.rateKey(request)) {
+                metrics.throttled()
+                var e = APIError("THROTTLED", "too many requests from \(principal.access); try again in \(Int(wait.rounded(.up))) s")
+                e.retryAfter = wait
+                throw e
+            }
+            let needsUser = path.scope != .public || op.isWrite || op.isAboutUsers
+                || op == .tokensCreate || op == .tokensRegister || op == .subscriptionsList || op == .subscriptionsLookup
+            if principal.keyID != nil {
+                // A server-to-server key is the developer on the public database, and no user.
+                guard path.scope == .public else {
+                    throw APIError("ACCESS_DENIED", "server-to-server keys act on the public database only, not the \(path.scope.rawValue) database")
+                }
+                let userOnly: Set<Route> = [.tokensCreate, .tokensRegister, .subscriptionsList, .subscriptionsLookup, .subscriptionsModify]
+                guard !userOnly.contains(op) && !op.isAboutUsers else {
+                    throw APIError("ACCESS_DENIED", "\(op.rawValue) belongs to a signed-in user, not a server-to-server key")
+                }
+            } else if needsUser && principal.user == nil {
                 let what = path.scope != .public ? "the \(path.scope.rawValue) database" : op.isWrite ? "writing to the public database" : op.rawValue
                 throw APIError(
                     "AUTHENTICATION_REQUIRED", "\(what) needs a signed-in user: add the ckWebAuthToken query parameter",
                     redirectURL: signInURL(request, container: path.container))
             }
-            let context = try RequestContext(
+            var context = try RequestContext(
                 path: path, container: container, principal: principal, body: try body(request, op),
                 responseBudget: responseBudget, baseURL: baseURL(request), assets: assets)
+            context.quota = quota
             let bytes: [UInt8]
             switch op {
             case .recordsModify: bytes = try RecordsHandler(context: context).modify()
@@ -106,6 +134,8 @@ final class APIRouter: Sendable {
             case .zonesModify: bytes = try ZonesHandler(context: context).modify()
             case .usersCaller: bytes = UsersHandler(user: principal.user!).caller()
             case .usersCurrent: bytes = UsersHandler(user: principal.user!).current()
+            case .usersDiscover, .usersLookupEmail, .usersLookupID, .usersLookupContacts:
+                bytes = try UsersHandler(user: principal.user!).discover(op, body: context.body, credentials: authenticator.credentials)
             case .changesZone: bytes = try ChangesHandler(context: context).zone()
             case .recordsChanges: bytes = try ChangesHandler(context: context).records()
             case .changesDatabase, .zonesChanges: bytes = try ChangesHandler(context: context).database()
@@ -113,11 +143,13 @@ final class APIRouter: Sendable {
             case .subscriptionsLookup: bytes = try SubscriptionsHandler(context: context).lookup()
             case .subscriptionsModify: bytes = try SubscriptionsHandler(context: context).modify()
             case .tokensCreate: bytes = try courier.createToken(context, request: request)
+            case .tokensRegister: bytes = try courier.registerToken(context, request: request)
             case .assetsUpload: bytes = try assets.uploadURLs(context)
             default: preconditionFailure("\(op) is not a database operation")
             }
             return (route, HTTPResponse(status: 200, body: bytes))
         } catch let e as APIError {
+            if e.serverErrorCode == "QUOTA_EXCEEDED" { metrics.quotaExceeded() }
             return (route, e.response)
         } catch let e as CloudletError {
             return (route, APIError(e).response)
@@ -160,6 +192,31 @@ final class APIRouter: Sendable {
         let host = request.host ?? "localhost"
         let c = container.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? container
         return "\(scheme)://\(host)/cloudlet/signin?container=\(c)"
+    }
+
+    /// `POST /cloudlet/auth/refresh?ckWebAuthToken=T` → `{ckWebAuthToken, expires?}`: a new token for the same user
+    /// (with the user's token lifetime from now); T is dead from then on. An unknown or expired T is
+    /// `AUTHENTICATION_FAILED`.
+    private func refresh(_ request: HTTPRequest) -> HTTPResponse {
+        guard request.method == "POST" else { return APIError.badRequest("cloudlet/auth/refresh takes POST, not \(request.method)").response }
+        guard let old = request.queryParameter("ckWebAuthToken"), !old.isEmpty else {
+            return APIError("AUTHENTICATION_FAILED", "the ckWebAuthToken query parameter is missing").response
+        }
+        let credentials = authenticator.credentials
+        do {
+            let (token, expires) = try ThreadBridge.wait { try await credentials.refreshWebAuthToken(old) }
+            authenticator.forget()
+            var w = JSONWriter()
+            w.object { w in
+                w.member("ckWebAuthToken", token)
+                if let expires { w.member("expires", expires) }
+            }
+            return HTTPResponse(status: 200, body: w.bytes)
+        } catch let e as CloudletError {
+            return APIError(e).response
+        } catch {
+            return APIError("INTERNAL_ERROR", "\(error)").response
+        }
     }
 
     /// Cloudlet has no interactive sign-in: this page says how to get a web auth token.

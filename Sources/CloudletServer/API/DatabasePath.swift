@@ -1,7 +1,9 @@
 import CloudletWire
 import Cloudlet
 
-/// The parts of `/database/1/{container}/{environment}/{database}/{operation}`.
+/// The parts of `/database/1/{container}/{environment}/{database}/{operation}` — or of
+/// `/database/1/{container}/{environment}/tokens/{create|register}`, Apple's documented path for tokens, which has no
+/// database segment (the tokens belong to the user: read as the private database).
 struct DatabasePath: Sendable {
     static let prefix = "/database/"
 
@@ -10,6 +12,13 @@ struct DatabasePath: Sendable {
     var scope: DatabaseScope
     /// What follows the database segment, e.g. `records/modify`.
     var operation: String
+
+    init(container: String, environment: Environment, scope: DatabaseScope, operation: String) {
+        self.container = container
+        self.environment = environment
+        self.scope = scope
+        self.operation = operation
+    }
 
     /// Parses a path that starts with ``prefix``. - Throws: `BAD_REQUEST` naming the segment that is wrong (the
     /// container's syntax is the engine's to check).
@@ -31,6 +40,11 @@ struct DatabasePath: Sendable {
         }
         environment = e
         let db = it.next()!
+        if db == "tokens" {
+            scope = .private
+            operation = parts.dropFirst(3).joined(separator: "/")
+            return
+        }
         guard let s = DatabaseScope(rawValue: String(db)) else {
             throw APIError.badRequest("database '\(db)' is not 'public', 'private' or 'shared'")
         }

@@ -22,13 +22,44 @@ final class NotificationCourier: Sendable {
 
     /// `tokens/create`: `{apnsEnvironment?}` → `{apnsEnvironment, apnsToken, webcourierURL, websocketURL}`.
     func createToken(_ context: RequestContext, request: HTTPRequest) throws -> [UInt8] {
+        let env = try apnsEnvironment(context)
+        let token = try createToken(inbox(context))
+        return describe(token, env: env, request: request)
+    }
+
+    /// `tokens/register` (`{apnsToken, apnsEnvironment?}`): Cloudlet cannot push through APNs, so the token is
+    /// registered as a web courier token of the caller's notifications (a token `tokens/create` gave them, or one of
+    /// their own making: 16–256 printable ASCII characters) → the same answer as `tokens/create`. A token that is
+    /// another user's is `ACCESS_DENIED`.
+    func registerToken(_ context: RequestContext, request: HTTPRequest) throws -> [UInt8] {
+        let env = try apnsEnvironment(context)
+        guard let token = try context.body.string("apnsToken", at: "") else { throw APIError.badRequest("apnsToken is missing") }
+        guard (16...256).contains(token.utf8.count), token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "&") }) else {
+            throw APIError.badRequest("apnsToken must be 16–256 printable ASCII characters without '&'")
+        }
+        let inbox = inbox(context)
+        let taken = tokens.withLock { t -> Bool in
+            if let other = t[token], other != inbox { return true }
+            t[token] = inbox
+            return false
+        }
+        if taken { throw APIError("ACCESS_DENIED", "apnsToken is registered to another user or container") }
+        return describe(token, env: env, request: request)
+    }
+
+    private func apnsEnvironment(_ context: RequestContext) throws -> String {
         let env = try context.body.string("apnsEnvironment", at: "") ?? "development"
         guard env == "development" || env == "production" else {
             throw APIError.badRequest("apnsEnvironment must be development or production, not '\(env)'")
         }
-        let token = try createToken(
-            NotificationHub.Inbox(
-                container: context.path.container, environment: context.path.environment, user: context.database.user))
+        return env
+    }
+
+    private func inbox(_ context: RequestContext) -> NotificationHub.Inbox {
+        NotificationHub.Inbox(container: context.path.container, environment: context.path.environment, user: context.database.user)
+    }
+
+    private func describe(_ token: String, env: String, request: HTTPRequest) -> [UInt8] {
         let scheme = request.isTLS ? "https" : "http"
         let host = request.host ?? "localhost"
         var w = JSONWriter()

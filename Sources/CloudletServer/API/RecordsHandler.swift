@@ -22,7 +22,9 @@ struct RecordsHandler {
 
         let db = context.database
         let rule = context.assets?.receiptRule(context)
+        let adding = try context.quota?.check(operations, in: db) ?? 0
         let results = try ThreadBridge.wait { try await db.modify(operations, atomic: atomic, assetRule: rule) }
+        context.quota?.admitted(adding, in: db)
         let links = context.assetLinks
 
         var w = JSONWriter(capacity: 256 * results.count + 16)

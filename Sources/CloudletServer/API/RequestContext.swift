@@ -17,6 +17,8 @@ struct RequestContext: Sendable {
     let baseURL: String
     /// Signs and checks asset URLs and receipts; nil where assets are not served (tests of other handlers).
     let assets: AssetTransfer?
+    /// Each user's storage quota; nil: none.
+    var quota: UserQuota? = nil
 
     init(
         path: DatabasePath, container: Container, principal: Principal, body: [String: JSONValue],

@@ -10,6 +10,10 @@ enum Route: String, CaseIterable, Sendable {
     case zonesModify = "zones/modify"
     case usersCaller = "users/caller"
     case usersCurrent = "users/current"
+    case usersDiscover = "users/discover"
+    case usersLookupEmail = "users/lookup/email"
+    case usersLookupID = "users/lookup/id"
+    case usersLookupContacts = "users/lookup/contacts"
     case changesZone = "changes/zone"
     case changesDatabase = "changes/database"
     case recordsChanges = "records/changes"
@@ -18,6 +22,8 @@ enum Route: String, CaseIterable, Sendable {
     case subscriptionsLookup = "subscriptions/lookup"
     case subscriptionsModify = "subscriptions/modify"
     case tokensCreate = "tokens/create"
+    /// Registers a push token for the caller (here: a web courier token; see ``NotificationCourier``).
+    case tokensRegister = "tokens/register"
     /// Upload URLs for asset fields.
     case assetsUpload = "assets/upload"
     /// `POST` of a file to an upload URL, `GET` of a download URL.
@@ -27,19 +33,31 @@ enum Route: String, CaseIterable, Sendable {
     case health = "cloudlet/health"
     case metrics = "cloudlet/metrics"
     case signIn = "cloudlet/signin"
+    /// Exchanges a web auth token for a new one (``Credentials/refreshWebAuthToken(_:)``).
+    case authRefresh = "cloudlet/auth/refresh"
     case adminSchemaExport = "cloudlet/admin/schema/export"
     case adminSchemaImport = "cloudlet/admin/schema/import"
     case adminSchemaDeploy = "cloudlet/admin/schema/deploy"
     case adminSchemaReset = "cloudlet/admin/schema/reset"
     case adminQueryExplain = "cloudlet/admin/query/explain"
+    case adminRolesList = "cloudlet/admin/roles/list"
+    case adminRolesAddMember = "cloudlet/admin/roles/add-member"
+    case adminRolesRemoveMember = "cloudlet/admin/roles/remove-member"
+    case adminTokensList = "cloudlet/admin/tokens/list"
+    case adminTokensRevoke = "cloudlet/admin/tokens/revoke"
+    case adminUsersList = "cloudlet/admin/users/list"
+    case adminUsersRemove = "cloudlet/admin/users/remove"
+    case adminUsersRotate = "cloudlet/admin/users/rotate"
+    case adminKeysList = "cloudlet/admin/keys/list"
+    case adminKeysRevoke = "cloudlet/admin/keys/revoke"
     /// Anything else (unknown paths and operations).
     case unmatched
 
     /// The CloudKit operations under `/database/1/{container}/{environment}/{database}/`.
     static let databaseOperations: [Route] = [
         .recordsModify, .recordsLookup, .recordsQuery, .recordsCount, .zonesList, .zonesLookup, .zonesModify,
-        .usersCaller, .usersCurrent, .changesZone, .changesDatabase, .recordsChanges, .zonesChanges,
-        .subscriptionsList, .subscriptionsLookup, .subscriptionsModify, .tokensCreate, .assetsUpload,
+        .usersCaller, .usersCurrent, .usersDiscover, .usersLookupEmail, .usersLookupID, .usersLookupContacts, .changesZone, .changesDatabase, .recordsChanges, .zonesChanges,
+        .subscriptionsList, .subscriptionsLookup, .subscriptionsModify, .tokensCreate, .tokensRegister, .assetsUpload,
     ]
 
     /// The operation named by the path after the database segment (`records/modify`), if we serve it.
@@ -52,8 +70,8 @@ enum Route: String, CaseIterable, Sendable {
     /// (some clients send everything as POST).
     var methods: [String] {
         switch self {
-        case .zonesList, .usersCaller, .usersCurrent, .health, .metrics, .signIn, .subscriptionsList, .notificationsPoll,
-            .adminSchemaExport:
+        case .zonesList, .usersCaller, .usersCurrent, .usersDiscover, .health, .metrics, .signIn, .subscriptionsList, .notificationsPoll,
+            .adminSchemaExport, .adminRolesList, .adminTokensList, .adminUsersList, .adminKeysList:
             ["GET", "POST"]
         default: ["POST"]
         }
@@ -63,6 +81,9 @@ enum Route: String, CaseIterable, Sendable {
     var isWrite: Bool {
         self == .recordsModify || self == .zonesModify || self == .subscriptionsModify || self == .assetsUpload
     }
+
+    /// `users/*`: about users, so for a signed-in user.
+    var isAboutUsers: Bool { rawValue.hasPrefix("users/") }
 
     /// Whether the request body is a JSON object the operation reads.
     var hasBody: Bool { methods == ["POST"] }

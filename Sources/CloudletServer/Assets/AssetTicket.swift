@@ -102,7 +102,8 @@ final class AssetSigner: Sendable {
             self.init(key: Array(existing))
             return
         }
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let key = try Secrets.randomBytes(32)
         let temp = path + ".tmp"
         let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)

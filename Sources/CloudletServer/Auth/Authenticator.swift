@@ -1,15 +1,25 @@
 import CloudletConcurrency
 import CloudletWire
 import Cloudlet
+import Foundation
 import Synchronization
+import CloudletCore
+
+extension String {
+    /// Without leading and trailing spaces.
+    var trimmingSpaces: String {
+        String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
+    }
+}
 
 /// Checks a request's credentials the way CloudKit Web Services does:
 ///
-/// - `ckAPIToken` (query parameter) is required and grants one container. Missing or unknown:
-///   `AUTHENTICATION_FAILED` (401). Server-to-server keys (`X-Apple-CloudKit-Request-KeyID`) are not supported and
-///   get the same error saying so.
-/// - A container no API token was ever created for is unknown to the server: `BAD_REQUEST` (400). A valid token
-///   for another, known container: `ACCESS_DENIED` (403).
+/// - A request with `X-Apple-CloudKit-Request-KeyID` is signed with a server-to-server key
+///   (``authenticateServerKey(_:container:)``) and needs no token.
+/// - Otherwise `ckAPIToken` (query parameter) is required and grants one container. Missing or unknown:
+///   `AUTHENTICATION_FAILED` (401).
+/// - A valid token for another container: `ACCESS_DENIED` (403), whether the server knows that container or not
+///   (a token must not reveal which other containers exist).
 /// - `ckWebAuthToken` (optional) names a user; unknown: `AUTHENTICATION_FAILED` (401). Whether a user is needed
 ///   is decided per route by the caller.
 ///
@@ -40,27 +50,22 @@ final class Authenticator: Sendable {
 
     private struct Cache {
         var containers: [Digest: String] = [:]  // API token → container
-        var users: [Digest: Credentials.User] = [:]  // web auth token → user
-        var knownContainers: Set<String> = []
+        var users: [Digest: (user: Credentials.User, expires: Int64?)] = [:]  // web auth token → user, expiry
+        var admins: Set<Digest> = []
     }
 
     init(credentials: Credentials) { self.credentials = credentials }
 
     func authenticate(_ request: HTTPRequest, container: String) throws -> Principal {
+        if request.serverKeyID != nil { return try authenticateServerKey(request, container: container) }
         guard let apiToken = request.queryParameter("ckAPIToken"), !apiToken.isEmpty else {
-            if request.serverKeyID != nil {
-                throw APIError(
-                    "AUTHENTICATION_FAILED",
-                    "server-to-server keys (X-Apple-CloudKit-Request-KeyID) are not supported by this server; use the "
-                        + "ckAPIToken query parameter")
-            }
             throw APIError("AUTHENTICATION_FAILED", "the ckAPIToken query parameter is missing")
         }
         let webToken = request.queryParameter("ckWebAuthToken").flatMap { $0.isEmpty ? nil : $0 }
         let apiKey = Digest(apiToken)
         let webKey = webToken.map(Digest.init)
         // One lock for both tokens: every request comes through here.
-        var (granted, user) = cache.withLock { c in (c.containers[apiKey], webKey.flatMap { c.users[$0] }) }
+        var (granted, cached) = cache.withLock { c in (c.containers[apiKey], webKey.flatMap { c.users[$0] }) }
 
         if granted == nil {
             let credentials = credentials
@@ -69,26 +74,93 @@ final class Authenticator: Sendable {
             cache.withLock { $0.containers[apiKey] = g }
         }
         if granted != container {
-            guard try isKnown(container) else {
-                throw APIError.badRequest(
-                    "container '\(container)' is not known to this server (no API token was created for it)")
-            }
+            // The same answer whether the server has that container or not: a token reveals no other container.
             throw APIError("ACCESS_DENIED", "the ckAPIToken is for container '\(granted!)', not '\(container)'")
         }
-        if let webToken, let webKey, user == nil {
+        if let webToken, let webKey, cached == nil {
             let credentials = credentials
-            user = try ThreadBridge.wait { try await credentials.user(forWebAuthToken: webToken) }
-            guard let u = user else { throw APIError("AUTHENTICATION_FAILED", "the ckWebAuthToken is not valid") }
-            cache.withLock { $0.users[webKey] = u }
+            cached = try ThreadBridge.wait { try await credentials.webAuthToken(webToken) }
+            guard let found = cached else { throw APIError("AUTHENTICATION_FAILED", "the ckWebAuthToken is not valid") }
+            cache.withLock { $0.users[webKey] = found }
         }
-        return Principal(container: container, user: user)
+        if let expires = cached?.expires, expires <= Credentials.now() {
+            throw APIError(
+                "AUTHENTICATION_FAILED", "the ckWebAuthToken has expired; refresh it before it expires (POST /cloudlet/auth/refresh) or ask for a new one")
+        }
+        return Principal(container: container, user: cached?.user)
     }
 
-    private func isKnown(_ container: String) throws -> Bool {
-        if cache.withLock({ $0.knownContainers.contains(container) }) { return true }
+    /// Forgets every token found so far: after tokens were revoked or users removed while the server runs.
+    func forget() { cache.withLock { $0 = Cache() } }
+
+    /// How far a signed request's date may be from the server's clock.
+    static let signatureWindow: Double = 600
+
+    /// Checks a request signed with a server-to-server key, the way CloudKit does: `X-Apple-CloudKit-Request-KeyID`
+    /// names a key of `container` that is not revoked, `X-Apple-CloudKit-Request-ISO8601Date` is within ±10 minutes
+    /// of now, and `X-Apple-CloudKit-Request-SignatureV1` is the key's base64 ECDSA-SHA256 signature of
+    /// `date:base64(sha256(body)):subpath`, the subpath being the URL path from `/database/` — with or without the
+    /// query string (clients differ). Every failure is `AUTHENTICATION_FAILED` (401) saying which check failed.
+    func authenticateServerKey(_ request: HTTPRequest, container: String, now: Date = Date()) throws -> Principal {
+        func fail(_ why: String) -> APIError { APIError("AUTHENTICATION_FAILED", "server-to-server request: \(why)") }
+        guard let keyID = request.serverKeyID, let dateText = request.serverKeyDate,
+            let signatureText = request.serverKeySignature
+        else {
+            throw fail(
+                "X-Apple-CloudKit-Request-KeyID, X-Apple-CloudKit-Request-ISO8601Date and X-Apple-CloudKit-Request-SignatureV1 "
+                    + "are all needed")
+        }
+        guard let date = Self.parseISO8601(dateText) else {
+            throw fail("X-Apple-CloudKit-Request-ISO8601Date '\(dateText)' is not an ISO 8601 date (2026-01-02T03:04:05Z)")
+        }
+        guard abs(date.timeIntervalSince(now)) <= Self.signatureWindow else {
+            throw fail("the request date \(dateText) is more than 10 minutes from the server's clock")
+        }
+        guard let signature = Base64.decode(signatureText), !signature.isEmpty else {
+            throw fail("X-Apple-CloudKit-Request-SignatureV1 is not base64")
+        }
         let credentials = credentials
-        guard try ThreadBridge.wait({ try await credentials.isKnownContainer(container) }) else { return false }
-        cache.withLock { _ = $0.knownContainers.insert(container) }
-        return true
+        guard let (keyContainer, key) = try ThreadBridge.wait({ try await credentials.activeServerKey(keyID) }) else {
+            throw fail("key '\(keyID)' is unknown or revoked")
+        }
+        guard keyContainer == container else { throw fail("key '\(keyID)' is not a key of container '\(container)'") }
+        let bodyHash = Base64.encode(Secrets.sha256(request.body))
+        var subpaths = [request.path]
+        if !request.query.isEmpty { subpaths.append(request.path + "?" + request.query) }
+        let signed = subpaths.contains { key.verify(signature: signature, of: Array("\(dateText):\(bodyHash):\($0)".utf8)) }
+        guard signed else { throw fail("the signature does not match (signed: date:base64(sha256(body)):subpath)") }
+        return Principal(container: container, user: nil, keyID: keyID)
+    }
+
+    /// `2026-01-02T03:04:05Z`, with or without fractional seconds, any offset.
+    static func parseISO8601(_ s: String) -> Date? {
+        let plain = ISO8601DateFormatter()
+        if let d = plain.date(from: s) { return d }
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return fractional.date(from: s)
+    }
+
+    /// Checks the admin credential of a request to an admin route or the metrics: `Authorization: Bearer <token>`
+    /// or the `ckAdminToken` query parameter. - Throws: `ACCESS_DENIED` (403) without one — an API token or a web
+    /// auth token is no admin credential; `AUTHENTICATION_FAILED` (401) for a token that is not an admin token.
+    func authenticateAdmin(_ request: HTTPRequest, for what: String) throws {
+        let bearer = request.authorization.flatMap { h -> String? in
+            let parts = h.split(separator: " ", maxSplits: 1)
+            return parts.count == 2 && parts[0].lowercased() == "bearer" ? String(parts[1]).trimmingSpaces : nil
+        }
+        guard let token = bearer ?? request.queryParameter("ckAdminToken"), !token.isEmpty else {
+            throw APIError(
+                "ACCESS_DENIED",
+                "\(what) needs an admin credential (Authorization: Bearer <token>, from `cloudlet token add --admin`); "
+                    + "API tokens and web auth tokens are not admin credentials")
+        }
+        let key = Digest(token)
+        if cache.withLock({ $0.admins.contains(key) }) { return }
+        let credentials = credentials
+        guard try ThreadBridge.wait({ try await credentials.isAdminToken(token) }) else {
+            throw APIError("AUTHENTICATION_FAILED", "the admin token is not valid")
+        }
+        cache.withLock { _ = $0.admins.insert(key) }
     }
 }

@@ -11,8 +11,10 @@ import Foundation
 /// |---|---|---|
 /// | `container.<sha256 hex of the id>` | `Container` | `identifier` — a container that has an API token |
 /// | `api.<sha256 hex>` | `APIToken` | `container` |
-/// | `user.<name>` | `User` | `name`, `userRecordName` |
-/// | `web.<sha256 hex>` | `WebAuthToken` | `userName`, `userRecordName` |
+/// | `user.<name>` | `User` | `name`, `userRecordName`, `email`, `discoverable` (1: found by `users/discover`), `tokenTTL` (s) |
+/// | `web.<sha256 hex>` | `WebAuthToken` | `userName`, `userRecordName`, `expires` (ms since 1970; absent: never) |
+/// | `key.<key ID>` | `ServerKey` | `container`, `publicKey` (PEM), `revoked` — a server-to-server key |
+/// | `admin.<sha256 hex>` | `AdminToken` | — (an admin credential: every `/cloudlet/admin/*` route and metrics) |
 /// | `bootstrap` | `Bootstrap` | — (set once users or tokens were created; `cloudlet serve` then creates none) |
 public struct Credentials: Sendable {
     public let store: CloudletStore
@@ -54,10 +56,29 @@ public struct Credentials: Sendable {
     /// Creates a user and a web auth token for them; returns both (the token is shown once).
     /// - Throws: ``CloudletError/Code/invalidArguments`` for a bad name, ``CloudletError/Code/recordExists`` if the
     ///   name is taken.
-    public func createUser(name: String) async throws -> (user: User, webAuthToken: String) {
+    public func createUser(name: String, email: String? = nil, discoverable: Bool = false, tokenTTL: Int64? = nil) async throws
+        -> (user: User, webAuthToken: String)
+    {
+        if let tokenTTL, tokenTTL <= 0 { throw CloudletError.invalid("the web auth token lifetime must be positive, not \(tokenTTL) s") }
         let user = try newUser(name)
+        if let email {
+            guard email.utf8.count <= 254, email.split(separator: "@").count == 2, !email.contains(" ") else {
+                throw CloudletError.invalid("email address '\(email)' is invalid")
+            }
+        }
         let token = try Secrets.newToken()
-        try await commit(userRecords(user, token: token) + [marker()])
+        var ops = userRecords(user, token: token)
+        if case .create(var r) = ops[0] {
+            if let email { r["email"] = .string(email.lowercased()) }
+            r["discoverable"] = .int64(discoverable ? 1 : 0)
+            if let tokenTTL { r["tokenTTL"] = .int64(tokenTTL) }
+            ops[0] = .create(r)
+        }
+        if let tokenTTL, case .create(var t) = ops[1] {
+            t["expires"] = .int64(Self.now() + tokenTTL * 1000)
+            ops[1] = .create(t)
+        }
+        try await commit(ops + [marker()])
         return (user, token)
     }
 
@@ -108,7 +129,7 @@ public struct Credentials: Sendable {
 
     /// The record that says credentials exist: `forceUpdate`d by every creation, `create`d (`exclusive`) by the
     /// bootstrap.
-    private func marker(exclusive: Bool = false) -> RecordOperation {
+    func marker(exclusive: Bool = false) -> RecordOperation {
         let r = Record(recordType: "Bootstrap", recordName: "bootstrap", zoneID: Self.zone)
         return exclusive ? .create(r) : .forceUpdate(r)
     }
@@ -124,7 +145,7 @@ public struct Credentials: Sendable {
     }
 
     /// Commits `ops` atomically (zone `Auth` is a custom zone); throws the first real failure.
-    private func commit(_ ops: [RecordOperation]) async throws {
+    func commit(_ ops: [RecordOperation]) async throws {
         try await ensureZone()
         let results = try await db.modify(ops, atomic: true)
         if let failure = results.compactMap(\.error).first(where: { $0.code != .batchRequestFailed }) {
@@ -156,13 +177,23 @@ public struct Credentials: Sendable {
         return try await lookup("api." + Secrets.fingerprint(secret))?["container"]?.stringValue
     }
 
-    /// The user a web auth token identifies, or nil for an unknown token.
+    /// The user a web auth token identifies, or nil for an unknown or expired token.
     public func user(forWebAuthToken secret: String) async throws -> User? {
+        guard let (user, expires) = try await webAuthToken(secret), expires.map({ $0 > Self.now() }) ?? true else { return nil }
+        return user
+    }
+
+    /// The user a web auth token identifies and when it expires (ms since 1970; nil: never), expired or not; nil
+    /// for an unknown token.
+    func webAuthToken(_ secret: String) async throws -> (user: User, expires: Int64?)? {
         guard Secrets.isWellFormed(secret), let r = try await lookup("web." + Secrets.fingerprint(secret)),
             let name = r["userName"]?.stringValue, let urn = r["userRecordName"]?.stringValue
         else { return nil }
-        return User(name: name, userRecordName: urn)
+        return (User(name: name, userRecordName: urn), r["expires"]?.int64Value)
     }
+
+    /// Now, in ms since 1970.
+    static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 
     /// Whether any API token was ever created for `container`.
     public func isKnownContainer(_ container: String) async throws -> Bool {
@@ -175,7 +206,7 @@ public struct Credentials: Sendable {
     }
 
     /// The record `name` of zone `Auth`, or nil when it (or the zone) does not exist.
-    private func lookup(_ name: String) async throws -> Record? {
+    func lookup(_ name: String) async throws -> Record? {
         do {
             return try await db.record(for: RecordID(recordName: name, zoneID: Self.zone))
         } catch let e as CloudletError where e.code == .unknownItem || e.code == .zoneNotFound {

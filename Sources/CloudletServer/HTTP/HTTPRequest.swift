@@ -19,6 +19,11 @@ public struct HTTPRequest: Sendable {
     public var received: ContinuousClock.Instant
     /// The `Range` header, if any.
     public var range: String?
+    /// The `Authorization` header, if any (`Bearer <admin token>` on admin routes and metrics).
+    public var authorization: String?
+    /// `X-Apple-CloudKit-Request-ISO8601Date` and `X-Apple-CloudKit-Request-SignatureV1` (server-to-server keys).
+    public var serverKeyDate: String?
+    public var serverKeySignature: String?
     /// For a request whose body the handler reads itself (``HTTPListener/Options/streamedPathPrefix``): the body,
     /// not read yet, and ``body`` is empty.
     var bodyStream: HTTPBodyStream?

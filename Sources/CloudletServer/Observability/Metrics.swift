@@ -9,6 +9,7 @@ import Synchronization
 /// | `cloudlet_http_requests_total` | counter | `route`, `status` |
 /// | `cloudlet_http_request_duration_seconds` | histogram | `route` (from the request read to the response ready) |
 /// | `cloudlet_http_requests_in_flight` | gauge | |
+/// | `cloudlet_http_throttled_total` (rate limit), `cloudlet_quota_exceeded_total` (per-record `QUOTA_EXCEEDED`) | counter | |
 /// | `cloudlet_store_commits_total`, `_fsyncs_total`, `_log_bytes_written_total`, `_cache_hits_total`, `_cache_misses_total` | counter | |
 /// | `cloudlet_store_records`, `cloudlet_store_zones`, `cloudlet_store_frames_replayed` | gauge | |
 /// | `cloudlet_store_write_stalls_total`, `cloudlet_store_write_stall_seconds_total` | counter | |
@@ -31,9 +32,17 @@ final class Metrics: Sendable {
 
     private let routes = Mutex([RouteStats](repeating: RouteStats(), count: Route.allCases.count))
     private let inFlight = Atomic<Int>(0)
+    private let throttledCount = Atomic<Int>(0)
+    private let quotaCount = Atomic<Int>(0)
     private let started = ContinuousClock.now
 
     func begin() { inFlight.add(1, ordering: .relaxed) }
+
+    /// A request answered `THROTTLED` (rate limit).
+    func throttled() { throttledCount.add(1, ordering: .relaxed) }
+
+    /// A write refused with `QUOTA_EXCEEDED` (a user's storage quota).
+    func quotaExceeded() { quotaCount.add(1, ordering: .relaxed) }
 
     func end(_ route: Route, status: Int, seconds: Double) {
         inFlight.subtract(1, ordering: .relaxed)
@@ -76,6 +85,12 @@ final class Metrics: Sendable {
         }
         // The in-flight gauge counts this request too.
         metric("cloudlet_http_requests_in_flight", "gauge", "Requests being handled.", inFlight.load(ordering: .relaxed))
+        metric(
+            "cloudlet_http_throttled_total", "counter", "Requests answered THROTTLED by the per-caller rate limit.",
+            throttledCount.load(ordering: .relaxed))
+        metric(
+            "cloudlet_quota_exceeded_total", "counter", "Requests refused with QUOTA_EXCEEDED by a user's storage quota.",
+            quotaCount.load(ordering: .relaxed))
         metric("cloudlet_store_commits_total", "counter", "Commits (log frames) written since the store was opened.", store.commits)
         metric("cloudlet_store_fsyncs_total", "counter", "fdatasync calls on log segments since the store was opened.", store.fsyncs)
         metric("cloudlet_store_log_bytes_written_total", "counter", "Bytes written to log segments since the store was opened.", store.bytesWritten)
