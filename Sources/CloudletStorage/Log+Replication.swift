@@ -7,12 +7,13 @@ import CloudletCore
 extension Log {
     // MARK: Epochs
 
-    /// The highest leader epoch this log has seen: in its frames, in frames appended verbatim, or set by
+    /// The highest leader epoch this log has seen: its last frame's, a verbatim append's leader epoch, or set by
     /// ``fence(epoch:)``. Not persisted on its own: after a reopen it is the epoch of the last frame (or
     /// ``LogConfiguration/epoch``), so the replication layer fences again with the coordinator's epoch.
     public var highestEpoch: UInt64 { monitor.withLock { $0.highestEpoch } }
 
-    /// Refuses, from now on, staging and verbatim frames of an epoch older than `epoch` (a deposed leader's).
+    /// Refuses, from now on, staging under an epoch older than `epoch` and verbatim appends from the leader of an
+    /// older epoch (a deposed leader).
     /// Never lowers the fence.
     public func fence(epoch: UInt64) {
         monitor.withLock { s in s.highestEpoch = max(s.highestEpoch, epoch) }
@@ -36,46 +37,53 @@ extension Log {
 
     /// Appends frames exactly as a leader stored them — `bytes` is one or more whole frames (header and stored
     /// payload, as ``frames(from:maxBytes:)`` returns them) — keeping their LSN, epoch, flags and bytes; the
-    /// committer writes and syncs them like staged ones (wait with ``waitDurable(_:)``). All or nothing: every frame
-    /// is checked before any is staged. Returns the last LSN appended.
+    /// committer writes and syncs them like staged ones (wait with ``waitDurable(_:)``). `leaderEpoch` is the epoch of
+    /// the leader that sent them (the fencing token): its frames may be of that epoch or of older ones it carries,
+    /// never newer. All or nothing: every frame is checked before any is staged. Returns the last LSN appended.
     ///
     /// Throws `.corruption` for a frame whose checksum or fields do not check out, or bytes that end mid-frame;
-    /// `.invalidArguments` for a frame whose LSN is not the next one (a gap, or a frame already held);
-    /// `.serviceUnavailable` ("fenced") for a frame of an epoch older than ``highestEpoch`` or older than the frame
-    /// before it. Never applies any of them then: the caller fetches again (or truncates, see
-    /// ``truncate(directory:partition:after:fileSystem:)``). Blocks while the pending buffer is full, like `stage`.
+    /// `.invalidArguments` for a frame whose LSN is not the next one (a gap, or a frame already held), or whose epoch
+    /// is older than the frame before it or newer than `leaderEpoch`; `.serviceUnavailable` ("fenced") when
+    /// `leaderEpoch` is older than ``highestEpoch`` (a deposed leader). Never applies any of them then: the caller
+    /// fetches again (or truncates, see ``truncate(directory:partition:after:fileSystem:)``). Raises
+    /// ``highestEpoch`` to `leaderEpoch`. Blocks while the pending buffer is full, like `stage`.
     @discardableResult
-    public func appendVerbatim(_ bytes: [UInt8]) throws -> UInt64 {
+    public func appendVerbatim(_ bytes: [UInt8], leaderEpoch: UInt64) throws -> UInt64 {
         if configuration.readOnly {
             throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is open read-only")
         }
         let frames = try Self.splitFrames(bytes, partition: partition)
-        guard let lastFrame = frames.last else { return lastLSN }
         ThreadBridge.checkMayBlock("appending frames to partition \(partition)'s log (backpressure)")
         let segmentSize = UInt64(configuration.segmentSize)
         let limit = configuration.maxPendingBytes
-        let wasIdle = try monitor.withLock(
+        let (wasIdle, last) = try monitor.withLock(
             waitingOn: .progress,
             until: { s in s.failure != nil || s.closing || s.unwrittenBytes == 0 || s.unwrittenBytes + bytes.count <= limit }
-        ) { s throws -> Bool in
+        ) { s throws -> (Bool, UInt64) in
             if let failure = s.failure { throw failure }
             if s.closing { throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is closed") }
+            guard leaderEpoch >= s.highestEpoch else {
+                throw CloudletError(
+                    .serviceUnavailable,
+                    "fenced: partition \(partition) refuses frames from the leader of epoch \(leaderEpoch), epoch \(s.highestEpoch) has been seen")
+            }
             var expected = s.lastLSN + 1
-            var epoch = s.highestEpoch
+            var epoch = s.lastFrameEpoch
             for frame in frames {
                 guard frame.lsn == expected else {
                     throw CloudletError.invalid(
                         "partition \(partition): a frame with LSN \(frame.lsn) where LSN \(expected) comes next"
                             + (frame.lsn > expected ? " (LSNs \(expected)…\(frame.lsn - 1) are missing)" : " (already held)"))
                 }
-                guard frame.epoch >= epoch else {
-                    throw CloudletError(
-                        .serviceUnavailable,
-                        "fenced: partition \(partition) refuses LSN \(frame.lsn) of epoch \(frame.epoch), epoch \(epoch) has been seen")
+                guard frame.epoch >= epoch, frame.epoch <= leaderEpoch else {
+                    throw CloudletError.invalid(
+                        "partition \(partition): LSN \(frame.lsn) has epoch \(frame.epoch), "
+                            + (frame.epoch < epoch ? "older than the \(epoch) of the frame before it" : "newer than its leader's \(leaderEpoch)"))
                 }
                 expected += 1
                 epoch = frame.epoch
             }
+            s.highestEpoch = leaderEpoch
             var wasIdle = false
             for frame in frames {
                 let range = frame.range
@@ -85,11 +93,10 @@ extension Log {
                 wasIdle = wasIdle || idle
                 if frame.isCompressed { s.stats.compressedFrames += 1 }
             }
-            s.highestEpoch = epoch
-            return wasIdle
+            return (wasIdle, s.lastLSN)
         }
         if wasIdle { monitor.signal(.work) }
-        return lastFrame.lsn
+        return last
     }
 
     /// One frame inside a byte buffer of frames.

@@ -60,9 +60,11 @@ struct LogState {
     // Epochs (fencing).
     /// The epoch ``Log/stage(type:payload:compressible:admitOverLimit:)`` stamps into frames.
     var epoch: UInt64
-    /// The highest epoch seen: in the log's frames, appended verbatim, or fenced. Staging under an older epoch and
-    /// verbatim frames of an older epoch are refused.
+    /// The highest leader epoch seen: the log's last frame's, a verbatim append's leader epoch, or fenced. Staging
+    /// under an older epoch and verbatim appends from an older leader are refused.
     var highestEpoch: UInt64
+    /// The epoch of the last frame staged (or recovered); frames never go back in epoch.
+    var lastFrameEpoch: UInt64
 
     // Durability, advanced by the committer.
     var durableLSN: UInt64
@@ -102,6 +104,7 @@ struct LogState {
         self.lastLSN = lastLSN
         self.epoch = epoch
         self.highestEpoch = max(epoch, highestEpoch)
+        self.lastFrameEpoch = highestEpoch
         self.durableLSN = lastLSN
         self.segments = segments
         let last = segments.last
@@ -138,6 +141,7 @@ struct LogState {
                     createsSegment: rolls, lastLSN: lsn, epoch: epoch))
         }
         lastLSN = lsn
+        lastFrameEpoch = epoch
         stagingOffset += UInt64(length)
         stagingSegmentHasFrames = true
         stats.commits += 1

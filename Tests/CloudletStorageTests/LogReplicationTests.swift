@@ -121,7 +121,7 @@ struct LogReplicationTests {
         #expect(shipped == (try storedBytes(leader)))
 
         let (follower, _) = try openCollecting("/follower/p7", config(segmentSize: 900), fileSystem: fs)
-        let last = try follower.appendVerbatim(shipped)
+        let last = try follower.appendVerbatim(shipped, leaderEpoch: 3)
         #expect(last == 40)
         try await follower.waitDurable(last)
         #expect(follower.durableLSN == 40)
@@ -160,12 +160,12 @@ struct LogReplicationTests {
         var bytes = try allFrames(leader)
         bytes[bytes.count - 3] ^= 0x40  // in the last frame's payload
         let (follower, _) = try openCollecting("/f/p7", config(), fileSystem: fs)
-        let error = #expect(throws: CloudletError.self) { try follower.appendVerbatim(bytes) }
+        let error = #expect(throws: CloudletError.self) { try follower.appendVerbatim(bytes, leaderEpoch: 3) }
         #expect(error?.code == .corruption)
         #expect(follower.lastLSN == 0)
         // A batch cut mid-frame is refused too.
         let clean = try allFrames(leader)
-        #expect(throws: CloudletError.self) { try follower.appendVerbatim(Array(clean.dropLast(1))) }
+        #expect(throws: CloudletError.self) { try follower.appendVerbatim(Array(clean.dropLast(1)), leaderEpoch: 3) }
         #expect(follower.lastLSN == 0)
         try follower.close()
         try leader.close()
@@ -176,11 +176,11 @@ struct LogReplicationTests {
         let fs = InMemoryFileSystem()
         let (leader, _) = try leaderLog(fs, count: 6)
         let (follower, _) = try openCollecting("/f/p7", config(), fileSystem: fs)
-        let gap = try #require(throws: CloudletError.self) { try follower.appendVerbatim(try leader.frames(from: 2, maxBytes: 1 << 20).bytes) }
+        let gap = try #require(throws: CloudletError.self) { try follower.appendVerbatim(try leader.frames(from: 2, maxBytes: 1 << 20).bytes, leaderEpoch: 3) }
         #expect(gap.code == .invalidArguments)
         #expect(gap.message.contains("LSNs 1…1 are missing"))
-        try follower.appendVerbatim(try leader.frames(from: 1, maxBytes: 1).bytes)
-        let again = try #require(throws: CloudletError.self) { try follower.appendVerbatim(try leader.frames(from: 1, maxBytes: 1).bytes) }
+        try follower.appendVerbatim(try leader.frames(from: 1, maxBytes: 1).bytes, leaderEpoch: 3)
+        let again = try #require(throws: CloudletError.self) { try follower.appendVerbatim(try leader.frames(from: 1, maxBytes: 1).bytes, leaderEpoch: 3) }
         #expect(again.message.contains("already held"))
         #expect(follower.lastLSN == 1)
         try follower.flush()
@@ -188,34 +188,45 @@ struct LogReplicationTests {
         try leader.close()
     }
 
-    @Test("fencing: frames of an epoch older than the highest seen are refused, and a fenced leader cannot stage")
+    @Test("fencing: a deposed leader's frames are refused, epochs never go back along the log, and a fenced leader cannot stage")
     func fencing() throws {
         let fs = InMemoryFileSystem()
         let (old, _) = try leaderLog(fs, count: 3, epoch: 2, directory: "/old/p7")
         let (follower, _) = try openCollecting("/f/p7", config(), fileSystem: fs)
         follower.fence(epoch: 5)
-        let fenced = try #require(throws: CloudletError.self) { try follower.appendVerbatim(try allFrames(old)) }
+        let fenced = try #require(throws: CloudletError.self) { try follower.appendVerbatim(try allFrames(old), leaderEpoch: 2) }
         #expect(fenced.code == .serviceUnavailable)
         #expect(fenced.message.contains("fenced"))
         #expect(follower.lastLSN == 0)
+        // The leader of epoch 5 ships the same old frames (epoch 2) it carries: accepted.
+        try follower.appendVerbatim(try allFrames(old), leaderEpoch: 5)
+        #expect(follower.lastLSN == 3 && follower.highestEpoch == 5)
+        // A leader never ships frames of an epoch after its own.
+        let (future, _) = try leaderLog(fs, count: 4, epoch: 6, directory: "/future/p7")
+        let newer = try #require(throws: CloudletError.self) {
+            try follower.appendVerbatim(try future.frames(from: 4, maxBytes: 1 << 20).bytes, leaderEpoch: 5)
+        }
+        #expect(newer.message.contains("newer than its leader's 5"))
+        try follower.appendVerbatim(try future.frames(from: 4, maxBytes: 1 << 20).bytes, leaderEpoch: 6)
+        // Epochs never go back along the log: after a frame of epoch 6, one of epoch 4 is refused.
+        let (older, _) = try leaderLog(fs, count: 5, epoch: 4, directory: "/older/p7")
+        let back = try #require(throws: CloudletError.self) {
+            try follower.appendVerbatim(try older.frames(from: 5, maxBytes: 1 << 20).bytes, leaderEpoch: 7)
+        }
+        #expect(back.message.contains("older than the 6 of the frame before it"))
+        #expect(follower.lastLSN == 4)
 
-        // Epochs never go back within a batch or across batches either.
-        let (newer, _) = try leaderLog(fs, count: 3, epoch: 7, directory: "/new/p7")
-        try follower.appendVerbatim(try allFrames(newer))
-        #expect(follower.highestEpoch == 7)
-        let (older, _) = try leaderLog(fs, count: 4, epoch: 6, directory: "/older/p7")
-        #expect(throws: CloudletError.self) { try follower.appendVerbatim(try older.frames(from: 4, maxBytes: 1 << 20).bytes) }
-
-        // The old leader, having seen epoch 7, can no longer stage under epoch 2, nor lead in epoch 6.
-        old.fence(epoch: 7)
+        // The old leader, having seen epoch 6, can no longer stage under epoch 2, nor lead in epoch 5.
+        old.fence(epoch: 6)
         let stale = try #require(throws: CloudletError.self) { try old.stage(type: 1, payload: [1]) }
         #expect(stale.code == .serviceUnavailable)
-        #expect(throws: CloudletError.self) { try old.lead(epoch: 6) }
+        #expect(throws: CloudletError.self) { try old.lead(epoch: 5) }
         try old.lead(epoch: 8)
         let (_, position) = try old.stage(type: 1, payload: [1])
         try old.flush()
         #expect(try old.readFrame(at: position).epoch == 8)
-        for log in [old, follower, newer, older] { try log.close() }
+        try follower.flush()
+        for log in [old, follower, future, older] { try log.close() }
     }
 
     @Test("truncating after an LSN inside a segment, at a segment boundary, at 0 or past the end", arguments: [0, 1, 9, 17, 29, 30, 35] as [UInt64])
@@ -279,7 +290,7 @@ struct LogReplicationTests {
             shared += batch.bytes
             next = batch.lastLSN + 1
         }
-        try new.appendVerbatim(shared)
+        try new.appendVerbatim(shared, leaderEpoch: 3)
         try new.flush()
         // The new leader takes over in epoch 9 and writes 21…24.
         try new.lead(epoch: 9)
@@ -294,7 +305,7 @@ struct LogReplicationTests {
         c.epoch = 3
         let (rejoined, _) = try openCollecting("/old/p7", c, fileSystem: fs)
         rejoined.fence(epoch: 9)
-        try rejoined.appendVerbatim(try new.frames(from: 21, maxBytes: 1 << 20).bytes)
+        try rejoined.appendVerbatim(try new.frames(from: 21, maxBytes: 1 << 20).bytes, leaderEpoch: 9)
         try await rejoined.waitDurable(24)
         #expect(try storedBytes(rejoined) == (try storedBytes(new)))
         #expect(rejoined.highestEpoch == 9)
