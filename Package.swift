@@ -49,6 +49,9 @@ let package = Package(
         .target(name: "CloudletWire", dependencies: ["CloudletCore", "CloudletModel"]),
         // Segments, frames, group commit, recovery, checkpoints.
         .target(name: "CloudletStorage", dependencies: ["CloudletConcurrency", "CloudletCore", "CLZ4"], exclude: ["LogFormat.md", "SortedRunFormat.md"]),
+        // Replication as state machines (events in, actions out): election through the coordinator, tailing,
+        // quorum acknowledgement, fencing. No I/O; docs/replication.md.
+        .target(name: "CloudletReplication", dependencies: ["CloudletCore"]),
         // The embedded engine (library product).
         .target(
             name: "Cloudlet",
@@ -98,6 +101,7 @@ let package = Package(
         .testTarget(name: "CloudletConcurrencyTests", dependencies: ["CloudletConcurrency"]),
         .testTarget(name: "CloudletCommandLineTests", dependencies: ["CloudletCommandLine"]),
         .testTarget(name: "CloudletWireTests", dependencies: ["CloudletWire", "CloudletCore"]),
+        .testTarget(name: "CloudletReplicationTests", dependencies: ["CloudletReplication", "CloudletCore"]),
         .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore", "CloudletTestSupport"]),
         .testTarget(
             name: "CloudletTests",
