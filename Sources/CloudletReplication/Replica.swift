@@ -139,13 +139,15 @@ public struct Replica: Sendable {
             campaigning = false
             campaignAt = nil
             if let epoch { becomeCandidate(epoch, &out) }
-        case .receive(let from, let message):
+        case .receive(let from, let message, let now):
+            self.now = max(self.now, now)
             onMessage(from, message, &out)
         case .durable(let lsn, let now):
             self.now = max(self.now, now)
             durableLSN = max(durableLSN, min(lsn, lastLSN))
             onDurable(&out)
-        case .write(let id, let payload):
+        case .write(let id, let payload, let now):
+            self.now = max(self.now, now)
             onWrite(id, payload, &out)
         }
         return out

@@ -47,12 +47,13 @@ public enum ReplicaEvent: Hashable, Sendable {
     case progress([NodeID: LogEnd])
     /// The campaign's compare-and-swap: won at `epoch` (the revision that created the key), or lost (nil).
     case campaignResult(epoch: UInt64?)
-    /// A message from another replica.
-    case receive(from: NodeID, ReplicaMessage)
+    /// A message from another replica, handled at `now` (every event that can lead to an acknowledgement carries
+    /// the clock, so that the lease is judged by the time of the decision, not of the last tick).
+    case receive(from: NodeID, ReplicaMessage, now: Millis)
     /// The local log has every frame up to `lsn` fsynced.
     case durable(lsn: UInt64, now: Millis)
     /// A client write to stage (leader) or refuse (anyone else).
-    case write(id: UInt64, payload: [UInt8])
+    case write(id: UInt64, payload: [UInt8], now: Millis)
 }
 
 /// What to do: the shell performs these, in order.

@@ -153,7 +153,7 @@ final class Simulation {
         case .deliver(let to, let incarnation, let from, let message):
             guard nodes[to].alive, nodes[to].incarnation == incarnation else { return }
             if let brief = Self.brief(message) { note("\(nodes[from].id) → \(nodes[to].id): \(brief)") }
-            deliver(to, .receive(from: nodes[from].id, message))
+            deliver(to, .receive(from: nodes[from].id, message, now: localTime(to)))
         case .request(let from, let incarnation, let request):
             coordinatorHandles(request, from: from, incarnation: incarnation)
         case .reply(let to, let incarnation, let event):
@@ -370,7 +370,7 @@ final class Simulation {
         guard nodes[target].alive else { return }
         let id = nextWrite
         nextWrite += 1
-        deliver(target, .write(id: id, payload: Self.payload(id)))
+        deliver(target, .write(id: id, payload: Self.payload(id), now: localTime(target)))
     }
 
     private func injectFault() {
