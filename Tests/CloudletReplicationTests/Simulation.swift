@@ -102,14 +102,10 @@ final class Simulation {
         coordinator = SimulatedCoordinator(ttl: timing.leaseTTL)
         let ids = (1...options.nodes).map { NodeID("n\($0)") }
         configurations = ids.enumerated().map { i, id in
-            var c = ReplicaConfiguration(node: id, replicas: ids)
+            var c = timing
+            c.node = id
+            c.replicas = ids
             c.ackMode = options.ackMode
-            c.leaseTTL = timing.leaseTTL
-            c.renewInterval = timing.renewInterval
-            c.clockSkewMargin = timing.clockSkewMargin
-            c.retryInterval = timing.retryInterval
-            c.electionJitter = timing.electionJitter
-            c.maxFramesPerFetch = timing.maxFramesPerFetch
             c.seed = SplitMix64.mix(seed &+ UInt64(i))
             return c
         }

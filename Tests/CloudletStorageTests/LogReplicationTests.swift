@@ -312,4 +312,49 @@ struct LogReplicationTests {
         try rejoined.close()
         try new.close()
     }
+
+    @Test("frames appended verbatim survive a crash like staged ones: a prefix holding every frame that was durable",
+          arguments: [1, 2, 3, 4] as [UInt64])
+    func verbatimAppendSurvivesCrash(seed: UInt64) async throws {
+        var rng = SeededRandom(seed: seed)
+        let fs = InMemoryFileSystem()
+        let (leader, staged) = try leaderLog(fs, count: 40, seed: seed)
+        let (follower, _) = try openCollecting("/f/p7", config(segmentSize: 900), fileSystem: fs)
+        var durable: UInt64 = 0
+        var next: UInt64 = 1
+        while next <= 40 {
+            let batch = try leader.frames(from: next, maxBytes: Int.random(in: 100...2_000, using: &rng))
+            try follower.appendVerbatim(batch.bytes, leaderEpoch: 3)
+            if Bool.random(using: &rng) {
+                try await follower.waitDurable(batch.lastLSN)
+                durable = batch.lastLSN
+            }
+            next = batch.lastLSN + 1
+        }
+        let keepSeed = rng.next()
+        fs.crash { path, unsynced in Int(truncatingIfNeeded: (keepSeed ^ UInt64(path.utf8.count)) % UInt64(unsynced + 1)) }
+        try? follower.close()
+        try? leader.close()
+        let (reopened, frames) = try openCollecting("/f/p7", config(segmentSize: 900), fileSystem: fs)
+        #expect(frames.count >= Int(durable), "seed \(seed): \(durable) were durable, \(frames.count) survived")
+        expectSame(frames, staged.prefix(frames.count))
+        try reopened.close()
+    }
+
+    @Test("a compacted prefix is neither served to followers nor truncated into; what follows it is served")
+    func compactedPrefix() async throws {
+        try await withTempDirectory { dir in
+            let (log, _) = try openCollecting(dir, config(segmentSize: 900))
+            try stageAll(log, (0..<30).map { [UInt8](repeating: UInt8($0), count: 100 + $0) })
+            try log.installCompaction(try LogCompactionTests.compact(log) { _ in true })
+            let covered = try #require(log.compactionMarker).coveredThrough
+            let refused = try #require(throws: CloudletError.self) { try log.frames(from: 1, maxBytes: 1 << 20) }
+            #expect(refused.code == .changeTokenExpired)
+            let tail = try log.frames(from: covered + 1, maxBytes: 1 << 20)
+            #expect(tail.firstLSN == covered + 1 && tail.lastLSN == 30)
+            try log.close()
+            let cut = try #require(throws: CloudletError.self) { try Log.truncate(directory: dir, partition: 7, after: 1) }
+            #expect(cut.code == .invalidArguments)
+        }
+    }
 }
