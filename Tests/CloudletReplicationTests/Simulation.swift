@@ -34,6 +34,8 @@ final class Simulation {
         var watchRevision: UInt64 = 0
         /// How far the node's clock has fallen behind (a clock fault; it survives restarts, heal resets it).
         var clockLag: Millis = 0
+        /// The node's watch delivers nothing until then (a stalled watch stream); the next resync catches it up.
+        var watchStalledUntil: Millis = 0
     }
 
     enum Request {
@@ -186,6 +188,7 @@ final class Simulation {
             cuts = []
             for i in nodes.indices {
                 nodes[i].clockLag = 0
+                nodes[i].watchStalledUntil = 0
                 if !nodes[i].alive { restart(i) }
             }
         }
@@ -381,6 +384,10 @@ final class Simulation {
             note("partition + clock: the leader \(key.node) is cut off from the coordinator and falls \(lag) ms behind")
             cuts.insert([Self.coordinatorEndpoint, l])
             nodes[l].clockLag += lag
+            // And one follower's watch stalls, so that only the new candidate's fence tells it the leader changed.
+            let f = (l + 1 + Int(rng.next() % UInt64(nodes.count - 1))) % nodes.count
+            nodes[f].watchStalledUntil = now + random(300...1_500)
+            note("watch: \(nodes[f].id)'s watch stalls until \(nodes[f].watchStalledUntil) ms")
         case 6:
             // The node's clock stalls for a while, then runs on: it now trails the coordinator's. Beyond the
             // clock-skew margin the lease no longer protects anything; fencing still must.
@@ -477,7 +484,8 @@ final class Simulation {
 
     /// The watch: every node learns the current leader key and published progress, in revision order.
     private func broadcastWatch() {
-        for i in nodes.indices where nodes[i].alive && !cuts.contains([Self.coordinatorEndpoint, i]) {
+        for i in nodes.indices
+        where nodes[i].alive && !cuts.contains([Self.coordinatorEndpoint, i]) && now >= nodes[i].watchStalledUntil {
             guard !chance(options.dropRate / 2) else { continue }
             // A watch can lag far behind (a busy coordinator, a reconnecting stream).
             schedule(
