@@ -101,7 +101,8 @@ let package = Package(
         .testTarget(name: "CloudletConcurrencyTests", dependencies: ["CloudletConcurrency"]),
         .testTarget(name: "CloudletCommandLineTests", dependencies: ["CloudletCommandLine"]),
         .testTarget(name: "CloudletWireTests", dependencies: ["CloudletWire", "CloudletCore"]),
-        .testTarget(name: "CloudletReplicationTests", dependencies: ["CloudletReplication", "CloudletCore"]),
+        .testTarget(
+            name: "CloudletReplicationTests", dependencies: ["CloudletReplication", "CloudletCore", "CloudletConcurrency"]),
         .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore", "CloudletTestSupport"]),
         .testTarget(
             name: "CloudletTests",

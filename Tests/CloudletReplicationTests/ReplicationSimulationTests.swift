@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletReplication
 import Foundation
 import Testing
@@ -15,15 +16,21 @@ struct ReplicationSimulationTests {
         return Array(first..<(first + count))
     }
 
-    private func runSeeds(_ options: SimulationOptions, label: String, seeds defaultCount: UInt64) {
-        var failures: [String] = []
-        for seed in Self.seeds(defaultCount) {
-            let simulation = Simulation(seed: seed, options: options)
-            if let length = Self.environment["CLOUDLET_SIM_TRACE"].flatMap(Int.init) { simulation.traceLength = length }
-            if let failure = simulation.run() {
-                failures.append(failure)
-                if failures.count >= 3 { break }
+    /// Runs the seeds on a thread of its own (ThreadBridge.offload): seconds of CPU on the cooperative pool — two
+    /// threads here — would starve the other suites' tasks.
+    private func runSeeds(_ options: SimulationOptions, label: String, seeds defaultCount: UInt64) async {
+        let traceLength = Self.environment["CLOUDLET_SIM_TRACE"].flatMap(Int.init)
+        let failures = await ThreadBridge.offload { () -> [String] in
+            var failures: [String] = []
+            for seed in Self.seeds(defaultCount) {
+                let simulation = Simulation(seed: seed, options: options)
+                if let traceLength { simulation.traceLength = traceLength }
+                if let failure = simulation.run() {
+                    failures.append(failure)
+                    if failures.count >= 3 { break }
+                }
             }
+            return failures
         }
         for failure in failures {
             let seed = failure.split(separator: " ")[1]
@@ -33,22 +40,22 @@ struct ReplicationSimulationTests {
     }
 
     @Test("3 replicas, --ack quorum: one leader per epoch, no acknowledged write lost, logs agree, all converge")
-    func quorumThreeReplicas() {
-        runSeeds(SimulationOptions(), label: "quorumThreeReplicas", seeds: 200)
+    func quorumThreeReplicas() async {
+        await runSeeds(SimulationOptions(), label: "quorumThreeReplicas", seeds: 200)
     }
 
     @Test("5 replicas, --ack quorum: the same invariants with two failures tolerated")
-    func quorumFiveReplicas() {
+    func quorumFiveReplicas() async {
         var options = SimulationOptions()
         options.nodes = 5
-        runSeeds(options, label: "quorumFiveReplicas", seeds: 50)
+        await runSeeds(options, label: "quorumFiveReplicas", seeds: 50)
     }
 
     @Test("3 replicas, --ack leader: one leader per epoch, logs agree, all converge (acknowledged writes may be lost)")
-    func leaderAck() {
+    func leaderAck() async {
         var options = SimulationOptions()
         options.ackMode = .leader
-        runSeeds(options, label: "leaderAck", seeds: 60)
+        await runSeeds(options, label: "leaderAck", seeds: 60)
     }
 
     @Test("the same seed gives the same run")
