@@ -11,7 +11,7 @@ BENCH_ARGS ?=
 # `make test` shows its output and keeps a copy here.
 TEST_LOG ?= .build/logs/test.log
 
-.PHONY: deps build test test-release serve bench bench-quick bench-http
+.PHONY: deps build test test-release sim serve bench bench-quick bench-http
 
 deps:
 	.ci/install-deps
@@ -32,6 +32,15 @@ test-release: deps
 	{ $(SWIFT) build -c release --build-tests -Xswiftc -enable-testing $(SWIFTPM_FLAGS) && \
 	  $(SWIFT) test -c release -Xswiftc -enable-testing --skip-build --filter '$(RELEASE_TESTS)' $(SWIFTPM_FLAGS); } 2>&1 | \
 	  tee $(basename $(TEST_LOG))-release.log
+
+# The replication simulation over many seeds (docs/replication.md, "Deterministic simulation"): SIM_SEEDS seeds per
+# scenario from SIM_FIRST_SEED, in a release build with testable imports. `make test` runs a few hundred.
+SIM_SEEDS ?= 5000
+SIM_FIRST_SEED ?= 1
+sim: deps
+	$(SWIFT) build -c release --build-tests -Xswiftc -enable-testing $(SWIFTPM_FLAGS)
+	CLOUDLET_SIM_SEEDS=$(SIM_SEEDS) CLOUDLET_SIM_FIRST_SEED=$(SIM_FIRST_SEED) \
+	  $(SWIFT) test -c release -Xswiftc -enable-testing --skip-build --filter ReplicationSimulationTests $(SWIFTPM_FLAGS)
 
 # The HTTP server (CloudKit Web Services API) on a local data directory, http://127.0.0.1:8080 (PORT=… to change).
 # Builds CivetSSLCompat too, so that `cloudlet serve --tls-cert … --tls-key …` works from the same build.

@@ -55,6 +55,9 @@ let package = Package(
         .target(name: "CloudletWire", dependencies: ["CloudletCore", "CloudletModel"]),
         // Segments, frames, group commit, recovery, checkpoints.
         .target(name: "CloudletStorage", dependencies: ["CloudletConcurrency", "CloudletCore", "CLZ4"], exclude: ["LogFormat.md", "SortedRunFormat.md"]),
+        // Replication as state machines (events in, actions out): election through the coordinator, tailing,
+        // quorum acknowledgement, fencing. No I/O; docs/replication.md.
+        .target(name: "CloudletReplication", dependencies: ["CloudletCore"]),
         // The embedded engine (library product).
         .target(
             name: "Cloudlet",
@@ -120,6 +123,8 @@ let package = Package(
         .testTarget(name: "CloudletConcurrencyTests", dependencies: ["CloudletConcurrency"]),
         .testTarget(name: "CloudletCommandLineTests", dependencies: ["CloudletCommandLine"]),
         .testTarget(name: "CloudletWireTests", dependencies: ["CloudletWire", "CloudletCore"]),
+        .testTarget(
+            name: "CloudletReplicationTests", dependencies: ["CloudletReplication", "CloudletCore", "CloudletConcurrency"]),
         .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore", "CloudletTestSupport"]),
         .testTarget(
             name: "CloudletTests",

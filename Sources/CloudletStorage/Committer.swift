@@ -73,7 +73,7 @@ final class Committer: @unchecked Sendable {
                 // behind a torn one.
                 try current.fdatasync()
                 fsyncs += 1
-                let header = SegmentHeader(partition: partition, firstLSN: chunk.segment, epoch: configuration.epoch)
+                let header = SegmentHeader(partition: partition, firstLSN: chunk.segment, epoch: chunk.epoch)
                 let file = try header.createFile(in: directory, fileSystem: fileSystem)
                 fsyncs += 1
                 written += SegmentHeader.size

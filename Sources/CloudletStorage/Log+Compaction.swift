@@ -19,7 +19,7 @@ extension Log {
             s.chunks.append(
                 LogState.Chunk(
                     segment: first, fileOffset: UInt64(SegmentHeader.size), start: s.pending.count, count: 0,
-                    createsSegment: true, lastLSN: s.lastLSN))
+                    createsSegment: true, lastLSN: s.lastLSN, epoch: s.epoch))
             return first
         }
         guard let target else { return }

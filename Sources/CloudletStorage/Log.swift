@@ -96,7 +96,9 @@ public final class Log: Sendable {
                 firstLSN: s.firstLSN, lastLSN: s.lastLSN, size: s.size,
                 sealed: i < outcome.segments.count - 1 || s.generation != nil, path: s.path, generation: s.generation)
         }
-        var state = LogState(lastLSN: outcome.lastLSN, segments: segments)
+        var state = LogState(
+            lastLSN: outcome.lastLSN, segments: segments, epoch: configuration.epoch,
+            highestEpoch: outcome.report.lastEpoch)
         state.marker = outcome.marker
         state.highestGeneration = outcome.highestGeneration
         if let file = outcome.lastFile, let last = segments.last { state.files[last.firstLSN] = file }
@@ -148,7 +150,6 @@ public final class Log: Sendable {
         let limit = configuration.maxPendingBytes
         if !admitOverLimit { ThreadBridge.checkMayBlock("staging a frame in partition \(partition)'s log (backpressure)") }
         let segmentSize = UInt64(configuration.segmentSize)
-        let epoch = configuration.epoch
         let (staged, wasIdle) = try monitor.withLock(
             waitingOn: .progress,
             until: { s in
@@ -157,31 +158,17 @@ public final class Log: Sendable {
         ) { s throws -> ((lsn: UInt64, position: FramePosition), Bool) in
             if let failure = s.failure { throw failure }
             if s.closing { throw closedError() }
+            let epoch = s.epoch
+            if epoch < s.highestEpoch {
+                throw CloudletError(
+                    .serviceUnavailable,
+                    "fenced: partition \(partition)'s log writes epoch \(epoch), but epoch \(s.highestEpoch) has been seen (a newer leader)")
+            }
             let lsn = s.lastLSN + 1
-            let rolls = s.stagingSegmentHasFrames && s.stagingOffset + UInt64(length) > segmentSize
-            if rolls {
-                s.stagingSegment = lsn
-                s.stagingOffset = UInt64(SegmentHeader.size)
-                s.stagingSegmentHasFrames = false
+            let (position, wasIdle) = s.enqueue(lsn: lsn, epoch: epoch, length: length, segmentSize: segmentSize) { pending in
+                pending.append(contentsOf: prepared.header(lsn: lsn, epoch: epoch))
+                pending.append(contentsOf: prepared.stored)
             }
-            let position = FramePosition(segment: s.stagingSegment, offset: s.stagingOffset, length: UInt32(length))
-            let wasIdle = s.chunks.isEmpty
-            let start = s.pending.count
-            s.pending.append(contentsOf: prepared.header(lsn: lsn, epoch: epoch))
-            s.pending.append(contentsOf: prepared.stored)
-            if !rolls, let last = s.chunks.indices.last, s.chunks[last].segment == s.stagingSegment {
-                s.chunks[last].count += length
-                s.chunks[last].lastLSN = lsn
-            } else {
-                s.chunks.append(
-                    LogState.Chunk(
-                        segment: s.stagingSegment, fileOffset: s.stagingOffset, start: start, count: length,
-                        createsSegment: rolls, lastLSN: lsn))
-            }
-            s.lastLSN = lsn
-            s.stagingOffset += UInt64(length)
-            s.stagingSegmentHasFrames = true
-            s.stats.commits += 1
             if prepared.isCompressed { s.stats.compressedFrames += 1 }
             return ((lsn, position), wasIdle)
         }
@@ -264,8 +251,8 @@ public final class Log: Sendable {
     public var durableLSN: UInt64 { monitor.withLock { $0.durableLSN } }
     /// The last LSN staged (or recovered).
     public var lastLSN: UInt64 { monitor.withLock { $0.lastLSN } }
-    /// The leader epoch stamped into new frames.
-    public var epoch: UInt64 { configuration.epoch }
+    /// The leader epoch stamped into new frames: ``LogConfiguration/epoch`` until ``lead(epoch:)`` changes it.
+    public var epoch: UInt64 { monitor.withLock { $0.epoch } }
     public var stats: LogStats { monitor.withLock { $0.stats } }
     /// Set once the log went read-only after a failed write or fdatasync.
     public var failure: CloudletError? { monitor.withLock { $0.failure } }

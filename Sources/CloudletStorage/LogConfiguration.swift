@@ -18,7 +18,8 @@ public struct LogConfiguration: Sendable {
     /// Payloads of at least this many bytes are LZ4-compressed; the compressed form is kept only if it saves at
     /// least 1/8 of the bytes. Default 256.
     public var compressionThreshold: Int = 256
-    /// The leader epoch stamped into new frames and segment headers. Default 1.
+    /// The leader epoch ``Log/stage(type:payload:compressible:admitOverLimit:)`` stamps into new frames until
+    /// ``Log/lead(epoch:)`` changes it. Default 1.
     public var epoch: UInt64 = 1
     /// ``Log/stage(type:payload:)`` blocks while this many bytes are staged but not yet written (backpressure).
     /// Default 256 MiB.

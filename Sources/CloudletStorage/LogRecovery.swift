@@ -284,6 +284,7 @@ struct LogRecovery {
                 if header.lsn > afterLSN {
                     try Self.replayFrame(header, index, of: reader, segment: segment, at: offset, report: &report, replay)
                 }
+                report.lastEpoch = header.epoch
                 offset += UInt64(header.frameLength)
                 expected += 1
                 continue
@@ -343,6 +344,7 @@ struct LogRecovery {
                 if header.lsn > afterLSN {
                     try Self.replayFrame(header, index, of: reader, segment: segment, at: offset, report: &report, replay)
                 }
+                report.lastEpoch = header.epoch
                 previous = header.lsn
                 offset += UInt64(header.frameLength)
             }

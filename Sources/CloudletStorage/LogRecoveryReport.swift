@@ -16,6 +16,8 @@ public struct LogRecoveryReport: Sendable, Hashable {
     public var framesReplayed: Int = 0
     /// The LSN of the last valid frame (0 for an empty log).
     public var lastLSN: UInt64 = 0
+    /// The epoch of the last frame recovery checked (0 when it checked none: an empty log, or a checkpoint at its end).
+    public var lastEpoch: UInt64 = 0
     /// Whether recovery started at the checkpoint's position instead of scanning from the first segment.
     public var usedStartHint = false
     /// The torn tail found in the last segment, if any.

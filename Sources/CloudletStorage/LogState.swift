@@ -16,6 +16,8 @@ struct LogState {
         var createsSegment: Bool
         /// The LSN of its last frame.
         var lastLSN: UInt64
+        /// The epoch of the frame that starts it: a new segment's header records it as its created epoch.
+        var epoch: UInt64
     }
 
     /// A segment as written so far (what ``Log/segments()`` reports and ``Log/readFrame(at:)`` may read).
@@ -55,6 +57,15 @@ struct LogState {
     /// An emptied buffer the committer handed back, reused as the next ``pending`` to spare reallocations.
     var spare: [UInt8] = []
 
+    // Epochs (fencing).
+    /// The epoch ``Log/stage(type:payload:compressible:admitOverLimit:)`` stamps into frames.
+    var epoch: UInt64
+    /// The highest leader epoch seen: the log's last frame's, a verbatim append's leader epoch, or fenced. Staging
+    /// under an older epoch and verbatim appends from an older leader are refused.
+    var highestEpoch: UInt64
+    /// The epoch of the last frame staged (or recovered); frames never go back in epoch.
+    var lastFrameEpoch: UInt64
+
     // Durability, advanced by the committer.
     var durableLSN: UInt64
     var segments: [Segment]
@@ -89,14 +100,52 @@ struct LogState {
         return failureHandler
     }
 
-    init(lastLSN: UInt64, segments: [Segment]) {
+    init(lastLSN: UInt64, segments: [Segment], epoch: UInt64, highestEpoch: UInt64) {
         self.lastLSN = lastLSN
+        self.epoch = epoch
+        self.highestEpoch = max(epoch, highestEpoch)
+        self.lastFrameEpoch = highestEpoch
         self.durableLSN = lastLSN
         self.segments = segments
         let last = segments.last
         stagingSegment = last?.firstLSN ?? lastLSN + 1
         stagingOffset = last?.size ?? UInt64(SegmentHeader.size)
         stagingSegmentHasFrames = last.map { $0.lastLSN >= $0.firstLSN } ?? false
+    }
+
+    /// Stages a frame of `length` bytes with LSN `lsn` (the next one): decides whether it rolls into a new segment,
+    /// lets `write` append its bytes to ``pending`` and records the run. Returns its position and whether the
+    /// committer was idle (and must be woken).
+    mutating func enqueue(
+        lsn: UInt64, epoch: UInt64, length: Int, segmentSize: UInt64, write: (inout [UInt8]) -> Void
+    ) -> (position: FramePosition, wasIdle: Bool) {
+        precondition(lsn == lastLSN + 1, "LSN \(lsn) staged after \(lastLSN)")
+        let rolls = stagingSegmentHasFrames && stagingOffset + UInt64(length) > segmentSize
+        if rolls {
+            stagingSegment = lsn
+            stagingOffset = UInt64(SegmentHeader.size)
+            stagingSegmentHasFrames = false
+        }
+        let position = FramePosition(segment: stagingSegment, offset: stagingOffset, length: UInt32(length))
+        let wasIdle = chunks.isEmpty
+        let start = pending.count
+        write(&pending)
+        precondition(pending.count == start + length, "a frame of \(length) bytes wrote \(pending.count - start)")
+        if !rolls, let last = chunks.indices.last, chunks[last].segment == stagingSegment {
+            chunks[last].count += length
+            chunks[last].lastLSN = lsn
+        } else {
+            chunks.append(
+                Chunk(
+                    segment: stagingSegment, fileOffset: stagingOffset, start: start, count: length,
+                    createsSegment: rolls, lastLSN: lsn, epoch: epoch))
+        }
+        lastLSN = lsn
+        lastFrameEpoch = epoch
+        stagingOffset += UInt64(length)
+        stagingSegmentHasFrames = true
+        stats.commits += 1
+        return (position, wasIdle)
     }
 
     /// Staged bytes not yet written: what backpressure bounds.

@@ -1,0 +1,198 @@
+import CloudletConcurrency
+import CloudletCore
+
+/// What a follower's log needs beyond ``Log/stage(type:payload:compressible:admitOverLimit:)``: appending a leader's
+/// frames verbatim, fencing by epoch, reading stored frames for followers, and truncating a divergent suffix.
+/// LogFormat.md, "Replication", says what each guarantees.
+extension Log {
+    // MARK: Epochs
+
+    /// The highest leader epoch this log has seen: its last frame's, a verbatim append's leader epoch, or set by
+    /// ``fence(epoch:)``. Not persisted on its own: after a reopen it is the epoch of the last frame (or
+    /// ``LogConfiguration/epoch``), so the replication layer fences again with the coordinator's epoch.
+    public var highestEpoch: UInt64 { monitor.withLock { $0.highestEpoch } }
+
+    /// Refuses, from now on, staging under an epoch older than `epoch` and verbatim appends from the leader of an
+    /// older epoch (a deposed leader).
+    /// Never lowers the fence.
+    public func fence(epoch: UInt64) {
+        monitor.withLock { s in s.highestEpoch = max(s.highestEpoch, epoch) }
+    }
+
+    /// Makes this log the leader's for `epoch`: ``stage(type:payload:compressible:admitOverLimit:)`` stamps `epoch`
+    /// into every frame from now on. Throws `.serviceUnavailable` ("fenced") if a newer epoch has been seen.
+    public func lead(epoch: UInt64) throws {
+        try monitor.withLock { s throws in
+            guard epoch >= s.highestEpoch else {
+                throw CloudletError(
+                    .serviceUnavailable,
+                    "fenced: partition \(partition) cannot lead in epoch \(epoch), epoch \(s.highestEpoch) has been seen")
+            }
+            s.epoch = epoch
+            s.highestEpoch = epoch
+        }
+    }
+
+    // MARK: Verbatim append
+
+    /// Appends frames exactly as a leader stored them — `bytes` is one or more whole frames (header and stored
+    /// payload, as ``frames(from:maxBytes:)`` returns them) — keeping their LSN, epoch, flags and bytes; the
+    /// committer writes and syncs them like staged ones (wait with ``waitDurable(_:)``). `leaderEpoch` is the epoch of
+    /// the leader that sent them (the fencing token): its frames may be of that epoch or of older ones it carries,
+    /// never newer. All or nothing: every frame is checked before any is staged. Returns the last LSN appended.
+    ///
+    /// Throws `.corruption` for a frame whose checksum or fields do not check out, or bytes that end mid-frame;
+    /// `.invalidArguments` for a frame whose LSN is not the next one (a gap, or a frame already held), or whose epoch
+    /// is older than the frame before it or newer than `leaderEpoch`; `.serviceUnavailable` ("fenced") when
+    /// `leaderEpoch` is older than ``highestEpoch`` (a deposed leader). Never applies any of them then: the caller
+    /// fetches again (or truncates, see ``truncate(directory:partition:after:fileSystem:)``). Raises
+    /// ``highestEpoch`` to `leaderEpoch`. Blocks while the pending buffer is full, like `stage`.
+    @discardableResult
+    public func appendVerbatim(_ bytes: [UInt8], leaderEpoch: UInt64) throws -> UInt64 {
+        if configuration.readOnly {
+            throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is open read-only")
+        }
+        let frames = try Self.splitFrames(bytes, partition: partition)
+        ThreadBridge.checkMayBlock("appending frames to partition \(partition)'s log (backpressure)")
+        let segmentSize = UInt64(configuration.segmentSize)
+        let limit = configuration.maxPendingBytes
+        let (wasIdle, last) = try monitor.withLock(
+            waitingOn: .progress,
+            until: { s in s.failure != nil || s.closing || s.unwrittenBytes == 0 || s.unwrittenBytes + bytes.count <= limit }
+        ) { s throws -> (Bool, UInt64) in
+            if let failure = s.failure { throw failure }
+            if s.closing { throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is closed") }
+            guard leaderEpoch >= s.highestEpoch else {
+                throw CloudletError(
+                    .serviceUnavailable,
+                    "fenced: partition \(partition) refuses frames from the leader of epoch \(leaderEpoch), epoch \(s.highestEpoch) has been seen")
+            }
+            var expected = s.lastLSN + 1
+            var epoch = s.lastFrameEpoch
+            for frame in frames {
+                guard frame.lsn == expected else {
+                    throw CloudletError.invalid(
+                        "partition \(partition): a frame with LSN \(frame.lsn) where LSN \(expected) comes next"
+                            + (frame.lsn > expected ? " (LSNs \(expected)…\(frame.lsn - 1) are missing)" : " (already held)"))
+                }
+                guard frame.epoch >= epoch, frame.epoch <= leaderEpoch else {
+                    throw CloudletError.invalid(
+                        "partition \(partition): LSN \(frame.lsn) has epoch \(frame.epoch), "
+                            + (frame.epoch < epoch ? "older than the \(epoch) of the frame before it" : "newer than its leader's \(leaderEpoch)"))
+                }
+                expected += 1
+                epoch = frame.epoch
+            }
+            s.highestEpoch = leaderEpoch
+            var wasIdle = false
+            for frame in frames {
+                let range = frame.range
+                let (_, idle) = s.enqueue(lsn: frame.lsn, epoch: frame.epoch, length: range.count, segmentSize: segmentSize) {
+                    $0.append(contentsOf: bytes[range])
+                }
+                wasIdle = wasIdle || idle
+                if frame.isCompressed { s.stats.compressedFrames += 1 }
+            }
+            return (wasIdle, s.lastLSN)
+        }
+        if wasIdle { monitor.signal(.work) }
+        return last
+    }
+
+    /// One frame inside a byte buffer of frames.
+    struct FrameSlice {
+        var lsn: UInt64
+        var epoch: UInt64
+        var isCompressed: Bool
+        var range: Range<Int>
+    }
+
+    /// Splits `bytes` into whole frames and checks each (header, checksum, fields); throws `.corruption`.
+    static func splitFrames(_ bytes: [UInt8], partition: UInt32) throws -> [FrameSlice] {
+        var frames: [FrameSlice] = []
+        var offset = 0
+        while offset < bytes.count {
+            func corrupt(_ reason: String) -> CloudletError {
+                CloudletError(
+                    .corruption, "partition \(partition): frame \(frames.count + 1) (byte \(offset)) received: \(reason)")
+            }
+            let header: FrameHeader
+            switch FrameHeader.check(bytes, at: offset, available: bytes.count - offset) {
+            case .failure(let defect): throw corrupt(defect.reason)
+            case .success(let h): header = h
+            }
+            if let defect = header.checkBody(bytes, at: offset) { throw corrupt(defect.reason) }
+            frames.append(
+                FrameSlice(
+                    lsn: header.lsn, epoch: header.epoch, isCompressed: header.isCompressed,
+                    range: offset..<(offset + header.frameLength)))
+            offset += header.frameLength
+        }
+        return frames
+    }
+
+    // MARK: Reading for followers
+
+    /// Stored frames, verbatim, for a follower.
+    public struct FrameBatch: Sendable {
+        /// Whole frames as stored (header and stored payload), concatenated: what ``Log/appendVerbatim(_:)`` takes.
+        public var bytes: [UInt8]
+        /// The LSN of the first and of the last frame in `bytes` (`lastLSN < firstLSN` when empty).
+        public var firstLSN: UInt64
+        public var lastLSN: UInt64
+        /// The log's durable LSN when the batch was read: the follower is caught up when `lastLSN` reaches it.
+        public var durableLSN: UInt64
+    }
+
+    /// The durable frames from LSN `lsn` on, verbatim (bytes, LZ4 and CRC32C as stored), at least one frame (when
+    /// there is one) and then as many as fit in `maxBytes`. Empty when `lsn` is past the durable end. Throws
+    /// `.changeTokenExpired` when `lsn` lies in a compacted prefix (those frames were rewritten or dropped: the
+    /// follower needs a copy of the segments instead), `.corruption` for a bad stored frame, `.invalidArguments`
+    /// for `lsn` 0.
+    public func frames(from lsn: UInt64, maxBytes: Int) throws -> FrameBatch {
+        guard lsn > 0 else { throw CloudletError.invalid("LSNs start at 1") }
+        ThreadBridge.checkMayBlock("reading frames of partition \(partition) for a follower")
+        let (segments, durable) = monitor.withLock { s in
+            (
+                s.segments.map {
+                    SegmentInfo(
+                        path: $0.path, firstLSN: $0.firstLSN, lastLSN: $0.lastLSN, size: $0.size, sealed: $0.sealed,
+                        generation: $0.generation)
+                }, s.durableLSN
+            )
+        }
+        var batch = FrameBatch(bytes: [], firstLSN: lsn, lastLSN: lsn - 1, durableLSN: durable)
+        guard lsn <= durable, let start = segments.lastIndex(where: { $0.firstLSN <= lsn }) else { return batch }
+        if segments[start].isCompacted {
+            throw CloudletError(
+                .changeTokenExpired,
+                "partition \(partition): LSN \(lsn) was compacted (generation \(segments[start].generation!) covers up to \(segments[start].lastLSN)); copy the segments instead of tailing")
+        }
+        for segment in segments[start...] where segment.lastLSN >= segment.firstLSN {
+            // Frame by frame through the log's own descriptors (durable bytes only); headers of the frames before
+            // `lsn` are read to skip them.
+            var offset = UInt64(SegmentHeader.size)
+            while offset < segment.size {
+                let head = try readSegment(segment.firstLSN, offset: offset, count: FrameHeader.size)
+                func corrupt(_ reason: String) -> CloudletError { .corruption(segment: segment.path, offset: offset, reason) }
+                let header: FrameHeader
+                switch FrameHeader.check(head, at: 0, available: Int(clamping: segment.size - offset)) {
+                case .failure(let defect): throw corrupt(defect.reason)
+                case .success(let h): header = h
+                }
+                defer { offset += UInt64(header.frameLength) }
+                guard header.lsn >= lsn else { continue }
+                if header.lsn > durable { return batch }
+                if !batch.bytes.isEmpty && batch.bytes.count + header.frameLength > maxBytes { return batch }
+                let frame = try readSegment(segment.firstLSN, offset: offset, count: header.frameLength)
+                if let defect = header.checkBody(frame, at: 0) { throw corrupt(defect.reason) }
+                guard header.lsn == batch.lastLSN + 1 else {
+                    throw corrupt("frame has LSN \(header.lsn) where \(batch.lastLSN + 1) was expected")
+                }
+                batch.bytes.append(contentsOf: frame)
+                batch.lastLSN = header.lsn
+            }
+        }
+        return batch
+    }
+}
