@@ -135,8 +135,8 @@ let package = Package(
         .testTarget(
             name: "CloudletClientTests",
             dependencies: [
-                "CloudletClient", "CloudletSync", "CloudletServer", "CloudletWire", "Cloudlet", "CloudletCore",
-                "CloudletModel", "CloudletTestSupport",
+                "CloudletClient", "CloudletSync", "CloudletServer", "CloudletWire", "Cloudlet", "CloudletConcurrency",
+                "CloudletCore", "CloudletModel", "CloudletTestSupport",
                 // The examples the tests run as programs.
                 "journal", "shopping-lists", "babifud", "photos",
             ]),

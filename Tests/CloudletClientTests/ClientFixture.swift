@@ -1,6 +1,7 @@
 import Cloudlet
 import CloudletClient
 import CloudletServer
+import CloudletConcurrency
 import CloudletTestSupport
 import Testing
 
@@ -37,8 +38,11 @@ final class ClientFixture: Sendable {
         try await ClientFixture(dir: TempDir("cloudlet-client"), configure: configure)
     }
 
+    /// Stops the server off the cooperative pool: `stop` waits for civetweb's threads, and a websocket's pusher
+    /// among them needs the pool to finish (two fixtures stopping at once on the pool's two threads deadlocked).
     func shutdown() async {
-        server.stop()
+        let server = self.server
+        await ThreadBridge.offload { server.stop() }
         try? await store.close()
     }
 

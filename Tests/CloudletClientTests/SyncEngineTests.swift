@@ -1,5 +1,6 @@
 import Cloudlet
 import CloudletClient
+import CloudletConcurrency
 import CloudletCore
 import CloudletServer
 import CloudletSync
@@ -83,13 +84,14 @@ final class ServerHandle: @unchecked Sendable {
         port = s.port
     }
 
-    func stop() {
-        server?.stop()
+    /// Stops the server off the cooperative pool (see ``ClientFixture/shutdown()``).
+    func stop() async {
+        if let s = server { await ThreadBridge.offload { s.stop() } }
         server = nil
     }
 
     func shutdown() async {
-        stop()
+        await stop()
         try? await store.close()
     }
 
@@ -288,7 +290,7 @@ func contents(_ db: some CloudletDatabase, zone: ZoneID, type: String = "Note") 
             case 6:
                 device.network.setOnline(!device.network.online)
             case 7:
-                if server.server == nil { try server.start() } else if rng.next() % 3 == 0 { server.stop() }
+                if server.server == nil { try server.start() } else if rng.next() % 3 == 0 { await server.stop() }
             default:
                 do { try await device.engine.sync() } catch let e as CloudletError where e.code == .serviceUnavailable {}
             }
