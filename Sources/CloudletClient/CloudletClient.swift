@@ -36,6 +36,8 @@ public struct CloudletClient: Sendable {
     public let url: String
     let apiToken: String
     let webAuthToken: String?
+    /// Signs every request instead of the tokens (``init(url:serverKey:configuration:)``).
+    let serverKey: ServerKey?
     let retry: RetryPolicy
     let transport: any HTTPTransport
     /// The CA file of the client's own transport, for its websockets.
@@ -52,13 +54,27 @@ public struct CloudletClient: Sendable {
             retry: configuration.retry)
     }
 
+    /// A server-to-server client: every request is signed with `serverKey` (no tokens) and acts on the public
+    /// database as the container's developer, as CloudKit's server-to-server clients do.
+    public init(url: String, serverKey: ServerKey, configuration: Configuration = Configuration()) {
+        var options = CurlTransport.Options(caFile: configuration.caFile)
+        options.timeout = configuration.timeout
+        self.init(
+            url: url, apiToken: "", webAuthToken: nil, serverKey: serverKey, transport: CurlTransport(options: options),
+            retry: configuration.retry)
+    }
+
     /// A client over any transport (tests use a scripted one).
-    public init(url: String, apiToken: String, webAuthToken: String? = nil, transport: any HTTPTransport, retry: RetryPolicy) {
+    public init(
+        url: String, apiToken: String, webAuthToken: String? = nil, serverKey: ServerKey? = nil, transport: any HTTPTransport,
+        retry: RetryPolicy
+    ) {
         var u = url
         while u.hasSuffix("/") { u.removeLast() }
         self.url = u
         self.apiToken = apiToken
         self.webAuthToken = webAuthToken
+        self.serverKey = serverKey
         self.transport = transport
         self.retry = retry
         caFile = (transport as? CurlTransport)?.options.caFile

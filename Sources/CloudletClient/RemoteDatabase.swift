@@ -518,10 +518,15 @@ public struct RemoteDatabase: CloudletDatabase {
     /// response's JSON object. `changesData` says whether a request that may have reached the server can be sent
     /// again (never for writes).
     func call(_ operation: String, body: [UInt8]?, changesData: Bool) async throws -> [String: JSONValue] {
-        var url = "\(client.url)/database/1/\(Self.escape(container.identifier))/\(container.environment.rawValue)/"
-        url += "\(scope.rawValue)/\(operation)?ckAPIToken=\(Self.escape(client.apiToken))"
-        if let t = client.webAuthToken { url += "&ckWebAuthToken=\(Self.escape(t))" }
-        var request = HTTPClientRequest(method: body == nil ? "GET" : "POST", url: url, body: body)
+        let subpath = "/database/1/\(Self.escape(container.identifier))/\(container.environment.rawValue)/\(scope.rawValue)/\(operation)"
+        var request = HTTPClientRequest(method: body == nil ? "GET" : "POST", url: client.url + subpath, body: body)
+        if let key = client.serverKey {
+            // Signed: no tokens; the signature covers the date, the body and the path.
+            request.headers += try key.headers(body: body ?? [], subpath: subpath)
+        } else {
+            request.url += "?ckAPIToken=\(Self.escape(client.apiToken))"
+            if let t = client.webAuthToken { request.url += "&ckWebAuthToken=\(Self.escape(t))" }
+        }
         if body != nil { request.headers.append(("Content-Type", "application/json")) }
         return try await send(request, changesData: changesData)
     }

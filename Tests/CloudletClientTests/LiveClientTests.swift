@@ -1,6 +1,7 @@
 import Cloudlet
 import CloudletClient
 import CloudletCore
+import CloudletServer
 import CloudletTestSupport
 import Foundation
 import Testing
@@ -148,6 +149,51 @@ import Testing
                 #expect(e.code == .authenticationRequired || e.code == .authenticationFailed, "\(e)")
             }
         }
+    }
+
+    @Test func aServerKeyClientSignsItsRequestsAndActsOnThePublicDatabaseAsTheDeveloper() async throws {
+        let dir = TempDir("client-s2s")
+        let key = dir.sub("key.pem"), pub = dir.sub("pub.pem")
+        for args in [["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", key], ["ec", "-in", key, "-pubout", "-out", pub]] {
+            let r = try await ChildProcess.run("/usr/bin/openssl", args)
+            try #require(r.status == 0, "openssl \(args[0]): \(r.err)")
+        }
+        try await withFixture { f in
+            let keyID = try await Credentials(store: f.store).addServerKey(
+                container: ClientFixture.container, pem: try String(contentsOfFile: pub, encoding: .utf8))
+            let serverKey = try ServerKey(keyID: keyID, privateKeyPEM: try String(contentsOfFile: key, encoding: .utf8))
+            let client = CloudletClient(url: f.server.url, serverKey: serverKey)
+            let db = client.container(ClientFixture.container).publicDatabase
+            let saved = try await db.save(Record(recordType: "Announcement", recordName: "welcome", fields: ["text": .string("hi")]))
+            #expect(saved.created?.userRecordName == defaultOwnerName, "\(String(describing: saved.created))")
+            // The developer may change any public record, a user's included.
+            let users = f.client().container(ClientFixture.container).publicDatabase
+            let alices = try await users.save(Record(recordType: "Announcement", recordName: "by-alice"))
+            var edit = alices
+            edit["text"] = .string("edited by the server")
+            #expect(try await db.save(edit).fields["text"] == .string("edited by the server"))
+            let page = try await db.query(Query(recordType: "Announcement"))
+            #expect(Set(page.records.map(\.recordName)) == ["welcome", "by-alice"])
+            // No private databases for a key.
+            do {
+                _ = try await client.container(ClientFixture.container).privateDatabase.zones()
+                Issue.record("a server key read a private database")
+            } catch let e as CloudletError {
+                #expect(e.code == .permissionFailure || e.code == .authenticationRequired || e.code == .authenticationFailed, "\(e)")
+            }
+            // A key the server does not know is refused.
+            let stranger = CloudletClient(
+                url: f.server.url,
+                serverKey: try ServerKey(keyID: "unknown-key", privateKeyPEM: try String(contentsOfFile: key, encoding: .utf8)),
+                configuration: .init(retry: .never))
+            do {
+                _ = try await stranger.container(ClientFixture.container).publicDatabase.record(for: saved.id)
+                Issue.record("an unknown key was accepted")
+            } catch let e as CloudletError {
+                #expect(e.code == .authenticationFailed && e.message.contains("unknown"), "\(e)")
+            }
+        }
+        #expect(throws: CloudletError.self) { try ServerKey(keyID: "k", privateKeyPEM: "not a key") }
     }
 
     @Test func anUnreachableServerIsServiceUnavailableNamingTheAddress() async throws {
