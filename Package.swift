@@ -138,7 +138,7 @@ let package = Package(
                 "CloudletClient", "CloudletSync", "CloudletServer", "CloudletWire", "Cloudlet", "CloudletConcurrency",
                 "CloudletCore", "CloudletModel", "CloudletTestSupport",
                 // The examples the tests run as programs.
-                "journal", "shopping-lists", "babifud", "photos",
+                "journal", "shopping-lists", "babifud", "photos", "cloudlet",
             ]),
         .testTarget(
             name: "CloudletServerTests",

@@ -23,6 +23,61 @@ final class CuttableTransport: HTTPTransport {
     }
 }
 
+/// Where the devices sync to: an in-process server, or a `cloudlet serve` process the test SIGKILLs.
+protocol SyncServer: AnyObject, Sendable {
+    var url: String { get }
+    var apiToken: String { get }
+    var aliceToken: String { get }
+    var running: Bool { get }
+    func start() async throws
+    /// Takes the server away: a clean stop in-process, SIGKILL for a process.
+    func stop() async
+    func shutdown() async
+}
+
+extension SyncServer {
+    /// alice's private database through the server.
+    var remote: RemoteDatabase {
+        CloudletClient(url: url, apiToken: apiToken, webAuthToken: aliceToken).container(ServerHandle.container).privateDatabase
+    }
+}
+
+/// A `cloudlet serve` child on a fresh store (it bootstraps the container's API token and a first user, alice's
+/// stand-in) that `stop` SIGKILLs and `start` starts again on the same port and store.
+final class ServeProcessHandle: SyncServer, @unchecked Sendable {
+    let dir = TempDir("sync-serve")
+    private(set) var apiToken = ""
+    private(set) var aliceToken = ""
+    private var child: ChildProcess?
+    private var port = 0
+
+    init() async throws { try await start() }
+
+    var url: String { "http://127.0.0.1:\(port)" }
+    var running: Bool { child != nil }
+
+    func start() async throws {
+        let c = try ChildProcess(
+            try cloudletExecutable(),
+            ["serve", "--port", String(port), "--data", dir.sub("store"), "--container", ServerHandle.container])
+        let line = try await c.waitForLine { $0.hasPrefix("listening on ") }
+        port = Int(line.split(separator: ":").last ?? "") ?? 0
+        func value(_ key: String) -> String? {
+            c.stdout.first { $0.trimmingCharacters(in: .whitespaces).hasPrefix(key + ": ") }
+                .map { String($0.trimmingCharacters(in: .whitespaces).dropFirst(key.count + 2)) }
+        }
+        if apiToken.isEmpty { (apiToken, aliceToken) = (value("ckAPIToken") ?? "", value("ckWebAuthToken") ?? "") }
+        child = c
+    }
+
+    func stop() async {
+        await child?.stop(SIGKILL)
+        child = nil
+    }
+
+    func shutdown() async { await stop() }
+}
+
 /// A device: its own local store, and a sync engine between it and alice's private database on the server.
 struct Device {
     let name: String
@@ -31,7 +86,7 @@ struct Device {
     let engine: SyncEngine
     let network: CuttableTransport
 
-    static func open(_ name: String, dir: TempDir? = nil, server: ServerHandle, resolver: SyncConflictResolver = .serverWins)
+    static func open(_ name: String, dir: TempDir? = nil, server: any SyncServer, resolver: SyncConflictResolver = .serverWins)
         async throws -> Device
     {
         let dir = dir ?? TempDir("sync-\(name)")
@@ -52,7 +107,7 @@ struct Device {
 }
 
 /// A server that can be stopped and started again on the same port and store.
-final class ServerHandle: @unchecked Sendable {
+final class ServerHandle: SyncServer, @unchecked Sendable {
     static let container = "iCloud.com.example.sync"
     let dir = TempDir("sync-server")
     let store: CloudletStore
@@ -73,6 +128,7 @@ final class ServerHandle: @unchecked Sendable {
     }
 
     var url: String { "http://127.0.0.1:\(port)" }
+    var running: Bool { server != nil }
 
     func start() throws {
         var config = ServerConfiguration()
@@ -263,10 +319,22 @@ func contents(_ db: some CloudletDatabase, zone: ZoneID, type: String = "Note") 
     /// Two devices edit at random while their networks are cut and restored and the server is stopped and started;
     /// afterwards the server and both devices hold the same records, and every record only one device wrote has
     /// that device's last edit (no acknowledged local edit lost). Seeded; `CLOUDLET_SYNC_SEEDS` runs more.
-    @Test(arguments: Array(1...((Int(ProcessInfo.processInfo.environment["CLOUDLET_SYNC_SEEDS"] ?? "") ?? 3))))
+    static let seeds = Int(ProcessInfo.processInfo.environment["CLOUDLET_SYNC_SEEDS"] ?? "") ?? 3
+
+    @Test(arguments: Array(1...seeds))
     func randomEditsOfflineAndOnlineConvergeWithoutLosingAnEdit(seed: Int) async throws {
+        try await Self.randomEdits(seed: seed, server: try await ServerHandle())
+    }
+
+    /// The same against a `cloudlet serve` process that is SIGKILLed instead of stopped (acknowledged writes are
+    /// fsync'd: none may be lost).
+    @Test(arguments: Array(1...max(1, seeds / 3)))
+    func randomEditsAgainstAServerProcessThatIsKilled(seed: Int) async throws {
+        try await Self.randomEdits(seed: 1000 + seed, server: try await ServeProcessHandle())
+    }
+
+    static func randomEdits(seed: Int, server: any SyncServer) async throws {
         var rng = SeededRandom(seed: UInt64(seed))
-        let server = try await ServerHandle()
         let devices = [try await Device.open("a", server: server), try await Device.open("b", server: server)]
         defer { Task { for d in devices { await d.close() }; await server.shutdown() } }
         // The last thing each device did to the records only it writes (nil: deleted).
@@ -290,16 +358,16 @@ func contents(_ db: some CloudletDatabase, zone: ZoneID, type: String = "Note") 
             case 6:
                 device.network.setOnline(!device.network.online)
             case 7:
-                if server.server == nil { try server.start() } else if rng.next() % 3 == 0 { await server.stop() }
+                if !server.running { try await server.start() } else if rng.next() % 3 == 0 { await server.stop() }
             default:
                 do { try await device.engine.sync() } catch let e as CloudletError where e.code == .serviceUnavailable {}
             }
         }
-        if server.server == nil { try server.start() }
+        if !server.running { try await server.start() }
         for d in devices { d.network.setOnline(true) }
         for _ in 0..<3 { for d in devices { try await d.engine.sync() } }
 
-        let onServer = try await contents(server.database, zone: Self.zone)
+        let onServer = try await contents(server.remote, zone: Self.zone)
         for d in devices {
             #expect(try await d.engine.pendingCount() == 0, "\(d.name) still has unsent changes")
             #expect(try await contents(d.db, zone: Self.zone) == onServer, "device \(d.name) differs from the server (seed \(seed))")
