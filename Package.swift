@@ -135,7 +135,7 @@ let package = Package(
         .testTarget(
             name: "CloudletClientTests",
             dependencies: [
-                "CloudletClient", "CloudletSync", "CloudletServer", "CloudletWire", "Cloudlet", "CloudletConcurrency",
+                "CloudletClient", "CloudletSync", "CloudletServer", "CloudletWire", "Cloudlet",
                 "CloudletCore", "CloudletModel", "CloudletTestSupport",
                 // The examples the tests run as programs.
                 "journal", "shopping-lists", "babifud", "photos", "cloudlet",

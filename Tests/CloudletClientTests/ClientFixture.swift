@@ -1,8 +1,8 @@
 import Cloudlet
 import CloudletClient
 import CloudletServer
-import CloudletConcurrency
 import CloudletTestSupport
+import Foundation
 import Testing
 
 /// An in-process `cloudlet serve` on a free loopback port over a temp store, with an API token and two users; and
@@ -38,11 +38,12 @@ final class ClientFixture: Sendable {
         try await ClientFixture(dir: TempDir("cloudlet-client"), configure: configure)
     }
 
-    /// Stops the server off the cooperative pool: `stop` waits for civetweb's threads, and a websocket's pusher
-    /// among them needs the pool to finish (two fixtures stopping at once on the pool's two threads deadlocked).
+    /// Stops the server on a thread of its own: `stop` waits for civetweb's threads (a long-poll's for up to its
+    /// wait), and a websocket's pusher among them needs the cooperative pool to finish — two fixtures stopping at
+    /// once on the pool's two threads deadlocked, and on Dispatch's threads they starved other tests' offloads.
     func shutdown() async {
         let server = self.server
-        await ThreadBridge.offload { server.stop() }
+        await onOwnThread { server.stop() }
         try? await store.close()
     }
 
@@ -59,6 +60,16 @@ final class ClientFixture: Sendable {
     /// alice's private database, embedded.
     func embedded(_ scope: DatabaseScope = .private) throws -> Database {
         try store.container(Self.container).database(scope, user: alice.user.userRecordName)
+    }
+}
+
+/// Runs blocking `work` on a new thread (neither the cooperative pool nor Dispatch's) and waits for it.
+func onOwnThread(_ work: @escaping @Sendable () -> Void) async {
+    await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+        Thread {
+            work()
+            c.resume()
+        }.start()
     }
 }
 

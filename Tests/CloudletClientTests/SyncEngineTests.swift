@@ -1,6 +1,5 @@
 import Cloudlet
 import CloudletClient
-import CloudletConcurrency
 import CloudletCore
 import CloudletServer
 import CloudletSync
@@ -140,9 +139,9 @@ final class ServerHandle: SyncServer, @unchecked Sendable {
         port = s.port
     }
 
-    /// Stops the server off the cooperative pool (see ``ClientFixture/shutdown()``).
+    /// Stops the server on a thread of its own (see ``ClientFixture/shutdown()``).
     func stop() async {
-        if let s = server { await ThreadBridge.offload { s.stop() } }
+        if let s = server { await onOwnThread { s.stop() } }
         server = nil
     }
 
