@@ -237,7 +237,7 @@ public final class CurlTransport: HTTPTransport {
         lines.compactMap { line in
             guard let colon = line.firstIndex(of: ":") else { return nil }
             let name = String(line[..<colon])
-            let value = line[line.index(after: colon)...].trimmingWhitespace()
+            let value = line[line.index(after: colon)...].trimmingHTTPWhitespace()
             return (name, value)
         }
     }
@@ -246,14 +246,5 @@ public final class CurlTransport: HTTPTransport {
     static func redacted(_ url: String) -> String {
         guard let q = url.firstIndex(of: "?") else { return url }
         return String(url[..<q]) + "?…"
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingWhitespace() -> String {
-        var s = self
-        while let c = s.first, c == " " || c == "\t" { s = s.dropFirst() }
-        while let c = s.last, c == " " || c == "\t" || c == "\r" || c == "\n" { s = s.dropLast() }
-        return String(s)
     }
 }

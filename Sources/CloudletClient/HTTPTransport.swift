@@ -81,3 +81,14 @@ public struct TransportFailure: Error, Sendable, CustomStringConvertible {
         }
     }
 }
+
+extension Substring {
+    /// Without the spaces, tabs and line ends around it (a header's value).
+    func trimmingHTTPWhitespace() -> String {
+        let blank: Set<Character> = [" ", "\t", "\r", "\n", "\r\n"]
+        var s = self
+        while let c = s.first, blank.contains(c) { s = s.dropFirst() }
+        while let c = s.last, blank.contains(c) { s = s.dropLast() }
+        return String(s)
+    }
+}

@@ -76,7 +76,7 @@ final class WebSocketConnection {
         let input = Array((keyText + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8)
         _ = SHA1(input, input.count, &digest)
         let accept = lines.first { $0.lowercased().hasPrefix("sec-websocket-accept:") }
-            .map { $0.dropFirst("sec-websocket-accept:".count).trimmingCharacters(in: " ") }
+            .map { $0.dropFirst("sec-websocket-accept:".count).trimmingHTTPWhitespace() }
         guard accept == Base64.encode(digest) else {
             throw TransportFailure(.exchanging, "websocket upgrade: Sec-WebSocket-Accept does not match the key")
         }
@@ -209,14 +209,5 @@ enum Monotonic {
         var t = timespec()
         clock_gettime(CLOCK_MONOTONIC, &t)
         return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
-    }
-}
-
-extension Substring {
-    fileprivate func trimmingCharacters(in set: String) -> String {
-        var s = self
-        while let c = s.first, set.contains(c) { s = s.dropFirst() }
-        while let c = s.last, set.contains(c) { s = s.dropLast() }
-        return String(s)
     }
 }

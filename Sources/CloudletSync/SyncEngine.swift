@@ -66,9 +66,9 @@ public actor SyncEngine {
             do { _ = try await local.count(Query(recordType: sample.recordType), zoneID: Self.stateZone) } catch let e
                 as CloudletError where e.code == .invalidArguments
             {
-                for op in [RecordOperation.forceReplace(sample), .forceDelete(sample.id)] {
-                    if let e = try await local.modify([op], atomic: false)[0].error { throw e }
-                }
+                // Two calls: one call may not name a record twice.
+                try await writeLocally([.forceReplace(sample)])
+                try await writeLocally([.forceDelete(sample.id)])
             }
         }
     }
@@ -95,8 +95,7 @@ public actor SyncEngine {
     public func delete(_ recordID: RecordID) async throws {
         let id = RecordID(recordName: recordID.recordName, zoneID: ZoneID(zoneName: recordID.zoneID.zoneName))
         try await queue(.delete(id))
-        let r = try await local.modify([.forceDelete(id)], atomic: false)[0]
-        if let e = r.error, e.code != .unknownItem, e.code != .zoneNotFound { throw e }
+        try await writeLocally([.forceDelete(id)], tolerating: [.unknownItem, .zoneNotFound])
     }
 
     /// How many local changes the server does not have yet.
@@ -328,11 +327,7 @@ public actor SyncEngine {
                     synced.append((id, nil))
                 }
             }
-            for chunk in localOps.chunked(CloudletLimits.operationsPerRequest) {
-                for r in try await local.modify(Array(chunk), atomic: false) {
-                    if let e = r.error, e.code != .unknownItem { throw e }
-                }
-            }
+            try await writeLocally(localOps, tolerating: [.unknownItem])
             try await recordSynced(synced)
             applied += localOps.count
             token = page.token
@@ -407,7 +402,7 @@ public actor SyncEngine {
         fields["zone"] = .string(id.zoneID.zoneName)
         fields["name"] = .string(id.recordName)
         let entry = Record(recordType: StateRecord.pending, recordName: StateRecord.key(id), zoneID: Self.stateZone, fields: fields)
-        if let e = try await local.modify([.forceReplace(entry)], atomic: false)[0].error { throw e }
+        try await writeLocally([.forceReplace(entry)])
     }
 
     /// Queues `change` in place of `p` (a newer local change since `p` was read wins over it).
@@ -461,12 +456,8 @@ public actor SyncEngine {
 
     /// Removes queue entries that have not been replaced by a newer local change since they were read.
     private func dropPending(_ done: [Pending]) async throws {
-        for chunk in done.chunked(CloudletLimits.operationsPerRequest) {
-            let ops: [RecordOperation] = chunk.map { .delete($0.entry.id, changeTag: $0.entry.changeTag ?? "") }
-            for r in try await local.modify(ops, atomic: false) {
-                if let e = r.error, e.code != .serverRecordChanged, e.code != .unknownItem { throw e }
-            }
-        }
+        try await writeLocally(
+            done.map { .delete($0.entry.id, changeTag: $0.entry.changeTag ?? "") }, tolerating: [.serverRecordChanged, .unknownItem])
     }
 
     /// Records the server's change tag and copy of each record (nil: the server has none).
@@ -489,11 +480,7 @@ public actor SyncEngine {
                             StateRecord.zoneField: .string(id.zoneID.zoneName),
                         ])))
         }
-        for chunk in ops.chunked(CloudletLimits.operationsPerRequest) {
-            for r in try await local.modify(Array(chunk), atomic: false) {
-                if let e = r.error, e.code != .unknownItem { throw e }
-            }
-        }
+        try await writeLocally(ops, tolerating: [.unknownItem])
     }
 
     private func syncedCopy(_ id: RecordID) async throws -> Record? {
@@ -515,7 +502,7 @@ public actor SyncEngine {
         } else {
             op = .forceDelete(id)
         }
-        if let e = try await local.modify([op], atomic: false)[0].error, e.code != .unknownItem { throw e }
+        try await writeLocally([op], tolerating: [.unknownItem])
     }
 
     private func token(_ name: String) async throws -> ChangeToken? {
@@ -525,13 +512,20 @@ public actor SyncEngine {
 
     private func saveToken(_ name: String, _ token: ChangeToken) async throws {
         let r = Record(recordType: StateRecord.token, id: Self.stateID(name), fields: ["token": .bytes(token.bytes)])
-        if let e = try await local.modify([.forceReplace(r)], atomic: false)[0].error { throw e }
+        try await writeLocally([.forceReplace(r)])
     }
 
     private func deleteState(_ ids: [RecordID]) async throws {
-        if ids.isEmpty { return }
-        for r in try await local.modify(ids.map { .forceDelete($0) }, atomic: false) {
-            if let e = r.error, e.code != .unknownItem { throw e }
+        try await writeLocally(ids.map { .forceDelete($0) }, tolerating: [.unknownItem])
+    }
+
+    /// Applies `ops` to the local database, non-atomically, in calls of at most the per-call limit; the first
+    /// failure whose code is not `tolerated` is thrown.
+    private func writeLocally(_ ops: [RecordOperation], tolerating tolerated: [CloudletError.Code] = []) async throws {
+        for chunk in ops.chunked(CloudletLimits.operationsPerRequest) {
+            for r in try await local.modify(Array(chunk), atomic: false) {
+                if let e = r.error, !tolerated.contains(e.code) { throw e }
+            }
         }
     }
 
