@@ -636,10 +636,3 @@ final class StopFlag: Sendable {
     var isSet: Bool { flag.load(ordering: .relaxed) }
     func set() { flag.store(true, ordering: .relaxed) }
 }
-
-extension Array {
-    /// Consecutive slices of at most `size` elements.
-    fileprivate func chunked(_ size: Int) -> [ArraySlice<Element>] {
-        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
-    }
-}

@@ -561,9 +561,3 @@ public actor SyncEngine {
         if waiting.isEmpty { busy = false } else { waiting.removeFirst().resume() }
     }
 }
-
-extension Array {
-    fileprivate func chunked(_ size: Int) -> [ArraySlice<Element>] {
-        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
-    }
-}
