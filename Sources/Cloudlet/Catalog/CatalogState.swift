@@ -19,9 +19,11 @@ package struct CatalogState: Sendable {
     package var subscriptions: [SubscriberID: [String: Subscription]] = [:]
     /// Security roles, grants and role members.
     package var security = SecurityCatalog()
+    /// Shares and who may see which shared zone.
+    package var shares = ShareCatalog()
 
     /// Whether there is nothing in it (a format-1 store whose partition 0 held no catalog has nothing to migrate).
-    package var isEmpty: Bool { schema.types.isEmpty && subscriptions.isEmpty && security.isEmpty }
+    package var isEmpty: Bool { schema.types.isEmpty && subscriptions.isEmpty && security.isEmpty && shares.isEmpty }
 
     /// Applies a catalog commit (``check(_:)`` has accepted it) at `lsn`.
     package mutating func apply(_ commit: Commit, lsn: UInt64, position: FramePosition?) {
@@ -41,6 +43,7 @@ package struct CatalogState: Sendable {
         case .deleteSubscription(let who, let id):
             subscriptions[who]?[id] = nil
             if subscriptions[who]?.isEmpty == true { subscriptions[who] = nil }
+        case .security(.share(let change)): shares.apply(change)
         case .security(let change): security.apply(change)
         case .putRecord, .deleteRecord, .createZone, .deleteZone, .purge, .index, .catalogVersion: break
         }
@@ -111,6 +114,8 @@ extension CatalogState {
         case compositeIndexes = 3
         /// Security roles (``SecurityCatalog``): written only when there are some.
         case security = 4
+        /// Shares (``ShareCatalog``): written only when there are some.
+        case shares = 5
     }
 
     package func encodeCheckpoint() -> [UInt8] {
@@ -118,7 +123,7 @@ extension CatalogState {
         w.u8(Self.checkpointVersion)
         w.u64(version)
         let composites = schema.encodeComposites()
-        w.varint(2 + (composites == nil ? 0 : 1) + (security.isEmpty ? 0 : 1))
+        w.varint(2 + (composites == nil ? 0 : 1) + (security.isEmpty ? 0 : 1) + (shares.isEmpty ? 0 : 1))
         var schemaBody = ByteWriter(capacity: 1024)
         schema.encode(into: &schemaBody)
         w.u8(Section.schema.rawValue)
@@ -140,6 +145,12 @@ extension CatalogState {
             var body = ByteWriter(capacity: 256)
             security.encode(into: &body)
             w.u8(Section.security.rawValue)
+            w.bytes(body.bytes)
+        }
+        if !shares.isEmpty {
+            var body = ByteWriter(capacity: 256)
+            shares.encode(into: &body)
+            w.u8(Section.shares.rawValue)
             w.bytes(body.bytes)
         }
         return w.bytes
@@ -165,6 +176,7 @@ extension CatalogState {
             case .schema: s.schema = try SchemaCatalog.decode(&b)
             case .compositeIndexes: try s.schema.decodeComposites(&b)
             case .security: s.security = try SecurityCatalog.decode(&b)
+            case .shares: s.shares = try ShareCatalog.decode(&b)
             case .subscriptions:
                 let subscribers = try b.length()
                 for _ in 0..<subscribers {

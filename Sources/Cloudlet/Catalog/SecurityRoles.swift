@@ -56,6 +56,8 @@ package enum SecurityMutation: Sendable, Hashable {
     case grants(SchemaKey, recordType: String, grants: [String: RecordPermissions])
     /// A user added to (or removed from) a custom role of a container (both environments).
     case member(container: String, role: String, user: String, added: Bool)
+    /// A share saved or deleted, or a user's access to a shared zone (sub-kinds 4–6, ``ShareMutation``).
+    case share(ShareMutation)
 
     /// `sub-kind u8 · body`: 1 createRole (schema key · role string), 2 grants (schema key · type string · count
     /// varint · (role string · permissions u8)…, sorted by role), 3 member (container string · role string · user
@@ -77,6 +79,8 @@ package enum SecurityMutation: Sendable, Hashable {
             w.string(role)
             w.string(user)
             w.u8(added ? 1 : 0)
+        case .share(let m):
+            m.encode(into: &w)
         }
     }
 
@@ -90,6 +94,7 @@ package enum SecurityMutation: Sendable, Hashable {
             return .grants(key, recordType: type, grants: try decodeGrants(&r))
         case 3:
             return .member(container: try r.string(), role: try r.string(), user: try r.string(), added: try r.u8() != 0)
+        case 4...6: return .share(try ShareMutation.decode(sub: sub, &r))
         default: throw CloudletError.corruption("commit payload: unknown security mutation \(sub)")
         }
     }
@@ -146,6 +151,7 @@ package struct SecurityCatalog: Sendable, Hashable {
                 if members[container]?[role]?.isEmpty == true { members[container]![role] = nil }
                 if members[container]?.isEmpty == true { members[container] = nil }
             }
+        case .share: break  // the catalog's shares section (``CatalogState/apply(_:)``)
         }
     }
 
@@ -286,6 +292,7 @@ extension SecurityMutation {
         switch self {
         case .createRole(let key, _), .grants(let key, _, _): key.container
         case .member(let container, _, _, _): container
+        case .share(.put(let z, _)), .share(.delete(let z, _)), .share(.access(let z, _, _, _)): z.container
         }
     }
 
@@ -298,6 +305,7 @@ extension SecurityMutation {
             "\(key.container)/\(key.environment.rawValue) \(type): "
                 + grants.keys.sorted().map { "GRANT \(grants[$0]!) TO \($0)" }.joined(separator: ", ")
         case .member(let container, let role, let user, let added): "\(container): \(added ? "+" : "-")\(user) in role \(role)"
+        case .share(let m): m.summary
         }
     }
 }

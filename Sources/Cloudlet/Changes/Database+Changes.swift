@@ -113,7 +113,10 @@ extension Database {
         // In the public database, the changes of records the caller may not read are left out (a deletion when it
         // may read none of its type).
         let security = self.security
+        // In a shared database, only the changes of records the zone's shares cover.
+        let shared = sharedZone(key)
         for (name, e) in page {
+            if let shared, !shared.covers(name) { continue }
             let rid = RecordID(recordName: name, zoneID: key.zoneID)
             let readable = readScope(e.recordType, in: security)
             if readable == .none { continue }
@@ -147,6 +150,7 @@ extension Database {
             throw CloudletError(.badDatabase, "database changes are not available for the public database")
         }
         let limit = try Self.pageLimit(resultsLimit)
+        if id.scope == .shared { return try await sharedDatabaseChanges(since: token) }
         let partitions = store.partitions
         var lsns = [UInt64](repeating: 0, count: partitions.count)
         var issuedHorizons = [UInt64](repeating: 0, count: partitions.count)

@@ -54,13 +54,9 @@ public struct Database: CloudletDatabase {
     /// Resolves a zone ID of this database to its store key. The owner may be `__defaultOwner__` or the
     /// database's owner; anything else is another user's zone, which this database does not hold.
     func key(_ zoneID: ZoneID) throws -> ZoneKey {
-        if id.scope == .shared {
-            // Zones are keyed by their owner: the caller's own are in their private database, and no zone of another
-            // user is shared with them until sharing exists.
-            if zoneID.isDefault { throw CloudletError(.badDatabase, "the shared database has no default zone; use a shared zone") }
-            throw CloudletError(
-                .zoneNotFound, "zone '\(zoneID.zoneName)' of owner '\(zoneID.ownerName)' is not shared with '\(id.owner)'")
-        }
+        // Zones are keyed by their owner: in a shared database, another user's zone that one of their shares lets this
+        // user see (``sharedKey(_:)``).
+        if id.scope == .shared { return try sharedKey(zoneID) }
         guard zoneID.ownerName == defaultOwnerName || zoneID.ownerName == id.owner else {
             throw CloudletError(
                 .zoneNotFound, "zone '\(zoneID.zoneName)' of owner '\(zoneID.ownerName)' is not in the \(id.scope.rawValue) database of '\(id.owner)'")
@@ -72,7 +68,7 @@ public struct Database: CloudletDatabase {
     }
 
     private func zone(_ zoneID: ZoneID) -> RecordZone {
-        let id = ZoneID(zoneName: zoneID.zoneName, ownerName: self.id.owner)
+        let id = ZoneID(zoneName: zoneID.zoneName, ownerName: self.id.scope == .shared ? zoneID.ownerName : self.id.owner)
         return RecordZone(id: id, capabilities: id.isDefault ? [] : [.fetchChanges, .atomic, .sharing, .zoneWideSharing])
     }
 
@@ -94,6 +90,7 @@ public struct Database: CloudletDatabase {
     /// The zones of this database: the default zone (public and private) and every custom zone, sorted by name.
     public func zones() async throws -> [RecordZone] {
         try authorize(.read)
+        if id.scope == .shared { return sharedZoneKeys().map { zone($0.zoneID) } }
         var names: [String] = []
         for p in store.partitions {
             p.state.withLock { st in
@@ -118,6 +115,9 @@ public struct Database: CloudletDatabase {
     public func deleteZone(_ zoneID: ZoneID) async throws {
         try authorize(.write)
         guard !zoneID.isDefault else { throw CloudletError.invalid("the default zone cannot be deleted") }
+        guard id.scope != .shared else {
+            throw CloudletError(.permissionFailure, "only its owner '\(zoneID.ownerName)' may delete shared zone '\(zoneID.zoneName)'")
+        }
         let key = try key(zoneID)
         let partition = store.partition(for: key)
         let (_, lsn) = try await partition.commit(waitingForRoom: { st, _ in
@@ -125,6 +125,7 @@ public struct Database: CloudletDatabase {
             return ([.deleteZone(key, time: Int64((Date().timeIntervalSince1970 * 1000).rounded()))], ())
         })
         if let lsn { try await partition.waitDurable(lsn) }
+        try await endShares(in: key, rootedAt: nil)
     }
 
     func requireZone(_ key: ZoneKey) throws {
@@ -152,7 +153,7 @@ public struct Database: CloudletDatabase {
     }
 
     /// The key directory's entry of a record that exists. - Throws: `unknownItem`, `zoneNotFound`.
-    private func liveEntry(_ recordID: RecordID) async throws -> (ZoneKey, RecordEntry) {
+    func liveEntry(_ recordID: RecordID) async throws -> (ZoneKey, RecordEntry) {
         try authorize(.read)
         let key = try key(recordID.zoneID)
         if key.zoneName == ZoneID.defaultZoneName { try requireZone(key) }  // the shared database has none
@@ -161,6 +162,7 @@ public struct Database: CloudletDatabase {
         }
         guard let entry = inZone, !entry.deleted else { throw unknownItem(recordID.recordName, key) }
         try requireReadable(recordID.recordName, recordType: entry.recordType, creator: entry.created?.userRecordName, in: security)
+        if id.scope == .shared, sharedZone(key)?.covers(recordID.recordName) != true { throw unknownItem(recordID.recordName, key) }
         return (key, entry)
     }
 
@@ -191,8 +193,9 @@ public struct Database: CloudletDatabase {
             do {
                 guard let found = try await store.partition(for: key).currentEntries(key, items.map { recordIDs[$0].recordName })
                 else { throw zoneNotFound(key) }
+                let shared = sharedZone(key)
                 for (i, entry) in zip(items, found) {
-                    if let entry, !entry.deleted {
+                    if let entry, !entry.deleted, id.scope != .shared || shared?.covers(recordIDs[i].recordName) == true {
                         do {
                             try requireReadable(
                                 recordIDs[i].recordName, recordType: entry.recordType, creator: entry.created?.userRecordName, in: security)
@@ -277,6 +280,7 @@ public struct Database: CloudletDatabase {
         var order: [ZoneKey] = []
         var zoneErrors: [ZoneKey: CloudletError] = [:]
         var lastZone: (ZoneID, ZoneKey)?
+        var sharedZones: [ZoneKey: SharedZone?] = [:]  // the shared database's rules, per zone
         for (i, op) in operations.enumerated() {
             do {
                 let zoneID = op.recordID.zoneID
@@ -284,6 +288,10 @@ public struct Database: CloudletDatabase {
                 if let (z, k) = lastZone, z == zoneID { key = k } else {
                     key = try self.key(zoneID)
                     lastZone = (zoneID, key)
+                }
+                if id.scope == .shared {
+                    if sharedZones[key] == nil { sharedZones[key] = sharedZone(key) }
+                    try sharedZones[key]??.check(op)
                 }
                 if groups[key] == nil {
                     if let e = zoneErrors[key] { throw e }
@@ -306,6 +314,14 @@ public struct Database: CloudletDatabase {
             if let wait { waits.append(wait) }
         }
         for (p, lsn) in waits { try await p.waitDurable(lsn) }
+        // The owner deleting a share's root ends the share for everyone.
+        if id.scope == .private {
+            var deletedRoots: [ZoneKey: Set<String>] = [:]
+            for (i, op) in operations.enumerated() where op.record == nil {
+                if case .deleted(let rid)? = results[i], let key = try? key(rid.zoneID) { deletedRoots[key, default: []].insert(rid.recordName) }
+            }
+            for (key, roots) in deletedRoots { try await endShares(in: key, rootedAt: roots) }
+        }
         return results.map { $0! }
     }
 

@@ -97,7 +97,8 @@ extension Database {
         let zones = try queryZones(zoneID: zoneID, zoneWide: zoneWide)
         let readable = readScope(query.recordType, in: security)
         if readable == .none { return 0 }
-        if readable != .all { return try await countReadable(query, zoneID: zoneID, zoneWide: zoneWide) }
+        // A shared database sees only the records its shares cover: counted by the same walk as its query.
+        if readable != .all || id.scope == .shared { return try await countReadable(query, zoneID: zoneID, zoneWide: zoneWide) }
         let (pq, prepared) = try await prepare(Query(recordType: query.recordType, predicate: query.predicate), addIndexes: true)
         var notes = prepared
         var n = 0
@@ -178,7 +179,8 @@ extension Database {
             try requireZone(k)
             return [k]
         }
-        var keys: [ZoneKey] = id.scope == .shared ? [] : [ZoneKey(database: id, zoneName: ZoneID.defaultZoneName)]
+        if id.scope == .shared { return sharedZoneKeys().sorted { NameOrder.compare($0.zoneName, $1.zoneName) < 0 } }
+        var keys: [ZoneKey] = [ZoneKey(database: id, zoneName: ZoneID.defaultZoneName)]
         for p in store.partitions {
             p.state.withLock { st in
                 for k in st.zoneKeys(of: id) where k.zoneName != ZoneID.defaultZoneName { keys.append(k) }
@@ -211,7 +213,11 @@ extension Database {
     ) async throws -> (rows: [QueryRow], count: Int, plan: QueryPlan.Zone, truncated: Bool) {
         // Records the caller may not read are not matches (the public database's roles; ``count(_:zoneID:zoneWide:)``
         // never asks for an index count when some are hidden).
-        func visible(_ r: Record) -> Bool { pq.matches(r) && readable.admits(creator: r.created?.userRecordName) }
+        // In a shared database, only the records the zone's shares cover are matches.
+        let shared = sharedZone(key)
+        func visible(_ r: Record) -> Bool {
+            pq.matches(r) && readable.admits(creator: r.created?.userRecordName) && (shared?.covers(r.recordName) ?? true)
+        }
         let partition = store.partition(for: key)
         let query = pq
         // Planning and walking an index read the key directory and the indexes (perhaps from disk): off the

@@ -1,0 +1,191 @@
+import CloudletCore
+import CloudletTestSupport
+import Foundation
+import Testing
+
+@testable import Cloudlet
+
+/// Sharing in the engine: shares in the owner's zone, resolve and accept, and the shared database of a participant —
+/// its permissions enforced by the engine itself.
+@Suite struct SharingTests {
+    let dir = TempDir("sharing")
+
+    func trip(_ name: String, _ zone: ZoneID, title: String = "Lisbon") -> Record {
+        Record(recordType: "Trip", recordName: name, zoneID: zone, fields: ["title": .string(title)])
+    }
+
+    /// alice's "trips" zone with two trips, the first shared with bob (READ_WRITE) and carol (READ_ONLY).
+    func sharedTrip(_ store: CloudletStore) async throws -> (alice: Database, share: Share, zone: ZoneID) {
+        let c = try store.container(testContainer)
+        let alice = try c.privateDatabase(user: "alice")
+        let zone = ZoneID(zoneName: "trips", ownerName: "alice")
+        try await alice.createZone(zone)
+        _ = try await alice.save(trip("t1", zone))
+        _ = try await alice.save(trip("t2", zone, title: "Porto"))
+        let share = try await alice.share(
+            root: RecordID(recordName: "t1", zoneID: zone),
+            participants: [
+                Share.Participant(userRecordName: "bob", permission: .readWrite),
+                Share.Participant(userRecordName: "carol", permission: .readOnly),
+            ])
+        return (alice, share, zone)
+    }
+
+    @Test func aHierarchyShareIsSeenOnlyByAcceptedParticipantsAndOnlyItsRoot() async throws {
+        let store = try await openStore(dir)
+        let (_, share, zone) = try await sharedTrip(store)
+        let c = try store.container(testContainer)
+        let bob = try c.sharedDatabase(user: "bob")
+        let guid = try #require(share.shortGUID)
+        #expect(share.participants.allSatisfy { $0.acceptance == .pending })
+        // Before accepting, nothing is shared with bob.
+        #expect(try await bob.zones().isEmpty)
+        await expectError(.zoneNotFound) { try await bob.record(for: RecordID(recordName: "t1", zoneID: zone)) }
+        // Resolve tells bob he is invited; accept makes the zone appear in his shared database.
+        let meta = try await c.publicDatabase(user: "bob").resolveShare(shortGUID: guid, fetchRootRecord: true)
+        #expect(meta.callerParticipant?.acceptance == .pending)
+        #expect(meta.rootRecord?.recordName == "t1")
+        let accepted = try await c.publicDatabase(user: "bob").acceptShare(shortGUID: guid)
+        #expect(accepted.callerParticipant?.acceptance == .accepted)
+        #expect(try await bob.zones().map(\.id) == [zone])
+        #expect(try await bob.record(for: RecordID(recordName: "t1", zoneID: zone)).fields["title"] == .string("Lisbon"))
+        // t2 is in the zone but not in the share.
+        await expectError(.unknownItem) { try await bob.record(for: RecordID(recordName: "t2", zoneID: zone)) }
+        let q = try await bob.query(Query(recordType: "Trip"), zoneID: zone, maxBytes: nil)
+        #expect(q.records.map(\.recordName) == ["t1"])
+        #expect(try await bob.count(Query(recordType: "Trip"), zoneID: zone) == 1)
+        let changes = try await bob.zoneChanges(zone, maxBytes: nil)
+        #expect(changes.changes.map(\.recordID.recordName) == ["t1"])
+        // A stranger may neither resolve nor accept.
+        await expectError(.permissionFailure) { try await c.publicDatabase(user: "mallory").resolveShare(shortGUID: guid) }
+        await expectError(.permissionFailure) { try await c.publicDatabase(user: "mallory").acceptShare(shortGUID: guid) }
+        await expectError(.unknownItem) { try await c.publicDatabase(user: "bob").acceptShare(shortGUID: "nope") }
+    }
+
+    @Test func readWriteParticipantsEditSharedRecordsReadOnlyOnesCannotAndOnlyTheOwnerDeletesTheRoot() async throws {
+        let store = try await openStore(dir)
+        let (alice, share, zone) = try await sharedTrip(store)
+        let c = try store.container(testContainer)
+        for user in ["bob", "carol"] { try await c.publicDatabase(user: user).acceptShare(shortGUID: share.shortGUID!) }
+        let bob = try c.sharedDatabase(user: "bob"), carol = try c.sharedDatabase(user: "carol")
+        let t1 = RecordID(recordName: "t1", zoneID: zone)
+        var edited = try await bob.record(for: t1)
+        edited.fields["title"] = "Lisbon, by bob"
+        let saved = try await bob.save(edited)
+        #expect(saved.modified?.userRecordName == "bob")
+        // It is alice's record, in her zone.
+        #expect(try await alice.record(for: t1).fields["title"] == .string("Lisbon, by bob"))
+        var byCarol = saved
+        byCarol.fields["title"] = "carol was here"
+        #expect(try await carol.modify([.update(byCarol)])[0].code == .permissionFailure)
+        // Records outside the share are not bob's to write, nor is the root his to delete, nor the share a record.
+        #expect(try await bob.modify([.create(trip("t3", zone))])[0].code == .permissionFailure)
+        #expect(try await bob.modify([.forceDelete(t1)])[0].code == .permissionFailure)
+        #expect(try await bob.modify([.forceDelete(share.id)])[0].code == .permissionFailure)
+        await expectError(.permissionFailure) { try await bob.deleteZone(zone) }
+        #expect(try await alice.record(for: t1).fields["title"] == .string("Lisbon, by bob"))
+        // alice's change feed shows bob's edit.
+        let feed = try await alice.zoneChanges(zone, maxBytes: nil)
+        let t1Change = feed.changes.compactMap { if case .changed(let r) = $0, r.recordName == "t1" { r } else { nil } }
+        #expect(t1Change.first?.modified?.userRecordName == "bob")
+    }
+
+    @Test func aParticipantDeletingTheShareLeavesItAndTheOwnerEndsItForEveryone() async throws {
+        let store = try await openStore(dir)
+        let (alice, share, zone) = try await sharedTrip(store)
+        let c = try store.container(testContainer)
+        for user in ["bob", "carol"] { try await c.publicDatabase(user: user).acceptShare(shortGUID: share.shortGUID!) }
+        let bob = try c.sharedDatabase(user: "bob"), carol = try c.sharedDatabase(user: "carol")
+        let before = try await bob.databaseChanges()
+        #expect(before.changedZones == [zone])
+        // carol leaves: only she loses the zone; she may not come back by the same invitation.
+        try await carol.deleteShare(share.id)
+        #expect(try await carol.zones().isEmpty)
+        #expect(try await bob.zones().count == 1)
+        #expect(try await alice.share(for: share.id).participant("carol")?.acceptance == .removed)
+        await expectError(.permissionFailure) { try await c.publicDatabase(user: "carol").acceptShare(shortGUID: share.shortGUID!) }
+        // alice ends it: bob's feed reports the zone gone, and nothing of it is readable.
+        try await alice.deleteShare(share.id)
+        #expect(try await bob.zones().isEmpty)
+        let after = try await bob.databaseChanges(since: before.token)
+        #expect(after.deletedZones == [zone])
+        await expectError(.zoneNotFound) { try await bob.record(for: RecordID(recordName: "t1", zoneID: zone)) }
+        await expectError(.unknownItem) { try await c.publicDatabase(user: "bob").acceptShare(shortGUID: share.shortGUID!) }
+        // The records stay alice's.
+        #expect(try await alice.record(for: RecordID(recordName: "t1", zoneID: zone)).recordName == "t1")
+    }
+
+    @Test func deletingTheRootEndsTheShare() async throws {
+        let store = try await openStore(dir)
+        let (alice, share, zone) = try await sharedTrip(store)
+        let c = try store.container(testContainer)
+        try await c.publicDatabase(user: "bob").acceptShare(shortGUID: share.shortGUID!)
+        #expect(try await alice.modify([.forceDelete(RecordID(recordName: "t1", zoneID: zone))])[0].error == nil)
+        await expectError(.unknownItem) { try await alice.share(for: share.id) }
+        #expect(try await c.sharedDatabase(user: "bob").zones().isEmpty)
+    }
+
+    @Test func aZoneWideShareWithAPublicPermissionLetsAnyUserJoinAndWriteEveryRecord() async throws {
+        let store = try await openStore(dir)
+        let c = try store.container(testContainer)
+        let alice = try c.privateDatabase(user: "alice")
+        let zone = ZoneID(zoneName: "trips", ownerName: "alice")
+        try await alice.createZone(zone)
+        _ = try await alice.save(trip("t1", zone))
+        let share = try await alice.saveShare(Share(zone: zone, publicPermission: .readWrite))
+        #expect(share.id.recordName == Share.zoneWideShareName)
+        // A hierarchy share cannot be added to a zone shared whole.
+        await expectError(.recordExists) { try await alice.share(root: RecordID(recordName: "t1", zoneID: zone)) }
+        let joined = try await c.publicDatabase(user: "dave").acceptShare(shortGUID: share.shortGUID!)
+        #expect(joined.callerParticipant?.type == .publicUser)
+        #expect(joined.callerParticipant?.permission == .readWrite)
+        let dave = try c.sharedDatabase(user: "dave")
+        // dave creates a record in alice's zone: she owns it.
+        _ = try await dave.save(trip("t9", zone, title: "by dave"))
+        #expect(try await alice.record(for: RecordID(recordName: "t9", zoneID: zone)).created?.userRecordName == "dave")
+        #expect(try await dave.query(Query(recordType: "Trip"), zoneID: zone, zoneWide: true, maxBytes: nil).records.count == 2)
+        // Participants cannot be edited while the share is public.
+        var edited = try await alice.share(for: share.id)
+        edited.participants.append(Share.Participant(userRecordName: "erin"))
+        await expectError(.invalidArguments) { try await alice.saveShare(edited) }
+    }
+
+    @Test func sharesAndAcceptancesSurviveARestart() async throws {
+        var store = try await openStore(dir)
+        let (_, share, zone) = try await sharedTrip(store)
+        try await store.container(testContainer).publicDatabase(user: "bob").acceptShare(shortGUID: share.shortGUID!)
+        try await store.close()
+        store = try await openStore(dir)
+        let c = try store.container(testContainer)
+        #expect(try await c.sharedDatabase(user: "bob").record(for: RecordID(recordName: "t1", zoneID: zone)).recordName == "t1")
+        let again = try await c.privateDatabase(user: "alice").share(for: share.id)
+        #expect(again == (try await c.publicDatabase(user: "bob").resolveShare(shortGUID: share.shortGUID!).share))
+        #expect(again.participant("bob")?.acceptance == .accepted)
+        // A checkpoint of the catalog keeps them too.
+        try await store.checkpoint()
+        try await store.close()
+        store = try await openStore(dir)
+        #expect(try await store.container(testContainer).sharedDatabase(user: "bob").zones().map(\.id) == [zone])
+        try await store.close()
+    }
+
+    @Test func onlyTheOwnerSharesAndOnlyFromACustomZone() async throws {
+        let store = try await openStore(dir)
+        let c = try store.container(testContainer)
+        let alice = try c.privateDatabase(user: "alice")
+        _ = try await alice.save(trip("d1", .default))
+        await expectError(.badDatabase) { try await alice.share(root: RecordID(recordName: "d1")) }
+        let zone = ZoneID(zoneName: "trips", ownerName: "alice")
+        try await alice.createZone(zone)
+        await expectError(.unknownItem) { try await alice.share(root: RecordID(recordName: "missing", zoneID: zone)) }
+        // bob's private database does not hold alice's zone.
+        await expectError(.zoneNotFound) {
+            try await c.privateDatabase(user: "bob").share(root: RecordID(recordName: "t1", zoneID: zone))
+        }
+        let many = (0..<Share.maxParticipants).map { Share.Participant(userRecordName: "u\($0)") }
+        _ = try await alice.save(trip("t1", zone))
+        await expectError(.limitExceeded) {
+            try await alice.share(root: RecordID(recordName: "t1", zoneID: zone), participants: many)
+        }
+    }
+}
