@@ -46,7 +46,7 @@ public enum ChangesCoding {
     ) {
         w.object { w in
             w.key("zoneID")
-            ZoneIDCoding.write(ZoneID(zoneName: zone.zoneName, ownerName: owner), to: &w)
+            ZoneIDCoding.write(ZoneID(zoneName: zone.zoneName, ownerName: zone.ownerName == defaultOwnerName ? owner : zone.ownerName), to: &w)
             w.member("syncToken", c.token.base64)
             w.member("moreComing", c.moreComing)
             w.key("records")

@@ -22,6 +22,12 @@ public struct ParsedOperation: Sendable {
     public let fields: [String: JSONValue]
     /// The operation's own `desiredKeys` (they override the request's).
     public let desiredKeys: [String]?
+    /// The share members of a save of a share (a record of type `cloudkit.share`, also spelled `cloudKit.share`, or
+    /// named `cloudkit.zoneshare`); nil for any other operation.
+    public let share: ParsedShare?
+    /// The name of the share a saved record names as its own (`share: {recordName, zoneID}`): the record is that
+    /// share's root.
+    public let shareName: String?
 
     /// Checks the shape of `operations[index]`. `zone` is the request's `zoneID` (a record's own `zoneID`, as in a
     /// record dictionary fetched earlier and sent back, takes precedence).
@@ -48,6 +54,10 @@ public struct ParsedOperation: Sendable {
         zone = try ZoneIDCoding.decode(record["zoneID"], at: rpath + ".zoneID") ?? requestZone
         fields = kind.isDelete ? [:] : (try record.object("fields", at: rpath) ?? [:])
         desiredKeys = try op.strings("desiredKeys", at: path)
+        if recordType?.lowercased() == Share.recordType { recordType = Share.recordType }
+        share = !kind.isDelete && (recordType == Share.recordType || recordName == Share.zoneWideShareName)
+            ? try ShareCoding.decode(record, operation: op, at: rpath) : nil
+        shareName = try record.object("share", at: rpath).flatMap { try $0.string("recordName", at: rpath + ".share") }
         if kind == .create, recordType == nil {
             throw APIError.badRequest("\(rpath).recordType is missing (required to create a record)")
         }

@@ -126,10 +126,13 @@ public final class NotificationHub: Sendable {
                 }
             case .zoneCreated, .zoneDeleted: continue
             }
-            for (who, subs) in subscriptions where who.database == database {
+            for (who, subs) in subscriptions
+            where who.database == database || Self.sharedWith(who, database: database, recordID: recordID, shares: snapshot.shares) {
                 // No notification carries a public record its subscriber may not read (its security roles).
                 guard Self.mayRead(who, recordType: recordType, record: record, security: snapshot.security) else { continue }
                 for sub in subs.values.sorted(by: { $0.id < $1.id }) {
+                    // In a shared database, a zone is named with its owner.
+                    if who.database.scope == .shared, let zone = Self.zone(of: sub), zone.ownerName != database.owner { continue }
                     guard Self.fires(sub, reason: reason, recordID: recordID, recordType: recordType, record: record) else {
                         continue
                     }
@@ -146,7 +149,7 @@ public final class NotificationHub: Sendable {
                     let inbox = Inbox(container: database.container, environment: database.environment, user: who.user)
                     out.append((inbox, RecordNotification(
                         id: NotificationID(incarnation: incarnation, sequence: 0), partition: change.partition,
-                        lsn: change.lsn, subscriptionID: sub.id, database: database, reason: reason, recordID: recordID,
+                        lsn: change.lsn, subscriptionID: sub.id, database: who.database, reason: reason, recordID: recordID,
                         recordType: recordType, fields: fields, alertBody: sub.alertBody)))
                 }
             }
@@ -174,6 +177,27 @@ public final class NotificationHub: Sendable {
         let scope = security.readScope(key, recordType: recordType, for: .user(who.user))
         guard let record else { return scope != .none }
         return scope.admits(creator: record.created?.userRecordName)
+    }
+
+    /// Whether `who` subscribed in a shared database that sees record `recordID` of private database `database`
+    /// through a share.
+    static func sharedWith(_ who: SubscriberID, database: DatabaseID, recordID: RecordID, shares: ShareCatalog) -> Bool {
+        guard who.database.scope == .shared, database.scope == .private, who.database.container == database.container,
+            who.database.environment == database.environment
+        else { return false }
+        let user = who.database.owner
+        return shares.shares(in: ZoneKey(database: database, zoneName: recordID.zoneID.zoneName)).values.contains {
+            $0.permission(of: user) != .none && $0.covers(recordID.recordName)
+        }
+    }
+
+    /// The zone a zone subscription, or a query subscription limited to one zone, is about.
+    static func zone(of sub: Subscription) -> ZoneID? {
+        switch sub.kind {
+        case .zone(let z): z
+        case .query(_, _, let z): z
+        case .database: nil
+        }
     }
 
     static func fires(_ sub: Subscription, reason: NotificationReason, recordID: RecordID, recordType: String, record: Record?)

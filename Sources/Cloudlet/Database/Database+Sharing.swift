@@ -186,6 +186,7 @@ extension Database {
                 }
             }
             var next = share
+            next.id = RecordID(recordName: share.id.recordName, zoneID: key.zoneID)
             next.owner = owner
             let previous = old?.participants ?? []
             let invited = previous.filter { $0.type == .user }.map(\.userRecordName).sorted()

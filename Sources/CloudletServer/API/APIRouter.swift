@@ -104,12 +104,16 @@ final class APIRouter: Sendable {
             }
             let needsUser = path.scope != .public || op.isWrite || op.isAboutUsers
                 || op == .tokensCreate || op == .tokensRegister || op == .subscriptionsList || op == .subscriptionsLookup
+                || op == .recordsResolve || op == .recordsAccept
             if principal.keyID != nil {
                 // A server-to-server key is the developer on the public database, and no user.
                 guard path.scope == .public else {
                     throw APIError("ACCESS_DENIED", "server-to-server keys act on the public database only, not the \(path.scope.rawValue) database")
                 }
-                let userOnly: Set<Route> = [.tokensCreate, .tokensRegister, .subscriptionsList, .subscriptionsLookup, .subscriptionsModify]
+                let userOnly: Set<Route> = [
+                    .tokensCreate, .tokensRegister, .subscriptionsList, .subscriptionsLookup, .subscriptionsModify, .recordsResolve,
+                    .recordsAccept,
+                ]
                 guard !userOnly.contains(op) && !op.isAboutUsers else {
                     throw APIError("ACCESS_DENIED", "\(op.rawValue) belongs to a signed-in user, not a server-to-server key")
                 }
@@ -123,6 +127,7 @@ final class APIRouter: Sendable {
                 path: path, container: container, principal: principal, body: try body(request, op),
                 responseBudget: responseBudget, baseURL: baseURL(request), assets: assets)
             context.quota = quota
+            context.credentials = authenticator.credentials
             let bytes: [UInt8]
             switch op {
             case .recordsModify: bytes = try RecordsHandler(context: context).modify()
@@ -145,6 +150,8 @@ final class APIRouter: Sendable {
             case .tokensCreate: bytes = try courier.createToken(context, request: request)
             case .tokensRegister: bytes = try courier.registerToken(context, request: request)
             case .assetsUpload: bytes = try assets.uploadURLs(context)
+            case .recordsResolve: bytes = try SharesHandler(context: context).resolve()
+            case .recordsAccept: bytes = try SharesHandler(context: context).accept()
             default: preconditionFailure("\(op) is not a database operation")
             }
             return (route, HTTPResponse(status: 200, body: bytes))

@@ -17,22 +17,38 @@ struct RecordsHandler {
         var parsed = request.operations
         let (atomic, requestKeys, numbersAsStrings) = (request.atomic, request.desiredKeys, request.numbersAsStrings)
         try resolveRecordTypes(&parsed)
+        // Shares are not records of the zone: their operations go to the engine's share calls, after the records'.
+        let shareOps = try shareOperations(parsed)
+        let recordOps = parsed.indices.filter { !shareOps.contains($0) }
         var schema = SchemaHints(container: context.container, environment: context.path.environment)
-        let operations = try parsed.map { try $0.operation(fieldType: { schema.type(of: $1, in: $0) }) }
+        let operations = try recordOps.map { try parsed[$0].operation(fieldType: { schema.type(of: $1, in: $0) }) }
 
         let db = context.database
         let rule = context.assets?.receiptRule(context)
         let adding = try context.quota?.check(operations, in: db) ?? 0
-        let results = try ThreadBridge.wait { try await db.modify(operations, atomic: atomic, assetRule: rule) }
+        let recordResults = operations.isEmpty ? [] : try ThreadBridge.wait { try await db.modify(operations, atomic: atomic, assetRule: rule) }
         context.quota?.admitted(adding, in: db)
         let links = context.assetLinks
+        var byIndex: [Int: RecordResult] = [:]
+        for (i, r) in zip(recordOps, recordResults) { byIndex[i] = r }
+        let shareResults = shareOps.isEmpty
+            ? [:] : try applyShareOperations(parsed, shareOps.sorted(), atomic: atomic, recordResults: byIndex)
+        let caller = context.principal.access.userRecordName
 
-        var w = JSONWriter(capacity: 256 * results.count + 16)
+        var w = JSONWriter(capacity: 256 * parsed.count + 16)
         w.object { w in
             w.key("records")
             w.array { w in
-                for (op, result) in zip(parsed, results) {
-                    switch result {
+                for (i, op) in parsed.enumerated() {
+                    if let shared = shareResults[i] {
+                        switch shared {
+                        case .success(let s?): ShareCoding.write(s, caller: caller, baseURL: context.baseURL, to: &w)
+                        case .success(nil): RecordCoding.writeDeleted(op.recordID, to: &w)
+                        case .failure(let e): RecordCoding.writeError(e, recordName: op.recordName, to: &w, numbersAsStrings: numbersAsStrings)
+                        }
+                        continue
+                    }
+                    switch byIndex[i]! {
                     case .saved(let r):
                         let keys = (op.desiredKeys ?? requestKeys).map(Set.init)
                         RecordCoding.write(r, to: &w, desiredKeys: keys, numbersAsStrings: numbersAsStrings, assetLinks: links)
@@ -76,11 +92,23 @@ struct RecordsHandler {
         let budget = context.responseBudget
         let results = try ThreadBridge.wait { try await db.records(for: ids, maxBytes: budget) }
         let links = context.assetLinks
+        // Shares are looked up by record name too: a name the zone has no record of may be one of its shares.
+        let missing = ids.indices.filter { if case .failure(let e) = results[$0] { e.code == .unknownItem } else { false } }
+        let shares: [Int: Share] = missing.isEmpty ? [:] : try ThreadBridge.wait {
+            var found: [Int: Share] = [:]
+            for i in missing { found[i] = try? await db.share(for: ids[i]) }
+            return found
+        }
+        let caller = context.principal.access.userRecordName
         var w = JSONWriter(capacity: 256 * results.count + 16)
         w.object { w in
             w.key("records")
             w.array { w in
-                for ((id, result), desired) in zip(zip(ids, results), keys) {
+                for (i, ((id, result), desired)) in zip(zip(ids, results), keys).enumerated() {
+                    if let share = shares[i] {
+                        ShareCoding.write(share, caller: caller, baseURL: context.baseURL, to: &w)
+                        continue
+                    }
                     switch result {
                     case .success(let r):
                         RecordCoding.write(

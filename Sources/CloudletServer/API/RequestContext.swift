@@ -19,6 +19,8 @@ struct RequestContext: Sendable {
     let assets: AssetTransfer?
     /// Each user's storage quota; nil: none.
     var quota: UserQuota? = nil
+    /// The users (to find a share's participants by email address); nil in tests of other handlers.
+    var credentials: Credentials? = nil
 
     init(
         path: DatabasePath, container: Container, principal: Principal, body: [String: JSONValue],

@@ -26,6 +26,10 @@ enum Route: String, CaseIterable, Sendable {
     case tokensRegister = "tokens/register"
     /// Upload URLs for asset fields.
     case assetsUpload = "assets/upload"
+    /// Share metadata by short GUID (public database).
+    case recordsResolve = "records/resolve"
+    /// Accepts shares by short GUID (public database).
+    case recordsAccept = "records/accept"
     /// `POST` of a file to an upload URL, `GET` of a download URL.
     case assetUploadFile = "cloudlet/assets/upload"
     case assetDownload = "cloudlet/assets/download"
@@ -58,6 +62,7 @@ enum Route: String, CaseIterable, Sendable {
         .recordsModify, .recordsLookup, .recordsQuery, .recordsCount, .zonesList, .zonesLookup, .zonesModify,
         .usersCaller, .usersCurrent, .usersDiscover, .usersLookupEmail, .usersLookupID, .usersLookupContacts, .changesZone, .changesDatabase, .recordsChanges, .zonesChanges,
         .subscriptionsList, .subscriptionsLookup, .subscriptionsModify, .tokensCreate, .tokensRegister, .assetsUpload,
+        .recordsResolve, .recordsAccept,
     ]
 
     /// The operation named by the path after the database segment (`records/modify`), if we serve it.

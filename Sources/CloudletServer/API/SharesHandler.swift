@@ -1,0 +1,153 @@
+import CloudletConcurrency
+import CloudletWire
+import Cloudlet
+
+/// `records/resolve` and `records/accept` (public database): share metadata by short GUID, and accepting shares.
+/// One result per short GUID, in order; a GUID that fails carries its error (`NOT_FOUND`, `ACCESS_DENIED`) in place.
+struct SharesHandler {
+    let context: RequestContext
+
+    func resolve() throws -> [UInt8] { try respond(accepting: false) }
+    func accept() throws -> [UInt8] { try respond(accepting: true) }
+
+    private func respond(accepting: Bool) throws -> [UInt8] {
+        guard context.path.scope == .public else {
+            throw APIError.badRequest(
+                "records/\(accepting ? "accept" : "resolve") is a public database operation, not one of the \(context.path.scope.rawValue) database")
+        }
+        let guids = try ShareCoding.decodeShortGUIDs(context.body)
+        let db = context.database
+        let results = try ThreadBridge.wait {
+            var out: [Result<ShareMetadata, CloudletError>] = []
+            for g in guids {
+                do {
+                    out.append(.success(
+                        accepting
+                            ? try await db.acceptShare(shortGUID: g.value)
+                            : try await db.resolveShare(shortGUID: g.value, fetchRootRecord: g.fetchRoot)))
+                } catch let e as CloudletError { out.append(.failure(e)) }
+            }
+            return out
+        }
+        let caller = context.principal.access.userRecordName
+        let links = context.assetLinks
+        var w = JSONWriter(capacity: 512 * guids.count + 16)
+        w.object { w in
+            w.key("results")
+            w.array { w in
+                for (g, result) in zip(guids, results) {
+                    switch result {
+                    case .success(let m):
+                        ShareCoding.writeMetadata(
+                            m, shortGUID: g.value, container: context.container.identifier,
+                            environment: context.path.environment.rawValue, caller: caller, baseURL: context.baseURL, to: &w
+                        ) { r, w in RecordCoding.write(r, to: &w, desiredKeys: nil, numbersAsStrings: false, assetLinks: links) }
+                    case .failure(let e):
+                        w.object { w in
+                            w.member("shortGUID", g.value)
+                            APIError(e).writeMembers(to: &w)
+                        }
+                    }
+                }
+            }
+        }
+        return w.bytes
+    }
+}
+
+extension RecordsHandler {
+    /// The operations of a `records/modify` request that are about shares: saves of `cloudkit.share` records, and
+    /// deletions of records that are shares of their zone.
+    func shareOperations(_ parsed: [ParsedOperation]) throws -> Set<Int> {
+        var out = Set(parsed.indices.filter { parsed[$0].share != nil })
+        // A deletion names only the record: ask the engine which names are shares (only when something is deleted).
+        let deletions = parsed.indices.filter { parsed[$0].kind.isDelete }
+        guard !deletions.isEmpty else { return out }
+        let db = context.database
+        let zones = Set(deletions.map { parsed[$0].zone })
+        let names = try ThreadBridge.wait {
+            var names: Set<RecordID> = []
+            for z in zones {
+                guard let shares = try? await db.shares(in: z) else { continue }
+                for s in shares { names.insert(RecordID(recordName: s.id.recordName, zoneID: z)) }
+            }
+            return names
+        }
+        for i in deletions where names.contains(parsed[i].recordID) || parsed[i].recordName == Share.zoneWideShareName { out.insert(i) }
+        return out
+    }
+
+    /// Applies the share operations `indices` of `parsed`, after the record operations (so a share's root saved in the
+    /// same request exists). With `atomic`, a share operation in a zone where a record operation failed fails too.
+    func applyShareOperations(
+        _ parsed: [ParsedOperation], _ indices: [Int], atomic: Bool, recordResults: [Int: RecordResult]
+    ) throws -> [Int: Result<Share?, CloudletError>] {
+        // Participants named by email address are found among the users.
+        var emails: [String: String] = [:]
+        let wanted = Set(indices.flatMap { parsed[$0].share?.participants ?? [] }.compactMap { $0.userRecordName == nil ? $0.emailAddress?.lowercased() : nil })
+        if !wanted.isEmpty, let credentials = context.credentials {
+            let users = try ThreadBridge.wait { try await credentials.users() }
+            for u in users { if let e = u.email, wanted.contains(e) { emails[e] = u.user.userRecordName } }
+        }
+        for i in indices {
+            for p in parsed[i].share?.participants ?? [] where p.userRecordName == nil && emails[p.emailAddress!.lowercased()] == nil {
+                throw APIError.badRequest("\(parsed[i].path): no user has email address '\(p.emailAddress!)'")
+            }
+        }
+        let failedZones = Set(recordResults.values.compactMap { r -> ZoneID? in r.error == nil ? nil : r.recordID.zoneID })
+        // The root of a share saved with its root record: the record whose `share` names it.
+        var rootOf: [String: RecordID] = [:]
+        for op in parsed { if let s = op.shareName { rootOf[s] = op.recordID } }
+        let db = context.database
+        let (emailUsers, roots) = (emails, rootOf)
+        return try ThreadBridge.wait {
+            var out: [Int: Result<Share?, CloudletError>] = [:]
+            for i in indices {
+                let op = parsed[i]
+                do {
+                    if atomic && failedZones.contains(op.zone) {
+                        throw CloudletError(.batchRequestFailed, "another operation of zone '\(op.zone.zoneName)' failed")
+                    }
+                    if op.kind.isDelete {
+                        if op.kind == .delete, let tag = op.changeTag, let current = try? await db.share(for: op.recordID),
+                            current.changeTag != tag
+                        {
+                            throw CloudletError(.serverRecordChanged, "share '\(op.recordName)' changed since it was read")
+                        }
+                        try await db.deleteShare(op.recordID)
+                        out[i] = .success(nil)
+                        continue
+                    }
+                    let parsedShare = op.share!
+                    let existing = try? await db.share(for: op.recordID)
+                    var share: Share
+                    if let existing, op.kind != .create {
+                        share = existing
+                        if op.kind == .update || op.kind == .replace { share.changeTag = op.changeTag }
+                    } else if op.recordName == Share.zoneWideShareName {
+                        share = Share(zone: op.zone)
+                    } else {
+                        guard let root = parsedShare.forRecord.map({ RecordID(recordName: $0.recordName, zoneID: op.zone) }) ?? roots[op.recordName]
+                        else {
+                            throw CloudletError.invalid(
+                                "share '\(op.recordName)' has no root record: save it with the root record (whose 'share' names it) or give forRecord")
+                        }
+                        share = Share(root: root, recordName: op.recordName)
+                        share.changeTag = existing == nil ? nil : op.changeTag
+                    }
+                    if let p = parsedShare.publicPermission { share.publicPermission = p }
+                    if let ps = parsedShare.participants {
+                        share.participants = ps.map { p in
+                            let name = p.userRecordName ?? emailUsers[p.emailAddress!.lowercased()]!
+                            var out = share.participant(name) ?? Share.Participant(userRecordName: name, emailAddress: p.emailAddress)
+                            out.permission = p.permission
+                            return out
+                        }
+                    }
+                    out[i] = .success(try await db.saveShare(share, createShortGUID: parsedShare.createShortGUID))
+                } catch let e as CloudletError { out[i] = .failure(e) }
+            }
+            return out
+        }
+    }
+}

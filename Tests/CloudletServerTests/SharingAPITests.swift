@@ -1,0 +1,212 @@
+import CloudletWire
+import Cloudlet
+import CloudletTestSupport
+import Foundation
+import Testing
+
+@testable import CloudletServer
+
+/// Sharing over the Web Services API: shares saved with `records/modify`, `records/resolve` and `records/accept`, and
+/// what each kind of caller may do with shared records through their shared database.
+@Suite(.liveServer, .serialized) struct SharingAPITests {
+    enum Caller: String, CaseIterable, CustomStringConvertible {
+        /// alice, who owns the zone and the share (through her private database).
+        case owner
+        /// bob: invited READ_WRITE, accepted.
+        case readWrite
+        /// carol: invited READ_ONLY, accepted.
+        case readOnly
+        /// dave: joined a zone-wide share with public permission READ_ONLY by its URL.
+        case publicUser
+        /// erin: never invited.
+        case stranger
+        /// frank: invited, accepted, then removed by the owner.
+        case removed
+        var description: String { rawValue }
+    }
+
+    enum Operation: String, CaseIterable, CustomStringConvertible {
+        case lookup, query, modify, delete, changes, subscriptions, resolve, accept
+        var description: String { rawValue }
+    }
+
+    /// `ok` (and the right records: only the shared ones for a participant); `rX`: 200 with error X on the item;
+    /// `X`: the request fails with X. Codes: `DENIED` ACCESS_DENIED, `ZONE` ZONE_NOT_FOUND.
+    static let expected: [Operation: [String]] = [
+        //               owner  readWrite  readOnly   publicUser stranger  removed
+        .lookup: [        "ok", "ok",      "ok",      "ok",      "rZONE",  "rZONE"],
+        .query: [         "ok", "ok",      "ok",      "ok",      "ZONE",   "ZONE"],
+        .modify: [        "ok", "ok",      "rDENIED", "rDENIED", "rZONE",  "rZONE"],
+        .delete: [        "ok", "rDENIED", "rDENIED", "rDENIED", "rZONE",  "rZONE"],
+        .changes: [       "ok", "ok",      "ok",      "ok",      "rZONE",  "rZONE"],
+        .subscriptions: [ "ok", "ok",      "ok",      "ok",      "rZONE",  "rZONE"],
+        .resolve: [       "ok", "ok",      "ok",      "ok",      "rDENIED", "rDENIED"],
+        .accept: [        "ok", "ok",      "ok",      "ok",      "rDENIED", "rDENIED"],
+    ]
+
+    /// What the matrix runs against: a hierarchy share of `t1` in one of alice's zones (`t2` stays private), and a
+    /// zone-wide public share of another zone holding `o1`.
+    struct Setup {
+        var tokens: [Caller: String]
+        var trips: String
+        var open: String
+        var hierarchyGUID: String
+        var zoneWideGUID: String
+    }
+
+    func setUp(_ s: LiveServer) async throws -> Setup {
+        let credentials = Credentials(store: s.store)
+        var tokens: [Caller: String] = [.owner: "alice", .readWrite: "bob"]
+        var names: [Caller: String] = [:]
+        for (caller, name) in [(Caller.readOnly, "carol"), (.publicUser, "dave"), (.stranger, "erin"), (.removed, "frank")] {
+            let u = try await credentials.createUser(name: name)
+            tokens[caller] = u.webAuthToken
+            names[caller] = u.user.userRecordName
+        }
+        let trips = unique("Trips"), open = unique("Open")
+        let zones = try await HTTP.post(
+            s.url("zones/modify"),
+            #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"\#(trips)"}}},{"operationType":"create","zone":{"zoneID":{"zoneName":"\#(open)"}}}]}"#)
+        #expect(zones.status == 200, "\(zones)")
+        let participants = [(s.bob.user.userRecordName, "READ_WRITE"), (names[.readOnly]!, "READ_ONLY"), (names[.removed]!, "READ_ONLY")]
+            .map { #"{"userIdentity":{"userRecordName":"\#($0.0)"},"permission":"\#($0.1)"}"# }.joined(separator: ",")
+        // The root carries `share`; the share is saved in the same request (CloudKit's way).
+        let shared = try await HTTP.post(
+            s.url("records/modify"),
+            #"{"zoneID":{"zoneName":"\#(trips)"},"operations":["#
+                + #"{"operationType":"create","record":{"recordName":"t1","recordType":"Trip","fields":{"title":{"value":"Lisbon"}},"share":{"recordName":"s1"}}},"#
+                + #"{"operationType":"create","record":{"recordName":"t2","recordType":"Trip","fields":{"title":{"value":"Porto"}}}},"#
+                + #"{"operationType":"create","record":{"recordName":"s1","recordType":"cloudkit.share","createShortGUID":true,"publicPermission":"NONE","participants":[\#(participants)]}}]}"#)
+        #expect(shared.status == 200 && shared.records.count == 3, "\(shared)")
+        let share = try #require(shared.records.last)
+        #expect(share["recordType"]?.stringValue == "cloudkit.share", "\(shared)")
+        #expect(share["participants"]?.arrayValue?.count == 4, "the owner and three participants: \(share)")
+        #expect(share["forRecord"]?["recordName"]?.stringValue == "t1")
+        let guid = try #require(share["shortGUID"]?.stringValue)
+        #expect(share["url"]?.stringValue?.hasSuffix("/share/\(guid)") == true)
+        let zoneWide = try await HTTP.post(
+            s.url("records/modify"),
+            #"{"zoneID":{"zoneName":"\#(open)"},"operations":[\#(createOp("o1", type: "Trip")),"#
+                + #"{"operationType":"create","record":{"recordName":"cloudkit.zoneshare","recordType":"cloudkit.share","publicPermission":"READ_ONLY"}}]}"#)
+        let openGUID = try #require(zoneWide.records.last?["shortGUID"]?.stringValue, "\(zoneWide)")
+        for caller in [Caller.readWrite, .readOnly, .removed] {
+            let accepted = try await HTTP.post(
+                s.url("records/accept", db: "public", as: tokens[caller]), #"{"shortGUIDs":[{"value":"\#(guid)"}]}"#)
+            #expect(accepted.json["results"]?.arrayValue?.first?["participantStatus"]?.stringValue == "ACCEPTED", "\(caller): \(accepted)")
+        }
+        let joined = try await HTTP.post(
+            s.url("records/accept", db: "public", as: tokens[.publicUser]), #"{"shortGUIDs":[{"value":"\#(openGUID)"}]}"#)
+        #expect(joined.json["results"]?.arrayValue?.first?["participantType"]?.stringValue == "PUBLIC_USER", "\(joined)")
+        // alice removes frank: the share as she read it, without him.
+        let lookup = try await HTTP.post(s.url("records/lookup"), #"{"zoneID":{"zoneName":"\#(trips)"},"records":[{"recordName":"s1"}]}"#)
+        let tag = try #require(lookup.records.first?["recordChangeTag"]?.stringValue, "\(lookup)")
+        let kept = [(s.bob.user.userRecordName, "READ_WRITE"), (names[.readOnly]!, "READ_ONLY")]
+            .map { #"{"userIdentity":{"userRecordName":"\#($0.0)"},"permission":"\#($0.1)"}"# }.joined(separator: ",")
+        let updated = try await HTTP.post(
+            s.url("records/modify"),
+            #"{"zoneID":{"zoneName":"\#(trips)"},"operations":[{"operationType":"update","record":{"recordName":"s1","recordType":"cloudkit.share","recordChangeTag":"\#(tag)","participants":[\#(kept)]}}]}"#)
+        #expect(updated.records.first?["participants"]?.arrayValue?.count == 3, "\(updated)")
+        return Setup(tokens: tokens, trips: trips, open: open, hierarchyGUID: guid, zoneWideGUID: openGUID)
+    }
+
+    @Test func everyCallerGetsExactlyWhatTheTableSays() async throws {
+        let s = try live
+        let setup = try await setUp(s)
+        var mismatches: [String] = []
+        // The owner's deletion of the root ends the share: it runs last.
+        for op in Operation.allCases {
+            for (caller, want) in zip(Caller.allCases, Self.expected[op]!) where !(op == .delete && caller == .owner) {
+                let got = try await outcome(s, setup, caller, op)
+                if got != want { mismatches.append("\(op) as \(caller): expected \(want), got \(got)") }
+            }
+        }
+        let ownerDelete = try await outcome(s, setup, .owner, .delete)
+        if ownerDelete != "ok" { mismatches.append("delete as owner: expected ok, got \(ownerDelete)") }
+        #expect(mismatches.isEmpty, "\(mismatches.count) cells differ:\n\(mismatches.joined(separator: "\n"))")
+        // Deleting the root ended the share: bob's shared database no longer lists the zone.
+        let zones = try await HTTP.get(s.url("zones/list", db: "shared", as: "bob"))
+        #expect(!zones.zones.contains { $0["zoneID"]?["zoneName"]?.stringValue == setup.trips }, "\(zones)")
+    }
+
+    /// Runs one cell and names its outcome. Cells that are not `ok` are checked to have changed nothing.
+    func outcome(_ s: LiveServer, _ setup: Setup, _ caller: Caller, _ op: Operation) async throws -> String {
+        let owner = s.alice.user.userRecordName
+        let (zoneName, target, guid) = caller == .publicUser
+            ? (setup.open, "o1", setup.zoneWideGUID) : (setup.trips, "t1", setup.hierarchyGUID)
+        let zone = #"{"zoneName":"\#(zoneName)","ownerRecordName":"\#(owner)"}"#
+        let db = caller == .owner ? "private" : "shared"
+        let token = setup.tokens[caller]!
+        func url(_ operation: String, _ database: String = db) -> String { s.url(operation, db: database, as: token) }
+        /// The code of a failed request, or of the first item of `key`.
+        func code(_ r: Reply, _ key: String) -> String? {
+            if r.status != 200 { return short(r.serverErrorCode ?? "HTTP \(r.status)") }
+            return r.json[key]?.arrayValue?.first?["serverErrorCode"]?.stringValue.map { "r" + short($0) }
+        }
+        func short(_ c: String) -> String { c == "ACCESS_DENIED" ? "DENIED" : c == "ZONE_NOT_FOUND" ? "ZONE" : c }
+        func titleOfTarget() async throws -> String? {
+            let r = try await HTTP.post(s.url("records/lookup"), #"{"records":[{"recordName":"\#(target)","zoneID":\#(zone)}]}"#)
+            return r.records.first?["fields"]?["title"]?["value"]?.stringValue
+        }
+        /// The records a participant sees are the shared ones only; the owner sees her whole zone.
+        let visible = caller == .owner ? ["t1", "t2"] : [target]
+        switch op {
+        case .lookup:
+            let r = try await HTTP.post(url("records/lookup"), #"{"records":[{"recordName":"\#(target)","zoneID":\#(zone)}]}"#)
+            if let c = code(r, "records") { return c }
+            return r.records.first?["recordName"]?.stringValue == target ? "ok" : "wrong: \(r)"
+        case .query:
+            let r = try await HTTP.post(url("records/query"), #"{"zoneID":\#(zone),"query":{"recordType":"Trip"}}"#)
+            if let c = code(r, "records") { return c }
+            let names = r.records.compactMap { $0["recordName"]?.stringValue }.sorted()
+            return names == visible ? "ok" : "wrong records \(names)"
+        case .modify:
+            let before = try await titleOfTarget()
+            let title = unique("by-\(caller)")
+            let r = try await HTTP.post(
+                url("records/modify"),
+                #"{"zoneID":\#(zone),"operations":[{"operationType":"forceUpdate","record":{"recordName":"\#(target)","recordType":"Trip","fields":{"title":{"value":"\#(title)"}}}}]}"#)
+            let after = try await titleOfTarget()
+            if let c = code(r, "records") { return after == before ? c : "\(c), but the record changed" }
+            return after == title ? "ok" : "not applied: \(r)"
+        case .delete:
+            let r = try await HTTP.post(
+                url("records/modify"),
+                #"{"zoneID":\#(zone),"operations":[{"operationType":"forceDelete","record":{"recordName":"\#(target)"}}]}"#)
+            let after = try await titleOfTarget()
+            if let c = code(r, "records") { return after != nil ? c : "\(c), but the record is gone" }
+            return after == nil ? "ok" : "not applied: \(r)"
+        case .changes:
+            let r = try await HTTP.post(url("changes/zone"), #"{"zones":[{"zoneID":\#(zone)}]}"#)
+            if let c = code(r, "zones") { return c }
+            let names = (r.zones.first?["records"]?.arrayValue ?? []).compactMap { $0["recordName"]?.stringValue }.sorted()
+            guard r.zones.first?["zoneID"]?["ownerRecordName"]?.stringValue == owner else { return "wrong zone owner: \(r)" }
+            return names == visible ? "ok" : "wrong records \(names)"
+        case .subscriptions:
+            let r = try await HTTP.post(
+                url("subscriptions/modify"),
+                #"{"operations":[{"operationType":"create","subscription":{"subscriptionID":"\#(unique("sub"))","subscriptionType":"zone","zoneID":\#(zone)}}]}"#)
+            return code(r, "subscriptions") ?? "ok"
+        case .resolve, .accept:
+            let r = try await HTTP.post(url("records/\(op)", "public"), #"{"shortGUIDs":[{"value":"\#(guid)","shouldFetchRootRecord":true}]}"#)
+            if let c = code(r, "results") { return c }
+            let result = r.json["results"]?.arrayValue?.first
+            guard result?["share"]?["shortGUID"]?.stringValue == guid, result?["ownerIdentity"]?["userRecordName"]?.stringValue == owner else {
+                return "wrong metadata: \(r)"
+            }
+            if op == .accept && caller != .owner && result?["participantStatus"]?.stringValue != "ACCEPTED" { return "not accepted: \(r)" }
+            return "ok"
+        }
+    }
+
+    @Test func resolveAndAcceptAreForSignedInUsersOnTheirOwnPublicRoute() async throws {
+        let s = try live
+        let none = try await HTTP.post(s.url("records/accept", db: "public", as: nil), #"{"shortGUIDs":[{"value":"x"}]}"#)
+        #expect(none.serverErrorCode == "AUTHENTICATION_REQUIRED", "\(none)")
+        let privateRoute = try await HTTP.post(s.url("records/resolve", db: "private"), #"{"shortGUIDs":[{"value":"x"}]}"#)
+        #expect(privateRoute.serverErrorCode == "BAD_REQUEST", "\(privateRoute)")
+        let unknown = try await HTTP.post(s.url("records/resolve", db: "public"), #"{"shortGUIDs":[{"value":"nope"}]}"#)
+        #expect(unknown.json["results"]?.arrayValue?.first?["serverErrorCode"]?.stringValue == "NOT_FOUND", "\(unknown)")
+        let malformed = try await HTTP.post(s.url("records/resolve", db: "public"), #"{"shortGUIDs":[{}]}"#)
+        #expect(malformed.serverErrorCode == "BAD_REQUEST" && malformed.reason.contains("shortGUIDs[0].value"), "\(malformed)")
+    }
+}
