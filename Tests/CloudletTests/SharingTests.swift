@@ -115,6 +115,29 @@ import Testing
         #expect(try await alice.record(for: RecordID(recordName: "t1", zoneID: zone)).recordName == "t1")
     }
 
+    @Test func theOwnersChangesToSharedRecordsNotifyParticipantsSubscriptions() async throws {
+        let store = try await openStore(dir)
+        let (alice, share, zone) = try await sharedTrip(store)
+        let c = try store.container(testContainer)
+        try await c.publicDatabase(user: "bob").acceptShare(shortGUID: share.shortGUID!)
+        let bob = try c.sharedDatabase(user: "bob")
+        try await bob.saveSubscription(Subscription(id: "trips", kind: .zone(zone)))
+        // Not shared with mallory: she cannot subscribe to the zone.
+        await expectError(.zoneNotFound) {
+            try await c.sharedDatabase(user: "mallory").saveSubscription(Subscription(id: "trips", kind: .zone(zone)))
+        }
+        let start = await store.notifications(container: testContainer, user: "bob", after: nil, wait: 0)
+        for name in ["t2", "t1"] {  // t2 is alice's alone: only t1's change reaches bob
+            var r = try await alice.record(for: RecordID(recordName: name, zoneID: zone))
+            r.fields["title"] = "changed"
+            _ = try await alice.save(r)
+        }
+        let batch = await store.notifications(container: testContainer, user: "bob", after: start.next, wait: 2)
+        #expect(batch.notifications.map(\.recordID.recordName) == ["t1"])
+        #expect(batch.notifications.first?.database.scope == .shared)
+        #expect(batch.notifications.first?.reason == .recordUpdated)
+    }
+
     @Test func deletingTheRootEndsTheShare() async throws {
         let store = try await openStore(dir)
         let (alice, share, zone) = try await sharedTrip(store)
