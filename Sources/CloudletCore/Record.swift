@@ -27,6 +27,9 @@ public struct Record: Sendable, Hashable {
     public var changeTag: String?
     public var created: RecordStamp?
     public var modified: RecordStamp?
+    /// The record's parent (CloudKit's `parent`), a record of the same zone: sharing a record shares the records
+    /// whose parent chain leads to it. Only its name is stored.
+    public var parent: RecordID?
 
     public init(recordType: String, id: RecordID, fields: [String: FieldValue] = [:]) {
         self.recordType = recordType

@@ -1,6 +1,6 @@
 /// The compact binary encoding of records and field values (format documented in `docs/record-format.md`).
 ///
-/// A record is `version (1 byte) · recordType · recordName · changeTag? · created? · modified? · fieldCount ·
+/// A record is `version (1 byte) · recordType · recordName · presence · changeTag? · created? · modified? · parent? · fieldCount ·
 /// fields sorted by name`. The zone is not stored in the record: it is implied by where the record lives.
 /// Decoding never traps: malformed input throws ``CloudletError/Code/corruption``.
 public enum RecordCodec {
@@ -21,10 +21,12 @@ public enum RecordCodec {
         if record.changeTag != nil { presence |= 1 }
         if record.created != nil { presence |= 2 }
         if record.modified != nil { presence |= 4 }
+        if record.parent != nil { presence |= 8 }
         w.u8(presence)
         if let tag = record.changeTag { w.string(tag) }
         if let c = record.created { encode(c, into: &w) }
         if let m = record.modified { encode(m, into: &w) }
+        if let p = record.parent { w.string(p.recordName) }
         w.varint(record.fields.count)
         for (name, value) in record.fields.sorted(by: { $0.key < $1.key }) {
             w.string(name)
@@ -50,10 +52,11 @@ public enum RecordCodec {
         let name = try r.string()
         var record = Record(recordType: type, id: RecordID(recordName: name, zoneID: zoneID))
         let presence = try r.u8()
-        guard presence & ~7 == 0 else { throw CloudletError.corruption("record '\(name)': bad presence bits \(presence)") }
+        guard presence & ~15 == 0 else { throw CloudletError.corruption("record '\(name)': bad presence bits \(presence)") }
         if presence & 1 != 0 { record.changeTag = try r.string() }
         if presence & 2 != 0 { record.created = try decodeStamp(&r) }
         if presence & 4 != 0 { record.modified = try decodeStamp(&r) }
+        if presence & 8 != 0 { record.parent = RecordID(recordName: try r.string(), zoneID: zoneID) }
         let n = try r.length(unit: 2)
         record.fields.reserveCapacity(n)
         for _ in 0..<n {

@@ -28,6 +28,8 @@ public struct ParsedOperation: Sendable {
     /// The name of the share a saved record names as its own (`share: {recordName, zoneID}`): the record is that
     /// share's root.
     public let shareName: String?
+    /// The record's `parent: {recordName}` (a record of the same zone).
+    public let parentName: String?
 
     /// Checks the shape of `operations[index]`. `zone` is the request's `zoneID` (a record's own `zoneID`, as in a
     /// record dictionary fetched earlier and sent back, takes precedence).
@@ -58,6 +60,7 @@ public struct ParsedOperation: Sendable {
         share = !kind.isDelete && (recordType == Share.recordType || recordName == Share.zoneWideShareName)
             ? try ShareCoding.decode(record, operation: op, at: rpath) : nil
         shareName = try record.object("share", at: rpath).flatMap { try $0.string("recordName", at: rpath + ".share") }
+        parentName = try RecordCoding.parentName(record, at: rpath)
         if kind == .create, recordType == nil {
             throw APIError.badRequest("\(rpath).recordType is missing (required to create a record)")
         }
@@ -77,6 +80,7 @@ public struct ParsedOperation: Sendable {
         }
         var record = Record(recordType: type, id: recordID, fields: values)
         record.changeTag = changeTag
+        record.parent = parentName.map { RecordID(recordName: $0, zoneID: zone) }
         switch kind {
         case .create: return .create(record)
         case .update: return .update(record)

@@ -32,6 +32,10 @@ public enum RecordCoding {
         }
         if let c = r.created { writeStamp("created", c, to: &w) }
         if let m = r.modified { writeStamp("modified", m, to: &w) }
+        if let p = r.parent {
+            w.key("parent")
+            w.object { w in w.member("recordName", p.recordName) }
+        }
         w.member("deleted", false)
         w.key("zoneID")
         ZoneIDCoding.write(r.id.zoneID, to: &w)
@@ -57,7 +61,18 @@ public enum RecordCoding {
         r.changeTag = try o.string("recordChangeTag", at: path) ?? o.string("changeTag", at: path)
         r.created = try stamp(o, "created", at: path)
         r.modified = try stamp(o, "modified", at: path)
+        r.parent = try parentName(o, at: path).map { RecordID(recordName: $0, zoneID: zoneID) }
         return r
+    }
+
+    /// The record name of a record dictionary's `parent: {recordName, …}`, if it has one (null: none).
+    public static func parentName(_ o: [String: JSONValue], at path: String) throws -> String? {
+        guard let p = o["parent"], p != .null else { return nil }
+        let parent = try p.requireObject(at: [String: JSONValue].join(path, "parent"))
+        guard let name = try parent.string("recordName", at: [String: JSONValue].join(path, "parent")), !name.isEmpty else {
+            throw APIError.badRequest("\([String: JSONValue].join(path, "parent")).recordName is missing")
+        }
+        return name
     }
 
     private static func stamp(_ o: [String: JSONValue], _ key: String, at path: String) throws -> RecordStamp? {

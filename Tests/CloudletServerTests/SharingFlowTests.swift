@@ -98,15 +98,20 @@ import Testing
             let tag = try #require(trip["recordChangeTag"]?.stringValue)
             let edited = try await HTTP.post(
                 url("records/modify", "shared", bob.webAuthToken),
-                #"{"zoneID":\#(zone),"operations":[{"operationType":"update","record":{"recordName":"lisbon","recordType":"Trip","recordChangeTag":"\#(tag)","fields":{"title":{"value":"Lisbon, 3 nights"}}}}]}"#)
-            #expect(edited.records.first?["serverErrorCode"] == nil, "\(edited)")
+                #"{"zoneID":\#(zone),"operations":[{"operationType":"update","record":{"recordName":"lisbon","recordType":"Trip","recordChangeTag":"\#(tag)","fields":{"title":{"value":"Lisbon, 3 nights"}}}},"#
+                    // …and adds a day under it (a child: shared too, and alice's — it lives in her zone).
+                    + #"{"operationType":"create","record":{"recordName":"lisbon-day1","recordType":"Day","parent":{"recordName":"lisbon"},"fields":{"plan":{"value":"Alfama"}}}}]}"#)
+            #expect(edited.records.count == 2 && edited.records.allSatisfy { $0["serverErrorCode"] == nil }, "\(edited)")
+            #expect(edited.records.last?["parent"]?["recordName"]?.stringValue == "lisbon", "\(edited)")
             try await live.restart()
 
             // 4. alice's change feed shows bob's edit.
             let changes = try await HTTP.post(
                 url("changes/zone", "private", alice.webAuthToken), #"{"zones":[{"zoneID":\#(zone),"syncToken":"\#(aliceToken)"}]}"#)
-            let changed = try #require(changes.zones.first?["records"]?.arrayValue?.first, "\(changes)")
-            #expect(changed["recordName"]?.stringValue == "lisbon")
+            let records = changes.zones.first?["records"]?.arrayValue ?? []
+            #expect(records.compactMap { $0["recordName"]?.stringValue } == ["lisbon", "lisbon-day1"], "\(changes)")
+            let changed = try #require(records.first, "\(changes)")
+            #expect(records.last?["created"]?["userRecordName"]?.stringValue == bob.user.userRecordName)
             #expect(changed["fields"]?["title"]?["value"]?.stringValue == "Lisbon, 3 nights")
             #expect(changed["modified"]?["userRecordName"]?.stringValue == bob.user.userRecordName)
             try await live.restart()

@@ -115,6 +115,52 @@ import Testing
         #expect(try await alice.record(for: RecordID(recordName: "t1", zoneID: zone)).recordName == "t1")
     }
 
+    @Test func aHierarchyShareCoversTheRecordsWhoseParentChainLeadsToItsRoot() async throws {
+        let store = try await openStore(dir)
+        let (alice, share, zone) = try await sharedTrip(store)
+        let c = try store.container(testContainer)
+        for user in ["bob", "carol"] { try await c.publicDatabase(user: user).acceptShare(shortGUID: share.shortGUID!) }
+        let bob = try c.sharedDatabase(user: "bob"), carol = try c.sharedDatabase(user: "carol")
+        func child(_ name: String, of parent: String) -> Record {
+            var r = trip(name, zone, title: name)
+            r.parent = RecordID(recordName: parent, zoneID: zone)
+            return r
+        }
+        // bob (READ_WRITE) adds a day under the shared trip: it lives in alice's zone; alice adds a stop under it.
+        let day = try await bob.save(child("day1", of: "t1"))
+        #expect(day.parent?.recordName == "t1")
+        #expect(try await alice.record(for: day.id).created?.userRecordName == "bob")
+        _ = try await alice.save(child("stop1", of: "day1"))
+        _ = try await alice.save(child("t2-note", of: "t2"))
+        // Both are shared with bob and carol; t2's child is not.
+        for db in [bob, carol] {
+            let names = try await db.query(Query(recordType: "Trip"), zoneID: zone, maxBytes: nil).records.map(\.recordName).sorted()
+            #expect(names == ["day1", "stop1", "t1"])
+            #expect(try await db.record(for: RecordID(recordName: "stop1", zoneID: zone)).parent?.recordName == "day1")
+            await expectError(.unknownItem) { try await db.record(for: RecordID(recordName: "t2-note", zoneID: zone)) }
+            let changed = try await db.zoneChanges(zone, maxBytes: nil).changes.map(\.recordID.recordName).sorted()
+            #expect(changed == ["day1", "stop1", "t1"])
+        }
+        // carol (READ_ONLY) may not add children; nobody may hang records under what is not shared, or move a shared
+        // record out, or pull an unshared one in.
+        #expect(try await carol.modify([.create(child("day2", of: "t1"))])[0].code == .permissionFailure)
+        #expect(try await bob.modify([.create(child("x", of: "t2"))])[0].code == .permissionFailure)
+        var moved = try await bob.record(for: day.id)
+        moved.parent = RecordID(recordName: "t2", zoneID: zone)
+        #expect(try await bob.modify([.update(moved)])[0].code == .permissionFailure)
+        #expect(try await bob.modify([.forceUpdate(child("t2", of: "t1"))])[0].code == .permissionFailure)
+        #expect(try await alice.record(for: RecordID(recordName: "t2", zoneID: zone)).parent == nil)
+        // An update that names no parent keeps the record's; a replacement without one would unshare it: refused.
+        var renamed = try await bob.record(for: RecordID(recordName: "stop1", zoneID: zone))
+        renamed.parent = nil
+        renamed.fields["title"] = "Belém"
+        #expect(try await bob.modify([.replace(renamed)])[0].code == .permissionFailure)
+        #expect(try await bob.modify([.update(renamed)])[0].record?.parent?.recordName == "day1")
+        // bob deletes the child he may write; not the root.
+        #expect(try await bob.modify([.forceDelete(RecordID(recordName: "stop1", zoneID: zone))])[0].error == nil)
+        #expect(try await bob.modify([.forceDelete(RecordID(recordName: "t1", zoneID: zone))])[0].code == .permissionFailure)
+    }
+
     @Test func theOwnersChangesToSharedRecordsNotifyParticipantsSubscriptions() async throws {
         let store = try await openStore(dir)
         let (alice, share, zone) = try await sharedTrip(store)
@@ -132,8 +178,19 @@ import Testing
             r.fields["title"] = "changed"
             _ = try await alice.save(r)
         }
-        let batch = await store.notifications(container: testContainer, user: "bob", after: start.next, wait: 2)
-        #expect(batch.notifications.map(\.recordID.recordName) == ["t1"])
+        var child = trip("day1", zone)  // a child of t1: shared too
+        child.parent = RecordID(recordName: "t1", zoneID: zone)
+        _ = try await alice.save(child)
+        var got: [RecordNotification] = []
+        var position = start.next
+        while got.count < 2 {
+            let batch = await store.notifications(container: testContainer, user: "bob", after: position, wait: 2)
+            if batch.notifications.isEmpty { break }
+            got += batch.notifications
+            position = batch.next
+        }
+        let batch = NotificationHub.Batch(notifications: got, next: position, gap: false)
+        #expect(batch.notifications.map(\.recordID.recordName) == ["t1", "day1"])
         #expect(batch.notifications.first?.database.scope == .shared)
         #expect(batch.notifications.first?.reason == .recordUpdated)
     }

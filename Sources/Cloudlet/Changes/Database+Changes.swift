@@ -113,10 +113,16 @@ extension Database {
         // In the public database, the changes of records the caller may not read are left out (a deletion when it
         // may read none of its type).
         let security = self.security
-        // In a shared database, only the changes of records the zone's shares cover.
+        // In a shared database, only the changes of records the zone's shares cover (by name or parent chain; a deletion
+        // only of a record covered by name: a deleted record's parent is not known any more).
         let shared = sharedZone(key)
+        var memo: [String: Share.Permission] = [:]
         for (name, e) in page {
-            if let shared, !shared.covers(name) { continue }
+            if let shared, !shared.covers(name) {
+                guard !e.deleted, case .success(let r)? = records[name],
+                    try await sharedPermission(shared, name: name, parent: r.parent?.recordName, memo: &memo) != .none
+                else { continue }
+            }
             let rid = RecordID(recordName: name, zoneID: key.zoneID)
             let readable = readScope(e.recordType, in: security)
             if readable == .none { continue }

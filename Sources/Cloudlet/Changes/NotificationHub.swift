@@ -126,8 +126,14 @@ public final class NotificationHub: Sendable {
                 }
             case .zoneCreated, .zoneDeleted: continue
             }
+            // Participants whose shared database sees the record, when some subscription is in a shared database.
+            let viewers = subscriptions.keys.contains { $0.database.scope == .shared }
+                ? await sharedViewers(database, recordID, parent: record?.parent?.recordName, shares: snapshot.shares, partition: partitions[change.partition])
+                : []
             for (who, subs) in subscriptions
-            where who.database == database || Self.sharedWith(who, database: database, recordID: recordID, shares: snapshot.shares) {
+            where who.database == database || (who.database.scope == .shared && who.database.container == database.container
+                && who.database.environment == database.environment && viewers.contains(who.database.owner))
+            {
                 // No notification carries a public record its subscriber may not read (its security roles).
                 guard Self.mayRead(who, recordType: recordType, record: record, security: snapshot.security) else { continue }
                 for sub in subs.values.sorted(by: { $0.id < $1.id }) {
@@ -179,16 +185,30 @@ public final class NotificationHub: Sendable {
         return scope.admits(creator: record.created?.userRecordName)
     }
 
-    /// Whether `who` subscribed in a shared database that sees record `recordID` of private database `database`
-    /// through a share.
-    static func sharedWith(_ who: SubscriberID, database: DatabaseID, recordID: RecordID, shares: ShareCatalog) -> Bool {
-        guard who.database.scope == .shared, database.scope == .private, who.database.container == database.container,
-            who.database.environment == database.environment
-        else { return false }
-        let user = who.database.owner
-        return shares.shares(in: ZoneKey(database: database, zoneName: recordID.zoneID.zoneName)).values.contains {
-            $0.permission(of: user) != .none && $0.covers(recordID.recordName)
+    /// The users whose shared database sees record `recordID` (whose parent is `parent`) of private database
+    /// `database`: those granted something by the shares covering it by name, else by those covering the first
+    /// ancestor so covered.
+    private func sharedViewers(
+        _ database: DatabaseID, _ recordID: RecordID, parent: String?, shares: ShareCatalog, partition: Partition
+    ) async -> Set<String> {
+        guard database.scope == .private else { return [] }
+        let key = ZoneKey(database: database, zoneName: recordID.zoneID.zoneName)
+        let inZone = Array(shares.shares(in: key).values)
+        guard !inZone.isEmpty else { return [] }
+        var covering = inZone.filter { $0.covers(recordID.recordName) }
+        var next = parent
+        var depth = 0
+        while covering.isEmpty, let current = next, depth < Database.maxParentDepth {
+            covering = inZone.filter { $0.covers(current) }
+            guard covering.isEmpty else { break }
+            depth += 1
+            // An ancestor that cannot be read ends the walk: nobody is told.
+            guard let found = try? await partition.currentEntry(key, current), let entry = found, !entry.deleted,
+                let record = try? await partition.read(key, current, entry)
+            else { break }
+            next = record.parent?.recordName
         }
+        return Set(covering.flatMap { s in s.participants.map(\.userRecordName).filter { s.permission(of: $0) != .none } })
     }
 
     /// The zone a zone subscription, or a query subscription limited to one zone, is about.

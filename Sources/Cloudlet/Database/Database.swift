@@ -162,7 +162,12 @@ public struct Database: CloudletDatabase {
         }
         guard let entry = inZone, !entry.deleted else { throw unknownItem(recordID.recordName, key) }
         try requireReadable(recordID.recordName, recordType: entry.recordType, creator: entry.created?.userRecordName, in: security)
-        if id.scope == .shared, sharedZone(key)?.covers(recordID.recordName) != true { throw unknownItem(recordID.recordName, key) }
+        if id.scope == .shared {
+            var memo: [String: Share.Permission] = [:]
+            guard let shared = sharedZone(key), try await sharedPermission(shared, of: recordID.recordName, memo: &memo) != .none else {
+                throw unknownItem(recordID.recordName, key)
+            }
+        }
         return (key, entry)
     }
 
@@ -194,8 +199,14 @@ public struct Database: CloudletDatabase {
                 guard let found = try await store.partition(for: key).currentEntries(key, items.map { recordIDs[$0].recordName })
                 else { throw zoneNotFound(key) }
                 let shared = sharedZone(key)
+                var memo: [String: Share.Permission] = [:]
                 for (i, entry) in zip(items, found) {
-                    if let entry, !entry.deleted, id.scope != .shared || shared?.covers(recordIDs[i].recordName) == true {
+                    var visible = true
+                    if id.scope == .shared, let entry, !entry.deleted {
+                        visible = false
+                        if let shared { visible = try await sharedPermission(shared, of: recordIDs[i].recordName, memo: &memo) != .none }
+                    }
+                    if let entry, !entry.deleted, visible {
                         do {
                             try requireReadable(
                                 recordIDs[i].recordName, recordType: entry.recordType, creator: entry.created?.userRecordName, in: security)
@@ -281,6 +292,7 @@ public struct Database: CloudletDatabase {
         var zoneErrors: [ZoneKey: CloudletError] = [:]
         var lastZone: (ZoneID, ZoneKey)?
         var sharedZones: [ZoneKey: SharedZone?] = [:]  // the shared database's rules, per zone
+        var sharedMemo: [ZoneKey: [String: Share.Permission]] = [:]
         for (i, op) in operations.enumerated() {
             do {
                 let zoneID = op.recordID.zoneID
@@ -291,7 +303,7 @@ public struct Database: CloudletDatabase {
                 }
                 if id.scope == .shared {
                     if sharedZones[key] == nil { sharedZones[key] = sharedZone(key) }
-                    try sharedZones[key]??.check(op)
+                    if let shared = sharedZones[key] ?? nil { try await checkShared(op, in: shared, memo: &sharedMemo[key, default: [:]]) }
                 }
                 if groups[key] == nil {
                     if let e = zoneErrors[key] { throw e }

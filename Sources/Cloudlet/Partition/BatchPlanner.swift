@@ -129,11 +129,12 @@ package struct BatchPlanner {
         case .update(let r):
             _ = try requireVersion(name, tag: r.changeTag, op: op)
             let existing = try current(name)!
-            return .saved(try put(r, fields: existing.fields.merging(r.fields) { _, new in new }, replacing: Previous(existing)))
+            return .saved(
+                try put(r, fields: existing.fields.merging(r.fields) { _, new in new }, parent: r.parent ?? existing.parent, replacing: Previous(existing)))
         case .forceUpdate(let r):
             let existing = try current(name)
             let fields = existing.map { $0.fields.merging(r.fields) { _, new in new } } ?? r.fields
-            return .saved(try put(r, fields: fields, replacing: existing.map(Previous.init)))
+            return .saved(try put(r, fields: fields, parent: r.parent ?? existing?.parent, replacing: existing.map(Previous.init)))
         case .forceReplace(let r):
             return .saved(try put(r, fields: r.fields, replacing: try previous(name)))
         case .delete(let id, let tag):
@@ -256,7 +257,9 @@ package struct BatchPlanner {
 
     /// Validates and stages a new version of `input` with `fields`; `previous`: what the version it replaces
     /// hands on.
-    private mutating func put(_ input: Record, fields: [String: FieldValue], replacing previous: Previous?) throws -> Record {
+    private mutating func put(
+        _ input: Record, fields: [String: FieldValue], parent: RecordID? = nil, replacing previous: Previous?
+    ) throws -> Record {
         try Names.validateIdentifier(input.recordType, what: "record type")
         if let previous, previous.type != input.recordType {
             throw CloudletError.invalid(
@@ -264,6 +267,14 @@ package struct BatchPlanner {
         }
         var record = Record(recordType: input.recordType, id: RecordID(recordName: input.recordName, zoneID: zone.zoneID))
         record.fields = fields
+        // An update keeps the parent unless it names one; a create or replace sets it as given.
+        if let parent = parent ?? input.parent {
+            try Names.validateRecordName(parent.recordName)
+            guard parent.recordName != input.recordName else {
+                throw CloudletError.invalid("record '\(input.recordName)' cannot be its own parent")
+            }
+            record.parent = RecordID(recordName: parent.recordName, zoneID: zone.zoneID)
+        }
         for (field, value) in fields {
             try Names.validateIdentifier(field, what: "field name")
             try value.validate(field: field)
