@@ -119,6 +119,18 @@ struct RecordCodecRecordTests {
         #expect(decoded.modified == s.modified)
     }
 
+    @Test("a parent round-trips (its name; the zone is the record's), and a record without one encodes as before")
+    func parentRoundTrip() throws {
+        let zone = ZoneID(zoneName: "Trips", ownerName: "_alice")
+        var record = Record(recordType: "Day", recordName: "d1", zoneID: zone, fields: ["a": 1])
+        let without = RecordCodec.encode(record)
+        record.parent = RecordID(recordName: "t1", zoneID: zone)
+        let with = RecordCodec.encode(record)
+        #expect(try RecordCodec.decode(with, zoneID: zone) == record)
+        #expect(try RecordCodec.decode(without, zoneID: zone).parent == nil)
+        #expect(with.count == without.count + 3, "presence bit 3 and the parent's name")
+    }
+
     @Test("a record without fields, with empty type and name")
     func emptyRecord() throws {
         let record = Record(recordType: "", recordName: "")

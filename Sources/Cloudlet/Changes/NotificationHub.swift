@@ -97,6 +97,7 @@ public final class NotificationHub: Sendable {
         let subscriptions = snapshot.subscriptions
         guard !subscriptions.isEmpty else { return }
         var out: [(Inbox, RecordNotification)] = []
+        let anyShared = subscriptions.keys.contains { $0.database.scope == .shared }
         var fireOnce: [(SubscriberID, String)] = []
         for (i, event) in change.events.enumerated() {
             let database: DatabaseID
@@ -127,7 +128,7 @@ public final class NotificationHub: Sendable {
             case .zoneCreated, .zoneDeleted: continue
             }
             // Participants whose shared database sees the record, when some subscription is in a shared database.
-            let viewers = subscriptions.keys.contains { $0.database.scope == .shared }
+            let viewers = anyShared
                 ? await sharedViewers(database, recordID, parent: record?.parent?.recordName, shares: snapshot.shares, partition: partitions[change.partition])
                 : []
             for (who, subs) in subscriptions
