@@ -590,7 +590,7 @@ public struct RemoteDatabase: CloudletDatabase {
     }
 
     /// A malformed response (an ``APIError`` from the codings) as an internal error naming the member.
-    private func decoding<T>(_ body: () throws -> T) throws -> T {
+    func decoding<T>(_ body: () throws -> T) throws -> T {
         do { return try body() } catch let e as APIError {
             throw CloudletError(.internalError, "the server's response is malformed: \(e.reason)")
         }
@@ -612,7 +612,7 @@ public struct RemoteDatabase: CloudletDatabase {
         }
     }
 
-    private static func json(_ body: (inout JSONWriter) -> Void) -> [UInt8] {
+    static func json(_ body: (inout JSONWriter) -> Void) -> [UInt8] {
         var w = JSONWriter()
         body(&w)
         return w.bytes

@@ -64,6 +64,19 @@ public protocol CloudletDatabase: Sendable {
     /// ``notifications(after:limit:wait:)``; a server's client keeps a websocket open instead.
     func notificationEvents(after position: NotificationID?) -> AsyncThrowingStream<NotificationEvent, any Error>
 
+    // MARK: Sharing (docs/sharing.md)
+
+    /// Creates (``Share/changeTag`` nil) or replaces a share of a record or zone of this private database.
+    func saveShare(_ share: Share, createShortGUID: Bool) async throws -> Share
+    /// A share by its record ID: one of this private database's, or one this shared database's user accepted.
+    func share(for recordID: RecordID) async throws -> Share
+    /// Deletes a share: its owner ends it for everyone; a participant (shared database) leaves it.
+    func deleteShare(_ shareID: RecordID) async throws
+    /// What a share's short GUID names, for the caller (and its root record, when they may read it and ask).
+    func resolveShare(shortGUID: String, fetchRootRecord: Bool) async throws -> ShareMetadata
+    /// Joins the share a short GUID names; its zone then appears in the caller's shared database.
+    func acceptShare(shortGUID: String) async throws -> ShareMetadata
+
     // MARK: Assets
 
     /// An asset's bytes, whole (an asset value of a record read through this database). - Throws: `unknownItem`
@@ -106,6 +119,49 @@ extension CloudletDatabase {
             }
             continuation.onTermination = { _ in task.cancel() }
         }
+    }
+
+    /// ``saveShare(_:createShortGUID:)`` with a short GUID (and URL) for the share.
+    @discardableResult
+    public func saveShare(_ share: Share, createShortGUID: Bool = true) async throws -> Share {
+        try await saveShare(share, createShortGUID: createShortGUID)
+    }
+
+    public func resolveShare(shortGUID: String, fetchRootRecord: Bool = false) async throws -> ShareMetadata {
+        try await resolveShare(shortGUID: shortGUID, fetchRootRecord: fetchRootRecord)
+    }
+
+    /// Shares `root` (a record of a custom zone of this private database) and its descendants with `participants`: a
+    /// hierarchy share, saved with a short GUID.
+    @discardableResult
+    public func share(
+        root: RecordID, publicPermission: Share.Permission = .none, participants: [Share.Participant] = []
+    ) async throws -> Share {
+        try await saveShare(Share(root: root, publicPermission: publicPermission, participants: participants), createShortGUID: true)
+    }
+
+    /// Adds an invited participant to the share `shareID` (or changes their permission; a removed one is invited again).
+    @discardableResult
+    public func addParticipant(_ user: String, permission: Share.Permission, to shareID: RecordID) async throws -> Share {
+        var s = try await share(for: shareID)
+        if let i = s.participants.firstIndex(where: { $0.userRecordName == user }) {
+            s.participants[i].permission = permission
+            if s.participants[i].acceptance == .removed { s.participants[i].acceptance = .pending }
+        } else {
+            s.participants.append(Share.Participant(userRecordName: user, permission: permission))
+        }
+        return try await saveShare(s, createShortGUID: true)
+    }
+
+    /// Removes a participant of the share `shareID`: they no longer see its records.
+    @discardableResult
+    public func removeParticipant(_ user: String, from shareID: RecordID) async throws -> Share {
+        var s = try await share(for: shareID)
+        guard s.participants.contains(where: { $0.userRecordName == user }) else {
+            throw CloudletError(.unknownItem, "'\(user)' is not a participant of share '\(shareID.recordName)'")
+        }
+        s.participants.removeAll { $0.userRecordName == user }
+        return try await saveShare(s, createShortGUID: true)
     }
 
     /// Saves a record with a save policy (CloudKit's `savePolicy`): a new record (no change tag) is created, one

@@ -17,6 +17,10 @@ public enum ClientCoding {
                     w.member("recordName", r.recordName)
                     w.member("recordType", r.recordType)
                     if let tag = r.changeTag { w.member("recordChangeTag", tag) }
+                    if let p = r.parent {
+                        w.key("parent")
+                        w.object { w in w.member("recordName", p.recordName) }
+                    }
                     w.key("fields")
                     w.object { w in
                         for name in r.fields.keys.sorted() {

@@ -69,7 +69,7 @@ public enum ShareCoding {
         return out
     }
 
-    private static func permission(_ s: String, at path: String) throws -> Share.Permission {
+    static func permission(_ s: String, at path: String) throws -> Share.Permission {
         guard let p = Share.Permission(rawValue: s) else {
             throw APIError.badRequest("\(path) '\(s)' is not one of NONE, READ_ONLY, READ_WRITE")
         }
@@ -179,5 +179,103 @@ public enum ShareCoding {
             }
             return (v, try o.bool("shouldFetchRootRecord", at: "shortGUIDs[\(i)]") ?? false)
         }
+    }
+}
+
+// MARK: - Clients
+
+extension ShareCoding {
+    /// Writes the `records/modify` operation that saves `share`: `create` for a new one, `update` with its change tag
+    /// otherwise; participants by `userRecordName`.
+    public static func writeSaveOperation(_ s: Share, createShortGUID: Bool, to w: inout JSONWriter) {
+        w.object { w in
+            w.member("operationType", s.changeTag == nil ? "create" : "update")
+            w.key("record")
+            w.object { w in
+                w.member("recordName", s.id.recordName)
+                w.member("recordType", Share.recordType)
+                if let tag = s.changeTag { w.member("recordChangeTag", tag) }
+                w.key("zoneID")
+                ZoneIDCoding.write(s.id.zoneID, to: &w)
+                if let root = s.rootRecordName {
+                    w.key("forRecord")
+                    w.object { w in
+                        w.member("recordName", root)
+                        w.key("zoneID")
+                        ZoneIDCoding.write(s.id.zoneID, to: &w)
+                    }
+                }
+                w.member("createShortGUID", createShortGUID)
+                w.member("publicPermission", s.publicPermission.rawValue)
+                w.key("participants")
+                w.array { w in
+                    for p in s.participants {
+                        w.object { w in
+                            w.key("userIdentity")
+                            w.object { w in
+                                w.member("userRecordName", p.userRecordName)
+                                if let e = p.emailAddress {
+                                    w.key("lookupInfo")
+                                    w.object { w in w.member("emailAddress", e) }
+                                }
+                            }
+                            w.member("permission", p.permission.rawValue)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A share from its record dictionary (what ``write(_:caller:baseURL:to:)`` writes). - Throws: `BAD_REQUEST`
+    /// naming the member.
+    public static func decodeShare(_ o: [String: JSONValue], at path: String, zone: ZoneID) throws -> Share {
+        guard let name = try o.string("recordName", at: path), !name.isEmpty else {
+            throw APIError.badRequest("\(path).recordName is missing")
+        }
+        let zoneID = try ZoneIDCoding.decode(o["zoneID"], at: path + ".zoneID") ?? zone
+        let root = try o.object("forRecord", at: path).flatMap { try $0.string("recordName", at: path + ".forRecord") }
+        var s = root.map { Share(root: RecordID(recordName: $0, zoneID: zoneID), recordName: name) } ?? Share(zone: zoneID)
+        s.id = RecordID(recordName: name, zoneID: zoneID)
+        s.changeTag = try o.string("recordChangeTag", at: path)
+        s.shortGUID = try o.string("shortGUID", at: path)
+        if let p = try o.string("publicPermission", at: path) { s.publicPermission = try permission(p, at: path + ".publicPermission") }
+        s.owner = zoneID.ownerName
+        for (i, item) in (try o.array("participants", at: path) ?? []).enumerated() {
+            let p = try decodeParticipant(item, at: "\(path).participants[\(i)]")
+            if p.type == .owner { s.owner = p.userRecordName } else { s.participants.append(p) }
+        }
+        return s
+    }
+
+    static func decodeParticipant(_ json: JSONValue, at path: String) throws -> Share.Participant {
+        let o = try json.requireObject(at: path)
+        let identity = try o.object("userIdentity", at: path) ?? [:]
+        guard let user = try identity.string("userRecordName", at: path + ".userIdentity") else {
+            throw APIError.badRequest("\(path).userIdentity.userRecordName is missing")
+        }
+        let email = try identity.object("lookupInfo", at: path + ".userIdentity")?.string("emailAddress", at: path + ".userIdentity.lookupInfo")
+        func value<E: RawRepresentable>(_ key: String, _: E.Type) throws -> E where E.RawValue == String {
+            guard let raw = try o.string(key, at: path), let v = E(rawValue: raw) else {
+                throw APIError.badRequest("\(path).\(key) is missing or unknown")
+            }
+            return v
+        }
+        return Share.Participant(
+            userRecordName: user, emailAddress: email, type: try value("type", Share.ParticipantType.self),
+            permission: try value("permission", Share.Permission.self), acceptance: try value("acceptanceStatus", Share.Participant.Acceptance.self))
+    }
+
+    /// One `records/resolve` or `records/accept` result (``writeMetadata(_:shortGUID:container:environment:caller:baseURL:to:writeRecord:)``).
+    public static func decodeMetadata(_ o: [String: JSONValue], at path: String) throws -> ShareMetadata {
+        guard let shareJSON = try o.object("share", at: path) else { throw APIError.badRequest("\(path).share is missing") }
+        let zone = try ZoneIDCoding.require(o["zoneID"], at: path + ".zoneID")
+        let share = try decodeShare(shareJSON, at: path + ".share", zone: zone)
+        var me: Share.Participant?
+        if let current = shareJSON["currentUserParticipant"] {
+            me = try decodeParticipant(current, at: path + ".share.currentUserParticipant")
+        }
+        let root = try o.object("rootRecord", at: path).map { try RecordCoding.decode($0, at: path + ".rootRecord", zone: zone, lossless: true) }
+        return ShareMetadata(share: share, callerParticipant: me, rootRecord: root)
     }
 }

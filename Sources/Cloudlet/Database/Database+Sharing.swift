@@ -195,17 +195,9 @@ extension Database {
 
     // MARK: - Shares (owner)
 
-    /// Shares `root` (a record of a custom zone of this private database) with `participants`: a hierarchy share,
-    /// saved with a short GUID. - Throws: as ``saveShare(_:createShortGUID:)``.
-    public func share(
-        root: RecordID, publicPermission: Share.Permission = .none, participants: [Share.Participant] = []
-    ) async throws -> Share {
-        try await saveShare(Share(root: root, publicPermission: publicPermission, participants: participants))
-    }
-
     /// Creates or replaces a share of this private database's user. A new share (``Share/changeTag`` nil) must not
     /// exist yet; a replacement carries the change tag it read. Participants keep their acceptance (new ones are
-    /// PENDING); a participant left out is removed. With `createShortGUID` the share gets a short GUID (kept once
+    /// PENDING, and one REMOVED listed as anything else is invited again); a participant left out is removed. With `createShortGUID` the share gets a short GUID (kept once
     /// given).
     /// - Throws: `badDatabase` outside a private database or in the default zone; `zoneNotFound`; `unknownItem` for a
     ///   missing root; `recordExists` for a new share that exists, or a root (or zone) already shared;
@@ -276,7 +268,8 @@ extension Database {
             next.participants = share.participants.map { p in
                 var p = p
                 let before = previous.first { $0.userRecordName == p.userRecordName }
-                p.acceptance = before?.acceptance ?? .pending
+                // Acceptance is the participant's to give; the owner can only invite again one who left or was removed.
+                p.acceptance = before.map { $0.acceptance == .removed && p.acceptance != .removed ? .pending : $0.acceptance } ?? .pending
                 if before == nil { p.type = .user }
                 return p
             }
@@ -310,30 +303,6 @@ extension Database {
         let key = try key(zoneID)
         return store.catalog.snapshot().shares.shares(in: key).values
             .filter { id.scope != .shared || $0.permission(of: id.owner) != .none }.sorted { $0.id.recordName < $1.id.recordName }
-    }
-
-    /// Adds (or changes the permission of) an invited participant of the share `shareID`.
-    @discardableResult
-    public func addParticipant(_ user: String, permission: Share.Permission, to shareID: RecordID) async throws -> Share {
-        var s = try await share(for: shareID)
-        if let i = s.participants.firstIndex(where: { $0.userRecordName == user }) {
-            s.participants[i].permission = permission
-            if s.participants[i].acceptance == .removed { s.participants[i].acceptance = .pending }
-        } else {
-            s.participants.append(Share.Participant(userRecordName: user, permission: permission))
-        }
-        return try await saveShare(s)
-    }
-
-    /// Removes a participant of the share `shareID`: they no longer see its records.
-    @discardableResult
-    public func removeParticipant(_ user: String, from shareID: RecordID) async throws -> Share {
-        var s = try await share(for: shareID)
-        guard s.participants.contains(where: { $0.userRecordName == user }) else {
-            throw CloudletError(.unknownItem, "'\(user)' is not a participant of share '\(shareID.recordName)'")
-        }
-        s.participants.removeAll { $0.userRecordName == user }
-        return try await saveShare(s)
     }
 
     /// Deletes a share. Its owner (private database) ends it for everyone; a participant (shared database) only
