@@ -118,6 +118,7 @@ let package = Package(
             name: "shopping-lists", dependencies: ["ExampleSupport", "CloudletCommandLine"], path: "Examples/shopping-lists"),
         .executableTarget(name: "babifud", dependencies: ["ExampleSupport", "CloudletCommandLine"], path: "Examples/babifud"),
         .executableTarget(name: "photos", dependencies: ["ExampleSupport", "CloudletCommandLine"], path: "Examples/photos"),
+        .executableTarget(name: "trips", dependencies: ["ExampleSupport", "CloudletCommandLine"], path: "Examples/trips"),
 
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore", "CloudletTestSupport"]),
         .testTarget(name: "CloudletConcurrencyTests", dependencies: ["CloudletConcurrency"]),
@@ -138,7 +139,7 @@ let package = Package(
                 "CloudletClient", "CloudletSync", "CloudletServer", "CloudletWire", "Cloudlet",
                 "CloudletCore", "CloudletModel", "CloudletTestSupport",
                 // The examples the tests run as programs.
-                "journal", "shopping-lists", "babifud", "photos", "cloudlet",
+                "journal", "shopping-lists", "babifud", "photos", "trips", "cloudlet",
             ]),
         .testTarget(
             name: "CloudletServerTests",

@@ -116,8 +116,46 @@ import Testing
         }
     }
 
+    @Test func tripsAreSharedAcceptedEditedByTheParticipantAndGoneWhenUnshared() async throws {
+        try await Self.inBothPlaces { place in
+            // Who runs a command: alice or bob (embedded: --user; remote: their web auth token), and bob's and
+            // alice's user record names as the other one names them.
+            func run(_ user: String, _ args: [String]) async throws -> [String] {
+                var a = place.arguments
+                switch place {
+                case .embedded: a += ["--user", user]
+                case .remote(let f):
+                    let i = a.firstIndex(of: "--web-auth-token")!
+                    a[i + 1] = user == "alice" ? f.alice.token : f.bob.token
+                }
+                let r = try await ChildProcess.run(try builtExecutable("trips"), args + a)
+                if r.status != 0 { Issue.record("trips \(args.joined(separator: " ")) as \(user) exited \(r.status): \(r.err)") }
+                return r.out
+            }
+            let (alice, bob): (String, String)
+            switch place {
+            case .embedded: (alice, bob) = ("alice", "bob")
+            case .remote(let f): (alice, bob) = (f.alice.user.userRecordName, f.bob.user.userRecordName)
+            }
+            let added = try await run("alice", ["add", "Lisbon"])
+            let id = try #require(added.first?.split(separator: " ").last.map(String.init), "\(added)")
+            _ = try await run("alice", ["add", "Porto"])
+            let shared = try await run("alice", ["share", id, bob, "--write"])
+            let guid = try #require(shared.first?.split(separator: " ").last.map(String.init), "\(shared)")
+            #expect(try await run("bob", ["shared"]) == ["(nothing shared with you)"])
+            #expect(try await run("bob", ["accept", guid]) == ["joined \(id) of \(alice) (READ_WRITE)"])
+            #expect(try await run("bob", ["edit", alice, id, "Lisbon, 3 nights"]) == ["renamed \(id)"])
+            #expect(try await run("bob", ["add-day", alice, id, "Alfama"]) == ["added a day to \(id)"])
+            #expect(try await run("bob", ["shared"]) == ["\(alice)\t\(id)\tLisbon, 3 nights\tdays: Alfama"])
+            let list = try await run("alice", ["list"])
+            #expect(list.count == 2 && list[0] == "\(id)\tLisbon, 3 nights\tshared \(guid)" && list[1].hasSuffix("\tPorto"), "\(list)")
+            #expect(try await run("alice", ["unshare", id]) == ["stopped sharing \(id)"])
+            #expect(try await run("bob", ["shared"]) == ["(nothing shared with you)"])
+        }
+    }
+
     @Test func examplesExplainBadUsageAndExit64() async throws {
-        for example in ["journal", "shopping-lists", "babifud", "photos"] {
+        for example in ["journal", "shopping-lists", "babifud", "photos", "trips"] {
             let r = try await ChildProcess.run(try builtExecutable(example), ["list"])
             #expect(r.status == 64, "\(example): \(r)")
             #expect(r.err.first == "error: give --data DIR (embedded) or --server URL (remote)", "\(example): \(r.err)")
