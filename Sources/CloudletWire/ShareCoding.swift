@@ -79,22 +79,10 @@ public enum ShareCoding {
     /// Writes `share` as a record dictionary, as `caller` (nil: nobody in particular) sees it.
     public static func write(_ s: Share, caller: String?, baseURL: String, to w: inout JSONWriter) {
         w.object { w in
-            w.member("recordName", s.id.recordName)
-            w.member("recordType", Share.recordType)
-            if let tag = s.changeTag { w.member("recordChangeTag", tag) }
+            writeIdentity(s, to: &w)
             w.key("fields")
             w.object { _ in }
             w.member("deleted", false)
-            w.key("zoneID")
-            ZoneIDCoding.write(s.id.zoneID, to: &w)
-            if let root = s.rootRecordName {
-                w.key("forRecord")
-                w.object { w in
-                    w.member("recordName", root)
-                    w.key("zoneID")
-                    ZoneIDCoding.write(s.id.zoneID, to: &w)
-                }
-            }
             if let g = s.shortGUID {
                 w.member("shortGUID", g)
                 w.member("url", url(base: baseURL, shortGUID: g))
@@ -110,6 +98,23 @@ public enum ShareCoding {
             if let caller, let me = caller == s.owner ? owner(of: s) : s.participant(caller) {
                 w.key("currentUserParticipant")
                 writeParticipant(me, to: &w)
+            }
+        }
+    }
+
+    /// `recordName, recordType, recordChangeTag?, zoneID, forRecord?` of a share's record dictionary.
+    private static func writeIdentity(_ s: Share, to w: inout JSONWriter) {
+        w.member("recordName", s.id.recordName)
+        w.member("recordType", Share.recordType)
+        if let tag = s.changeTag { w.member("recordChangeTag", tag) }
+        w.key("zoneID")
+        ZoneIDCoding.write(s.id.zoneID, to: &w)
+        if let root = s.rootRecordName {
+            w.key("forRecord")
+            w.object { w in
+                w.member("recordName", root)
+                w.key("zoneID")
+                ZoneIDCoding.write(s.id.zoneID, to: &w)
             }
         }
     }
@@ -192,19 +197,7 @@ extension ShareCoding {
             w.member("operationType", s.changeTag == nil ? "create" : "update")
             w.key("record")
             w.object { w in
-                w.member("recordName", s.id.recordName)
-                w.member("recordType", Share.recordType)
-                if let tag = s.changeTag { w.member("recordChangeTag", tag) }
-                w.key("zoneID")
-                ZoneIDCoding.write(s.id.zoneID, to: &w)
-                if let root = s.rootRecordName {
-                    w.key("forRecord")
-                    w.object { w in
-                        w.member("recordName", root)
-                        w.key("zoneID")
-                        ZoneIDCoding.write(s.id.zoneID, to: &w)
-                    }
-                }
+                writeIdentity(s, to: &w)
                 w.member("createShortGUID", createShortGUID)
                 w.member("publicPermission", s.publicPermission.rawValue)
                 w.key("participants")

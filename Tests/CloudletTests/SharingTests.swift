@@ -31,6 +31,14 @@ import Testing
         return (alice, share, zone)
     }
 
+    /// ``sharedTrip(_:)`` accepted by bob and carol, with their shared databases.
+    func acceptedTrip(_ store: CloudletStore) async throws -> (alice: Database, share: Share, zone: ZoneID, bob: Database, carol: Database) {
+        let (alice, share, zone) = try await sharedTrip(store)
+        let c = try store.container(testContainer)
+        for user in ["bob", "carol"] { try await c.publicDatabase(user: user).acceptShare(shortGUID: share.shortGUID!) }
+        return (alice, share, zone, try c.sharedDatabase(user: "bob"), try c.sharedDatabase(user: "carol"))
+    }
+
     @Test func aHierarchyShareIsSeenOnlyByAcceptedParticipantsAndOnlyItsRoot() async throws {
         let store = try await openStore(dir)
         let (_, share, zone) = try await sharedTrip(store)
@@ -64,10 +72,7 @@ import Testing
 
     @Test func readWriteParticipantsEditSharedRecordsReadOnlyOnesCannotAndOnlyTheOwnerDeletesTheRoot() async throws {
         let store = try await openStore(dir)
-        let (alice, share, zone) = try await sharedTrip(store)
-        let c = try store.container(testContainer)
-        for user in ["bob", "carol"] { try await c.publicDatabase(user: user).acceptShare(shortGUID: share.shortGUID!) }
-        let bob = try c.sharedDatabase(user: "bob"), carol = try c.sharedDatabase(user: "carol")
+        let (alice, share, zone, bob, carol) = try await acceptedTrip(store)
         let t1 = RecordID(recordName: "t1", zoneID: zone)
         var edited = try await bob.record(for: t1)
         edited.fields["title"] = "Lisbon, by bob"
@@ -92,10 +97,8 @@ import Testing
 
     @Test func aParticipantDeletingTheShareLeavesItAndTheOwnerEndsItForEveryone() async throws {
         let store = try await openStore(dir)
-        let (alice, share, zone) = try await sharedTrip(store)
+        let (alice, share, zone, bob, carol) = try await acceptedTrip(store)
         let c = try store.container(testContainer)
-        for user in ["bob", "carol"] { try await c.publicDatabase(user: user).acceptShare(shortGUID: share.shortGUID!) }
-        let bob = try c.sharedDatabase(user: "bob"), carol = try c.sharedDatabase(user: "carol")
         let before = try await bob.databaseChanges()
         #expect(before.changedZones == [zone])
         // carol leaves: only she loses the zone; she may not come back by the same invitation.
@@ -117,10 +120,7 @@ import Testing
 
     @Test func aHierarchyShareCoversTheRecordsWhoseParentChainLeadsToItsRoot() async throws {
         let store = try await openStore(dir)
-        let (alice, share, zone) = try await sharedTrip(store)
-        let c = try store.container(testContainer)
-        for user in ["bob", "carol"] { try await c.publicDatabase(user: user).acceptShare(shortGUID: share.shortGUID!) }
-        let bob = try c.sharedDatabase(user: "bob"), carol = try c.sharedDatabase(user: "carol")
+        let (alice, _, zone, bob, carol) = try await acceptedTrip(store)
         func child(_ name: String, of parent: String) -> Record {
             var r = trip(name, zone, title: name)
             r.parent = RecordID(recordName: parent, zoneID: zone)
