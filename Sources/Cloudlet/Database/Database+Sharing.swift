@@ -392,7 +392,7 @@ extension Database {
     @discardableResult
     public func acceptShare(shortGUID: String) async throws -> ShareMetadata {
         try store.checkOpen()
-        guard let user = access.userRecordName, user != defaultOwnerName || id.scope != .public else {
+        guard let user = access.userRecordName, user != defaultOwnerName else {
             throw CloudletError(.authenticationRequired, "accepting a share needs a signed-in user, not \(access)")
         }
         let (key, _) = try lookUpShare(shortGUID)
@@ -447,6 +447,14 @@ extension RecordOperation {
         switch self {
         case .create, .replace, .forceReplace: true
         case .update, .forceUpdate, .delete, .forceDelete: false
+        }
+    }
+
+    /// Whether the operation deletes its record.
+    var isDeletion: Bool {
+        switch self {
+        case .delete, .forceDelete: true
+        case .create, .update, .forceUpdate, .replace, .forceReplace: false
         }
     }
 }

@@ -329,7 +329,7 @@ public struct Database: CloudletDatabase {
         // The owner deleting a share's root ends the share for everyone.
         if id.scope == .private {
             var deletedRoots: [ZoneKey: Set<String>] = [:]
-            for (i, op) in operations.enumerated() where op.record == nil {
+            for (i, op) in operations.enumerated() where op.isDeletion {
                 if case .deleted(let rid)? = results[i], let key = try? key(rid.zoneID) { deletedRoots[key, default: []].insert(rid.recordName) }
             }
             for (key, roots) in deletedRoots { try await endShares(in: key, rootedAt: roots) }

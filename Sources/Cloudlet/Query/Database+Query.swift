@@ -213,13 +213,14 @@ extension Database {
     ) async throws -> (rows: [QueryRow], count: Int, plan: QueryPlan.Zone, truncated: Bool) {
         // Records the caller may not read are not matches (the public database's roles; ``count(_:zoneID:zoneWide:)``
         // never asks for an index count when some are hidden).
-        // In a shared database, only the records the zone's shares cover (by name or parent chain) are matches.
+        func visible(_ r: Record) -> Bool { pq.matches(r) && readable.admits(creator: r.created?.userRecordName) }
+        // In a shared database, only the records the zone's shares cover (by name or parent chain) are matches: an
+        // asynchronous check (it may read ancestors) made only there.
         let shared = sharedZone(key)
         var memo: [String: Share.Permission] = [:]
-        func visible(_ r: Record) async throws -> Bool {
-            guard pq.matches(r) && readable.admits(creator: r.created?.userRecordName) else { return false }
-            guard let shared else { return true }
-            return try await sharedPermission(shared, name: r.recordName, parent: r.parent?.recordName, memo: &memo) != .none
+        func hidden(_ r: Record) async throws -> Bool {
+            guard let shared else { return false }
+            return try await sharedPermission(shared, name: r.recordName, parent: r.parent?.recordName, memo: &memo) == .none
         }
         let partition = store.partition(for: key)
         let query = pq
@@ -274,7 +275,8 @@ extension Database {
                 for item in items {
                     let r = try await partition.read(key, item.name, item.entry)
                     examined += 1
-                    guard try await visible(r) else { continue }
+                    guard visible(r) else { continue }
+                    if shared != nil, try await hidden(r) { continue }
                     let cost = item.entry.pageCost(item.name)
                     guard fits(cost) else { break walking }
                     rows.append(QueryRow(record: r, position: item.position, cost: cost))
@@ -294,7 +296,8 @@ extension Database {
                     guard let entry, !entry.deleted else { continue }
                     let r = try await partition.read(key, c.name, entry)
                     examined += 1
-                    guard try await visible(r) else { continue }
+                    guard visible(r) else { continue }
+                    if shared != nil, try await hidden(r) { continue }
                     let cost = entry.pageCost(c.name)
                     guard fits(cost) else { break reading }
                     rows.append(QueryRow(record: r, position: c.position, cost: cost))
@@ -310,7 +313,8 @@ extension Database {
             for c in candidates {
                 let r = try await partition.read(key, c.name, c.entry)
                 examined += 1
-                guard try await visible(r) else { continue }
+                guard visible(r) else { continue }
+                if shared != nil, try await hidden(r) { continue }
                 guard limit != nil else {
                     matched += 1
                     continue
