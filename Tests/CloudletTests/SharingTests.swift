@@ -205,6 +205,21 @@ import Testing
         #expect(try await c.sharedDatabase(user: "bob").zones().isEmpty)
     }
 
+    @Test func aRootDeletedByADeleteSelfCascadeEndsTheShare() async throws {
+        let store = try await openStore(dir)
+        let (alice, share, zone, bob, _) = try await acceptedTrip(store)
+        // t1 goes when the record it references with DELETE_SELF goes.
+        _ = try await alice.save(trip("plan", zone))
+        var t1 = try await alice.record(for: RecordID(recordName: "t1", zoneID: zone))
+        t1["plan"] = .reference(Reference(recordName: "plan", action: .deleteSelf))
+        _ = try await alice.save(t1)
+        #expect(try await bob.zones().count == 1)
+        try await alice.deleteRecord(RecordID(recordName: "plan", zoneID: zone))
+        await expectError(.unknownItem) { try await alice.record(for: t1.id) }
+        await expectError(.unknownItem) { try await alice.share(for: share.id) }
+        #expect(try await bob.zones().isEmpty)
+    }
+
     @Test func aZoneWideShareWithAPublicPermissionLetsAnyUserJoinAndWriteEveryRecord() async throws {
         let store = try await openStore(dir)
         let c = try store.container(testContainer)

@@ -348,6 +348,18 @@ extension Database {
         try await store.catalog.waitDurable(version)
     }
 
+    /// Ends the hierarchy shares of zone `key` whose root no longer exists (after deletions in the zone).
+    func endSharesOfDeletedRoots(in key: ZoneKey) async throws {
+        let roots = store.catalog.snapshot().shares.shares(in: key).values.compactMap(\.rootRecordName)
+        guard !roots.isEmpty else { return }
+        var gone: Set<String> = []
+        let partition = store.partition(for: key)
+        for (root, entry) in zip(roots, try await partition.currentEntries(key, roots) ?? []) where entry?.deleted ?? true {
+            gone.insert(root)
+        }
+        if !gone.isEmpty { try await endShares(in: key, rootedAt: gone) }
+    }
+
     /// The zone of a share of this private database's user. - Throws: `badDatabase` elsewhere or in the default zone.
     private func ownerShareZone(_ shareID: RecordID) throws -> ZoneKey {
         guard id.scope == .private else {

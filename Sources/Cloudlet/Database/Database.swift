@@ -326,13 +326,14 @@ public struct Database: CloudletDatabase {
             if let wait { waits.append(wait) }
         }
         for (p, lsn) in waits { try await p.waitDurable(lsn) }
-        // The owner deleting a share's root ends the share for everyone.
+        // The owner deleting a share's root (or a record whose DELETE_SELF references cascade to it) ends the share for
+        // everyone.
         if id.scope == .private {
-            var deletedRoots: [ZoneKey: Set<String>] = [:]
+            var zonesWithDeletions: Set<ZoneKey> = []
             for (i, op) in operations.enumerated() where op.isDeletion {
-                if case .deleted(let rid)? = results[i], let key = try? key(rid.zoneID) { deletedRoots[key, default: []].insert(rid.recordName) }
+                if case .deleted(let rid)? = results[i], let key = try? key(rid.zoneID) { zonesWithDeletions.insert(key) }
             }
-            for (key, roots) in deletedRoots { try await endShares(in: key, rootedAt: roots) }
+            for key in zonesWithDeletions { try await endSharesOfDeletedRoots(in: key) }
         }
         return results.map { $0! }
     }
