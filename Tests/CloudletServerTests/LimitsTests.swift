@@ -50,6 +50,18 @@ import Testing
         #expect(deleted.status == 200, "\(deleted)")
         #expect(try await save("c").status == 200)
         #expect(try await metric(s, "cloudlet_quota_exceeded_total") == 1)
+        // What bob saves in a zone alice shares with him counts against alice's quota: she owns it.
+        let aliceName = s.alice.user.userRecordName
+        _ = try await HTTP.post(s.url("zones/modify"), #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Shared"}}}]}"#)
+        let share = try await HTTP.post(
+            s.url("records/modify"),
+            #"{"zoneID":{"zoneName":"Shared"},"operations":[{"operationType":"create","record":{"recordName":"cloudkit.zoneshare","recordType":"cloudkit.share","publicPermission":"READ_WRITE"}}]}"#)
+        let guid = try #require(share.records.first?["shortGUID"]?.stringValue, "\(share)")
+        _ = try await HTTP.post(s.url("records/accept", db: "public", as: "bob"), #"{"shortGUIDs":[{"value":"\#(guid)"}]}"#)
+        let intoShared = try await HTTP.post(
+            s.url("records/modify", db: "shared", as: "bob"),
+            #"{"zoneID":{"zoneName":"Shared","ownerRecordName":"\#(aliceName)"},"operations":[\#(createOp("by-bob", fields: #""body":{"value":"\#(big)"}"#))]}"#)
+        #expect(intoShared.status == 413 && intoShared.reason.contains("'\(aliceName)'"), "\(intoShared)")
         // The public database has no per-user quota.
         for n in 0..<4 {
             let op = createOp("p\(n)", fields: #""body":{"value":"\#(big)"}"#)

@@ -25,9 +25,9 @@ struct RecordsHandler {
 
         let db = context.database
         let rule = context.assets?.receiptRule(context)
-        let adding = try context.quota?.check(operations, in: db) ?? 0
+        let adding = try context.quota?.check(operations, in: db, container: context.container) ?? [:]
         let recordResults = operations.isEmpty ? [] : try ThreadBridge.wait { try await db.modify(operations, atomic: atomic, assetRule: rule) }
-        context.quota?.admitted(adding, in: db)
+        context.quota?.admitted(adding)
         let links = context.assetLinks
         var byIndex: [Int: RecordResult] = [:]
         for (i, r) in zip(recordOps, recordResults) { byIndex[i] = r }
