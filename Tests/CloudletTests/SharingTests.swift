@@ -178,19 +178,22 @@ import Testing
             r.fields["title"] = "changed"
             _ = try await alice.save(r)
         }
-        var child = trip("day1", zone)  // a child of t1: shared too
+        var child = trip("day1", zone)  // a child of t1, and its child: shared too
         child.parent = RecordID(recordName: "t1", zoneID: zone)
         _ = try await alice.save(child)
+        var grandchild = trip("stop1", zone)
+        grandchild.parent = child.id
+        _ = try await alice.save(grandchild)
         var got: [RecordNotification] = []
         var position = start.next
-        while got.count < 2 {
+        while got.count < 3 {
             let batch = await store.notifications(container: testContainer, user: "bob", after: position, wait: 2)
             if batch.notifications.isEmpty { break }
             got += batch.notifications
             position = batch.next
         }
         let batch = NotificationHub.Batch(notifications: got, next: position, gap: false)
-        #expect(batch.notifications.map(\.recordID.recordName) == ["t1", "day1"])
+        #expect(batch.notifications.map(\.recordID.recordName) == ["t1", "day1", "stop1"])
         #expect(batch.notifications.first?.database.scope == .shared)
         #expect(batch.notifications.first?.reason == .recordUpdated)
     }
