@@ -6,12 +6,21 @@ import CloudletModel
 /// `records/lookup` responses.
 public enum RecordCoding {
     /// Writes a record. `desiredKeys` limits the fields written (nil: all; empty: none).
-    /// Assets get the `downloadURL` `assetLinks` gives them.
+    /// Assets get the `downloadURL` `assetLinks` gives them; `share` is the share the record is the root of, if any.
     public static func write(
-        _ r: Record, to w: inout JSONWriter, desiredKeys: Set<String>?, numbersAsStrings: Bool, assetLinks: AssetLinks? = nil
+        _ r: Record, to w: inout JSONWriter, desiredKeys: Set<String>?, numbersAsStrings: Bool, assetLinks: AssetLinks? = nil,
+        share: RecordID? = nil
     ) {
         w.object { w in
             writeMembers(r, to: &w, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings, assetLinks: assetLinks)
+            if let share {
+                w.key("share")
+                w.object { w in
+                    w.member("recordName", share.recordName)
+                    w.key("zoneID")
+                    ZoneIDCoding.write(share.zoneID, to: &w)
+                }
+            }
         }
     }
 

@@ -68,6 +68,7 @@ import Testing
                     + #"{"operationType":"create","record":{"recordName":"lisbon-share","recordType":"cloudkit.share","createShortGUID":true,"#
                     + #""participants":[{"userIdentity":{"lookupInfo":{"userRecordName":"\#(bob.user.userRecordName)"}},"permission":"READ_WRITE","type":"USER"}]}}]}"#)
             #expect(saved.records.allSatisfy { $0["serverErrorCode"] == nil }, "\(saved)")
+            #expect(saved.records.first?["share"]?["recordName"]?.stringValue == "lisbon-share", "the root names its share: \(saved)")
             let guid = try #require(saved.records.last?["shortGUID"]?.stringValue, "\(saved)")
             let feed = try await HTTP.post(url("changes/zone", "private", alice.webAuthToken), #"{"zones":[{"zoneID":\#(zone)}]}"#)
             let aliceToken = try #require(feed.zones.first?["syncToken"]?.stringValue, "\(feed)")
@@ -95,6 +96,7 @@ import Testing
             let query = try await HTTP.post(url("records/query", "shared", bob.webAuthToken), #"{"zoneID":\#(zone),"query":{"recordType":"Trip"}}"#)
             let trip = try #require(query.records.first, "\(query)")
             #expect(query.records.count == 1 && trip["recordName"]?.stringValue == "lisbon", "\(query)")
+            #expect(trip["share"]?["recordName"]?.stringValue == "lisbon-share", "\(query)")
             let tag = try #require(trip["recordChangeTag"]?.stringValue)
             let edited = try await HTTP.post(
                 url("records/modify", "shared", bob.webAuthToken),

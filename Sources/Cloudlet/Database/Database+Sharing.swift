@@ -373,6 +373,20 @@ extension Database {
         return key
     }
 
+    /// The share each of `records` (as this handle read or saved them) is the root of, by record ID: what a record
+    /// dictionary's `share` names. Empty without a share in their zones (one catalog snapshot).
+    public func rootShares(of records: [Record]) -> [RecordID: RecordID] {
+        guard !records.isEmpty, id.scope != .public else { return [:] }
+        let shares = store.catalog.snapshot().shares
+        guard !shares.isEmpty else { return [:] }
+        var out: [RecordID: RecordID] = [:]
+        for r in records {
+            let key = ZoneKey(container: id.container, environment: id.environment, owner: r.id.zoneID.ownerName, zoneName: r.id.zoneID.zoneName)
+            if let s = shares.shares(in: key).values.first(where: { $0.rootRecordName == r.recordName }) { out[r.id] = s.id }
+        }
+        return out
+    }
+
     // MARK: - Resolve and accept (any user)
 
     /// What the share a short GUID names is, for the caller: the share, their participant entry, and (with

@@ -31,6 +31,7 @@ struct QueryHandler {
             throw APIError.badRequest("continuationMarker: \(e.message)")
         }
         let links = context.assetLinks
+        let roots = db.rootShares(of: results.records)
         var w = JSONWriter(capacity: 256 * results.records.count + 64)
         w.object { w in
             w.key("records")
@@ -38,7 +39,7 @@ struct QueryHandler {
                 for rec in results.records {
                     // The engine has applied desiredKeys already.
                     RecordCoding.write(
-                        rec, to: &w, desiredKeys: nil, numbersAsStrings: r.numbersAsStrings, assetLinks: links)
+                        rec, to: &w, desiredKeys: nil, numbersAsStrings: r.numbersAsStrings, assetLinks: links, share: roots[rec.id])
                 }
             }
             if let c = results.cursor { w.member("continuationMarker", c.marker) }

@@ -34,6 +34,8 @@ struct RecordsHandler {
         let shareResults = shareOps.isEmpty
             ? [:] : try applyShareOperations(parsed, shareOps.sorted(), atomic: atomic, recordResults: byIndex)
         let caller = context.principal.access.userRecordName
+        // A share's root names it (`share`), as in CloudKit; after the share operations, which may have just made it one.
+        let roots = db.rootShares(of: recordResults.compactMap(\.record))
 
         var w = JSONWriter(capacity: 256 * parsed.count + 16)
         w.object { w in
@@ -51,7 +53,8 @@ struct RecordsHandler {
                     switch byIndex[i]! {
                     case .saved(let r):
                         let keys = (op.desiredKeys ?? requestKeys).map(Set.init)
-                        RecordCoding.write(r, to: &w, desiredKeys: keys, numbersAsStrings: numbersAsStrings, assetLinks: links)
+                        RecordCoding.write(
+                            r, to: &w, desiredKeys: keys, numbersAsStrings: numbersAsStrings, assetLinks: links, share: roots[r.id])
                     case .deleted(let id): RecordCoding.writeDeleted(id, to: &w)
                     case .failed(let id, let e):
                         RecordCoding.writeError(
@@ -100,6 +103,7 @@ struct RecordsHandler {
             return found
         }
         let caller = context.principal.access.userRecordName
+        let roots = db.rootShares(of: results.compactMap { try? $0.get() })
         var w = JSONWriter(capacity: 256 * results.count + 16)
         w.object { w in
             w.key("records")
@@ -112,7 +116,7 @@ struct RecordsHandler {
                     switch result {
                     case .success(let r):
                         RecordCoding.write(
-                            r, to: &w, desiredKeys: desired, numbersAsStrings: numbersAsStrings, assetLinks: links)
+                            r, to: &w, desiredKeys: desired, numbersAsStrings: numbersAsStrings, assetLinks: links, share: roots[r.id])
                     case .failure(let e):
                         RecordCoding.writeError(
                             e, recordName: id.recordName, to: &w, numbersAsStrings: numbersAsStrings, assetLinks: links)
