@@ -61,7 +61,7 @@ import Testing
         case `public`
         /// Alice's private database (every request names her as the zone owner).
         case alicePrivate
-        /// The shared database, aiming at a zone of alice's (nothing is shared: sharing does not exist yet).
+        /// The shared database, aiming at a zone of alice's that she shared with nobody (SharingAPITests covers shares).
         case shared
         var description: String { rawValue }
     }
