@@ -120,6 +120,17 @@ import Testing
                 if got != want { mismatches.append("\(op) as \(caller): expected \(want), got \(got)") }
             }
         }
+        // carol leaves: she deletes the share through her shared database; alice still has it, with carol REMOVED.
+        let zone = #"{"zoneName":"\#(setup.trips)","ownerRecordName":"\#(s.alice.user.userRecordName)"}"#
+        let left = try await HTTP.post(
+            s.url("records/modify", db: "shared", as: setup.tokens[.readOnly]),
+            #"{"zoneID":\#(zone),"operations":[{"operationType":"forceDelete","record":{"recordName":"s1"}}]}"#)
+        #expect(left.records.first?["deleted"] == .bool(true), "\(left)")
+        let carolZones = try await HTTP.get(s.url("zones/list", db: "shared", as: setup.tokens[.readOnly]))
+        #expect(carolZones.status == 200 && carolZones.zones.isEmpty, "\(carolZones)")
+        let kept = try await HTTP.post(s.url("records/lookup"), #"{"records":[{"recordName":"s1","zoneID":\#(zone)}]}"#)
+        let statuses = (kept.records.first?["participants"]?.arrayValue ?? []).compactMap { $0["acceptanceStatus"]?.stringValue }
+        #expect(statuses.sorted() == ["ACCEPTED", "ACCEPTED", "REMOVED"], "owner, bob, carol: \(kept)")
         let ownerDelete = try await outcome(s, setup, .owner, .delete)
         if ownerDelete != "ok" { mismatches.append("delete as owner: expected ok, got \(ownerDelete)") }
         #expect(mismatches.isEmpty, "\(mismatches.count) cells differ:\n\(mismatches.joined(separator: "\n"))")
