@@ -280,6 +280,11 @@ import Testing
         await expectError(.zoneNotFound) {
             try await c.privateDatabase(user: "bob").share(root: RecordID(recordName: "t1", zoneID: zone))
         }
+        // The embedding application's own private database (whose zones are keyed like the public database's) shares nothing.
+        let app = try c.privateDatabase()
+        try await app.createZone(ZoneID(zoneName: "AppZone"))
+        _ = try await app.save(trip("a1", ZoneID(zoneName: "AppZone")))
+        await expectError(.badDatabase) { try await app.share(root: RecordID(recordName: "a1", zoneID: ZoneID(zoneName: "AppZone"))) }
         let many = (0..<Share.maxParticipants).map { Share.Participant(userRecordName: "u\($0)") }
         _ = try await alice.save(trip("t1", zone))
         await expectError(.limitExceeded) {

@@ -176,6 +176,10 @@ extension Database {
         guard id.scope == .private else {
             throw CloudletError(.badDatabase, "shares are saved in a custom zone of their owner's private database, not in the \(id.scope.rawValue) database")
         }
+        guard id.owner != defaultOwnerName else {
+            throw CloudletError(
+                .badDatabase, "the embedding application's own database ('\(defaultOwnerName)') cannot be shared; share as a signed-in user")
+        }
         guard !shareID.zoneID.isDefault else {
             throw CloudletError(.badDatabase, "records of the default zone cannot be shared; share from a custom zone")
         }
