@@ -9,11 +9,20 @@ struct SharedZone: Sendable {
     let user: String
     /// The zone's shares that grant `user` READ_ONLY or READ_WRITE.
     let shares: [Share]
+    /// Whether one of them is zone-wide (then every record is covered: a query of a shared zone checks nothing more).
+    let zoneWide: Bool
+
+    init(key: ZoneKey, user: String, shares: [Share]) {
+        self.key = key
+        self.user = user
+        self.shares = shares
+        zoneWide = shares.contains(where: \.isZoneWide)
+    }
 
     /// Whether a record is covered by a share granting the user something by its name alone: a zone-wide share's
     /// record, a hierarchy share's root, or a share. A descendant of a root is covered through its parent chain
     /// (``Database/sharedPermission(_:name:parent:memo:)``).
-    func covers(_ name: String) -> Bool { shares.contains { $0.covers(name) } }
+    func covers(_ name: String) -> Bool { zoneWide || shares.contains { $0.covers(name) } }
 
     /// Whether some share is a hierarchy share (whose coverage follows parent chains).
     var followsParents: Bool { shares.contains { !$0.isZoneWide } }

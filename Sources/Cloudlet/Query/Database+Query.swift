@@ -219,7 +219,7 @@ extension Database {
         let shared = sharedZone(key)
         var memo: [String: Share.Permission] = [:]
         func hidden(_ r: Record) async throws -> Bool {
-            guard let shared else { return false }
+            guard let shared, !shared.covers(r.recordName) else { return false }
             return try await sharedPermission(shared, name: r.recordName, parent: r.parent?.recordName, memo: &memo) == .none
         }
         let partition = store.partition(for: key)
