@@ -326,9 +326,9 @@ public struct Database: CloudletDatabase {
             if let wait { waits.append(wait) }
         }
         for (p, lsn) in waits { try await p.waitDurable(lsn) }
-        // The owner deleting a share's root (or a record whose DELETE_SELF references cascade to it) ends the share for
-        // everyone.
-        if id.scope == .private {
+        // A share's root deleted — by the owner, or by a DELETE_SELF cascade from a record a participant deleted — ends the
+        // share for everyone.
+        if id.scope != .public {
             var zonesWithDeletions: Set<ZoneKey> = []
             for (i, op) in operations.enumerated() where op.isDeletion {
                 if case .deleted(let rid)? = results[i], let key = try? key(rid.zoneID) { zonesWithDeletions.insert(key) }
