@@ -70,6 +70,10 @@ import Testing
             #expect(saved.records.allSatisfy { $0["serverErrorCode"] == nil }, "\(saved)")
             #expect(saved.records.first?["share"]?["recordName"]?.stringValue == "lisbon-share", "the root names its share: \(saved)")
             let guid = try #require(saved.records.last?["shortGUID"]?.stringValue, "\(saved)")
+            // The share's URL leads to where it is resolved and accepted.
+            let link = try await HTTP.get(try #require(saved.records.last?["url"]?.stringValue))
+            #expect(link.json["resolveURL"]?.stringValue?.hasSuffix("/database/1/\(container)/development/public/records/resolve") == true, "\(link)")
+            #expect(try await HTTP.get("\(live.server.url)/share/nope").serverErrorCode == "NOT_FOUND")
             let feed = try await HTTP.post(url("changes/zone", "private", alice.webAuthToken), #"{"zones":[{"zoneID":\#(zone)}]}"#)
             let aliceToken = try #require(feed.zones.first?["syncToken"]?.stringValue, "\(feed)")
             try await live.restart()

@@ -281,3 +281,10 @@ extension Database {
 
     static func newShareTag() -> String { String(UInt64.random(in: 1...UInt64.max), radix: 36) }
 }
+
+extension CloudletStore {
+    /// The container and environment of the share a short GUID names (what its URL leads to), if any.
+    public func shareLocation(shortGUID: String) -> (container: String, environment: CloudletCore.Environment)? {
+        catalog.snapshot().shares.share(guid: shortGUID).map { ($0.zone.container, $0.zone.environment) }
+    }
+}

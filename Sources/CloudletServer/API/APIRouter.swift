@@ -50,6 +50,7 @@ final class APIRouter: Sendable {
         if request.path.hasPrefix(DatabasePath.prefix) { return database(request) }
         if request.path.hasPrefix(AssetTransfer.uploadPrefix) { return (.assetUploadFile, assets.upload(request)) }
         if request.path.hasPrefix(AssetTransfer.downloadPrefix) { return (.assetDownload, assets.download(request)) }
+        if request.path.hasPrefix("/share/") { return (.shareLink, shareLink(request)) }
         if let admin = Route(rawValue: String(request.path.dropFirst())), admin.rawValue.hasPrefix("cloudlet/admin/") {
             return (admin, AdminHandler(store: store, authenticator: authenticator).respond(request, route: admin))
         }
@@ -176,6 +177,29 @@ final class APIRouter: Sendable {
             throw APIError.badRequest("the request body is not valid JSON: \(error)")
         }
         return try json.requireObject(at: "")
+    }
+
+    /// `GET /share/<shortGUID>`, a share's URL → `{shortGUID, containerIdentifier, environment, resolveURL, acceptURL}`:
+    /// the `records/resolve` and `records/accept` routes a signed-in user posts the short GUID to. It says nothing of
+    /// the share itself; an unknown short GUID is `NOT_FOUND`.
+    private func shareLink(_ request: HTTPRequest) -> HTTPResponse {
+        let guid = String(request.path.dropFirst("/share/".count))
+        guard request.method == "GET" || request.method == "POST" else {
+            return APIError.badRequest("a share's URL takes GET, not \(request.method)").response
+        }
+        guard let (container, environment) = store.shareLocation(shortGUID: guid) else {
+            return APIError("NOT_FOUND", "no share has short GUID '\(guid)'").response
+        }
+        let base = "\(baseURL(request))/database/1/\(container)/\(environment.rawValue)/public/records/"
+        var w = JSONWriter()
+        w.object { w in
+            w.member("shortGUID", guid)
+            w.member("containerIdentifier", container)
+            w.member("environment", environment.rawValue)
+            w.member("resolveURL", base + "resolve")
+            w.member("acceptURL", base + "accept")
+        }
+        return HTTPResponse(status: 200, body: w.bytes)
     }
 
     private func health() -> HTTPResponse {

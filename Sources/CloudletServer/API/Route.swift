@@ -35,6 +35,8 @@ enum Route: String, CaseIterable, Sendable {
     case assetDownload = "cloudlet/assets/download"
     case notificationsPoll = "cloudlet/notifications/poll"
     case health = "cloudlet/health"
+    /// A share's URL (`/share/<shortGUID>`): where to resolve and accept it.
+    case shareLink = "share"
     case metrics = "cloudlet/metrics"
     case signIn = "cloudlet/signin"
     /// Exchanges a web auth token for a new one (``Credentials/refreshWebAuthToken(_:)``).
@@ -76,7 +78,7 @@ enum Route: String, CaseIterable, Sendable {
     var methods: [String] {
         switch self {
         case .zonesList, .usersCaller, .usersCurrent, .usersDiscover, .health, .metrics, .signIn, .subscriptionsList, .notificationsPoll,
-            .adminSchemaExport, .adminRolesList, .adminTokensList, .adminUsersList, .adminKeysList:
+            .shareLink, .adminSchemaExport, .adminRolesList, .adminTokensList, .adminUsersList, .adminKeysList:
             ["GET", "POST"]
         default: ["POST"]
         }
