@@ -276,17 +276,19 @@ extension StoreInspector {
         report.catalog = part
     }
 
-    /// Whether two catalog states hold the same schemas and subscriptions.
+    /// Whether two catalog states hold the same schemas, subscriptions and shares.
     static func sameCatalog(_ a: CatalogState, _ b: CatalogState) -> Bool {
         var wa = ByteWriter()
         var wb = ByteWriter()
         a.schema.encode(into: &wa)
         b.schema.encode(into: &wb)
+        a.shares.encode(into: &wa)
+        b.shares.encode(into: &wb)
         return wa.bytes == wb.bytes && a.schema.encodeComposites() == b.schema.encodeComposites() && a.subscriptions == b.subscriptions
     }
 
-    /// SHA-256 of the catalog's content (schemas with index flags and composite indexes, subscriptions), independent
-    /// of its log. A catalog without composite indexes hashes as before they existed.
+    /// SHA-256 of the catalog's content (schemas with index flags and composite indexes, subscriptions, shares),
+    /// independent of its log. A catalog without composite indexes or shares hashes as before they existed.
     func catalogDigest(_ store: CloudletStore) -> String {
         let snapshot = store.catalog.snapshot()
         var w = ByteWriter()
@@ -296,6 +298,7 @@ extension StoreInspector {
             who.encode(into: &w)
             for sub in snapshot.subscriptions[who]!.values.sorted(by: { $0.id < $1.id }) { Subscription.encode(sub, into: &w) }
         }
+        if !snapshot.shares.isEmpty { snapshot.shares.encode(into: &w) }
         let d = SHA256Digest()
         d.field(w.bytes)
         return hex(d.finish())

@@ -115,7 +115,7 @@ package struct ShareCatalog: Sendable {
 
     package init() {}
 
-    var isEmpty: Bool { shares.isEmpty && access.isEmpty }
+    package var isEmpty: Bool { shares.isEmpty && access.isEmpty }
 
     /// The shares of a zone (none for a zone never shared).
     package func shares(in zone: ZoneKey) -> [String: Share] { shares[zone] ?? [:] }
