@@ -62,14 +62,20 @@ function dialog(title, build) {
   d.replaceChildren();
   return new Promise((resolve) => {
     let settled = false;
-    const close = (value) => {
+    // Escape closes the dialog: cancelled. (A close event queued by the previous dialog arrives while this one is
+    // open, and is not for this one.)
+    function onClose() {
+      if (!d.open) close(null);
+    }
+    function close(value) {
       if (settled) return;
       settled = true;
+      d.removeEventListener('close', onClose);
       d.close();
       resolve(value);
-    };
+    }
     d.append(h('h2', { id: 'dialog-title' }, title), ...build(close));
-    d.addEventListener('close', () => close(null), { once: true });
+    d.addEventListener('close', onClose);
     d.showModal();
     const first = d.querySelector('input, select, textarea, button.primary, button.danger');
     if (first) first.focus();
@@ -651,7 +657,9 @@ pages.records = async (view) => {
     try { body = queryBody(); } catch (e) { toast(e.message, true); return; }
     try {
       const plan = await api(`admin/query/explain?${q({ container: state.container, environment: state.environment, database: picker.scope, user: picker.user })}`, { body });
-      results.replaceChildren(h('h2', {}, 'Query plan'), h('pre', { class: 'plan', id: 'plan' }, JSON.stringify(plan, null, 2)));
+      results.replaceChildren(h('h2', {}, 'Query plan'), h('p', { id: 'plan-summary' }, plan.description || ''),
+        (plan.notes || []).length ? h('ul', {}, plan.notes.map((n) => h('li', { class: 'muted' }, n))) : null,
+        h('pre', { class: 'plan', id: 'plan' }, JSON.stringify(plan, null, 2)));
     } catch (e) { results.replaceChildren(h('p', { class: 'error', role: 'alert' }, e.message)); }
   };
 
@@ -848,6 +856,8 @@ pages.subscriptions = async (view) => {
   const kind = select([['query', 'Query'], ['zone', 'Zone'], ['database', 'Database']], 'query', { id: 'sub-kind' });
   const recordType = select(types.map((t) => t.name), undefined, { id: 'sub-type' });
   const fires = ['create', 'update', 'delete'].map((f) => [f, h('input', { type: 'checkbox', checked: true })]);
+  const newID = () => `console-${[...crypto.getRandomValues(new Uint8Array(6))].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
+  const subscriptionID = h('input', { id: 'sub-id', spellcheck: 'false', value: newID(), required: true });
   const load = async () => {
     if (!picker.user) { list.replaceChildren(h('p', { class: 'muted' }, 'Type a user name above.')); return; }
     try {
@@ -877,18 +887,19 @@ pages.subscriptions = async (view) => {
   };
   const create = async (e) => {
     e.preventDefault();
-    const sub = { subscriptionType: kind.value, zoneID: picker.zoneID };
+    const sub = { subscriptionID: subscriptionID.value.trim(), subscriptionType: kind.value, zoneID: picker.zoneID };
     if (kind.value === 'query') {
       sub.query = { recordType: recordType.value };
       sub.firesOn = fires.filter(([, b]) => b.checked).map(([f]) => f);
     }
     if (kind.value === 'database') delete sub.zoneID;
     await modifySubscription({ operationType: 'create', subscription: sub });
+    subscriptionID.value = newID();
     load();
   };
   view.append(picker.node, h('form', { class: 'panel', 'aria-label': 'Create a subscription', onsubmit: create },
     h('h2', {}, 'New subscription'),
-    h('div', { class: 'toolbar' }, field('Kind', kind), field('Record type (query)', recordType),
+    h('div', { class: 'toolbar' }, field('Subscription ID', subscriptionID), field('Kind', kind), field('Record type (query)', recordType),
       fires.map(([f, b]) => h('label', { class: 'check' }, b, `fires on ${f}`)),
       h('button', { class: 'primary', type: 'submit' }, 'Create'))), list);
   await picker.ready;

@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""Browser test of Cloudlet Console (docs/console.md): a real `cloudlet serve` and a real headless Chromium.
+
+Starts `cloudlet serve` on a free loopback port over a temporary data directory, drives Debian's chromium through
+chromedriver with Selenium, and walks what a developer does: sign in (a user's web auth token is refused), create a
+record type with an indexed field, add a field, create records, query them with a filter and a sort, look at the
+query plan, edit a record while someone else changes it and resolve the conflict, deploy and check that production
+has the schema, import schema text with an error, create a zone and a subscription, watch the live change feed,
+look at the health charts, sign out. Every step asserts what is on the page. A screenshot of each main page goes to
+CONSOLE_SCREENSHOTS (default .build/console-screenshots).
+
+Usage: Tests/Browser/console_test.py [PATH/TO/cloudlet]   (default: the debug build's, from `swift build --show-bin-path`)
+Fails (exit 1) when chromium, chromedriver or selenium is missing: it is never skipped.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+CONTAINER = "iCloud.com.example.console"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def fail(message):
+    print(f"console_test: FAILED: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+try:
+    from selenium import webdriver
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+except ImportError:
+    fail("Python selenium is not installed (pip install -r .ci/python-requirements.txt, or .ci/install-deps)")
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+if not CHROMIUM or not CHROMEDRIVER:
+    fail("chromium and chromium-driver are needed (Debian packages; .ci/install-deps installs them)")
+
+
+def cloudlet_binary():
+    if len(sys.argv) > 1:
+        return sys.argv[1]
+    bin_path = subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    return os.path.join(bin_path, "cloudlet")
+
+
+class Server:
+    """`cloudlet serve --port 0` over a temporary store, with an admin credential, an API token and user alice."""
+
+    def __init__(self, binary):
+        self.dir = tempfile.mkdtemp(prefix="cloudlet-console-test-")
+        data = os.path.join(self.dir, "data")
+
+        def last_line(*args):
+            out = subprocess.run([binary, *args, "--data", data], capture_output=True, text=True, check=True).stdout
+            return out.strip().splitlines()[-1]
+
+        self.admin = last_line("token", "add", "--admin")
+        self.api_token = last_line("token", "add", "--container", CONTAINER)
+        self.alice = last_line("user", "add", "alice")
+        self.process = subprocess.Popen(
+            [binary, "serve", "--data", data, "--port", "0", "--durability", "os"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.time() + 30
+        self.url = None
+        while time.time() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            m = re.search(r"listening on (http://\S+)", line)
+            if m:
+                self.url = m.group(1)
+                break
+        if not self.url:
+            self.stop()
+            fail("cloudlet serve did not say where it listens")
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ConsoleClient:
+    """The console API over plain HTTP, as a second admin working beside the browser."""
+
+    def __init__(self, base, admin):
+        self.base = base + "/cloudlet/console/api/"
+        reply = urllib.request.urlopen(urllib.request.Request(
+            self.base + "signin", data=json.dumps({"token": admin}).encode(), method="POST"))
+        self.cookie = re.search(r"cloudlet_console=([0-9a-f]+)", reply.headers["Set-Cookie"]).group(1)
+        self.csrf = json.load(reply)["csrfToken"]
+
+    def post(self, path, body):
+        request = urllib.request.Request(self.base + path, data=json.dumps(body).encode(), method="POST", headers={
+            "Cookie": f"cloudlet_console={self.cookie}", "X-Cloudlet-CSRF": self.csrf, "Content-Type": "application/json"})
+        return json.load(urllib.request.urlopen(request))
+
+    def database(self, op, body, scope="public"):
+        return self.post(f"database/{CONTAINER}/development/{scope}/{op}", body)
+
+
+def main():
+    binary = cloudlet_binary()
+    if not os.access(binary, os.X_OK):
+        fail(f"no cloudlet binary at {binary} (build first: swift build)")
+    shots = os.environ.get("CONSOLE_SCREENSHOTS", os.path.join(ROOT, ".build", "console-screenshots"))
+    os.makedirs(shots, exist_ok=True)
+    server = Server(binary)
+    driver = None
+    try:
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000",
+                    "--user-data-dir=" + os.path.join(server.dir, "chromium")]:
+            options.add_argument(arg)
+        driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+        try:
+            run(driver, server, shots)
+        except Exception:
+            driver.save_screenshot(os.path.join(shots, "failure.png"))
+            toasts = driver.find_elements(By.ID, "toast")
+            print(f"console_test: the page at the failure: {shots}/failure.png; last message: "
+                  f"{toasts[0].get_attribute('textContent') if toasts else ''}", file=sys.stderr)
+            raise
+        print(f"console_test: passed; screenshots in {shots}")
+    finally:
+        if driver:
+            driver.quit()
+        server.stop()
+
+
+def run(d, server, shots):
+    wait = WebDriverWait(d, 15)
+
+    def step(name):
+        print(f"console_test: {name}", flush=True)
+
+    def shot(name):
+        d.save_screenshot(os.path.join(shots, f"{name}.png"))
+
+    def css(selector):
+        return wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, selector)))
+
+    def visible(selector):
+        return wait.until(EC.visibility_of_element_located((By.CSS_SELECTOR, selector)))
+
+    def click(selector):
+        wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, selector))).click()
+
+    def button(text, within="body"):
+        xpath = f"//{'dialog' if within == 'dialog' else '*'}//button[normalize-space()='{text}']"
+        el = wait.until(EC.element_to_be_clickable((By.XPATH, xpath)))
+        el.click()
+        return el
+
+    def text_appears(selector, text):
+        try:
+            wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, selector), text))
+        except TimeoutException:
+            found = [e.text for e in d.find_elements(By.CSS_SELECTOR, selector)]
+            raise AssertionError(f"'{text}' did not appear in {selector}; it shows {found}")
+
+    def heading(text):
+        text_appears("main h1.page", text)
+
+    def dialog_field(label):
+        return wait.until(EC.visibility_of_element_located((By.XPATH, f"//dialog//label[normalize-space()='{label}']/following-sibling::*[1]")))
+
+    def go(page):
+        click(f".sidebar a[data-page='{page}']")
+
+    def rows(selector="#records-table tbody tr"):
+        return [r.text for r in d.find_elements(By.CSS_SELECTOR, selector)]
+
+    console = server.url + "/cloudlet/console/"
+
+    step("the sign-in page refuses a user's web auth token")
+    d.get(console)
+    visible("#token").send_keys(server.alice)
+    click("#signin-form button[type=submit]")
+    text_appears("#signin-error", "not an admin credential")
+    assert d.find_elements(By.CSS_SELECTOR, "#signin-form"), "a user's token left the sign-in page"
+    shot("01-signin")
+
+    step("signing in with the admin credential opens the console, on the container the API token names")
+    token = d.find_element(By.CSS_SELECTOR, "#token")
+    token.clear()
+    token.send_keys(server.admin + Keys.ENTER)
+    heading("Schema")
+    wait.until(lambda _: d.find_element(By.ID, "container").get_attribute("value") == CONTAINER)
+    cookies = {c["name"]: c for c in d.get_cookies()}
+    session = cookies.get("cloudlet_console")
+    assert session and session["httpOnly"] and session.get("sameSite") == "Strict", f"session cookie flags: {session}"
+
+    step("create record type Article with an indexed field")
+    button("Add record type")
+    dialog_field("Record type name").send_keys("Article")
+    dialog_field("Field name").send_keys("title")
+    d.find_element(By.XPATH, "//dialog//label[contains(., 'QUERYABLE')]/input").click()
+    d.find_element(By.XPATH, "//dialog//label[contains(., 'SORTABLE')]/input").click()
+    button("Add type", "dialog")
+    text_appears("section[aria-label='Record type Article']", "title")
+    box = css("input[aria-label='queryable Article.title']")
+    assert box.is_selected() and not box.is_enabled(), "title should be QUERYABLE (set, and not removable here)"
+    assert css("input[aria-label='sortable Article.title']").is_selected()
+    assert not css("input[aria-label='searchable Article.title']").is_selected()
+
+    step("add field score INT64 SORTABLE, then tick QUERYABLE on it in the table")
+    d.find_element(By.XPATH, "//section[@aria-label='Record type Article']//button[normalize-space()='Add field']").click()
+    dialog_field("Field name").send_keys("score")
+    Select(dialog_field("Type")).select_by_value("INT64")
+    d.find_element(By.XPATH, "//dialog//label[contains(., 'SORTABLE')]/input").click()
+    button("Add field", "dialog")
+    text_appears("section[aria-label='Record type Article']", "INT64")
+    click("input[aria-label='queryable Article.score']")
+    wait.until(lambda _: not d.find_element(By.CSS_SELECTOR, "input[aria-label='queryable Article.score']").is_enabled())
+    shot("02-schema")
+
+    step("create three records")
+    go("records")
+    heading("Records")
+    Select(css("#record-type")).select_by_visible_text("Article")
+    for title, score in [("banana", 2), ("apple", 1), ("cherry", 3)]:
+        click("#new-record")
+        dialog_field("Record name").send_keys(title)
+        css("dialog input[data-field='title']").send_keys(title)
+        css("dialog input[data-field='score']").send_keys(str(score))
+        click("#save-record")
+        text_appears("#toast", f"Saved {title}")
+        wait.until(EC.invisibility_of_element_located((By.CSS_SELECTOR, "dialog[open]")))
+
+    step("query: score > 1, sorted by title descending")
+    click("#add-filter")
+    Select(css("select[aria-label='Filter 1 field']")).select_by_value("score")
+    Select(css("select[aria-label='Filter 1 comparator']")).select_by_value("GREATER_THAN")
+    css("input[aria-label='Filter 1 value']").send_keys("1")
+    Select(css("#sort-field")).select_by_value("title")
+    Select(css("#sort-order")).select_by_value("desc")
+    click("#run-query")
+    text_appears("#result-count", "2 records")
+    found = rows()
+    assert len(found) == 2 and found[0].startswith("cherry") and found[1].startswith("banana"), f"query rows: {found}"
+    shot("03-records")
+
+    step("the query plan")
+    click("#explain")
+    text_appears("#plan-summary", "ordered index on 'score'")
+    shot("04-explain")
+    click("#run-query")
+    text_appears("#result-count", "2 records")
+
+    step("edit banana while another admin changes it: the conflict shows both, and the merge saves")
+    d.find_element(By.CSS_SELECTOR, "#records-table tr[data-record-name='banana']").click()
+    text_appears("#record-fields", "banana")
+    shot("05-record")
+    click("#edit-record")
+    title = css("dialog input[data-field='title']")
+    title.clear()
+    title.send_keys("banana split")
+    other = ConsoleClient(server.url, server.admin)
+    current = other.database("records/lookup", {"records": [{"recordName": "banana"}]})["records"][0]
+    changed = other.database("records/modify", {"operations": [{"operationType": "update", "record": {
+        "recordName": "banana", "recordChangeTag": current["recordChangeTag"], "fields": {"score": {"value": 20}}}}]})
+    assert "serverErrorCode" not in changed["records"][0], changed
+    click("#save-record")
+    text_appears("#conflict", "Someone else changed this record")
+    text_appears("#conflict", "20")  # the server's score beside ours
+    shot("06-conflict")
+    d.find_element(By.CSS_SELECTOR, "input[aria-label=\"Take the server's score\"]").click()
+    assert css("dialog input[data-field='score']").get_attribute("value") == "20"
+    click("#save-record")
+    text_appears("#toast", "Saved banana")
+    click("#run-query")
+    text_appears("#records-table tr[data-record-name='banana']", "banana split")
+    merged = d.find_element(By.CSS_SELECTOR, "#records-table tr[data-record-name='banana']").text
+    assert "20" in merged, f"the merged record should keep the server's score: {merged}"
+
+    step("deploy to production with a diff preview; production then has the schema")
+    go("schema")
+    heading("Schema")
+    button("Deploy to production…")
+    text_appears("#deploy-diff", "record type Article")
+    text_appears("#deploy-diff", "index Article.title QUERYABLE")
+    shot("07-deploy")
+    button("Deploy", "dialog")
+    text_appears("#toast", "Deployed")
+    Select(css("#environment")).select_by_value("production")
+    text_appears("main .lead", "production environment")
+    text_appears("section[aria-label='Record type Article']", "score")
+    assert css("input[aria-label='sortable Article.title']").is_selected()
+    Select(css("#environment")).select_by_value("development")
+    text_appears("main .lead", "development environment")
+
+    step("schema text: a syntax error is shown at its line")
+    d.get(console + "#schema-text")
+    text_appears("main h1.page", "Schema text")
+    source = css("#schema-source")
+    d.execute_script("arguments[0].value = arguments[1]", source, "DEFINE SCHEMA\n    RECORD TYPE Broken (\n        name STRNG\n    );\n")
+    click("#schema-import")
+    text_appears("#schema-result", "line 3")
+    assert d.find_elements(By.CSS_SELECTOR, "#schema-result pre.errorline"), "the offending line is not shown"
+    shot("08-schema-text")
+
+    step("zones: create one in alice's private database")
+    go("zones")
+    heading("Zones")
+    Select(css("#db-scope")).select_by_value("private")
+    user = css("#db-user")
+    user.clear()
+    user.send_keys("alice" + Keys.TAB)
+    css("#zone-name").send_keys("Inbox" + Keys.ENTER)
+    text_appears("#zones-table", "Inbox")
+    shot("09-zones")
+
+    step("subscriptions: a query subscription of alice's")
+    go("subscriptions")
+    heading("Subscriptions")
+    wait.until(lambda _: d.find_element(By.ID, "db-user").get_attribute("value") == "alice")
+    button("Create")
+    text_appears("#subscriptions-table", "query")
+    shot("10-subscriptions")
+
+    step("changes: the live view shows a record saved elsewhere")
+    go("changes")
+    heading("Changes")
+    Select(css("#db-scope")).select_by_value("public")
+    click("#live-toggle")
+    text_appears("#live-status", "live")
+    time.sleep(1.0)  # let the feed drain the zone before the new change (the view shows only later changes)
+    other.database("records/modify", {"operations": [{"operationType": "create", "record": {
+        "recordName": "durian", "recordType": "Article", "fields": {"title": {"value": "durian"}}}}]})
+    text_appears("#feed", "durian")
+    shot("11-changes")
+
+    step("health: live metric charts")
+    go("health")
+    heading("Health")
+    wait.until(lambda _: d.find_element(By.ID, "metric-requests").text not in ("", "–"))
+    wait.until(lambda _: d.find_element(By.ID, "metric-records").text not in ("", "–", "0"))
+    shot("12-health")
+
+    step("sign out: the session is gone")
+    click("#signout")
+    visible("#signin-form")
+    d.get(server.url + "/cloudlet/console/api/session")
+    assert "AUTHENTICATION_REQUIRED" in d.page_source, "the session still works after signing out"
+
+
+if __name__ == "__main__":
+    main()
