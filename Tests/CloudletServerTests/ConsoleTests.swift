@@ -222,3 +222,19 @@ struct ConsoleTests {
         #expect(!feed.admits(request, origin: "http://127.0.0.1:9999"))
     }
 }
+
+/// On a server of its own: revoking ends every console session, which would disturb the suite above.
+@Suite("Console sessions and token revocation", .liveServer)
+struct ConsoleRevocationTests {
+    @Test("revoking a token while the server runs ends every console session")
+    func revokingEndsSessions() async throws {
+        let s = try await ConsoleTests.signIn()
+        #expect(try await ConsoleTests.send("GET", "/cloudlet/console/api/session", cookie: s.cookie).status == 200)
+        let spare = try await Credentials(store: try live.store).createAdminToken()
+        let id = String(Secrets.fingerprint(spare).prefix(16))
+        let revoked = try await HTTP.send(
+            "POST", try live.server.url + "/cloudlet/admin/tokens/revoke?id=\(id)", headers: HTTP.bearer(try live.adminToken))
+        #expect(revoked.status == 200, "\(revoked)")
+        #expect(try await ConsoleTests.send("GET", "/cloudlet/console/api/session", cookie: s.cookie).status == 401)
+    }
+}

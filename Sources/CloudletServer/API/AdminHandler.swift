@@ -132,6 +132,8 @@ struct AdminHandler {
             let id = try required(request, "id")
             try ThreadBridge.wait { try await credentials.revokeToken(id) }
             authenticator.forget()
+            // The revoked token may be the admin credential a console session was opened with: end them all.
+            authenticator.consoleSessions.removeAll()
             return json { w in w.member("revoked", id) }
         case .adminUsersList:
             let users = try ThreadBridge.wait { try await credentials.users() }

@@ -133,9 +133,7 @@ struct ConsoleHandler {
             return .text(router.metrics.render(store: router.store.statistics), contentType: "text/plain; version=0.0.4")
         default:
             if path.hasPrefix("admin/"), let route = Route(rawValue: "cloudlet/" + path), route.rawValue.hasPrefix("cloudlet/admin/") {
-                let response = AdminHandler(store: router.store, authenticator: router.authenticator).respond(request, route: route, signedIn: true)
-                if route == .adminTokensRevoke && response.status == 200 { sessions.removeAll() }
-                return response
+                return AdminHandler(store: router.store, authenticator: router.authenticator).respond(request, route: route, signedIn: true)
             }
             if path.hasPrefix("database/") { return try database(String(path.dropFirst("database/".count)), request) }
             throw APIError("NOT_FOUND", "no console endpoint at 'api/\(path)'")
