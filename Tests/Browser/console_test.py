@@ -23,6 +23,10 @@ import time
 import urllib.request
 
 CONTAINER = "iCloud.com.example.console"
+# A 2×2 PNG, for the asset preview.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000002000000020802000000fdd49a73"
+    "0000001049444154789c63f8cfc000440c100a001fee03fd8b5f14d40000000049454e44ae426082")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -269,7 +273,6 @@ def run(d, server, shots):
     step("edit banana while another admin changes it: the conflict shows both, and the merge saves")
     d.find_element(By.CSS_SELECTOR, "#records-table tr[data-record-name='banana']").click()
     text_appears("#record-fields", "banana")
-    shot("05-record")
     click("#edit-record")
     title = css("dialog input[data-field='title']")
     title.clear()
@@ -291,6 +294,63 @@ def run(d, server, shots):
     text_appears("#records-table tr[data-record-name='banana']", "banana split")
     merged = d.find_element(By.CSS_SELECTOR, "#records-table tr[data-record-name='banana']").text
     assert "20" in merged, f"the merged record should keep the server's score: {merged}"
+
+    step("paging through continuation markers")
+    click("button[aria-label='Remove filter 1']")
+    size = css("#limit")
+    size.clear()
+    size.send_keys("2")
+    click("#run-query")
+    text_appears("#result-count", "2 records (more on the next page)")
+    first_page = rows()
+    click("#next-page")
+    text_appears("#result-count", "1 record")
+    second_page = rows()
+    names = sorted(r.split()[0] for r in first_page + second_page)
+    assert names == ["apple", "banana", "cherry"], f"pages: {first_page} then {second_page}"
+
+    step("a record with every field type, rendered")
+    ck = f"{server.url}/database/1/{CONTAINER}/development/public/"
+    auth = f"?ckAPIToken={server.api_token}&ckWebAuthToken={server.alice}"
+
+    def cloudkit(op, body):
+        request = urllib.request.Request(ck + op + auth, data=json.dumps(body).encode(), method="POST")
+        return json.load(urllib.request.urlopen(request))
+
+    upload = cloudkit("assets/upload", {"tokens": [{"recordType": "Place", "fieldName": "photo"}]})["tokens"][0]["url"]
+    single = json.load(urllib.request.urlopen(urllib.request.Request(upload, data=PNG, method="POST")))["singleFile"]
+    saved = cloudkit("records/modify", {"operations": [{"operationType": "create", "record": {
+        "recordName": "eiffel", "recordType": "Place", "fields": {
+            "name": {"value": "Eiffel Tower"},
+            "where": {"value": {"latitude": 48.8584, "longitude": 2.2945}, "type": "LOCATION"},
+            "opened": {"value": -2547158400000, "type": "TIMESTAMP"},
+            "tags": {"value": ["paris", "iron"], "type": "STRING_LIST"},
+            "next": {"value": {"recordName": "banana", "action": "NONE"}, "type": "REFERENCE"},
+            "data": {"value": "aGVsbG8=", "type": "BYTES"},
+            "height": {"value": 330.5, "type": "DOUBLE"},
+            "photo": {"value": single, "type": "ASSETID"}}}}]})
+    assert "serverErrorCode" not in saved["records"][0], saved
+    go("records")
+    heading("Records")
+    Select(css("#record-type")).select_by_visible_text("Place")
+    click("#run-query")
+    click("#records-table tr[data-record-name='eiffel']")
+    fields = css("#record-fields")
+    text_appears("#record-fields", "48.85840, 2.29450")
+    text_appears("#record-fields", "1889-04-14T00:00:00.000Z")
+    text_appears("#record-fields", "330.5")
+    text_appears("#record-fields", "5 bytes")
+    text_appears("#record-fields", "→ banana")
+    assert [li.text for li in fields.find_elements(By.CSS_SELECTOR, "ol.list li")] == ["paris", "iron"]
+    assert fields.find_elements(By.CSS_SELECTOR, "svg.map circle"), "the location has no map"
+    assert fields.find_elements(By.XPATH, ".//a[normalize-space()='Download']"), "the asset has no download link"
+    wait.until(lambda _: d.execute_script(
+        "const i = document.querySelector('#record-fields img.preview'); return i && i.complete && i.naturalWidth > 0"))
+    shot("05-record")
+    button("→ banana")
+    text_appears("#dialog-title", "Record banana")
+    d.find_element(By.CSS_SELECTOR, "dialog").send_keys(Keys.ESCAPE)
+    wait.until(EC.invisibility_of_element_located((By.CSS_SELECTOR, "dialog[open]")))
 
     step("deploy to production with a diff preview; production then has the schema")
     go("schema")
@@ -354,6 +414,7 @@ def run(d, server, shots):
     heading("Health")
     wait.until(lambda _: d.find_element(By.ID, "metric-requests").text not in ("", "–"))
     wait.until(lambda _: d.find_element(By.ID, "metric-records").text not in ("", "–", "0"))
+    WebDriverWait(d, 30).until(lambda _: int(d.find_element(By.ID, "charts").get_attribute("data-samples") or 0) >= 4)
     shot("12-health")
 
     step("sign out: the session is gone")

@@ -74,7 +74,7 @@ function dialog(title, build) {
       d.close();
       resolve(value);
     }
-    d.append(h('h2', { id: 'dialog-title' }, title), ...build(close));
+    d.append(h('h2', { id: 'dialog-title' }, title), ...build(close).filter((x) => x));
     d.addEventListener('close', onClose);
     d.showModal();
     const first = d.querySelector('input, select, textarea, button.primary, button.danger');
@@ -1020,7 +1020,7 @@ function drawChart(svg, points) {
 
 pages.health = async (view) => {
   view.append(h('h1', { class: 'page' }, 'Health'), h('p', { class: 'lead' }, 'The server\'s metrics, sampled every 2 seconds (the last 2 minutes).'));
-  const grid = h('div', { class: 'charts' });
+  const grid = h('div', { class: 'charts', id: 'charts' });
   const cards = {};
   for (const [key, title] of CHARTS) {
     const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
@@ -1062,6 +1062,7 @@ pages.health = async (view) => {
     }
     prev = cur;
     prevTime = now;
+    grid.dataset.samples = String(Number(grid.dataset.samples || 0) + 1);
   };
   await sample();
   state.timers.push(setInterval(sample, 2000));
@@ -1119,6 +1120,10 @@ async function start() {
     window.location.replace('/cloudlet/console/');
   });
   window.addEventListener('hashchange', () => { route(); document.getElementById('view').focus(); });
+  // A click on the page already shown reloads it (no hashchange then).
+  for (const a of document.querySelectorAll('.sidebar a')) {
+    a.addEventListener('click', () => { if (location.hash === a.getAttribute('href')) route(); });
+  }
   route();
 }
 
