@@ -352,6 +352,17 @@ def run(d, server, shots):
     d.find_element(By.CSS_SELECTOR, "dialog").send_keys(Keys.ESCAPE)
     wait.until(EC.invisibility_of_element_located((By.CSS_SELECTOR, "dialog[open]")))
 
+    step("delete a record")
+    Select(css("#record-type")).select_by_visible_text("Article")
+    click("#run-query")
+    click("#records-table tr[data-record-name='apple']")
+    click("#delete-record")
+    click("#confirm-delete")
+    text_appears("#toast", "Deleted apple")
+    wait.until(lambda _: not d.find_elements(By.CSS_SELECTOR, "#records-table tr[data-record-name='apple']"))
+    lookup = other.database("records/lookup", {"records": [{"recordName": "apple"}]})["records"][0]
+    assert lookup.get("serverErrorCode") == "NOT_FOUND", lookup
+
     step("deploy to production with a diff preview; production then has the schema")
     go("schema")
     heading("Schema")
@@ -367,6 +378,24 @@ def run(d, server, shots):
     assert css("input[aria-label='sortable Article.title']").is_selected()
     Select(css("#environment")).select_by_value("development")
     text_appears("main .lead", "development environment")
+
+    step("reset development, after a confirmation, forgets what only development has")
+    button("Add record type")
+    dialog_field("Record type name").send_keys("Scratch")
+    dialog_field("Field name").send_keys("note")
+    button("Add type", "dialog")
+    text_appears("main", "Scratch")
+    button("Reset development…")
+    dialog_field(f"Type the container name ({CONTAINER}) to confirm").send_keys("wrong")
+    button("Reset development", "dialog")
+    text_appears("dialog", "does not match")
+    confirm = dialog_field(f"Type the container name ({CONTAINER}) to confirm")
+    confirm.clear()
+    confirm.send_keys(CONTAINER)
+    button("Reset development", "dialog")
+    text_appears("#toast", "reset to production")
+    text_appears("section[aria-label='Record type Article']", "title")
+    assert not d.find_elements(By.CSS_SELECTOR, "section[aria-label='Record type Scratch']"), "Scratch survived the reset"
 
     step("schema text: a syntax error is shown at its line")
     d.get(console + "#schema-text")

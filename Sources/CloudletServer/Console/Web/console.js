@@ -370,15 +370,14 @@ function addTypeDialog() {
     h('form', {
       onsubmit: async (e) => {
         e.preventDefault();
-        const fields = fi.name.value.trim() ? ` (${fi.text()})` : ' ()';
         try {
-          await importSchema(`DEFINE SCHEMA RECORD TYPE ${ident(typeName.value.trim())}${fields};`);
+          await importSchema(`DEFINE SCHEMA RECORD TYPE ${ident(typeName.value.trim())} (${fi.text()});`);
           close(true);
           toast(`Record type ${typeName.value.trim()} added to development.`);
           route();
         } catch (x) { err.textContent = x.message; }
       },
-    }, field('Record type name', typeName), h('h3', {}, 'First field (optional)'), fi.node, err,
+    }, field('Record type name', typeName), h('h3', {}, 'Its first field'), fi.node, err,
     actions(h('button', { type: 'button', onclick: () => close(null) }, 'Cancel'), h('button', { class: 'primary', type: 'submit' }, 'Add type'))),
   ]);
 }
