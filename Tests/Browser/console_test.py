@@ -235,6 +235,16 @@ def run(d, server, shots):
     text_appears("section[aria-label='Record type Article']", "INT64")
     click("input[aria-label='queryable Article.score']")
     wait.until(lambda _: not d.find_element(By.CSS_SELECTOR, "input[aria-label='queryable Article.score']").is_enabled())
+    step("security: a custom role with a member, and a grant to it")
+    css("#new-role").send_keys("Editors" + Keys.ENTER)
+    text_appears("#roles", "Editors")
+    css("input[aria-label='User to add to Editors']").send_keys("alice" + Keys.ENTER)
+    text_appears("#roles", "alice")
+    d.find_element(By.XPATH, "//section[@aria-label='Record type Article']//button[normalize-space()='Edit grants']").click()
+    css("dialog input[aria-label='Editors WRITE']").click()
+    button("Save grants", "dialog")
+    text_appears("section[aria-label='Record type Article'] .grants", "Editors")
+    text_appears("section[aria-label='Record type Article'] .grants", "_world")  # the defaults it had are kept
     shot("02-schema")
 
     step("create three records")

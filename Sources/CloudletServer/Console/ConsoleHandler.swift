@@ -173,8 +173,9 @@ struct ConsoleHandler {
             + (request.isTLS ? "; Secure" : "")
     }
 
-    /// `api/schema`: `{environment, recordTypes: [{name, fields: [{name, type, queryable, sortable, searchable}],
-    /// systemIndexes: [{name, queryable, sortable, searchable}]}]}`.
+    /// `api/schema`: `{environment, roles, recordTypes: [{name, fields: [{name, type, queryable, sortable, searchable}],
+    /// grants: [{role, permissions}], systemIndexes: [{name, queryable, sortable, searchable}]}]}` (`permissions` as the
+    /// schema language writes them, `READ, WRITE`; the public database's grants, CloudKit's defaults when none were set).
     private func schema(_ request: HTTPRequest) throws -> HTTPResponse {
         guard let id = request.queryParameter("container"), !id.isEmpty else {
             throw APIError.badRequest("the container query parameter is missing")
@@ -185,6 +186,7 @@ struct ConsoleHandler {
             throw APIError.badRequest("environment '\(env)' is not 'development' or 'production'")
         }
         let types = container.schema(environment: environment)
+        let security = container.securityPolicy(environment: environment)
         func flags(_ w: inout JSONWriter, _ f: IndexFlags) {
             w.member("queryable", f.contains(.queryable))
             w.member("sortable", f.contains(.sortable))
@@ -192,6 +194,8 @@ struct ConsoleHandler {
         }
         return json { w in
             w.member("environment", environment.rawValue)
+            w.key("roles")
+            w.array { w in for r in security.roles.sorted() { w.string(r) } }
             w.key("recordTypes")
             w.array { w in
                 for t in types {
@@ -204,6 +208,16 @@ struct ConsoleHandler {
                                     w.member("name", name)
                                     w.member("type", t.fields[name]!.description)
                                     flags(&w, t.indexes[name] ?? [])
+                                }
+                            }
+                        }
+                        w.key("grants")
+                        w.array { w in
+                            let grants = security.grants(for: t.name)
+                            for role in grants.keys.sorted() where !grants[role]!.isEmpty {
+                                w.object { w in
+                                    w.member("role", role)
+                                    w.member("permissions", grants[role]!.description)
                                 }
                             }
                         }

@@ -137,10 +137,12 @@ function db(scope, op, body, user) {
 }
 
 const schemaCache = {};
+const schemaRoles = {};
 async function schema(environment) {
   const env = environment || state.environment;
   const r = await api(`schema?${q({ container: state.container, environment: env })}`);
   schemaCache[env] = r.recordTypes;
+  schemaRoles[env] = r.roles;
   return r.recordTypes;
 }
 
@@ -278,6 +280,7 @@ const pages = {};
 
 pages.schema = async (view) => {
   const types = await schema();
+  const roles = schemaRoles[state.environment] || [];
   const dev = state.environment === 'development';
   view.append(
     h('h1', { class: 'page' }, 'Schema'),
@@ -297,14 +300,93 @@ pages.schema = async (view) => {
     view.append(h('div', { class: 'panel empty' }, 'No record types yet.'));
     return;
   }
-  for (const t of types) view.append(typePanel(t, dev));
+  for (const t of types) view.append(typePanel(t, dev, roles));
+  view.append(await rolesPanel(roles, dev));
 };
+
+const BUILT_IN_ROLES = ['_world', '_icloud', '_creator'];
+const PERMISSIONS = ['READ', 'CREATE', 'WRITE'];
+
+/** Custom security roles with their members (per container), and forms to create roles and change members. */
+async function rolesPanel(roles, dev) {
+  const listed = await api(`admin/roles/list?${q({ container: state.container })}`).catch(() => ({ roles: [] }));
+  const userList = await api('admin/users/list').catch(() => ({ users: [] }));
+  const nameOf = Object.fromEntries(userList.users.map((u) => [u.userRecordName, u.name]));
+  // Members are kept as userRecordNames; shown (and removed) by user name.
+  const members = Object.fromEntries(listed.roles.map((r) => [r.name, r.members.map((m) => nameOf[m] || m)]));
+  const member = async (action, role, user) => {
+    try {
+      await api(`admin/roles/${action}?${q({ container: state.container, role, user })}`, { method: 'POST' });
+      toast(action === 'add-member' ? `${user} is a member of ${role}.` : `${user} left ${role}.`);
+      route();
+    } catch (e) { toast(e.message, true); }
+  };
+  const rows = roles.map((role) => {
+    const user = h('input', { 'aria-label': `User to add to ${role}`, list: 'role-users', placeholder: 'user name', spellcheck: 'false' });
+    return h('tr', {}, h('td', {}, h('code', {}, role)),
+      h('td', {}, (members[role] || []).length ? (members[role] || []).map((m) => h('span', { class: 'badge on' }, m, ' ',
+        h('button', { class: 'link', type: 'button', 'aria-label': `Remove ${m} from ${role}`, onclick: () => member('remove-member', role, m) }, '✕'))) : h('span', { class: 'muted' }, 'no members')),
+      h('td', {}, h('form', { class: 'row', onsubmit: (e) => { e.preventDefault(); if (user.value.trim()) member('add-member', role, user.value.trim()); } },
+        user, ' ', h('button', { type: 'submit' }, 'Add member'))));
+  });
+  const name = h('input', { id: 'new-role', placeholder: 'Editors', spellcheck: 'false', required: true });
+  const users = h('datalist', { id: 'role-users' }, userList.users.map((u) => h('option', { value: u.name })));
+  return h('section', { class: 'panel', 'aria-label': 'Security roles', id: 'roles' },
+    h('h2', {}, 'Security roles'),
+    h('p', { class: 'muted' }, 'Grants of the public database go to _world (everyone), _icloud (signed-in users), _creator (who created the record) and custom roles, whose members are users of the container (both environments).'),
+    users,
+    rows.length ? h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Role'), h('th', {}, 'Members'), h('th', {}, ''))), h('tbody', {}, rows))
+      : h('p', { class: 'muted' }, 'No custom roles.'),
+    dev ? h('form', {
+      class: 'toolbar', style: 'margin-top:12px',
+      onsubmit: async (e) => {
+        e.preventDefault();
+        try {
+          await importSchema(`DEFINE SCHEMA CREATE ROLE ${ident(name.value.trim())};`);
+          toast(`Role ${name.value.trim()} created in development.`);
+          route();
+        } catch (x) { toast(x.message, true); }
+      },
+    }, field('New role', name), h('button', { type: 'submit' }, 'Create role')) : null);
+}
+
+function grantsDialog(t, roles) {
+  const current = Object.fromEntries(t.grants.map((g) => [g.role, g.permissions.split(', ')]));
+  const boxes = [];
+  const rows = [...BUILT_IN_ROLES, ...roles].map((role) => h('tr', {}, h('th', { scope: 'row' }, role),
+    PERMISSIONS.map((p) => {
+      const box = h('input', { type: 'checkbox', checked: (current[role] || []).includes(p), 'aria-label': `${role} ${p}` });
+      boxes.push([role, p, box]);
+      return h('td', {}, box);
+    })));
+  const err = h('p', { class: 'error', role: 'alert' });
+  return dialog(`Grants on ${t.name} (public database)`, (close) => [
+    h('table', {}, h('thead', {}, h('tr', {}, h('th', {}, 'Role'), PERMISSIONS.map((p) => h('th', {}, p)))), h('tbody', {}, rows)),
+    err,
+    actions(h('button', { type: 'button', onclick: () => close(null) }, 'Cancel'),
+      h('button', {
+        class: 'primary', type: 'button',
+        onclick: async () => {
+          const byRole = {};
+          for (const [role, p, box] of boxes) if (box.checked) (byRole[role] = byRole[role] || []).push(p);
+          const clauses = Object.entries(byRole).map(([role, ps]) => `GRANT ${ps.join(', ')} TO ${role.startsWith('_') ? `"${role}"` : ident(role)}`);
+          if (!clauses.length) { err.textContent = 'Grant something to someone (with no grants, no one could read the records).'; return; }
+          try {
+            await importSchema(`DEFINE SCHEMA RECORD TYPE ${ident(t.name)} (${clauses.join(', ')});`);
+            close(true);
+            toast(`Grants on ${t.name} saved in development.`);
+            route();
+          } catch (x) { err.textContent = x.message; }
+        },
+      }, 'Save grants')),
+  ]);
+}
 
 function flagBadges(f) {
   return ['queryable', 'sortable', 'searchable'].map((k) => h('span', { class: 'badge' + (f[k] ? ' on' : '') }, k.toUpperCase()));
 }
 
-function typePanel(t, dev) {
+function typePanel(t, dev, roles) {
   const rows = t.fields.map((f) => {
     const boxes = ['queryable', 'sortable', 'searchable'].map((flag) => {
       const box = h('input', {
@@ -332,7 +414,10 @@ function typePanel(t, dev) {
     h('table', {},
       h('thead', {}, h('tr', {}, ['Field', 'Type', 'Queryable', 'Sortable', 'Searchable'].map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'No fields yet.')))),
-    sys);
+    sys,
+    h('p', { class: 'muted grants' }, 'Public database grants: ',
+      t.grants.map((g) => h('span', {}, h('span', { class: 'badge on' }, g.role), ` ${g.permissions}  `)),
+      dev ? h('button', { class: 'link', type: 'button', onclick: () => grantsDialog(t, roles) }, 'Edit grants') : null));
 }
 
 /** A name as the schema language writes it (quoted when it is not a plain identifier). */
