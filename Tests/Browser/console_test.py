@@ -116,8 +116,8 @@ class ConsoleClient:
             "Cookie": f"cloudlet_console={self.cookie}", "X-Cloudlet-CSRF": self.csrf, "Content-Type": "application/json"})
         return json.load(urllib.request.urlopen(request))
 
-    def database(self, op, body, scope="public"):
-        return self.post(f"database/{CONTAINER}/development/{scope}/{op}", body)
+    def database(self, op, body, scope="public", user=None):
+        return self.post(f"database/{CONTAINER}/development/{scope}/{op}" + (f"?user={user}" if user else ""), body)
 
 
 def main():
@@ -447,6 +447,18 @@ def run(d, server, shots):
         "recordName": "durian", "recordType": "Article", "fields": {"title": {"value": "durian"}}}}]})
     text_appears("#feed", "durian")
     shot("11-changes")
+    Select(css("#feed-kind")).select_by_value("database")
+    Select(css("#db-scope")).select_by_value("private")
+    wait.until(lambda _: d.find_element(By.ID, "db-user").get_attribute("value") == "alice")
+    css("#db-zone option[value='Inbox']")  # alice's zones are loaded: the picker is done changing
+    click("#live-toggle")
+    text_appears("#live-status", "live")
+    time.sleep(1.0)
+    other.database("zones/modify", {"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": "Archive"}}}]},
+                   scope="private", user="alice")
+    other.database("records/modify", {"zoneID": {"zoneName": "Archive"}, "operations": [{"operationType": "create", "record": {
+        "recordName": "old-note", "recordType": "Article", "fields": {"title": {"value": "old"}}}}]}, scope="private", user="alice")
+    text_appears("#feed", "zone Archive changed")
 
     step("health: live metric charts")
     go("health")

@@ -5,9 +5,11 @@ import Foundation
 import Synchronization
 
 /// The console's live change view, a websocket at
-/// `/cloudlet/console/ws/changes?container=&environment=&database=&user=&zone=`: once open, every record saved or
-/// deleted in the zone is pushed as a JSON text message — the record as `changes/zone` writes it (deletions with
-/// `deleted: true`) — and `{"error": reason}` before the server closes a feed that failed.
+/// `/cloudlet/console/ws/changes?container=&environment=&database=&user=&zone=[&feed=database]`: once open, every
+/// record saved or deleted in the zone is pushed as a JSON text message — the record as `changes/zone` writes it
+/// (deletions with `deleted: true`) — or, with `feed=database` (private and shared databases), every zone that
+/// changed as `changes/database` writes it (`{zoneID}`, `{zoneID, deleted: true}`); `{"error": reason}` comes before
+/// the server closes a feed that failed.
 ///
 /// The handshake needs the console's session cookie (SameSite=Strict: a browser sends it only from the console's
 /// own pages) and, when the browser sends an `Origin`, one whose host is the `Host` the request was sent to.
@@ -88,29 +90,37 @@ final class ConsoleChangeFeed: Sendable {
     /// Drains the feed, then sends each later change until the connection closes.
     private static func push(_ session: Session, router: APIRouter) throws {
         let r = session.request
+        let wholeDatabase = r.queryParameter("feed") == "database"
+        let op: Route = wholeDatabase ? .changesDatabase : .changesZone
         let parts = ["1", r.queryParameter("container") ?? "", r.queryParameter("environment") ?? "development",
-            r.queryParameter("database") ?? "public", Route.changesZone.rawValue]
+            r.queryParameter("database") ?? "public", op.rawValue]
         let path = try DatabasePath(DatabasePath.prefix + parts.joined(separator: "/"))
         let zone = r.queryParameter("zone").flatMap { $0.isEmpty ? nil : $0 } ?? "_defaultZone"
         let console = ConsoleHandler(router: router)
         var token: String?
         var live = false
         while !session.closed.load(ordering: .acquiring) {
-            var zoneRequest: [String: JSONValue] = ["zoneID": .object(["zoneName": .string(zone)])]
-            if let token { zoneRequest["syncToken"] = .string(token) }
-            let context = try console.context(
-                path, op: .changesZone, user: r.queryParameter("user"), body: ["zones": .array([.object(zoneRequest)])],
-                request: r)
-            let reply = try JSONParser.parse(try router.perform(.changesZone, context: context, request: r))
-            guard let result = reply["zones"]?.arrayValue?.first else { return }
+            // changes/database: {syncToken?} → {zones, syncToken, moreComing}; changes/zone: one zone's request →
+            // {zones: [{syncToken, moreComing, records} | error]}.
+            var body: [String: JSONValue] = [:]
+            if wholeDatabase {
+                if let token { body["syncToken"] = .string(token) }
+            } else {
+                var zoneRequest: [String: JSONValue] = ["zoneID": .object(["zoneName": .string(zone)])]
+                if let token { zoneRequest["syncToken"] = .string(token) }
+                body["zones"] = .array([.object(zoneRequest)])
+            }
+            let context = try console.context(path, op: op, user: r.queryParameter("user"), body: body, request: r)
+            let reply = try JSONParser.parse(try router.perform(op, context: context, request: r))
+            guard let result = wholeDatabase ? reply : reply["zones"]?.arrayValue?.first else { return }
             if let code = result["serverErrorCode"]?.stringValue {
                 throw APIError(code, result["reason"]?.stringValue ?? code)
             }
             token = result["syncToken"]?.stringValue
             if live {
-                for record in result["records"]?.arrayValue ?? [] {
+                for change in result[wholeDatabase ? "zones" : "records"]?.arrayValue ?? [] {
                     var w = JSONWriter()
-                    w.value(record)
+                    w.value(change)
                     guard send(w.bytes, session) else { return }
                 }
             }

@@ -994,8 +994,10 @@ pages.subscriptions = async (view) => {
 
 pages.changes = async (view) => {
   view.append(h('h1', { class: 'page' }, 'Changes'),
-    h('p', { class: 'lead' }, 'A live view of a zone\'s change feed: every save and deletion as it commits, pushed over a websocket.'));
+    h('p', { class: 'lead' }, 'A live view of a change feed, pushed over a websocket: every record saved or deleted in a zone, or every zone of a database that changed.'));
   const picker = scopePicker(() => stop());
+  const kind = select([['zone', 'The zone\'s records'], ['database', 'The database\'s zones (private, shared)']], 'zone', { id: 'feed-kind' });
+  kind.addEventListener('change', () => stop());
   const feed = h('ul', { class: 'feed', id: 'feed', 'aria-label': 'Changes' });
   const status = h('span', { class: 'live', id: 'live-status' }, 'stopped');
   const toggle = h('button', { class: 'primary', type: 'button', id: 'live-toggle' }, 'Start live view');
@@ -1009,23 +1011,27 @@ pages.changes = async (view) => {
   };
   const start = () => {
     const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    const params = q({ container: state.container, environment: state.environment, database: picker.scope, user: picker.user, zone: picker.zoneID.zoneName });
-    socket = new WebSocket(`${scheme}//${location.host}/cloudlet/console/ws/changes?${params}`);
-    state.sockets.push(socket);
-    socket.addEventListener('open', () => { status.className = 'live on'; status.textContent = 'live'; toggle.textContent = 'Stop'; });
-    socket.addEventListener('close', () => { if (socket) stop(); });
-    socket.addEventListener('message', (m) => {
+    const params = q({ container: state.container, environment: state.environment, database: picker.scope, user: picker.user, zone: picker.zoneID.zoneName, feed: kind.value });
+    const ws = new WebSocket(`${scheme}//${location.host}/cloudlet/console/ws/changes?${params}`);
+    socket = ws;
+    state.sockets.push(ws);
+    // Events of a socket stopped earlier (its close arrives late) are not about the current one.
+    ws.addEventListener('open', () => { if (socket === ws) { status.className = 'live on'; status.textContent = 'live'; toggle.textContent = 'Stop'; } });
+    ws.addEventListener('close', () => { if (socket === ws) stop(); });
+    ws.addEventListener('message', (m) => {
       const change = JSON.parse(m.data);
       if (change.error) { toast(change.error, true); return; }
-      const text = change.deleted
-        ? `${new Date().toLocaleTimeString()}  deleted  ${change.recordName}`
-        : `${new Date().toLocaleTimeString()}  saved    ${change.recordName}  ${change.recordType}  tag ${change.recordChangeTag}`;
+      const time = new Date().toLocaleTimeString();
+      let text;
+      if (!change.recordName) text = `${time}  zone ${change.zoneID.zoneName} ${change.deleted ? 'deleted' : 'changed'}`;
+      else if (change.deleted) text = `${time}  deleted  ${change.recordName}`;
+      else text = `${time}  saved    ${change.recordName}  ${change.recordType}  tag ${change.recordChangeTag}`;
       feed.prepend(h('li', {}, text));
       while (feed.children.length > 500) feed.lastChild.remove();
     });
   };
   toggle.addEventListener('click', () => (socket ? stop() : start()));
-  view.append(picker.node, h('div', { class: 'toolbar' }, toggle, status,
+  view.append(picker.node, h('div', { class: 'toolbar' }, field('Feed', kind), toggle, status,
     h('button', { type: 'button', onclick: () => feed.replaceChildren() }, 'Clear')),
   h('div', { class: 'panel' }, feed));
 };
