@@ -28,6 +28,8 @@ public struct HTTPRequest: Sendable {
     public var cookie: String?
     /// The `X-Cloudlet-CSRF` header, if any: the console's CSRF token on a state-changing request.
     public var csrfToken: String?
+    /// The `Origin` header of a websocket handshake, if any.
+    public var origin: String?
     /// For a request whose body the handler reads itself (``HTTPListener/Options/streamedPathPrefix``): the body,
     /// not read yet, and ``body`` is empty.
     var bodyStream: HTTPBodyStream?
