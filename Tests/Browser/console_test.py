@@ -134,6 +134,7 @@ def main():
         for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000",
                     "--user-data-dir=" + os.path.join(server.dir, "chromium")]:
             options.add_argument(arg)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
         try:
             run(driver, server, shots)
@@ -473,6 +474,12 @@ def run(d, server, shots):
     visible("#signin-form")
     d.get(server.url + "/cloudlet/console/api/session")
     assert "AUTHENTICATION_REQUIRED" in d.page_source, "the session still works after signing out"
+
+    step("the browser logged no script error or Content-Security-Policy violation")
+    # Refused requests (the user's token at sign-in, the session after sign-out) are logged as failed loads: expected.
+    problems = [e["message"] for e in d.get_log("browser")
+                if e["level"] == "SEVERE" and "Failed to load resource" not in e["message"]]
+    assert not problems, f"{len(problems)} browser errors, the first: {problems[:3]}"
 
 
 if __name__ == "__main__":

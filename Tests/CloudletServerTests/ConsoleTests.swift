@@ -1,8 +1,8 @@
 import CloudletWire
-import Cloudlet
 import Foundation
 import Testing
 
+@testable import Cloudlet
 @testable import CloudletServer
 
 #if canImport(FoundationNetworking)
@@ -226,9 +226,33 @@ struct ConsoleTests {
     }
 }
 
-/// On a server of its own: revoking ends every console session, which would disturb the suite above.
-@Suite("Console sessions and token revocation", .liveServer)
+/// On a server of its own: revoking ends every console session, and held index builds, would disturb the suite above.
+@Suite("Console on a server of its own", .liveServer, .serialized)
 struct ConsoleRevocationTests {
+    @Test("the schema says which fields' indexes are still building")
+    func schemaShowsIndexBuilds() async throws {
+        let s = try await ConsoleTests.signIn()
+        let store = try live.store
+        let db = try store.container(ConsoleTests.container).database(.public, access: AccessContext(.serverKey("test")))
+        _ = try await db.modify((0..<30).map { .create(Record(recordType: "Shelf", recordName: "s\($0)", fields: ["rank": .int64(Int64($0))])) })
+        store.indexBuilder.pause()
+        let imported = try await ConsoleTests.send(
+            "POST", "/cloudlet/console/api/admin/schema/import?container=\(ConsoleTests.container)",
+            body: "DEFINE SCHEMA RECORD TYPE Shelf (rank INT64 SORTABLE);", cookie: s.cookie, csrf: s.csrf)
+        #expect(imported.status == 200, "\(imported)")
+        func building() async throws -> Bool? {
+            let r = try await ConsoleTests.send("GET", "/cloudlet/console/api/schema?container=\(ConsoleTests.container)", cookie: s.cookie)
+            let shelf = r.json["recordTypes"]?.arrayValue?.first { $0["name"]?.stringValue == "Shelf" }
+            return shelf?["fields"]?.arrayValue?.first { $0["name"]?.stringValue == "rank" }?["building"]?.boolValue
+        }
+        #expect(try await building() == true)
+        store.indexBuilder.resume()
+        await store.waitForIndexBuilds()
+        let after = try await building()
+        let pending = try store.container(ConsoleTests.container).indexesBuilding()
+        #expect(after == false, "still building: \(pending)")
+    }
+
     @Test("revoking a token while the server runs ends every console session")
     func revokingEndsSessions() async throws {
         let s = try await ConsoleTests.signIn()

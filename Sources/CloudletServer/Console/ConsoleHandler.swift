@@ -63,7 +63,7 @@ struct ConsoleHandler {
     // MARK: - Pages and files
 
     private func file(_ name: String, _ request: HTTPRequest) -> HTTPResponse {
-        guard request.method == "GET" || request.method == "HEAD" else {
+        guard request.method == "GET" else {
             return APIError.badRequest("console pages take GET, not \(request.method)").response
         }
         let signedIn = sessions.session(request.cookieValue(Self.cookieName)) != nil
@@ -173,7 +173,8 @@ struct ConsoleHandler {
             + (request.isTLS ? "; Secure" : "")
     }
 
-    /// `api/schema`: `{environment, roles, recordTypes: [{name, fields: [{name, type, queryable, sortable, searchable}],
+    /// `api/schema`: `{environment, roles, recordTypes: [{name, fields: [{name, type, queryable, sortable, searchable,
+    /// building}],
     /// grants: [{role, permissions}], systemIndexes: [{name, queryable, sortable, searchable}]}]}` (`permissions` as the
     /// schema language writes them, `READ, WRITE`; the public database's grants, CloudKit's defaults when none were set).
     private func schema(_ request: HTTPRequest) throws -> HTTPResponse {
@@ -187,6 +188,7 @@ struct ConsoleHandler {
         }
         let types = container.schema(environment: environment)
         let security = container.securityPolicy(environment: environment)
+        let building = Dictionary(grouping: container.indexesBuilding(environment: environment), by: \.recordType)
         func flags(_ w: inout JSONWriter, _ f: IndexFlags) {
             w.member("queryable", f.contains(.queryable))
             w.member("sortable", f.contains(.sortable))
@@ -208,6 +210,7 @@ struct ConsoleHandler {
                                     w.member("name", name)
                                     w.member("type", t.fields[name]!.description)
                                     flags(&w, t.indexes[name] ?? [])
+                                    w.member("building", building[t.name]?.contains { $0.field == name } ?? false)
                                 }
                             }
                         }

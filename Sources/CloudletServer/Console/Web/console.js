@@ -20,6 +20,7 @@ function h(tag, attrs, ...children) {
     if (v === undefined || v === null || v === false) continue;
     if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
     else if (k === 'class') el.className = v;
+    else if (k === 'style') el.style.cssText = v;  // through CSSOM: the CSP forbids style attributes
     else if (k === 'dataset') Object.assign(el.dataset, v);
     else if (v === true) el.setAttribute(k, '');
     else el.setAttribute(k, v);
@@ -301,6 +302,15 @@ pages.schema = async (view) => {
     return;
   }
   for (const t of types) view.append(typePanel(t, dev, roles));
+  // While indexes build, look again every 2 s (the page is replaced when they are done).
+  if (types.some((t) => t.fields.some((f) => f.building))) {
+    const again = () => {
+      const busy = document.getElementById('dialog').open || ['INPUT', 'SELECT', 'TEXTAREA'].includes(document.activeElement.tagName);
+      if (busy) state.timers.push(setTimeout(again, 2000));  // not while someone is typing
+      else route();
+    };
+    state.timers.push(setTimeout(again, 2000));
+  }
   view.append(await rolesPanel(roles, dev));
 };
 
@@ -403,7 +413,9 @@ function typePanel(t, dev, roles) {
       });
       return h('td', {}, box);
     });
-    return h('tr', {}, h('td', {}, h('code', {}, f.name)), h('td', {}, f.type), boxes);
+    return h('tr', {}, h('td', {}, h('code', {}, f.name),
+      f.building ? h('span', { class: 'badge building', title: 'Its index is being built over the records saved before it was defined' }, ' building index…') : null),
+    h('td', {}, f.type), boxes);
   });
   const sys = t.systemIndexes.length
     ? h('p', { class: 'muted' }, 'System field indexes: ', t.systemIndexes.map((s) => h('span', {}, h('code', {}, s.name), ' ', flagBadges(s), ' ')))
