@@ -319,6 +319,14 @@ def run(d, server, shots):
     second_page = rows()
     names = sorted(r.split()[0] for r in first_page + second_page)
     assert names == ["apple", "banana", "cherry"], f"pages: {first_page} then {second_page}"
+    click("#first-page")
+    text_appears("#result-count", "2 records (more on the next page)")
+    assert rows() == first_page, f"the first page again: {rows()}, was {first_page}"
+    # The keyboard opens a record: Tab to a row, Enter.
+    d.find_element(By.CSS_SELECTOR, "#records-table tbody tr").send_keys(Keys.ENTER)
+    text_appears("#dialog-title", "Record ")
+    d.find_element(By.CSS_SELECTOR, "dialog").send_keys(Keys.ESCAPE)
+    wait.until(EC.invisibility_of_element_located((By.CSS_SELECTOR, "dialog[open]")))
 
     step("a record with every field type, rendered")
     ck = f"{server.url}/database/1/{CONTAINER}/development/public/"

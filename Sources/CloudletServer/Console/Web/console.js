@@ -715,7 +715,6 @@ pages.records = async (view) => {
     return { zoneID: picker.zoneID, query, resultsLimit: Number(limit.value) || 50 };
   };
 
-  let pages_ = [];  // continuation markers of the pages shown so far
   const run = async (marker) => {
     let body;
     try { body = queryBody(); } catch (e) { toast(e.message, true); return; }
@@ -738,7 +737,6 @@ pages.records = async (view) => {
       tr.addEventListener('keydown', (e) => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); open(); } });
       return tr;
     });
-    if (!marker) pages_ = [];
     const next = r.continuationMarker;
     results.replaceChildren(
       h('p', { class: 'muted', id: 'result-count' }, `${r.records.length} record${r.records.length === 1 ? '' : 's'}${next ? ' (more on the next page)' : ''}`),
@@ -746,7 +744,8 @@ pages.records = async (view) => {
         h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Record name'), cols.map((c) => h('th', { scope: 'col' }, c.name)), h('th', { scope: 'col' }, 'Modified'))),
         h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colspan: cols.length + 2, class: 'empty' }, 'No records match.')))),
       h('div', { class: 'toolbar', style: 'margin-top:10px' },
-        next ? h('button', { type: 'button', id: 'next-page', onclick: () => { pages_.push(marker); run(next); } }, 'Next page →') : null));
+        marker ? h('button', { type: 'button', id: 'first-page', onclick: () => run() }, '← First page') : null,
+        next ? h('button', { type: 'button', id: 'next-page', onclick: () => run(next) }, 'Next page →') : null));
   };
   const explain = async () => {
     let body;
