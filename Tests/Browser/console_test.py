@@ -371,6 +371,26 @@ def run(d, server, shots):
     d.find_element(By.CSS_SELECTOR, "dialog").send_keys(Keys.ESCAPE)
     wait.until(EC.invisibility_of_element_located((By.CSS_SELECTOR, "dialog[open]")))
 
+    step("comparators follow the field's type: NEAR on a location, LIST_CONTAINS on a list")
+    click("#add-filter")
+    Select(css("select[aria-label='Filter 1 field']")).select_by_value("where")
+    offered = [o.get_attribute("value") for o in css("select[aria-label='Filter 1 comparator']").find_elements(By.TAG_NAME, "option")]
+    assert offered == ["NEAR"], f"a location offers {offered}"
+    css("input[aria-label='Filter 1 value']").send_keys("48.86, 2.29")
+    css("input[aria-label='Filter 1 distance (km)']").send_keys("5")
+    click("#add-filter")
+    Select(css("select[aria-label='Filter 2 field']")).select_by_value("tags")
+    Select(css("select[aria-label='Filter 2 comparator']")).select_by_value("LIST_CONTAINS")
+    css("input[aria-label='Filter 2 value']").send_keys("paris")
+    click("#run-query")
+    text_appears("#result-count", "1 record")
+    css("#records-table tr[data-record-name='eiffel']")
+    far = css("input[aria-label='Filter 1 value']")
+    far.clear()
+    far.send_keys("40.7, -74.0")  # New York: nothing within 5 km
+    click("#run-query")
+    text_appears("#result-count", "0 records")
+
     step("delete a record")
     Select(css("#record-type")).select_by_visible_text("Article")
     click("#run-query")

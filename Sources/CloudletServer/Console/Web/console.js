@@ -620,6 +620,21 @@ const COMPARATORS = ['EQUALS', 'NOT_EQUALS', 'LESS_THAN', 'LESS_THAN_OR_EQUALS',
   'BEGINS_WITH', 'NOT_BEGINS_WITH', 'IN', 'NOT_IN', 'CONTAINS_ALL_TOKENS', 'CONTAINS_ANY_TOKENS', 'NEAR',
   'LIST_CONTAINS', 'NOT_LIST_CONTAINS', 'LIST_CONTAINS_ANY', 'NOT_LIST_CONTAINS_ANY', 'LIST_CONTAINS_ALL',
   'NOT_LIST_CONTAINS_ALL', 'LIST_MEMBER_BEGINS_WITH', 'NOT_LIST_MEMBER_BEGINS_WITH'];
+/** The comparators that apply to a field of `type` (every one of them, across the types). */
+function comparatorsFor(type) {
+  const ordered = ['EQUALS', 'NOT_EQUALS', 'LESS_THAN', 'LESS_THAN_OR_EQUALS', 'GREATER_THAN', 'GREATER_THAN_OR_EQUALS', 'IN', 'NOT_IN'];
+  if (type.endsWith('_LIST')) {
+    const list = COMPARATORS.filter((c) => c.startsWith('LIST_') || c.startsWith('NOT_LIST_'));
+    return type === 'STRING_LIST' ? [...list, 'CONTAINS_ALL_TOKENS', 'CONTAINS_ANY_TOKENS'] : list.filter((c) => !c.includes('BEGINS_WITH'));
+  }
+  switch (type) {
+    case 'STRING': return [...ordered, 'BEGINS_WITH', 'NOT_BEGINS_WITH', 'CONTAINS_ALL_TOKENS', 'CONTAINS_ANY_TOKENS'];
+    case 'LOCATION': return ['NEAR'];
+    case 'REFERENCE': case 'BYTES': case 'ASSETID': return ['EQUALS', 'NOT_EQUALS', 'IN', 'NOT_IN'];
+    default: return ordered;
+  }
+}
+
 const SYSTEM_FIELDS = [['___recordID', 'recordName', 'STRING'], ['___createTime', 'createdTimestamp', 'TIMESTAMP'],
   ['___modTime', 'modifiedTimestamp', 'TIMESTAMP']];
 
@@ -682,11 +697,20 @@ pages.records = async (view) => {
   const addFilter = () => {
     const n = filters.children.length + 1;
     const f = select(allFields().map((x) => [x.name, x.label]), undefined, { 'aria-label': `Filter ${n} field`, class: 'filter-field' });
-    const c = select(COMPARATORS, 'EQUALS', { 'aria-label': `Filter ${n} comparator`, class: 'filter-comparator' });
+    const c = h('select', { 'aria-label': `Filter ${n} comparator`, class: 'filter-comparator' });
+    const typeOf = (name) => (name === '___recordID' ? 'REFERENCE' : allFields().find((x) => x.name === name).type);
+    const offer = () => {
+      const choices = comparatorsFor(typeOf(f.value));
+      const keep = choices.includes(c.value) ? c.value : choices[0];
+      c.replaceChildren(...choices.map((x) => h('option', { value: x, selected: x === keep }, x)));
+      c.dispatchEvent(new Event('change'));
+    };
+    f.addEventListener('change', offer);
     const v = h('input', { 'aria-label': `Filter ${n} value`, class: 'filter-value', placeholder: 'value (lists: a, b; NEAR: lat, lon)' });
     const d = h('input', { 'aria-label': `Filter ${n} distance (km)`, class: 'filter-distance', placeholder: 'km', style: 'width:70px', hidden: true });
     c.addEventListener('change', () => { d.hidden = c.value !== 'NEAR'; });
     const row = h('div', { class: 'row' }, f, c, v, d, h('button', { type: 'button', 'aria-label': `Remove filter ${n}`, onclick: () => row.remove() }, '✕'));
+    offer();
     filters.append(row);
     f.focus();
   };
