@@ -456,6 +456,13 @@ def run(d, server, shots):
     css("#zone-name").send_keys("Inbox" + Keys.ENTER)
     text_appears("#zones-table", "Inbox")
     shot("09-zones")
+    css("#zone-name").send_keys("Scratchpad" + Keys.ENTER)
+    text_appears("#zones-table", "Scratchpad")
+    click("button[aria-label='Delete zone Scratchpad']")
+    button("Delete", "dialog")
+    text_appears("#toast", "Zone Scratchpad deleted")
+    wait.until(lambda _: "Scratchpad" not in d.find_element(By.ID, "zones-table").text)
+    assert "Inbox" in d.find_element(By.ID, "zones-table").text
 
     step("subscriptions: a query subscription of alice's")
     go("subscriptions")
@@ -464,6 +471,13 @@ def run(d, server, shots):
     button("Create")
     text_appears("#subscriptions-table", "query")
     shot("10-subscriptions")
+    first_id = css("#subscriptions-table tbody td code").text
+    button("Create")  # a second one, then delete the first
+    wait.until(lambda _: len(d.find_elements(By.CSS_SELECTOR, "#subscriptions-table tbody tr")) == 2)
+    click(f"button[aria-label='Delete subscription {first_id}']")
+    button("Delete", "dialog")
+    wait.until(lambda _: len(d.find_elements(By.CSS_SELECTOR, "#subscriptions-table tbody tr")) == 1)
+    assert first_id not in d.find_element(By.ID, "subscriptions-table").text
 
     step("changes: the live view shows a record saved elsewhere")
     go("changes")
