@@ -776,9 +776,9 @@ pages.records = async (view) => {
     try { body = queryBody(); } catch (e) { toast(e.message, true); return; }
     try {
       const plan = await api(`admin/query/explain?${q({ container: state.container, environment: state.environment, database: picker.scope, user: picker.user })}`, { body });
-      results.replaceChildren(h('h2', {}, 'Query plan'), h('p', { id: 'plan-summary' }, plan.description || ''),
+      results.replaceChildren(h('div', {}, h('h2', {}, 'Query plan'), h('p', { id: 'plan-summary' }, plan.description || ''),
         (plan.notes || []).length ? h('ul', {}, plan.notes.map((n) => h('li', { class: 'muted' }, n))) : null,
-        h('pre', { class: 'plan', id: 'plan' }, JSON.stringify(plan, null, 2)));
+        h('pre', { class: 'plan', id: 'plan' }, JSON.stringify(plan, null, 2))));
     } catch (e) { results.replaceChildren(h('p', { class: 'error', role: 'alert' }, e.message)); }
   };
 
@@ -1133,8 +1133,9 @@ function drawChart(svg, points) {
     svg.append(l);
   }
   if (points.length < 2) return;
-  const step = w / 59;
-  const x0 = w - step * (points.length - 1);
+  // The samples so far across the whole width (up to the last 60: 2 minutes).
+  const step = w / (points.length - 1);
+  const x0 = 0;
   const coords = points.map((p, i) => `${(x0 + i * step).toFixed(1)},${(hgt - (p / max) * hgt).toFixed(1)}`);
   const area = document.createElementNS(ns, 'polygon');
   area.setAttribute('points', `${x0},${hgt} ${coords.join(' ')} ${w},${hgt}`);
