@@ -165,6 +165,23 @@ struct ConsoleTests {
         #expect(try live.store.container(Self.container).exportSchema().contains("CsrfProbe"))
     }
 
+    @Test("every file of Console/Web is served from the binary, as it is in the repository, with its content type")
+    func filesAreEmbedded() async throws {
+        let s = try await Self.signIn()
+        let web = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Sources/CloudletServer/Console/Web")
+        let names = try FileManager.default.contentsOfDirectory(atPath: web.path).filter { !$0.hasPrefix(".") }
+        #expect(names.contains("console.js") && names.contains("index.html"), "\(names)")
+        for name in names {
+            let disk = try Data(contentsOf: web.appendingPathComponent(name))
+            // The two pages are served at the root only (the console signed in, sign-in otherwise).
+            let path = name == "index.html" || name == "signin.html" ? "" : name
+            let r = try await Self.send("GET", "/cloudlet/console/" + path, cookie: name == "signin.html" ? nil : s.cookie)
+            #expect(r.status == 200 && r.body == Array(disk), "\(name): \(r.status), \(r.body.count) bytes, \(disk.count) on disk")
+            #expect(r.headers["Content-Type"] == ConsoleHandler.contentType(name), "\(name)")
+        }
+    }
+
     @Test("signing out ends the session and clears the cookie")
     func signOut() async throws {
         let s = try await Self.signIn()
