@@ -106,6 +106,9 @@ struct ConsoleHandler {
     // MARK: - The console's JSON API
 
     private func api(_ path: String, _ request: HTTPRequest) throws -> HTTPResponse {
+        if let length = request.oversizedBodyLength {
+            throw APIError("BAD_REQUEST", "the request body is \(length) bytes, over the server's limit", status: 413)
+        }
         if path == "signin" { return try signIn(request) }
         let cookie = request.cookieValue(Self.cookieName)
         guard let id = cookie, let session = sessions.session(id) else {
