@@ -37,7 +37,7 @@ def fail(message):
 
 try:
     from selenium import webdriver
-    from selenium.common.exceptions import TimeoutException
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -152,7 +152,8 @@ def main():
 
 
 def run(d, server, shots):
-    wait = WebDriverWait(d, 15)
+    # Pages re-render (after a change, or while an index builds): an element found just before may be replaced.
+    wait = WebDriverWait(d, 15, ignored_exceptions=[StaleElementReferenceException])
 
     def step(name):
         print(f"console_test: {name}", flush=True)
@@ -508,7 +509,8 @@ def run(d, server, shots):
     heading("Health")
     wait.until(lambda _: d.find_element(By.ID, "metric-requests").text not in ("", "–"))
     wait.until(lambda _: d.find_element(By.ID, "metric-records").text not in ("", "–", "0"))
-    WebDriverWait(d, 30).until(lambda _: int(d.find_element(By.ID, "charts").get_attribute("data-samples") or 0) >= 4)
+    WebDriverWait(d, 30, ignored_exceptions=[StaleElementReferenceException]).until(
+        lambda _: int(d.find_element(By.ID, "charts").get_attribute("data-samples") or 0) >= 4)
     shot("12-health")
 
     step("sign out: the session is gone")
