@@ -11,7 +11,7 @@ BENCH_ARGS ?=
 # `make test` shows its output and keeps a copy here.
 TEST_LOG ?= .build/logs/test.log
 
-.PHONY: deps build test test-release sim serve bench bench-quick bench-http
+.PHONY: deps build test test-browser test-release sim serve bench bench-quick bench-http
 
 deps:
 	.ci/install-deps
@@ -21,7 +21,15 @@ build: deps
 
 test: deps
 	mkdir -p $(dir $(TEST_LOG))
-	{ $(SWIFT) build --build-tests $(SWIFTPM_FLAGS) && $(SWIFT) test $(SWIFTPM_FLAGS); } 2>&1 | tee $(TEST_LOG)
+	{ $(SWIFT) build --build-tests $(SWIFTPM_FLAGS) && $(SWIFT) test $(SWIFTPM_FLAGS) && $(BROWSER_TEST); } 2>&1 | tee $(TEST_LOG)
+
+# The console's browser test (docs/console.md): a real `cloudlet serve` driven by headless Chromium. Part of `make
+# test`; fails, never skips, when chromium, chromedriver or selenium is missing. Screenshots of each page go to
+# CONSOLE_SCREENSHOTS (default .build/console-screenshots).
+BROWSER_TEST = python3 Tests/Browser/console_test.py "$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/cloudlet"
+test-browser: deps
+	$(SWIFT) build $(SWIFTPM_FLAGS) --product cloudlet
+	$(BROWSER_TEST)
 
 # The query and index tests again in an optimized build — the build users run (`make serve`, `swift build -c release`).
 # Issue 13's NEAR bug was a Swift optimizer miscompile that debug builds, and so `make test`, do not have. Builds in

@@ -72,12 +72,18 @@ let package = Package(
         // for cloudlet-tool and the tests. Not a product: its API and the engine internals it uses are `package`.
         .target(name: "CloudletMaintenance", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "COpenSSL"]),
 
-        // HTTP(S) API compatible with CloudKit Web Services, auth, metrics.
+        // HTTP(S) API compatible with CloudKit Web Services, auth, metrics, and the console (docs/console.md), whose
+        // web files (Console/Web) the ConsoleEmbed plugin compiles into the module.
         .target(
             name: "CloudletServer",
             dependencies: [
                 "Cloudlet", "CloudletConcurrency", "CloudletCore", "CloudletWire", "CCivetweb", "COpenSSL", "CivetStack",
-            ]),
+            ],
+            exclude: ["Console/Web"],
+            plugins: ["ConsoleEmbed"]),
+        // Writes the console's web files into a Swift source at build time (for the ConsoleEmbed plugin).
+        .executableTarget(name: "console-embed"),
+        .plugin(name: "ConsoleEmbed", capability: .buildTool(), dependencies: ["console-embed"]),
         // Gives civetweb's threads a 4 MiB stack instead of Debian's 100 KiB; see Sources/CivetStack/stack.c.
         .target(name: "CivetStack", linkerSettings: [.linkedLibrary("dl")]),
         // A shared object with SONAME libssl.so, which civetweb's dlopen("libssl.so") then picks up. SwiftPM allows

@@ -50,8 +50,13 @@ public final class Server: Sendable {
         let log = configuration.log ?? { _ in }
         courier = router.courier
         let feed = WebSocketFeed(courier: router.courier)
+        let changes = ConsoleChangeFeed(router: router)
         listener = HTTPListener(
-            options: options, log: { log("civetweb: " + $0) }, onStart: { feed.register($0) }, handler: router.handle)
+            options: options, log: { log("civetweb: " + $0) },
+            onStart: {
+                feed.register($0)
+                changes.register($0)
+            }, handler: router.handle)
     }
 
     /// Binds the port and starts serving. - Throws: ``ServerSetupError`` (port in use, bad certificate, no TLS).

@@ -45,9 +45,10 @@ enum Serve {
           --user-quota BYTES  storage quota of each user's private database (records' stored sizes); a save that
                               would pass it fails with QUOTA_EXCEEDED. Default: none
 
-        On a fresh store it creates an API token for the container and a user named '\(firstUserName)', and prints
-        both with a curl example (they are stored hashed and shown only once). Manage more with `cloudlet token add`
-        and `cloudlet user add` while the server is stopped.
+        On a fresh store it creates an API token for the container, a user named '\(firstUserName)' and an admin
+        credential (for the console at /cloudlet/console/), and prints them with a curl example (they are stored
+        hashed and shown only once). Manage more with `cloudlet token add` and `cloudlet user add` while the server is
+        stopped.
 
         Logs one line per request to stderr (time, client, method, path, status, ms; never the query string).
         SIGTERM or SIGINT stops it cleanly: no new connections, requests in flight finish, the store is closed
@@ -108,12 +109,14 @@ enum Serve {
         let store = try await StoreAccess.open(dir, durability: durability, hint: "One server per data directory")
         let server: Server
         do {
-            let bootstrap = try await Credentials(store: store).bootstrapIfNeeded(
-                container: container, userName: firstUserName)
+            let credentials = Credentials(store: store)
+            let bootstrap = try await credentials.bootstrapIfNeeded(container: container, userName: firstUserName)
+            // A fresh store also gets an admin credential, so that the console opens from the first start.
+            let admin = bootstrap == nil ? nil : try await credentials.createAdminToken()
             server = try Server(store: store, configuration: config)
             try server.start()
             say("cloudlet: serving store \(dir) (id \(store.metadata.storeID), durability \(o["--durability"] ?? "fsync"))")
-            if let bootstrap { printBootstrap(bootstrap, url: server.url) }
+            if let bootstrap, let admin { printBootstrap(bootstrap, admin: admin, url: server.url) }
             // Last: a script waiting for this line has everything above it.
             say("listening on \(server.url)")
         } catch {
@@ -129,18 +132,21 @@ enum Serve {
         ServerConfiguration.standardError("cloudlet: stopped; store closed")
     }
 
-    private static func printBootstrap(_ b: Credentials.Bootstrap, url: String) {
+    private static func printBootstrap(_ b: Credentials.Bootstrap, admin: String, url: String) {
         let base = "\(url)/database/1/\(b.container)/development"
         let auth = "ckAPIToken=\(b.apiToken)&ckWebAuthToken=\(b.webAuthToken)"
         let tls = url.hasPrefix("https") ? "--cacert CERT.pem " : ""
         say(
             """
 
-            This is a fresh store: created an API token for \(b.container) and user '\(b.user.name)' \
-            (userRecordName \(b.user.userRecordName)).
+            This is a fresh store: created an API token for \(b.container), user '\(b.user.name)' \
+            (userRecordName \(b.user.userRecordName)) and an admin credential.
             They are stored only as SHA-256 hashes; save them now:
               ckAPIToken: \(b.apiToken)
               ckWebAuthToken: \(b.webAuthToken)
+              admin credential: \(admin)
+
+            The console: \(url)/cloudlet/console/ (sign in with the admin credential)
 
             Try it:
               curl -s \(tls)'\(base)/private/records/modify?\(auth)' \\

@@ -7,6 +7,8 @@ struct ServeChild {
     let url: String
     let apiToken: String?
     let webAuthToken: String?
+    /// The admin credential a fresh store gets (for the console and `/cloudlet/admin/*`).
+    let adminToken: String?
 
     /// Starts `cloudlet serve --port 0 --data DIR …` and waits until it listens (and has printed its tokens).
     static func start(data: String, extra: [String] = []) async throws -> ServeChild {
@@ -18,6 +20,8 @@ struct ServeChild {
             child.stdout.first { $0.trimmingCharacters(in: .whitespaces).hasPrefix(key + ": ") }
                 .map { String($0.trimmingCharacters(in: .whitespaces).dropFirst(key.count + 2)) }
         }
-        return ServeChild(child: child, url: url, apiToken: value("ckAPIToken"), webAuthToken: value("ckWebAuthToken"))
+        return ServeChild(
+            child: child, url: url, apiToken: value("ckAPIToken"), webAuthToken: value("ckWebAuthToken"),
+            adminToken: value("admin credential"))
     }
 }

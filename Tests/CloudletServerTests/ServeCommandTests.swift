@@ -49,6 +49,11 @@ import Testing
         let saved = try await HTTP.post(
             "\(base)/records/modify?ckAPIToken=\(apiToken)&ckWebAuthToken=\(webToken)", #"{"operations":[\#(createOp("kept"))]}"#)
         #expect(saved.records.first?["recordChangeTag"] != nil, "\(saved)")
+        // … and an admin credential, which opens the console it names.
+        let admin = try #require(first.adminToken)
+        #expect(first.child.stdout.contains { $0.contains("\(first.url)/cloudlet/console/") })
+        let console = try await HTTP.post("\(first.url)/cloudlet/console/api/signin", #"{"token":"\#(admin)"}"#)
+        #expect(console.status == 200 && console.json["csrfToken"] != nil, "\(console)")
 
         // While it runs, the CLI refuses the store, saying why.
         let locked = try await ChildProcess.run(exe, ["user", "add", "erin", "--data", data])

@@ -51,6 +51,7 @@ final class APIRouter: Sendable {
         if request.path.hasPrefix(AssetTransfer.uploadPrefix) { return (.assetUploadFile, assets.upload(request)) }
         if request.path.hasPrefix(AssetTransfer.downloadPrefix) { return (.assetDownload, assets.download(request)) }
         if request.path.hasPrefix("/share/") { return (.shareLink, shareLink(request)) }
+        if request.path.hasPrefix(ConsoleHandler.prefix) { return ConsoleHandler(router: self).respond(request) }
         if let admin = Route(rawValue: String(request.path.dropFirst())), admin.rawValue.hasPrefix("cloudlet/admin/") {
             return (admin, AdminHandler(store: store, authenticator: authenticator).respond(request, route: admin))
         }
@@ -129,32 +130,7 @@ final class APIRouter: Sendable {
                 responseBudget: responseBudget, baseURL: baseURL(request), assets: assets)
             context.quota = quota
             context.credentials = authenticator.credentials
-            let bytes: [UInt8]
-            switch op {
-            case .recordsModify: bytes = try RecordsHandler(context: context).modify()
-            case .recordsLookup: bytes = try RecordsHandler(context: context).lookup()
-            case .recordsQuery: bytes = try QueryHandler(context: context).query()
-            case .recordsCount: bytes = try QueryHandler(context: context).count()
-            case .zonesList: bytes = try ZonesHandler(context: context).list()
-            case .zonesLookup: bytes = try ZonesHandler(context: context).lookup()
-            case .zonesModify: bytes = try ZonesHandler(context: context).modify()
-            case .usersCaller: bytes = UsersHandler(user: principal.user!).caller()
-            case .usersCurrent: bytes = UsersHandler(user: principal.user!).current()
-            case .usersDiscover, .usersLookupEmail, .usersLookupID, .usersLookupContacts:
-                bytes = try UsersHandler(user: principal.user!).discover(op, body: context.body, credentials: authenticator.credentials)
-            case .changesZone: bytes = try ChangesHandler(context: context).zone()
-            case .recordsChanges: bytes = try ChangesHandler(context: context).records()
-            case .changesDatabase, .zonesChanges: bytes = try ChangesHandler(context: context).database()
-            case .subscriptionsList: bytes = try SubscriptionsHandler(context: context).list()
-            case .subscriptionsLookup: bytes = try SubscriptionsHandler(context: context).lookup()
-            case .subscriptionsModify: bytes = try SubscriptionsHandler(context: context).modify()
-            case .tokensCreate: bytes = try courier.createToken(context, request: request)
-            case .tokensRegister: bytes = try courier.registerToken(context, request: request)
-            case .assetsUpload: bytes = try assets.uploadURLs(context)
-            case .recordsResolve: bytes = try SharesHandler(context: context).resolve()
-            case .recordsAccept: bytes = try SharesHandler(context: context).accept()
-            default: preconditionFailure("\(op) is not a database operation")
-            }
+            let bytes = try perform(op, context: context, request: request)
             return (route, HTTPResponse(status: 200, body: bytes))
         } catch let e as APIError {
             if e.serverErrorCode == "QUOTA_EXCEEDED" { metrics.quotaExceeded() }
@@ -166,8 +142,38 @@ final class APIRouter: Sendable {
         }
     }
 
+    /// Performs database operation `op` for the caller and database of `context` (the CloudKit route after its
+    /// checks, and the console, which acts for the admin): the response body.
+    func perform(_ op: Route, context: RequestContext, request: HTTPRequest) throws -> [UInt8] {
+        switch op {
+        case .recordsModify: return try RecordsHandler(context: context).modify()
+        case .recordsLookup: return try RecordsHandler(context: context).lookup()
+        case .recordsQuery: return try QueryHandler(context: context).query()
+        case .recordsCount: return try QueryHandler(context: context).count()
+        case .zonesList: return try ZonesHandler(context: context).list()
+        case .zonesLookup: return try ZonesHandler(context: context).lookup()
+        case .zonesModify: return try ZonesHandler(context: context).modify()
+        case .usersCaller: return UsersHandler(user: context.principal.user!).caller()
+        case .usersCurrent: return UsersHandler(user: context.principal.user!).current()
+        case .usersDiscover, .usersLookupEmail, .usersLookupID, .usersLookupContacts:
+            return try UsersHandler(user: context.principal.user!).discover(op, body: context.body, credentials: authenticator.credentials)
+        case .changesZone: return try ChangesHandler(context: context).zone()
+        case .recordsChanges: return try ChangesHandler(context: context).records()
+        case .changesDatabase, .zonesChanges: return try ChangesHandler(context: context).database()
+        case .subscriptionsList: return try SubscriptionsHandler(context: context).list()
+        case .subscriptionsLookup: return try SubscriptionsHandler(context: context).lookup()
+        case .subscriptionsModify: return try SubscriptionsHandler(context: context).modify()
+        case .tokensCreate: return try courier.createToken(context, request: request)
+        case .tokensRegister: return try courier.registerToken(context, request: request)
+        case .assetsUpload: return try assets.uploadURLs(context)
+        case .recordsResolve: return try SharesHandler(context: context).resolve()
+        case .recordsAccept: return try SharesHandler(context: context).accept()
+        default: preconditionFailure("\(op) is not a database operation")
+        }
+    }
+
     /// The JSON object in the body; an empty object for operations without a body (and an empty GET).
-    private func body(_ request: HTTPRequest, _ op: Route) throws -> [String: JSONValue] {
+    func body(_ request: HTTPRequest, _ op: Route) throws -> [String: JSONValue] {
         if request.body.isEmpty {
             guard !op.hasBody else { throw APIError.badRequest("the request body is empty; \(op.rawValue) takes a JSON object") }
             return [:]
@@ -213,7 +219,7 @@ final class APIRouter: Sendable {
     }
 
     /// `scheme://host` as the client addressed this server (the `Host` header; else the address it listens on).
-    private func baseURL(_ request: HTTPRequest) -> String {
+    func baseURL(_ request: HTTPRequest) -> String {
         (request.isTLS ? "https" : "http") + "://" + (request.host ?? "localhost")
     }
 

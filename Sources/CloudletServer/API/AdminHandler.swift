@@ -24,13 +24,14 @@ struct AdminHandler {
     let store: CloudletStore
     let authenticator: Authenticator
 
-    /// The response to an admin request, errors included.
-    func respond(_ request: HTTPRequest, route: Route) -> HTTPResponse {
+    /// The response to an admin request, errors included. `signedIn`: the caller was already checked to be the
+    /// admin (a console session, which only an admin credential opens); otherwise the request must carry one.
+    func respond(_ request: HTTPRequest, route: Route, signedIn: Bool = false) -> HTTPResponse {
         do {
             if let length = request.oversizedBodyLength {
                 throw APIError("BAD_REQUEST", "the request body is \(length) bytes, over the limit", status: 413)
             }
-            return try handle(request, route: route)
+            return try handle(request, route: route, signedIn: signedIn)
         } catch let e as APIError {
             return e.response
         } catch let e as CloudletError {
@@ -40,11 +41,11 @@ struct AdminHandler {
         }
     }
 
-    private func handle(_ request: HTTPRequest, route: Route) throws -> HTTPResponse {
+    private func handle(_ request: HTTPRequest, route: Route, signedIn: Bool) throws -> HTTPResponse {
         guard route.methods.contains(request.method) else {
             throw APIError.badRequest("\(route.rawValue) takes \(route.methods.joined(separator: " or ")), not \(request.method)")
         }
-        try authenticator.authenticateAdmin(request, for: route.rawValue)
+        if !signedIn { try authenticator.authenticateAdmin(request, for: route.rawValue) }
         if let response = try lifecycle(request, route: route) { return response }
         guard let id = request.queryParameter("container"), !id.isEmpty else {
             throw APIError.badRequest("the container query parameter is missing (?container=iCloud.com.example.app)")
@@ -131,6 +132,8 @@ struct AdminHandler {
             let id = try required(request, "id")
             try ThreadBridge.wait { try await credentials.revokeToken(id) }
             authenticator.forget()
+            // The revoked token may be the admin credential a console session was opened with: end them all.
+            authenticator.consoleSessions.removeAll()
             return json { w in w.member("revoked", id) }
         case .adminUsersList:
             let users = try ThreadBridge.wait { try await credentials.users() }

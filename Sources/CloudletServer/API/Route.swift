@@ -56,6 +56,10 @@ enum Route: String, CaseIterable, Sendable {
     case adminUsersRotate = "cloudlet/admin/users/rotate"
     case adminKeysList = "cloudlet/admin/keys/list"
     case adminKeysRevoke = "cloudlet/admin/keys/revoke"
+    /// The console's pages and files (``ConsoleHandler``).
+    case console = "cloudlet/console"
+    /// The console's JSON API.
+    case consoleAPI = "cloudlet/console/api"
     /// Anything else (unknown paths and operations).
     case unmatched
 

@@ -27,6 +27,8 @@ extension String {
 /// found is cached by its fingerprint; unknown tokens are not cached.
 final class Authenticator: Sendable {
     let credentials: Credentials
+    /// The console's sessions, each opened with an admin credential (``ConsoleHandler``).
+    let consoleSessions = ConsoleSessions()
     private let cache = Mutex(Cache())
 
     /// A token's SHA-256, as the cache key: cheap to hash and compare, unlike its 64-character hex form.

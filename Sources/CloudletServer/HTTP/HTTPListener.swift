@@ -199,6 +199,8 @@ final class HTTPListener: Sendable {
         request.authorization = mg_get_header(conn, "Authorization").map { String(cString: $0) }
         request.serverKeyDate = mg_get_header(conn, "X-Apple-CloudKit-Request-ISO8601Date").map { String(cString: $0) }
         request.serverKeySignature = mg_get_header(conn, "X-Apple-CloudKit-Request-SignatureV1").map { String(cString: $0) }
+        request.cookie = mg_get_header(conn, "Cookie").map { String(cString: $0) }
+        request.csrfToken = mg_get_header(conn, "X-Cloudlet-CSRF").map { String(cString: $0) }
         var drained = true
         if let prefix = options.streamedPathPrefix, request.path.hasPrefix(prefix) {
             let chunked = declared < 0 && mg_get_header(conn, "Transfer-Encoding") != nil

@@ -24,6 +24,12 @@ public struct HTTPRequest: Sendable {
     /// `X-Apple-CloudKit-Request-ISO8601Date` and `X-Apple-CloudKit-Request-SignatureV1` (server-to-server keys).
     public var serverKeyDate: String?
     public var serverKeySignature: String?
+    /// The `Cookie` header, if any (the console's session cookie).
+    public var cookie: String?
+    /// The `X-Cloudlet-CSRF` header, if any: the console's CSRF token on a state-changing request.
+    public var csrfToken: String?
+    /// The `Origin` header of a websocket handshake, if any.
+    public var origin: String?
     /// For a request whose body the handler reads itself (``HTTPListener/Options/streamedPathPrefix``): the body,
     /// not read yet, and ``body`` is empty.
     var bodyStream: HTTPBodyStream?
@@ -63,6 +69,16 @@ public struct HTTPRequest: Sendable {
                 return Self.percentDecode(Substring(bytes[value..<end]))
             }
             start = end < bytes.endIndex ? bytes.index(after: end) : end
+        }
+        return nil
+    }
+
+    /// The value of cookie `name` in the `Cookie` header (`a=1; b=2`), if present.
+    public func cookieValue(_ name: String) -> String? {
+        guard let cookie else { return nil }
+        for pair in cookie.split(separator: ";") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            if parts.count == 2, String(parts[0]).trimmingSpaces == name { return String(parts[1]).trimmingSpaces }
         }
         return nil
     }

@@ -1,0 +1,94 @@
+import CloudletWire
+import Cloudlet
+import Foundation
+
+/// The console's live change view, a websocket at
+/// `/cloudlet/console/ws/changes?container=&environment=&database=&user=&zone=[&feed=database]`: once open, every
+/// record saved or deleted in the zone is pushed as a JSON text message — the record as `changes/zone` writes it
+/// (deletions with `deleted: true`) — or, with `feed=database` (private and shared databases), every zone that
+/// changed as `changes/database` writes it (`{zoneID}`, `{zoneID, deleted: true}`); `{"error": reason}` comes before
+/// the server closes a feed that failed.
+///
+/// The handshake needs the console's session cookie (SameSite=Strict: a browser sends it only from the console's
+/// own pages) and, when the browser sends an `Origin`, one whose host is the `Host` the request was sent to.
+/// The feed is read with the same `changes/zone` handler as the API, for the admin (``ConsoleHandler/context``):
+/// a pusher thread per connection drains the zone's feed when it opens (only later changes are shown) and then
+/// asks for changes every ``pollSeconds`` (``WebSocketEndpoint`` runs it and closes it).
+final class ConsoleChangeFeed: Sendable {
+    static let path = ConsoleHandler.prefix + "/ws/changes"
+    static let pollSeconds = 0.5
+
+    let router: APIRouter
+
+    init(router: APIRouter) { self.router = router }
+
+    /// Registers the websocket on a started civetweb context.
+    func register(_ context: OpaquePointer) {
+        let router = router
+        WebSocketEndpoint(path: Self.path) { [self] _, request in
+            guard admits(request) else { return nil }
+            return { connection in
+                do {
+                    try Self.push(request, router: router, to: connection)
+                } catch {
+                    let reason = (error as? APIError)?.reason ?? (error as? CloudletError)?.message ?? "\(error)"
+                    var w = JSONWriter()
+                    w.object { w in w.member("error", reason) }
+                    _ = connection.send(w.bytes)
+                }
+            }
+        }.register(context)
+    }
+
+    /// Whether handshake `request` may open the feed: a live console session, and a same-origin browser.
+    func admits(_ request: HTTPRequest) -> Bool {
+        guard router.authenticator.consoleSessions.session(request.cookieValue(ConsoleHandler.cookieName)) != nil else {
+            return false
+        }
+        guard let origin = request.origin else { return true }  // not a browser: the cookie alone decides
+        guard let host = request.host, let url = URL(string: origin), let originHost = url.host else { return false }
+        return originHost + (url.port.map { ":\($0)" } ?? "") == host
+    }
+
+    /// Drains the feed, then sends each later change until the connection closes.
+    private static func push(_ r: HTTPRequest, router: APIRouter, to connection: WebSocketConnection) throws {
+        let wholeDatabase = r.queryParameter("feed") == "database"
+        let op: Route = wholeDatabase ? .changesDatabase : .changesZone
+        let parts = ["1", r.queryParameter("container") ?? "", r.queryParameter("environment") ?? "development",
+            r.queryParameter("database") ?? "public", op.rawValue]
+        let path = try DatabasePath(DatabasePath.prefix + parts.joined(separator: "/"))
+        let zone = r.queryParameter("zone").flatMap { $0.isEmpty ? nil : $0 } ?? "_defaultZone"
+        let console = ConsoleHandler(router: router)
+        var token: String?
+        var live = false
+        while !connection.isClosed {
+            // changes/database: {syncToken?} → {zones, syncToken, moreComing}; changes/zone: one zone's request →
+            // {zones: [{syncToken, moreComing, records} | error]}.
+            var body: [String: JSONValue] = [:]
+            if wholeDatabase {
+                if let token { body["syncToken"] = .string(token) }
+            } else {
+                var zoneRequest: [String: JSONValue] = ["zoneID": .object(["zoneName": .string(zone)])]
+                if let token { zoneRequest["syncToken"] = .string(token) }
+                body["zones"] = .array([.object(zoneRequest)])
+            }
+            let context = try console.context(path, op: op, user: r.queryParameter("user"), body: body, request: r)
+            let reply = try JSONParser.parse(try router.perform(op, context: context, request: r))
+            guard let result = wholeDatabase ? reply : reply["zones"]?.arrayValue?.first else { return }
+            if let code = result["serverErrorCode"]?.stringValue {
+                throw APIError(code, result["reason"]?.stringValue ?? code)
+            }
+            token = result["syncToken"]?.stringValue
+            if live {
+                for change in result[wholeDatabase ? "zones" : "records"]?.arrayValue ?? [] {
+                    var w = JSONWriter()
+                    w.value(change)
+                    guard connection.send(w.bytes) else { return }
+                }
+            }
+            if result["moreComing"]?.boolValue == true { continue }
+            live = true
+            Thread.sleep(forTimeInterval: pollSeconds)
+        }
+    }
+}
