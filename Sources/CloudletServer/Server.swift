@@ -50,8 +50,14 @@ public final class Server: Sendable {
         let log = configuration.log ?? { _ in }
         courier = router.courier
         let feed = WebSocketFeed(courier: router.courier)
+        let handler: @Sendable (HTTPRequest) -> HTTPResponse
+        if let intercept = configuration.interceptor {
+            handler = { intercept($0, router.handle) }
+        } else {
+            handler = router.handle
+        }
         listener = HTTPListener(
-            options: options, log: { log("civetweb: " + $0) }, onStart: { feed.register($0) }, handler: router.handle)
+            options: options, log: { log("civetweb: " + $0) }, onStart: { feed.register($0) }, handler: handler)
     }
 
     /// Binds the port and starts serving. - Throws: ``ServerSetupError`` (port in use, bad certificate, no TLS).

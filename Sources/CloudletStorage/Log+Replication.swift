@@ -49,6 +49,12 @@ extension Log {
     /// ``highestEpoch`` to `leaderEpoch`. Blocks while the pending buffer is full, like `stage`.
     @discardableResult
     public func appendVerbatim(_ bytes: [UInt8], leaderEpoch: UInt64) throws -> UInt64 {
+        try appendVerbatimFrames(bytes, leaderEpoch: leaderEpoch).last?.lsn ?? lastLSN
+    }
+
+    /// ``appendVerbatim(_:leaderEpoch:)`` returning each frame appended, decoded (payload decompressed) and with
+    /// its position in the log: what a follower applies to the state derived from the log.
+    public func appendVerbatimFrames(_ bytes: [UInt8], leaderEpoch: UInt64) throws -> [Frame] {
         if configuration.readOnly {
             throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is open read-only")
         }
@@ -56,10 +62,24 @@ extension Log {
         ThreadBridge.checkMayBlock("appending frames to partition \(partition)'s log (backpressure)")
         let segmentSize = UInt64(configuration.segmentSize)
         let limit = configuration.maxPendingBytes
-        let (wasIdle, last) = try monitor.withLock(
+        let decoded = try frames.map { f -> Frame in
+            switch FrameHeader.check(bytes, at: f.range.lowerBound, available: f.range.count) {
+            case .failure(let defect): throw CloudletError(.corruption, "partition \(partition): LSN \(f.lsn) received: \(defect.reason)")
+            case .success(let header):
+                switch header.payload(bytes, at: f.range.lowerBound) {
+                case .failure(let defect):
+                    throw CloudletError(.corruption, "partition \(partition): LSN \(f.lsn) received: \(defect.reason)")
+                case .success(let payload):
+                    return Frame(
+                        lsn: header.lsn, epoch: header.epoch, type: header.type, flags: header.flags, payload: payload,
+                        position: FramePosition(segment: 0, offset: 0, length: UInt32(f.range.count)))
+                }
+            }
+        }
+        let (wasIdle, positions) = try monitor.withLock(
             waitingOn: .progress,
             until: { s in s.failure != nil || s.closing || s.unwrittenBytes == 0 || s.unwrittenBytes + bytes.count <= limit }
-        ) { s throws -> (Bool, UInt64) in
+        ) { s throws -> (Bool, [FramePosition]) in
             if let failure = s.failure { throw failure }
             if s.closing { throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is closed") }
             guard leaderEpoch >= s.highestEpoch else {
@@ -85,18 +105,30 @@ extension Log {
             }
             s.highestEpoch = leaderEpoch
             var wasIdle = false
+            var positions: [FramePosition] = []
             for frame in frames {
                 let range = frame.range
-                let (_, idle) = s.enqueue(lsn: frame.lsn, epoch: frame.epoch, length: range.count, segmentSize: segmentSize) {
+                let (position, idle) = s.enqueue(lsn: frame.lsn, epoch: frame.epoch, length: range.count, segmentSize: segmentSize) {
                     $0.append(contentsOf: bytes[range])
                 }
                 wasIdle = wasIdle || idle
+                positions.append(position)
                 if frame.isCompressed { s.stats.compressedFrames += 1 }
             }
-            return (wasIdle, s.lastLSN)
+            return (wasIdle, positions)
         }
         if wasIdle { monitor.signal(.work) }
-        return last
+        return zip(decoded, positions).map { frame, position in
+            var frame = frame
+            frame.position = position
+            return frame
+        }
+    }
+
+    /// The frames in `bytes` (whole frames as ``frames(from:maxBytes:)`` returns them), each checked (header,
+    /// checksum, fields): LSN, epoch and where it lies in `bytes`. Throws `.corruption`.
+    public static func splitVerbatim(_ bytes: [UInt8], partition: UInt32) throws -> [(lsn: UInt64, epoch: UInt64, range: Range<Int>)] {
+        try splitFrames(bytes, partition: partition).map { ($0.lsn, $0.epoch, $0.range) }
     }
 
     /// One frame inside a byte buffer of frames.

@@ -63,6 +63,9 @@ struct LogState {
     /// The highest leader epoch seen: the log's last frame's, a verbatim append's leader epoch, or fenced. Staging
     /// under an older epoch and verbatim appends from an older leader are refused.
     var highestEpoch: UInt64
+    /// Who decides, per frame staged, whether this node may write it and under which epoch (a replicated leader's
+    /// driver); nil: the log writes ``epoch`` (``Log/setCommitGate(_:)``).
+    var gate: (any LogCommitGate)?
     /// The epoch of the last frame staged (or recovered); frames never go back in epoch.
     var lastFrameEpoch: UInt64
 
