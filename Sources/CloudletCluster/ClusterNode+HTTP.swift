@@ -1,3 +1,4 @@
+import Cloudlet
 import CloudletClient
 import CloudletConcurrency
 import CloudletCore
@@ -148,10 +149,10 @@ extension ClusterNode {
         let deadline = ContinuousClock.now + .seconds(5)
         for (p, lsn) in wanted {
             guard let driver = drivers.withLock({ $0[p] }) else { return Self.unavailable("partition \(p) is not replicated here") }
-            while driver.partition.log.durableLSN < lsn {
+            while driver.log.durableLSN < lsn {
                 if ContinuousClock.now >= deadline {
                     return Self.unavailable(
-                        "node \(configuration.node) has applied partition \(p) up to LSN \(driver.partition.log.durableLSN), not yet \(lsn)")
+                        "node \(configuration.node) has applied partition \(p) up to LSN \(driver.log.durableLSN), not yet \(lsn)")
                 }
                 usleep(2_000)
             }
@@ -166,35 +167,39 @@ extension ClusterNode {
     public func statusJSON() -> JSONValue {
         let replicas = replicaSet.withLock { $0 }
         let addresses = peers.withLock { $0 }
-        let parts = drivers.withLock { $0 }.sorted { $0.key < $1.key }.map { id, driver -> JSONValue in
-            let s = driver.status
-            let leaderEnd = s.leader.flatMap { s.progress[$0.node] }
-            let role: String
-            switch s.role {
-            case .follower: role = "follower"
-            case .candidate: role = "candidate"
-            case .leader: role = "leader"
-            }
-            return .members([
-                "partition": .int(id), "leader": s.leader.map { .string($0.node.name) }, "epoch": s.leader.map { .int($0.epoch) },
-                "role": .string(role), "durableLSN": .int(s.durable.lsn), "committedLSN": .int(s.committed),
-                "failovers": .int(s.failovers),
-                "replicas": .array(
-                    replicas.map { n in
-                        let end = s.progress[n]
-                        return .members([
-                            "node": .string(n.name), "durableLSN": end.map { .int($0.lsn) }, "epoch": end.map { .int($0.epoch) },
-                            "lag": end.flatMap { e in leaderEnd.map { .int($0.lsn > e.lsn ? $0.lsn - e.lsn : 0) } },
-                            "live": .bool(end != nil),
-                        ])
-                    }),
-            ])
+        let parts = drivers.withLock { $0 }.sorted { $0.key < $1.key }.map { id, driver in
+            partitionJSON(id, driver.status, replicas: replicas)
         }
         return .members([
             "cluster": .string(configuration.name), "node": .string(configuration.node.name),
             "ack": .string(configuration.ackMode.rawValue),
             "nodes": .array(addresses.keys.sorted().map { .members(["node": .string($0.name), "url": .string(addresses[$0]!)]) }),
             "partitions": .array(parts),
+        ])
+    }
+
+    private func partitionJSON(_ id: UInt32, _ s: PartitionDriver.Status, replicas: [NodeID]) -> JSONValue {
+        let leaderEnd = s.leader.flatMap { s.progress[$0.node] }
+        let role: String
+        switch s.role {
+        case .follower: role = "follower"
+        case .candidate: role = "candidate"
+        case .leader: role = "leader"
+        }
+        let replicaList: [JSONValue] = replicas.map { n in
+            let end = s.progress[n]
+            var lag: JSONValue?
+            if let end, let leaderEnd { lag = .int(leaderEnd.lsn > end.lsn ? leaderEnd.lsn - end.lsn : 0) }
+            return .members([
+                "node": .string(n.name), "durableLSN": end.map { .int($0.lsn) }, "epoch": end.map { .int($0.epoch) },
+                "lag": lag, "live": .bool(end != nil),
+            ])
+        }
+        let name: JSONValue = id == Catalog.logPartition ? .string("catalog") : .int(id)
+        return .members([
+            "partition": name, "leader": s.leader.map { .string($0.node.name) }, "epoch": s.leader.map { .int($0.epoch) },
+            "role": .string(role), "durableLSN": .int(s.durable.lsn), "committedLSN": .int(s.committed),
+            "failovers": .int(s.failovers), "replicas": .array(replicaList),
         ])
     }
 }

@@ -104,10 +104,16 @@ public final class ClusterNode: Sendable {
         ServerLog.note("cluster \(configuration.name): node \(me), replicas \(replicas.map(\.name).joined(separator: ", ")), ack \(configuration.ackMode.rawValue)")
         var started: [UInt32: PartitionDriver] = [:]
         for p in store.partitions {
-            let driver = try PartitionDriver(partition: p, node: self, replicas: replicas)
-            try driver.start()
-            started[p.id] = driver
+            started[p.id] = PartitionDriver(target: .partition(p), node: self, replicas: replicas)
         }
+        if let log = store.catalog.log {
+            // The catalog's leader follows partition 0's: a data commit that adds schema needs both on one node.
+            let first = started[0]!
+            started[Catalog.logPartition] = PartitionDriver(
+                target: .catalog(store.catalog, log), node: self, replicas: replicas,
+                shouldLead: { first.isLeader })
+        }
+        for driver in started.values { try driver.start() }
         drivers.withLock { $0 = started }
         let poll = Task { [self] in await pollLoop() }
         let tick = Task { [self] in await tickLoop() }

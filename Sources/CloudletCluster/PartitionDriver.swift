@@ -7,6 +7,44 @@ import Dispatch
 import Foundation
 import Synchronization
 
+/// A log the cluster replicates: a data partition's, or the catalog's (its own log, with a leader of its own that
+/// follows partition 0's: ``PartitionDriver/init(target:node:replicas:shouldLead:)``).
+enum ReplicatedLog: Sendable {
+    case partition(Partition)
+    case catalog(Catalog, Log)
+
+    var log: Log {
+        switch self {
+        case .partition(let p): p.log
+        case .catalog(_, let log): log
+        }
+    }
+
+    /// The number messages and etcd keys name it by (``Catalog/logPartition`` for the catalog).
+    var id: UInt32 {
+        switch self {
+        case .partition(let p): p.id
+        case .catalog: Catalog.logPartition
+        }
+    }
+
+    /// Appends a leader's frames verbatim and applies them; returns the last LSN.
+    func appendFollowed(_ bytes: [UInt8], leaderEpoch: UInt64) throws -> UInt64 {
+        switch self {
+        case .partition(let p): try p.appendFollowed(bytes, leaderEpoch: leaderEpoch)
+        case .catalog(let c, _): try c.appendFollowed(bytes, leaderEpoch: leaderEpoch)
+        }
+    }
+
+    /// Waits until `lsn` is durable here and visible to readers.
+    func waitApplied(_ lsn: UInt64) throws {
+        switch self {
+        case .partition(let p): try p.log.waitDurableBlocking(lsn)
+        case .catalog(let c, _): try c.waitDurableBlocking(lsn)
+        }
+    }
+}
+
 /// The I/O shell around one partition's ``Replica``: feeds it the clock, etcd's leader key and published progress,
 /// messages from other nodes and the log's progress, and performs the actions it returns — etcd calls, messages,
 /// verbatim appends through the engine's one apply path, fencing — and, as the log's ``LogCommitGate``, admits or
@@ -17,8 +55,10 @@ import Synchronization
 final class PartitionDriver: LogCommitGate, @unchecked Sendable {
     // `@unchecked Sendable`: mutable state is in `state` (a Mutex); `appender` serializes the follower's appends.
     let id: UInt32
-    let partition: Partition
+    let target: ReplicatedLog
     private let node: ClusterNode
+    /// Whether this node should lead this log now (the catalog: only where partition 0 is led).
+    private let shouldLead: @Sendable () -> Bool
     private let state: Mutex<State>
     /// Appends and truncations, in the order the replica asked for them, on one thread at a time.
     private let appender: DispatchQueue
@@ -40,10 +80,11 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         var lastRole: Replica.Role = .follower
     }
 
-    init(partition: Partition, node: ClusterNode, replicas: [NodeID]) throws {
-        id = partition.id
-        self.partition = partition
+    init(target: ReplicatedLog, node: ClusterNode, replicas: [NodeID], shouldLead: @escaping @Sendable () -> Bool = { true }) {
+        id = target.id
+        self.target = target
         self.node = node
+        self.shouldLead = shouldLead
         var config = ReplicaConfiguration(node: node.configuration.node, replicas: replicas)
         config.ackMode = node.configuration.ackMode
         config.leaseTTL = node.configuration.leaseTTL
@@ -51,11 +92,11 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         config.clockSkewMargin = node.configuration.clockSkewMargin
         config.seed = UInt64(truncatingIfNeeded: node.configuration.node.name.hashValue) ^ UInt64(id)
         state = Mutex(State(replica: Replica(configuration: config)))
-        appender = DispatchQueue(label: "cloudlet-follow-\(partition.id)")
-        leaderKeyPath = node.keys.leader(partition.id)
+        appender = DispatchQueue(label: "cloudlet-follow-\(target.id)")
+        leaderKeyPath = node.keys.leader(target.id)
     }
 
-    var log: Log { partition.log }
+    var log: Log { target.log }
 
     /// Starts the replica from the log's durable content and installs the gate.
     func start() throws {
@@ -131,6 +172,13 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         let now = node.now()
         feed(.tick(now: now))
         reportDurable()
+        // A leader that should not lead (the catalog's, once partition 0 is led elsewhere) gives its lease up, so
+        // that the right node can take over.
+        if isLeader, !shouldLead(), let lease = currentLease {
+            feed(.leaseLost(lease: lease))
+            let etcd = node.etcd
+            Task { try? await etcd.revokeLease(Int64(bitPattern: lease)) }
+        }
     }
 
     private func reportDurable() {
@@ -201,6 +249,10 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
                 feed(alive ? .leaseRenewed(lease: lease, sentAt: now) : .leaseLost(lease: lease))
             }
         case .campaign(let lease):
+            guard shouldLead() else {
+                feed(.campaignResult(epoch: nil))
+                return
+            }
             let (key, me) = (leaderKeyPath, node.configuration.node.name)
             Task {
                 let epoch = try? await etcd.create(key, Array(me.utf8), lease: Int64(bitPattern: lease))
@@ -249,8 +301,8 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         let leaderEpoch = state.withLock { s -> UInt64? in s.stopped ? nil : s.replica.fence }
         guard let leaderEpoch else { return }
         do {
-            let last = try partition.appendFollowed(bytes, leaderEpoch: leaderEpoch)
-            try log.waitDurableBlocking(last)
+            let last = try target.appendFollowed(bytes, leaderEpoch: leaderEpoch)
+            try target.waitApplied(last)
             reportDurable()
         } catch {
             // The replica believes the frames are in: its view of the log is wrong now. Start it again from what
@@ -334,6 +386,10 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
             if error.message.contains("out of step") { appender.async { [self] in resynchronize() } }
             throw error
         }
+    }
+
+    func waitCommittedBlocking(_ lsn: UInt64) throws {
+        try ThreadBridge.wait { try await self.waitCommitted(lsn) }
     }
 
     func waitCommitted(_ lsn: UInt64) async throws {

@@ -13,6 +13,8 @@ public protocol LogCommitGate: AnyObject, Sendable {
     /// Returns once frame `lsn` (durable here) is committed as the ack mode says (a quorum of replicas has it
     /// fsynced); throws `SERVICE_UNAVAILABLE` when its outcome became unknown (the leader stepped down first).
     func waitCommitted(_ lsn: UInt64) async throws
+    /// ``waitCommitted(_:)`` for threads that may block.
+    func waitCommittedBlocking(_ lsn: UInt64) throws
 }
 
 extension Log {
@@ -26,5 +28,11 @@ extension Log {
     public func waitCommitted(_ lsn: UInt64) async throws {
         try await waitDurable(lsn)
         if let gate = monitor.withLock({ $0.gate }) { try await gate.waitCommitted(lsn) }
+    }
+
+    /// ``waitCommitted(_:)`` for threads that may block (never on the cooperative pool).
+    public func waitCommittedBlocking(_ lsn: UInt64) throws {
+        try waitDurableBlocking(lsn)
+        if let gate = monitor.withLock({ $0.gate }) { try gate.waitCommittedBlocking(lsn) }
     }
 }

@@ -69,7 +69,9 @@ enum ServeCluster {
         Task { sink.yield(.signal(await stop.wait())) }
         var iterator = events.makeAsyncIterator()
         while true {
-            let store = try await StoreAccess.open(dir, durability: durability, hint: "One server per data directory")
+            var storeConfig = StoreConfiguration(durability: durability)
+            storeConfig.replicated = true
+            let store = try await StoreAccess.open(dir, configuration: storeConfig, hint: "One server per data directory")
             let current = Mutex<ClusterNode?>(nil)
             var serverConfig = config
             serverConfig.interceptor = { request, next in
@@ -86,6 +88,8 @@ enum ServeCluster {
             do {
                 server = try Server(store: store, configuration: serverConfig)
                 try server.start()
+                // Before joining: the other nodes may wait for this one to register, and a script for this line.
+                say("listening on \(server.url)")
                 var c = cluster
                 if c.advertise.isEmpty { c.advertise = server.url }
                 node = ClusterNode(configuration: c, store: store)
@@ -96,7 +100,6 @@ enum ServeCluster {
                 throw error
             }
             say("cloudlet: serving store \(dir) (id \(store.metadata.storeID)) as node \(cluster.node) of cluster \(cluster.name)")
-            say("listening on \(server.url)")
             let restarts = Task {
                 for await r in node.restarts { sink.yield(.restart(r)) }
             }
@@ -113,7 +116,9 @@ enum ServeCluster {
                 return
             case .restart(let r):
                 let t = try await ThreadBridge.offload {
-                    try CloudletStore.truncatePartition(at: dir, partition: r.partition, after: r.after)
+                    r.partition == Int(Catalog.logPartition)
+                        ? try CloudletStore.truncateCatalog(at: dir, after: r.after)
+                        : try CloudletStore.truncatePartition(at: dir, partition: r.partition, after: r.after)
                 }
                 ServerConfiguration.standardError(
                     "cloudlet: partition \(r.partition): truncated LSNs \(r.after + 1)…\(t.previousLastLSN) (a divergent suffix); starting again")

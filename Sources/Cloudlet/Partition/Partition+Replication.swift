@@ -49,6 +49,17 @@ extension Partition {
 }
 
 extension CloudletStore {
+    /// ``truncatePartition(at:partition:after:)`` for the catalog's log (its checkpoints go too).
+    package static func truncateCatalog(at path: String, after lsn: UInt64) throws -> LogTruncation {
+        let directory = path + "/" + Catalog.directoryName
+        let truncation = try Log.truncate(directory: directory, partition: Catalog.logPartition, after: lsn)
+        let fm = FileManager.default
+        for name in (try? fm.contentsOfDirectory(atPath: directory)) ?? [] where name.hasPrefix("checkpoint-") {
+            try fm.removeItem(atPath: directory + "/" + name)
+        }
+        return truncation
+    }
+
     /// Removes the frames after `lsn` from partition `partition` of the closed store at `path` — a deposed leader's
     /// divergent suffix (``Log/truncate(directory:partition:after:fileSystem:)``) — and the derived state that may
     /// cover them (the key directory's flushed runs and the checkpoints), so that the next open rebuilds it from the

@@ -1,0 +1,155 @@
+import CloudletClient
+import CloudletCore
+import CloudletTestSupport
+import CloudletWire
+import Foundation
+import Synchronization
+import Testing
+
+/// Three `cloudlet serve --cluster` processes and a real etcd on loopback. `.serialized`: each test runs a cluster
+/// of processes; two at once would only slow both on a 2-core machine.
+@Suite(.serialized, .enabled(if: EtcdProcess.isInstalled, "etcd-server is not installed (.ci/install-deps)"))
+struct ClusterFailoverTests {
+    @Test func writesOnAnyNodeReachTheLeaderAndAreReadOnEveryNode() async throws {
+        let cluster = try await ClusterHarness()
+        try await cluster.startAll()
+        defer { withExtendedLifetime(cluster) {} }
+        let leader = try await cluster.leader()
+        var positions: [String] = []
+        for (i, node) in cluster.names.enumerated() {
+            let (acked, response) = await cluster.create(node, "r\(i)", value: "from \(node)")
+            #expect(acked, "a write on \(node) (leader \(leader)) was not acknowledged: \(String(decoding: response?.body ?? [], as: UTF8.self))")
+            let position = try #require(response?.header("X-Cloudlet-Commit-Position"))
+            #expect(position.hasPrefix("0:"))
+            positions.append(position)
+        }
+        // Read-your-writes: a read carrying the last position back sees every write on every node.
+        for node in cluster.names {
+            let r = try await cluster.post(
+                node, "records/lookup", #"{"records":[{"recordName":"r0"},{"recordName":"r1"},{"recordName":"r2"}]}"#,
+                query: "cloudletPosition=" + positions.last!)
+            let records = try JSONParser.parse(r.body)["records"]?.arrayValue ?? []
+            #expect(records.compactMap { $0["recordName"]?.stringValue } == ["r0", "r1", "r2"], "on \(node)")
+            #expect(records.allSatisfy { $0["serverErrorCode"] == nil }, "on \(node): \(records)")
+        }
+        let status = try #require(await cluster.status(cluster.names[0]))
+        let partition = try #require(status["partitions"]?.arrayValue?.first)
+        #expect(partition["leader"]?.stringValue == leader)
+        #expect((partition["epoch"]?.int64Value ?? 0) > 0)
+        #expect(partition["replicas"]?.arrayValue?.count == 3)
+        await cluster.stopAll()
+    }
+
+    @Test func aReplicaSetWithoutALeaderRefusesWritesWithRetryAfter() async throws {
+        let cluster = try await ClusterHarness()
+        try await cluster.startAll()
+        defer { withExtendedLifetime(cluster) {} }
+        // Stop etcd: the leader cannot renew its lease, steps down before it can expire, and no one can be elected.
+        await cluster.etcd.stop()
+        let node = cluster.names[0]
+        let deadline = Date().addingTimeInterval(30)
+        var last: HTTPClientResponse?
+        while Date() < deadline {
+            let (acked, r) = await cluster.create(node, "x\(Int.random(in: 0..<1_000_000))", value: "x")
+            last = r
+            if !acked, let r, r.status == 503 { break }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        let response = try #require(last)
+        #expect(response.status == 503)
+        let json = try JSONParser.parse(response.body)
+        #expect(json["serverErrorCode"]?.stringValue == "TRY_AGAIN_LATER")
+        #expect((json["retryAfter"]?.int64Value ?? 0) >= 1)
+        #expect(response.header("Retry-After") != nil)
+        await cluster.stopAll(SIGKILL)
+    }
+
+    /// 16 writers under `--ack quorum` while the leader is SIGKILLed again and again (20 times by default;
+    /// `CLOUDLET_CLUSTER_KILLS` for more): no acknowledged write is lost, no record appears that no client sent,
+    /// and the replicas end with the same content.
+    @Test func killingTheLeaderRepeatedlyLosesNoAcknowledgedWrite() async throws {
+        let kills = Int(ProcessInfo.processInfo.environment["CLOUDLET_CLUSTER_KILLS"] ?? "") ?? 20
+        let cluster = try await ClusterHarness()
+        try await cluster.startAll()
+        defer { withExtendedLifetime(cluster) {} }
+
+        let outcomes = Outcomes()
+        let running = outcomes.running
+        let writers = (0..<16).map { w in
+            Task {
+                var n = 0
+                var target = w % cluster.names.count
+                while running.isSet {
+                    let name = "w\(w)-\(n)"
+                    n += 1
+                    let node = cluster.names[target]
+                    let (acked, _) = await cluster.create(node, name, value: "\(w).\(n)")
+                    outcomes.record(name, acked: acked)
+                    if !acked {
+                        target = (target + 1) % cluster.names.count
+                        try? await Task.sleep(for: .milliseconds(50))
+                    }
+                }
+            }
+        }
+
+        var killed = 0
+        for _ in 0..<kills {
+            let leader = try await cluster.leader()
+            let before = outcomes.snapshot.acked.count
+            await cluster.kill(leader)
+            killed += 1
+            _ = try await cluster.leader(not: leader)
+            try await cluster.start(leader)
+            // Writes go through again before the next kill.
+            let deadline = Date().addingTimeInterval(30)
+            while outcomes.snapshot.acked.count <= before + 16, Date() < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(outcomes.snapshot.acked.count > before, "no write acknowledged after kill \(killed)")
+        }
+        running.clear()
+        for w in writers { await w.value }
+        try await cluster.waitConverged()
+        await cluster.stopAll()
+
+        let final = outcomes.snapshot
+        print("cluster failover: \(killed) leader kills, \(final.acked.count) writes acknowledged, \(final.unknown.count) not")
+        #expect(final.acked.count > 0)
+        var hashes: [String] = []
+        for node in cluster.names {
+            let names = try await cluster.recordNames(node)
+            let lost = final.acked.subtracting(names)
+            #expect(lost.isEmpty, "\(node) lost \(lost.count) acknowledged writes, e.g. \(lost.sorted().prefix(5))")
+            let phantom = names.subtracting(final.acked).subtracting(final.unknown)
+            #expect(phantom.isEmpty, "\(node) holds records no client sent: \(phantom.sorted().prefix(5))")
+            hashes.append(try await cluster.contentHash(node))
+        }
+        #expect(Set(hashes).count == 1, "replicas differ after heal: \(hashes)")
+    }
+}
+
+/// What the writers of a failover test were told: acknowledged names, and names whose outcome is unknown.
+final class Outcomes: Sendable {
+    struct Sets {
+        var acked: Set<String> = []
+        var unknown: Set<String> = []
+    }
+    private let sets = Mutex(Sets())
+    let running = Flag()
+
+    func record(_ name: String, acked: Bool) {
+        _ = sets.withLock { s in
+            if acked { s.acked.insert(name) } else { s.unknown.insert(name) }
+        }
+    }
+
+    var snapshot: Sets { sets.withLock { $0 } }
+}
+
+/// A Bool shared between tasks.
+final class Flag: Sendable {
+    private let value = Atomic<Bool>(true)
+    var isSet: Bool { value.load(ordering: .relaxed) }
+    func clear() { value.store(false, ordering: .relaxed) }
+}
