@@ -31,6 +31,10 @@ extension ClusterNode {
         switch request.path {
         case Self.messagePath: return receive(request)
         case Self.statusPath: return HTTPResponse(status: 200, body: Array(statusJSON().serialized().utf8))
+        case "/cloudlet/metrics":
+            var response = next(request)
+            if response.status == 200 { response.body += Array(metricsText().utf8) }
+            return response
         default: break
         }
         guard request.path.hasPrefix("/database/") else { return next(request) }
@@ -162,6 +166,41 @@ extension ClusterNode {
 
     // MARK: Status
 
+    /// Per replicated log, in Prometheus text format (appended to `/cloudlet/metrics`): this node's role and
+    /// epoch, its durable and committed LSNs, each replica's lag behind the leader, and the leaderships won here.
+    func metricsText() -> String {
+        var out = """
+            # HELP cloudlet_cluster_leader 1 when this node leads the log.
+            # TYPE cloudlet_cluster_leader gauge
+            # HELP cloudlet_cluster_epoch The epoch of the log's current leader (etcd revision of its leader key).
+            # TYPE cloudlet_cluster_epoch gauge
+            # HELP cloudlet_cluster_durable_lsn The last LSN fsynced in this node's copy of the log.
+            # TYPE cloudlet_cluster_durable_lsn gauge
+            # HELP cloudlet_cluster_replica_lag_lsns How many LSNs a replica's published durable end trails the leader's.
+            # TYPE cloudlet_cluster_replica_lag_lsns gauge
+            # HELP cloudlet_cluster_leaderships_total Leaderships this node won since it started.
+            # TYPE cloudlet_cluster_leaderships_total counter
+
+            """
+        for (id, driver) in drivers.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
+            let s = driver.status
+            let log = id == Catalog.logPartition ? "catalog" : String(id)
+            var leading = false
+            if case .leader = s.role { leading = true }
+            out += "cloudlet_cluster_leader{log=\"\(log)\"} \(leading ? 1 : 0)\n"
+            out += "cloudlet_cluster_epoch{log=\"\(log)\"} \(s.leader?.epoch ?? 0)\n"
+            out += "cloudlet_cluster_durable_lsn{log=\"\(log)\"} \(s.durable.lsn)\n"
+            out += "cloudlet_cluster_leaderships_total{log=\"\(log)\"} \(s.failovers)\n"
+            if let leader = s.leader, let leaderEnd = s.progress[leader.node] {
+                for (node, end) in s.progress.sorted(by: { $0.key < $1.key }) {
+                    let lag = leaderEnd.lsn > end.lsn ? leaderEnd.lsn - end.lsn : 0
+                    out += "cloudlet_cluster_replica_lag_lsns{log=\"\(log)\",node=\"\(node)\"} \(lag)\n"
+                }
+            }
+        }
+        return out
+    }
+
     /// This node's view: the replica set, every partition's leader and epoch, each replica's published durable end
     /// and lag behind the leader's.
     public func statusJSON() -> JSONValue {
@@ -201,5 +240,29 @@ extension ClusterNode {
             "role": .string(role), "durableLSN": .int(s.durable.lsn), "committedLSN": .int(s.committed),
             "failovers": .int(s.failovers), "replicas": .array(replicaList),
         ])
+    }
+}
+
+/// Reads a node's `/cloudlet/cluster/status` (for `cloudlet cluster status`).
+public enum ClusterStatusClient {
+    public static func fetch(url: String) async throws -> JSONValue {
+        var options = CurlTransport.Options()
+        options.timeout = 10
+        options.connectTimeout = 3
+        var base = url
+        while base.hasSuffix("/") { base.removeLast() }
+        let response: HTTPClientResponse
+        do {
+            response = try await CurlTransport(options: options).send(
+                HTTPClientRequest(method: "GET", url: base + ClusterNode.statusPath))
+        } catch let failure as TransportFailure {
+            throw CloudletError(.serviceUnavailable, "cannot reach \(base): \(failure.message)")
+        }
+        guard response.status == 200, let json = try? JSONParser.parse(response.body) else {
+            throw CloudletError(
+                .serviceUnavailable,
+                "\(base)\(ClusterNode.statusPath) answered \(response.status): \(String(decoding: response.body.prefix(300), as: UTF8.self))")
+        }
+        return json
     }
 }

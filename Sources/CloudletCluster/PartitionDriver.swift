@@ -392,8 +392,23 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         try ThreadBridge.wait { try await self.waitCommitted(lsn) }
     }
 
+    /// How long a writer waits for its quorum before its answer is "unknown outcome" (the write may still commit).
+    static let commitTimeout: Duration = .seconds(10)
+
     func waitCommitted(_ lsn: UInt64) async throws {
         reportDurable()
+        let timeout = Task { [self] in
+            try await Task.sleep(for: Self.commitTimeout)
+            let late = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
+                guard let waiting = s.admitted[lsn], !waiting.isEmpty else { return [] }
+                s.admitted[lsn] = []
+                return waiting
+            }
+            for w in late {
+                w.resume(throwing: Self.unavailable("no quorum of replicas confirmed LSN \(lsn) within 10 s; its outcome is unknown"))
+            }
+        }
+        defer { timeout.cancel() }
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
             let outcome = state.withLock { s -> Result<Void, any Error>? in
                 if let reason = s.abandoned[lsn] { return .failure(Self.unavailable(reason)) }

@@ -106,7 +106,12 @@ final class ClusterHarness: @unchecked Sendable {
         guard let r = try? await post(node, "records/modify", body, query: query) else { return (false, nil) }
         guard r.status == 200, let json = try? JSONParser.parse(r.body), let record = json["records"]?.arrayValue?.first,
             record["serverErrorCode"] == nil, record["recordName"]?.stringValue == name
-        else { return (false, r) }
+        else {
+            if ProcessInfo.processInfo.environment["CLOUDLET_CLUSTER_VERBOSE"] != nil {
+                print("write \(name) on \(node): \(r.status) \(String(decoding: r.body.prefix(300), as: UTF8.self))")
+            }
+            return (false, r)
+        }
         return (true, r)
     }
 
