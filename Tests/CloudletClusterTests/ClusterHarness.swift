@@ -69,10 +69,26 @@ final class ClusterHarness: @unchecked Sendable {
     func kill(_ node: String, _ signal: Int32 = SIGKILL) async {
         guard let c = lock.withLock({ processes.removeValue(forKey: node) }) else { return }
         await c.stop(signal)
+        let cut = c.stderr.filter { $0.contains("a divergent suffix") }
+        lock.withLock { truncationLines += cut }
+    }
+
+    /// Lines of killed nodes saying they truncated a divergent suffix of their log and restarted.
+    private(set) var truncationLines: [String] = []
+
+    /// Sends `signal` to a node without forgetting it (SIGSTOP, SIGCONT).
+    func signal(_ node: String, _ signal: Int32) {
+        if let c = lock.withLock({ processes[node] }) { Foundation.kill(c.process.processIdentifier, signal) }
     }
 
     func stopAll(_ signal: Int32 = SIGTERM) async {
         for n in names { await kill(n, signal) }
+    }
+
+    /// Kills every node and etcd: for the end of a test that fails part-way.
+    func abandon() async {
+        await stopAll(SIGKILL)
+        await etcd.stop()
     }
 
     var live: [String] { lock.withLock { names.filter { processes[$0] != nil } } }
