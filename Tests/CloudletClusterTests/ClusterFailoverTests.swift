@@ -37,7 +37,27 @@ struct ClusterFailoverTests {
         #expect(partition["leader"]?.stringValue == leader)
         #expect((partition["epoch"]?.int64Value ?? 0) > 0)
         #expect(partition["replicas"]?.arrayValue?.count == 3)
+        // The same view from the command line.
+        let cli = try await ChildProcess.run(try cloudletExecutable(), ["cluster", "status", "--url", cluster.url(cluster.names[0])])
+        #expect(cli.status == 0)
+        #expect(cli.out.contains { $0.hasPrefix("partition 0: leader \(leader), epoch ") }, "\(cli.out)")
+        #expect(cli.out.contains { $0.hasPrefix("catalog: leader \(leader)") }, "\(cli.out)")
         await cluster.stopAll()
+    }
+
+    @Test func underAckLeaderWritesAreAcknowledgedAndReplicated() async throws {
+        let cluster = try await ClusterHarness(extraArguments: ["--ack", "leader"])
+        try await cluster.startAll()
+        defer { withExtendedLifetime(cluster) {} }
+        let leader = try await cluster.leader()
+        for i in 0..<20 { #expect(await cluster.create(cluster.names[i % 3], "l\(i)", value: "v").acked) }
+        let status = try #require(await cluster.status(leader))
+        #expect(status["ack"]?.stringValue == "leader")
+        try await cluster.waitConverged()
+        await cluster.stopAll()
+        let hashes = try await cluster.names.asyncMap { try await cluster.contentHash($0) }
+        #expect(Set(hashes).count == 1)
+        #expect(try await cluster.recordNames(cluster.names[2]).isSuperset(of: (0..<20).map { "l\($0)" }))
     }
 
     @Test func withoutEtcdWritesAreRefusedWithRetryAfterAndResumeWhenItIsBack() async throws {
@@ -188,4 +208,12 @@ final class Flag: Sendable {
     private let value = Atomic<Bool>(true)
     var isSet: Bool { value.load(ordering: .relaxed) }
     func clear() { value.store(false, ordering: .relaxed) }
+}
+
+extension Array {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var out: [T] = []
+        for e in self { out.append(try await transform(e)) }
+        return out
+    }
 }

@@ -21,7 +21,11 @@ final class ClusterHarness: @unchecked Sendable {
     /// `ckAPIToken=…&ckWebAuthToken=…`, printed by the first leader.
     private(set) var auth = ""
 
-    init(nodes: Int = 3, leaseTTL: Int = 2) async throws {
+    /// Extra `serve` options of every node (`--ack leader`).
+    let extraArguments: [String]
+
+    init(nodes: Int = 3, leaseTTL: Int = 2, extraArguments: [String] = []) async throws {
+        self.extraArguments = extraArguments
         etcd = try await EtcdProcess(directory: dir.sub("etcd"))
         names = (1...nodes).map { "n\($0)" }
         var ports: [String: Int] = [:]
@@ -61,7 +65,7 @@ final class ClusterHarness: @unchecked Sendable {
             [
                 "serve", "--data", store(node), "--port", String(ports[node]!), "--cluster",
                 etcd.url.replacingOccurrences(of: "http://", with: "etcd://"), "--node", node, "--lease-ttl", String(leaseTTL),
-            ])
+            ] + extraArguments)
         lock.withLock { processes[node] = c }
         _ = try await c.waitForLine(timeout: 60) { $0.hasPrefix("listening on ") }
     }
