@@ -68,6 +68,7 @@ public final class ClusterNode: Sendable {
     /// in the replica set (naming it).
     public func start() async throws {
         let me = configuration.node
+        try await checkClusterIdentity()
         let ttl = Int((configuration.leaseTTL + 999) / 1000)
         let lease = try await etcd.grantLease(ttl: ttl)
         nodeLease.withLock { $0 = lease }
@@ -118,6 +119,46 @@ public final class ClusterNode: Sendable {
         let poll = Task { [self] in await pollLoop() }
         let tick = Task { [self] in await tickLoop() }
         loops.withLock { $0 += [poll, tick] }
+    }
+
+    /// The file in a store naming the cluster it belongs to (`CLUSTER`: the cluster's name and id, one a line).
+    static let identityFile = "CLUSTER"
+
+    /// The cluster's id is created once in etcd (`<prefix>/id`); a store remembers the id of the cluster it joined
+    /// first and refuses any other: its data belongs to that one. Throws `.invalidArguments` naming both.
+    private func checkClusterIdentity() async throws {
+        let key = keys.root + "id"
+        _ = try await etcd.create(key, Array(UUID().uuidString.lowercased().utf8), lease: 0)
+        guard let stored = try await etcd.get(key) else {
+            throw CloudletError(.serviceUnavailable, "etcd at \(etcd.endpoint) lost the cluster id \(key)")
+        }
+        let id = String(decoding: stored.value, as: UTF8.self)
+        let path = store.path + "/" + Self.identityFile
+        if let text = try? String(contentsOfFile: path, encoding: .utf8) {
+            let lines = text.split(separator: "\n").map(String.init)
+            guard lines.count >= 2, lines[1] == id else {
+                throw CloudletError(
+                    .invalidArguments,
+                    "the store at \(store.path) belongs to cluster \(lines.first ?? "?") (id \(lines.count > 1 ? lines[1] : "?")), "
+                        + "not to cluster \(configuration.name) (id \(id)) that etcd at \(etcd.endpoint) coordinates")
+            }
+            return
+        }
+        let temp = path + ".tmp"
+        try Data("\(configuration.name)\n\(id)\n".utf8).write(to: URL(fileURLWithPath: temp))
+        let fd = open(temp, O_RDONLY)
+        if fd >= 0 {
+            fsync(fd)
+            close(fd)
+        }
+        guard rename(temp, path) == 0 else {
+            throw CloudletError(.io, "cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+        let dir = open(store.path, O_RDONLY)
+        if dir >= 0 {
+            fsync(dir)
+            close(dir)
+        }
     }
 
     private func keepNodeAlive(ttl: Int) async {

@@ -45,6 +45,27 @@ struct ClusterFailoverTests {
         await cluster.stopAll()
     }
 
+    @Test func aStoreOfAnotherClusterIsRefusedNamingBoth() async throws {
+        let first = try await ClusterHarness(nodes: 1)
+        let dir = TempDir("other-cluster")
+        defer { withExtendedLifetime((first, dir)) {} }
+        let store = dir.sub("store")
+        let etcdURL = first.etcd.url.replacingOccurrences(of: "http://", with: "etcd://")
+        let args = ["serve", "--data", store, "--port", "0", "--cluster", etcdURL, "--node", "x", "--replicas", "1"]
+        let joined = try ChildProcess(try cloudletExecutable(), args)
+        _ = try await joined.waitForLine(timeout: 60) { $0.hasPrefix("cloudlet: serving store") }
+        await joined.stop(SIGTERM)
+        // The same store pointed at another cluster (another etcd).
+        let other = try await EtcdProcess(directory: dir.sub("etcd2"))
+        let refused = try await ChildProcess.run(
+            try cloudletExecutable(),
+            ["serve", "--data", store, "--port", "0", "--cluster", other.url, "--node", "x", "--replicas", "1"])
+        #expect(refused.status != 0)
+        #expect(refused.err.contains { $0.contains("belongs to cluster cloudlet") && $0.contains(other.url) }, "\(refused.err)")
+        await other.stop()
+        await first.abandon()
+    }
+
     @Test func underAckLeaderWritesAreAcknowledgedAndReplicated() async throws {
         let cluster = try await ClusterHarness(extraArguments: ["--ack", "leader"])
         try await cluster.startAll()
