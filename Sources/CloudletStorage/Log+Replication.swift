@@ -184,13 +184,13 @@ extension Log {
     public func frames(from lsn: UInt64, maxBytes: Int) throws -> FrameBatch {
         guard lsn > 0 else { throw CloudletError.invalid("LSNs start at 1") }
         ThreadBridge.checkMayBlock("reading frames of partition \(partition) for a follower")
-        let (segments, durable) = monitor.withLock { s in
+        let (segments, durable, hint) = monitor.withLock { s in
             (
                 s.segments.map {
                     SegmentInfo(
                         path: $0.path, firstLSN: $0.firstLSN, lastLSN: $0.lastLSN, size: $0.size, sealed: $0.sealed,
                         generation: $0.generation)
-                }, s.durableLSN
+                }, s.durableLSN, s.serveHints[lsn]
             )
         }
         var batch = FrameBatch(bytes: [], firstLSN: lsn, lastLSN: lsn - 1, durableLSN: durable)
@@ -200,10 +200,27 @@ extension Log {
                 .changeTokenExpired,
                 "partition \(partition): LSN \(lsn) was compacted (generation \(segments[start].generation!) covers up to \(segments[start].lastLSN)); copy the segments instead of tailing")
         }
+        /// Remembers where the frame after the batch starts, for the next fetch from there.
+        func hintNext(_ segment: UInt64, _ offset: UInt64) {
+            let next = batch.lastLSN + 1
+            monitor.withLock { s in
+                if s.serveHints.count >= 16 { s.serveHints.removeAll() }
+                s.serveHints[next] = (segment, offset)
+            }
+        }
+        var useHint = hint
         for segment in segments[start...] where segment.lastLSN >= segment.firstLSN {
             // Frame by frame through the log's own descriptors (durable bytes only); headers of the frames before
-            // `lsn` are read to skip them.
+            // `lsn` are read to skip them, unless a hint says where frame `lsn` starts.
             var offset = UInt64(SegmentHeader.size)
+            if let h = useHint, h.segment == segment.firstLSN, h.offset < segment.size,
+                let head = try? readSegment(segment.firstLSN, offset: h.offset, count: FrameHeader.size),
+                case .success(let header) = FrameHeader.check(head, at: 0, available: Int(clamping: segment.size - h.offset)),
+                header.lsn == lsn
+            {
+                offset = h.offset
+            }
+            useHint = nil
             while offset < segment.size {
                 let head = try readSegment(segment.firstLSN, offset: offset, count: FrameHeader.size)
                 func corrupt(_ reason: String) -> CloudletError { .corruption(segment: segment.path, offset: offset, reason) }
@@ -214,8 +231,10 @@ extension Log {
                 }
                 defer { offset += UInt64(header.frameLength) }
                 guard header.lsn >= lsn else { continue }
-                if header.lsn > durable { return batch }
-                if !batch.bytes.isEmpty && batch.bytes.count + header.frameLength > maxBytes { return batch }
+                if header.lsn > durable || (!batch.bytes.isEmpty && batch.bytes.count + header.frameLength > maxBytes) {
+                    hintNext(segment.firstLSN, offset)
+                    return batch
+                }
                 let frame = try readSegment(segment.firstLSN, offset: offset, count: header.frameLength)
                 if let defect = header.checkBody(frame, at: 0) { throw corrupt(defect.reason) }
                 guard header.lsn == batch.lastLSN + 1 else {
@@ -225,6 +244,8 @@ extension Log {
                 batch.lastLSN = header.lsn
             }
         }
+        // Everything durable was read: the next frame will start at the end of the last segment (or a new one).
+        if let last = segments.last, batch.lastLSN >= lsn { hintNext(last.firstLSN, last.size) }
         return batch
     }
 }
