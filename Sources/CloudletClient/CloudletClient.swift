@@ -42,6 +42,9 @@ public struct CloudletClient: Sendable {
     let transport: any HTTPTransport
     /// The CA file of the client's own transport, for its websockets.
     let caFile: String?
+    /// `?ckAPIToken=…&ckWebAuthToken=…`, escaped once (empty for a server-to-server client, whose requests are
+    /// signed instead).
+    let tokenQuery: String
     /// Notification courier tokens (`tokens/create`), one per container and environment, made on first use.
     let couriers = CourierTokens()
 
@@ -78,6 +81,12 @@ public struct CloudletClient: Sendable {
         self.transport = transport
         self.retry = retry
         caFile = (transport as? CurlTransport)?.options.caFile
+        var query = ""
+        if serverKey == nil {
+            query = "?ckAPIToken=" + RemoteDatabase.escape(apiToken)
+            if let t = webAuthToken { query += "&ckWebAuthToken=" + RemoteDatabase.escape(t) }
+        }
+        tokenQuery = query
     }
 
     public func container(_ identifier: String, environment: Environment = .development) -> RemoteContainer {

@@ -12,7 +12,7 @@ import Glibc
 /// the toolchain, cannot: on Linux it ignores `SSL_CERT_FILE` and never asks a delegate about server trust, so a
 /// server with a private CA is unreachable (`reference/linux-swift-notes.md`).
 ///
-/// Each request runs `curl_easy_perform` on a thread outside Swift's cooperative pool (``RequestThreads``)
+/// Each request runs `curl_easy_perform` on a thread outside Swift's cooperative pool (``BlockingThreads``)
 /// with an easy handle from a small pool; a handle keeps its connections between requests, so a client reuses
 /// its connections. Cancelling the calling task aborts the transfer (libcurl's progress callback) and throws
 /// `CancellationError`.
@@ -47,7 +47,7 @@ public final class CurlTransport: HTTPTransport {
         try Task.checkCancellation()
         let exchange = Exchange(request)
         return try await withTaskCancellationHandler {
-            try await RequestThreads.shared.run { try self.perform(exchange) }
+            try await BlockingThreads.shared.run { try self.perform(exchange) }
         } onCancel: {
             exchange.cancelled.store(true, ordering: .relaxed)
         }
@@ -175,7 +175,7 @@ public final class CurlTransport: HTTPTransport {
                     // A new status line (after `100 Continue` or a redirect) starts the headers over.
                     if line.hasPrefix("HTTP/") {
                         exchange.headerLines.removeAll()
-                        exchange.status = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+                        exchange.status = line.utf8.split(separator: UInt8(ascii: " ")).dropFirst().first.flatMap { Int(Substring($0)) } ?? 0
                     } else {
                         exchange.headerLines.append(line)
                     }
@@ -235,9 +235,10 @@ public final class CurlTransport: HTTPTransport {
 
     private static func parse(_ lines: [String]) -> [(name: String, value: String)] {
         lines.compactMap { line in
-            guard let colon = line.firstIndex(of: ":") else { return nil }
-            let name = String(line[..<colon])
-            let value = line[line.index(after: colon)...].trimmingHTTPWhitespace()
+            let bytes = line.utf8
+            guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return nil }
+            let name = String(Substring(bytes[..<colon]))
+            let value = Substring(bytes[bytes.index(after: colon)...]).trimmingHTTPWhitespace()
             return (name, value)
         }
     }

@@ -14,6 +14,14 @@ import Glibc
 public struct RemoteDatabase: CloudletDatabase {
     public let container: RemoteContainer
     public let scope: DatabaseScope
+    /// `/database/1/{container}/{environment}/{scope}/`, escaped once.
+    let pathPrefix: String
+
+    init(container: RemoteContainer, scope: DatabaseScope) {
+        self.container = container
+        self.scope = scope
+        pathPrefix = "/database/1/\(Self.escape(container.identifier))/\(container.environment.rawValue)/\(scope.rawValue)/"
+    }
 
     var client: CloudletClient { container.client }
 
@@ -360,7 +368,7 @@ public struct RemoteDatabase: CloudletDatabase {
                 do {
                     let base = try await courier().websocket
                     let url = position.map { base + "&after=\($0)" } ?? base
-                    try await RequestThreads.shared.run { () throws -> Void in
+                    try await BlockingThreads.shared.run { () throws -> Void in
                         let socket: WebSocketConnection
                         do { socket = try WebSocketConnection(url: url, caFile: caFile, timeout: 10) } catch let f as TransportFailure {
                             throw f.cloudletError
@@ -518,14 +526,12 @@ public struct RemoteDatabase: CloudletDatabase {
     /// response's JSON object. `changesData` says whether a request that may have reached the server can be sent
     /// again (never for writes).
     func call(_ operation: String, body: [UInt8]?, changesData: Bool) async throws -> [String: JSONValue] {
-        let subpath = "/database/1/\(Self.escape(container.identifier))/\(container.environment.rawValue)/\(scope.rawValue)/\(operation)"
-        var request = HTTPClientRequest(method: body == nil ? "GET" : "POST", url: client.url + subpath, body: body)
+        let subpath = pathPrefix + operation
+        var request = HTTPClientRequest(
+            method: body == nil ? "GET" : "POST", url: client.url + subpath + client.tokenQuery, body: body)
         if let key = client.serverKey {
             // Signed: no tokens; the signature covers the date, the body and the path.
             request.headers += try key.headers(body: body ?? [], subpath: subpath)
-        } else {
-            request.url += "?ckAPIToken=\(Self.escape(client.apiToken))"
-            if let t = client.webAuthToken { request.url += "&ckWebAuthToken=\(Self.escape(t))" }
         }
         if body != nil { request.headers.append(("Content-Type", "application/json")) }
         return try await send(request, changesData: changesData)
@@ -614,18 +620,19 @@ public struct RemoteDatabase: CloudletDatabase {
 
     /// Percent-encodes everything but RFC 3986's unreserved characters.
     static func escape(_ s: String) -> String {
-        var out = ""
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(s.utf8.count)
         for b in s.utf8 {
             switch b {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(b))
+                out.append(b)
             default:
-                let hex = Array("0123456789ABCDEF".utf8)
-                out += "%" + String(decoding: [hex[Int(b >> 4)], hex[Int(b & 15)]], as: UTF8.self)
+                out += [UInt8(ascii: "%"), hex[Int(b >> 4)], hex[Int(b & 15)]]
             }
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 }
 

@@ -58,7 +58,7 @@ public enum ThreadBridge {
     ///
     /// When the calling task runs on a thread that may block — the first part of a ``wait(_:)`` body, on the thread
     /// that waits, or an offloaded job — `work` runs right there: a point read of a cached or page-cached record then
-    /// costs the read, not three thread switches (to the blocking queue, back to the pool, back to the waiter). The
+    /// costs the read, not three thread switches (to a blocking thread, back to the pool, back to the waiter). The
     /// waiting thread's admission permit is given back meanwhile, so that a read that goes to the disk does not keep
     /// another thread from running.
     public static func offload<T: Sendable, E: Error>(_ work: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
@@ -70,20 +70,11 @@ public enum ThreadBridge {
             return try work()
         case .pool: break
         }
-        let result: Result<T, E> = await withCheckedContinuation { c in
-            blockingQueue.async {
-                // Only while `work` runs: dispatch's worker threads may serve other queues afterwards.
-                thread = .blocking
-                let result = Result(catching: work)
-                thread = .pool
-                c.resume(returning: result)
-            }
-        }
-        return try result.get()
+        return try await BlockingThreads.shared.run(work)
     }
 
     /// Whether the calling thread may block: a thread of our own (a civetweb worker, a benchmark thread, a
-    /// partition's writer, the committer), a thread of the blocking queue, or the first part of a ``wait(_:)`` body —
+    /// partition's writer, the committer), a thread of ``BlockingThreads``, or the first part of a ``wait(_:)`` body —
     /// anything but a task running on the cooperative pool (or on another executor that must not block, such as the
     /// main actor's).
     ///
@@ -109,7 +100,7 @@ public enum ThreadBridge {
         case pool = 0
         /// Running the first part of a ``wait(_:)`` body, holding an admission permit: may block.
         case waiting = 1
-        /// A thread of the blocking queue: may block.
+        /// A thread of ``BlockingThreads``: may block.
         case blocking = 2
     }
 
@@ -124,6 +115,4 @@ public enum ThreadBridge {
         precondition(pthread_key_create(&key, nil) == 0, "pthread_key_create failed")
         return key
     }()
-
-    private static let blockingQueue = DispatchQueue(label: "cloudlet.blocking", attributes: .concurrent)
 }

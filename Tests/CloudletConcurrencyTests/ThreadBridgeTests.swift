@@ -134,7 +134,7 @@ struct ThreadBridgeTests {
             let ran = try? ThreadBridge.wait { () async throws -> (pthread_t, pthread_t) in
                 let first = await ThreadBridge.offload { pthread_self() }
                 try await Task.sleep(for: .milliseconds(5))
-                // On the pool now: the work goes to the blocking queue (whose worker may be the very thread the
+                // On the pool now: the work goes to a blocking thread (which may be the very thread the
                 // suspended task left; that it does not block the pool is `offload()`'s test).
                 let second = await ThreadBridge.offload { pthread_self() }
                 return (first, second)

@@ -50,6 +50,9 @@ import Testing
         #expect(r.queryParameter("ckAPIToken") == "ab+c=")
         #expect(r.queryParameter("a") == "1" && r.queryParameter("empty") == "" && r.queryParameter("flag") == "")
         #expect(r.queryParameter("missing") == nil)
+        let prefixes = HTTPRequest(method: "GET", path: "/", query: "ckAPITokenX=1&&=v&ckAPI=2&ckAPIToken=t")
+        #expect(prefixes.queryParameter("ckAPIToken") == "t" && prefixes.queryParameter("ckAPI") == "2")
+        #expect(prefixes.queryParameter("") == "v")
     }
 
     @Test func stoppingTakesMillisecondsWithoutIdleConnectionsAndAtMostAboutTwoSecondsWithThem() async throws {

@@ -59,6 +59,7 @@ import Testing
         var w = JSONWriter()
         w.object { w in
             w.member("s", "q\"\\\n\u{01}é")
+            w.member("edges", "\tplain run\r")
             w.member("i", Int64.min)
             w.key("d")
             w.double(0.1)
@@ -72,7 +73,7 @@ import Testing
             }
         }
         let text = String(decoding: w.bytes, as: UTF8.self)
-        #expect(text == #"{"s":"q\"\\\n\u0001é","i":-9223372036854775808,"d":0.1,"nan":"NaN","l":[true,null,{}]}"#)
+        #expect(text == #"{"s":"q\"\\\n\u0001é","edges":"\tplain run\r","i":-9223372036854775808,"d":0.1,"nan":"NaN","l":[true,null,{}]}"#)
         let back = try JSONParser.parse(w.bytes)
         #expect(back["s"]?.stringValue == "q\"\\\n\u{01}é")
         #expect(back["i"]?.numberValue?.int64 == Int64.min)

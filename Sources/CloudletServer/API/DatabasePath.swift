@@ -23,7 +23,9 @@ struct DatabasePath: Sendable {
     /// Parses a path that starts with ``prefix``. - Throws: `BAD_REQUEST` naming the segment that is wrong (the
     /// container's syntax is the engine's to check).
     init(_ path: String) throws {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst(2)  // "", "database"
+        // Split by UTF-8 bytes: by `Character`, the split cost ~30 k instructions a request (callgrind).
+        let parts = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropFirst(2)
+            .map { Substring($0) }[...]  // after "", "database"
         guard parts.count >= 5 else {
             throw APIError.badRequest(
                 "path '\(path)' is incomplete: expected /database/1/{container}/{environment}/{database}/{operation}")

@@ -47,10 +47,22 @@ public struct HTTPRequest: Sendable {
     }
 
     /// The query parameter `name`, percent-decoded (`+` is kept as is: CloudKit clients percent-encode it).
+    ///
+    /// Scans the query's UTF-8 bytes: splitting the `String` by `Character` cost ~75 k instructions a call, 10 % of
+    /// a whole `records/lookup` (two calls a request, measured with callgrind).
     public func queryParameter(_ name: String) -> String? {
-        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            if parts[0] == name { return Self.percentDecode(parts.count > 1 ? parts[1] : "") }
+        let bytes = query.utf8
+        let key = name.utf8
+        var start = bytes.startIndex
+        while start < bytes.endIndex {
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: "&")) ?? bytes.endIndex
+            let pair = bytes[start..<end]
+            let equals = pair.firstIndex(of: UInt8(ascii: "=")) ?? end
+            if !pair.isEmpty, pair[..<equals].elementsEqual(key) {
+                let value = equals < end ? bytes.index(after: equals) : end
+                return Self.percentDecode(Substring(bytes[value..<end]))
+            }
+            start = end < bytes.endIndex ? bytes.index(after: end) : end
         }
         return nil
     }
