@@ -139,6 +139,47 @@ struct ClusterFailoverTests {
         #expect(try await cluster.contentHash(follower) == (try await cluster.contentHash(leader)))
     }
 
+    @Test func aLeaderStoppedPastItsLeaseIsReplacedAndRejoinsWithoutLosingAcknowledgedWrites() async throws {
+        let cluster = try await ClusterHarness()
+        try await cluster.startAll()
+        defer { withExtendedLifetime(cluster) {} }
+        let old = try await cluster.leader()
+        let others = cluster.names.filter { $0 != old }
+        for i in 0..<10 { #expect(await cluster.create(others[i % 2], "before\(i)", value: "a").acked) }
+        cluster.signal(old, SIGSTOP)
+        // Its lease lapses (TTL 2 s); another node leads and takes writes.
+        let new = try await cluster.leader(not: old)
+        var acked: [String] = []
+        let deadline = Date().addingTimeInterval(30)
+        while acked.count < 10, Date() < deadline {
+            let name = "during\(acked.count)-\(Int.random(in: 0..<1_000_000))"
+            if await cluster.create(new, name, value: "b").acked { acked.append(name) }
+        }
+        #expect(acked.count == 10)
+        // Woken up, the old leader finds its lease unsafe and refuses writes (503) until it learns who leads; then
+        // it forwards them to the new leader.
+        cluster.signal(old, SIGCONT)
+        var writtenOnOld = false
+        let again = Date().addingTimeInterval(30)
+        while !writtenOnOld, Date() < again {
+            let (ok, response) = await cluster.create(old, "after", value: "c")
+            writtenOnOld = ok
+            if !ok {
+                #expect(response?.status == 503, "a refused write on the deposed leader: \(response?.status ?? 0)")
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        #expect(writtenOnOld, "a write on the deposed leader is forwarded to the new one once it knows")
+        try await cluster.waitConverged()
+        await cluster.stopAll()
+        for node in cluster.names {
+            let names = try await cluster.recordNames(node)
+            #expect(names.isSuperset(of: (0..<10).map { "before\($0)" } + acked + ["after"]), "\(node)")
+        }
+        let hashes = try await cluster.names.asyncMap { try await cluster.contentHash($0) }
+        #expect(Set(hashes).count == 1)
+    }
+
     /// 16 writers under `--ack quorum` while the leader is SIGKILLed again and again (20 times by default;
     /// `CLOUDLET_CLUSTER_KILLS` for more): no acknowledged write is lost, no record appears that no client sent,
     /// and the replicas end with the same content.
