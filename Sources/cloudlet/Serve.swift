@@ -63,7 +63,7 @@ enum Serve {
                 "--data", "--host", "--port", "--tls-cert", "--tls-key", "--durability", "--container", "--threads",
                 "--response-budget", "--max-asset-size", "--asset-url-lifetime", "--asset-gc-interval", "--rate-limit", "--burst",
                 "--user-quota",
-            ] + ServeCluster.options), positional: true, help: help + "\n" + ServeCluster.help)
+            ] + ServeCluster.options), positional: true, help: help + "\n\n" + ServeCluster.help)
         guard o.positional.isEmpty else { throw UsageError(message: "unexpected argument '\(o.positional[0])'") }
         let dir = o["--data"] ?? StoreAccess.defaultDirectory
         var config = ServerConfiguration()
