@@ -104,12 +104,15 @@ public final class ClusterNode: Sendable {
         replicaSet.withLock { $0 = replicas }
         ServerLog.note("cluster \(configuration.name): node \(me), replicas \(replicas.map(\.name).joined(separator: ", ")), ack \(configuration.ackMode.rawValue)")
         var started: [UInt32: PartitionDriver] = [:]
-        for p in store.partitions {
-            started[p.id] = PartitionDriver(target: .partition(p), node: self, replicas: replicas)
+        let first = PartitionDriver(target: .partition(store.partitions[0]), node: self, replicas: replicas)
+        started[0] = first
+        // The other partitions' leaders follow partition 0's, so that one node takes every write and the others
+        // forward to it (leadership spread over nodes per partition is not done yet).
+        for p in store.partitions.dropFirst() {
+            started[p.id] = PartitionDriver(target: .partition(p), node: self, replicas: replicas, shouldLead: { first.isLeader })
         }
         if let log = store.catalog.log {
-            // The catalog's leader follows partition 0's: a data commit that adds schema needs both on one node.
-            let first = started[0]!
+            // The catalog's leader follows partition 0's too: a data commit that adds schema needs both on one node.
             started[Catalog.logPartition] = PartitionDriver(
                 target: .catalog(store.catalog, log), node: self, replicas: replicas,
                 shouldLead: { first.isLeader })

@@ -1,3 +1,4 @@
+import Cloudlet
 import CloudletClient
 import CloudletCore
 import CloudletTestSupport
@@ -43,6 +44,42 @@ struct ClusterFailoverTests {
         #expect(cli.out.contains { $0.hasPrefix("partition 0: leader \(leader), epoch ") }, "\(cli.out)")
         #expect(cli.out.contains { $0.hasPrefix("catalog: leader \(leader)") }, "\(cli.out)")
         await cluster.stopAll()
+    }
+
+    @Test func aStoreOfFourPartitionsIsLedFromOneNodeAndReplicatedWhole() async throws {
+        let cluster = try await ClusterHarness()
+        defer { withExtendedLifetime(cluster) {} }
+        // Stores created with 4 partitions before the nodes start (the count is fixed at creation).
+        for n in cluster.names {
+            var c = StoreConfiguration()
+            c.partitions = 4
+            try await CloudletStore.open(at: cluster.store(n), configuration: c).close()
+        }
+        try await cluster.startAll()
+        _ = try await cluster.leader()
+        // Custom zones land in different partitions; writes on every node.
+        let zones = (0..<8).map { "z\($0)" }
+        let zoneOps = zones.map { #"{"operationType":"create","zone":{"zoneID":{"zoneName":"\#($0)"}}}"# }.joined(separator: ",")
+        let made = try await cluster.post(cluster.names[1], "zones/modify", #"{"operations":[\#(zoneOps)]}"#)
+        #expect(made.status == 200, "\(String(decoding: made.body, as: UTF8.self))")
+        for (i, zone) in zones.enumerated() {
+            let body = """
+                {"operations":[{"operationType":"create","record":{"recordName":"r\(i)","recordType":"Item","fields":{"v":{"value":"x"}}}}],
+                 "zoneID":{"zoneName":"\(zone)"}}
+                """
+            let r = try await cluster.post(cluster.names[i % 3], "records/modify", body)
+            let record = try JSONParser.parse(r.body)["records"]?.arrayValue?.first
+            #expect(r.status == 200 && record?["serverErrorCode"] == nil, "\(String(decoding: r.body, as: UTF8.self))")
+        }
+        let status = try #require(await cluster.status(cluster.names[0]))
+        let leaders = Set((status["partitions"]?.arrayValue ?? []).compactMap { $0["leader"]?.stringValue })
+        #expect(leaders.count == 1, "every log is led from one node: \(status.serialized())")
+        #expect(status["partitions"]?.arrayValue?.count == 5)
+        try await cluster.waitConverged(logs: 5)
+        await cluster.stopAll()
+        let hashes = try await cluster.names.asyncMap { try await cluster.contentHash($0) }
+        #expect(Set(hashes).count == 1)
+        #expect(try await cluster.recordNames(cluster.names[0]).count == 8)
     }
 
     @Test func aStoreOfAnotherClusterIsRefusedNamingBoth() async throws {

@@ -157,7 +157,7 @@ final class ClusterHarness: @unchecked Sendable {
 
     /// Waits until, for every replicated log (partition 0 and the catalog), every node is durable at the same LSN,
     /// and partition 0's leader has committed it.
-    func waitConverged(timeout: Double = 60) async throws {
+    func waitConverged(timeout: Double = 60, logs: Int = 2) async throws {
         let deadline = Date().addingTimeInterval(timeout)
         var last = ""
         while Date() < deadline {
@@ -173,7 +173,7 @@ final class ClusterHarness: @unchecked Sendable {
             last = "durable \(ends), committed \(committed)"
             // Partition 0 takes writes after every failover, so its leader has committed its end; the catalog's
             // leader may have written nothing of its own in its epoch (its older frames count once it does).
-            if ends.count == 2, ends.values.allSatisfy({ $0.count == names.count && Set($0).count == 1 }),
+            if ends.count == logs, ends.values.allSatisfy({ $0.count == names.count && Set($0).count == 1 }),
                 committed["0"] == ends["0"]?.first
             {
                 return
