@@ -95,10 +95,20 @@ let package = Package(
                 .linkedLibrary("ssl"), .linkedLibrary("crypto"), .unsafeFlags(["-Xlinker", "-soname=libssl.so"]),
             ]),
 
+        // The cluster (issue 14): the etcd client, the replication driver that runs CloudletReplication's state machine
+        // over a store's logs, log shipping between nodes, write forwarding. docs/replication.md.
+        .target(
+            name: "CloudletCluster",
+            dependencies: [
+                "Cloudlet", "CloudletClient", "CloudletConcurrency", "CloudletCore", "CloudletReplication", "CloudletServer",
+                "CloudletStorage", "CloudletWire",
+            ]),
+
         .executableTarget(
             name: "cloudlet",
             dependencies: [
-                "Cloudlet", "CloudletCommandLine", "CloudletConcurrency", "CloudletCore", "CloudletWire", "CloudletServer",
+                "Cloudlet", "CloudletCluster", "CloudletCommandLine", "CloudletConcurrency", "CloudletCore", "CloudletWire",
+                "CloudletServer",
             ]),
         .executableTarget(
             name: "cloudlet-tool",
@@ -146,6 +156,12 @@ let package = Package(
                 "CloudletCore", "CloudletModel", "CloudletTestSupport",
                 // The examples the tests run as programs.
                 "journal", "shopping-lists", "babifud", "photos", "trips", "cloudlet",
+            ]),
+        .testTarget(
+            name: "CloudletClusterTests",
+            dependencies: [
+                "CloudletCluster", "CloudletClient", "CloudletReplication", "Cloudlet", "CloudletCore", "CloudletWire",
+                "CloudletTestSupport", "cloudlet", "cloudlet-tool",
             ]),
         .testTarget(
             name: "CloudletServerTests",

@@ -51,12 +51,18 @@ public final class Server: Sendable {
         courier = router.courier
         let feed = WebSocketFeed(courier: router.courier)
         let changes = ConsoleChangeFeed(router: router)
+        let handler: @Sendable (HTTPRequest) -> HTTPResponse
+        if let intercept = configuration.interceptor {
+            handler = { intercept($0, router.handle) }
+        } else {
+            handler = router.handle
+        }
         listener = HTTPListener(
             options: options, log: { log("civetweb: " + $0) },
             onStart: {
                 feed.register($0)
                 changes.register($0)
-            }, handler: router.handle)
+            }, handler: handler)
     }
 
     /// Binds the port and starts serving. - Throws: ``ServerSetupError`` (port in use, bad certificate, no TLS).

@@ -39,6 +39,10 @@ public struct ServerConfiguration: Sendable {
     public var requestTimeoutMilliseconds = 30_000
     /// An idle keep-alive connection is closed after this time. Default 5 s.
     public var keepAliveTimeoutMilliseconds = 5_000
+    /// Sees every request before the router: answers it itself, or hands it on to `next` (the router) and may change
+    /// the answer. The cluster (CloudletCluster's `ClusterNode`) forwards writes and serves its own endpoints
+    /// through it. Default nil.
+    public var interceptor: (@Sendable (HTTPRequest, _ next: (HTTPRequest) -> HTTPResponse) -> HTTPResponse)?
     /// Where the access log (one line per request, see `RequestLog`) and civetweb's messages go. Default: standard
     /// error. nil: no access log.
     public var log: (@Sendable (String) -> Void)? = ServerConfiguration.standardError

@@ -49,6 +49,12 @@ extension Log {
     /// ``highestEpoch`` to `leaderEpoch`. Blocks while the pending buffer is full, like `stage`.
     @discardableResult
     public func appendVerbatim(_ bytes: [UInt8], leaderEpoch: UInt64) throws -> UInt64 {
+        try appendVerbatimFrames(bytes, leaderEpoch: leaderEpoch).last?.lsn ?? lastLSN
+    }
+
+    /// ``appendVerbatim(_:leaderEpoch:)`` returning each frame appended, decoded (payload decompressed) and with
+    /// its position in the log: what a follower applies to the state derived from the log.
+    public func appendVerbatimFrames(_ bytes: [UInt8], leaderEpoch: UInt64) throws -> [Frame] {
         if configuration.readOnly {
             throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is open read-only")
         }
@@ -56,10 +62,24 @@ extension Log {
         ThreadBridge.checkMayBlock("appending frames to partition \(partition)'s log (backpressure)")
         let segmentSize = UInt64(configuration.segmentSize)
         let limit = configuration.maxPendingBytes
-        let (wasIdle, last) = try monitor.withLock(
+        let decoded = try frames.map { f -> Frame in
+            switch FrameHeader.check(bytes, at: f.range.lowerBound, available: f.range.count) {
+            case .failure(let defect): throw CloudletError(.corruption, "partition \(partition): LSN \(f.lsn) received: \(defect.reason)")
+            case .success(let header):
+                switch header.payload(bytes, at: f.range.lowerBound) {
+                case .failure(let defect):
+                    throw CloudletError(.corruption, "partition \(partition): LSN \(f.lsn) received: \(defect.reason)")
+                case .success(let payload):
+                    return Frame(
+                        lsn: header.lsn, epoch: header.epoch, type: header.type, flags: header.flags, payload: payload,
+                        position: FramePosition(segment: 0, offset: 0, length: UInt32(f.range.count)))
+                }
+            }
+        }
+        let (wasIdle, positions) = try monitor.withLock(
             waitingOn: .progress,
             until: { s in s.failure != nil || s.closing || s.unwrittenBytes == 0 || s.unwrittenBytes + bytes.count <= limit }
-        ) { s throws -> (Bool, UInt64) in
+        ) { s throws -> (Bool, [FramePosition]) in
             if let failure = s.failure { throw failure }
             if s.closing { throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is closed") }
             guard leaderEpoch >= s.highestEpoch else {
@@ -85,18 +105,30 @@ extension Log {
             }
             s.highestEpoch = leaderEpoch
             var wasIdle = false
+            var positions: [FramePosition] = []
             for frame in frames {
                 let range = frame.range
-                let (_, idle) = s.enqueue(lsn: frame.lsn, epoch: frame.epoch, length: range.count, segmentSize: segmentSize) {
+                let (position, idle) = s.enqueue(lsn: frame.lsn, epoch: frame.epoch, length: range.count, segmentSize: segmentSize) {
                     $0.append(contentsOf: bytes[range])
                 }
                 wasIdle = wasIdle || idle
+                positions.append(position)
                 if frame.isCompressed { s.stats.compressedFrames += 1 }
             }
-            return (wasIdle, s.lastLSN)
+            return (wasIdle, positions)
         }
         if wasIdle { monitor.signal(.work) }
-        return last
+        return zip(decoded, positions).map { frame, position in
+            var frame = frame
+            frame.position = position
+            return frame
+        }
+    }
+
+    /// The frames in `bytes` (whole frames as ``frames(from:maxBytes:)`` returns them), each checked (header,
+    /// checksum, fields): LSN, epoch and where it lies in `bytes`. Throws `.corruption`.
+    public static func splitVerbatim(_ bytes: [UInt8], partition: UInt32) throws -> [(lsn: UInt64, epoch: UInt64, range: Range<Int>)] {
+        try splitFrames(bytes, partition: partition).map { ($0.lsn, $0.epoch, $0.range) }
     }
 
     /// One frame inside a byte buffer of frames.
@@ -152,13 +184,13 @@ extension Log {
     public func frames(from lsn: UInt64, maxBytes: Int) throws -> FrameBatch {
         guard lsn > 0 else { throw CloudletError.invalid("LSNs start at 1") }
         ThreadBridge.checkMayBlock("reading frames of partition \(partition) for a follower")
-        let (segments, durable) = monitor.withLock { s in
+        let (segments, durable, hint) = monitor.withLock { s in
             (
                 s.segments.map {
                     SegmentInfo(
                         path: $0.path, firstLSN: $0.firstLSN, lastLSN: $0.lastLSN, size: $0.size, sealed: $0.sealed,
                         generation: $0.generation)
-                }, s.durableLSN
+                }, s.durableLSN, s.serveHints[lsn]
             )
         }
         var batch = FrameBatch(bytes: [], firstLSN: lsn, lastLSN: lsn - 1, durableLSN: durable)
@@ -168,10 +200,27 @@ extension Log {
                 .changeTokenExpired,
                 "partition \(partition): LSN \(lsn) was compacted (generation \(segments[start].generation!) covers up to \(segments[start].lastLSN)); copy the segments instead of tailing")
         }
+        /// Remembers where the frame after the batch starts, for the next fetch from there.
+        func hintNext(_ segment: UInt64, _ offset: UInt64) {
+            let next = batch.lastLSN + 1
+            monitor.withLock { s in
+                if s.serveHints.count >= 16 { s.serveHints.removeAll() }
+                s.serveHints[next] = (segment, offset)
+            }
+        }
+        var useHint = hint
         for segment in segments[start...] where segment.lastLSN >= segment.firstLSN {
             // Frame by frame through the log's own descriptors (durable bytes only); headers of the frames before
-            // `lsn` are read to skip them.
+            // `lsn` are read to skip them, unless a hint says where frame `lsn` starts.
             var offset = UInt64(SegmentHeader.size)
+            if let h = useHint, h.segment == segment.firstLSN, h.offset < segment.size,
+                let head = try? readSegment(segment.firstLSN, offset: h.offset, count: FrameHeader.size),
+                case .success(let header) = FrameHeader.check(head, at: 0, available: Int(clamping: segment.size - h.offset)),
+                header.lsn == lsn
+            {
+                offset = h.offset
+            }
+            useHint = nil
             while offset < segment.size {
                 let head = try readSegment(segment.firstLSN, offset: offset, count: FrameHeader.size)
                 func corrupt(_ reason: String) -> CloudletError { .corruption(segment: segment.path, offset: offset, reason) }
@@ -182,8 +231,10 @@ extension Log {
                 }
                 defer { offset += UInt64(header.frameLength) }
                 guard header.lsn >= lsn else { continue }
-                if header.lsn > durable { return batch }
-                if !batch.bytes.isEmpty && batch.bytes.count + header.frameLength > maxBytes { return batch }
+                if header.lsn > durable || (!batch.bytes.isEmpty && batch.bytes.count + header.frameLength > maxBytes) {
+                    hintNext(segment.firstLSN, offset)
+                    return batch
+                }
                 let frame = try readSegment(segment.firstLSN, offset: offset, count: header.frameLength)
                 if let defect = header.checkBody(frame, at: 0) { throw corrupt(defect.reason) }
                 guard header.lsn == batch.lastLSN + 1 else {
@@ -193,6 +244,8 @@ extension Log {
                 batch.lastLSN = header.lsn
             }
         }
+        // Everything durable was read: the next frame will start at the end of the last segment (or a new one).
+        if let last = segments.last, batch.lastLSN >= lsn { hintNext(last.firstLSN, last.size) }
         return batch
     }
 }

@@ -158,6 +158,12 @@ public final class Log: Sendable {
         ) { s throws -> ((lsn: UInt64, position: FramePosition), Bool) in
             if let failure = s.failure { throw failure }
             if s.closing { throw closedError() }
+            if let gate = s.gate {
+                // A replicated log: the gate's leader admits the frame (or refuses it) and names its epoch.
+                let epoch = try gate.admit(lsn: s.lastLSN + 1, fence: s.highestEpoch)
+                s.epoch = epoch
+                s.highestEpoch = max(s.highestEpoch, epoch)
+            }
             let epoch = s.epoch
             if epoch < s.highestEpoch {
                 throw CloudletError(

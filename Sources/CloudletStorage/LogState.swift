@@ -63,6 +63,9 @@ struct LogState {
     /// The highest leader epoch seen: the log's last frame's, a verbatim append's leader epoch, or fenced. Staging
     /// under an older epoch and verbatim appends from an older leader are refused.
     var highestEpoch: UInt64
+    /// Who decides, per frame staged, whether this node may write it and under which epoch (a replicated leader's
+    /// driver); nil: the log writes ``epoch`` (``Log/setCommitGate(_:)``).
+    var gate: (any LogCommitGate)?
     /// The epoch of the last frame staged (or recovered); frames never go back in epoch.
     var lastFrameEpoch: UInt64
 
@@ -89,6 +92,10 @@ struct LogState {
     var marker: CompactionMarker?
     /// The highest compaction generation used in the directory.
     var highestGeneration: UInt32 = 0
+    /// Where ``Log/frames(from:maxBytes:)`` stopped for each follower: the next LSN → the segment and offset of its
+    /// frame, so that the next fetch reads on from there instead of scanning the segment's headers from its start.
+    /// A hint is checked against the frame header it points at before it is used. At most 16 are kept.
+    var serveHints: [UInt64: (segment: UInt64, offset: UInt64)] = [:]
     /// Set while a compaction of this log is between ``Log/beginCompaction()`` and its install or abandonment.
     var compacting = false
 

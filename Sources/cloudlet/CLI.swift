@@ -21,6 +21,7 @@ enum CLI {
                         conflicts, atomic batches, cascades. Prints what it does.
           schema        Export, import, deploy or reset a container's schema (CloudKit Schema Language).
           query         Query records of a type with a predicate and sort, or explain the plan.
+          cluster       A cluster node's view of leaders, epochs and replicas (cluster status).
 
         Run `cloudlet <command> --help` for a command's options.
         """
@@ -41,6 +42,7 @@ enum CLI {
         case "demo": await run { try await Demo.run(rest) }
         case "schema": await run { try await SchemaCommand.run(rest) }
         case "query": await run { try await QueryCommand.run(rest) }
+        case "cluster": await run { try await ClusterCommand.run(rest) }
         default: fail("unknown command '\(command)'; see `cloudlet --help`", code: 64)
         }
     }

@@ -14,6 +14,8 @@ enum Serve {
                               [--durability fsync|os] [--container ID] [--threads N] [--response-budget BYTES]
                               [--max-asset-size BYTES] [--asset-url-lifetime SECONDS] [--asset-gc-interval SECONDS]
                               [--rate-limit REQUESTS_PER_SECOND [--burst N]] [--user-quota BYTES]
+                              [--cluster etcd://HOST:PORT --node NAME [--advertise URL] [--replicas N]
+                               [--ack quorum|leader] [--lease-ttl SECONDS] [--cluster-name NAME]]
 
         Serves the store at DIR over HTTP (or HTTPS) with the CloudKit Web Services API under
         /database/1/{container}/{environment}/{database}/ and Cloudlet's own /cloudlet/health and /cloudlet/metrics.
@@ -58,11 +60,11 @@ enum Serve {
     static func run(_ args: [String]) async throws {
         let o = try CommandLineOptions(
             args,
-            valued: [
+            valued: Set([
                 "--data", "--host", "--port", "--tls-cert", "--tls-key", "--durability", "--container", "--threads",
                 "--response-budget", "--max-asset-size", "--asset-url-lifetime", "--asset-gc-interval", "--rate-limit", "--burst",
                 "--user-quota",
-            ], positional: true, help: help)
+            ] + ServeCluster.options), positional: true, help: help + "\n\n" + ServeCluster.help)
         guard o.positional.isEmpty else { throw UsageError(message: "unexpected argument '\(o.positional[0])'") }
         let dir = o["--data"] ?? StoreAccess.defaultDirectory
         var config = ServerConfiguration()
@@ -106,6 +108,11 @@ enum Serve {
         // Take over SIGTERM and SIGINT before anything else, so a signal during start-up also stops cleanly.
         let stop = SignalWaiter([SIGTERM, SIGINT])
 
+        if let cluster = try ServeCluster.configuration(o) {
+            try await ServeCluster.run(
+                dir: dir, server: config, durability: durability, container: container, cluster: cluster, stop: stop)
+            return
+        }
         let store = try await StoreAccess.open(dir, durability: durability, hint: "One server per data directory")
         let server: Server
         do {
@@ -132,7 +139,7 @@ enum Serve {
         ServerConfiguration.standardError("cloudlet: stopped; store closed")
     }
 
-    private static func printBootstrap(_ b: Credentials.Bootstrap, admin: String, url: String) {
+    static func printBootstrap(_ b: Credentials.Bootstrap, admin: String, url: String) {
         let base = "\(url)/database/1/\(b.container)/development"
         let auth = "ckAPIToken=\(b.apiToken)&ckWebAuthToken=\(b.webAuthToken)"
         let tls = url.hasPrefix("https") ? "--cacert CERT.pem " : ""

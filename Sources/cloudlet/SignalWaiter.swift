@@ -2,7 +2,8 @@ import Dispatch
 import Foundation
 
 /// Turns the given signals from "terminate" into an event to wait for.
-final class SignalWaiter {
+/// `@unchecked Sendable`: `sources` is immutable after init; `state` guards itself with its lock.
+final class SignalWaiter: @unchecked Sendable {
     private let sources: [any DispatchSourceSignal]
     private let state = LockedState()
 

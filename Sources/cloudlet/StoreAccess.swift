@@ -7,11 +7,12 @@ enum StoreAccess {
 
     /// Opens the store at `dir`. A `.locked` store (a running `cloudlet serve`) is reported as such, with the
     /// holder's pid from the lock and `hint`.
-    static func open(_ dir: String, durability: Durability = .fsync, hint: String = "Stop the server first")
-        async throws -> CloudletStore
-    {
+    static func open(
+        _ dir: String, durability: Durability = .fsync, configuration: StoreConfiguration? = nil,
+        hint: String = "Stop the server first"
+    ) async throws -> CloudletStore {
         do {
-            return try await CloudletStore.open(at: dir, configuration: StoreConfiguration(durability: durability))
+            return try await CloudletStore.open(at: dir, configuration: configuration ?? StoreConfiguration(durability: durability))
         } catch let e as CloudletError where e.code == .locked {
             throw CloudletError(.locked, "\(e.message). Is `cloudlet serve` running on it? \(hint)")
         }

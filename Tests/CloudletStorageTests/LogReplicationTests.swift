@@ -153,6 +153,25 @@ struct LogReplicationTests {
         try leader.close()
     }
 
+    @Test("a follower fetching frame after frame is served from where its last fetch stopped, not from the segment's start")
+    func consecutiveFetchesReadOn() async throws {
+        let fs = InMemoryFileSystem()
+        var c = config(segmentSize: 1 << 20)
+        c.epoch = 3
+        let (log, _) = try openCollecting("/leader/p7", c, fileSystem: fs)
+        for i in 0..<300 { _ = try log.stage(type: 1, payload: compressibleBytes(100, tag: i)) }
+        try log.flush()
+        let stored = try allFrames(log)
+        let before = log.bytesRead
+        // One frame per fetch, as a follower tailing a busy leader does.
+        let oneByOne = try allFrames(log, maxBytes: 1)
+        #expect(oneByOne == stored)
+        // Each fetch reads its frame and the next header: linear in the frames served. Rescanning every header from
+        // the segment's start would read 300 × 150 headers.
+        #expect(log.bytesRead - before < UInt64(3 * stored.count), "\(log.bytesRead - before) bytes read for \(stored.count) served")
+        try log.close()
+    }
+
     @Test("a frame with a bad checksum is refused and nothing of its batch is appended")
     func badChecksumRefused() throws {
         let fs = InMemoryFileSystem()

@@ -206,10 +206,37 @@ package final class Catalog: Sendable {
         return (result, version)
     }
 
+    /// A follower's append: `bytes` (whole frames as the catalog leader stored them) appended verbatim
+    /// (``Log/appendVerbatimFrames(_:leaderEpoch:)``) and applied like the leader's own commits; visible to
+    /// ``snapshot()`` once durable (``waitDurableBlocking(_:)``). Returns the last version appended. Blocking.
+    package func appendFollowed(_ bytes: [UInt8], leaderEpoch: UInt64) throws -> UInt64 {
+        guard let log else { throw CloudletError(.readOnly, "the catalog of a format-1 store opened read-only cannot change") }
+        let (last, written) = try writer.withLock { st -> (UInt64, Int) in
+            var written = 0
+            for frame in try log.appendVerbatimFrames(bytes, leaderEpoch: leaderEpoch) {
+                let commit: Commit
+                do {
+                    commit = try Self.decode(frame.type, frame.payload, lsn: frame.lsn, at: "followed frame")
+                } catch {
+                    // Appended but not applicable: nothing more may go on top of it.
+                    log.fail(CloudletError(.readOnly, "catalog: followed frame \(frame.lsn): \(error)", cause: error))
+                    throw error
+                }
+                st.apply(commit, lsn: frame.lsn, position: frame.position)
+                let staged = st
+                visible.withLock { $0.pending.append(staged) }
+                written += Int(frame.position.length)
+            }
+            return (st.version, written)
+        }
+        if written > 0 { noteWritten(written) }
+        return last
+    }
+
     /// Waits until catalog version `version` is durable; from then on ``snapshot()`` includes it.
     package func waitDurable(_ version: UInt64) async throws {
         guard version > 0, let log else { return }
-        try await log.waitDurable(version)
+        try await log.waitCommitted(version)
         publish()
     }
 
@@ -217,7 +244,7 @@ package final class Catalog: Sendable {
     /// lock).
     package func waitDurableBlocking(_ version: UInt64) throws {
         guard version > 0, let log else { return }
-        try log.waitDurableBlocking(version)
+        try log.waitCommittedBlocking(version)
         publish()
     }
 

@@ -94,7 +94,7 @@ extension CloudletStore {
         let catalog = try Catalog(
             directory: directory, configuration: configuration, fileSystem: fileSystem, backgroundErrors: backgroundErrors)
         do {
-            try checkCatalogVersions(partitions, catalog: catalog, directory: directory)
+            if !configuration.replicated { try checkCatalogVersions(partitions, catalog: catalog, directory: directory) }
             if !configuration.readOnly && metadata.format < StoreMetadata.currentFormat {
                 // Before the first commit that could hold a record block; after every partition wrote its index.
                 let from = metadata.format

@@ -335,56 +335,76 @@ package final class Partition: Sendable {
             let lsn = st.lastLSN + 1
             let (mutations, result) = try plan(st, lsn)
             guard !mutations.isEmpty else { return (result, nil, 0, false) }
-            // What listeners are told was replaced: read before staging, so that nothing fails between staging and applying.
-            var previous: [Int: RecordEntry] = [:]
-            let publishing = publisher.isActive
-            if publishing {
-                for (i, m) in mutations.enumerated() {
-                    switch m {
-                    case .putRecord(let z, let r, _):
-                        if let e = try st.entry(z, r.recordName), !e.deleted { previous[i] = e }
-                    case .deleteRecord(let z, let name, _, _):
-                        if let e = try st.entry(z, name), !e.deleted { previous[i] = e }
-                    default: break
-                    }
-                }
-            }
             let commit = Commit(mutations: mutations)
             let (payload, slots, sizes) = commit.encode(version: payloadVersion)
-            // From version 2 stored as it is: the records are compressed blocks of their own, read in place.
-            let (staged, position) = try log.stage(
-                type: Commit.frameType, payload: payload, compressible: payloadVersion < 2, admitOverLimit: admitOverLimit)
-            precondition(staged == lsn, "partition \(id): staged LSN \(staged), expected \(lsn)")
-            do {
-                try st.apply(
-                    commit, lsn: lsn, position: position, slots: slots,
-                    costs: Commit.costs(sizes: sizes, frameLength: position.length), known: lookups)
-                entryCache.invalidate(mutations)
-            } catch {
-                // The frame is in the log but the state could not take it (the index could not be read): nothing
-                // more may be written on top of a state that misses a commit. Reopening replays it.
-                log.fail(CloudletError(.readOnly, "partition \(id): applying commit \(lsn) failed: \(error)", cause: error))
-                throw error
+            let (length, memtableFull) = try apply(
+                commit, slots: slots, sizes: sizes, lookups: lookups, to: &st, lsn: lsn
+            ) {
+                // From version 2 stored as it is: the records are compressed blocks of their own, read in place.
+                let (staged, position) = try log.stage(
+                    type: Commit.frameType, payload: payload, compressible: payloadVersion < 2, admitOverLimit: admitOverLimit)
+                precondition(staged == lsn, "partition \(id): staged LSN \(staged), expected \(lsn)")
+                return position
             }
-            if let index, index.runsChanges != runsSeen.load(ordering: .relaxed) {
-                runsSeen.store(index.runsChanges, ordering: .relaxed)
-                st.rebaseDirectory(index.runsView())
-            }
-            if publishing { publisher.staged(lsn: lsn, mutations: mutations, previous: previous) }
-            // Cache what was written: a writer that reads it back (an update of a record saved a moment ago) must
-            // not wait for the commit's fdatasync while holding the writer lock.
-            for (i, m) in mutations.enumerated() {
-                if case .putRecord(_, let r, _) = m { cache.put(.init(lsn: lsn, index: UInt32(i)), record: r) }
-            }
-            let memtableBytes = st.keys.memtableBytes
-            writer.noteMemtable(bytes: memtableBytes)
-            return (result, lsn, Int(position.length), memtableBytes >= memtableLimit)
+            return (result, lsn, length, memtableFull)
         }
-        if lsn != nil {
-            noteWritten(bytes, memtableFull: memtableFull)
-            maybeCompact(after: bytes)
-        }
+        if lsn != nil { noteCommitted(bytes: bytes, memtableFull: memtableFull) }
         return (result, lsn)
+    }
+
+    /// Stages commit `lsn` through `stage` (which returns its position in the log) and applies it to `st`, under the
+    /// state's lock: the one path of a leader's own commits and of a follower's frames
+    /// (Partition+Replication.swift). Returns the frame's length and whether the memtable is full.
+    func apply(
+        _ commit: Commit, slots: [Int: Commit.Slot], sizes: [UInt32], lookups: PlannedLookups?,
+        to st: inout PartitionState, lsn: UInt64, stage: () throws -> FramePosition
+    ) throws -> (length: Int, memtableFull: Bool) {
+        let mutations = commit.mutations
+        // What listeners are told was replaced: read before staging, so that nothing fails between staging and applying.
+        var previous: [Int: RecordEntry] = [:]
+        let publishing = publisher.isActive
+        if publishing {
+            for (i, m) in mutations.enumerated() {
+                switch m {
+                case .putRecord(let z, let r, _):
+                    if let e = try st.entry(z, r.recordName), !e.deleted { previous[i] = e }
+                case .deleteRecord(let z, let name, _, _):
+                    if let e = try st.entry(z, name), !e.deleted { previous[i] = e }
+                default: break
+                }
+            }
+        }
+        let position = try stage()
+        do {
+            try st.apply(
+                commit, lsn: lsn, position: position, slots: slots,
+                costs: Commit.costs(sizes: sizes, frameLength: position.length), known: lookups)
+            entryCache.invalidate(mutations)
+        } catch {
+            // The frame is in the log but the state could not take it (the index could not be read): nothing
+            // more may be written on top of a state that misses a commit. Reopening replays it.
+            log.fail(CloudletError(.readOnly, "partition \(id): applying commit \(lsn) failed: \(error)", cause: error))
+            throw error
+        }
+        if let index, index.runsChanges != runsSeen.load(ordering: .relaxed) {
+            runsSeen.store(index.runsChanges, ordering: .relaxed)
+            st.rebaseDirectory(index.runsView())
+        }
+        if publishing { publisher.staged(lsn: lsn, mutations: mutations, previous: previous) }
+        // Cache what was written: a writer that reads it back (an update of a record saved a moment ago) must
+        // not wait for the commit's fdatasync while holding the writer lock.
+        for (i, m) in mutations.enumerated() {
+            if case .putRecord(_, let r, _) = m { cache.put(.init(lsn: lsn, index: UInt32(i)), record: r) }
+        }
+        let memtableBytes = st.keys.memtableBytes
+        writer.noteMemtable(bytes: memtableBytes)
+        return (Int(position.length), memtableBytes >= memtableLimit)
+    }
+
+    /// Notes a commit's bytes for checkpoints and compaction (after the state's lock is released).
+    func noteCommitted(bytes: Int, memtableFull: Bool) {
+        noteWritten(bytes, memtableFull: memtableFull)
+        maybeCompact(after: bytes)
     }
 
     /// A read view for a query (O(1), under the lock): the planner reads the indexes through it.
@@ -399,7 +419,7 @@ package final class Partition: Sendable {
     /// Waits until `lsn` is durable, then hands durable commits to change listeners.
     package func waitDurable(_ lsn: UInt64) async throws {
         guard lsn > 0 else { return }
-        try await log.waitDurable(lsn)
+        try await log.waitCommitted(lsn)
         if publisher.isActive { publisher.publish(durable: log.durableLSN) }
     }
 

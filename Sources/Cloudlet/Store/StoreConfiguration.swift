@@ -31,6 +31,10 @@ public struct StoreConfiguration: Sendable {
     public var entryCacheSize: Int = 65_536
     /// Open without writing anything (no lock, no tail truncation); every write throws `readOnly`.
     public var readOnly: Bool = false
+    /// A replica of a cluster (`cloudlet serve --cluster`): its partitions and its catalog follow their leaders
+    /// each on their own stream, so after a crash the catalog may trail the schema versions the partitions' commits
+    /// were validated against until it catches up; opening does not refuse that. Default false.
+    public var replicated: Bool = false
     /// How long tombstones (deleted records and zones) are kept for change feeds, in seconds. A change token
     /// older than this gets `changeTokenExpired`. Default 30 days.
     public var tombstoneRetention: Double = 30 * 24 * 3600

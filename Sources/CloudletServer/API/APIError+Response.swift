@@ -1,8 +1,9 @@
 import CloudletWire
 
 extension APIError {
+    // Public for the cluster shell (CloudletCluster), which answers some requests before the router does.
     /// The whole HTTP response for this error: `{uuid, serverErrorCode, reason, redirectURL?}`.
-    var response: HTTPResponse {
+    public var response: HTTPResponse {
         var w = JSONWriter()
         w.object { w in writeMembers(to: &w) }
         var response = HTTPResponse(status: status, body: w.bytes)

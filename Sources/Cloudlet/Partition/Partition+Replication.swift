@@ -1,0 +1,78 @@
+import CloudletCore
+import CloudletStorage
+import Foundation
+
+/// A follower's side of the partition: frames a leader wrote, appended verbatim and applied through the same path
+/// as the leader's own commits, so that records, the key directory, indexes and change feeds follow from the log on
+/// every replica.
+extension Partition {
+    /// Appends `bytes` — whole frames as the leader stored them (``Log/frames(from:maxBytes:)``) — verbatim
+    /// (``Log/appendVerbatimFrames(_:leaderEpoch:)``: checked, all or nothing, fenced by `leaderEpoch`) and applies
+    /// each, as a job of the partition's writer. Returns the last LSN appended; wait for its durability with
+    /// ``Log/waitDurable(_:)``. Blocking.
+    ///
+    /// Throws what the log refuses (`.corruption`, `.invalidArguments` for a gap, `.serviceUnavailable` when fenced)
+    /// with nothing appended; a frame that is not a commit is `.corruption` too. A frame the state cannot take after
+    /// it was appended fails the log (`readOnly`, as for a leader's own commits): reopening replays it.
+    package func appendFollowed(_ bytes: [UInt8], leaderEpoch: UInt64) throws -> UInt64 {
+        let (last, written, memtableFull) = try writer.runBlocking {
+            try state.withLock { st -> (UInt64, Int, Bool) in
+                let frames = try log.appendVerbatimFrames(bytes, leaderEpoch: leaderEpoch)
+                var written = 0
+                var memtableFull = false
+                for frame in frames {
+                    let decoded: (commit: Commit, slots: [Int: Commit.Slot], sizes: [UInt32])
+                    do {
+                        guard frame.type == Commit.frameType else {
+                            throw CloudletError.corruption(
+                                "partition \(id): followed frame LSN \(frame.lsn) has unknown type \(frame.type)")
+                        }
+                        decoded = try Commit.decode(frame.payload)
+                    } catch {
+                        // Appended but not applicable: nothing more may go on top of it.
+                        log.fail(CloudletError(.readOnly, "partition \(id): followed frame \(frame.lsn): \(error)", cause: error))
+                        throw error
+                    }
+                    let (commit, slots, sizes) = decoded
+                    let (length, full) = try apply(commit, slots: slots, sizes: sizes, lookups: nil, to: &st, lsn: frame.lsn) {
+                        frame.position
+                    }
+                    written += length
+                    memtableFull = memtableFull || full
+                }
+                return (frames.last?.lsn ?? st.lastLSN, written, memtableFull)
+            }
+        }
+        if written > 0 { noteCommitted(bytes: written, memtableFull: memtableFull) }
+        return last
+    }
+}
+
+extension CloudletStore {
+    /// ``truncatePartition(at:partition:after:)`` for the catalog's log (its checkpoints go too).
+    package static func truncateCatalog(at path: String, after lsn: UInt64) throws -> LogTruncation {
+        let directory = path + "/" + Catalog.directoryName
+        let truncation = try Log.truncate(directory: directory, partition: Catalog.logPartition, after: lsn)
+        let fm = FileManager.default
+        for name in (try? fm.contentsOfDirectory(atPath: directory)) ?? [] where name.hasPrefix("checkpoint-") {
+            try fm.removeItem(atPath: directory + "/" + name)
+        }
+        return truncation
+    }
+
+    /// Removes the frames after `lsn` from partition `partition` of the closed store at `path` — a deposed leader's
+    /// divergent suffix (``Log/truncate(directory:partition:after:fileSystem:)``) — and the derived state that may
+    /// cover them (the key directory's flushed runs and the checkpoints), so that the next open rebuilds it from the
+    /// log. Blocking; the store must not be open.
+    package static func truncatePartition(at path: String, partition: Int, after lsn: UInt64) throws -> LogTruncation {
+        let directory = path + "/" + StoreMetadata.partitionDirectoryName(partition)
+        let truncation = try Log.truncate(directory: directory, partition: UInt32(partition), after: lsn)
+        let fm = FileManager.default
+        for name in (try? fm.contentsOfDirectory(atPath: directory)) ?? [] where name.hasPrefix("checkpoint-") {
+            try fm.removeItem(atPath: directory + "/" + name)
+        }
+        let index = Partition.indexDirectory(directory)
+        if fm.fileExists(atPath: index) { try fm.removeItem(atPath: index) }
+        return truncation
+    }
+}

@@ -1,0 +1,254 @@
+import Cloudlet
+import CloudletClient
+import CloudletCore
+import CloudletReplication
+import Foundation
+import Synchronization
+
+/// A node of a replicated cluster (`cloudlet serve --cluster`): registers in etcd, agrees on the replica set, runs
+/// a ``PartitionDriver`` per partition of its store, carries their messages to the other nodes and answers theirs
+/// (``handle(_:next:)``, installed in front of the server's router), forwards writes to the leader.
+///
+/// Lifecycle: ``init(configuration:store:)``, then the server starts (so peers can reach it), then ``start()``;
+/// ``stop()`` before the server stops and the store closes. A node whose log must lose a divergent suffix asks for
+/// a restart (``restarts``): the caller stops everything, runs ``CloudletStore/truncatePartition(at:partition:after:)``
+/// and starts again.
+public final class ClusterNode: Sendable {
+    public let configuration: ClusterConfiguration
+    let etcd: EtcdClient
+    let keys: ClusterConfiguration.Keys
+    let store: CloudletStore
+    /// Messages to other nodes: short timeouts, a dead peer must not hold threads.
+    let peerTransport: CurlTransport
+    /// Requests forwarded to the leader: as long as a client request may take.
+    let forwardTransport: CurlTransport
+    private let origin = ContinuousClock.now
+    /// Other nodes' advertised URLs, as etcd last listed them.
+    let peers = Mutex<[NodeID: String]>([:])
+    let drivers = Mutex<[UInt32: PartitionDriver]>([:])
+    let replicaSet = Mutex<[NodeID]>([])
+    private let loops = Mutex<[Task<Void, Never>]>([])
+    private let nodeLease = Mutex<Int64?>(nil)
+    private let restartStream: AsyncStream<RestartRequest>
+    private let restartContinuation: AsyncStream<RestartRequest>.Continuation
+
+    /// A divergent suffix to cut from a partition's log before the node runs again.
+    public struct RestartRequest: Sendable {
+        public var partition: Int
+        public var after: UInt64
+    }
+
+    public init(configuration: ClusterConfiguration, store: CloudletStore) {
+        self.configuration = configuration
+        self.store = store
+        etcd = EtcdClient(url: configuration.etcd)
+        keys = ClusterConfiguration.Keys(configuration.name)
+        var peerOptions = CurlTransport.Options()
+        peerOptions.timeout = 5
+        peerOptions.connectTimeout = 1
+        peerOptions.maxIdleHandles = 32
+        peerTransport = CurlTransport(options: peerOptions)
+        var forwardOptions = CurlTransport.Options()
+        forwardOptions.timeout = 60
+        forwardOptions.connectTimeout = 2
+        forwardTransport = CurlTransport(options: forwardOptions)
+        (restartStream, restartContinuation) = AsyncStream.makeStream(of: RestartRequest.self)
+    }
+
+    /// Milliseconds since the node started, on the monotonic clock.
+    func now() -> Millis {
+        let d = ContinuousClock.now - origin
+        return Millis(d.components.seconds) * 1000 + Millis(d.components.attoseconds / 1_000_000_000_000_000)
+    }
+
+    // MARK: Joining
+
+    /// Registers the node, waits for the replica set (the first ``ClusterConfiguration/replicas`` nodes to
+    /// register), and starts replicating every partition. Throws when etcd cannot be reached, or this node is not
+    /// in the replica set (naming it).
+    public func start() async throws {
+        let me = configuration.node
+        try await checkClusterIdentity()
+        let ttl = Int((configuration.leaseTTL + 999) / 1000)
+        let lease = try await etcd.grantLease(ttl: ttl)
+        nodeLease.withLock { $0 = lease }
+        try await etcd.put(keys.node(me), Array(configuration.advertise.utf8), lease: lease)
+        let keepAlive = Task { [self] in await keepNodeAlive(ttl: ttl) }
+        loops.withLock { $0.append(keepAlive) }
+
+        var replicas: [NodeID] = []
+        var waited = 0
+        while replicas.isEmpty {
+            if let placement = try await etcd.get(keys.placement) {
+                replicas = String(decoding: placement.value, as: UTF8.self).split(separator: ",").map { NodeID(String($0)) }
+                break
+            }
+            let registered = try await etcd.list(prefix: keys.nodes).map { NodeID(String($0.key.dropFirst(keys.nodes.count))) }
+            if registered.count >= configuration.replicas {
+                let chosen = registered.sorted().prefix(configuration.replicas).map(\.name).joined(separator: ",")
+                _ = try await etcd.create(keys.placement, Array(chosen.utf8), lease: 0)
+                continue
+            }
+            if waited % 50 == 0 {
+                ServerLog.note(
+                    "cluster \(configuration.name): \(registered.count) of \(configuration.replicas) nodes registered, waiting")
+            }
+            waited += 1
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        guard replicas.contains(me) else {
+            throw CloudletError(
+                .invalidArguments,
+                "node \(me) is not a replica of cluster \(configuration.name): its replica set is \(replicas.map(\.name).joined(separator: ", "))")
+        }
+        replicaSet.withLock { $0 = replicas }
+        ServerLog.note("cluster \(configuration.name): node \(me), replicas \(replicas.map(\.name).joined(separator: ", ")), ack \(configuration.ackMode.rawValue)")
+        var started: [UInt32: PartitionDriver] = [:]
+        let first = PartitionDriver(target: .partition(store.partitions[0]), node: self, replicas: replicas)
+        started[0] = first
+        // The other partitions' leaders follow partition 0's, so that one node takes every write and the others
+        // forward to it (leadership spread over nodes per partition is not done yet).
+        for p in store.partitions.dropFirst() {
+            started[p.id] = PartitionDriver(target: .partition(p), node: self, replicas: replicas, shouldLead: { first.isLeader })
+        }
+        if let log = store.catalog.log {
+            // The catalog's leader follows partition 0's too: a data commit that adds schema needs both on one node.
+            started[Catalog.logPartition] = PartitionDriver(
+                target: .catalog(store.catalog, log), node: self, replicas: replicas,
+                shouldLead: { first.isLeader })
+        }
+        for driver in started.values { try driver.start() }
+        drivers.withLock { $0 = started }
+        let poll = Task { [self] in await pollLoop() }
+        let tick = Task { [self] in await tickLoop() }
+        loops.withLock { $0 += [poll, tick] }
+    }
+
+    /// The file in a store naming the cluster it belongs to (`CLUSTER`: the cluster's name and id, one a line).
+    static let identityFile = "CLUSTER"
+
+    /// The cluster's id is created once in etcd (`<prefix>/id`); a store remembers the id of the cluster it joined
+    /// first and refuses any other: its data belongs to that one. Throws `.invalidArguments` naming both.
+    private func checkClusterIdentity() async throws {
+        let key = keys.root + "id"
+        _ = try await etcd.create(key, Array(UUID().uuidString.lowercased().utf8), lease: 0)
+        guard let stored = try await etcd.get(key) else {
+            throw CloudletError(.serviceUnavailable, "etcd at \(etcd.endpoint) lost the cluster id \(key)")
+        }
+        let id = String(decoding: stored.value, as: UTF8.self)
+        let path = store.path + "/" + Self.identityFile
+        if let text = try? String(contentsOfFile: path, encoding: .utf8) {
+            let lines = text.split(separator: "\n").map(String.init)
+            guard lines.count >= 2, lines[1] == id else {
+                throw CloudletError(
+                    .invalidArguments,
+                    "the store at \(store.path) belongs to cluster \(lines.first ?? "?") (id \(lines.count > 1 ? lines[1] : "?")), "
+                        + "not to cluster \(configuration.name) (id \(id)) that etcd at \(etcd.endpoint) coordinates")
+            }
+            return
+        }
+        let temp = path + ".tmp"
+        try Data("\(configuration.name)\n\(id)\n".utf8).write(to: URL(fileURLWithPath: temp))
+        let fd = open(temp, O_RDONLY)
+        if fd >= 0 {
+            fsync(fd)
+            close(fd)
+        }
+        guard rename(temp, path) == 0 else {
+            throw CloudletError(.io, "cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+        let dir = open(store.path, O_RDONLY)
+        if dir >= 0 {
+            fsync(dir)
+            close(dir)
+        }
+    }
+
+    private func keepNodeAlive(ttl: Int) async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(Int(configuration.leaseTTL / 5)))
+            if Task.isCancelled { return }
+            guard let lease = nodeLease.withLock({ $0 }) else { continue }
+            do {
+                if try await etcd.keepAlive(lease) { continue }
+                let fresh = try await etcd.grantLease(ttl: ttl)
+                nodeLease.withLock { $0 = fresh }
+                try await etcd.put(keys.node(configuration.node), Array(configuration.advertise.utf8), lease: fresh)
+            } catch {
+                // etcd is down: try again at the next round.
+            }
+        }
+    }
+
+    private func pollLoop() async {
+        while !Task.isCancelled {
+            if let all = try? await etcd.list(prefix: keys.root) {
+                var addresses: [NodeID: String] = [:]
+                for kv in all where kv.key.hasPrefix(keys.nodes) {
+                    addresses[NodeID(String(kv.key.dropFirst(keys.nodes.count)))] = String(decoding: kv.value, as: UTF8.self)
+                }
+                peers.withLock { $0 = addresses }
+                for (id, driver) in drivers.withLock({ $0 }) {
+                    let prefix = keys.partition(id)
+                    driver.coordinator(all.filter { $0.key.hasPrefix(prefix) })
+                }
+            }
+            try? await Task.sleep(for: .milliseconds(Int(configuration.pollInterval)))
+        }
+    }
+
+    private func tickLoop() async {
+        while !Task.isCancelled {
+            for driver in drivers.withLock({ Array($0.values) }) { driver.tick() }
+            try? await Task.sleep(for: .milliseconds(Int(configuration.tickInterval)))
+        }
+    }
+
+    /// Stops replicating: the loops end, waiting writers fail with `SERVICE_UNAVAILABLE`, the node's keys are
+    /// released (its leases revoked, so that another node can lead at once).
+    public func stop() async {
+        for task in loops.withLock({ l in defer { l = [] }; return l }) { task.cancel() }
+        let all = drivers.withLock { d in defer { d = [:] }; return Array(d.values) }
+        var leases: [Int64] = nodeLease.withLock { $0 }.map { [$0] } ?? []
+        for driver in all {
+            driver.stop()
+            if let lease = driver.currentLease { leases.append(Int64(bitPattern: lease)) }
+        }
+        for lease in leases { try? await etcd.revokeLease(lease) }
+        restartContinuation.finish()
+    }
+
+    // MARK: For the drivers
+
+    /// Sends a message to another node (fire and forget: the protocol retries what is lost).
+    func send(to: NodeID, _ envelope: ReplicaEnvelope) {
+        guard let url = peers.withLock({ $0[to] }) else { return }
+        let request = HTTPClientRequest(
+            method: "POST", url: url + ClusterNode.messagePath, headers: [("Content-Type", "application/octet-stream")],
+            body: envelope.encoded())
+        let transport = peerTransport
+        Task { _ = try? await transport.send(request) }
+    }
+
+    /// Restart requests: a partition's log must lose frames after an LSN (a divergent suffix) before it goes on.
+    public var restarts: AsyncStream<RestartRequest> { restartStream }
+
+    func requestRestart(truncating partition: Int, after lsn: UInt64) {
+        ServerLog.note("partition \(partition): its log diverged from the leader's after LSN \(lsn); restarting to truncate it")
+        restartContinuation.yield(RestartRequest(partition: partition, after: lsn))
+    }
+
+    /// An invariant of the protocol broke: stop the process, naming it.
+    func halt(_ reason: String) {
+        ServerLog.note("error: halting: \(reason)")
+        exit(70)
+    }
+}
+
+extension ClusterNode {
+    /// Whether this node leads every partition of its store now (a fresh cluster's first leader bootstraps it).
+    public var leadsEveryPartition: Bool {
+        let all = drivers.withLock { Array($0.values) }
+        return !all.isEmpty && all.allSatisfy(\.isLeader)
+    }
+}

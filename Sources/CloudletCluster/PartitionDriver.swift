@@ -1,0 +1,447 @@
+import Cloudlet
+import CloudletConcurrency
+import CloudletCore
+import CloudletReplication
+import CloudletStorage
+import Dispatch
+import Foundation
+import Synchronization
+
+/// A log the cluster replicates: a data partition's, or the catalog's (its own log, with a leader of its own that
+/// follows partition 0's: ``PartitionDriver/init(target:node:replicas:shouldLead:)``).
+enum ReplicatedLog: Sendable {
+    case partition(Partition)
+    case catalog(Catalog, Log)
+
+    var log: Log {
+        switch self {
+        case .partition(let p): p.log
+        case .catalog(_, let log): log
+        }
+    }
+
+    /// The number messages and etcd keys name it by (``Catalog/logPartition`` for the catalog).
+    var id: UInt32 {
+        switch self {
+        case .partition(let p): p.id
+        case .catalog: Catalog.logPartition
+        }
+    }
+
+    /// Appends a leader's frames verbatim and applies them; returns the last LSN.
+    func appendFollowed(_ bytes: [UInt8], leaderEpoch: UInt64) throws -> UInt64 {
+        switch self {
+        case .partition(let p): try p.appendFollowed(bytes, leaderEpoch: leaderEpoch)
+        case .catalog(let c, _): try c.appendFollowed(bytes, leaderEpoch: leaderEpoch)
+        }
+    }
+
+    /// Waits until `lsn` is durable here and visible to readers.
+    func waitApplied(_ lsn: UInt64) throws {
+        switch self {
+        case .partition(let p): try p.log.waitDurableBlocking(lsn)
+        case .catalog(let c, _): try c.waitDurableBlocking(lsn)
+        }
+    }
+}
+
+/// The I/O shell around one partition's ``Replica``: feeds it the clock, etcd's leader key and published progress,
+/// messages from other nodes and the log's progress, and performs the actions it returns — etcd calls, messages,
+/// verbatim appends through the engine's one apply path, fencing — and, as the log's ``LogCommitGate``, admits or
+/// refuses the engine's own commits and holds their acknowledgement until the ack mode is satisfied.
+///
+/// Locking: the replica and the waiters live in `state`; actions are performed after it is released, and nothing
+/// calls into the log while holding it (``admit(lsn:fence:)`` runs under the log's lock and takes `state`).
+final class PartitionDriver: LogCommitGate, @unchecked Sendable {
+    // `@unchecked Sendable`: mutable state is in `state` (a Mutex); `appender` serializes the follower's appends.
+    let id: UInt32
+    let target: ReplicatedLog
+    private let node: ClusterNode
+    /// Whether this node should lead this log now (the catalog: only where partition 0 is led).
+    private let shouldLead: @Sendable () -> Bool
+    private let state: Mutex<State>
+    /// Appends and truncations, in the order the replica asked for them, on one thread at a time.
+    private let appender: DispatchQueue
+    private let leaderKeyPath: String
+
+    struct State {
+        var replica: Replica
+        /// The highest LSN acknowledged by the leader (all earlier frames are committed).
+        var committed: UInt64 = 0
+        /// This node's own frames staged as leader and not resolved yet → writers waiting for them.
+        var admitted: [UInt64: [CheckedContinuation<Void, any Error>]] = [:]
+        /// Own frames whose outcome became unknown, with why.
+        var abandoned: [UInt64: String] = [:]
+        var reportedDurable: UInt64 = 0
+        var progress: [NodeID: LogEnd] = [:]
+        /// Set once a truncation was asked for: nothing more is appended until the node restarts.
+        var stopped = false
+        var failovers = 0
+        var lastRole: Replica.Role = .follower
+    }
+
+    init(target: ReplicatedLog, node: ClusterNode, replicas: [NodeID], shouldLead: @escaping @Sendable () -> Bool = { true }) {
+        id = target.id
+        self.target = target
+        self.node = node
+        self.shouldLead = shouldLead
+        var config = ReplicaConfiguration(node: node.configuration.node, replicas: replicas)
+        config.ackMode = node.configuration.ackMode
+        config.leaseTTL = node.configuration.leaseTTL
+        config.renewInterval = node.configuration.leaseTTL / 5
+        config.clockSkewMargin = node.configuration.clockSkewMargin
+        config.seed = UInt64(truncatingIfNeeded: node.configuration.node.name.hashValue) ^ UInt64(id)
+        state = Mutex(State(replica: Replica(configuration: config)))
+        appender = DispatchQueue(label: "cloudlet-follow-\(target.id)")
+        leaderKeyPath = node.keys.leader(target.id)
+    }
+
+    var log: Log { target.log }
+
+    /// Starts the replica from the log's durable content and installs the gate.
+    func start() throws {
+        try log.flush()
+        let history = try Self.epochHistory(of: log)
+        let last = log.lastLSN
+        log.setCommitGate(self)
+        feed(.start(now: node.now(), lastLSN: last, history: history))
+        state.withLock { $0.reportedDurable = last }
+    }
+
+    /// Reads the epoch of every frame (their headers) into an epoch history.
+    static func epochHistory(of log: Log) throws -> EpochHistory {
+        var history = EpochHistory()
+        var next: UInt64 = 1
+        while next <= log.durableLSN {
+            let batch = try log.frames(from: next, maxBytes: 8 << 20)
+            guard batch.lastLSN >= batch.firstLSN else { break }
+            for frame in try Log.splitVerbatim(batch.bytes, partition: log.partition) {
+                history.record(epoch: frame.epoch, at: frame.lsn)
+            }
+            next = batch.lastLSN + 1
+        }
+        return history
+    }
+
+    // MARK: Status
+
+    struct Status: Sendable {
+        var role: Replica.Role
+        var leader: LeaderKey?
+        var durable: LogEnd
+        var committed: UInt64
+        var progress: [NodeID: LogEnd]
+        var failovers: Int
+    }
+
+    var status: Status {
+        state.withLock { s in
+            Status(
+                role: s.replica.role, leader: s.replica.leaderKey, durable: s.replica.durableEnd, committed: s.committed,
+                progress: s.progress, failovers: s.failovers)
+        }
+    }
+
+    /// The leader key as last polled (nil: no leader).
+    var leader: LeaderKey? { state.withLock { $0.replica.leaderKey } }
+
+    var isLeader: Bool {
+        state.withLock { s in
+            if case .leader = s.replica.role { return true }
+            return false
+        }
+    }
+
+    // MARK: Events
+
+    /// Hands `event` to the replica and performs what it asks.
+    func feed(_ event: ReplicaEvent) {
+        let actions = state.withLock { s -> [ReplicaAction] in
+            let actions = s.replica.on(event)
+            if s.replica.role != s.lastRole {
+                if case .leader = s.replica.role { s.failovers += 1 }
+                s.lastRole = s.replica.role
+            }
+            return actions
+        }
+        perform(actions)
+    }
+
+    /// One round of the driver's loop: the clock, then the log's durable end if it moved.
+    func tick() {
+        let now = node.now()
+        feed(.tick(now: now))
+        reportDurable()
+        // A leader that should not lead (the catalog's, once partition 0 is led elsewhere) gives its lease up, so
+        // that the right node can take over.
+        if isLeader, !shouldLead(), let lease = currentLease {
+            feed(.leaseLost(lease: lease))
+            let etcd = node.etcd
+            Task { try? await etcd.revokeLease(Int64(bitPattern: lease)) }
+        }
+    }
+
+    private func reportDurable() {
+        let durable = log.durableLSN
+        let moved = state.withLock { s -> Bool in
+            guard durable > s.reportedDurable else { return false }
+            s.reportedDurable = durable
+            return true
+        }
+        if moved { feed(.durable(lsn: durable, now: node.now())) }
+    }
+
+    /// The partition's keys as etcd holds them now.
+    func coordinator(_ keys: [EtcdClient.KeyValue]) {
+        let prefix = node.keys.partition(id) + "progress/"
+        var leader: LeaderKey?
+        var progress: [NodeID: LogEnd] = [:]
+        for kv in keys {
+            if kv.key == leaderKeyPath {
+                leader = LeaderKey(
+                    node: NodeID(String(decoding: kv.value, as: UTF8.self)), epoch: UInt64(kv.createRevision),
+                    lease: UInt64(bitPattern: kv.lease))
+            } else if kv.key.hasPrefix(prefix) {
+                let parts = String(decoding: kv.value, as: UTF8.self).split(separator: ":")
+                if parts.count == 2, let e = UInt64(parts[0]), let l = UInt64(parts[1]) {
+                    progress[NodeID(String(kv.key.dropFirst(prefix.count)))] = LogEnd(epoch: e, lsn: l)
+                }
+            }
+        }
+        state.withLock { $0.progress = progress }
+        feed(.leaderKey(leader))
+        feed(.progress(progress))
+    }
+
+    // MARK: Actions
+
+    private func perform(_ actions: [ReplicaAction]) {
+        for action in actions { perform(action) }
+    }
+
+    private func perform(_ action: ReplicaAction) {
+        let etcd = node.etcd
+        switch action {
+        case .send(let to, let message):
+            node.send(to: to, ReplicaEnvelope(log: id, from: node.configuration.node, message: message))
+        case .serveFrames(let to, let epoch, let previousEpoch, let from, let through):
+            serve(to: to, epoch: epoch, previousEpoch: previousEpoch, from: from, through: through)
+        case .append(let frames):
+            let bytes = frames.flatMap(\.payload)
+            appender.async { [self] in append(bytes, count: frames.count) }
+        case .truncate(let lsn):
+            appender.async { [self] in
+                guard !state.withLock({ s in defer { s.stopped = true }; return s.stopped }) else { return }
+                node.requestRestart(truncating: Int(id), after: lsn)
+            }
+        case .fence(let epoch):
+            log.fence(epoch: epoch)
+        case .grantLease(let now):
+            let ttl = Int((node.configuration.leaseTTL + 999) / 1000)
+            Task {
+                if let lease = try? await etcd.grantLease(ttl: ttl) {
+                    feed(.leaseGranted(lease: UInt64(bitPattern: lease), sentAt: now))
+                }
+            }
+        case .renewLease(let lease, let now):
+            Task {
+                guard let alive = try? await etcd.keepAlive(Int64(bitPattern: lease)) else { return }
+                feed(alive ? .leaseRenewed(lease: lease, sentAt: now) : .leaseLost(lease: lease))
+            }
+        case .campaign(let lease):
+            guard shouldLead() else {
+                feed(.campaignResult(epoch: nil))
+                return
+            }
+            let (key, me) = (leaderKeyPath, node.configuration.node.name)
+            Task {
+                let epoch = try? await etcd.create(key, Array(me.utf8), lease: Int64(bitPattern: lease))
+                feed(.campaignResult(epoch: epoch.map { UInt64($0) }))
+            }
+        case .resign(let epoch):
+            let key = leaderKeyPath
+            Task { try? await etcd.delete(key, ifCreatedAt: Int64(epoch)) }
+        case .publish(let end):
+            guard let lease = state.withLock({ $0.replica.currentLease }) else { return }
+            let key = node.keys.progress(id, node.configuration.node)
+            Task { try? await etcd.put(key, Array("\(end.epoch):\(end.lsn)".utf8), lease: Int64(bitPattern: lease)) }
+        case .acknowledge(let ids):
+            resolve(ids, failure: nil)
+        case .refuse(let ids, let reason), .abandon(let ids, let reason):
+            resolve(ids, failure: reason)
+        case .halt(let reason):
+            node.halt("partition \(id): \(reason)")
+        }
+    }
+
+    /// Frames `from...through` of the local log, sent to `to` (a follower's fetch).
+    private func serve(to: NodeID, epoch: UInt64, previousEpoch: UInt64, from: UInt64, through: UInt64) {
+        let (log, id, me) = (log, id, node.configuration.node)
+        Task {
+            var frames: [ReplicatedFrame] = []
+            if through >= from {
+                let batch: Log.FrameBatch
+                do { batch = try await ThreadBridge.offload { try log.frames(from: from, maxBytes: 4 << 20) } } catch {
+                    ServerLog.warning("partition \(id): cannot serve frames from LSN \(from) to \(to): \(error)")
+                    return
+                }
+                guard let split = try? Log.splitVerbatim(batch.bytes, partition: id) else { return }
+                for f in split where f.lsn <= through {
+                    frames.append(ReplicatedFrame(lsn: f.lsn, epoch: f.epoch, payload: Array(batch.bytes[f.range])))
+                }
+            }
+            let message = ReplicaMessage.frames(
+                epoch: epoch, previousEpoch: previousEpoch, frames: frames, leaderDurable: log.durableLSN)
+            node.send(to: to, ReplicaEnvelope(log: id, from: me, message: message))
+        }
+    }
+
+    /// A follower's (or a catching-up candidate's) append: verbatim, applied, fsynced, then reported.
+    private func append(_ bytes: [UInt8], count: Int) {
+        let leaderEpoch = state.withLock { s -> UInt64? in s.stopped ? nil : s.replica.fence }
+        guard let leaderEpoch else { return }
+        do {
+            let last = try target.appendFollowed(bytes, leaderEpoch: leaderEpoch)
+            try target.waitApplied(last)
+            reportDurable()
+        } catch {
+            // The replica believes the frames are in: its view of the log is wrong now. Start it again from what
+            // the log holds (the frames are fetched again).
+            ServerLog.warning("partition \(id): appending \(count) frames failed (\(error)); resynchronizing")
+            resynchronize()
+        }
+    }
+
+    private func resynchronize() {
+        do {
+            let history = try Self.epochHistory(of: log)
+            let last = log.lastLSN
+            state.withLock { s in
+                for (lsn, waiters) in s.admitted {
+                    s.abandoned[lsn] = "the node resynchronized its replication state"
+                    for w in waiters { w.resume(throwing: Self.unavailable("the node resynchronized its replication state")) }
+                }
+                s.admitted = [:]
+                s.reportedDurable = last
+            }
+            feed(.start(now: node.now(), lastLSN: last, history: history))
+        } catch {
+            node.halt("partition \(id): cannot read its own log to resynchronize: \(error)")
+        }
+    }
+
+    private func resolve(_ ids: [UInt64], failure: String?) {
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
+            var out: [CheckedContinuation<Void, any Error>] = []
+            for lsn in ids {
+                out += s.admitted.removeValue(forKey: lsn) ?? []
+                if let failure { s.abandoned[lsn] = failure } else { s.committed = max(s.committed, lsn) }
+            }
+            if failure == nil, let low = s.abandoned.keys.min(), low + 100_000 < s.committed {
+                s.abandoned = s.abandoned.filter { $0.key + 100_000 >= s.committed }
+            }
+            return out
+        }
+        for w in waiters {
+            if let failure { w.resume(throwing: Self.unavailable(failure)) } else { w.resume() }
+        }
+    }
+
+    static func unavailable(_ reason: String) -> CloudletError {
+        CloudletError(.serviceUnavailable, "not acknowledged: \(reason); retry")
+    }
+
+    // MARK: LogCommitGate
+
+    func admit(lsn: UInt64, fence: UInt64) throws -> UInt64 {
+        let now = node.now()
+        let (actions, outcome) = state.withLock { s -> ([ReplicaAction], Result<UInt64, CloudletError>) in
+            if s.stopped { return ([], .failure(Self.unavailable("the node is stopping"))) }
+            let actions = s.replica.on(.write(id: lsn, payload: [], now: now))
+            var epoch: UInt64?
+            var refusal: String?
+            for a in actions {
+                if case .append(let frames) = a, frames.count == 1, frames[0].lsn == lsn { epoch = frames[0].epoch }
+                if case .refuse(_, let reason) = a { refusal = reason }
+            }
+            if let refusal { return (actions, .failure(Self.unavailable(refusal))) }
+            guard let epoch, epoch >= fence else {
+                // The replica staged a frame the log will not take: its view is off; it starts again from the log.
+                s.abandoned[lsn] = "the leader's replication state was out of step with its log"
+                return (actions, .failure(Self.unavailable("partition \(id)'s leader state was out of step with its log")))
+            }
+            s.admitted[lsn] = []
+            return (actions, .success(epoch))
+        }
+        // Anything else the write caused runs once the log's lock is released.
+        let rest = actions.filter {
+            if case .append = $0 { return false }
+            if case .refuse = $0 { return false }
+            return true
+        }
+        if !rest.isEmpty { Task { perform(rest) } }
+        switch outcome {
+        case .success(let epoch): return epoch
+        case .failure(let error):
+            if error.message.contains("out of step") { appender.async { [self] in resynchronize() } }
+            throw error
+        }
+    }
+
+    func waitCommittedBlocking(_ lsn: UInt64) throws {
+        try ThreadBridge.wait { try await self.waitCommitted(lsn) }
+    }
+
+    /// How long a writer waits for its quorum before its answer is "unknown outcome" (the write may still commit).
+    static let commitTimeout: Duration = .seconds(10)
+
+    func waitCommitted(_ lsn: UInt64) async throws {
+        reportDurable()
+        let timeout = Task { [self] in
+            try await Task.sleep(for: Self.commitTimeout)
+            let late = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
+                guard let waiting = s.admitted[lsn], !waiting.isEmpty else { return [] }
+                s.admitted[lsn] = []
+                return waiting
+            }
+            for w in late {
+                w.resume(throwing: Self.unavailable("no quorum of replicas confirmed LSN \(lsn) within 10 s; its outcome is unknown"))
+            }
+        }
+        defer { timeout.cancel() }
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+            let outcome = state.withLock { s -> Result<Void, any Error>? in
+                if let reason = s.abandoned[lsn] { return .failure(Self.unavailable(reason)) }
+                guard s.admitted[lsn] != nil, lsn > s.committed else { return .success(()) }
+                s.admitted[lsn]!.append(c)
+                return nil
+            }
+            if let outcome { c.resume(with: outcome) }
+        }
+    }
+
+    /// Fails every writer still waiting (the node is stopping).
+    func stop() {
+        let waiters = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
+            defer { s.admitted = [:] }
+            s.stopped = true
+            return s.admitted.values.flatMap { $0 }
+        }
+        for w in waiters { w.resume(throwing: Self.unavailable("the node is stopping")) }
+    }
+}
+
+/// Warnings of the cluster's shell, on standard error.
+enum ServerLog {
+    static func warning(_ message: String) {
+        FileHandle.standardError.write(Data("cloudlet: warning: \(message)\n".utf8))
+    }
+    static func note(_ message: String) {
+        FileHandle.standardError.write(Data("cloudlet: \(message)\n".utf8))
+    }
+}
+
+extension PartitionDriver {
+    /// The node's lease for this partition, once granted.
+    var currentLease: UInt64? { state.withLock { $0.replica.currentLease } }
+}
