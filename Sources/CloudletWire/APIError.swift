@@ -29,6 +29,9 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
     public init(_ error: CloudletError) {
         self.init(error.code.serverErrorCode, error.message)
         code = error.code
+        // A client told to come back later is told when, as CloudKit does: a write the cluster could not acknowledge
+        // (no leader, no quorum) reached here without one.
+        if error.code == .serviceUnavailable { retryAfter = 1 }
     }
 
     /// The error as the engine's: Cloudlet's own code when the response named it, else the code its
