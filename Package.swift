@@ -108,7 +108,7 @@ let package = Package(
             name: "cloudlet",
             dependencies: [
                 "Cloudlet", "CloudletCluster", "CloudletCommandLine", "CloudletConcurrency", "CloudletCore", "CloudletWire",
-                "CloudletServer",
+                "CloudletServer", "CloudletReplication",
             ]),
         .executableTarget(
             name: "cloudlet-tool",
@@ -161,7 +161,7 @@ let package = Package(
             name: "CloudletClusterTests",
             dependencies: [
                 "CloudletCluster", "CloudletClient", "CloudletReplication", "Cloudlet", "CloudletCore", "CloudletWire",
-                "CloudletTestSupport", "cloudlet", "cloudlet-tool",
+                "CloudletTestSupport", "CloudletServer", "cloudlet", "cloudlet-tool",
             ]),
         .testTarget(
             name: "CloudletServerTests",

@@ -58,7 +58,7 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
     let target: ReplicatedLog
     private let node: ClusterNode
     /// Whether this node should lead this log now (the catalog: only where partition 0 is led).
-    private let shouldLead: @Sendable () -> Bool
+    private let shouldLead: @Sendable (PartitionDriver) -> Bool
     private let state: Mutex<State>
     /// Appends and truncations, in the order the replica asked for them, on one thread at a time.
     private let appender: DispatchQueue
@@ -80,7 +80,7 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         var lastRole: Replica.Role = .follower
     }
 
-    init(target: ReplicatedLog, node: ClusterNode, replicas: [NodeID], shouldLead: @escaping @Sendable () -> Bool = { true }) {
+    init(target: ReplicatedLog, node: ClusterNode, replicas: [NodeID], shouldLead: @escaping @Sendable (PartitionDriver) -> Bool = { _ in true }) {
         id = target.id
         self.target = target
         self.node = node
@@ -174,7 +174,7 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         reportDurable()
         // A leader that should not lead (the catalog's, once partition 0 is led elsewhere) gives its lease up, so
         // that the right node can take over.
-        if isLeader, !shouldLead(), let lease = currentLease {
+        if isLeader, !shouldLead(self), let lease = currentLease {
             feed(.leaseLost(lease: lease))
             let etcd = node.etcd
             Task { try? await etcd.revokeLease(Int64(bitPattern: lease)) }
@@ -249,7 +249,7 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
                 feed(alive ? .leaseRenewed(lease: lease, sentAt: now) : .leaseLost(lease: lease))
             }
         case .campaign(let lease):
-            guard shouldLead() else {
+            guard shouldLead(self) else {
                 feed(.campaignResult(epoch: nil))
                 return
             }
