@@ -67,11 +67,15 @@ serve: deps
 # default build directory is Benchmarks/.build; a --scratch-path in SWIFTPM_FLAGS serves both packages.
 BENCH_RUN = $(SWIFT) run -c release --package-path Benchmarks $(SWIFTPM_FLAGS) cloudlet-bench
 
+# replicated-fillsync-concurrent runs `cloudlet serve` processes: the release `cloudlet` is built first.
+BENCH_CLOUDLET = $(SWIFT) build -c release $(SWIFTPM_FLAGS) --product cloudlet && \
+	export CLOUDLET_BIN="$$($(SWIFT) build -c release $(SWIFTPM_FLAGS) --show-bin-path)/cloudlet"
+
 bench: deps
-	$(BENCH_RUN) $(BENCH_ARGS)
+	$(BENCH_CLOUDLET) && $(BENCH_RUN) $(BENCH_ARGS)
 
 bench-quick: deps
-	$(BENCH_RUN) --quick $(BENCH_ARGS)
+	$(BENCH_CLOUDLET) && $(BENCH_RUN) --quick $(BENCH_ARGS)
 
 # HTTP load test of `cloudlet serve` with wrk (Benchmarks/http/README.md).
 bench-http: deps

@@ -26,6 +26,8 @@ let package = Package(
         // embedded engine.
         .library(name: "CloudletClient", targets: ["CloudletClient"]),
         .library(name: "CloudletSync", targets: ["CloudletSync"]),
+        // Child processes, etcd and free ports: the tests' harness, which cloudlet-bench's cluster rows use too.
+        .library(name: "CloudletTestSupport", targets: ["CloudletTestSupport"]),
         .executable(name: "cloudlet", targets: ["cloudlet"]),
         .executable(name: "cloudlet-tool", targets: ["cloudlet-tool"]),
     ],
