@@ -113,7 +113,13 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         var history = EpochHistory()
         var next: UInt64 = 1
         while next <= log.durableLSN {
-            let batch = try log.frames(from: next, maxBytes: 8 << 20)
+            let batch: Log.FrameBatch
+            do { batch = try log.frames(from: next, maxBytes: 8 << 20) } catch let e as CloudletError where e.code == .changeTokenExpired {
+                throw CloudletError(
+                    .invalidArguments,
+                    "the log of partition \(log.partition) in \(log.directory) was compacted, and a compacted log cannot be "
+                        + "replicated (the protocol needs every frame's epoch; docs/replication.md, \"Not done yet\"): \(e.message)")
+            }
             guard batch.lastLSN >= batch.firstLSN else { break }
             for frame in try Log.splitVerbatim(batch.bytes, partition: log.partition) {
                 history.record(epoch: frame.epoch, at: frame.lsn)
