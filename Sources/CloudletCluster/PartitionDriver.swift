@@ -426,11 +426,13 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         }
     }
 
-    /// Fails every writer still waiting (the node is stopping).
+    /// Fails every writer still waiting (the node is stopping), and those that come to wait later: a write staged
+    /// here and not acknowledged has an unknown outcome now (it must not look committed because nobody waits for it).
     func stop() {
         let waiters = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
             defer { s.admitted = [:] }
             s.stopped = true
+            for lsn in s.admitted.keys where lsn > s.committed { s.abandoned[lsn] = "the node is stopping" }
             return s.admitted.values.flatMap { $0 }
         }
         for w in waiters { w.resume(throwing: Self.unavailable("the node is stopping")) }
