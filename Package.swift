@@ -26,6 +26,8 @@ let package = Package(
         // embedded engine.
         .library(name: "CloudletClient", targets: ["CloudletClient"]),
         .library(name: "CloudletSync", targets: ["CloudletSync"]),
+        // Child processes, etcd and free ports: the tests' harness, which cloudlet-bench's cluster rows use too.
+        .library(name: "CloudletTestSupport", targets: ["CloudletTestSupport"]),
         .executable(name: "cloudlet", targets: ["cloudlet"]),
         .executable(name: "cloudlet-tool", targets: ["cloudlet-tool"]),
     ],
@@ -108,7 +110,7 @@ let package = Package(
             name: "cloudlet",
             dependencies: [
                 "Cloudlet", "CloudletCluster", "CloudletCommandLine", "CloudletConcurrency", "CloudletCore", "CloudletWire",
-                "CloudletServer",
+                "CloudletServer", "CloudletReplication",
             ]),
         .executableTarget(
             name: "cloudlet-tool",
@@ -161,7 +163,7 @@ let package = Package(
             name: "CloudletClusterTests",
             dependencies: [
                 "CloudletCluster", "CloudletClient", "CloudletReplication", "Cloudlet", "CloudletCore", "CloudletWire",
-                "CloudletTestSupport", "cloudlet", "cloudlet-tool",
+                "CloudletTestSupport", "CloudletServer", "cloudlet", "cloudlet-tool",
             ]),
         .testTarget(
             name: "CloudletServerTests",

@@ -51,8 +51,17 @@ extension ClusterNode {
 
     private func receive(_ request: HTTPRequest) -> HTTPResponse {
         guard request.method == "POST" else { return APIError.badRequest("\(Self.messagePath) takes POST").response }
+        guard let opener = authenticator.withLock({ $0 }) else {
+            return Self.unavailable("node \(configuration.node) has not joined cluster \(configuration.name) yet").response
+        }
+        bytesReceived.add(request.body.count, ordering: .relaxed)
+        guard let message = opener.open(request.body) else {
+            return APIError(
+                "AUTHENTICATION_FAILED", "replication message not sealed with the key of cluster \(configuration.name)"
+            ).response
+        }
         let envelope: ReplicaEnvelope
-        do { envelope = try ReplicaEnvelope(decoding: request.body) } catch {
+        do { envelope = try ReplicaEnvelope(decoding: Array(message)) } catch {
             return APIError.badRequest("bad replication message: \(error)").response
         }
         guard replicaSet.withLock({ $0.contains(envelope.from) }) else {
@@ -180,6 +189,10 @@ extension ClusterNode {
             # TYPE cloudlet_cluster_replica_lag_lsns gauge
             # HELP cloudlet_cluster_leaderships_total Leaderships this node won since it started.
             # TYPE cloudlet_cluster_leaderships_total counter
+            # HELP cloudlet_cluster_replication_bytes_total Bytes of replication messages this node sent or received.
+            # TYPE cloudlet_cluster_replication_bytes_total counter
+            cloudlet_cluster_replication_bytes_total{direction="sent"} \(bytesSent.load(ordering: .relaxed))
+            cloudlet_cluster_replication_bytes_total{direction="received"} \(bytesReceived.load(ordering: .relaxed))
 
             """
         for (id, driver) in drivers.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
@@ -209,9 +222,12 @@ extension ClusterNode {
         let parts = drivers.withLock { $0 }.sorted { $0.key < $1.key }.map { id, driver in
             partitionJSON(id, driver.status, replicas: replicas)
         }
+        let wishes = preferences.withLock { $0 }
         return .members([
             "cluster": .string(configuration.name), "node": .string(configuration.node.name),
             "ack": .string(configuration.ackMode.rawValue),
+            "drained": .array(wishes.drained.sorted().map { .string($0.name) }),
+            "preferredLeader": wishes.preferred.map { .string($0.name) },
             "nodes": .array(addresses.keys.sorted().map { .members(["node": .string($0.name), "url": .string(addresses[$0]!)]) }),
             "partitions": .array(parts),
         ])
