@@ -1,22 +1,26 @@
 import CloudletWire
 import Cloudlet
 import Foundation
+import Synchronization
 
 /// The console's live change view, a websocket at
 /// `/cloudlet/console/ws/changes?container=&environment=&database=&user=&zone=[&feed=database]`: once open, every
 /// record saved or deleted in the zone is pushed as a JSON text message — the record as `changes/zone` writes it
 /// (deletions with `deleted: true`) — or, with `feed=database` (private and shared databases), every zone that
-/// changed as `changes/database` writes it (`{zoneID}`, `{zoneID, deleted: true}`); `{"error": reason}` comes before
-/// the server closes a feed that failed.
+/// changed as `changes/database` writes it (`{zoneID}`, `{zoneID, deleted: true}`). `{"live": true}` comes once the
+/// feed has caught up with the zone (what came before it opened is not shown) — every change committed after it is
+/// pushed; `{"error": reason}` comes before the server closes a feed that failed.
 ///
 /// The handshake needs the console's session cookie (SameSite=Strict: a browser sends it only from the console's
 /// own pages) and, when the browser sends an `Origin`, one whose host is the `Host` the request was sent to.
 /// The feed is read with the same `changes/zone` handler as the API, for the admin (``ConsoleHandler/context``):
-/// a pusher thread per connection drains the zone's feed when it opens (only later changes are shown) and then
-/// asks for changes every ``pollSeconds`` (``WebSocketEndpoint`` runs it and closes it).
+/// a pusher thread per connection listens to the store's commits (``CommitSignal``), drains the zone's feed when it
+/// opens, and reads it again as soon as a durable commit touches the zone (or, for the database feed, the
+/// container's environment): no polling. ``WebSocketEndpoint`` runs the pusher and closes it.
 final class ConsoleChangeFeed: Sendable {
     static let path = ConsoleHandler.prefix + "/ws/changes"
-    static let pollSeconds = 0.5
+    /// How long a pusher waits for a commit before checking whether its connection closed.
+    static let waitSeconds = 0.25
 
     let router: APIRouter
 
@@ -59,6 +63,9 @@ final class ConsoleChangeFeed: Sendable {
         let path = try DatabasePath(DatabasePath.prefix + parts.joined(separator: "/"))
         let zone = r.queryParameter("zone").flatMap { $0.isEmpty ? nil : $0 } ?? "_defaultZone"
         let console = ConsoleHandler(router: router)
+        // Listening before the first read: a commit between that read and the wait still wakes the pusher.
+        let signal = CommitSignal(store: router.store, container: path.container, environment: path.environment, zone: wholeDatabase ? nil : zone)
+        defer { signal.cancel() }
         var token: String?
         var live = false
         while !connection.isClosed {
@@ -87,8 +94,72 @@ final class ConsoleChangeFeed: Sendable {
                 }
             }
             if result["moreComing"]?.boolValue == true { continue }
-            live = true
-            Thread.sleep(forTimeInterval: pollSeconds)
+            if !live {
+                live = true
+                guard connection.send(Array(#"{"live":true}"#.utf8)) else { return }
+            }
+            while !connection.isClosed && !signal.wait(seconds: waitSeconds) {}
         }
     }
+}
+
+/// Wakes a console feed's pusher when a durable commit may have changed what it shows: a record saved or deleted
+/// in zone `zone` (any database of the container's environment: a shared database's zones are another user's), or
+/// with `zone` nil any record or zone change of the container's environment. A false alarm costs one read of the
+/// feed; a missed commit would cost a change never shown, so when the store's commit stream ends (a listener that
+/// fell too far behind) the signal fires and listens again.
+final class CommitSignal: Sendable {
+    private let pending = Mutex(false)
+    private let semaphore = DispatchSemaphore(value: 0)
+    private let task = Mutex<Task<Void, Never>?>(nil)
+
+    init(store: CloudletStore, container: String, environment: Environment, zone: String?) {
+        // Listening from here on: no commit after init returns is missed.
+        let first = store.committedChanges()
+        task.withLock { t in
+            t = Task { [self] in
+                var stream = first
+                while true {
+                    do {
+                        for try await change in stream where change.events.contains(where: {
+                            Self.matches($0, container: container, environment: environment, zone: zone)
+                        }) {
+                            fire()
+                        }
+                    } catch {}
+                    if Task.isCancelled { return }
+                    stream = store.committedChanges()
+                    fire()
+                }
+            }
+        }
+    }
+
+    static func matches(_ event: ChangeEvent, container: String, environment: Environment, zone: String?) -> Bool {
+        let (db, zoneName): (DatabaseID, String)
+        switch event {
+        case .recordSaved(let d, let r): (db, zoneName) = (d, r.id.zoneID.zoneName)
+        case .recordDeleted(let d, let id, _): (db, zoneName) = (d, id.zoneID.zoneName)
+        case .zoneCreated(let d, let z), .zoneDeleted(let d, let z): (db, zoneName) = (d, z.zoneName)
+        }
+        return db.container == container && db.environment == environment && (zone == nil || zone == zoneName)
+    }
+
+    private func fire() {
+        let first = pending.withLock { p in
+            defer { p = true }
+            return !p
+        }
+        if first { semaphore.signal() }
+    }
+
+    /// Waits up to `seconds` for a matching commit since the last wait returned true; true if there was one.
+    func wait(seconds: Double) -> Bool {
+        guard semaphore.wait(timeout: .now() + seconds) == .success else { return false }
+        pending.withLock { $0 = false }
+        return true
+    }
+
+    /// Stops listening.
+    func cancel() { task.withLock { $0?.cancel() } }
 }
