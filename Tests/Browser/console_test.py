@@ -37,7 +37,7 @@ def fail(message):
 
 try:
     from selenium import webdriver
-    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, TimeoutException
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -168,7 +168,21 @@ def run(d, server, shots):
         return wait.until(EC.visibility_of_element_located((By.CSS_SELECTOR, selector)))
 
     def click(selector):
-        wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, selector))).click()
+        # Found and clicked in one attempt, again if a re-render replaced the element in between (a click that
+        # raised did not happen).
+        def attempt(_):
+            try:
+                el = d.find_element(By.CSS_SELECTOR, selector)
+                if not (el.is_displayed() and el.is_enabled()):
+                    return False
+                el.click()
+                return True
+            except (StaleElementReferenceException, NoSuchElementException):
+                return False
+        try:
+            wait.until(attempt)
+        except TimeoutException:
+            raise AssertionError(f"nothing to click at {selector}")
 
     def button(text, within="body"):
         xpath = f"//{'dialog' if within == 'dialog' else '*'}//button[normalize-space()='{text}']"
@@ -390,15 +404,15 @@ def run(d, server, shots):
     Select(css("#record-type")).select_by_visible_text("Place")
     click("#run-query")
     click("#records-table tr[data-record-name='eiffel']")
-    fields = css("#record-fields")
     text_appears("#record-fields", "48.85840, 2.29450")
     text_appears("#record-fields", "1889-04-14T00:00:00.000Z")
     text_appears("#record-fields", "330.5")
     text_appears("#record-fields", "5 bytes")
     text_appears("#record-fields", "→ banana")
-    assert [li.text for li in fields.find_elements(By.CSS_SELECTOR, "ol.list li")] == ["paris", "iron"]
-    assert fields.find_elements(By.CSS_SELECTOR, "svg.map circle"), "the location has no map"
-    assert fields.find_elements(By.XPATH, ".//a[normalize-space()='Download']"), "the asset has no download link"
+    # Looked up afresh each time: a re-render of the dialog would leave an element found earlier stale.
+    wait.until(lambda _: [li.text for li in d.find_elements(By.CSS_SELECTOR, "#record-fields ol.list li")] == ["paris", "iron"])
+    assert d.find_elements(By.CSS_SELECTOR, "#record-fields svg.map circle"), "the location has no map"
+    assert d.find_elements(By.XPATH, "//*[@id='record-fields']//a[normalize-space()='Download']"), "the asset has no download link"
     wait.until(lambda _: d.execute_script(
         "const i = document.querySelector('#record-fields img.preview'); return i && i.complete && i.naturalWidth > 0"))
     shot("05-record")
