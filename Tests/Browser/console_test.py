@@ -563,12 +563,23 @@ def run(d, server, shots):
     wait.until(lambda _: len(d.find_elements(By.CSS_SELECTOR, "#subscriptions-table tbody tr")) == 1)
     assert first_id not in d.find_element(By.ID, "subscriptions-table").text
 
-    step("changes: the live view shows a record saved elsewhere")
+    step("changes: from the start, the live view shows what changed before it opened, deletions too")
     go("changes")
     heading("Changes")
     Select(css("#db-scope")).select_by_value("public")
+    click("#feed-history")
     click("#live-toggle")
     text_appears("#live-status", "live")
+    text_appears("#feed", "cherry")
+    text_appears("#feed", "deleted apple")
+    click("#feed-history")  # stops the view
+    text_appears("#live-status", "stopped")
+    button("Clear")
+
+    step("changes: the live view shows a record saved elsewhere, and only what changed after it opened")
+    click("#live-toggle")
+    text_appears("#live-status", "live")
+    assert "cherry" not in d.find_element(By.ID, "feed").text, "without history the view showed an older change"
 
     other.database("records/modify", {"operations": [{"operationType": "create", "record": {
         "recordName": "durian", "recordType": "Article", "fields": {"title": {"value": "durian"}}}}]})

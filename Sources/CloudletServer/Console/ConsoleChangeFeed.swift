@@ -3,12 +3,12 @@ import Cloudlet
 import Foundation
 
 /// The console's live change view, a websocket at
-/// `/cloudlet/console/ws/changes?container=&environment=&database=&user=&zone=[&feed=database]`: once open, every
-/// record saved or deleted in the zone is pushed as a JSON text message — the record as `changes/zone` writes it
+/// `/cloudlet/console/ws/changes?container=&environment=&database=&user=&zone=[&feed=database][&history=1]`: once
+/// open, every record saved or deleted in the zone is pushed as a JSON text message — the record as `changes/zone` writes it
 /// (deletions with `deleted: true`) — or, with `feed=database` (private and shared databases), every zone that
 /// changed as `changes/database` writes it (`{zoneID}`, `{zoneID, deleted: true}`). `{"live": true}` comes once the
-/// feed has caught up with the zone (what came before it opened is not shown) — every change committed after it is
-/// pushed; `{"error": reason}` comes before the server closes a feed that failed.
+/// feed has caught up with the zone — what came before is sent only with `history=1` (each record's latest change,
+/// as the feed keeps them) — and every change committed after it is pushed; `{"error": reason}` comes before the server closes a feed that failed.
 ///
 /// The handshake needs the console's session cookie (SameSite=Strict: a browser sends it only from the console's
 /// own pages) and, when the browser sends an `Origin`, one whose host is the `Host` the request was sent to.
@@ -56,6 +56,7 @@ final class ConsoleChangeFeed: Sendable {
     /// Drains the feed, then sends each later change until the connection closes.
     private static func push(_ r: HTTPRequest, router: APIRouter, to connection: WebSocketConnection) throws {
         let wholeDatabase = r.queryParameter("feed") == "database"
+        let history = r.queryParameter("history") == "1"
         let op: Route = wholeDatabase ? .changesDatabase : .changesZone
         let parts = ["1", r.queryParameter("container") ?? "", r.queryParameter("environment") ?? "development",
             r.queryParameter("database") ?? "public", op.rawValue]
@@ -85,7 +86,7 @@ final class ConsoleChangeFeed: Sendable {
                 throw APIError(code, result["reason"]?.stringValue ?? code)
             }
             token = result["syncToken"]?.stringValue
-            if live {
+            if live || history {
                 for change in result[wholeDatabase ? "zones" : "records"]?.arrayValue ?? [] {
                     var w = JSONWriter()
                     w.value(change)

@@ -9,6 +9,8 @@ pages.changes = async (view) => {
   const picker = scopePicker(() => stop());
   const kind = select([['zone', 'The zone\'s records'], ['database', 'The database\'s zones (private, shared)']], 'zone', { id: 'feed-kind' });
   kind.addEventListener('change', () => stop());
+  const history = h('input', { type: 'checkbox', id: 'feed-history' });
+  history.addEventListener('change', () => stop());
   const feed = h('ul', { class: 'feed', id: 'feed', 'aria-label': 'Changes' });
   const status = h('span', { class: 'live', id: 'live-status' }, 'stopped');
   const toggle = h('button', { class: 'primary', type: 'button', id: 'live-toggle' }, 'Start live view');
@@ -22,7 +24,7 @@ pages.changes = async (view) => {
   };
   const start = () => {
     const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    const params = q({ container: state.container, environment: state.environment, database: picker.scope, user: picker.user, zone: picker.zoneID.zoneName, feed: kind.value });
+    const params = q({ container: state.container, environment: state.environment, database: picker.scope, user: picker.user, zone: picker.zoneID.zoneName, feed: kind.value, history: history.checked ? '1' : '' });
     const ws = new WebSocket(`${scheme}//${location.host}/cloudlet/console/ws/changes?${params}`);
     socket = ws;
     state.sockets.push(ws);
@@ -47,7 +49,8 @@ pages.changes = async (view) => {
     });
   };
   toggle.addEventListener('click', () => (socket ? stop() : start()));
-  view.append(picker.node, h('div', { class: 'toolbar' }, field('Feed', kind), toggle, status,
+  view.append(picker.node, h('div', { class: 'toolbar' }, field('Feed', kind),
+    h('label', { class: 'check' }, history, ' From the start (what changed before too)'), toggle, status,
     h('button', { type: 'button', onclick: () => feed.replaceChildren() }, 'Clear')),
   h('div', { class: 'panel' }, feed));
 };
