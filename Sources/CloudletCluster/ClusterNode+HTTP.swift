@@ -31,10 +31,6 @@ extension ClusterNode {
         switch request.path {
         case Self.messagePath: return receive(request)
         case Self.statusPath: return HTTPResponse(status: 200, body: Array(statusJSON().serialized().utf8))
-        case "/cloudlet/metrics":
-            var response = next(request)
-            if response.status == 200 { response.body += Array(metricsText().utf8) }
-            return response
         default: break
         }
         guard request.path.hasPrefix("/database/") else { return next(request) }
@@ -175,9 +171,10 @@ extension ClusterNode {
 
     // MARK: Status
 
-    /// Per replicated log, in Prometheus text format (appended to `/cloudlet/metrics`): this node's role and
-    /// epoch, its durable and committed LSNs, each replica's lag behind the leader, and the leaderships won here.
-    func metricsText() -> String {
+    /// Per replicated log, in Prometheus text format (``ServerConfiguration/additionalMetrics``: appended to
+    /// `/cloudlet/metrics` and the console's Health page): this node's role and epoch, its durable and committed
+    /// LSNs, each replica's lag behind the leader, and the leaderships won here.
+    public func metricsText() -> String {
         var out = """
             # HELP cloudlet_cluster_leader 1 when this node leads the log.
             # TYPE cloudlet_cluster_leader gauge

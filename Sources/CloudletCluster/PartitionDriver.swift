@@ -39,7 +39,7 @@ enum ReplicatedLog: Sendable {
     /// Waits until `lsn` is durable here and visible to readers.
     func waitApplied(_ lsn: UInt64) throws {
         switch self {
-        case .partition(let p): try p.log.waitDurableBlocking(lsn)
+        case .partition(let p): try p.waitFollowedDurable(lsn)
         case .catalog(let c, _): try c.waitDurableBlocking(lsn)
         }
     }

@@ -43,6 +43,10 @@ public struct ServerConfiguration: Sendable {
     /// the answer. The cluster (CloudletCluster's `ClusterNode`) forwards writes and serves its own endpoints
     /// through it. Default nil.
     public var interceptor: (@Sendable (HTTPRequest, _ next: (HTTPRequest) -> HTTPResponse) -> HTTPResponse)?
+    /// More Prometheus text, appended to `/cloudlet/metrics` and to what the console's Health page samples: the
+    /// cluster's replication metrics (`cloudlet serve --cluster` sets it to the node's). Called for every scrape,
+    /// from the request's thread. Default nil.
+    public var additionalMetrics: (@Sendable () -> String)?
     /// Where the access log (one line per request, see `RequestLog`) and civetweb's messages go. Default: standard
     /// error. nil: no access log.
     public var log: (@Sendable (String) -> Void)? = ServerConfiguration.standardError
