@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletWire
 import Cloudlet
 import Foundation
@@ -12,8 +13,9 @@ import Foundation
 /// The handshake needs the console's session cookie (SameSite=Strict: a browser sends it only from the console's
 /// own pages) and, when the browser sends an `Origin`, one whose host is the `Host` the request was sent to.
 /// The feed is read with the same `changes/zone` handler as the API, for the admin (``ConsoleHandler/context``):
-/// a pusher thread per connection drains the zone's feed when it opens (only later changes are shown) and then
-/// asks for changes every ``pollSeconds`` (``WebSocketEndpoint`` runs it and closes it).
+/// a pusher task per connection drains the zone's feed when it opens (only later changes are shown) and then
+/// asks for changes every ``pollSeconds``, each time on a thread that may block (``ThreadBridge/offload(_:)``),
+/// sleeping without one in between (``WebSocketEndpoint`` runs it and closes it).
 final class ConsoleChangeFeed: Sendable {
     static let path = ConsoleHandler.prefix + "/ws/changes"
     static let pollSeconds = 0.5
@@ -22,14 +24,14 @@ final class ConsoleChangeFeed: Sendable {
 
     init(router: APIRouter) { self.router = router }
 
-    /// Registers the websocket on a started civetweb context.
-    func register(_ context: OpaquePointer) {
+    /// The websocket endpoint to give the listener.
+    var endpoint: WebSocketEndpoint {
         let router = router
-        WebSocketEndpoint(path: Self.path) { [self] _, request in
+        return WebSocketEndpoint(path: Self.path) { [self] request in
             guard admits(request) else { return nil }
             return { connection in
                 do {
-                    try Self.push(request, router: router, to: connection)
+                    try await Self.push(request, router: router, to: connection)
                 } catch {
                     let reason = (error as? APIError)?.reason ?? (error as? CloudletError)?.message ?? "\(error)"
                     var w = JSONWriter()
@@ -37,7 +39,7 @@ final class ConsoleChangeFeed: Sendable {
                     _ = connection.send(w.bytes)
                 }
             }
-        }.register(context)
+        }
     }
 
     /// Whether handshake `request` may open the feed: a live console session, and a same-origin browser.
@@ -51,7 +53,7 @@ final class ConsoleChangeFeed: Sendable {
     }
 
     /// Drains the feed, then sends each later change until the connection closes.
-    private static func push(_ r: HTTPRequest, router: APIRouter, to connection: WebSocketConnection) throws {
+    private static func push(_ r: HTTPRequest, router: APIRouter, to connection: WebSocketConnection) async throws {
         let wholeDatabase = r.queryParameter("feed") == "database"
         let op: Route = wholeDatabase ? .changesDatabase : .changesZone
         let parts = ["1", r.queryParameter("container") ?? "", r.queryParameter("environment") ?? "development",
@@ -72,8 +74,11 @@ final class ConsoleChangeFeed: Sendable {
                 if let token { zoneRequest["syncToken"] = .string(token) }
                 body["zones"] = .array([.object(zoneRequest)])
             }
-            let context = try console.context(path, op: op, user: r.queryParameter("user"), body: body, request: r)
-            let reply = try JSONParser.parse(try router.perform(op, context: context, request: r))
+            let request = body
+            let reply = try await ThreadBridge.offload {
+                let context = try console.context(path, op: op, user: r.queryParameter("user"), body: request, request: r)
+                return try JSONParser.parse(try router.perform(op, context: context, request: r))
+            }
             guard let result = wholeDatabase ? reply : reply["zones"]?.arrayValue?.first else { return }
             if let code = result["serverErrorCode"]?.stringValue {
                 throw APIError(code, result["reason"]?.stringValue ?? code)
@@ -88,7 +93,7 @@ final class ConsoleChangeFeed: Sendable {
             }
             if result["moreComing"]?.boolValue == true { continue }
             live = true
-            Thread.sleep(forTimeInterval: pollSeconds)
+            try? await Task.sleep(for: .seconds(pollSeconds))
         }
     }
 }
