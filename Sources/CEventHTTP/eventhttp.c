@@ -296,6 +296,8 @@ static const char *reason_phrase(int status) {
     case 400: return "Bad Request";
     case 408: return "Request Timeout";
     case 413: return "Payload Too Large";
+    case 417: return "Expectation Failed";
+    case 505: return "HTTP Version Not Supported";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
@@ -611,8 +613,23 @@ static int on_url(http_parser *p, const char *at, size_t len) {
     return 0;
 }
 
+/// RFC 9110 §5.6.2: a header name is a token.
+static int is_token(const char *at, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)at[i];
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) continue;
+        if (!strchr("!#$%&'*+-.^_`|~", ch) || ch == 0) return 0;
+    }
+    return 1;
+}
+
 static int on_header_field(http_parser *p, const char *at, size_t len) {
     eh_conn *c = conn_of(p);
+    if (!is_token(at, len)) {
+        c->error_status = 400;
+        c->error_reason = "malformed request: a header name that is not a token";
+        return -1;
+    }
     if (c->nhdr == 0 || c->last_was_value) {
         if (c->nhdr >= c->server->cfg.max_header_count) {
             c->error_status = 431;
@@ -634,6 +651,14 @@ static int on_header_field(http_parser *p, const char *at, size_t len) {
 static int on_header_value(http_parser *p, const char *at, size_t len) {
     eh_conn *c = conn_of(p);
     if (c->nhdr == 0) return -1;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)at[i];
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7F) {
+            c->error_status = 400;
+            c->error_reason = "malformed request: a control character in a header value";
+            return -1;
+        }
+    }
     if (!c->last_was_value) c->hdrs[c->nhdr - 1].value = c->hlen;
     c->last_was_value = 1;
     if (append_head(c, at, len) != 0) return -1;
@@ -650,6 +675,11 @@ static int header_is(eh_conn *c, size_t i, const char *name, const char *value) 
 static int on_headers_complete(http_parser *p) {
     eh_conn *c = conn_of(p);
     eh_server *s = c->server;
+    if (p->http_major != 1) {
+        c->error_status = 505;
+        c->error_reason = "this server speaks HTTP/1.0 and HTTP/1.1";
+        return -1;
+    }
     c->keep_alive = http_should_keep_alive(p);
     int expect = 0;
     for (size_t i = 0; i < c->nhdr; i++) {
@@ -783,7 +813,7 @@ static void parse(eh_conn *c, const char *data, size_t n) {
     if (e == HPE_PAUSED) {
         if (used < n) append_pending(c, data + used, n - used);
     } else if (e != HPE_OK) {
-        if (c->error_status == 431 || c->error_status == 417) {
+        if (c->error_status) {
             fail(c, c->error_status, "BAD_REQUEST", c->error_reason);
         } else {
             char reason[200];
@@ -792,6 +822,23 @@ static void parse(eh_conn *c, const char *data, size_t n) {
         }
     } else if (used < n) {
         fail(c, 400, "BAD_REQUEST", "malformed request");
+    }
+}
+
+/// Feeds what arrived while a request was in flight to `consume` (the parser, or the websocket reader once the
+/// connection switched), and reads again if the pile had stopped reading.
+static void replay_pending(eh_conn *c, void (*consume)(eh_conn *, const char *, size_t)) {
+    if (c->pending_full) {
+        c->pending_full = 0;
+        start_reading(c);
+    }
+    if (c->plen) {
+        uint8_t *data = c->pend;
+        size_t n = c->plen;
+        c->pend = NULL;
+        c->plen = c->pcap = 0;
+        consume(c, (const char *)data, n);
+        free(data);
     }
 }
 
@@ -807,18 +854,7 @@ static void request_done(eh_conn *c) {
     c->state = ST_IDLE;
     c->deadline = uv_now(&s->loop) + (uint64_t)s->cfg.idle_timeout_ms;
     http_parser_pause(&c->parser, 0);
-    if (c->pending_full) {
-        c->pending_full = 0;
-        start_reading(c);
-    }
-    if (c->plen) {
-        uint8_t *data = c->pend;
-        size_t n = c->plen;
-        c->pend = NULL;
-        c->plen = c->pcap = 0;
-        parse(c, (const char *)data, n);
-        free(data);
-    }
+    replay_pending(c, parse);
 }
 
 long eh_body_read(eh_request *r, void *buffer, size_t length) {
@@ -936,18 +972,7 @@ static void switch_to_ws(eh_conn *c) {
     c->deadline = 0;
     c->last_rx = uv_now(&c->server->loop);
     c->ping_at = 0;
-    if (c->pending_full) {
-        c->pending_full = 0;
-        start_reading(c);
-    }
-    if (c->plen) {
-        uint8_t *data = c->pend;
-        size_t n = c->plen;
-        c->pend = NULL;
-        c->plen = c->pcap = 0;
-        ws_input(c, (const char *)data, n);
-        free(data);
-    }
+    replay_pending(c, ws_input);
 }
 
 static void ws_input(eh_conn *c, const char *data, size_t n) {
