@@ -24,18 +24,34 @@ import Testing
     }
 
     /// Runs `body` (blocking socket calls) on a thread of its own, not on the cooperative pool, which the listener's
-    /// pushers and long polls need.
-    static func onThread(_ body: @escaping @Sendable () throws -> Void) async throws {
+    /// pushers and long polls need; what `body` checks is recorded as the test's issues once it returns (an
+    /// `#expect` on another thread would not be attributed to the test).
+    static func onThread(_ body: @escaping @Sendable (Checks) throws -> Void) async throws {
+        let checks = Checks()
         try await withCheckedThrowingContinuation { (done: CheckedContinuation<Void, Error>) in
             Thread.detachNewThread {
                 do {
-                    try body()
+                    try body(checks)
                     done.resume()
                 } catch {
                     done.resume(throwing: error)
                 }
             }
         }
+        for (message, location) in checks.failures { Issue.record(Comment(rawValue: message), sourceLocation: location) }
+    }
+
+    /// Expectations checked off the test's task.
+    final class Checks: Sendable {
+        private let recorded = Mutex<[(String, SourceLocation)]>([])
+
+        func expect(_ condition: Bool, _ message: @autoclosure () -> String = "", sourceLocation: SourceLocation = #_sourceLocation) {
+            guard !condition else { return }
+            let text = "Expectation failed" + (message().isEmpty ? "" : ": " + message())
+            recorded.withLock { $0.append((text, sourceLocation)) }
+        }
+
+        var failures: [(String, SourceLocation)] { recorded.withLock { $0 } }
     }
 
     /// The paths the handler was called for.
@@ -97,7 +113,7 @@ import Testing
 
     @Test(arguments: framings)
     func malformedFramingGetsAJSONErrorAndNothingRuns(_ framing: Framing) async throws {
-        try await Self.onThread {
+        try await Self.onThread { c in
             let seen = Seen()
             let l = try Self.listener(respond: { r in
                 seen.add(r.path)
@@ -107,16 +123,16 @@ import Testing
             let s = try RawSocket(port: l.port)
             try s.send(framing.request)
             let answer = s.readToEnd()  // and the server closes the connection
-            #expect(answer.hasPrefix("HTTP/1.1 \(framing.status) "), "\(answer)")
-            #expect(answer.contains("Content-Type: application/json"), "\(answer)")
-            #expect(answer.contains(#""serverErrorCode":"BAD_REQUEST","reason":""#), "\(answer)")
-            #expect(answer.contains("Connection: close"), "\(answer)")
-            #expect(seen.all.isEmpty, "the handler ran for \(seen.all)")
+            c.expect(answer.hasPrefix("HTTP/1.1 \(framing.status) "), "\(answer)")
+            c.expect(answer.contains("Content-Type: application/json"), "\(answer)")
+            c.expect(answer.contains(#""serverErrorCode":"BAD_REQUEST","reason":""#), "\(answer)")
+            c.expect(answer.contains("Connection: close"), "\(answer)")
+            c.expect(seen.all.isEmpty, "the handler ran for \(seen.all)")
         }
     }
 
     @Test func aBodyShorterThanAnnouncedTimesOutWithTheBodyTimeout() async throws {
-        try await Self.onThread {
+        try await Self.onThread { c in
             let seen = Seen()
             let l = try Self.listener({ $0.bodyTimeoutMs = 300 }, respond: { r in
                 seen.add(r.path)
@@ -126,26 +142,26 @@ import Testing
             let s = try RawSocket(port: l.port, receiveTimeout: 10)
             try s.send("POST /a HTTP/1.1\r\nHost: test\r\nContent-Length: 1000000\r\n\r\n0123456789")
             let answer = s.readToEnd()  // the socket gives up after 10 s: the body timeout must come first
-            #expect(answer.hasPrefix("HTTP/1.1 408 "), "\(answer)")
-            #expect(answer.contains(#""serverErrorCode":"REQUEST_TIMEOUT""#), "\(answer)")
-            #expect(seen.all.isEmpty)
+            c.expect(answer.hasPrefix("HTTP/1.1 408 "), "\(answer)")
+            c.expect(answer.contains(#""serverErrorCode":"REQUEST_TIMEOUT""#), "\(answer)")
+            c.expect(seen.all.isEmpty)
         }
     }
 
     @Test func halfSentHeadersTimeOutWithTheHeaderTimeout() async throws {
-        try await Self.onThread {
+        try await Self.onThread { c in
             let l = try Self.listener { $0.headerTimeoutMs = 300 }
             defer { l.stop() }
             let s = try RawSocket(port: l.port, receiveTimeout: 10)
             try s.send("GET /a HTTP/1.1\r\nHost: test\r\nX-Slow: ")
             let answer = s.readToEnd()
-            #expect(answer.hasPrefix("HTTP/1.1 408 "), "\(answer)")
-            #expect(answer.contains(#""serverErrorCode":"REQUEST_TIMEOUT""#), "\(answer)")
+            c.expect(answer.hasPrefix("HTTP/1.1 408 "), "\(answer)")
+            c.expect(answer.contains(#""serverErrorCode":"REQUEST_TIMEOUT""#), "\(answer)")
         }
     }
 
     @Test func threeHundredSlowlorisConnectionsFromOnePeerLeaveANewClientServed() async throws {
-        try await Self.onThread {
+        try await Self.onThread { c in
             let l = try Self.listener()
             defer { l.stop() }
             var held: [RawSocket] = []
@@ -155,23 +171,23 @@ import Testing
                 held.append(s)
             }
             let answer = try Self.get(l.port, "/fresh")
-            #expect(answer.hasPrefix("HTTP/1.1 200 ") && answer.hasSuffix("ok"), "\(answer)")
+            c.expect(answer.hasPrefix("HTTP/1.1 200 ") && answer.hasSuffix("ok"), "\(answer)")
             // The slow ones are still open, waiting for their header timeout: nothing refused them.
             try held[0].send("\r\n\r\n")
-            #expect(held[0].read(until: "ok").hasPrefix("HTTP/1.1 200 "))
+            c.expect(held[0].read(until: "ok").hasPrefix("HTTP/1.1 200 "))
         }
     }
 
     @Test func aPeerPastItsConnectionCapIsRefusedWith503WhileOthersAreServed() async throws {
-        try await Self.onThread {
+        try await Self.onThread { c in
             let l = try Self.listener { $0.maxConnectionsPerPeer = 3 }
             defer { l.stop() }
             var held = try (0..<3).map { _ in try RawSocket(port: l.port, source: "127.0.0.2") }
             let refused = try Self.get(l.port, source: "127.0.0.2")
-            #expect(refused.hasPrefix("HTTP/1.1 503 "), "\(refused)")
-            #expect(refused.contains(#""serverErrorCode":"SERVICE_UNAVAILABLE""#), "\(refused)")
+            c.expect(refused.hasPrefix("HTTP/1.1 503 "), "\(refused)")
+            c.expect(refused.contains(#""serverErrorCode":"SERVICE_UNAVAILABLE""#), "\(refused)")
             let other = try Self.get(l.port, source: "127.0.0.3")
-            #expect(other.hasPrefix("HTTP/1.1 200 "), "\(other)")
+            c.expect(other.hasPrefix("HTTP/1.1 200 "), "\(other)")
             // Once one of the three closes, the peer is served again (the loop notices the close within moments).
             held.removeLast()
             var again = ""
@@ -180,12 +196,12 @@ import Testing
                 if again.hasPrefix("HTTP/1.1 200 ") { break }
                 usleep(50_000)
             }
-            #expect(again.hasPrefix("HTTP/1.1 200 "), "\(again)")
+            c.expect(again.hasPrefix("HTTP/1.1 200 "), "\(again)")
         }
     }
 
     @Test func openWebsocketsAndWaitingLongPollsHoldNoWorker() async throws {
-        try await Self.onThread {
+        try await Self.onThread { c in
             let pushers = Atomic<Int>(0)
             let feed = WebSocketEndpoint(path: "/ws") { _ in
                 { connection in
@@ -207,8 +223,8 @@ import Testing
             for _ in 0..<120 {
                 let s = try RawSocket(port: l.port)
                 let head = try s.webSocketHandshake("/ws")
-                #expect(head.hasPrefix("HTTP/1.1 101 "), "\(head)")
-                #expect(head.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "\(head)")  // RFC 6455's example
+                c.expect(head.hasPrefix("HTTP/1.1 101 "), "\(head)")
+                c.expect(head.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "\(head)")  // RFC 6455's example
                 held.append(s)
             }
             for _ in 0..<120 {
@@ -218,14 +234,15 @@ import Testing
             }
             // 2 workers, 240 held connections: a plain request is still answered.
             let answer = try Self.get(l.port, "/plain")
-            #expect(answer.hasPrefix("HTTP/1.1 200 ") && answer.hasSuffix("ok"), "\(answer)")
+            c.expect(answer.hasPrefix("HTTP/1.1 200 ") && answer.hasSuffix("ok"), "\(answer)")
+            for _ in 0..<200 where pushers.load(ordering: .relaxed) < 120 { usleep(20_000) }  // tasks start soon after
             let started = pushers.load(ordering: .relaxed)
-            #expect(started == 120)
+            c.expect(started == 120, "\(started) pushers running")
         }
     }
 
     @Test func aClientThatNeverReadsCannotGrowTheServersOutputBuffer() async throws {
-        try await Self.onThread {
+        try await Self.onThread { c in
             let accepted = Atomic<Int>(0)
             let ended = Atomic<Bool>(false)
             let l = try Self.listener({
@@ -245,15 +262,15 @@ import Testing
             try s.send("GET /big HTTP/1.1\r\nHost: test\r\n\r\n")
             for _ in 0..<200 where !ended.load(ordering: .acquiring) { usleep(50_000) }
             let writerEnded = ended.load(ordering: .acquiring)
-            #expect(writerEnded, "the writer should be released once the stalled client is dropped")
+            c.expect(writerEnded, "the writer should be released once the stalled client is dropped")
             // What the handler got rid of: the output buffer plus the kernel's socket buffers, not the 1 GiB.
             let bytes = accepted.load(ordering: .relaxed)
-            #expect(bytes < 16 << 20, "\(bytes) bytes accepted")
+            c.expect(bytes < 16 << 20, "\(bytes) bytes accepted")
         }
     }
 
     @Test func aWebsocketClientThatNeverReadsIsDroppedOnceItsBacklogPassesTheCap() async throws {
-        try await Self.onThread {
+        try await Self.onThread { c in
             let sent = Atomic<Int>(0)
             let refused = Atomic<Bool>(false)
             let feed = WebSocketEndpoint(path: "/ws") { _ in
@@ -270,12 +287,12 @@ import Testing
             defer { l.stop() }
             let s = try RawSocket(port: l.port, receiveBuffer: 16 << 10)
             let head = try s.webSocketHandshake("/ws")
-            #expect(head.hasPrefix("HTTP/1.1 101 "), "\(head)")
+            c.expect(head.hasPrefix("HTTP/1.1 101 "), "\(head)")
             for _ in 0..<200 where !refused.load(ordering: .acquiring) { usleep(50_000) }
             let sendFailed = refused.load(ordering: .acquiring)
-            #expect(sendFailed, "send should fail once the backlog passes the cap")
+            c.expect(sendFailed, "send should fail once the backlog passes the cap")
             let bytes = sent.load(ordering: .relaxed)
-            #expect(bytes < 16 << 20, "\(bytes) bytes queued")
+            c.expect(bytes < 16 << 20, "\(bytes) bytes queued")
         }
     }
 }
