@@ -142,7 +142,7 @@ import Testing
             let s = try RawSocket(port: l.port, receiveTimeout: 10)
             try s.send("POST /a HTTP/1.1\r\nHost: test\r\nContent-Length: 1000000\r\n\r\n0123456789")
             let answer = s.readToEnd()  // the socket gives up after 10 s: the body timeout must come first
-            c.expect(answer.hasPrefix("HTTP/1.1 408 "), "\(answer)")
+            c.expect(answer.hasPrefix("HTTP/1.1 408 ") && s.closedByServer, "\(answer)")
             c.expect(answer.contains(#""serverErrorCode":"REQUEST_TIMEOUT""#), "\(answer)")
             c.expect(seen.all.isEmpty)
         }

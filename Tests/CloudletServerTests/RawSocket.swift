@@ -6,6 +6,8 @@ final class RawSocket {
     struct Failure: Error { var message: String }
 
     let fd: Int32
+    /// Whether the last read to the end ended because the server closed the connection (not the receive timeout).
+    private(set) var closedByServer = false
 
     /// Connects to 127.0.0.1:`port`, from `source` (another loopback address) when given.
     init(port: Int, source: String? = nil, receiveTimeout: Int = 10, receiveBuffer: Int32? = nil) throws {
@@ -69,7 +71,10 @@ final class RawSocket {
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n <= 0 { break }
+            if n <= 0 {
+                closedByServer = n == 0 || errno == ECONNRESET
+                break
+            }
             out += chunk[0..<n]
         }
         return String(decoding: out, as: UTF8.self)

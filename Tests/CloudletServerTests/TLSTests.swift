@@ -71,6 +71,32 @@ import Testing
         await s.shutdown()
     }
 
+    @Test func aStalledHandshakeIsDroppedAtTheHeaderTimeoutAndOthersAreServed() async throws {
+        let dir = TempDir("tls-stall")
+        let (cert, key) = try await TestCertificate.make(in: dir.path)
+        var options = HTTPListener.Options()
+        options.port = 0
+        options.threads = 2
+        options.headerTimeoutMs = 300
+        options.tls = HTTPListener.TLSFiles(certificate: cert, key: key)
+        let l = HTTPListener(options: options, log: { _ in }, handler: { _ in .text("ok") })
+        try l.start()
+        defer { l.stop() }
+        // 100 connections that start a handshake (the first bytes of a ClientHello) and stall.
+        let stalled = try (0..<100).map { _ in
+            let s = try RawSocket(port: l.port, receiveTimeout: 10)
+            try s.send([0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
+            return s
+        }
+        let served = try await Self.curl(["--cacert", cert, "https://127.0.0.1:\(l.port)/"])
+        #expect(served.status == 0 && served.body == "ok", "\(served)")
+        // Each is closed by the server once the header timeout passes (not by the socket's own 10 s limit).
+        for s in stalled.prefix(5) {
+            let answer = s.readToEnd()
+            #expect(answer.isEmpty && s.closedByServer, "\(answer)")
+        }
+    }
+
     @Test func aBadCertificateFailsToStartWithAReason() async throws {
         let dir = TempDir("tls-bad")
         let cert = dir.sub("cert.pem")
