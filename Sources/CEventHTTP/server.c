@@ -345,6 +345,9 @@ static void *worker_main(void *arg) {
 }
 
 int eh_server_start(const eh_config *cfg, eh_server **out, char *error, size_t error_size) {
+    // libuv writes with write(2): a client that has gone would raise SIGPIPE, whose default kills the process.
+    // Ignored process-wide (as civetweb did); the write then fails with EPIPE and the connection is closed.
+    signal(SIGPIPE, SIG_IGN);
     eh_server *s = calloc(1, sizeof *s);
     if (!s) return -1;
     s->cfg = *cfg;
