@@ -56,11 +56,9 @@ sim: deps
 	  $(SWIFT) test -c release -Xswiftc -enable-testing --skip-build --filter ReplicationSimulationTests $(SWIFTPM_FLAGS)
 
 # The HTTP server (CloudKit Web Services API) on a local data directory, http://127.0.0.1:8080 (PORT=… to change).
-# Builds CivetSSLCompat too, so that `cloudlet serve --tls-cert … --tls-key …` works from the same build.
 PORT ?= 8080
 serve: deps
 	$(SWIFT) build -c release $(SWIFTPM_FLAGS) --product cloudlet
-	$(SWIFT) build -c release $(SWIFTPM_FLAGS) --product CivetSSLCompat
 	"$$($(SWIFT) build -c release $(SWIFTPM_FLAGS) --show-bin-path)/cloudlet" serve --data $(DATA) --port $(PORT)
 
 # cloudlet-bench is its own package, Benchmarks/Package.swift (SQLite and RocksDB stay out of `make build`). Its

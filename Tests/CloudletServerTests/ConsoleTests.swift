@@ -388,8 +388,19 @@ struct ConsoleChangeFeedTests {
             container: "iCloud.a", environment: .development, zone: "Inbox"))
     }
 
-    /// Whether the signal fires (waiting off the cooperative pool; the limit only bounds a failing test).
-    static func woken(_ signal: CommitSignal) async -> Bool {
-        await withCheckedContinuation { c in DispatchQueue.global().async { c.resume(returning: signal.wait(seconds: 30)) } }
+    /// Whether the signal fires (the limit only bounds a failing test).
+    static func woken(_ signal: CommitSignal) async -> Bool { await signal.wait(seconds: 30) }
+
+    @Test("a wait with no commit times out, and a commit while nobody waits is kept for the next wait")
+    func waitsTimeOutAndKeepWhatCameMeanwhile() async throws {
+        let store = try live.store
+        let zone = unique("Quiet")
+        let signal = CommitSignal(store: store, container: LiveServer.container, environment: .development, zone: zone)
+        defer { signal.cancel() }
+        #expect(await signal.wait(seconds: 0.05) == false)
+        let db = try store.container(LiveServer.container).privateDatabase(user: "console-feed")
+        _ = try await db.createZone(ZoneID(zoneName: zone, ownerName: "console-feed"))
+        // Nobody waited while the zone was created: the next wait returns at once (the limit only bounds a failure).
+        #expect(await signal.wait(seconds: 30))
     }
 }

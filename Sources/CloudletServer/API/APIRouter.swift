@@ -47,12 +47,25 @@ final class APIRouter: Sendable {
 
     func handle(_ request: HTTPRequest) -> HTTPResponse {
         metrics.begin()
-        let (route, response) = dispatch(request)
+        let (route, first) = dispatch(request)
+        var response = first
+        if let later = response.later {  // counted and logged once answered
+            response.later = { [self] in
+                let answer = await later()
+                finish(request, route: route, status: answer.status)
+                return answer
+            }
+            return response
+        }
+        finish(request, route: route, status: response.status)
+        return response
+    }
+
+    private func finish(_ request: HTTPRequest, route: Route, status: Int) {
         let elapsed = ContinuousClock.now - request.received
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
-        metrics.end(route, status: response.status, seconds: seconds)
-        log?.record(request, status: response.status, seconds: seconds)
-        return response
+        metrics.end(route, status: status, seconds: seconds)
+        log?.record(request, status: status, seconds: seconds)
     }
 
     private func dispatch(_ request: HTTPRequest) -> (Route, HTTPResponse) {

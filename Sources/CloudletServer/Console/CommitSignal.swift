@@ -1,6 +1,5 @@
 import Cloudlet
 import CloudletCore
-import Dispatch
 import Synchronization
 
 /// Wakes a console feed's pusher when a durable commit may have changed what it shows: a record saved or deleted
@@ -9,8 +8,14 @@ import Synchronization
 /// feed; a missed commit would cost a change never shown, so when the store's commit stream ends (a listener that
 /// fell too far behind) the signal fires and listens again.
 final class CommitSignal: Sendable {
-    private let pending = Mutex(false)
-    private let semaphore = DispatchSemaphore(value: 0)
+    private struct State {
+        /// A matching commit came while nobody waited.
+        var pending = false
+        /// The pusher waiting now, and which wait it is (a timeout resumes only its own wait).
+        var waiter: CheckedContinuation<Bool, Never>?
+        var waitNumber = 0
+    }
+    private let state = Mutex(State())
     private let task = Mutex<Task<Void, Never>?>(nil)
 
     init(store: CloudletStore, container: String, environment: Environment, zone: String?) {
@@ -46,18 +51,41 @@ final class CommitSignal: Sendable {
     }
 
     private func fire() {
-        let first = pending.withLock { p in
-            defer { p = true }
-            return !p
+        let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in
+            guard let w = s.waiter else {
+                s.pending = true
+                return nil
+            }
+            s.waiter = nil
+            return w
         }
-        if first { semaphore.signal() }
+        waiter?.resume(returning: true)
     }
 
-    /// Waits up to `seconds` for a matching commit since the last wait returned true; true if there was one.
-    func wait(seconds: Double) -> Bool {
-        guard semaphore.wait(timeout: .now() + seconds) == .success else { return false }
-        pending.withLock { $0 = false }
-        return true
+    /// Waits up to `seconds` for a matching commit since the last wait returned true; true if there was one. Holds
+    /// no thread while it waits. One waiter at a time.
+    func wait(seconds: Double) async -> Bool {
+        await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            let number = state.withLock { s -> Int? in
+                if s.pending {
+                    s.pending = false
+                    return nil
+                }
+                s.waitNumber += 1
+                s.waiter = c
+                return s.waitNumber
+            }
+            guard let number else { return c.resume(returning: true) }
+            Task {
+                try? await Task.sleep(for: .seconds(seconds))
+                let timedOut = state.withLock { s -> CheckedContinuation<Bool, Never>? in
+                    guard s.waitNumber == number, let w = s.waiter else { return nil }
+                    s.waiter = nil
+                    return w
+                }
+                timedOut?.resume(returning: false)
+            }
+        }
     }
 
     /// Stops listening.

@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletWire
 import Cloudlet
 import Foundation
@@ -13,9 +14,10 @@ import Foundation
 /// The handshake needs the console's session cookie (SameSite=Strict: a browser sends it only from the console's
 /// own pages) and, when the browser sends an `Origin`, one whose host is the `Host` the request was sent to.
 /// The feed is read with the same `changes/zone` handler as the API, for the admin (``ConsoleHandler/context``):
-/// a pusher thread per connection listens to the store's commits (``CommitSignal``), drains the zone's feed when it
-/// opens, and reads it again as soon as a durable commit touches the zone (or, for the database feed, the
-/// container's environment): no polling. ``WebSocketEndpoint`` runs the pusher and closes it.
+/// a pusher task per connection listens to the store's commits (``CommitSignal``), drains the zone's feed when it
+/// opens, and reads it again (on a thread that may block, ``ThreadBridge/offload(_:)``) as soon as a durable commit
+/// touches the zone (or, for the database feed, the container's environment): no polling, and no thread held
+/// while it waits. ``WebSocketEndpoint`` runs the pusher and closes it.
 final class ConsoleChangeFeed: Sendable {
     static let path = ConsoleHandler.prefix + "/ws/changes"
     /// How long a pusher waits for a commit before checking whether its connection closed.
@@ -25,14 +27,14 @@ final class ConsoleChangeFeed: Sendable {
 
     init(router: APIRouter) { self.router = router }
 
-    /// Registers the websocket on a started civetweb context.
-    func register(_ context: OpaquePointer) {
+    /// The websocket endpoint to give the listener.
+    var endpoint: WebSocketEndpoint {
         let router = router
-        WebSocketEndpoint(path: Self.path) { [self] _, request in
+        return WebSocketEndpoint(path: Self.path) { [self] request in
             guard admits(request) else { return nil }
             return { connection in
                 do {
-                    try Self.push(request, router: router, to: connection)
+                    try await Self.push(request, router: router, to: connection)
                 } catch {
                     let reason = (error as? APIError)?.reason ?? (error as? CloudletError)?.message ?? "\(error)"
                     var w = JSONWriter()
@@ -40,7 +42,7 @@ final class ConsoleChangeFeed: Sendable {
                     _ = connection.send(w.bytes)
                 }
             }
-        }.register(context)
+        }
     }
 
     /// Whether handshake `request` may open the feed: a live console session, and a same-origin browser.
@@ -54,7 +56,7 @@ final class ConsoleChangeFeed: Sendable {
     }
 
     /// Drains the feed, then sends each later change until the connection closes.
-    private static func push(_ r: HTTPRequest, router: APIRouter, to connection: WebSocketConnection) throws {
+    private static func push(_ r: HTTPRequest, router: APIRouter, to connection: WebSocketConnection) async throws {
         let wholeDatabase = r.queryParameter("feed") == "database"
         let history = r.queryParameter("history") == "1"
         let op: Route = wholeDatabase ? .changesDatabase : .changesZone
@@ -79,8 +81,11 @@ final class ConsoleChangeFeed: Sendable {
                 if let token { zoneRequest["syncToken"] = .string(token) }
                 body["zones"] = .array([.object(zoneRequest)])
             }
-            let context = try console.context(path, op: op, user: r.queryParameter("user"), body: body, request: r)
-            let reply = try JSONParser.parse(try router.perform(op, context: context, request: r))
+            let request = body
+            let reply = try await ThreadBridge.offload {
+                let context = try console.context(path, op: op, user: r.queryParameter("user"), body: request, request: r)
+                return try JSONParser.parse(try router.perform(op, context: context, request: r))
+            }
             guard let result = wholeDatabase ? reply : reply["zones"]?.arrayValue?.first else { return }
             if let code = result["serverErrorCode"]?.stringValue {
                 throw APIError(code, result["reason"]?.stringValue ?? code)
@@ -98,7 +103,7 @@ final class ConsoleChangeFeed: Sendable {
                 live = true
                 guard connection.send(Array(#"{"live":true}"#.utf8)) else { return }
             }
-            while !connection.isClosed && !signal.wait(seconds: waitSeconds) {}
+            while !connection.isClosed, await !signal.wait(seconds: waitSeconds) {}
         }
     }
 }
