@@ -127,12 +127,13 @@ public final class CloudletStore: Sendable {
     package func closeNow() throws {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         indexBuilder.stop()
+        // Before the partitions close: the hub's thread finishes the commits already queued.
+        notificationHub.stop()
         var firstError: (any Error)?
         for p in partitions {
             do { try p.close(checkpoint: !configuration.readOnly) } catch { if firstError == nil { firstError = error } }
         }
         do { try catalog.close(checkpoint: !configuration.readOnly) } catch { if firstError == nil { firstError = error } }
-        notificationHub.stop()
         for p in partitions { p.publisher.finishAll() }
         lock?.release()
         if let firstError { throw firstError }
