@@ -10,9 +10,12 @@ public struct CommittedChange: Sendable {
     public var events: [ChangeEvent]
     /// For record events: the version the commit replaced or deleted, if the record existed (by event index).
     var previous: [Int: RecordEntry] = [:]
+    /// Saves known to update a record whose previous version is not known (commits read back from the log after a
+    /// restart, whose record stamps say so).
+    var updates: Set<Int> = []
 
     /// Whether event `i` (a save) created the record rather than changing an existing one.
-    public func isCreation(_ i: Int) -> Bool { previous[i] == nil }
+    public func isCreation(_ i: Int) -> Bool { previous[i] == nil && !updates.contains(i) }
 }
 
 /// One effect of a commit.

@@ -1,4 +1,5 @@
 import CloudletCore
+import CloudletStorage
 
 /// Which subscriptions a commit fires (NotificationHub.swift says when this runs: on the hub's own thread).
 extension NotificationHub {
@@ -71,6 +72,43 @@ extension NotificationHub {
                     recordType: recordType, fields: fields, alertBody: sub.alertBody)))
             }
         }
+    }
+
+    /// The commits of every partition after the durable log's cursor (those a crash kept from being matched), read
+    /// back from the partitions' logs. Their previous versions are not known: a save counts as an update when the
+    /// record's stamps say it was modified after it was created, and a deletion's query subscriptions fire on the
+    /// record type alone. Commits a compaction already dropped are skipped (and reported).
+    func recoveredChanges() -> [CommittedChange] {
+        let cursors = matcherCursors()
+        var out: [CommittedChange] = []
+        for p in partitions {
+            var next = cursors[Int(p.id)] + 1
+            let end = p.log.durableLSN
+            while next <= end {
+                do {
+                    let batch = try p.log.frames(from: next, maxBytes: 4 << 20)
+                    guard batch.lastLSN >= next else { break }
+                    for frame in try Log.decodeVerbatim(batch.bytes, partition: p.id) where frame.type == Commit.frameType {
+                        var change = CommittedChange(partition: Int(p.id), lsn: frame.lsn, events: [])
+                        for m in try Commit.decode(frame.payload).commit.mutations {
+                            guard let e = ChangeEvent.from(m) else { continue }
+                            if case .recordSaved(_, let r) = e, let c = r.created, let mod = r.modified, mod.timestamp > c.timestamp {
+                                change.updates.insert(change.events.count)
+                            }
+                            change.events.append(e)
+                        }
+                        out.append(change)
+                    }
+                    next = batch.lastLSN + 1
+                } catch {
+                    backgroundErrors?.record(
+                        .notification, in: "partition \(p.id)",
+                        CloudletError(.internalError, "notifications of commits \(next)…\(end) after a restart: \(error)", cause: error))
+                    break
+                }
+            }
+        }
+        return out
     }
 
     /// The version a deletion removed, when it can still be read. When it cannot, query subscriptions fire on the

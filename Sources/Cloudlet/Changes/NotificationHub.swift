@@ -13,10 +13,13 @@ import Synchronization
 /// subscription changes (never copied per commit), so a commit costs what the subscriptions that can fire on it
 /// cost. Each user's waiting readers are woken once per batch.
 ///
-/// **Logs.** Each user's log (per container and environment) keeps the newest ``capacity`` notifications in memory;
-/// a client that asks from a position the log no longer holds — older than its oldest entry, or from before the
-/// store was reopened — is told so (`gap`) and should resynchronize with change tokens, as CloudKit clients do
-/// after missed pushes.
+/// **Logs.** Every batch's notifications are numbered (one sequence for the store) and written to the durable
+/// ``NotificationLog`` before any reader sees them, with the LSN through which each partition's commits have been
+/// matched; a store reopened after a crash matches the commits after that cursor again, so nothing acknowledged
+/// misses its notification. Each user's log (per container and environment) keeps the newest ``capacity``
+/// notifications in memory, loaded from the durable log at open. A client that asks from a position no longer held
+/// — past the durable log's retention, older than its in-memory log, or from another incarnation of the log — is
+/// told so (`gap`) and should resynchronize with change tokens, as CloudKit clients do after missed pushes.
 public final class NotificationHub: Sendable {
     /// The longest ``wait(_:after:limit:timeout:)`` waits (one day), whatever it is asked.
     public static let maxWait: Double = 86_400
@@ -42,13 +45,18 @@ public final class NotificationHub: Sendable {
     fileprivate struct InboxLog {
         var items: [RecordNotification] = []
         var head = 0
-        var nextSequence: UInt64 = 1
+        /// The newest sequence dropped from this log to keep it within ``capacity`` (0: none).
+        var trimmedThrough: UInt64 = 0
         var waiters: [UUID: CheckedContinuation<Void, Never>] = [:]
     }
 
     /// What readers see.
     private struct State {
         var logs: [Inbox: InboxLog] = [:]
+        /// The newest sequence numbered (in any log).
+        var lastSequence: UInt64 = 0
+        /// The oldest sequence the durable log still keeps: a position before it may have missed something.
+        var floor: UInt64 = 1
     }
 
     /// Commits waiting for the hub's thread.
@@ -56,6 +64,8 @@ public final class NotificationHub: Sendable {
         var changes: [CommittedChange] = []
         /// Commits were dropped (the queue was full) since the thread last looked.
         var lost = false
+        /// The cursor moved without a commit (``start(recover:)``): the durable log should say so.
+        var cursorMoved = false
         var stopping = false
     }
 
@@ -64,7 +74,19 @@ public final class NotificationHub: Sendable {
         var index = SubscriptionIndex()
         /// Fire-once subscriptions already fired (their deletion may still be committing).
         var fired: Set<SubscriptionIndex.Entry> = []
+        /// The newest sequence numbered.
+        var lastSequence: UInt64 = 0
+        /// Per partition, the LSN through which commits have been matched, and what the durable log last says.
+        var cursors: [UInt64] = []
+        var writtenCursors: [UInt64] = []
+        /// Frames written since the last retention check.
+        var writesSinceCompaction = 0
     }
+
+    /// A cursor-only frame is written once the partitions' commits matched without a notification add up to this.
+    static let cursorInterval: UInt64 = 4096
+    /// Retention is checked every this many frames written.
+    static let compactionInterval = 256
 
     public let capacity: Int
     let incarnation: UInt64
@@ -76,33 +98,70 @@ public final class NotificationHub: Sendable {
     private let matcher = Mutex(Matcher())
     private let thread = Mutex<NativeThread?>(nil)
     private let listenerID: Int
+    /// The durable log (nil: a read-only store, whose hub never writes).
+    private let durable: NotificationLog?
+    let backgroundErrors: BackgroundErrors?
     /// Subscriptions looked at, over every event matched (tests: the index keeps this to those that can fire).
     let candidatesChecked = Atomic<Int>(0)
+    /// Commits matched again at open, after the durable log's cursor (a crash came between them and their
+    /// notifications).
+    let commitsRecovered = Atomic<Int>(0)
     /// Batches the hub's thread has matched.
     let batchesMatched = Atomic<Int>(0)
 
-    init(partitions: [Partition], catalog: Catalog, listenerID: Int, capacity: Int = 10_000) {
+    init(
+        partitions: [Partition], catalog: Catalog, listenerID: Int, capacity: Int = 10_000,
+        durable: (log: NotificationLog, recovered: NotificationLog.Recovered)? = nil, backgroundErrors: BackgroundErrors? = nil
+    ) {
         self.partitions = partitions
         self.catalog = catalog
         self.listenerID = listenerID
         self.capacity = capacity
-        incarnation = UInt64.random(in: 1...(UInt64(1) << 48))
+        self.durable = durable?.log
+        self.backgroundErrors = backgroundErrors
+        let recovered = durable?.recovered
+        incarnation = recovered?.incarnation ?? UInt64.random(in: 1...(UInt64(1) << 48))
+        var st = State()
+        st.lastSequence = recovered?.lastSequence ?? 0
+        st.floor = durable?.log.oldestSequence(next: st.lastSequence + 1) ?? 1
+        for (inbox, n) in recovered?.notifications ?? [] where n.id.sequence >= st.floor {
+            st.logs[inbox, default: InboxLog()].keep(n, capacity: capacity)
+        }
+        state.withLock { $0 = st }
+        matcher.withLock { m in
+            m.lastSequence = st.lastSequence
+            m.cursors = recovered?.cursors ?? Array(repeating: 0, count: partitions.count)
+            m.writtenCursors = m.cursors
+        }
     }
 
-    /// Starts listening to commits (idempotent). Called when a subscription is saved, and at open when some exist.
-    func start() {
+    /// Starts listening to commits (idempotent). Called when a subscription is saved, and at open when some exist —
+    /// then with `recover` (the opening thread, which may block): the commits after the durable log's cursor, which
+    /// a crash kept from being matched, are matched first. Otherwise the cursor moves to where the partitions are:
+    /// nothing before was subscribed to.
+    func start(recover: Bool = false) {
         thread.withLock { t in
             guard t == nil else { return }
             let snapshot = catalog.snapshot()
             matcher.withLock { m in
                 m.index = SubscriptionIndex(snapshot)
                 _ = catalog.subscriptionChanges(after: snapshot.version, through: snapshot.version)
+                if !recover { m.cursors = partitions.map { max(m.cursors[Int($0.id)], $0.log.durableLSN) } }
+            }
+            if recover, durable != nil {
+                let missed = recoveredChanges()
+                commitsRecovered.store(missed.count, ordering: .relaxed)
+                if !missed.isEmpty { handle(missed, force: true) }
             }
             do {
                 t = try NativeThread(name: "cloudlet-notify") { [self] in run() }
             } catch {
                 StoreLog.warning("notifications are off: \(error)")
                 return
+            }
+            if !recover {
+                queue.withLock { $0.cursorMoved = true }
+                queue.signal(.work)
             }
             let queue = self.queue
             for p in partitions {
@@ -124,6 +183,9 @@ public final class NotificationHub: Sendable {
         }
     }
 
+    /// The durable log's cursor, per partition.
+    func matcherCursors() -> [UInt64] { matcher.withLock { $0.cursors } }
+
     /// Stops listening, lets the thread finish what is queued, and wakes every waiting reader.
     func stop() {
         for p in partitions { p.publisher.remove(listenerID) }
@@ -144,24 +206,32 @@ public final class NotificationHub: Sendable {
     /// The hub's thread: drains the queue batch by batch until stopped.
     private func run() {
         while true {
-            let (changes, lost, stopping) = queue.withLock(waitingOn: .work, until: { !$0.changes.isEmpty || $0.stopping }) { q in
-                defer { (q.changes, q.lost) = ([], false) }
-                return (q.changes, q.lost, q.stopping)
+            let (changes, lost, moved, stopping) = queue.withLock(
+                waitingOn: .work, until: { !$0.changes.isEmpty || $0.stopping || $0.cursorMoved }
+            ) { q in
+                defer { (q.changes, q.lost, q.cursorMoved) = ([], false, false) }
+                return (q.changes, q.lost, q.cursorMoved, q.stopping)
             }
             if lost {
                 // Commits were dropped: no log can be trusted to be complete from here on.
                 state.withLock { s in for k in s.logs.keys { s.logs[k]!.head = s.logs[k]!.items.count } }
             }
-            if !changes.isEmpty { handle(changes) }
-            if stopping { return }
+            if !changes.isEmpty || moved { handle(changes, force: moved) }
+            if stopping {
+                // The cursor of what was matched without a notification, so that the next open starts from here.
+                handle([], force: true)
+                return
+            }
         }
     }
 
-    /// Matches a batch of commits and appends what they fire.
-    private func handle(_ changes: [CommittedChange]) {
+    /// Matches a batch of commits, numbers what they fire, makes it durable, then appends it to the logs and wakes
+    /// their readers. `force`: write the cursor to the durable log even if little moved.
+    private func handle(_ changes: [CommittedChange], force: Bool = false) {
         let snapshot = catalog.snapshot()
         var out: [Pending] = []
         var fireOnce: [(SubscriberID, String)] = []
+        var floor: UInt64?
         matcher.withLock { m in
             if snapshot.version > m.index.version {
                 for change in catalog.subscriptionChanges(after: m.index.version, through: snapshot.version) { m.index.apply(change) }
@@ -169,9 +239,37 @@ public final class NotificationHub: Sendable {
             }
             for change in changes {
                 match(change, index: m.index, snapshot: snapshot, fired: &m.fired, into: &out, fireOnce: &fireOnce)
+                m.cursors[change.partition] = max(m.cursors[change.partition], change.lsn)
+            }
+            for i in out.indices {
+                m.lastSequence += 1
+                out[i].notification.id = NotificationID(incarnation: incarnation, sequence: m.lastSequence)
+            }
+            guard let durable else { return }
+            let moved = zip(m.cursors, m.writtenCursors).reduce(UInt64(0)) { $0 + ($1.0 - $1.1) }
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            do {
+                if !out.isEmpty || (moved > 0 && (force || moved >= Self.cursorInterval)) {
+                    try durable.write(NotificationLog.Batch(incarnation: incarnation, time: now, cursors: m.cursors, notifications: out))
+                    m.writtenCursors = m.cursors
+                    m.writesSinceCompaction += 1
+                }
+                if m.writesSinceCompaction >= Self.compactionInterval || force {
+                    m.writesSinceCompaction = 0
+                    floor = try durable.compact(now: now, next: m.lastSequence + 1)
+                }
+            } catch {
+                // Delivered from memory all the same; a restart may then report a gap, or match these commits again.
+                backgroundErrors?.record(.notification, in: "notification log", error)
             }
         }
         batchesMatched.add(1, ordering: .relaxed)
+        if let floor {
+            state.withLock { s in
+                s.floor = max(s.floor, floor)
+                for k in s.logs.keys { s.logs[k]!.dropBefore(floor) }
+            }
+        }
         if !out.isEmpty { append(out) }
         for (who, id) in fireOnce {
             do {
@@ -192,9 +290,9 @@ public final class NotificationHub: Sendable {
             var wake: [CheckedContinuation<Void, Never>] = []
             var touched: Set<Inbox> = []
             for (inbox, n) in items {
-                var n = n
                 touched.insert(inbox)
-                s.logs[inbox, default: InboxLog()].append(&n, incarnation: incarnation, capacity: capacity)
+                s.logs[inbox, default: InboxLog()].keep(n, capacity: capacity)
+                s.lastSequence = max(s.lastSequence, n.id.sequence)
             }
             for inbox in touched {
                 wake += s.logs[inbox]!.waiters.values
@@ -210,16 +308,16 @@ public final class NotificationHub: Sendable {
         state.withLock { s in
             let log = s.logs[inbox] ?? InboxLog()
             let live = log.items[log.head...]
-            let end = NotificationID(incarnation: incarnation, sequence: log.nextSequence - 1)
+            let end = NotificationID(incarnation: incarnation, sequence: s.lastSequence)
             var gap = false
             var from = live.startIndex
             if let position {
                 if position.incarnation != incarnation {
                     gap = true
                 } else {
-                    let oldest = live.first?.id.sequence ?? log.nextSequence
-                    // `oldest` is at least 1; `position.sequence + 1` would trap on a client's UInt64.max.
-                    if position.sequence < oldest - 1 { gap = true }
+                    // Something after `position` may have been dropped: by the durable log's retention (`floor` is
+                    // at least 1, so `floor - 1` cannot wrap), or from this user's in-memory log.
+                    if position.sequence < s.floor - 1 || position.sequence < log.trimmedThrough { gap = true }
                     from = live.firstIndex { $0.id.sequence > position.sequence } ?? live.endIndex
                 }
             }
@@ -257,13 +355,23 @@ public final class NotificationHub: Sendable {
 }
 
 extension NotificationHub.InboxLog {
-    /// Numbers `n` as this log's next notification and keeps it, dropping the oldest beyond `capacity`.
-    fileprivate mutating func append(_ n: inout RecordNotification, incarnation: UInt64, capacity: Int) {
-        n.id = NotificationID(incarnation: incarnation, sequence: nextSequence)
-        nextSequence += 1
+    /// Keeps `n` (numbered, newer than every one kept), dropping the oldest beyond `capacity`.
+    fileprivate mutating func keep(_ n: RecordNotification, capacity: Int) {
         items.append(n)
-        if items.count - head > capacity { head += 1 }
+        if items.count - head > capacity {
+            trimmedThrough = items[head].id.sequence
+            head += 1
+        }
         if head > 4096 && head * 2 > items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+    }
+
+    /// Drops the notifications before sequence `floor` (the durable log no longer keeps them).
+    fileprivate mutating func dropBefore(_ floor: UInt64) {
+        while head < items.count && items[head].id.sequence < floor { head += 1 }
+        if head > 0 && head * 2 > items.count {
             items.removeFirst(head)
             head = 0
         }
