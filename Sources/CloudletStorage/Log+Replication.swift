@@ -62,20 +62,7 @@ extension Log {
         ThreadBridge.checkMayBlock("appending frames to partition \(partition)'s log (backpressure)")
         let segmentSize = UInt64(configuration.segmentSize)
         let limit = configuration.maxPendingBytes
-        let decoded = try frames.map { f -> Frame in
-            switch FrameHeader.check(bytes, at: f.range.lowerBound, available: f.range.count) {
-            case .failure(let defect): throw CloudletError(.corruption, "partition \(partition): LSN \(f.lsn) received: \(defect.reason)")
-            case .success(let header):
-                switch header.payload(bytes, at: f.range.lowerBound) {
-                case .failure(let defect):
-                    throw CloudletError(.corruption, "partition \(partition): LSN \(f.lsn) received: \(defect.reason)")
-                case .success(let payload):
-                    return Frame(
-                        lsn: header.lsn, epoch: header.epoch, type: header.type, flags: header.flags, payload: payload,
-                        position: FramePosition(segment: 0, offset: 0, length: UInt32(f.range.count)))
-                }
-            }
-        }
+        let decoded = try Self.decode(bytes, frames, partition: partition)
         let (wasIdle, positions) = try monitor.withLock(
             waitingOn: .progress,
             until: { s in s.failure != nil || s.closing || s.unwrittenBytes == 0 || s.unwrittenBytes + bytes.count <= limit }
@@ -122,6 +109,29 @@ extension Log {
             var frame = frame
             frame.position = position
             return frame
+        }
+    }
+
+    /// The frames in `bytes` (whole frames as ``frames(from:maxBytes:)`` returns them), checked and decoded (payload
+    /// decompressed; positions are not known: zero). Throws `.corruption`.
+    public static func decodeVerbatim(_ bytes: [UInt8], partition: UInt32) throws -> [Frame] {
+        try decode(bytes, try splitFrames(bytes, partition: partition), partition: partition)
+    }
+
+    private static func decode(_ bytes: [UInt8], _ frames: [FrameSlice], partition: UInt32) throws -> [Frame] {
+        try frames.map { f -> Frame in
+            switch FrameHeader.check(bytes, at: f.range.lowerBound, available: f.range.count) {
+            case .failure(let defect): throw CloudletError(.corruption, "partition \(partition): LSN \(f.lsn) received: \(defect.reason)")
+            case .success(let header):
+                switch header.payload(bytes, at: f.range.lowerBound) {
+                case .failure(let defect):
+                    throw CloudletError(.corruption, "partition \(partition): LSN \(f.lsn) received: \(defect.reason)")
+                case .success(let payload):
+                    return Frame(
+                        lsn: header.lsn, epoch: header.epoch, type: header.type, flags: header.flags, payload: payload,
+                        position: FramePosition(segment: 0, offset: 0, length: UInt32(f.range.count)))
+                }
+            }
         }
     }
 

@@ -27,6 +27,10 @@ enum CrashWriter {
         third save first deletes the writer's record of two saves before, printing "deleting <zone> <name>" before and
         "del <zone> <name>" after; and a task collects asset garbage with no grace window, over and over.
 
+        --mode notify keeps the notification hub busy: a zone subscription 'all' to the custom zone 'Crash' (saved
+        once), and records saved into it as in records mode, printing "ack Crash <name>" once each save returns (its
+        notification may not have been written yet: the test checks it is there after the next open).
+
         --mode lsm [--seed S] runs the LSM crash workload (CloudletTestSupport's LSMCrashWorkload) on an LSM tree in
         DIR: puts and deletes, a flush and merges every 50 writes, up to 5000 writes past the tree's log position,
         then exits 0 (the tests kill it before, at a CLOUDLET_CRASH_AT point).
@@ -73,6 +77,9 @@ enum CrashWriter {
         case "assets":
             try await assets(dir: dir, writers: writers, prefix: prefix)
             return
+        case "notify":
+            try await notify(dir: dir, writers: writers, prefix: prefix)
+            return
         case "catalog":
             try await catalog(dir: dir, writers: writers, prefix: prefix, partitions: Int(o["--partitions"] ?? "4") ?? 4)
             return
@@ -84,7 +91,7 @@ enum CrashWriter {
             }
             try LSMCrashWorkload.run(directory: dir, seed: seed, writes: 5000)
             return
-        case let other: throw UsageError(description: "--mode must be records, assets, catalog or lsm, not \(other)")
+        case let other: throw UsageError(description: "--mode must be records, assets, catalog, notify or lsm, not \(other)")
         }
         let store = try await CloudletStore.open(at: dir)
         let db = try store.container("iCloud.com.example.crash").privateDatabase(user: "crash")
@@ -99,6 +106,23 @@ enum CrashWriter {
             r["body"] = .string(String(repeating: "x", count: (i * 37) % 700))
             _ = try await db.save(r)
             emit("ack \(zone.zoneName) \(name)")
+        }
+    }
+
+    /// `--mode notify`: saves into a zone with a zone subscription, as fast as the writers go.
+    static func notify(dir: String, writers: Int, prefix: String) async throws {
+        let store = try await CloudletStore.open(at: dir)
+        let db = try store.container("iCloud.com.example.crash").privateDatabase(user: "crash")
+        let zone = ZoneID(zoneName: "Crash")
+        if (try? await db.subscription("all")) == nil {
+            try await db.createZone(zone)
+            try await db.saveSubscription(Subscription(id: "all", kind: .zone(zone)))
+        }
+        emit("ready")
+        await runWriters(writers) { w, i in
+            let name = "\(prefix)-\(w)-\(i)"
+            _ = try await db.save(Record(recordType: "Entry", recordName: name, zoneID: zone, fields: ["seq": .int64(Int64(i))]))
+            emit("ack Crash \(name)")
         }
     }
 

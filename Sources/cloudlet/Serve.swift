@@ -15,7 +15,7 @@ enum Serve {
                               [--max-asset-size BYTES] [--asset-url-lifetime SECONDS] [--asset-gc-interval SECONDS]
                               [--rate-limit REQUESTS_PER_SECOND [--burst N]] [--user-quota BYTES]
                               [--max-connections-per-peer N] [--header-timeout MS] [--body-timeout MS]
-                              [--keep-alive-timeout MS]
+                              [--keep-alive-timeout MS] [--max-subscriptions-per-user N]
                               [--cluster etcd://HOST:PORT --node NAME [--advertise URL] [--replicas N]
                                [--ack quorum|leader] [--lease-ttl SECONDS] [--cluster-name NAME]]
 
@@ -58,6 +58,9 @@ enum Serve {
           --burst N           requests a caller may make at once under --rate-limit (default: 10 × R, at least 1)
           --user-quota BYTES  storage quota of each user's private database (records' stored sizes); a save that
                               would pass it fails with QUOTA_EXCEEDED. Default: none
+          --max-subscriptions-per-user N
+                              subscriptions one user may have in one database (default 1000; 1 to 1000000): a
+                              subscriptions/modify that would pass it fails with QUOTA_EXCEEDED and saves nothing
 
         On a fresh store it creates an API token for the container, a user named '\(firstUserName)' and an admin
         credential (for the console at /cloudlet/console/), and prints them with a curl example (they are stored
@@ -76,6 +79,7 @@ enum Serve {
                 "--data", "--host", "--port", "--tls-cert", "--tls-key", "--durability", "--container", "--threads",
                 "--response-budget", "--max-asset-size", "--asset-url-lifetime", "--asset-gc-interval", "--rate-limit", "--burst",
                 "--user-quota", "--max-connections-per-peer", "--header-timeout", "--body-timeout", "--keep-alive-timeout",
+                "--max-subscriptions-per-user",
             ] + ServeCluster.options), positional: true, help: help + "\n\n" + ServeCluster.help)
         guard o.positional.isEmpty else { throw UsageError(message: "unexpected argument '\(o.positional[0])'") }
         let dir = o["--data"] ?? StoreAccess.defaultDirectory
@@ -124,16 +128,19 @@ enum Serve {
         case let d: throw UsageError(message: "--durability must be fsync or os, not '\(d)'")
         }
         let container = o["--container"] ?? defaultContainer
+        var storeConfig = StoreConfiguration(durability: durability)
+        storeConfig.subscriptionsPerUser =
+            try o.integer("--max-subscriptions-per-user", in: 1...1_000_000, "a number of subscriptions") ?? storeConfig.subscriptionsPerUser
 
         // Take over SIGTERM and SIGINT before anything else, so a signal during start-up also stops cleanly.
         let stop = SignalWaiter([SIGTERM, SIGINT])
 
         if let cluster = try ServeCluster.configuration(o) {
             try await ServeCluster.run(
-                dir: dir, server: config, durability: durability, container: container, cluster: cluster, stop: stop)
+                dir: dir, server: config, store: storeConfig, container: container, cluster: cluster, stop: stop)
             return
         }
-        let store = try await StoreAccess.open(dir, durability: durability, hint: "One server per data directory")
+        let store = try await StoreAccess.open(dir, configuration: storeConfig, hint: "One server per data directory")
         let server: Server
         do {
             let credentials = Credentials(store: store)

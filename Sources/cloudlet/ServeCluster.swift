@@ -62,14 +62,14 @@ enum ServeCluster {
     }
 
     static func run(
-        dir: String, server config: ServerConfiguration, durability: Durability, container: String,
+        dir: String, server config: ServerConfiguration, store baseConfig: StoreConfiguration, container: String,
         cluster: ClusterConfiguration, stop: SignalWaiter
     ) async throws {
         let (events, sink) = AsyncStream.makeStream(of: Event.self)
         Task { sink.yield(.signal(await stop.wait())) }
         var iterator = events.makeAsyncIterator()
         while true {
-            var storeConfig = StoreConfiguration(durability: durability)
+            var storeConfig = baseConfig
             storeConfig.replicated = true
             let store = try await StoreAccess.open(dir, configuration: storeConfig, hint: "One server per data directory")
             let current = Mutex<ClusterNode?>(nil)

@@ -103,6 +103,35 @@ import Testing
         #expect(del.json["subscriptions"]?.arrayValue?.first?["deleted"] == .bool(true), "\(del)")
     }
 
+    /// The per-user cap (StoreConfiguration.subscriptionsPerUser, 1,000 by default): a request that would pass it is
+    /// QUOTA_EXCEEDED (413) and changes nothing, not even its operations that would fit.
+    @Test func aSubscriptionsModifyOverThePerUserCapIsQuotaExceededAndSavesNothing() async throws {
+        let s = try live
+        let cap = s.store.configuration.subscriptionsPerUser
+        func create(_ id: String) -> String {
+            #"{"operationType":"create","subscription":{"subscriptionID":"\#(id)","subscriptionType":"query","query":{"recordType":"Capped"},"firesOn":["create"]}}"#
+        }
+        var made = 0
+        while made < cap {
+            let n = min(200, cap - made)
+            let ops = (made..<(made + n)).map { create("cap-\($0)") }.joined(separator: ",")
+            let r = try await HTTP.post(s.url("subscriptions/modify", db: "public", as: "bob"), #"{"operations":[\#(ops)]}"#)
+            #expect(r.status == 200, "\(r)")
+            made += n
+        }
+        let over = try await HTTP.post(
+            s.url("subscriptions/modify", db: "public", as: "bob"),
+            #"{"operations":[{"operationType":"delete","subscription":{"subscriptionID":"cap-0"}},\#(create("cap-x")),\#(create("cap-y"))]}"#)
+        #expect(over.status == 413 && over.serverErrorCode == "QUOTA_EXCEEDED", "\(over)")
+        #expect(over.reason.contains("limit is \(cap)"), "\(over)")
+        let list = try await HTTP.get(s.url("subscriptions/list", db: "public", as: "bob"))
+        let ids = Set(list.json["subscriptions"]?.arrayValue?.compactMap { $0["subscriptionID"]?.stringValue } ?? [])
+        #expect(ids.count == cap && ids.contains("cap-0") && !ids.contains("cap-x"))
+        // Alice has her own allowance.
+        let alice = try await HTTP.post(s.url("subscriptions/modify", db: "public", as: "alice"), #"{"operations":[\#(create("cap-a"))]}"#)
+        #expect(alice.status == 200, "\(alice)")
+    }
+
     /// A query subscription fires for exactly the matching commits, and both a long-poll and a websocket client
     /// get the notifications, including what they missed while disconnected.
     @Test func longPollAndWebSocketClientsReceiveExactlyTheMatchingNotifications() async throws {

@@ -130,4 +130,86 @@ import Testing
         #expect(batch.notifications.map(\.recordID.recordName) == ["late"])
         try await store.close()
     }
+
+    /// The index: a commit is matched against the subscriptions that can fire on it (its database, zone and record
+    /// type), not against every subscription of the store.
+    @Test func aCommitIsMatchedOnlyAgainstTheSubscriptionsThatCanFire() async throws {
+        let store = try await openStore(dir)
+        let container = try store.container(testContainer)
+        let bob = container.publicDatabase(user: "bob")
+        for i in 0..<300 {
+            try await bob.saveSubscription(Subscription(
+                id: "w\(i)", kind: .query(recordType: "Watched\(i % 10)", predicate: .all, zoneID: nil)))
+        }
+        let alice = container.publicDatabase(user: "alice")
+        try await alice.saveSubscription(Subscription(id: "notes", kind: .query(recordType: "Note", predicate: .all, zoneID: nil)))
+        let start = await inbox(store, after: nil, timeout: 0)
+        let before = store.notificationHub.candidatesChecked.load(ordering: .relaxed)
+        _ = try await alice.save(note("n1"))
+        let batch = await inbox(store, after: start.next)
+        #expect(batch.notifications.map(\.subscriptionID) == ["notes"])
+        #expect(store.notificationHub.candidatesChecked.load(ordering: .relaxed) - before == 1)
+        // Bob's still fire for their own type.
+        _ = try await alice.save(Record(recordType: "Watched3", recordName: "w"))
+        var got: [RecordNotification] = []
+        var position: NotificationID? = nil
+        for _ in 0..<20 where got.count < 30 {
+            let b = await store.notifications(container: testContainer, user: "bob", after: position, wait: 2)
+            got += b.notifications
+            position = b.next
+        }
+        #expect(got.count == 30)
+        #expect(Set(got.map(\.subscriptionID)) == Set((0..<300).filter { $0 % 10 == 3 }.map { "w\($0)" }))
+        try await store.close()
+    }
+
+    func store(cap: Int) async throws -> CloudletStore {
+        var config = StoreConfiguration(durability: .os)
+        config.subscriptionsPerUser = cap
+        return try await CloudletStore.open(at: dir.sub("store"), configuration: config)
+    }
+
+    @Test func aUserCannotPassTheSubscriptionCap() async throws {
+        let store = try await store(cap: 3)
+        let db = try await db(store)
+        for id in ["a", "b", "c"] { try await db.saveSubscription(Subscription(id: id, kind: .zone(zone))) }
+        let e = await expectError(.quotaExceeded) { try await db.saveSubscription(Subscription(id: "d", kind: .zone(zone))) }
+        #expect(e?.message.contains("limit is 3") == true)
+        // Replacing one at the cap is fine, and so is a deletion and a creation in one batch.
+        try await db.saveSubscription(Subscription(id: "a", kind: .database))
+        let swapped = try await db.modifySubscriptions([.delete("b"), .create(Subscription(id: "d", kind: .zone(zone)))])
+        #expect(swapped.allSatisfy { if case .success = $0 { true } else { false } })
+        #expect(try await db.subscriptions().map(\.id) == ["a", "c", "d"])
+        // The cap is per user and database: bob has his own.
+        let bob = try store.container(testContainer).privateDatabase(user: "bob")
+        try await bob.createZone(zone)
+        try await bob.saveSubscription(Subscription(id: "a", kind: .zone(zone)))
+        try await store.close()
+    }
+
+    @Test func aBatchThatWouldPassTheCapSavesNothing() async throws {
+        let store = try await store(cap: 3)
+        let db = try await db(store)
+        try await db.saveSubscription(Subscription(id: "a", kind: .zone(zone)))
+        await expectError(.quotaExceeded) {
+            try await db.modifySubscriptions([
+                .create(Subscription(id: "b", kind: .zone(zone))), .update(Subscription(id: "a", kind: .database)),
+                .create(Subscription(id: "c", kind: .zone(zone))), .create(Subscription(id: "d", kind: .zone(zone))),
+            ])
+        }
+        // Nothing of it was applied: not the creations, not the update.
+        #expect(try await db.subscriptions() == [Subscription(id: "a", kind: .zone(zone))])
+        // Per-item errors stay per item: a bad one does not stop the others.
+        let mixed = try await db.modifySubscriptions([
+            .create(Subscription(id: "a", kind: .zone(zone))), .create(Subscription(id: "b", kind: .zone(zone))),
+            .update(Subscription(id: "nope", kind: .zone(zone))),
+        ])
+        let codes: [CloudletError.Code?] = mixed.map { r in
+            guard case .failure(let e) = r else { return nil }
+            return e.code
+        }
+        #expect(codes == [.recordExists, nil, .unknownItem])
+        #expect(try await db.subscriptions().map(\.id) == ["a", "b"])
+        try await store.close()
+    }
 }

@@ -28,6 +28,9 @@ enum WorkloadCatalog {
         var changefeedRecords: Int = 1_000_000
         /// How long `notify-*` commits at its rate.
         var notifySeconds: Double = 3
+        /// `notify-crowded`: the other user's query subscriptions, and the single writes measured.
+        var crowdSubscriptions = 10_000
+        var crowdWrites = 100
         /// `asset-upload-*` / `asset-download-*`: how many small (1 MB) files, and the size and count of large ones
         /// (issue 15: 100 MB).
         var smallAssets = 64
@@ -49,8 +52,9 @@ enum WorkloadCatalog {
         static let quick = Sizes(
             appendSyncs: 200, seqwriteMiB: 64, fillRecords: 10_000, fillsyncRecords: 100,
             concurrentRecords: 256, storeRecords: 10_000, reads: 10_000, overwrites: 5_000,
-            recoverRecords: 10_000, changefeedRecords: 10_000, notifySeconds: 0.5, smallAssets: 16,
-            largeAssetBytes: 16_000_000, largeAssets: 2, replicatedRecords: 640, scaleRecords: 50_000, scaleReads: 20_000)
+            recoverRecords: 10_000, changefeedRecords: 10_000, notifySeconds: 0.5, crowdSubscriptions: 1_000, crowdWrites: 20,
+            smallAssets: 16, largeAssetBytes: 16_000_000, largeAssets: 2, replicatedRecords: 640, scaleRecords: 50_000,
+            scaleReads: 20_000)
     }
 
     struct Definition: Sendable {
@@ -78,6 +82,10 @@ enum WorkloadCatalog {
         Definition(
             name: "notify-10k", summary: "commit → websocket notification delay at 10,000 commits/s (cloudlet only)",
             needs: nil, make: { _, s in NotifyLatencyWorkload(rate: 10_000, seconds: s.notifySeconds) }),
+        Definition(
+            name: "notify-crowded",
+            summary: "one user's single-write notification delay while another has 10,000 query subscriptions (cloudlet only)",
+            needs: nil, make: { _, s in NotifyCrowdedWorkload(crowd: s.crowdSubscriptions, writes: s.crowdWrites) }),
         Definition(
             name: "asset-upload", summary: "1 MB and 100 MB files POSTed to asset upload URLs over HTTP (cloudlet only)",
             needs: nil, make: { _, s in AssetTransferWorkload(direction: .upload, size: 1_000_000, count: s.smallAssets) }),

@@ -39,6 +39,9 @@ package final class Catalog: Sendable {
     private let writer: Mutex<CatalogState>
     /// What readers see, and the staged states waiting for durability (in LSN order).
     private let visible: Mutex<Visible>
+    /// Subscription changes by catalog version, oldest first, until the notification hub takes them
+    /// (``subscriptionChanges(after:through:)``): its index follows the catalog without copying it.
+    private let subscriptionJournal = Mutex<[(version: UInt64, mutation: Mutation)]>([])
     /// Serializes checkpoint writers (a background one and close's); true once closed, after which none is written.
     private let checkpointWriter = Mutex(false)
     private let checkpointTrigger: CheckpointTrigger
@@ -198,6 +201,7 @@ package final class Catalog: Sendable {
             let (lsn, position) = try log.stage(type: Self.frameType, payload: payload, admitOverLimit: admitOverLimit)
             precondition(lsn == st.version + 1, "catalog: staged LSN \(lsn), expected \(st.version + 1)")
             st.apply(commit, lsn: lsn, position: position)
+            journal(commit.mutations, version: lsn)
             let staged = st
             visible.withLock { $0.pending.append(staged) }
             return (result, lsn, Int(position.length))
@@ -223,6 +227,7 @@ package final class Catalog: Sendable {
                     throw error
                 }
                 st.apply(commit, lsn: frame.lsn, position: frame.position)
+                journal(commit.mutations, version: frame.lsn)
                 let staged = st
                 visible.withLock { $0.pending.append(staged) }
                 written += Int(frame.position.length)
@@ -231,6 +236,30 @@ package final class Catalog: Sendable {
         }
         if written > 0 { noteWritten(written) }
         return last
+    }
+
+    /// Notes the subscription changes of a commit at `version` for ``subscriptionChanges(after:through:)``.
+    private func journal(_ mutations: [Mutation], version: UInt64) {
+        let changes = mutations.filter {
+            switch $0 {
+            case .saveSubscription, .deleteSubscription: true
+            default: false
+            }
+        }
+        guard !changes.isEmpty else { return }
+        subscriptionJournal.withLock { j in for m in changes { j.append((version, m)) } }
+    }
+
+    /// The subscription changes of catalog versions in `after+1 ... through`, in order; forgets every change up to
+    /// `through` (one reader: the notification hub, which indexes subscriptions from a snapshot and then follows
+    /// these).
+    package func subscriptionChanges(after: UInt64, through: UInt64) -> [Mutation] {
+        subscriptionJournal.withLock { j in
+            let end = j.firstIndex { $0.version > through } ?? j.count
+            let out = j[..<end].filter { $0.version > after }.map(\.mutation)
+            j.removeFirst(end)
+            return out
+        }
     }
 
     /// Waits until catalog version `version` is durable; from then on ``snapshot()`` includes it.

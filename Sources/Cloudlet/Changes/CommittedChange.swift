@@ -10,9 +10,12 @@ public struct CommittedChange: Sendable {
     public var events: [ChangeEvent]
     /// For record events: the version the commit replaced or deleted, if the record existed (by event index).
     var previous: [Int: RecordEntry] = [:]
+    /// Saves known to update a record whose previous version is not known (commits read back from the log after a
+    /// restart, whose record stamps say so).
+    var updates: Set<Int> = []
 
     /// Whether event `i` (a save) created the record rather than changing an existing one.
-    public func isCreation(_ i: Int) -> Bool { previous[i] == nil }
+    public func isCreation(_ i: Int) -> Bool { previous[i] == nil && !updates.contains(i) }
 }
 
 /// One effect of a commit.
@@ -42,8 +45,15 @@ public enum ChangeEvent: Sendable, Hashable {
 final class ChangePublisher: Sendable {
     typealias Stream = AsyncThrowingStream<CommittedChange, any Error>
 
+    /// A listener: an async stream, or a sink that takes each commit synchronously (it must not block: it runs
+    /// under the publisher's lock, on whichever writer published) and returns false when it cannot keep up.
+    enum Listener {
+        case stream(Stream.Continuation)
+        case sink(@Sendable (CommittedChange) -> Bool)
+    }
+
     private struct State {
-        var listeners: [Int: Stream.Continuation] = [:]
+        var listeners: [Int: Listener] = [:]
         var pending: [CommittedChange] = []
         var head = 0
     }
@@ -57,8 +67,10 @@ final class ChangePublisher: Sendable {
     /// Whether anyone listens (staging skips building events otherwise).
     var isActive: Bool { active.load(ordering: .relaxed) > 0 }
 
-    func add(_ id: Int, _ c: Stream.Continuation) {
-        state.withLock { $0.listeners[id] = c }
+    func add(_ id: Int, _ c: Stream.Continuation) { add(id, .stream(c)) }
+
+    func add(_ id: Int, _ listener: Listener) {
+        state.withLock { $0.listeners[id] = listener }
         active.add(1, ordering: .relaxed)
     }
 
@@ -85,11 +97,19 @@ final class ChangePublisher: Sendable {
             while s.head < s.pending.count, s.pending[s.head].lsn <= durable {
                 let change = s.pending[s.head]
                 s.head += 1
-                for (id, c) in s.listeners {
-                    if case .dropped = c.yield(change) {
-                        c.finish(throwing: CloudletError(.limitExceeded, "listener fell too far behind the commit stream; resynchronize with change tokens"))
-                        s.listeners[id] = nil
-                        active.subtract(1, ordering: .relaxed)
+                for (id, listener) in s.listeners {
+                    switch listener {
+                    case .stream(let c):
+                        if case .dropped = c.yield(change) {
+                            c.finish(throwing: CloudletError(.limitExceeded, "listener fell too far behind the commit stream; resynchronize with change tokens"))
+                            s.listeners[id] = nil
+                            active.subtract(1, ordering: .relaxed)
+                        }
+                    case .sink(let take):
+                        if !take(change) {
+                            s.listeners[id] = nil
+                            active.subtract(1, ordering: .relaxed)
+                        }
                     }
                 }
             }
@@ -105,7 +125,7 @@ final class ChangePublisher: Sendable {
             defer { s.listeners = [:] }
             return Array(s.listeners.values)
         }
-        for c in ls { c.finish() }
+        for case .stream(let c) in ls { c.finish() }
     }
 }
 

@@ -1,18 +1,31 @@
 import CloudletConcurrency
 import CloudletCore
+import CloudletStorage
 import Foundation
 import Synchronization
 
 /// Turns durable commits into notifications for the subscriptions they match, and keeps each user's recent
 /// notifications in a log that clients read by position (long-poll, websocket, or directly).
 ///
-/// The hub listens to the store's commit stream once any subscription exists. Each user's log (per container
-/// and environment) keeps the newest ``capacity`` notifications in memory; a client that asks from a position
-/// the log no longer holds — older than its oldest entry, or from before the store was reopened — is told so
-/// (`gap`) and should resynchronize with change tokens, as CloudKit clients do after missed pushes.
+/// **Matching.** Once any subscription exists, the hub takes every durable commit from the partitions' publishers
+/// into a queue, and a thread of its own (never the cooperative pool, which the writers need) drains it: all the
+/// commits queued meanwhile form one batch, matched against a ``SubscriptionIndex`` that follows the catalog's
+/// subscription changes (never copied per commit), so a commit costs what the subscriptions that can fire on it
+/// cost. Each user's waiting readers are woken once per batch.
+///
+/// **Logs.** Every batch's notifications are numbered (one sequence for the store) and written to the durable
+/// ``NotificationLog`` before any reader sees them, with the LSN through which each partition's commits have been
+/// matched; a store reopened after a crash matches the commits after that cursor again, so nothing acknowledged
+/// misses its notification. Each user's log (per container and environment) keeps the newest ``capacity``
+/// notifications in memory, loaded from the durable log at open. A client that asks from a position no longer held
+/// — past the durable log's retention, older than its in-memory log, or from another incarnation of the log — is
+/// told so (`gap`) and should resynchronize with change tokens, as CloudKit clients do after missed pushes.
 public final class NotificationHub: Sendable {
     /// The longest ``wait(_:after:limit:timeout:)`` waits (one day), whatever it is asked.
     public static let maxWait: Double = 86_400
+    /// The most commits queued for the hub's thread; past it commits are dropped and every log reports a gap.
+    static let maxQueued = 1_000_000
+
     /// Whose log: a user in a container and environment.
     public struct Inbox: Hashable, Sendable {
         public var container: String
@@ -29,58 +42,156 @@ public final class NotificationHub: Sendable {
     /// A read of a log.
     public typealias Batch = NotificationBatch
 
-    private struct Log {
+    fileprivate struct InboxLog {
         var items: [RecordNotification] = []
         var head = 0
-        var nextSequence: UInt64 = 1
+        /// The newest sequence dropped from this log to keep it within ``capacity`` (0: none).
+        var trimmedThrough: UInt64 = 0
         var waiters: [UUID: CheckedContinuation<Void, Never>] = [:]
     }
 
+    /// What readers see.
     private struct State {
-        var started = false
-        var logs: [Inbox: Log] = [:]
-        /// Fire-once subscriptions already fired (their deletion may still be committing).
-        var fired: Set<String> = []
+        var logs: [Inbox: InboxLog] = [:]
+        /// The newest sequence numbered (in any log).
+        var lastSequence: UInt64 = 0
+        /// The oldest sequence the durable log still keeps: a position before it may have missed something.
+        var floor: UInt64 = 1
     }
+
+    /// Commits waiting for the hub's thread.
+    private struct Queue {
+        var changes: [CommittedChange] = []
+        /// Commits were dropped (the queue was full) since the thread last looked.
+        var lost = false
+        /// The cursor moved without a commit (``start(recover:)``): the durable log should say so.
+        var cursorMoved = false
+        var stopping = false
+    }
+
+    /// What only the hub's thread touches (behind a lock nobody else takes while it runs).
+    private struct Matcher {
+        var index = SubscriptionIndex()
+        /// Fire-once subscriptions already fired (their deletion may still be committing).
+        var fired: Set<SubscriptionIndex.Entry> = []
+        /// The newest sequence numbered.
+        var lastSequence: UInt64 = 0
+        /// Per partition, the LSN through which commits have been matched, and what the durable log last says.
+        var cursors: [UInt64] = []
+        var writtenCursors: [UInt64] = []
+        /// Frames written since the last retention check.
+        var writesSinceCompaction = 0
+    }
+
+    /// A cursor-only frame is written once the partitions' commits matched without a notification add up to this.
+    static let cursorInterval: UInt64 = 4096
+    /// Retention is checked every this many frames written.
+    static let compactionInterval = 256
 
     public let capacity: Int
     let incarnation: UInt64
-    private let partitions: [Partition]
+    let partitions: [Partition]
     /// Where the subscriptions are.
     private let catalog: Catalog
     private let state = Mutex(State())
+    private let queue = Monitor(Queue())
+    private let matcher = Mutex(Matcher())
+    private let thread = Mutex<NativeThread?>(nil)
     private let listenerID: Int
+    /// The durable log (nil: a read-only store, whose hub never writes).
+    private let durable: NotificationLog?
+    let backgroundErrors: BackgroundErrors?
+    /// Subscriptions looked at, over every event matched (tests: the index keeps this to those that can fire).
+    let candidatesChecked = Atomic<Int>(0)
+    /// Commits matched again at open, after the durable log's cursor (a crash came between them and their
+    /// notifications).
+    let commitsRecovered = Atomic<Int>(0)
+    /// Batches the hub's thread has matched.
+    let batchesMatched = Atomic<Int>(0)
 
-    init(partitions: [Partition], catalog: Catalog, listenerID: Int, capacity: Int = 10_000) {
+    init(
+        partitions: [Partition], catalog: Catalog, listenerID: Int, capacity: Int = 10_000,
+        durable: (log: NotificationLog, recovered: NotificationLog.Recovered)? = nil, backgroundErrors: BackgroundErrors? = nil
+    ) {
         self.partitions = partitions
         self.catalog = catalog
         self.listenerID = listenerID
         self.capacity = capacity
-        incarnation = UInt64.random(in: 1...(UInt64(1) << 48))
+        self.durable = durable?.log
+        self.backgroundErrors = backgroundErrors
+        let recovered = durable?.recovered
+        incarnation = recovered?.incarnation ?? UInt64.random(in: 1...(UInt64(1) << 48))
+        var st = State()
+        st.lastSequence = recovered?.lastSequence ?? 0
+        st.floor = durable?.log.oldestSequence(next: st.lastSequence + 1) ?? 1
+        for (inbox, n) in recovered?.notifications ?? [] where n.id.sequence >= st.floor {
+            st.logs[inbox, default: InboxLog()].keep(n, capacity: capacity)
+        }
+        state.withLock { $0 = st }
+        matcher.withLock { m in
+            m.lastSequence = st.lastSequence
+            m.cursors = recovered?.cursors ?? Array(repeating: 0, count: partitions.count)
+            m.writtenCursors = m.cursors
+        }
     }
 
-    /// Starts listening to commits (idempotent). Called when a subscription is saved, and at open when some exist.
-    func start() {
-        let first = state.withLock { s -> Bool in
-            defer { s.started = true }
-            return !s.started
-        }
-        guard first else { return }
-        let (stream, continuation) = AsyncThrowingStream<CommittedChange, any Error>.makeStream(
-            bufferingPolicy: .bufferingOldest(1_000_000))
-        for p in partitions { p.publisher.add(listenerID, continuation) }
-        Task.detached { [self] in
+    /// Starts listening to commits (idempotent). Called when a subscription is saved, and at open when some exist —
+    /// then with `recover` (the opening thread, which may block): the commits after the durable log's cursor, which
+    /// a crash kept from being matched, are matched first. Otherwise the cursor moves to where the partitions are:
+    /// nothing before was subscribed to.
+    func start(recover: Bool = false) {
+        thread.withLock { t in
+            guard t == nil else { return }
+            let snapshot = catalog.snapshot()
+            matcher.withLock { m in
+                m.index = SubscriptionIndex(snapshot)
+                _ = catalog.subscriptionChanges(after: snapshot.version, through: snapshot.version)
+                if !recover { m.cursors = partitions.map { max(m.cursors[Int($0.id)], $0.log.durableLSN) } }
+            }
+            if recover, durable != nil {
+                let missed = recoveredChanges()
+                commitsRecovered.store(missed.count, ordering: .relaxed)
+                if !missed.isEmpty { handle(missed, force: true) }
+            }
             do {
-                for try await change in stream { await handle(change) }
+                t = try NativeThread(name: "cloudlet-notify") { [self] in run() }
             } catch {
-                // The commit stream overflowed: the hub's logs cannot be trusted to be complete from here on.
-                state.withLock { s in for k in s.logs.keys { s.logs[k]!.head = s.logs[k]!.items.count } }
+                StoreLog.warning("notifications are off: \(error)")
+                return
+            }
+            if !recover {
+                queue.withLock { $0.cursorMoved = true }
+                queue.signal(.work)
+            }
+            let queue = self.queue
+            for p in partitions {
+                p.publisher.add(listenerID, .sink { change in
+                    let taken = queue.withLock { q -> Bool in
+                        guard q.changes.count < Self.maxQueued else {
+                            q.lost = true
+                            return false
+                        }
+                        q.changes.append(change)
+                        return true
+                    }
+                    queue.signal(.work)
+                    // A full queue drops this commit (and reports a gap), but keeps listening.
+                    _ = taken
+                    return true
+                })
             }
         }
     }
 
+    /// The durable log's cursor, per partition.
+    func matcherCursors() -> [UInt64] { matcher.withLock { $0.cursors } }
+
+    /// Stops listening, lets the thread finish what is queued, and wakes every waiting reader.
     func stop() {
         for p in partitions { p.publisher.remove(listenerID) }
+        queue.withLock { $0.stopping = true }
+        queue.signal(.work)
+        thread.withLock { $0 }?.join()
         let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
             var all: [CheckedContinuation<Void, Never>] = []
             for k in s.logs.keys {
@@ -92,82 +203,80 @@ public final class NotificationHub: Sendable {
         for w in waiters { w.resume() }
     }
 
-    private func handle(_ change: CommittedChange) async {
-        let snapshot = catalog.snapshot()
-        let subscriptions = snapshot.subscriptions
-        guard !subscriptions.isEmpty else { return }
-        var out: [(Inbox, RecordNotification)] = []
-        let anyShared = subscriptions.keys.contains { $0.database.scope == .shared }
-        var fireOnce: [(SubscriberID, String)] = []
-        for (i, event) in change.events.enumerated() {
-            let database: DatabaseID
-            let recordID: RecordID
-            let recordType: String
-            var record: Record?
-            let reason: NotificationReason
-            switch event {
-            case .recordSaved(let d, let r):
-                (database, recordID, recordType, record) = (d, r.id, r.recordType, r)
-                reason = change.isCreation(i) ? .recordCreated : .recordUpdated
-            case .recordDeleted(let d, let rid, let type):
-                (database, recordID, recordType) = (d, rid, type)
-                reason = .recordDeleted
-                // The deleted version, for query subscriptions' predicates.
-                if let prev = change.previous[i] {
-                    let key = ZoneKey(database: d, zoneName: rid.zoneID.zoneName)
-                    let partition = partitions[change.partition]
-                    // When it cannot be read, query subscriptions fire on the record type alone (``fires``). A
-                    // version a compaction dropped meanwhile is expected; any other failure is reported.
-                    // A read that may go to the disk: off the cooperative pool, which this task runs on.
-                    let name = rid.recordName
-                    do { record = try await ThreadBridge.offload { try partition.readDurable(key, name, prev) } } catch CloudletError.Code.unknownItem {
-                    } catch {
-                        partition.backgroundErrors.record(.notification, in: "partition \(partition.id)", error)
-                    }
-                }
-            case .zoneCreated, .zoneDeleted: continue
+    /// The hub's thread: drains the queue batch by batch until stopped.
+    private func run() {
+        while true {
+            let (changes, lost, moved, stopping) = queue.withLock(
+                waitingOn: .work, until: { !$0.changes.isEmpty || $0.stopping || $0.cursorMoved }
+            ) { q in
+                defer { (q.changes, q.lost, q.cursorMoved) = ([], false, false) }
+                return (q.changes, q.lost, q.cursorMoved, q.stopping)
             }
-            // Participants whose shared database sees the record, when some subscription is in a shared database.
-            let viewers = anyShared
-                ? await sharedViewers(database, recordID, parent: record?.parent?.recordName, shares: snapshot.shares, partition: partitions[change.partition])
-                : []
-            for (who, subs) in subscriptions
-            where who.database == database || (who.database.scope == .shared && who.database.container == database.container
-                && who.database.environment == database.environment && viewers.contains(who.database.owner))
-            {
-                // No notification carries a public record its subscriber may not read (its security roles).
-                guard Self.mayRead(who, recordType: recordType, record: record, security: snapshot.security) else { continue }
-                for sub in subs.values.sorted(by: { $0.id < $1.id }) {
-                    // In a shared database, a zone is named with its owner.
-                    if who.database.scope == .shared, let zone = Self.zone(of: sub), zone.ownerName != database.owner { continue }
-                    guard Self.fires(sub, reason: reason, recordID: recordID, recordType: recordType, record: record) else {
-                        continue
-                    }
-                    if sub.firesOnce {
-                        let key = "\(who.database)|\(who.user)|\(sub.id)"
-                        let already = state.withLock { !$0.fired.insert(key).inserted }
-                        if already { continue }
-                        fireOnce.append((who, sub.id))
-                    }
-                    var fields: [String: FieldValue] = [:]
-                    if let keys = sub.desiredKeys, reason != .recordDeleted, let record {
-                        fields = record.fields.filter { keys.contains($0.key) }
-                    }
-                    let inbox = Inbox(container: database.container, environment: database.environment, user: who.user)
-                    out.append((inbox, RecordNotification(
-                        id: NotificationID(incarnation: incarnation, sequence: 0), partition: change.partition,
-                        lsn: change.lsn, subscriptionID: sub.id, database: who.database, reason: reason, recordID: recordID,
-                        recordType: recordType, fields: fields, alertBody: sub.alertBody)))
+            if lost {
+                // Commits were dropped: no log can be trusted to be complete from here on.
+                state.withLock { s in for k in s.logs.keys { s.logs[k]!.head = s.logs[k]!.items.count } }
+            }
+            if !changes.isEmpty || moved { handle(changes, force: moved) }
+            if stopping {
+                // The cursor of what was matched without a notification, so that the next open starts from here.
+                handle([], force: true)
+                return
+            }
+        }
+    }
+
+    /// Matches a batch of commits, numbers what they fire, makes it durable, then appends it to the logs and wakes
+    /// their readers. `force`: write the cursor to the durable log even if little moved.
+    private func handle(_ changes: [CommittedChange], force: Bool = false) {
+        let snapshot = catalog.snapshot()
+        var out: [Pending] = []
+        var fireOnce: [(SubscriberID, String)] = []
+        var floor: UInt64?
+        matcher.withLock { m in
+            if snapshot.version > m.index.version {
+                for change in catalog.subscriptionChanges(after: m.index.version, through: snapshot.version) { m.index.apply(change) }
+                m.index.version = snapshot.version
+            }
+            for change in changes {
+                match(change, index: m.index, snapshot: snapshot, fired: &m.fired, into: &out, fireOnce: &fireOnce)
+                m.cursors[change.partition] = max(m.cursors[change.partition], change.lsn)
+            }
+            for i in out.indices {
+                m.lastSequence += 1
+                out[i].notification.id = NotificationID(incarnation: incarnation, sequence: m.lastSequence)
+            }
+            guard let durable else { return }
+            let moved = zip(m.cursors, m.writtenCursors).reduce(UInt64(0)) { $0 + ($1.0 - $1.1) }
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            do {
+                if !out.isEmpty || (moved > 0 && (force || moved >= Self.cursorInterval)) {
+                    try durable.write(NotificationLog.Batch(incarnation: incarnation, time: now, cursors: m.cursors, notifications: out))
+                    m.writtenCursors = m.cursors
+                    m.writesSinceCompaction += 1
                 }
+                if m.writesSinceCompaction >= Self.compactionInterval || force {
+                    m.writesSinceCompaction = 0
+                    floor = try durable.compact(now: now, next: m.lastSequence + 1)
+                }
+            } catch {
+                // Delivered from memory all the same; a restart may then report a gap, or match these commits again.
+                backgroundErrors?.record(.notification, in: "notification log", error)
+            }
+        }
+        batchesMatched.add(1, ordering: .relaxed)
+        if let floor {
+            state.withLock { s in
+                s.floor = max(s.floor, floor)
+                for k in s.logs.keys { s.logs[k]!.dropBefore(floor) }
             }
         }
         if !out.isEmpty { append(out) }
         for (who, id) in fireOnce {
             do {
-                let (_, version) = try await catalog.commit(waitingForRoom: { st in
+                let (_, version) = try catalog.commit { st in
                     (st.subscriptions(of: who)[id] != nil ? [.deleteSubscription(who, id: id)] : [], ())
-                })
-                try await catalog.waitDurable(version)
+                }
+                try catalog.waitDurableBlocking(version)
             } catch {
                 // It stays fired for as long as this process runs (`fired`); after a reopen it may fire once more.
                 StoreLog.warning("deleting fire-once subscription '\(id)' of \(who.user) after it fired: \(error)")
@@ -175,89 +284,19 @@ public final class NotificationHub: Sendable {
         }
     }
 
-    /// Whether `who` may read the record a notification is about: always in its own private database; in the
-    /// public database as the security roles say (a deletion whose version cannot be read: when it may read some
-    /// records of the type).
-    static func mayRead(_ who: SubscriberID, recordType: String, record: Record?, security: SecurityCatalog) -> Bool {
-        guard who.database.scope == .public else { return true }
-        let key = SchemaKey(container: who.database.container, environment: who.database.environment)
-        let scope = security.readScope(key, recordType: recordType, for: .user(who.user))
-        guard let record else { return scope != .none }
-        return scope.admits(creator: record.created?.userRecordName)
-    }
-
-    /// The users whose shared database sees record `recordID` (whose parent is `parent`) of private database
-    /// `database`: those granted something by the shares covering it by name, else by those covering the first
-    /// ancestor so covered.
-    private func sharedViewers(
-        _ database: DatabaseID, _ recordID: RecordID, parent: String?, shares: ShareCatalog, partition: Partition
-    ) async -> Set<String> {
-        guard database.scope == .private else { return [] }
-        let key = ZoneKey(database: database, zoneName: recordID.zoneID.zoneName)
-        let inZone = Array(shares.shares(in: key).values)
-        guard !inZone.isEmpty else { return [] }
-        var covering = inZone.filter { $0.covers(recordID.recordName) }
-        var next = parent
-        var depth = 0
-        while covering.isEmpty, let current = next, depth < Database.maxParentDepth {
-            covering = inZone.filter { $0.covers(current) }
-            guard covering.isEmpty else { break }
-            depth += 1
-            // An ancestor that cannot be read ends the walk: nobody is told.
-            guard let found = try? await partition.currentEntry(key, current), let entry = found, !entry.deleted,
-                let record = try? await partition.read(key, current, entry)
-            else { break }
-            next = record.parent?.recordName
-        }
-        return Set(covering.flatMap { s in s.participants.map(\.userRecordName).filter { s.permission(of: $0) != .none } })
-    }
-
-    /// The zone a zone subscription, or a query subscription limited to one zone, is about.
-    static func zone(of sub: Subscription) -> ZoneID? {
-        switch sub.kind {
-        case .zone(let z): z
-        case .query(_, _, let z): z
-        case .database: nil
-        }
-    }
-
-    static func fires(_ sub: Subscription, reason: NotificationReason, recordID: RecordID, recordType: String, record: Record?)
-        -> Bool
-    {
-        switch sub.kind {
-        case .database: return true
-        case .zone(let z): return z.zoneName == recordID.zoneID.zoneName
-        case .query(let type, let predicate, let zone):
-            guard type == recordType else { return false }
-            if let zone, zone.zoneName != recordID.zoneID.zoneName { return false }
-            switch reason {
-            case .recordCreated: guard sub.firesOn.contains(.create) else { return false }
-            case .recordUpdated: guard sub.firesOn.contains(.update) else { return false }
-            case .recordDeleted: guard sub.firesOn.contains(.delete) else { return false }
-            }
-            // A deletion whose last version can no longer be read fires on its type alone.
-            guard let record else { return reason == .recordDeleted }
-            return predicate.matches(record)
-        }
-    }
-
-    private func append(_ items: [(Inbox, RecordNotification)]) {
+    /// Numbers `items` in their logs and wakes each log's readers once.
+    private func append(_ items: [Pending]) {
         let wake = state.withLock { s -> [CheckedContinuation<Void, Never>] in
             var wake: [CheckedContinuation<Void, Never>] = []
+            var touched: Set<Inbox> = []
             for (inbox, n) in items {
-                var log = s.logs[inbox] ?? Log()
-                var n = n
-                n.id = NotificationID(incarnation: incarnation, sequence: log.nextSequence)
-                log.nextSequence += 1
-                log.items.append(n)
-                if log.items.count - log.head > capacity { log.head += 1 }
-                if log.head > 4096 && log.head * 2 > log.items.count {
-                    log.items.removeFirst(log.head)
-                    log.head = 0
-                }
-                wake += log.waiters.values
-                log.waiters = [:]
-                s.logs[inbox] = log
+                touched.insert(inbox)
+                s.logs[inbox, default: InboxLog()].keep(n, capacity: capacity)
+                s.lastSequence = max(s.lastSequence, n.id.sequence)
+            }
+            for inbox in touched {
+                wake += s.logs[inbox]!.waiters.values
+                s.logs[inbox]!.waiters = [:]
             }
             return wake
         }
@@ -267,18 +306,18 @@ public final class NotificationHub: Sendable {
     /// The notifications of `inbox` after `position` (nil: every one the log holds), at most `limit`.
     public func read(_ inbox: Inbox, after position: NotificationID?, limit: Int = 200) -> Batch {
         state.withLock { s in
-            let log = s.logs[inbox] ?? Log()
+            let log = s.logs[inbox] ?? InboxLog()
             let live = log.items[log.head...]
-            let end = NotificationID(incarnation: incarnation, sequence: log.nextSequence - 1)
+            let end = NotificationID(incarnation: incarnation, sequence: s.lastSequence)
             var gap = false
             var from = live.startIndex
             if let position {
                 if position.incarnation != incarnation {
                     gap = true
                 } else {
-                    let oldest = live.first?.id.sequence ?? log.nextSequence
-                    // `oldest` is at least 1; `position.sequence + 1` would trap on a client's UInt64.max.
-                    if position.sequence < oldest - 1 { gap = true }
+                    // Something after `position` may have been dropped: by the durable log's retention (`floor` is
+                    // at least 1, so `floor - 1` cannot wrap), or from this user's in-memory log.
+                    if position.sequence < s.floor - 1 || position.sequence < log.trimmedThrough { gap = true }
                     from = live.firstIndex { $0.id.sequence > position.sequence } ?? live.endIndex
                 }
             }
@@ -298,7 +337,7 @@ public final class NotificationHub: Sendable {
         let id = UUID()
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let registered = state.withLock { s -> Bool in
-                var log = s.logs[inbox] ?? Log()
+                var log = s.logs[inbox] ?? InboxLog()
                 // Something may have arrived between the first read and now.
                 if let last = log.items.last, position == nil || last.id.sequence > position!.sequence { return false }
                 log.waiters[id] = c
@@ -312,6 +351,30 @@ public final class NotificationHub: Sendable {
             }
         }
         return read(inbox, after: position, limit: limit)
+    }
+}
+
+extension NotificationHub.InboxLog {
+    /// Keeps `n` (numbered, newer than every one kept), dropping the oldest beyond `capacity`.
+    fileprivate mutating func keep(_ n: RecordNotification, capacity: Int) {
+        items.append(n)
+        if items.count - head > capacity {
+            trimmedThrough = items[head].id.sequence
+            head += 1
+        }
+        if head > 4096 && head * 2 > items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+    }
+
+    /// Drops the notifications before sequence `floor` (the durable log no longer keeps them).
+    fileprivate mutating func dropBefore(_ floor: UInt64) {
+        while head < items.count && items[head].id.sequence < floor { head += 1 }
+        if head > 0 && head * 2 > items.count {
+            items.removeFirst(head)
+            head = 0
+        }
     }
 }
 

@@ -522,8 +522,13 @@ package final class Partition: Sendable {
 
     /// ``currentEntries(_:_:)`` of one record: `.some` of its entry (nil: none), nil when the zone does not exist.
     func currentEntry(_ z: ZoneKey, _ name: String) async throws -> RecordEntry?? {
-        if ThreadBridge.mayBlock { return try state.withLock { st in st.zoneExists(z) ? .some(try liveEntry(st, z, name)) : nil } }
+        if ThreadBridge.mayBlock { return try currentEntryBlocking(z, name) }
         return try await currentEntries(z, [name]).map { $0[0] }
+    }
+
+    /// ``currentEntry(_:_:)`` for threads that may block (the notification hub's).
+    func currentEntryBlocking(_ z: ZoneKey, _ name: String) throws -> RecordEntry?? {
+        try state.withLock { st in st.zoneExists(z) ? .some(try liveEntry(st, z, name)) : nil }
     }
 
     /// Reads a record version known to be durable (or cached): a cache hit, else one positioned read of its frame.

@@ -35,6 +35,8 @@ public final class CloudletStore: Sendable {
     let listenerIDs = Atomic<Int>(1)
     /// Subscriptions → notifications.
     let notificationHub: NotificationHub
+    /// What the hub delivered (`notifications/`); nil when read-only.
+    let notificationLog: NotificationLog?
     /// Background index builds (CloudletStore+Indexes.swift).
     let indexBuilder = IndexBuilder()
     /// Failed background work of the partitions and the catalog (``StoreStatistics/backgroundErrors``).
@@ -70,6 +72,7 @@ public final class CloudletStore: Sendable {
         lock = configuration.readOnly ? nil : try held ?? StoreLock(directory: path, fileSystem: fs)
         var parts: [Partition] = []
         var openedCatalog: Catalog?
+        var openedNotifications: NotificationLog?
         do {
             let found = try StoreMetadata.loadOrCreate(directory: path, configuration: configuration, fileSystem: fs)
             assets = try BlobStore(directory: path + "/assets", fileSystem: fs, readOnly: configuration.readOnly)
@@ -91,13 +94,28 @@ public final class CloudletStore: Sendable {
             self.migration = migration
             partitions = parts
             fingerprint = Fingerprint.of([metadata.storeID])
-            notificationHub = NotificationHub(partitions: parts, catalog: catalog, listenerID: 0)
-            if !catalog.snapshot().subscriptions.isEmpty { notificationHub.start() }
+            // The durable notification log (not for a read-only store: nothing is matched there).
+            var durable: (log: NotificationLog, recovered: NotificationLog.Recovered)?
+            if !configuration.readOnly {
+                durable = try NotificationLog.open(
+                    directory: path + "/" + NotificationLog.directoryName, configuration: configuration, fileSystem: fs,
+                    partitions: parts.count)
+                openedNotifications = durable?.log
+            }
+            notificationLog = durable?.log
+            notificationHub = NotificationHub(
+                partitions: parts, catalog: catalog, listenerID: 0, durable: durable, backgroundErrors: backgroundErrors)
+            // Commits after the log's cursor are matched again; a log with no frame yet (a store from before it
+            // existed) has no cursor: it starts from where the partitions are.
+            if !configuration.readOnly && !catalog.snapshot().subscriptions.isEmpty {
+                notificationHub.start(recover: durable?.recovered.incarnation != nil)
+            }
             try openIndexes()
         } catch {
             // Close what opened (without checkpoints: nothing new to keep), so that the files are not left open.
             for p in parts { p.abandon() }
             openedCatalog?.abandon()
+            try? openedNotifications?.close()
             lock?.release()
             throw error
         }
@@ -127,12 +145,14 @@ public final class CloudletStore: Sendable {
     package func closeNow() throws {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         indexBuilder.stop()
+        // Before the partitions close: the hub's thread finishes the commits already queued.
+        notificationHub.stop()
         var firstError: (any Error)?
         for p in partitions {
             do { try p.close(checkpoint: !configuration.readOnly) } catch { if firstError == nil { firstError = error } }
         }
         do { try catalog.close(checkpoint: !configuration.readOnly) } catch { if firstError == nil { firstError = error } }
-        notificationHub.stop()
+        do { try notificationLog?.close() } catch { if firstError == nil { firstError = error } }
         for p in partitions { p.publisher.finishAll() }
         lock?.release()
         if let firstError { throw firstError }

@@ -54,6 +54,18 @@ public struct StoreConfiguration: Sendable {
     /// (``CloudletStore/collectAssetGarbage(gracePeriod:)``) deletes only older ones. Keep it longer than the
     /// server's upload URL lifetime. Default 1 hour.
     public var assetGracePeriod: Double = 3600
+    /// The most subscriptions one user may have in one database (their private or shared database, or their own
+    /// subscriptions in the public one). A save that would pass it fails with `quotaExceeded` (`QUOTA_EXCEEDED`),
+    /// and a batch of saves that would pass it saves none of them. Matching costs follow the subscriptions a commit
+    /// can fire, but each one is kept in memory and checked against every record of its type and zone: this keeps
+    /// one user from slowing everyone's notifications. Default 1,000.
+    public var subscriptionsPerUser: Int = 1_000
+    /// Bytes of notifications kept in the durable notification log (`notifications/`): past it the oldest are
+    /// dropped, and a client asking from before them is told `gap` (resynchronize with change tokens). Default 64 MiB.
+    public var notificationLogSize: Int = 64 << 20
+    /// How long notifications are kept in the durable notification log, in seconds: older ones are dropped (whole
+    /// segments at a time, so some live a little longer). Default 7 days.
+    public var notificationRetention: Double = 7 * 24 * 3600
     /// The device ID recorded in `created` / `modified` of records this process saves. Default `cloudlet`.
     public var deviceID: String = "cloudlet"
     /// Online compaction: when it starts and how fast it may go. Default: automatic at 50% dead bytes and at least

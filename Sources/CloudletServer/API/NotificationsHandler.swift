@@ -9,9 +9,10 @@ import Synchronization
 /// `/cloudlet/notifications/ws?token=…&after=…` that pushes each notification as a JSON text message.
 ///
 /// Both take `after`, the ID of the last notification the client has; a client that reconnects passes it and gets
-/// what it missed from the user's notification log. A response with `gap: true` says the log no longer holds
-/// everything after that position (it was reopened, or the client is too far behind): fetch changes with sync
-/// tokens. Courier tokens live as long as the server process; clients create a new one after a restart.
+/// what it missed from the user's notification log, which is durable (docs/notifications.md): also after a restart. A
+/// response with `gap: true` says the log no longer holds everything after that position (the client is further
+/// behind than the log's retention): fetch changes with sync tokens. Courier tokens live as long as the server
+/// process; clients create a new one after a restart and keep their `after`.
 final class NotificationCourier: Sendable {
     /// Courier token → whose notifications it reads.
     private let tokens = Mutex<[String: NotificationHub.Inbox]>([:])

@@ -69,29 +69,15 @@ struct SubscriptionsHandler {
             return (op, op == .delete ? nil : try SubscriptionCoding.decode(s, at: "\(p).subscription"), id)
         }
         let db = context.database
-        let results = try ThreadBridge.wait { () async throws -> [Result<Subscription?, CloudletError>] in
-            var out: [Result<Subscription?, CloudletError>] = []
-            for (op, sub, id) in ops {
-                do {
-                    switch op {
-                    case .create:
-                        if (try? await db.subscription(id)) != nil {
-                            throw CloudletError(.recordExists, "subscription '\(id)' already exists; use update")
-                        }
-                        out.append(.success(try await db.saveSubscription(sub!)))
-                    case .update:
-                        _ = try await db.subscription(id)
-                        out.append(.success(try await db.saveSubscription(sub!)))
-                    case .delete:
-                        try await db.deleteSubscription(id)
-                        out.append(.success(nil))
-                    }
-                } catch let e as CloudletError {
-                    out.append(.failure(e))
-                }
+        // One batch: the per-user subscription cap holds for the request as a whole (over it, nothing is saved).
+        let operations: [Database.SubscriptionOperation] = ops.map { op, sub, id in
+            switch op {
+            case .create: .create(sub!)
+            case .update: .update(sub!)
+            case .delete: .delete(id)
             }
-            return out
         }
+        let results = try ThreadBridge.wait { try await db.modifySubscriptions(operations) }
         return Self.response { w in
             for ((_, _, id), r) in zip(ops, results) {
                 switch r {

@@ -1,0 +1,52 @@
+import CloudletCore
+import CloudletTestSupport
+import Foundation
+import Testing
+
+@testable import Cloudlet
+
+@Suite struct SubscriptionIndexTests {
+    let alice = SubscriberID(database: DatabaseID(container: testContainer, environment: .development, scope: .private, owner: "alice"), user: "alice")
+    let publicDB = DatabaseID(container: testContainer, environment: .development, scope: .public, owner: "_defaultOwner")
+
+    func query(_ id: String, _ type: String, zone: String? = nil) -> Subscription {
+        Subscription(id: id, kind: .query(recordType: type, predicate: .all, zoneID: zone.map { ZoneID(zoneName: $0) }))
+    }
+
+    @Test func anEventFindsOnlyTheSubscriptionsOfItsDatabaseZoneAndType() {
+        var index = SubscriptionIndex()
+        index.save(alice, Subscription(id: "db", kind: .database))
+        index.save(alice, Subscription(id: "zone-a", kind: .zone(ZoneID(zoneName: "A"))))
+        index.save(alice, Subscription(id: "zone-b", kind: .zone(ZoneID(zoneName: "B"))))
+        index.save(alice, query("notes", "Note"))
+        index.save(alice, query("notes-in-a", "Note", zone: "A"))
+        index.save(alice, query("tasks", "Task"))
+        let bob = SubscriberID(database: publicDB, user: "bob")
+        for i in 0..<500 { index.save(bob, query("p\(i)", "Note")) }
+        #expect(index.count == 506)
+        let ids = index.candidates(in: alice.database, zoneName: "A", recordType: "Note").map(\.1.id)
+        #expect(ids == ["db", "notes", "notes-in-a", "zone-a"])
+        #expect(index.candidates(in: alice.database, zoneName: "C", recordType: "Other").map(\.1.id) == ["db"])
+        #expect(index.candidates(in: publicDB, zoneName: "_defaultZone", recordType: "Task").isEmpty)
+        #expect(index.candidates(in: publicDB, zoneName: "_defaultZone", recordType: "Note").count == 500)
+    }
+
+    @Test func replacingMovesASubscriptionAndDeletingRemovesIt() {
+        var index = SubscriptionIndex()
+        index.save(alice, query("s", "Note"))
+        index.save(alice, query("s", "Task"))
+        #expect(index.count == 1)
+        #expect(index.candidates(in: alice.database, zoneName: "Z", recordType: "Note").isEmpty)
+        #expect(index.candidates(in: alice.database, zoneName: "Z", recordType: "Task").map(\.1.id) == ["s"])
+        index.apply(.deleteSubscription(alice, id: "s"))
+        #expect(index.count == 0)
+        #expect(index.candidates(in: alice.database, zoneName: "Z", recordType: "Task").isEmpty)
+        #expect(index.buckets.isEmpty)
+        // Shared-database subscribers are counted per container and environment.
+        let carol = SubscriberID(database: DatabaseID(container: testContainer, environment: .development, scope: .shared, owner: "carol"), user: "carol")
+        index.apply(.saveSubscription(carol, Subscription(id: "d", kind: .database)))
+        #expect(index.hasShared(SchemaKey(carol.database)))
+        index.apply(.deleteSubscription(carol, id: "d"))
+        #expect(!index.hasShared(SchemaKey(carol.database)))
+    }
+}
