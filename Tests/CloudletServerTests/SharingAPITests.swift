@@ -105,7 +105,11 @@ import Testing
         let updated = try await HTTP.post(
             s.url("records/modify"),
             #"{"zoneID":{"zoneName":"\#(trips)"},"operations":[{"operationType":"update","record":{"recordName":"s1","recordType":"cloudkit.share","recordChangeTag":"\#(tag)","participants":[\#(kept)]}}]}"#)
-        #expect(updated.records.first?["participants"]?.arrayValue?.count == 3, "\(updated)")
+        // frank stays listed, REMOVED (CloudKit keeps removed participants); the rest keep their acceptance.
+        let statuses = (updated.records.first?["participants"]?.arrayValue ?? []).compactMap { p in
+            p["userIdentity"]?["userRecordName"]?.stringValue.map { "\($0):\(p["acceptanceStatus"]?.stringValue ?? "?")" }
+        }
+        #expect(statuses.count == 4 && statuses.contains("\(names[.removed]!):REMOVED"), "\(updated)")
         return Setup(tokens: tokens, trips: trips, open: open, hierarchyGUID: guid, zoneWideGUID: openGUID)
     }
 
@@ -130,7 +134,7 @@ import Testing
         #expect(carolZones.status == 200 && carolZones.zones.isEmpty, "\(carolZones)")
         let kept = try await HTTP.post(s.url("records/lookup"), #"{"records":[{"recordName":"s1","zoneID":\#(zone)}]}"#)
         let statuses = (kept.records.first?["participants"]?.arrayValue ?? []).compactMap { $0["acceptanceStatus"]?.stringValue }
-        #expect(statuses.sorted() == ["ACCEPTED", "ACCEPTED", "REMOVED"], "owner, bob, carol: \(kept)")
+        #expect(statuses.sorted() == ["ACCEPTED", "ACCEPTED", "REMOVED", "REMOVED"], "owner, bob, carol, frank: \(kept)")
         let ownerDelete = try await outcome(s, setup, .owner, .delete)
         if ownerDelete != "ok" { mismatches.append("delete as owner: expected ok, got \(ownerDelete)") }
         #expect(mismatches.isEmpty, "\(mismatches.count) cells differ:\n\(mismatches.joined(separator: "\n"))")

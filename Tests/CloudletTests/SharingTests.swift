@@ -118,6 +118,36 @@ import Testing
         #expect(try await alice.record(for: RecordID(recordName: "t1", zoneID: zone)).recordName == "t1")
     }
 
+    @Test func anOwnerRemovingAParticipantKeepsThemListedAsRemovedWithoutAccessUntilInvitedAgain() async throws {
+        let store = try await openStore(dir)
+        let (alice, share, zone, bob, carol) = try await acceptedTrip(store)
+        let c = try store.container(testContainer)
+        let guid = try #require(share.shortGUID)
+        let before = try await carol.databaseChanges()
+        let removed = try await alice.removeParticipant("carol", from: share.id)
+        #expect(removed.participants.map(\.userRecordName) == ["bob", "carol"])
+        #expect(removed.participant("carol")?.acceptance == .removed)
+        #expect(try await alice.share(for: share.id).participant("carol")?.acceptance == .removed)
+        // She lost access: no zone, no records, no resolving or accepting her old invitation; her feed says it is gone.
+        #expect(try await carol.zones().isEmpty)
+        await expectError(.zoneNotFound) { try await carol.record(for: RecordID(recordName: "t1", zoneID: zone)) }
+        await expectError(.permissionFailure) { try await c.publicDatabase(user: "carol").resolveShare(shortGUID: guid) }
+        await expectError(.permissionFailure) { try await c.publicDatabase(user: "carol").acceptShare(shortGUID: guid) }
+        #expect(try await carol.databaseChanges(since: before.token).deletedZones == [zone])
+        #expect(try await bob.zones().map(\.id) == [zone])
+        // A save that leaves bob out removes him the same way; saving the list as read keeps both REMOVED.
+        var current = try await alice.share(for: share.id)
+        current.participants.removeAll { $0.userRecordName == "bob" }
+        let saved = try await alice.saveShare(current)
+        #expect(saved.participants.map { "\($0.userRecordName):\($0.acceptance.rawValue)" }.sorted() == ["bob:REMOVED", "carol:REMOVED"])
+        #expect(try await alice.saveShare(saved).participants.allSatisfy { $0.acceptance == .removed })
+        #expect(try await bob.zones().isEmpty)
+        // Invited again, carol is PENDING and may accept.
+        #expect(try await alice.addParticipant("carol", permission: .readOnly, to: share.id).participant("carol")?.acceptance == .pending)
+        try await c.publicDatabase(user: "carol").acceptShare(shortGUID: guid)
+        #expect(try await carol.record(for: RecordID(recordName: "t1", zoneID: zone)).recordName == "t1")
+    }
+
     @Test func aHierarchyShareCoversTheRecordsWhoseParentChainLeadsToItsRoot() async throws {
         let store = try await openStore(dir)
         let (alice, _, zone, bob, carol) = try await acceptedTrip(store)

@@ -141,6 +141,9 @@ extension RecordsHandler {
                             let name = p.userRecordName ?? emailUsers[p.emailAddress!.lowercased()]!
                             var out = share.participant(name) ?? Share.Participant(userRecordName: name, emailAddress: p.emailAddress)
                             out.permission = p.permission
+                            // Left as it was, acceptance is the participant's; REMOVED removes, and one removed listed
+                            // without it is invited again (the engine's rule, `Database.mergedParticipants`).
+                            if let a = p.acceptance { out.acceptance = a } else if out.acceptance == .removed { out.acceptance = .pending }
                             return out
                         }
                     }
