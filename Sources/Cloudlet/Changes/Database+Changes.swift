@@ -156,7 +156,7 @@ extension Database {
             throw CloudletError(.badDatabase, "database changes are not available for the public database")
         }
         let limit = try Self.pageLimit(resultsLimit)
-        if id.scope == .shared { return try await sharedDatabaseChanges(since: token) }
+        if id.scope == .shared { return try await sharedDatabaseChanges(since: token, limit: limit) }
         let partitions = store.partitions
         var lsns = [UInt64](repeating: 0, count: partitions.count)
         var issuedHorizons = [UInt64](repeating: 0, count: partitions.count)
@@ -171,9 +171,7 @@ extension Database {
             issuedHorizons = p.horizons
         }
         var horizons = issuedHorizons
-        var changed: [ZoneID] = []
-        var deleted: [ZoneID] = []
-        var more = false
+        var page = DatabaseChangePage(limit: limit)
         var next = lsns
         for (pi, partition) in partitions.enumerated() {
             let since = lsns[pi]
@@ -200,25 +198,13 @@ extension Database {
                 throw CloudletError(
                     .changeTokenExpired, "the change token is older than the tombstone retention window; fetch from scratch")
             }
-            if more { continue }
-            var taken = 0
-            for e in events {
-                if changed.count + deleted.count == limit {
-                    more = true
-                    break
-                }
-                if e.deleted { deleted.append(ZoneID(zoneName: e.zone, ownerName: id.owner)) } else {
-                    changed.append(ZoneID(zoneName: e.zone, ownerName: id.owner))
-                }
-                taken += 1
-                next[pi] = e.lsn
-            }
-            if !more { next[pi] = last }
+            next[pi] = page.take(
+                events.map { ($0.lsn, ZoneID(zoneName: $0.zone, ownerName: id.owner), $0.deleted) }, since: since, end: last)
             try await partition.waitDurable(min(next[pi], partition.log.lastLSN))
         }
         let t = ChangeToken(
             ChangeToken.DatabasePosition(store: store.fingerprint, database: Fingerprint.of(id), lsns: next, horizons: horizons))
-        return DatabaseChanges(changedZones: changed, deletedZones: deleted, token: t, moreComing: more)
+        return DatabaseChanges(changedZones: page.changed, deletedZones: page.deleted, token: t, moreComing: page.moreComing)
     }
 
     /// `maxBytes` checked: nil is no budget (`Int.max`); a negative budget is `invalidArguments`.

@@ -41,6 +41,9 @@ package struct BatchPlanner {
     let read: (String, RecordEntry) throws -> Record
     /// Checks each asset of a record being saved (the server's receipts); nil: every asset is accepted.
     let assetRule: AssetRule?
+    /// For a batch of a shared database's user: what the catalog's shares (as of this plan) let them do in the zone,
+    /// nil inside when nothing (the share ended). nil outside for every other database.
+    let shared: SharedZone??
 
     private(set) var mutations: [Mutation] = []
     /// The key directory's entries planning has looked up (the state does not change while it plans): an update
@@ -53,9 +56,10 @@ package struct BatchPlanner {
 
     init(
         state: PartitionState, lsn: UInt64, zone: ZoneKey, catalog: CatalogState, access: AccessContext, deviceID: String,
-        now: Int64, lookups: PlannedLookups, assetRule: AssetRule? = nil,
+        now: Int64, lookups: PlannedLookups, assetRule: AssetRule? = nil, sharedUser: String? = nil,
         read: @escaping (String, RecordEntry) throws -> Record
     ) {
+        shared = sharedUser.map { SharedZone(key: zone, user: $0, catalog: catalog.shares) }
         self.state = state
         self.lsn = lsn
         self.zone = zone
@@ -116,6 +120,7 @@ package struct BatchPlanner {
         let name = op.recordID.recordName
         try Names.validateRecordName(name)
         try checkPermission(op)
+        try checkShared(op)
         switch op {
         case .create(let r):
             if try version(name) != nil {
@@ -173,6 +178,18 @@ package struct BatchPlanner {
         let verb = needed == .create ? "create records" : "change or delete record '\(name)'"
         throw CloudletError(
             .permissionFailure, "\(access) may not \(verb) of type '\(type)' in the public database (no role grants it \(needed))")
+    }
+
+    /// In a shared database, throws unless the participant may apply `op` (``SharedZone/check(_:lookup:)``), as the
+    /// zone stands with this batch's earlier operations: checked here, under the writer lock, against the shares this
+    /// plan's catalog snapshot has, so that no share ending and no commit changing a parent chain can slip between the
+    /// check and the write. A zone whose share ended meanwhile is `zoneNotFound`.
+    private func checkShared(_ op: RecordOperation) throws {
+        guard let shared else { return }
+        guard let shared else {
+            throw CloudletError(.zoneNotFound, "zone '\(zone.zoneName)' of owner '\(zone.owner)' is no longer shared with '\(user)'")
+        }
+        try shared.check(op) { name in try current(name).map { $0.parent?.recordName } }
     }
 
     /// `id` in this zone as every other result names it: its owner is the database's owner (the user of a private
