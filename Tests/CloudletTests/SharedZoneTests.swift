@@ -13,12 +13,8 @@ import Testing
 /// owner acts.
 @Suite struct SharedZoneTests {
     let dir = TempDir("shared-zone")
-
-    func child(_ name: String, of parent: String, _ zone: ZoneID) -> Record {
-        var r = Record(recordType: "Trip", recordName: name, zoneID: zone, fields: ["title": .string(name)])
-        r.parent = RecordID(recordName: parent, zoneID: zone)
-        return r
-    }
+    /// The shared trip of the engine's sharing tests.
+    let fixture = SharingTests()
 
     /// Whether the owner's action ran.
     final class Ran: Sendable {
@@ -41,7 +37,7 @@ import Testing
 
     @Test func aParticipantsWriteRacingTheEndOfTheShareIsRefusedWhenTheShareEndedBeforeItCommits() async throws {
         let store = try await openStore(dir)
-        let (alice, share, zone, bob, _) = try await SharingTests().acceptedTrip(store)
+        let (alice, share, zone, bob, _) = try await fixture.acceptedTrip(store)
         let t1 = RecordID(recordName: "t1", zoneID: zone)
         var edited = try await bob.record(for: t1)
         edited.fields["title"] = "bob's, after the end"
@@ -55,14 +51,14 @@ import Testing
 
     @Test func aParticipantsChildRacingACascadeThroughTheOwnersDeleteSelfReferenceLeavesNoOrphan() async throws {
         let store = try await openStore(dir)
-        let (alice, share, zone, bob, _) = try await SharingTests().acceptedTrip(store)
+        let (alice, share, zone, bob, _) = try await fixture.acceptedTrip(store)
         // t1, the shared root, goes when alice's "plan" goes (a DELETE_SELF reference); that ends the share.
         _ = try await alice.save(Record(recordType: "Plan", recordName: "plan", zoneID: zone))
         var t1 = try await alice.record(for: RecordID(recordName: "t1", zoneID: zone))
         t1["plan"] = .reference(Reference(recordName: "plan", action: .deleteSelf))
         _ = try await alice.save(t1)
         let ran = onceBeforeCommit(store) { try await alice.deleteRecord(RecordID(recordName: "plan", zoneID: zone)) }
-        let result = try await bob.modify([.create(child("day1", of: "t1", zone))])[0]
+        let result = try await bob.modify([.create(fixture.child("day1", of: "t1", zone))])[0]
         #expect(ran.value)
         #expect(result.error != nil, "\(result)")
         await expectError(.unknownItem) { try await alice.record(for: RecordID(recordName: "day1", zoneID: zone)) }
@@ -71,16 +67,16 @@ import Testing
 
     @Test func aParticipantsBatchIsCheckedAsItsEarlierOperationsLeaveTheZone() async throws {
         let store = try await openStore(dir)
-        let (alice, _, zone, bob, _) = try await SharingTests().acceptedTrip(store)
+        let (alice, _, zone, bob, _) = try await fixture.acceptedTrip(store)
         // A child and its own child in one batch: the second is shared through the first, new in the same batch.
-        let both = try await bob.modify([.create(child("day1", of: "t1", zone)), .create(child("stop1", of: "day1", zone))])
+        let both = try await bob.modify([.create(fixture.child("day1", of: "t1", zone)), .create(fixture.child("stop1", of: "day1", zone))])
         #expect(both.allSatisfy { $0.error == nil }, "\(both)")
         // alice's root references bob's day1 with DELETE_SELF: bob deleting day1 takes the root with it (a cascade from
         // a participant's deletion, which ends the share); a child of the root later in the same batch is refused.
         var t1 = try await alice.record(for: RecordID(recordName: "t1", zoneID: zone))
         t1["first"] = .reference(Reference(recordName: "day1", action: .deleteSelf))
         _ = try await alice.save(t1)
-        let results = try await bob.modify([.forceDelete(RecordID(recordName: "day1", zoneID: zone)), .create(child("day2", of: "t1", zone))])
+        let results = try await bob.modify([.forceDelete(RecordID(recordName: "day1", zoneID: zone)), .create(fixture.child("day2", of: "t1", zone))])
         #expect(results[1].code == .permissionFailure, "\(results)")
         #expect(results[0].code == .batchRequestFailed, "\(results)")
         #expect(try await alice.record(for: RecordID(recordName: "t1", zoneID: zone)).recordName == "t1")

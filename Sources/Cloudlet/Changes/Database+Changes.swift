@@ -114,14 +114,20 @@ extension Database {
         // may read none of its type).
         let security = self.security
         // In a shared database, only the changes of records the zone's shares cover (by name or parent chain; a deletion
-        // only of a record covered by name: a deleted record's parent is not known any more).
+        // of a record that was covered when it was deleted: its tombstone kept its parent).
         let shared = sharedZone(key)
         var memo: [String: Share.Permission] = [:]
+        var deletedMemo: [String: Share.Permission] = [:]
         for (name, e) in page {
             if let shared, !shared.covers(name) {
-                guard !e.deleted, case .success(let r)? = records[name],
-                    try await sharedPermission(shared, name: name, parent: r.parent?.recordName, memo: &memo) != .none
-                else { continue }
+                if e.deleted {
+                    guard try await sharedPermission(shared, name: name, parent: e.parent, memo: &deletedMemo, throughTombstones: true) != .none
+                    else { continue }
+                } else {
+                    guard case .success(let r)? = records[name],
+                        try await sharedPermission(shared, name: name, parent: r.parent?.recordName, memo: &memo) != .none
+                    else { continue }
+                }
             }
             let rid = RecordID(recordName: name, zoneID: key.zoneID)
             let readable = readScope(e.recordType, in: security)

@@ -26,10 +26,12 @@ extension Database {
 
     /// The permission the user of a shared database has on record `name` whose parent is `parent`: that of the share
     /// covering the record by name, else that of the first ancestor so covered (reading each ancestor for its parent;
-    /// `memo` keeps what each name visited resolved to). `.none`: not shared with the user.
-    func sharedPermission(_ shared: SharedZone, name: String, parent: String?, memo: inout [String: Share.Permission]) async throws
-        -> Share.Permission
-    {
+    /// `memo` keeps what each name visited resolved to). `.none`: not shared with the user. A deleted ancestor ends the
+    /// walk, unless `throughTombstones` (for a deleted record: was it shared when it was deleted?) and its tombstone kept
+    /// its parent — then the walk goes on from there (a cascade deletes a subtree together).
+    func sharedPermission(
+        _ shared: SharedZone, name: String, parent: String?, memo: inout [String: Share.Permission], throughTombstones: Bool = false
+    ) async throws -> Share.Permission {
         if shared.covers(name) { return shared.permission(name) }
         guard shared.followsParents else { return .none }
         let partition = store.partition(for: shared.key)
@@ -46,7 +48,12 @@ extension Database {
                 break
             }
             visited.append(current)
-            guard let found = try await partition.currentEntry(shared.key, current), let entry = found, !entry.deleted else { break }
+            guard let found = try await partition.currentEntry(shared.key, current), let entry = found else { break }
+            if entry.deleted {
+                guard throughTombstones, let p = entry.parent else { break }
+                next = p
+                continue
+            }
             next = try await partition.read(shared.key, current, entry).parent?.recordName
         }
         for n in visited { memo[n] = result }

@@ -44,6 +44,10 @@ package struct BatchPlanner {
     /// For a batch of a shared database's user: what the catalog's shares (as of this plan) let them do in the zone,
     /// nil inside when nothing (the share ended). nil outside for every other database.
     let shared: SharedZone??
+    /// Whether a hierarchy share covers records of the zone through their parents: then a deletion keeps the deleted
+    /// version's parent in its tombstone (``Mutation/deleteRecord(zone:recordName:recordType:time:parent:)``), for
+    /// the participants' change feeds.
+    let tombstonesKeepParents: Bool
 
     private(set) var mutations: [Mutation] = []
     /// The key directory's entries planning has looked up (the state does not change while it plans): an update
@@ -60,6 +64,7 @@ package struct BatchPlanner {
         read: @escaping (String, RecordEntry) throws -> Record
     ) {
         shared = sharedUser.map { SharedZone(key: zone, user: $0, catalog: catalog.shares) }
+        tombstonesKeepParents = catalog.shares.shares(in: zone).values.contains { !$0.isZoneWide }
         self.state = state
         self.lsn = lsn
         self.zone = zone
@@ -339,17 +344,24 @@ package struct BatchPlanner {
     /// Stages the deletion of `name` and, transitively, of every live record that references a deleted one with
     /// DELETE_SELF.
     private mutating func delete(_ name: String, type: String) throws {
-        var queue = [(name, type)]
-        while let (target, targetType) = queue.popLast() {
-            mutations.append(.deleteRecord(zone: zone, recordName: target, recordType: targetType, time: now))
+        var queue = [(name, type, try parentToKeep(name))]
+        while let (target, targetType, parent) = queue.popLast() {
+            mutations.append(.deleteRecord(zone: zone, recordName: target, recordType: targetType, time: now, parent: parent))
             overlay[target] = .some(nil)
             for source in try sources(referencing: target).sorted() where try exists(source) {
                 let t: String
                 if let o = overlay[source], let r = o { t = r.recordType } else { t = try entry(source)!.recordType }
+                let p = try parentToKeep(source)
                 overlay[source] = .some(nil)
-                queue.append((source, t))
+                queue.append((source, t, p))
             }
         }
+    }
+
+    /// The parent a deletion of `name` keeps in its tombstone (``tombstonesKeepParents``): a read of the record, only
+    /// in a zone with a hierarchy share.
+    private func parentToKeep(_ name: String) throws -> String? {
+        tombstonesKeepParents ? try current(name)?.parent?.recordName : nil
     }
 
     /// Live records whose current version references `target` with DELETE_SELF.
