@@ -44,6 +44,8 @@ url="$(sed -n 's/^listening on //p' "$work/serve.out")"
 [[ -n "$url" ]] || { echo "error: the server did not start; see $work/serve.out" >&2; cat "$work/access.log" >&2; exit 1; }
 api="$(sed -n 's/^ *ckAPIToken: //p' "$work/serve.out")"
 web="$(sed -n 's/^ *ckWebAuthToken: //p' "$work/serve.out")"
+# /cloudlet/metrics takes the admin credential a fresh store prints.
+admin="$(sed -n 's/^ *admin credential: //p' "$work/serve.out")"
 db="$url/database/1/iCloud.com.example.app/development/private"
 auth="ckAPIToken=$api&ckWebAuthToken=$web"
 
@@ -52,7 +54,7 @@ curl -sf "$db/records/modify?$auth" \
     -d '{"operations":[{"operationType":"forceReplace","record":{"recordName":"bench-lookup","recordType":"Bench","fields":{"title":{"value":"hello, cloudlet"},"n":{"value":1}}}}]}' \
     >/dev/null
 
-metric() { curl -sf "$url/cloudlet/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+metric() { curl -sf -H "Authorization: Bearer $admin" "$url/cloudlet/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 
 # to_us VALUE: wrk's "123.45us" / "1.23ms" / "1.02s" in microseconds.
 to_us() {

@@ -31,13 +31,7 @@ struct SubscriptionsHandler {
             return id
         }
         let db = context.database
-        let results = try ThreadBridge.wait { () async throws -> [Result<Subscription, CloudletError>] in
-            var out: [Result<Subscription, CloudletError>] = []
-            for id in ids {
-                do { out.append(.success(try await db.subscription(id))) } catch let e as CloudletError { out.append(.failure(e)) }
-            }
-            return out
-        }
+        let results = try ThreadBridge.wait { try await perItemResults(ids) { try await db.subscription($0) } }
         return Self.response { w in
             for (id, r) in zip(ids, results) {
                 switch r {
@@ -69,28 +63,22 @@ struct SubscriptionsHandler {
             return (op, op == .delete ? nil : try SubscriptionCoding.decode(s, at: "\(p).subscription"), id)
         }
         let db = context.database
-        let results = try ThreadBridge.wait { () async throws -> [Result<Subscription?, CloudletError>] in
-            var out: [Result<Subscription?, CloudletError>] = []
-            for (op, sub, id) in ops {
-                do {
-                    switch op {
-                    case .create:
-                        if (try? await db.subscription(id)) != nil {
-                            throw CloudletError(.recordExists, "subscription '\(id)' already exists; use update")
-                        }
-                        out.append(.success(try await db.saveSubscription(sub!)))
-                    case .update:
-                        _ = try await db.subscription(id)
-                        out.append(.success(try await db.saveSubscription(sub!)))
-                    case .delete:
-                        try await db.deleteSubscription(id)
-                        out.append(.success(nil))
+        let results = try ThreadBridge.wait {
+            try await perItemResults(ops) { (op, sub, id) -> Subscription? in
+                switch op {
+                case .create:
+                    if (try? await db.subscription(id)) != nil {
+                        throw CloudletError(.recordExists, "subscription '\(id)' already exists; use update")
                     }
-                } catch let e as CloudletError {
-                    out.append(.failure(e))
+                    return try await db.saveSubscription(sub!)
+                case .update:
+                    _ = try await db.subscription(id)
+                    return try await db.saveSubscription(sub!)
+                case .delete:
+                    try await db.deleteSubscription(id)
+                    return nil
                 }
             }
-            return out
         }
         return Self.response { w in
             for ((_, _, id), r) in zip(ops, results) {
