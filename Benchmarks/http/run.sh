@@ -49,6 +49,7 @@ url="$(sed -n 's/^listening on //p' "$work/serve.out")"
 [[ -n "$url" ]] || { echo "error: the server did not start; see $work/serve.out" >&2; cat "$work/access.log" >&2; exit 1; }
 api="$(sed -n 's/^ *ckAPIToken: //p' "$work/serve.out")"
 web="$(sed -n 's/^ *ckWebAuthToken: //p' "$work/serve.out")"
+# /cloudlet/metrics takes the admin credential a fresh store prints.
 admin="$(sed -n 's/^ *admin credential: //p' "$work/serve.out")"
 db="$url/database/1/iCloud.com.example.app/development/private"
 auth="ckAPIToken=$api&ckWebAuthToken=$web"

@@ -91,7 +91,7 @@ extension StoreInspector {
                     case .putRecord(let z, var r, _):
                         r.id.zoneID = z.zoneID
                         (d.kind, d.zone, d.recordName, d.recordType, d.record) = (.putRecord, z, r.recordName, r.recordType, r)
-                    case .deleteRecord(let z, let name, let type, let time):
+                    case .deleteRecord(let z, let name, let type, let time, _):
                         (d.kind, d.zone, d.recordName, d.recordType, d.time) = (.deleteRecord, z, name, type, time)
                     case .createZone(let z): (d.kind, d.zone) = (.createZone, z)
                     case .deleteZone(let z, let time): (d.kind, d.zone, d.time) = (.deleteZone, z, time)

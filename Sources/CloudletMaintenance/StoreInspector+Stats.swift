@@ -132,7 +132,7 @@ extension StoreInspector {
                         let cost = UInt64(costs[k])
                         let zone = e.zone.map { plan.outline.zones[$0] }
                         if plan.live[k] && e.kind == .putRecord { seg.records += 1 }
-                        if plan.live[k] && e.kind == .deleteRecord { seg.tombstones += 1 }
+                        if plan.live[k] && e.kind.isRecordDeletion { seg.tombstones += 1 }
                         if plan.live[k] { seg.liveBytes += cost } else { seg.deadMutations += 1 }
                         if let zone {
                             if zones[zone] == nil { zones[zone] = SpaceStats.Zone(partition: Int(p.id), key: zone) }

@@ -305,7 +305,7 @@ extension StoreInspector {
             guard z == zone, r.recordName == name else { return "finds record '\(r.recordName)' of \(z.canonicalName) instead" }
             guard decoded.slots[k] == entry.slot else { return "expects bytes \(entry.slot) of the payload, the record is at \(decoded.slots[k].map { "\($0)" } ?? "none")" }
             guard r.changeTag ?? "" == entry.changeTag else { return "expects version '\(entry.changeTag)', the frame holds '\(r.changeTag ?? "")'" }
-        case .deleteRecord(let z, let n, _, _):
+        case .deleteRecord(let z, let n, _, _, _):
             guard entry.deleted, z == zone, n == name else { return "finds the deletion of '\(n)' of \(z.canonicalName) instead" }
         default:
             return "finds no record mutation at index \(entry.index)"

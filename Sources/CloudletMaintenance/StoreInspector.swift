@@ -125,7 +125,7 @@ package final class StoreInspector: Sendable {
                                     partition: Int(p.id), zone: z, recordName: r.recordName, recordType: r.recordType,
                                     record: record, encoded: try Commit.recordBytes(in: payload, at: slot),
                                     lsn: frame.lsn, index: index, time: r.modified?.timestamp ?? 0, position: frame.position))
-                        case .deleteRecord(let z, let name, let type, let time):
+                        case .deleteRecord(let z, let name, let type, let time, _):
                             guard filter.includeTombstones, filter.matches(z), filter.matches(type: type),
                                 try st.isLive(m, lsn: frame.lsn, index: index)
                             else { continue }

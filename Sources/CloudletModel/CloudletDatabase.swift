@@ -153,14 +153,15 @@ extension CloudletDatabase {
         return try await saveShare(s, createShortGUID: true)
     }
 
-    /// Removes a participant of the share `shareID`: they no longer see its records.
+    /// Removes a participant of the share `shareID`: they stay listed with acceptance REMOVED (as in CloudKit) and no
+    /// longer see its records; ``addParticipant(_:permission:to:)`` invites them again.
     @discardableResult
     public func removeParticipant(_ user: String, from shareID: RecordID) async throws -> Share {
         var s = try await share(for: shareID)
-        guard s.participants.contains(where: { $0.userRecordName == user }) else {
+        guard let i = s.participants.firstIndex(where: { $0.userRecordName == user }) else {
             throw CloudletError(.unknownItem, "'\(user)' is not a participant of share '\(shareID.recordName)'")
         }
-        s.participants.removeAll { $0.userRecordName == user }
+        s.participants[i].acceptance = .removed
         return try await saveShare(s, createShortGUID: true)
     }
 

@@ -10,6 +10,9 @@ public struct ParsedShare: Sendable {
         public var userRecordName: String?
         public var emailAddress: String?
         public var permission: Share.Permission
+        /// `acceptanceStatus`, when given: `REMOVED` removes the participant (they stay listed as REMOVED); anything
+        /// else, or nothing, for one who was removed invites them again. Otherwise acceptance is the participant's.
+        public var acceptance: Share.Participant.Acceptance?
     }
 
     public var publicPermission: Share.Permission?
@@ -63,7 +66,13 @@ public enum ShareCoding {
                 }
                 let perm = try o.string("permission", at: p).map { try permission($0, at: p + ".permission") } ?? .readOnly
                 guard perm != .none else { throw APIError.badRequest("\(p).permission is NONE; give READ_ONLY or READ_WRITE") }
-                return ParsedShare.Participant(userRecordName: name, emailAddress: email, permission: perm)
+                let status = try o.string("acceptanceStatus", at: p).map { raw in
+                    guard let a = Share.Participant.Acceptance(rawValue: raw) else {
+                        throw APIError.badRequest("\(p).acceptanceStatus '\(raw)' is not one of PENDING, ACCEPTED, REMOVED")
+                    }
+                    return a
+                }
+                return ParsedShare.Participant(userRecordName: name, emailAddress: email, permission: perm, acceptance: status)
             }
         }
         return out
@@ -213,6 +222,7 @@ extension ShareCoding {
                                 }
                             }
                             w.member("permission", p.permission.rawValue)
+                            if p.acceptance == .removed { w.member("acceptanceStatus", p.acceptance.rawValue) }
                         }
                     }
                 }

@@ -23,6 +23,7 @@ import Testing
                     recordType: "Note", recordName: "n1", zoneID: zone.zoneID, fields: ["title": .string("x")]),
                 encoded: [])
         case .deleteRecord: .deleteRecord(zone: zone, recordName: "n2", recordType: "Note", time: 1_700_000_000_000)
+        case .deleteChild: .deleteRecord(zone: zone, recordName: "n3", recordType: "Note", time: 1_700_000_000_000, parent: "n1")
         case .createZone: .createZone(zone)
         case .deleteZone: .deleteZone(ZoneKey(database: database, zoneName: "Old"), time: 1_700_000_000_000)
         case .schemaField: .schemaField(schema, recordType: "Note", field: "title", type: FieldType(.string))
@@ -72,7 +73,7 @@ import Testing
             #expect(e.legacyCatalog == m.isCatalogMutation, "\(e.kind)")
             switch m {
             case .putRecord(_, let record, _): #expect(e.name == record.recordName)
-            case .deleteRecord(_, let name, _, _): #expect(e.name == name)
+            case .deleteRecord(_, let name, _, _, _): #expect(e.name == name)
             default: #expect(e.name == nil, "\(e.kind)")
             }
             end = e.range.upperBound

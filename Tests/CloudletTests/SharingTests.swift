@@ -14,6 +14,13 @@ import Testing
         Record(recordType: "Trip", recordName: name, zoneID: zone, fields: ["title": .string(title)])
     }
 
+    /// A trip whose parent is `parent` (shared when the parent is).
+    func child(_ name: String, of parent: String, _ zone: ZoneID) -> Record {
+        var r = trip(name, zone, title: name)
+        r.parent = RecordID(recordName: parent, zoneID: zone)
+        return r
+    }
+
     /// alice's "trips" zone with two trips, the first shared with bob (READ_WRITE) and carol (READ_ONLY).
     func sharedTrip(_ store: CloudletStore) async throws -> (alice: Database, share: Share, zone: ZoneID) {
         let c = try store.container(testContainer)
@@ -118,20 +125,45 @@ import Testing
         #expect(try await alice.record(for: RecordID(recordName: "t1", zoneID: zone)).recordName == "t1")
     }
 
+    @Test func anOwnerRemovingAParticipantKeepsThemListedAsRemovedWithoutAccessUntilInvitedAgain() async throws {
+        let store = try await openStore(dir)
+        let (alice, share, zone, bob, carol) = try await acceptedTrip(store)
+        let c = try store.container(testContainer)
+        let guid = try #require(share.shortGUID)
+        let before = try await carol.databaseChanges()
+        let removed = try await alice.removeParticipant("carol", from: share.id)
+        #expect(removed.participants.map(\.userRecordName) == ["bob", "carol"])
+        #expect(removed.participant("carol")?.acceptance == .removed)
+        #expect(try await alice.share(for: share.id).participant("carol")?.acceptance == .removed)
+        // She lost access: no zone, no records, no resolving or accepting her old invitation; her feed says it is gone.
+        #expect(try await carol.zones().isEmpty)
+        await expectError(.zoneNotFound) { try await carol.record(for: RecordID(recordName: "t1", zoneID: zone)) }
+        await expectError(.permissionFailure) { try await c.publicDatabase(user: "carol").resolveShare(shortGUID: guid) }
+        await expectError(.permissionFailure) { try await c.publicDatabase(user: "carol").acceptShare(shortGUID: guid) }
+        #expect(try await carol.databaseChanges(since: before.token).deletedZones == [zone])
+        #expect(try await bob.zones().map(\.id) == [zone])
+        // A save that leaves bob out removes him the same way; saving the list as read keeps both REMOVED.
+        var current = try await alice.share(for: share.id)
+        current.participants.removeAll { $0.userRecordName == "bob" }
+        let saved = try await alice.saveShare(current)
+        #expect(saved.participants.map { "\($0.userRecordName):\($0.acceptance.rawValue)" }.sorted() == ["bob:REMOVED", "carol:REMOVED"])
+        #expect(try await alice.saveShare(saved).participants.allSatisfy { $0.acceptance == .removed })
+        #expect(try await bob.zones().isEmpty)
+        // Invited again, carol is PENDING and may accept.
+        #expect(try await alice.addParticipant("carol", permission: .readOnly, to: share.id).participant("carol")?.acceptance == .pending)
+        try await c.publicDatabase(user: "carol").acceptShare(shortGUID: guid)
+        #expect(try await carol.record(for: RecordID(recordName: "t1", zoneID: zone)).recordName == "t1")
+    }
+
     @Test func aHierarchyShareCoversTheRecordsWhoseParentChainLeadsToItsRoot() async throws {
         let store = try await openStore(dir)
         let (alice, _, zone, bob, carol) = try await acceptedTrip(store)
-        func child(_ name: String, of parent: String) -> Record {
-            var r = trip(name, zone, title: name)
-            r.parent = RecordID(recordName: parent, zoneID: zone)
-            return r
-        }
         // bob (READ_WRITE) adds a day under the shared trip: it lives in alice's zone; alice adds a stop under it.
-        let day = try await bob.save(child("day1", of: "t1"))
+        let day = try await bob.save(child("day1", of: "t1", zone))
         #expect(day.parent?.recordName == "t1")
         #expect(try await alice.record(for: day.id).created?.userRecordName == "bob")
-        _ = try await alice.save(child("stop1", of: "day1"))
-        _ = try await alice.save(child("t2-note", of: "t2"))
+        _ = try await alice.save(child("stop1", of: "day1", zone))
+        _ = try await alice.save(child("t2-note", of: "t2", zone))
         // Both are shared with bob and carol; t2's child is not.
         for db in [bob, carol] {
             let names = try await db.query(Query(recordType: "Trip"), zoneID: zone, maxBytes: nil).records.map(\.recordName).sorted()
@@ -143,12 +175,12 @@ import Testing
         }
         // carol (READ_ONLY) may not add children; nobody may hang records under what is not shared, or move a shared
         // record out, or pull an unshared one in.
-        #expect(try await carol.modify([.create(child("day2", of: "t1"))])[0].code == .permissionFailure)
-        #expect(try await bob.modify([.create(child("x", of: "t2"))])[0].code == .permissionFailure)
+        #expect(try await carol.modify([.create(child("day2", of: "t1", zone))])[0].code == .permissionFailure)
+        #expect(try await bob.modify([.create(child("x", of: "t2", zone))])[0].code == .permissionFailure)
         var moved = try await bob.record(for: day.id)
         moved.parent = RecordID(recordName: "t2", zoneID: zone)
         #expect(try await bob.modify([.update(moved)])[0].code == .permissionFailure)
-        #expect(try await bob.modify([.forceUpdate(child("t2", of: "t1"))])[0].code == .permissionFailure)
+        #expect(try await bob.modify([.forceUpdate(child("t2", of: "t1", zone))])[0].code == .permissionFailure)
         #expect(try await alice.record(for: RecordID(recordName: "t2", zoneID: zone)).parent == nil)
         // An update that names no parent keeps the record's; a replacement without one would unshare it: refused.
         var renamed = try await bob.record(for: RecordID(recordName: "stop1", zoneID: zone))
@@ -159,6 +191,35 @@ import Testing
         // bob deletes the child he may write; not the root.
         #expect(try await bob.modify([.forceDelete(RecordID(recordName: "stop1", zoneID: zone))])[0].error == nil)
         #expect(try await bob.modify([.forceDelete(RecordID(recordName: "t1", zoneID: zone))])[0].code == .permissionFailure)
+    }
+
+    @Test func deletionsOfRecordsSharedThroughTheirParentsReachParticipantsChangeFeeds() async throws {
+        var store = try await openStore(dir)
+        let (alice, _, zone, bob, _) = try await acceptedTrip(store)
+        for (name, parent) in [("day1", "t1"), ("stop1", "day1"), ("day2", "t1"), ("note", "t2")] { _ = try await alice.save(child(name, of: parent, zone)) }
+        // stop2 goes with day2 (a DELETE_SELF cascade): its tombstone names day2, whose own names t1.
+        var stop2 = child("stop2", of: "day2", zone)
+        stop2["day"] = .reference(Reference(recordName: "day2", action: .deleteSelf))
+        _ = try await alice.save(stop2)
+        let before = try await bob.zoneChanges(zone, maxBytes: nil).token
+        try await alice.deleteRecord(RecordID(recordName: "stop1", zoneID: zone))  // the owner deletes a grandchild
+        try await bob.deleteRecord(RecordID(recordName: "day1", zoneID: zone))  // a participant deletes a child
+        try await alice.deleteRecord(RecordID(recordName: "day2", zoneID: zone))
+        try await alice.deleteRecord(RecordID(recordName: "note", zoneID: zone))  // never shared: bob is not told
+        func deletions(_ db: Database) async throws -> [String] {
+            try await db.zoneChanges(zone, since: before, maxBytes: nil).changes.compactMap {
+                if case .deleted(let id, _) = $0 { id.recordName } else { nil }
+            }.sorted()
+        }
+        #expect(try await deletions(bob) == ["day1", "day2", "stop1", "stop2"])
+        #expect(try await deletions(alice) == ["day1", "day2", "note", "stop1", "stop2"])
+        // The tombstones keep their parents across a restart and a checkpoint.
+        try await store.checkpoint()
+        try await store.close()
+        store = try await openStore(dir)
+        let again = try store.container(testContainer).sharedDatabase(user: "bob")
+        #expect(try await deletions(again) == ["day1", "day2", "stop1", "stop2"])
+        try await store.close()
     }
 
     @Test func theOwnersChangesToSharedRecordsNotifyParticipantsSubscriptions() async throws {

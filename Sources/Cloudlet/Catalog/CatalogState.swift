@@ -27,13 +27,15 @@ package struct CatalogState: Sendable {
 
     /// Applies a catalog commit (``check(_:)`` has accepted it) at `lsn`.
     package mutating func apply(_ commit: Commit, lsn: UInt64, position: FramePosition?) {
-        for m in commit.mutations { apply(m) }
+        for m in commit.mutations { apply(m, version: lsn) }
         version = lsn
         nextPosition = position?.next
     }
 
     /// Applies one catalog mutation (also how partition 0 of a format-1 store gathers its catalog on replay).
-    package mutating func apply(_ m: Mutation) {
+    /// `version`: the catalog commit's (0 where unknown: the access events of shares keep it, for the shared
+    /// database's change feed).
+    package mutating func apply(_ m: Mutation, version: UInt64 = 0) {
         switch m {
         case .schemaReset(let container):
             schema.apply(m)
@@ -43,7 +45,7 @@ package struct CatalogState: Sendable {
         case .deleteSubscription(let who, let id):
             subscriptions[who]?[id] = nil
             if subscriptions[who]?.isEmpty == true { subscriptions[who] = nil }
-        case .security(.share(let change)): shares.apply(change)
+        case .security(.share(let change)): shares.apply(change, version: version)
         case .security(let change): security.apply(change)
         case .putRecord, .deleteRecord, .createZone, .deleteZone, .purge, .index, .catalogVersion: break
         }

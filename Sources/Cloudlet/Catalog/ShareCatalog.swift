@@ -109,9 +109,18 @@ package struct ShareCatalog: Sendable {
     package private(set) var shares: [ZoneKey: [String: Share]] = [:]
     /// Where each short GUID's share is (derived).
     package private(set) var byGUID: [String: (zone: ZoneKey, name: String)] = [:]
-    /// Per user: the last time each shared zone became visible or stopped being so (partition LSN), for the shared
-    /// database's change feed.
-    package private(set) var access: [String: [ZoneKey: (lsn: UInt64, gone: Bool)]] = [:]
+    /// When a user's access to a shared zone last changed: the zone's partition LSN then, whether it is gone, and the
+    /// catalog version of the change (0 for changes recorded before versions were kept) — the shared database's change
+    /// feed orders these by version.
+    package struct AccessEvent: Sendable, Hashable {
+        package var lsn: UInt64
+        package var gone: Bool
+        package var version: UInt64
+    }
+
+    /// Per user: the last time each shared zone became visible or stopped being so, for the shared database's change
+    /// feed.
+    package private(set) var access: [String: [ZoneKey: AccessEvent]] = [:]
 
     package init() {}
 
@@ -133,7 +142,8 @@ package struct ShareCatalog: Sendable {
         }.sorted { ($0.owner, $0.zoneName) < ($1.owner, $1.zoneName) }
     }
 
-    mutating func apply(_ m: ShareMutation) {
+    /// Applies `m`, a mutation of catalog version `version`.
+    mutating func apply(_ m: ShareMutation, version: UInt64) {
         switch m {
         case .put(let zone, let s):
             if let old = shares[zone]?[s.id.recordName], let g = old.shortGUID { byGUID[g] = nil }
@@ -144,13 +154,14 @@ package struct ShareCatalog: Sendable {
             shares[zone]?[name] = nil
             if shares[zone]?.isEmpty == true { shares[zone] = nil }
         case .access(let zone, let user, let lsn, let gone):
-            access[user, default: [:]][zone] = (lsn, gone)
+            access[user, default: [:]][zone] = AccessEvent(lsn: lsn, gone: gone, version: version)
         }
     }
 
     /// The catalog checkpoint's shares section: `zone count varint · per zone: zone key · share count varint ·
     /// share…` then `user count varint · per user: user string · zone count varint · (zone key · lsn varint · gone
-    /// u8)…`, sorted.
+    /// u8)…`, sorted, then the access events' catalog versions in the same order (`version varint…`; absent in
+    /// checkpoints written before they were kept: read as 0).
     package func encode(into w: inout ByteWriter) {
         let zones = shares.keys.sorted { $0.description < $1.description }
         w.varint(zones.count)
@@ -171,19 +182,29 @@ package struct ShareCatalog: Sendable {
                 w.bool(zs[z]!.gone)
             }
         }
+        for user in access.keys.sorted() {
+            let zs = access[user]!
+            for z in zs.keys.sorted(by: { $0.description < $1.description }) { w.varint(zs[z]!.version) }
+        }
     }
 
     package static func decode(_ r: inout ByteReader) throws -> ShareCatalog {
         var out = ShareCatalog()
         for _ in 0..<(try r.length()) {
             let z = try Commit.decodeZone(&r)
-            for _ in 0..<(try r.length()) { out.apply(.put(z, try ShareMutation.decodeShare(&r, zone: z))) }
+            for _ in 0..<(try r.length()) { out.apply(.put(z, try ShareMutation.decodeShare(&r, zone: z)), version: 0) }
         }
         for _ in 0..<(try r.length()) {
             let user = try r.string()
             for _ in 0..<(try r.length()) {
                 let z = try Commit.decodeZone(&r)
-                out.apply(.access(z, user: user, lsn: try r.varint(), gone: try r.bool()))
+                out.apply(.access(z, user: user, lsn: try r.varint(), gone: try r.bool()), version: 0)
+            }
+        }
+        guard !r.isAtEnd else { return out }
+        for user in out.access.keys.sorted() {
+            for z in out.access[user]!.keys.sorted(by: { $0.description < $1.description }) {
+                out.access[user]![z]!.version = try r.varint()
             }
         }
         return out

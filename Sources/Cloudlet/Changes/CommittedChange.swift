@@ -28,7 +28,7 @@ public enum ChangeEvent: Sendable, Hashable {
     static func from(_ m: Mutation) -> ChangeEvent? {
         switch m {
         case .putRecord(let z, let r, _): .recordSaved(z.ownerDatabase, r)
-        case .deleteRecord(let z, let name, let type, _):
+        case .deleteRecord(let z, let name, let type, _, _):
             .recordDeleted(z.ownerDatabase, RecordID(recordName: name, zoneID: z.zoneID), recordType: type)
         case .createZone(let z): .zoneCreated(z.ownerDatabase, z.zoneID)
         case .deleteZone(let z, _): .zoneDeleted(z.ownerDatabase, z.zoneID)

@@ -114,14 +114,20 @@ extension Database {
         // may read none of its type).
         let security = self.security
         // In a shared database, only the changes of records the zone's shares cover (by name or parent chain; a deletion
-        // only of a record covered by name: a deleted record's parent is not known any more).
+        // of a record that was covered when it was deleted: its tombstone kept its parent).
         let shared = sharedZone(key)
         var memo: [String: Share.Permission] = [:]
+        var deletedMemo: [String: Share.Permission] = [:]
         for (name, e) in page {
             if let shared, !shared.covers(name) {
-                guard !e.deleted, case .success(let r)? = records[name],
-                    try await sharedPermission(shared, name: name, parent: r.parent?.recordName, memo: &memo) != .none
-                else { continue }
+                if e.deleted {
+                    guard try await sharedPermission(shared, name: name, parent: e.parent, memo: &deletedMemo, throughTombstones: true) != .none
+                    else { continue }
+                } else {
+                    guard case .success(let r)? = records[name],
+                        try await sharedPermission(shared, name: name, parent: r.parent?.recordName, memo: &memo) != .none
+                    else { continue }
+                }
             }
             let rid = RecordID(recordName: name, zoneID: key.zoneID)
             let readable = readScope(e.recordType, in: security)
@@ -156,7 +162,7 @@ extension Database {
             throw CloudletError(.badDatabase, "database changes are not available for the public database")
         }
         let limit = try Self.pageLimit(resultsLimit)
-        if id.scope == .shared { return try await sharedDatabaseChanges(since: token) }
+        if id.scope == .shared { return try await sharedDatabaseChanges(since: token, limit: limit) }
         let partitions = store.partitions
         var lsns = [UInt64](repeating: 0, count: partitions.count)
         var issuedHorizons = [UInt64](repeating: 0, count: partitions.count)
@@ -171,9 +177,7 @@ extension Database {
             issuedHorizons = p.horizons
         }
         var horizons = issuedHorizons
-        var changed: [ZoneID] = []
-        var deleted: [ZoneID] = []
-        var more = false
+        var page = DatabaseChangePage(limit: limit)
         var next = lsns
         for (pi, partition) in partitions.enumerated() {
             let since = lsns[pi]
@@ -200,25 +204,13 @@ extension Database {
                 throw CloudletError(
                     .changeTokenExpired, "the change token is older than the tombstone retention window; fetch from scratch")
             }
-            if more { continue }
-            var taken = 0
-            for e in events {
-                if changed.count + deleted.count == limit {
-                    more = true
-                    break
-                }
-                if e.deleted { deleted.append(ZoneID(zoneName: e.zone, ownerName: id.owner)) } else {
-                    changed.append(ZoneID(zoneName: e.zone, ownerName: id.owner))
-                }
-                taken += 1
-                next[pi] = e.lsn
-            }
-            if !more { next[pi] = last }
+            next[pi] = page.take(
+                events.map { ($0.lsn, ZoneID(zoneName: $0.zone, ownerName: id.owner), $0.deleted) }, since: since, end: last)
             try await partition.waitDurable(min(next[pi], partition.log.lastLSN))
         }
         let t = ChangeToken(
             ChangeToken.DatabasePosition(store: store.fingerprint, database: Fingerprint.of(id), lsns: next, horizons: horizons))
-        return DatabaseChanges(changedZones: changed, deletedZones: deleted, token: t, moreComing: more)
+        return DatabaseChanges(changedZones: page.changed, deletedZones: page.deleted, token: t, moreComing: page.moreComing)
     }
 
     /// `maxBytes` checked: nil is no budget (`Int.max`); a negative budget is `invalidArguments`.

@@ -8,8 +8,9 @@ extension Database {
 
     /// Creates or replaces a share of this private database's user. A new share (``Share/changeTag`` nil) must not
     /// exist yet; a replacement carries the change tag it read. Participants keep their acceptance (new ones are
-    /// PENDING, and one REMOVED listed as anything else is invited again); a participant left out is removed. With `createShortGUID` the share gets a short GUID (kept once
-    /// given).
+    /// PENDING, and one REMOVED listed as anything else is invited again); a participant left out, or listed as
+    /// REMOVED, stays in the share as REMOVED (as CloudKit keeps them) and loses access. With `createShortGUID` the
+    /// share gets a short GUID (kept once given).
     /// - Throws: `badDatabase` outside a private database or in the default zone; `zoneNotFound`; `unknownItem` for a
     ///   missing root; `recordExists` for a new share that exists, or a root (or zone) already shared;
     ///   `serverRecordChanged` for a stale change tag; `limitExceeded` past 100 participants; `invalidArguments` for
@@ -27,9 +28,6 @@ extension Database {
             throw CloudletError.invalid("a zone-wide share is named '\(Share.zoneWideShareName)', not '\(share.id.recordName)'")
         }
         try Names.validateRecordName(share.id.recordName)
-        guard share.participants.count < Share.maxParticipants else {
-            throw CloudletError(.limitExceeded, "a share has at most \(Share.maxParticipants) participants, the owner included")
-        }
         var seen: Set<String> = []
         for p in share.participants {
             try Names.validateUser(p.userRecordName)
@@ -70,19 +68,16 @@ extension Database {
             next.id = RecordID(recordName: share.id.recordName, zoneID: key.zoneID)
             next.owner = owner
             let previous = old?.participants ?? []
-            let invited = previous.filter { $0.type == .user }.map(\.userRecordName).sorted()
-            if old != nil, old!.publicPermission != .none, share.publicPermission != .none,
-                share.participants.filter({ $0.type == .user }).map(\.userRecordName).sorted() != invited
-            {
-                throw CloudletError.invalid("participants can be edited only while the share's publicPermission is NONE")
+            next.participants = Self.mergedParticipants(share.participants, previous: previous)
+            let active = next.participants.filter { $0.acceptance != .removed }
+            guard active.count < Share.maxParticipants else {
+                throw CloudletError(.limitExceeded, "a share has at most \(Share.maxParticipants) participants, the owner included")
             }
-            next.participants = share.participants.map { p in
-                var p = p
-                let before = previous.first { $0.userRecordName == p.userRecordName }
-                // Acceptance is the participant's to give; the owner can only invite again one who left or was removed.
-                p.acceptance = before.map { $0.acceptance == .removed && p.acceptance != .removed ? .pending : $0.acceptance } ?? .pending
-                if before == nil { p.type = .user }
-                return p
+            func invited(_ ps: [Share.Participant]) -> [String] {
+                ps.filter { $0.type == .user && $0.acceptance != .removed }.map(\.userRecordName).sorted()
+            }
+            if old != nil, old!.publicPermission != .none, share.publicPermission != .none, invited(next.participants) != invited(previous) {
+                throw CloudletError.invalid("participants can be edited only while the share's publicPermission is NONE")
             }
             next.shortGUID = old?.shortGUID ?? (createShortGUID ? Self.newShortGUID() : nil)
             next.changeTag = Self.newShareTag()
@@ -94,6 +89,29 @@ extension Database {
         })
         try await store.catalog.waitDurable(version)
         return saved
+    }
+
+    /// The participants of a share saved with `listed` over `previous`: acceptance is the participant's to give, so a
+    /// listed participant keeps theirs (new ones are PENDING); the owner can only invite again one who left or was
+    /// removed (listed as anything but REMOVED), or remove one (listed as REMOVED, or left out: kept as REMOVED).
+    static func mergedParticipants(_ listed: [Share.Participant], previous: [Share.Participant]) -> [Share.Participant] {
+        var out = listed.map { p in
+            var p = p
+            if let before = previous.first(where: { $0.userRecordName == p.userRecordName }) {
+                p.type = before.type
+                p.acceptance = p.acceptance == .removed ? .removed : before.acceptance == .removed ? .pending : before.acceptance
+            } else {
+                p.type = .user
+                p.acceptance = .pending
+            }
+            return p
+        }
+        let names = Set(listed.map(\.userRecordName))
+        for var p in previous where !names.contains(p.userRecordName) {
+            p.acceptance = .removed
+            out.append(p)
+        }
+        return out
     }
 
     /// The share named `recordID`: in a private database its owner's, in a shared database one the user accepted.

@@ -291,8 +291,6 @@ public struct Database: CloudletDatabase {
         var order: [ZoneKey] = []
         var zoneErrors: [ZoneKey: CloudletError] = [:]
         var lastZone: (ZoneID, ZoneKey)?
-        var sharedZones: [ZoneKey: SharedZone?] = [:]  // the shared database's rules, per zone
-        var sharedMemo: [ZoneKey: [String: Share.Permission]] = [:]
         for (i, op) in operations.enumerated() {
             do {
                 let zoneID = op.recordID.zoneID
@@ -300,10 +298,6 @@ public struct Database: CloudletDatabase {
                 if let (z, k) = lastZone, z == zoneID { key = k } else {
                     key = try self.key(zoneID)
                     lastZone = (zoneID, key)
-                }
-                if id.scope == .shared {
-                    if sharedZones[key] == nil { sharedZones[key] = sharedZone(key) }
-                    if let shared = sharedZones[key] ?? nil { try await checkShared(op, in: shared, memo: &sharedMemo[key, default: [:]]) }
                 }
                 if groups[key] == nil {
                     if let e = zoneErrors[key] { throw e }
@@ -318,6 +312,7 @@ public struct Database: CloudletDatabase {
                 results[i] = .failed(op.recordID, e)
             }
         }
+        await store.testHooks.runBeforeModifyCommit()
         var waits: [(Partition, UInt64)] = []
         for key in order {
             let (groupResults, wait) = try await commitGroup(
@@ -374,6 +369,7 @@ public struct Database: CloudletDatabase {
                     var planner = BatchPlanner(
                         state: st, lsn: lsn, zone: key, catalog: store.catalog.snapshot(), access: access,
                         deviceID: store.configuration.deviceID, now: now, lookups: lookups, assetRule: assetRule,
+                        sharedUser: id.scope == .shared ? id.owner : nil,
                         read: { name, entry in
                             try prefetched.records[RecordCache.Key(entry)] ?? partition.readDurable(key, name, entry, retry: false)
                         })

@@ -41,6 +41,13 @@ package struct BatchPlanner {
     let read: (String, RecordEntry) throws -> Record
     /// Checks each asset of a record being saved (the server's receipts); nil: every asset is accepted.
     let assetRule: AssetRule?
+    /// For a batch of a shared database's user: what the catalog's shares (as of this plan) let them do in the zone,
+    /// nil inside when nothing (the share ended). nil outside for every other database.
+    let shared: SharedZone??
+    /// Whether a hierarchy share covers records of the zone through their parents: then a deletion keeps the deleted
+    /// version's parent in its tombstone (``Mutation/deleteRecord(zone:recordName:recordType:time:parent:)``), for
+    /// the participants' change feeds.
+    let tombstonesKeepParents: Bool
 
     private(set) var mutations: [Mutation] = []
     /// The key directory's entries planning has looked up (the state does not change while it plans): an update
@@ -53,9 +60,11 @@ package struct BatchPlanner {
 
     init(
         state: PartitionState, lsn: UInt64, zone: ZoneKey, catalog: CatalogState, access: AccessContext, deviceID: String,
-        now: Int64, lookups: PlannedLookups, assetRule: AssetRule? = nil,
+        now: Int64, lookups: PlannedLookups, assetRule: AssetRule? = nil, sharedUser: String? = nil,
         read: @escaping (String, RecordEntry) throws -> Record
     ) {
+        shared = sharedUser.map { SharedZone(key: zone, user: $0, catalog: catalog.shares) }
+        tombstonesKeepParents = catalog.shares.shares(in: zone).values.contains { !$0.isZoneWide }
         self.state = state
         self.lsn = lsn
         self.zone = zone
@@ -116,6 +125,7 @@ package struct BatchPlanner {
         let name = op.recordID.recordName
         try Names.validateRecordName(name)
         try checkPermission(op)
+        try checkShared(op)
         switch op {
         case .create(let r):
             if try version(name) != nil {
@@ -173,6 +183,18 @@ package struct BatchPlanner {
         let verb = needed == .create ? "create records" : "change or delete record '\(name)'"
         throw CloudletError(
             .permissionFailure, "\(access) may not \(verb) of type '\(type)' in the public database (no role grants it \(needed))")
+    }
+
+    /// In a shared database, throws unless the participant may apply `op` (``SharedZone/check(_:lookup:)``), as the
+    /// zone stands with this batch's earlier operations: checked here, under the writer lock, against the shares this
+    /// plan's catalog snapshot has, so that no share ending and no commit changing a parent chain can slip between the
+    /// check and the write. A zone whose share ended meanwhile is `zoneNotFound`.
+    private func checkShared(_ op: RecordOperation) throws {
+        guard let shared else { return }
+        guard let shared else {
+            throw CloudletError(.zoneNotFound, "zone '\(zone.zoneName)' of owner '\(zone.owner)' is no longer shared with '\(user)'")
+        }
+        try shared.check(op) { name in try current(name).map { $0.parent?.recordName } }
     }
 
     /// `id` in this zone as every other result names it: its owner is the database's owner (the user of a private
@@ -322,17 +344,24 @@ package struct BatchPlanner {
     /// Stages the deletion of `name` and, transitively, of every live record that references a deleted one with
     /// DELETE_SELF.
     private mutating func delete(_ name: String, type: String) throws {
-        var queue = [(name, type)]
-        while let (target, targetType) = queue.popLast() {
-            mutations.append(.deleteRecord(zone: zone, recordName: target, recordType: targetType, time: now))
+        var queue = [(name, type, try parentToKeep(name))]
+        while let (target, targetType, parent) = queue.popLast() {
+            mutations.append(.deleteRecord(zone: zone, recordName: target, recordType: targetType, time: now, parent: parent))
             overlay[target] = .some(nil)
             for source in try sources(referencing: target).sorted() where try exists(source) {
                 let t: String
                 if let o = overlay[source], let r = o { t = r.recordType } else { t = try entry(source)!.recordType }
+                let p = try parentToKeep(source)
                 overlay[source] = .some(nil)
-                queue.append((source, t))
+                queue.append((source, t, p))
             }
         }
+    }
+
+    /// The parent a deletion of `name` keeps in its tombstone (``tombstonesKeepParents``): a read of the record, only
+    /// in a zone with a hierarchy share.
+    private func parentToKeep(_ name: String) throws -> String? {
+        tombstonesKeepParents ? try current(name)?.parent?.recordName : nil
     }
 
     /// Live records whose current version references `target` with DELETE_SELF.

@@ -6,8 +6,11 @@ package enum Mutation: Sendable {
     /// ``RecordCodec`` encoding when the writer already has it (empty after decoding a commit).
     case putRecord(zone: ZoneKey, record: Record, encoded: [UInt8])
     /// A record removed (explicitly or by a DELETE_SELF cascade): leaves a tombstone, stamped with the deletion
-    /// time (ms since 1970) so that the retention window can expire it.
-    case deleteRecord(zone: ZoneKey, recordName: String, recordType: String, time: Int64)
+    /// time (ms since 1970) so that the retention window can expire it. `parent`: the deleted version's parent, kept
+    /// (kind ``MutationKind/deleteChild``) where a hierarchy share covers records through their parents, so that the
+    /// shared database's change feed can tell its participants of the deletion; nil elsewhere (kind
+    /// ``MutationKind/deleteRecord``).
+    case deleteRecord(zone: ZoneKey, recordName: String, recordType: String, time: Int64, parent: String? = nil)
     case createZone(ZoneKey)
     /// Removes a zone and every record in it.
     case deleteZone(ZoneKey, time: Int64)
@@ -113,7 +116,7 @@ package struct Commit: Sendable {
         }
         for m in mutations {
             switch m {
-            case .putRecord(let z, _, _), .deleteRecord(let z, _, _, _), .createZone(let z), .deleteZone(let z, _): _ = index(z)
+            case .putRecord(let z, _, _), .deleteRecord(let z, _, _, _, _), .createZone(let z), .deleteZone(let z, _): _ = index(z)
             case .schemaField, .schemaReset, .purge, .index, .saveSubscription, .deleteSubscription, .catalogVersion, .security: break
             }
         }
@@ -149,11 +152,12 @@ package struct Commit: Sendable {
                     slots[i] = Slot(offset: UInt32(w.count), length: UInt32(bytes.count))
                     w.raw(bytes)
                 }
-            case .deleteRecord(let z, let name, let type, let time):
+            case .deleteRecord(let z, let name, let type, let time, let parent):
                 w.varint(zones[z]!)
                 w.string(name)
                 w.string(type)
                 w.svarint(time)
+                if let parent { w.string(parent) }
             case .createZone(let z):
                 w.varint(zones[z]!)
             case .deleteZone(let z, let time):

@@ -40,7 +40,7 @@ package struct CommitOutline {
     /// What entry `e` keeps current while it is live (``PartitionState/isLive(_:lsn:index:)``).
     func liveTarget(_ e: Entry) -> LiveTarget {
         switch e.kind {
-        case .putRecord, .deleteRecord: .record(zones[e.zone!], e.name!)
+        case .putRecord, .deleteRecord, .deleteChild: .record(zones[e.zone!], e.name!)
         case .createZone: .zoneCreation(zones[e.zone!])
         case .deleteZone: .zoneDeletion(zones[e.zone!])
         case .catalogVersion: .catalogVersion

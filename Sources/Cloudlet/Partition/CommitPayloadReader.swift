@@ -108,11 +108,12 @@ struct CommitPayloadReader {
             _ = try bytes.string()  // record type
             e.name = try bytes.string()
             return nil
-        case .deleteRecord:
+        case .deleteRecord, .deleteChild:
             let name = try r.string()
             e.name = name
             return .deleteRecord(
-                zone: zones[e.zone!], recordName: name, recordType: try r.string(), time: try r.svarint())
+                zone: zones[e.zone!], recordName: name, recordType: try r.string(), time: try r.svarint(),
+                parent: e.kind == .deleteChild ? try r.string() : nil)
         case .createZone: return .createZone(zones[e.zone!])
         case .deleteZone: return .deleteZone(zones[e.zone!], time: try r.svarint())
         case .schemaField:

@@ -102,7 +102,7 @@ final class EntryCache: Sendable {
             for m in mutations {
                 switch m {
                 case .putRecord(let z, let r, _): s.lru.remove(Self.key(z, r.recordName))
-                case .deleteRecord(let z, let name, _, _): s.lru.remove(Self.key(z, name))
+                case .deleteRecord(let z, let name, _, _, _): s.lru.remove(Self.key(z, name))
                 case .deleteZone: s.lru.removeAll()
                 default: break
                 }

@@ -81,7 +81,7 @@ struct CompactionMoves {
             let cost = k < costs.count ? costs[k] : 0
             let span = LiveSpan(segment: position.segment, cost: cost)
             switch e.kind {
-            case .putRecord, .deleteRecord:
+            case .putRecord, .deleteRecord, .deleteChild:
                 records.append(
                     RecordMove(
                         zone: outline.zones[e.zone!], name: e.name!, change: ChangePoint(lsn: lsn, index: e.index),

@@ -591,6 +591,8 @@ enum DirectoryCodec {
                 w.u8(1)
                 RecordCodec.encode(c, into: &w)
             }
+        } else if let p = e.parent {
+            w.string(p)
         }
         return w.bytes
     }
@@ -626,6 +628,8 @@ enum DirectoryCodec {
                 guard tag == 1 else { throw CloudletError.corruption("key directory entry: bad creation stamp tag \(tag)") }
                 e.created = try RecordCodec.decodeStamp(&r)
             }
+        } else if !r.isAtEnd {
+            e.parent = try r.string()  // a tombstone that kept its parent
         }
         guard r.isAtEnd else { throw CloudletError.corruption("key directory entry: \(r.remaining) trailing bytes") }
         return e

@@ -10,6 +10,9 @@ package enum MutationKind: UInt8, CaseIterable, Sendable {
     /// ``Mutation/deleteRecord(zone:recordName:recordType:time:)``: zone index varint · recordName string ·
     /// recordType string · deletion time svarint (ms).
     case deleteRecord = 2
+    /// ``Mutation/deleteRecord(zone:recordName:recordType:time:parent:)`` with a parent: kind 2's body · parent
+    /// string.
+    case deleteChild = 11
     /// ``Mutation/createZone(_:)``: zone index varint.
     case createZone = 3
     /// ``Mutation/deleteZone(_:time:)``: zone index varint · deletion time svarint (ms).
@@ -43,10 +46,13 @@ package enum MutationKind: UInt8, CaseIterable, Sendable {
         self = kind
     }
 
-    /// Whether the body starts with a zone index (kinds 1–4).
+    /// Whether the mutation deletes a record (kinds 2 and 11).
+    package var isRecordDeletion: Bool { self == .deleteRecord || self == .deleteChild }
+
+    /// Whether the body starts with a zone index (kinds 1–4 and 11).
     var hasZone: Bool {
         switch self {
-        case .putRecord, .deleteRecord, .createZone, .deleteZone: true
+        case .putRecord, .deleteRecord, .deleteChild, .createZone, .deleteZone: true
         case .schemaField, .schemaReset, .purge, .index, .skipped, .catalogVersion, .saveSubscription,
             .deleteSubscription, .security:
             false
@@ -59,7 +65,7 @@ extension Mutation {
     package var kind: MutationKind {
         switch self {
         case .putRecord: .putRecord
-        case .deleteRecord: .deleteRecord
+        case .deleteRecord(_, _, _, _, let parent): parent == nil ? .deleteRecord : .deleteChild
         case .createZone: .createZone
         case .deleteZone: .deleteZone
         case .schemaField: .schemaField

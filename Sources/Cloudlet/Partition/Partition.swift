@@ -368,7 +368,7 @@ package final class Partition: Sendable {
                 switch m {
                 case .putRecord(let z, let r, _):
                     if let e = try st.entry(z, r.recordName), !e.deleted { previous[i] = e }
-                case .deleteRecord(let z, let name, _, _):
+                case .deleteRecord(let z, let name, _, _, _):
                     if let e = try st.entry(z, name), !e.deleted { previous[i] = e }
                 default: break
                 }

@@ -24,6 +24,9 @@ package struct RecordEntry: Sendable, Hashable {
     /// version it replaces; nil for a tombstone, and for versions whose entry was written before entries kept it
     /// (store format 4).
     package var created: RecordStamp? = nil
+    /// For a tombstone: the deleted version's parent, when the deletion recorded it (in a zone a hierarchy share
+    /// covers through parents); nil otherwise, and for a live version (whose parent is in the record).
+    package var parent: String? = nil
 
     /// The version's change tag: derived from where it was committed (``ChangeTag/make(lsn:index:)``), as every
     /// writer stamps it, so the key directory does not store it; empty for a tombstone.
@@ -60,7 +63,7 @@ extension Mutation {
     package var liveTarget: LiveTarget {
         switch self {
         case .putRecord(let z, let r, _): .record(z, r.recordName)
-        case .deleteRecord(let z, let name, _, _): .record(z, name)
+        case .deleteRecord(let z, let name, _, _, _): .record(z, name)
         case .createZone(let z): .zoneCreation(z)
         case .deleteZone(let z, _): .zoneDeletion(z)
         case .catalogVersion: .catalogVersion
@@ -219,12 +222,13 @@ package struct PartitionState: Sendable {
                 let old = try keys.put(z, record.recordName, entry, known: previous(z, record.recordName))
                 if let old { freeLive(old.position.segment, old.cost) }
                 try indexes.put(z, record, replacing: old, lsn: lsn, keys: &keys)
-            case .deleteRecord(let z, let name, let type, let time):
+            case .deleteRecord(let z, let name, let type, let time, let parent):
                 // A default zone exists without a creation; in a compacted log its tombstones can come first.
                 guard zoneExists(z) else { continue }
-                let entry = RecordEntry(
+                var entry = RecordEntry(
                     lsn: lsn, index: UInt32(i), position: position, slot: Commit.Slot(offset: 0, length: 0),
                     recordType: type, deleted: true, time: time, deleteSelfTargets: [], cost: cost)
+                entry.parent = parent
                 addLive(position.segment, cost)
                 let old = try keys.put(z, name, entry, known: previous(z, name))
                 if let old { freeLive(old.position.segment, old.cost) }

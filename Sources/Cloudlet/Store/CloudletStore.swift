@@ -43,6 +43,8 @@ public final class CloudletStore: Sendable {
     let backgroundErrors: BackgroundErrors
     /// The asset files (`assets/`; Assets/).
     package let assets: BlobStore
+    /// Where tests pause the engine to stage races (``TestHooks``).
+    package let testHooks = TestHooks()
 
     /// Opens (creating if needed) the store at `path`. Blocking: recovers every partition. The public spelling is
     /// ``open(at:configuration:)``; this one is for the package's own synchronous tools.

@@ -38,16 +38,12 @@ struct ChangesHandler {
         // One budget for the whole response: once a zone's page has used it up, later zones report only whether
         // changes are waiting (no records, `moreComing`, their token unchanged).
         let results = try ThreadBridge.wait { () async throws -> [Result<ZoneChanges, CloudletError>] in
-            var out: [Result<ZoneChanges, CloudletError>] = []
             var left = budget
-            for r in requests {
-                do {
-                    let page = try await r.fetch(db, maxBytes: left)
-                    left = max(0, left - page.byteCount)
-                    out.append(.success(page))
-                } catch let e as CloudletError { out.append(.failure(e)) }
+            return try await perItemResults(requests) { r in
+                let page = try await r.fetch(db, maxBytes: left)
+                left = max(0, left - page.byteCount)
+                return page
             }
-            return out
         }
         var w = JSONWriter()
         w.object { w in

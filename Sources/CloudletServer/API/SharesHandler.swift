@@ -18,16 +18,11 @@ struct SharesHandler {
         let guids = try ShareCoding.decodeShortGUIDs(context.body)
         let db = context.database
         let results = try ThreadBridge.wait {
-            var out: [Result<ShareMetadata, CloudletError>] = []
-            for g in guids {
-                do {
-                    out.append(.success(
-                        accepting
-                            ? try await db.acceptShare(shortGUID: g.value)
-                            : try await db.resolveShare(shortGUID: g.value, fetchRootRecord: g.fetchRoot)))
-                } catch let e as CloudletError { out.append(.failure(e)) }
+            try await perItemResults(guids) { g in
+                accepting
+                    ? try await db.acceptShare(shortGUID: g.value)
+                    : try await db.resolveShare(shortGUID: g.value, fetchRootRecord: g.fetchRoot)
             }
-            return out
         }
         let caller = context.principal.access.userRecordName
         let links = context.assetLinks
@@ -65,13 +60,12 @@ extension RecordsHandler {
         guard !deletions.isEmpty else { return out }
         let db = context.database
         let zones = Set(deletions.map { parsed[$0].zone })
-        let names = try ThreadBridge.wait {
-            var names: Set<RecordID> = []
-            for z in zones {
-                guard let shares = try? await db.shares(in: z) else { continue }
-                for s in shares { names.insert(RecordID(recordName: s.id.recordName, zoneID: z)) }
-            }
-            return names
+        let zoneList = Array(zones)
+        let found = try ThreadBridge.wait { try await perItemResults(zoneList) { try await db.shares(in: $0) } }
+        // A zone that failed (not found, not shared) holds no share: its operations fail as records.
+        var names: Set<RecordID> = []
+        for (z, shares) in zip(zoneList, found) {
+            for s in (try? shares.get()) ?? [] { names.insert(RecordID(recordName: s.id.recordName, zoneID: z)) }
         }
         for i in deletions where names.contains(parsed[i].recordID) || parsed[i].recordName == Share.zoneWideShareName { out.insert(i) }
         return out
@@ -141,6 +135,9 @@ extension RecordsHandler {
                             let name = p.userRecordName ?? emailUsers[p.emailAddress!.lowercased()]!
                             var out = share.participant(name) ?? Share.Participant(userRecordName: name, emailAddress: p.emailAddress)
                             out.permission = p.permission
+                            // Left as it was, acceptance is the participant's; REMOVED removes, and one removed listed
+                            // without it is invited again (the engine's rule, `Database.mergedParticipants`).
+                            if let a = p.acceptance { out.acceptance = a } else if out.acceptance == .removed { out.acceptance = .pending }
                             return out
                         }
                     }

@@ -31,13 +31,7 @@ struct SubscriptionsHandler {
             return id
         }
         let db = context.database
-        let results = try ThreadBridge.wait { () async throws -> [Result<Subscription, CloudletError>] in
-            var out: [Result<Subscription, CloudletError>] = []
-            for id in ids {
-                do { out.append(.success(try await db.subscription(id))) } catch let e as CloudletError { out.append(.failure(e)) }
-            }
-            return out
-        }
+        let results = try ThreadBridge.wait { try await perItemResults(ids) { try await db.subscription($0) } }
         return Self.response { w in
             for (id, r) in zip(ids, results) {
                 switch r {

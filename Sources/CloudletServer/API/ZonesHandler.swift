@@ -20,13 +20,7 @@ struct ZonesHandler {
         try checkCount(items.count)
         let ids = try items.enumerated().map { i, item in try ZoneIDCoding.require(item, at: "zones[\(i)]") }
         let db = context.database
-        let results = try ThreadBridge.wait { () async throws -> [Result<RecordZone, CloudletError>] in
-            var out: [Result<RecordZone, CloudletError>] = []
-            for id in ids {
-                do { out.append(.success(try await db.zone(for: id))) } catch let e as CloudletError { out.append(.failure(e)) }
-            }
-            return out
-        }
+        let results = try ThreadBridge.wait { try await perItemResults(ids) { try await db.zone(for: $0) } }
         return Self.response { w in
             for (id, r) in zip(ids, results) {
                 switch r {
@@ -59,21 +53,15 @@ struct ZonesHandler {
             return (op, try ZoneIDCoding.require(id, at: path + ".zone.zoneID"))
         }
         let db = context.database
-        let results = try ThreadBridge.wait { () async throws -> [Result<RecordZone?, CloudletError>] in
-            var out: [Result<RecordZone?, CloudletError>] = []
-            for (op, id) in ops {
-                do {
-                    switch op {
-                    case .create: out.append(.success(try await db.createZone(id)))
-                    case .delete:
-                        try await db.deleteZone(id)
-                        out.append(.success(nil))
-                    }
-                } catch let e as CloudletError {
-                    out.append(.failure(e))
+        let results = try ThreadBridge.wait {
+            try await perItemResults(ops) { (op, id) -> RecordZone? in
+                switch op {
+                case .create: return try await db.createZone(id)
+                case .delete:
+                    try await db.deleteZone(id)
+                    return nil
                 }
             }
-            return out
         }
         return Self.response { w in
             for ((_, id), r) in zip(ops, results) {
