@@ -26,6 +26,10 @@ let package = Package(
         // embedded engine.
         .library(name: "CloudletClient", targets: ["CloudletClient"]),
         .library(name: "CloudletSync", targets: ["CloudletSync"]),
+        // The layers below the engine, for the fuzz targets (Fuzz/Package.swift), which decode their formats directly.
+        .library(name: "CloudletStorage", targets: ["CloudletStorage"]),
+        .library(name: "CloudletModel", targets: ["CloudletModel"]),
+        .library(name: "CloudletWire", targets: ["CloudletWire"]),
         .executable(name: "cloudlet", targets: ["cloudlet"]),
         .executable(name: "cloudlet-tool", targets: ["cloudlet-tool"]),
     ],
