@@ -6,7 +6,7 @@
 TARGETs are frame, record, predicate, schema, tokens and api (default: all). Each runs for --seconds (default 5)
 over Fuzz/Corpus/<target> plus the inputs earlier runs found (.build/fuzz/corpus/<target>, kept between runs, not
 checked in). A crash, an invariant broken or an undocumented error type leaves the input in .build/fuzz/artifacts/
-(crash-<sha1>) and fails the run: reproduce it with `<binary> <file>`, fix the code, and add a regression test to
+(<target>-crash-<sha1>) and fails the run: reproduce it with `<binary> <file>`, fix the code, and add a regression test to
 the main test suite (docs/fuzzing.md). Prints executions, coverage and crashes per target; exits 1 on any crash.
 """
 
@@ -46,18 +46,19 @@ def build(targets, extra):
 
 def run(binary, target, seconds, work):
     corpus = os.path.join(work, "corpus", target)
-    artifacts = os.path.join(work, "artifacts") + os.sep
+    artifacts = os.path.join(work, "artifacts")
     os.makedirs(corpus, exist_ok=True)
     os.makedirs(artifacts, exist_ok=True)
+    prefix = f"{target}-"  # crash files are <target>-crash-<sha1> (also -timeout-, -oom-, -leak-)
     before = set(os.listdir(artifacts))
     command = [binary, f"-max_total_time={seconds}", "-timeout=30", "-rss_limit_mb=4096", "-print_final_stats=1",
-               "-detect_leaks=0", f"-artifact_prefix={artifacts}", corpus, os.path.join(HERE, "Corpus", target)]
+               "-detect_leaks=0", f"-artifact_prefix={os.path.join(artifacts, prefix)}", corpus, os.path.join(HERE, "Corpus", target)]
     started = time.time()
     result = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=seconds + 300)
     log = result.stderr
     stats = dict(re.findall(r"stat::(\w+):\s+(\d+)", log))
     coverage = re.findall(r"cov: (\d+) ft: (\d+)", log)
-    found = sorted(set(os.listdir(artifacts)) - before)
+    found = sorted(a for a in set(os.listdir(artifacts)) - before if a.startswith(prefix))
     problem = None
     if result.returncode != 0:
         reason = re.search(r"(Fatal error: .*|invariant broken: .*|ERROR: \w+: .*|==\d+== ERROR: .*)", log)

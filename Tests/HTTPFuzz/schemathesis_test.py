@@ -66,19 +66,22 @@ class Server:
 
         self.api_token = last_line("token", "add", "--container", CONTAINER)
         self.alice = last_line("user", "add", "alice")
-        self.process = subprocess.Popen(
-            [binary, "serve", "--data", data, "--host", "127.0.0.1", "--port", "0", "--durability", "os"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # Its output (one access-log line per request) goes to a file: a pipe nobody reads once the address is known
+        # fills up after ~64 KiB, and then every worker blocks writing its log line.
+        self.log = os.path.join(self.dir, "serve.log")
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                [binary, "serve", "--data", data, "--host", "127.0.0.1", "--port", "0", "--durability", "os"],
+                stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + 30
         self.url = None
-        while time.time() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                break
-            m = re.search(r"listening on (http://\S+)", line)
+        while time.time() < deadline and self.url is None and self.process.poll() is None:
+            with open(self.log) as log:
+                m = re.search(r"listening on (http://\S+)", log.read())
             if m:
                 self.url = m.group(1)
-                break
+            else:
+                time.sleep(0.1)
         if not self.url:
             self.stop()
             fail("cloudlet serve did not say where it listens")
@@ -142,7 +145,13 @@ def run(server, spec, examples, seed_value):
             # Server-to-server keys are not what this fuzz is about: a generated key ID header only earns 401s.
             if case.headers:
                 case.headers.pop("X-Apple-CloudKit-Request-KeyID", None)
-            response = case.call(session=session, timeout=30)
+            try:
+                response = case.call(session=session, timeout=60)
+            except Exception as e:  # no answer (a timeout, a closed connection): a failure, not the end of the run
+                failures.append({"operation": label, "status": None,
+                                 "message": f"no answer: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}",
+                                 "response": "", "curl": case.as_curl_command()})
+                return
             counts[label] += 1
             try:
                 code = response.json().get("serverErrorCode") if response.status_code >= 400 else None
