@@ -41,7 +41,7 @@ test-browser: deps
 # OpenAPI description to a real `cloudlet serve` (the debug build), HTTP_FUZZ_EXAMPLES per operation with a fixed
 # seed; fails on any 5xx, crash or answer whose status, content type or shape the spec does not document. Part of
 # `make test`.
-HTTP_FUZZ_EXAMPLES ?= 60
+HTTP_FUZZ_EXAMPLES ?= 40
 HTTP_FUZZ = python3 Tests/HTTPFuzz/schemathesis_test.py --examples $(HTTP_FUZZ_EXAMPLES) \
 	"$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/cloudlet"
 test-http-fuzz: deps
