@@ -22,7 +22,7 @@ build: deps
 # The tests that start a real etcd (the cluster's failover tests: processes, leases of 2 s) run on their own after the
 # rest: in the parallel run they compete for the two cores with ~500 tests, and etcd's first election or a lease can
 # take longer than the tests allow for that alone.
-ETCD_TESTS := ClusterFailoverTests|EtcdClientTests
+ETCD_TESTS := ClusterFailoverTests|ClusterAdminTests|EtcdClientTests
 test: deps
 	mkdir -p $(dir $(TEST_LOG))
 	{ $(SWIFT) build --build-tests $(SWIFTPM_FLAGS) && $(SWIFT) test --skip '$(ETCD_TESTS)' $(SWIFTPM_FLAGS) && \
@@ -83,22 +83,24 @@ sim: deps
 	  $(SWIFT) test -c release -Xswiftc -enable-testing --skip-build --filter ReplicationSimulationTests $(SWIFTPM_FLAGS)
 
 # The HTTP server (CloudKit Web Services API) on a local data directory, http://127.0.0.1:8080 (PORT=… to change).
-# Builds CivetSSLCompat too, so that `cloudlet serve --tls-cert … --tls-key …` works from the same build.
 PORT ?= 8080
 serve: deps
 	$(SWIFT) build -c release $(SWIFTPM_FLAGS) --product cloudlet
-	$(SWIFT) build -c release $(SWIFTPM_FLAGS) --product CivetSSLCompat
 	"$$($(SWIFT) build -c release $(SWIFTPM_FLAGS) --show-bin-path)/cloudlet" serve --data $(DATA) --port $(PORT)
 
 # cloudlet-bench is its own package, Benchmarks/Package.swift (SQLite and RocksDB stay out of `make build`). Its
 # default build directory is Benchmarks/.build; a --scratch-path in SWIFTPM_FLAGS serves both packages.
 BENCH_RUN = $(SWIFT) run -c release --package-path Benchmarks $(SWIFTPM_FLAGS) cloudlet-bench
 
+# replicated-fillsync-concurrent runs `cloudlet serve` processes: the release `cloudlet` is built first.
+BENCH_CLOUDLET = $(SWIFT) build -c release $(SWIFTPM_FLAGS) --product cloudlet && \
+	export CLOUDLET_BIN="$$($(SWIFT) build -c release $(SWIFTPM_FLAGS) --show-bin-path)/cloudlet"
+
 bench: deps
-	$(BENCH_RUN) $(BENCH_ARGS)
+	$(BENCH_CLOUDLET) && $(BENCH_RUN) $(BENCH_ARGS)
 
 bench-quick: deps
-	$(BENCH_RUN) --quick $(BENCH_ARGS)
+	$(BENCH_CLOUDLET) && $(BENCH_RUN) --quick $(BENCH_ARGS)
 
 # HTTP load test of `cloudlet serve` with wrk (Benchmarks/http/README.md).
 bench-http: deps

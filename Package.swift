@@ -17,11 +17,9 @@ let package = Package(
         .library(name: "CloudletConcurrency", targets: ["CloudletConcurrency"]),
         // The command-line option parser of cloudlet, cloudlet-tool and cloudlet-bench (a product for the last one).
         .library(name: "CloudletCommandLine", targets: ["CloudletCommandLine"]),
-        // civetweb's C API, which CloudletServer is built on (anyone using CloudletServer needs it installed anyway).
-        // The benchmarks use its websocket client to receive notifications from an in-process server.
+        // civetweb's C API: only its websocket client is used, by the tests and the benchmarks (to receive
+        // notifications from a server). The server itself is on CEventHTTP.
         .library(name: "CCivetweb", targets: ["CCivetweb"]),
-        // Loaded at run time by the server for HTTPS (civetweb 1.15 + OpenSSL 3); see Sources/CivetSSLCompat/shim.c.
-        .library(name: "CivetSSLCompat", type: .dynamic, targets: ["CivetSSLCompat"]),
         // The client of `cloudlet serve` (CloudKit Web Services over libcurl), with the same database protocol as the
         // embedded engine.
         .library(name: "CloudletClient", targets: ["CloudletClient"]),
@@ -30,6 +28,8 @@ let package = Package(
         .library(name: "CloudletStorage", targets: ["CloudletStorage"]),
         .library(name: "CloudletModel", targets: ["CloudletModel"]),
         .library(name: "CloudletWire", targets: ["CloudletWire"]),
+        // Child processes, etcd and free ports: the tests' harness, which cloudlet-bench's cluster rows use too.
+        .library(name: "CloudletTestSupport", targets: ["CloudletTestSupport"]),
         .executable(name: "cloudlet", targets: ["cloudlet"]),
         .executable(name: "cloudlet-tool", targets: ["cloudlet-tool"]),
     ],
@@ -37,7 +37,7 @@ let package = Package(
         // C libraries from Debian packages (see .ci/packages).
         .systemLibrary(name: "CLZ4", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
-        // civetweb ships no pkg-config file; the modulemap links it.
+        // civetweb ships no pkg-config file; the modulemap links it. Its websocket client only (tests, benchmarks).
         .systemLibrary(name: "CCivetweb", providers: [.apt(["libcivetweb-dev"])]),
         // libcurl, OpenSSL flavour, for the client (a custom CA file, HTTP/2); see Sources/CloudletClient.
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
@@ -76,29 +76,26 @@ let package = Package(
         // for cloudlet-tool and the tests. Not a product: its API and the engine internals it uses are `package`.
         .target(name: "CloudletMaintenance", dependencies: ["Cloudlet", "CloudletCore", "CloudletStorage", "COpenSSL"]),
 
+        // The event-driven HTTP/1.1 front end of the server: libuv's loop, http-parser's framing, OpenSSL's TLS
+        // through memory BIOs, websockets, a worker pool; docs/front-end.md.
+        .target(
+            name: "CEventHTTP",
+            linkerSettings: [
+                .linkedLibrary("uv"), .linkedLibrary("http_parser"), .linkedLibrary("ssl"), .linkedLibrary("crypto"),
+                .linkedLibrary("pthread"),
+            ]),
         // HTTP(S) API compatible with CloudKit Web Services, auth, metrics, and the console (docs/console.md), whose
         // web files (Console/Web) the ConsoleEmbed plugin compiles into the module.
         .target(
             name: "CloudletServer",
             dependencies: [
-                "Cloudlet", "CloudletConcurrency", "CloudletCore", "CloudletWire", "CCivetweb", "COpenSSL", "CivetStack",
+                "Cloudlet", "CloudletConcurrency", "CloudletCore", "CloudletWire", "CEventHTTP", "COpenSSL",
             ],
             exclude: ["Console/Web"],
             plugins: ["ConsoleEmbed"]),
         // Writes the console's web files into a Swift source at build time (for the ConsoleEmbed plugin).
         .executableTarget(name: "console-embed"),
         .plugin(name: "ConsoleEmbed", capability: .buildTool(), dependencies: ["console-embed"]),
-        // Gives civetweb's threads a 4 MiB stack instead of Debian's 100 KiB; see Sources/CivetStack/stack.c.
-        .target(name: "CivetStack", linkerSettings: [.linkedLibrary("dl")]),
-        // A shared object with SONAME libssl.so, which civetweb's dlopen("libssl.so") then picks up. SwiftPM allows
-        // unsafeFlags in root packages only: a package depending on Cloudlet can use CloudletServer, but must build
-        // this library itself (or set CLOUDLET_CIVET_SSL_COMPAT) to serve HTTPS.
-        .target(
-            name: "CivetSSLCompat",
-            linkerSettings: [
-                .linkedLibrary("ssl"), .linkedLibrary("crypto"), .unsafeFlags(["-Xlinker", "-soname=libssl.so"]),
-            ]),
-
         // The cluster (issue 14): the etcd client, the replication driver that runs CloudletReplication's state machine
         // over a store's logs, log shipping between nodes, write forwarding. docs/replication.md.
         .target(
@@ -112,7 +109,7 @@ let package = Package(
             name: "cloudlet",
             dependencies: [
                 "Cloudlet", "CloudletCluster", "CloudletCommandLine", "CloudletConcurrency", "CloudletCore", "CloudletWire",
-                "CloudletServer",
+                "CloudletServer", "CloudletReplication",
             ]),
         .executableTarget(
             name: "cloudlet-tool",
@@ -165,7 +162,7 @@ let package = Package(
             name: "CloudletClusterTests",
             dependencies: [
                 "CloudletCluster", "CloudletClient", "CloudletReplication", "Cloudlet", "CloudletCore", "CloudletWire",
-                "CloudletTestSupport", "cloudlet", "cloudlet-tool",
+                "CloudletTestSupport", "CloudletServer", "cloudlet", "cloudlet-tool",
             ]),
         .testTarget(
             name: "CloudletServerTests",

@@ -30,6 +30,8 @@ let package = Package(
                 .product(name: "CloudletSync", package: "Cloudlet"),
                 // civetweb's websocket client, for the notify workloads.
                 .product(name: "CCivetweb", package: "Cloudlet"),
+                // Child processes and free ports, for replicated-fillsync-concurrent (cloudlet serve, etcd).
+                .product(name: "CloudletTestSupport", package: "Cloudlet"),
                 "CSQLite",
                 "CRocksDB",
             ],

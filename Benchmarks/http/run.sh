@@ -8,7 +8,8 @@
 #
 # Environment: DURATION (seconds per measured run, default 10), WARMUP (default 2), ROUNDS (default 3),
 # CONNECTIONS (default "1 32"), DURABILITY (fsync|os, default fsync), SWIFTPM_FLAGS (e.g. --scratch-path DIR),
-# KEEP=1 keeps the work directory (raw wrk output, access log, data).
+# KEEP=1 keeps the work directory (raw wrk output, access log, data), CLOUDLET_BIN=PATH measures that binary
+# instead of building this checkout (to compare two commits in one session).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,8 +24,12 @@ read -r -a swiftpm_flags <<<"${SWIFTPM_FLAGS:-}"
 "$root/.ci/install-deps" "$here/packages" >&2
 
 cd "$root"
-swift build -c release --product cloudlet ${swiftpm_flags[@]+"${swiftpm_flags[@]}"} >&2
-bin="$(swift build -c release --show-bin-path ${swiftpm_flags[@]+"${swiftpm_flags[@]}"})/cloudlet"
+if [[ -n "${CLOUDLET_BIN:-}" ]]; then
+    bin="$CLOUDLET_BIN"  # an existing build, e.g. another commit's, to compare in the same session
+else
+    swift build -c release --product cloudlet ${swiftpm_flags[@]+"${swiftpm_flags[@]}"} >&2
+    bin="$(swift build -c release --show-bin-path ${swiftpm_flags[@]+"${swiftpm_flags[@]}"})/cloudlet"
+fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/cloudlet-http-bench.XXXXXX")"
 server_pid=""
@@ -44,6 +49,7 @@ url="$(sed -n 's/^listening on //p' "$work/serve.out")"
 [[ -n "$url" ]] || { echo "error: the server did not start; see $work/serve.out" >&2; cat "$work/access.log" >&2; exit 1; }
 api="$(sed -n 's/^ *ckAPIToken: //p' "$work/serve.out")"
 web="$(sed -n 's/^ *ckWebAuthToken: //p' "$work/serve.out")"
+admin="$(sed -n 's/^ *admin credential: //p' "$work/serve.out")"
 db="$url/database/1/iCloud.com.example.app/development/private"
 auth="ckAPIToken=$api&ckWebAuthToken=$web"
 
@@ -52,7 +58,7 @@ curl -sf "$db/records/modify?$auth" \
     -d '{"operations":[{"operationType":"forceReplace","record":{"recordName":"bench-lookup","recordType":"Bench","fields":{"title":{"value":"hello, cloudlet"},"n":{"value":1}}}}]}' \
     >/dev/null
 
-metric() { curl -sf "$url/cloudlet/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+metric() { curl -sf -H "Authorization: Bearer $admin" "$url/cloudlet/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 
 # to_us VALUE: wrk's "123.45us" / "1.23ms" / "1.02s" in microseconds.
 to_us() {

@@ -33,7 +33,8 @@ public struct ClusterConfiguration: Sendable {
     }
 
     /// The etcd keys of this cluster.
-    struct Keys {
+    public struct Keys: Sendable {
+        public init(name: String) { self.init(name) }
         let root: String
         init(_ name: String) { root = "/\(name)/" }
         /// A node's advertised URL, under its node lease.
@@ -41,6 +42,10 @@ public struct ClusterConfiguration: Sendable {
         var nodes: String { root + "nodes/" }
         /// The replica set, fixed once enough nodes registered (no lease).
         var placement: String { root + "placement" }
+        /// `drained/<node>`: the node should not lead while another replica can (no lease: it outlives restarts).
+        var drained: String { root + "drained/" }
+        /// The node that should lead whenever it can (no lease).
+        var preferred: String { root + "preferred" }
         /// A partition's keys: `leader` (under the leader's lease) and `progress/<node>`.
         func partition(_ p: UInt32) -> String { root + "partitions/\(p)/" }
         func leader(_ p: UInt32) -> String { partition(p) + "leader" }

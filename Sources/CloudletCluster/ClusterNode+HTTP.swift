@@ -31,10 +31,6 @@ extension ClusterNode {
         switch request.path {
         case Self.messagePath: return receive(request)
         case Self.statusPath: return HTTPResponse(status: 200, body: Array(statusJSON().serialized().utf8))
-        case "/cloudlet/metrics":
-            var response = next(request)
-            if response.status == 200 { response.body += Array(metricsText().utf8) }
-            return response
         default: break
         }
         guard request.path.hasPrefix("/database/") else { return next(request) }
@@ -51,8 +47,17 @@ extension ClusterNode {
 
     private func receive(_ request: HTTPRequest) -> HTTPResponse {
         guard request.method == "POST" else { return APIError.badRequest("\(Self.messagePath) takes POST").response }
+        guard let opener = authenticator.withLock({ $0 }) else {
+            return Self.unavailable("node \(configuration.node) has not joined cluster \(configuration.name) yet").response
+        }
+        bytesReceived.add(request.body.count, ordering: .relaxed)
+        guard let message = opener.open(request.body) else {
+            return APIError(
+                "AUTHENTICATION_FAILED", "replication message not sealed with the key of cluster \(configuration.name)"
+            ).response
+        }
         let envelope: ReplicaEnvelope
-        do { envelope = try ReplicaEnvelope(decoding: request.body) } catch {
+        do { envelope = try ReplicaEnvelope(decoding: Array(message)) } catch {
             return APIError.badRequest("bad replication message: \(error)").response
         }
         guard replicaSet.withLock({ $0.contains(envelope.from) }) else {
@@ -166,9 +171,10 @@ extension ClusterNode {
 
     // MARK: Status
 
-    /// Per replicated log, in Prometheus text format (appended to `/cloudlet/metrics`): this node's role and
-    /// epoch, its durable and committed LSNs, each replica's lag behind the leader, and the leaderships won here.
-    func metricsText() -> String {
+    /// Per replicated log, in Prometheus text format (``ServerConfiguration/additionalMetrics``: appended to
+    /// `/cloudlet/metrics` and the console's Health page): this node's role and epoch, its durable and committed
+    /// LSNs, each replica's lag behind the leader, and the leaderships won here.
+    public func metricsText() -> String {
         var out = """
             # HELP cloudlet_cluster_leader 1 when this node leads the log.
             # TYPE cloudlet_cluster_leader gauge
@@ -180,6 +186,10 @@ extension ClusterNode {
             # TYPE cloudlet_cluster_replica_lag_lsns gauge
             # HELP cloudlet_cluster_leaderships_total Leaderships this node won since it started.
             # TYPE cloudlet_cluster_leaderships_total counter
+            # HELP cloudlet_cluster_replication_bytes_total Bytes of replication messages this node sent or received.
+            # TYPE cloudlet_cluster_replication_bytes_total counter
+            cloudlet_cluster_replication_bytes_total{direction="sent"} \(bytesSent.load(ordering: .relaxed))
+            cloudlet_cluster_replication_bytes_total{direction="received"} \(bytesReceived.load(ordering: .relaxed))
 
             """
         for (id, driver) in drivers.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {
@@ -209,9 +219,12 @@ extension ClusterNode {
         let parts = drivers.withLock { $0 }.sorted { $0.key < $1.key }.map { id, driver in
             partitionJSON(id, driver.status, replicas: replicas)
         }
+        let wishes = preferences.withLock { $0 }
         return .members([
             "cluster": .string(configuration.name), "node": .string(configuration.node.name),
             "ack": .string(configuration.ackMode.rawValue),
+            "drained": .array(wishes.drained.sorted().map { .string($0.name) }),
+            "preferredLeader": wishes.preferred.map { .string($0.name) },
             "nodes": .array(addresses.keys.sorted().map { .members(["node": .string($0.name), "url": .string(addresses[$0]!)]) }),
             "partitions": .array(parts),
         ])

@@ -2,6 +2,7 @@ import Cloudlet
 import CloudletClient
 import CloudletCore
 import CloudletReplication
+import CloudletServer
 import Foundation
 import Synchronization
 
@@ -29,6 +30,15 @@ public final class ClusterNode: Sendable {
     let replicaSet = Mutex<[NodeID]>([])
     private let loops = Mutex<[Task<Void, Never>]>([])
     private let nodeLease = Mutex<Int64?>(nil)
+    /// Operators' wishes about who leads, as etcd last listed them.
+    let preferences = Mutex(LeadershipPreferences())
+    /// Since when (``now()``) partition 0 has had no leader, as ``mayLead(_:)`` last saw it.
+    let leaderless = Mutex<Millis?>(nil)
+    /// Bytes of replication messages sent to and received from other nodes (sealed, as on the wire).
+    let bytesSent = Atomic<Int>(0)
+    let bytesReceived = Atomic<Int>(0)
+    /// Seals and opens messages between nodes with the cluster's key (from etcd, once the node joined).
+    let authenticator = Mutex<MessageAuthenticator?>(nil)
     private let restartStream: AsyncStream<RestartRequest>
     private let restartContinuation: AsyncStream<RestartRequest>.Continuation
 
@@ -69,6 +79,7 @@ public final class ClusterNode: Sendable {
     public func start() async throws {
         let me = configuration.node
         try await checkClusterIdentity()
+        try await loadClusterKey()
         let ttl = Int((configuration.leaseTTL + 999) / 1000)
         let lease = try await etcd.grantLease(ttl: ttl)
         nodeLease.withLock { $0 = lease }
@@ -104,18 +115,20 @@ public final class ClusterNode: Sendable {
         replicaSet.withLock { $0 = replicas }
         ServerLog.note("cluster \(configuration.name): node \(me), replicas \(replicas.map(\.name).joined(separator: ", ")), ack \(configuration.ackMode.rawValue)")
         var started: [UInt32: PartitionDriver] = [:]
-        let first = PartitionDriver(target: .partition(store.partitions[0]), node: self, replicas: replicas)
+        let first = PartitionDriver(target: .partition(store.partitions[0]), node: self, replicas: replicas) { [weak self] driver in
+            self?.mayLead(driver) ?? false
+        }
         started[0] = first
         // The other partitions' leaders follow partition 0's, so that one node takes every write and the others
         // forward to it (leadership spread over nodes per partition is not done yet).
         for p in store.partitions.dropFirst() {
-            started[p.id] = PartitionDriver(target: .partition(p), node: self, replicas: replicas, shouldLead: { first.isLeader })
+            started[p.id] = PartitionDriver(target: .partition(p), node: self, replicas: replicas, shouldLead: { _ in first.isLeader })
         }
         if let log = store.catalog.log {
             // The catalog's leader follows partition 0's too: a data commit that adds schema needs both on one node.
             started[Catalog.logPartition] = PartitionDriver(
                 target: .catalog(store.catalog, log), node: self, replicas: replicas,
-                shouldLead: { first.isLeader })
+                shouldLead: { _ in first.isLeader })
         }
         for driver in started.values { try driver.start() }
         drivers.withLock { $0 = started }
@@ -164,6 +177,38 @@ public final class ClusterNode: Sendable {
         }
     }
 
+    /// Messages between nodes are sealed with a key created once in etcd (`<prefix>/key`, 32 random bytes as hex):
+    /// only processes that can read the cluster's etcd keys can make messages a node accepts.
+    private func loadClusterKey() async throws {
+        let key = keys.root + "key"
+        _ = try await etcd.create(key, Array(try MessageAuthenticator.newKey().utf8), lease: 0)
+        guard let stored = try await etcd.get(key), let bytes = Self.unhex(stored.value), bytes.count >= 16 else {
+            throw CloudletError(.serviceUnavailable, "etcd at \(etcd.endpoint) holds no usable cluster key at \(key)")
+        }
+        authenticator.withLock { $0 = MessageAuthenticator(key: bytes) }
+    }
+
+    private static func unhex(_ text: [UInt8]) -> [UInt8]? {
+        guard text.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(text.count / 2)
+        var i = 0
+        while i < text.count {
+            guard let hi = hexDigit(text[i]), let lo = hexDigit(text[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
+        }
+        return out
+    }
+
+    private static func hexDigit(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        default: nil
+        }
+    }
+
     private func keepNodeAlive(ttl: Int) async {
         while !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(Int(configuration.leaseTTL / 5)))
@@ -188,6 +233,16 @@ public final class ClusterNode: Sendable {
                     addresses[NodeID(String(kv.key.dropFirst(keys.nodes.count)))] = String(decoding: kv.value, as: UTF8.self)
                 }
                 peers.withLock { $0 = addresses }
+                let wishes = LeadershipPreferences(keys: keys, listing: all)
+                let changed = preferences.withLock { p in
+                    defer { p = wishes }
+                    return p != wishes
+                }
+                if changed {
+                    ServerLog.note(
+                        "cluster \(configuration.name): drained nodes [\(wishes.drained.map(\.name).sorted().joined(separator: ", "))], "
+                            + "preferred leader \(wishes.preferred?.name ?? "none")")
+                }
                 for (id, driver) in drivers.withLock({ $0 }) {
                     let prefix = keys.partition(id)
                     driver.coordinator(all.filter { $0.key.hasPrefix(prefix) })
@@ -199,7 +254,9 @@ public final class ClusterNode: Sendable {
 
     private func tickLoop() async {
         while !Task.isCancelled {
-            for driver in drivers.withLock({ Array($0.values) }) { driver.tick() }
+            let all = drivers.withLock { $0 }
+            if let first = all[0] { observeLeadership(first.status) }
+            for driver in all.values { driver.tick() }
             try? await Task.sleep(for: .milliseconds(Int(configuration.tickInterval)))
         }
     }
@@ -222,10 +279,11 @@ public final class ClusterNode: Sendable {
 
     /// Sends a message to another node (fire and forget: the protocol retries what is lost).
     func send(to: NodeID, _ envelope: ReplicaEnvelope) {
-        guard let url = peers.withLock({ $0[to] }) else { return }
+        guard let url = peers.withLock({ $0[to] }), let sealer = authenticator.withLock({ $0 }) else { return }
         let request = HTTPClientRequest(
             method: "POST", url: url + ClusterNode.messagePath, headers: [("Content-Type", "application/octet-stream")],
-            body: envelope.encoded())
+            body: sealer.seal(envelope.encoded()))
+        bytesSent.add(request.body?.count ?? 0, ordering: .relaxed)
         let transport = peerTransport
         Task { _ = try? await transport.send(request) }
     }

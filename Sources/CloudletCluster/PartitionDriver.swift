@@ -39,7 +39,7 @@ enum ReplicatedLog: Sendable {
     /// Waits until `lsn` is durable here and visible to readers.
     func waitApplied(_ lsn: UInt64) throws {
         switch self {
-        case .partition(let p): try p.log.waitDurableBlocking(lsn)
+        case .partition(let p): try p.waitFollowedDurable(lsn)
         case .catalog(let c, _): try c.waitDurableBlocking(lsn)
         }
     }
@@ -58,7 +58,7 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
     let target: ReplicatedLog
     private let node: ClusterNode
     /// Whether this node should lead this log now (the catalog: only where partition 0 is led).
-    private let shouldLead: @Sendable () -> Bool
+    private let shouldLead: @Sendable (PartitionDriver) -> Bool
     private let state: Mutex<State>
     /// Appends and truncations, in the order the replica asked for them, on one thread at a time.
     private let appender: DispatchQueue
@@ -80,7 +80,7 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         var lastRole: Replica.Role = .follower
     }
 
-    init(target: ReplicatedLog, node: ClusterNode, replicas: [NodeID], shouldLead: @escaping @Sendable () -> Bool = { true }) {
+    init(target: ReplicatedLog, node: ClusterNode, replicas: [NodeID], shouldLead: @escaping @Sendable (PartitionDriver) -> Bool = { _ in true }) {
         id = target.id
         self.target = target
         self.node = node
@@ -113,7 +113,13 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         var history = EpochHistory()
         var next: UInt64 = 1
         while next <= log.durableLSN {
-            let batch = try log.frames(from: next, maxBytes: 8 << 20)
+            let batch: Log.FrameBatch
+            do { batch = try log.frames(from: next, maxBytes: 8 << 20) } catch let e as CloudletError where e.code == .changeTokenExpired {
+                throw CloudletError(
+                    .invalidArguments,
+                    "the log of partition \(log.partition) in \(log.directory) was compacted, and a compacted log cannot be "
+                        + "replicated (the protocol needs every frame's epoch; docs/replication.md, \"Not done yet\"): \(e.message)")
+            }
             guard batch.lastLSN >= batch.firstLSN else { break }
             for frame in try Log.splitVerbatim(batch.bytes, partition: log.partition) {
                 history.record(epoch: frame.epoch, at: frame.lsn)
@@ -174,7 +180,7 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         reportDurable()
         // A leader that should not lead (the catalog's, once partition 0 is led elsewhere) gives its lease up, so
         // that the right node can take over.
-        if isLeader, !shouldLead(), let lease = currentLease {
+        if isLeader, !shouldLead(self), let lease = currentLease {
             feed(.leaseLost(lease: lease))
             let etcd = node.etcd
             Task { try? await etcd.revokeLease(Int64(bitPattern: lease)) }
@@ -249,7 +255,7 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
                 feed(alive ? .leaseRenewed(lease: lease, sentAt: now) : .leaseLost(lease: lease))
             }
         case .campaign(let lease):
-            guard shouldLead() else {
+            guard shouldLead(self) else {
                 feed(.campaignResult(epoch: nil))
                 return
             }
@@ -420,11 +426,13 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         }
     }
 
-    /// Fails every writer still waiting (the node is stopping).
+    /// Fails every writer still waiting (the node is stopping), and those that come to wait later: a write staged
+    /// here and not acknowledged has an unknown outcome now (it must not look committed because nobody waits for it).
     func stop() {
         let waiters = state.withLock { s -> [CheckedContinuation<Void, any Error>] in
             defer { s.admitted = [:] }
             s.stopped = true
+            for lsn in s.admitted.keys where lsn > s.committed { s.abandoned[lsn] = "the node is stopping" }
             return s.admitted.values.flatMap { $0 }
         }
         for w in waiters { w.resume(throwing: Self.unavailable("the node is stopping")) }

@@ -9,7 +9,7 @@ import Glibc
 /// The two bridges between threads that may block and Swift concurrency, whose cooperative pool has one thread per
 /// core and must never block: a blocked cooperative thread stalls every task.
 ///
-/// - ``wait(_:)``: a thread we own (a civetweb worker, a benchmark thread) calls async code and waits for it.
+/// - ``wait(_:)``: a thread we own (a front-end worker, a benchmark thread) calls async code and waits for it.
 /// - ``offload(_:)``: async code runs blocking work (file I/O, fsync, recovery) on a thread outside the pool.
 public enum ThreadBridge {
     /// Runs `body` to completion and returns what it returns (or throws what it throws); the calling thread blocks
@@ -73,7 +73,7 @@ public enum ThreadBridge {
         return try await BlockingThreads.shared.run(work)
     }
 
-    /// Whether the calling thread may block: a thread of our own (a civetweb worker, a benchmark thread, a
+    /// Whether the calling thread may block: a thread of our own (a front-end worker, a benchmark thread, a
     /// partition's writer, the committer), a thread of ``BlockingThreads``, or the first part of a ``wait(_:)`` body —
     /// anything but a task running on the cooperative pool (or on another executor that must not block, such as the
     /// main actor's).

@@ -17,8 +17,8 @@ import Synchronization
 /// try await store.close()
 /// ```
 ///
-/// Requests are served on civetweb's worker threads (``ServerConfiguration/threads``); engine calls go to Swift
-/// tasks. The server never closes the store: stop the server, then close the store.
+/// Connections are held by the event-driven front end (``HTTPListener``); requests run on its worker threads
+/// (``ServerConfiguration/threads``); engine calls go to Swift tasks. The server never closes the store: stop the server, then close the store.
 public final class Server: Sendable {
     public let store: CloudletStore
     public let configuration: ServerConfiguration
@@ -38,8 +38,10 @@ public final class Server: Sendable {
         options.port = configuration.port
         options.threads = configuration.threads
         options.maxBodySize = configuration.maxBodySize
-        options.requestTimeoutMs = configuration.requestTimeoutMilliseconds
+        options.headerTimeoutMs = configuration.headerTimeoutMilliseconds
+        options.bodyTimeoutMs = configuration.requestTimeoutMilliseconds
         options.keepAliveTimeoutMs = configuration.keepAliveTimeoutMilliseconds
+        options.maxConnectionsPerPeer = configuration.maxConnectionsPerPeer
         switch (configuration.tlsCertificatePath, configuration.tlsKeyPath) {
         case (nil, nil): break
         case (let cert?, let key?): options.tls = HTTPListener.TLSFiles(certificate: cert, key: key)
@@ -58,11 +60,8 @@ public final class Server: Sendable {
             handler = router.handle
         }
         listener = HTTPListener(
-            options: options, log: { log("civetweb: " + $0) },
-            onStart: {
-                feed.register($0)
-                changes.register($0)
-            }, handler: handler)
+            options: options, log: { log("http: " + $0) }, webSockets: [feed.endpoint, changes.endpoint],
+            handler: handler)
     }
 
     /// Binds the port and starts serving. - Throws: ``ServerSetupError`` (port in use, bad certificate, no TLS).
@@ -71,8 +70,8 @@ public final class Server: Sendable {
         startAssetCollection()
     }
 
-    /// Stops accepting connections, waits for requests in flight to finish, and returns: in milliseconds, or up to
-    /// about 2 s while clients hold idle keep-alive connections. Idempotent.
+    /// Stops accepting connections, waits for the requests being handled to finish, closes every connection (idle
+    /// keep-alives, long polls, websockets) and returns. Idempotent.
     public func stop() {
         collector.withLock { task in
             task?.cancel()

@@ -10,7 +10,8 @@ public struct ServerConfiguration: Sendable {
     public var tlsCertificatePath: String?
     /// PEM private key for HTTPS.
     public var tlsKeyPath: String?
-    /// Worker threads, i.e. connections served at once (a keep-alive connection holds one while open). Default 64.
+    /// Worker threads: requests handled at once. Connections are not limited by it (an idle keep-alive, a waiting
+    /// long poll or an open websocket holds no thread). Default 64.
     public var threads = 64
     /// Largest request body accepted; larger ones get HTTP 413. Default 16 MiB.
     public var maxBodySize = 16 << 20
@@ -35,15 +36,27 @@ public struct ServerConfiguration: Sendable {
     /// Seconds between the server's asset garbage collections (``CloudletStore/collectAssetGarbage(gracePeriod:)``);
     /// 0 turns them off. Default 1 hour.
     public var assetCollectionInterval: Double = 3600
-    /// A request must arrive whole within this time. Default 30 s.
+    /// The longest pause between two pieces of a request body; a body that stops short is answered 408
+    /// `REQUEST_TIMEOUT` (or fails its upload) after it. Default 30 s.
     public var requestTimeoutMilliseconds = 30_000
-    /// An idle keep-alive connection is closed after this time. Default 5 s.
+    /// A request's line and headers (and, over HTTPS, the TLS handshake before them) must arrive within this time
+    /// of their first byte, else 408 `REQUEST_TIMEOUT` (slowloris). Default 10 s.
+    public var headerTimeoutMilliseconds = 10_000
+    /// An idle keep-alive connection is closed after this time, and so is one whose client stops reading its
+    /// answer for this long. Default 5 s.
     public var keepAliveTimeoutMilliseconds = 5_000
+    /// Connections open at once from one IP address; one more is answered 503 `SERVICE_UNAVAILABLE` and closed.
+    /// 0: no cap. Behind a reverse proxy every client has the proxy's address: raise it or set 0. Default 1,024.
+    public var maxConnectionsPerPeer = 1_024
     /// Sees every request before the router: answers it itself, or hands it on to `next` (the router) and may change
     /// the answer. The cluster (CloudletCluster's `ClusterNode`) forwards writes and serves its own endpoints
     /// through it. Default nil.
     public var interceptor: (@Sendable (HTTPRequest, _ next: (HTTPRequest) -> HTTPResponse) -> HTTPResponse)?
-    /// Where the access log (one line per request, see `RequestLog`) and civetweb's messages go. Default: standard
+    /// More Prometheus text, appended to `/cloudlet/metrics` and to what the console's Health page samples: the
+    /// cluster's replication metrics (`cloudlet serve --cluster` sets it to the node's). Called for every scrape,
+    /// from the request's thread. Default nil.
+    public var additionalMetrics: (@Sendable () -> String)?
+    /// Where the access log (one line per request, see `RequestLog`) and the front end's messages go. Default: standard
     /// error. nil: no access log.
     public var log: (@Sendable (String) -> Void)? = ServerConfiguration.standardError
 

@@ -1,5 +1,6 @@
 import CloudletCluster
 import CloudletCommandLine
+import CloudletReplication
 import CloudletWire
 import Foundation
 
@@ -7,24 +8,48 @@ import Foundation
 enum ClusterCommand {
     static let help = """
         USAGE: cloudlet cluster status [--url URL] [--json]
+               cloudlet cluster drain NODE [--force] [--etcd URL] [--cluster-name NAME]
+               cloudlet cluster undrain NODE [--etcd URL] [--cluster-name NAME]
+               cloudlet cluster promote NODE|--none [--etcd URL] [--cluster-name NAME]
 
-        Asks a node of a cluster (`cloudlet serve --cluster …`) for its view: the nodes and their URLs, and for
-        each replicated log (the data partitions and the catalog) its leader and epoch, this node's role, and
-        every replica's published durable LSN and lag behind the leader (a replica whose lease lapsed is "down").
+        status   asks a node of a cluster (`cloudlet serve --cluster …`) for its view: the nodes and their URLs, and
+                 for each replicated log (the data partitions and the catalog) its leader and epoch, this node's
+                 role, and every replica's published durable LSN and lag behind the leader (a replica whose lease
+                 lapsed is "down").
+        drain    NODE stops leading: it hands its partitions over to another replica and does not campaign while
+                 another undrained replica is live (it still replicates and counts towards quorum). For maintenance:
+                 drain, wait until `status` shows another leader, then stop the node. Refuses to drain the last
+                 undrained replica unless --force.
+        undrain  NODE may lead again.
+        promote  NODE becomes the preferred leader: the leader hands over as soon as NODE has caught up, and the
+                 others do not campaign while NODE is live. `--none` removes the preference.
+        Preferences live in etcd and never leave a partition without a leader: after two lease TTLs without one,
+        any replica campaigns. Writes in flight during a handover get SERVICE_UNAVAILABLE (retry them).
 
         OPTIONS:
-          --url URL   the node to ask (default http://127.0.0.1:8080)
-          --json      the node's answer as JSON
+          --url URL            the node to ask (default http://127.0.0.1:8080)
+          --etcd URL           etcd's client URL (default etcd://127.0.0.1:2379)
+          --cluster-name NAME  the cluster's key prefix in etcd (default cloudlet)
+          --force              drain even the last undrained replica
+          --json               machine-readable output
         """
 
     static func run(_ args: [String]) async throws {
         guard let sub = args.first, sub != "--help", sub != "-h" else {
             print(help)
-            if args.isEmpty { throw UsageError(message: "cluster needs a subcommand: status") }
+            if args.isEmpty { throw UsageError(message: "cluster needs a subcommand: status, drain, undrain or promote") }
             return
         }
-        guard sub == "status" else { throw UsageError(message: "unknown cluster subcommand '\(sub)'; see `cloudlet cluster --help`") }
-        let o = try CommandLineOptions(Array(args.dropFirst()), valued: ["--url"], flags: ["--json"], help: help)
+        let rest = Array(args.dropFirst())
+        switch sub {
+        case "status": try await status(rest)
+        case "drain", "undrain", "promote": try await steer(sub, rest)
+        default: throw UsageError(message: "unknown cluster subcommand '\(sub)'; see `cloudlet cluster --help`")
+        }
+    }
+
+    static func status(_ args: [String]) async throws {
+        let o = try CommandLineOptions(args, valued: ["--url"], flags: ["--json"], help: help)
         let status = try await ClusterStatusClient.fetch(url: o["--url"] ?? "http://127.0.0.1:8080")
         if o.has("--json") {
             print(status.serialized())
@@ -33,10 +58,41 @@ enum ClusterCommand {
         print(render(status))
     }
 
+    /// drain / undrain / promote: writes the preference to etcd and prints the preferences now in force.
+    static func steer(_ sub: String, _ args: [String]) async throws {
+        let o = try CommandLineOptions(
+            args, valued: ["--etcd", "--cluster-name"], flags: ["--json", "--force", "--none"], positional: true, help: help)
+        let admin = ClusterAdmin(etcd: o["--etcd"] ?? "etcd://127.0.0.1:2379", name: o["--cluster-name"] ?? "cloudlet")
+        let node = o.positional.first.map(NodeID.init)
+        if o.positional.count > 1 { throw UsageError(message: "cluster \(sub) takes one node, not \(o.positional.count)") }
+        if node == nil && !(sub == "promote" && o.has("--none")) {
+            throw UsageError(message: "cluster \(sub) needs a node name\(sub == "promote" ? " (or --none)" : "")")
+        }
+        switch sub {
+        case "drain": try await admin.drain(node!, force: o.has("--force"))
+        case "undrain": try await admin.undrain(node!)
+        default: try await admin.promote(o.has("--none") ? nil : node)
+        }
+        let now = try await admin.preferences()
+        let drained = now.drained.map(\.name).sorted()
+        if o.has("--json") {
+            let json: JSONValue = .members([
+                "drained": .array(drained.map { .string($0) }), "preferredLeader": now.preferred.map { .string($0.name) },
+            ])
+            print(json.serialized())
+        } else {
+            print("drained: \(drained.isEmpty ? "none" : drained.joined(separator: ", ")); preferred leader: \(now.preferred?.name ?? "none")")
+        }
+    }
+
     static func render(_ s: JSONValue) -> String {
         var lines: [String] = []
         let name = s["cluster"]?.stringValue ?? "?"
         lines.append("cluster \(name), seen from \(s["node"]?.stringValue ?? "?") (ack \(s["ack"]?.stringValue ?? "?"))")
+        let drained = (s["drained"]?.arrayValue ?? []).compactMap(\.stringValue)
+        if !drained.isEmpty || s["preferredLeader"]?.stringValue != nil {
+            lines.append("  drained: \(drained.isEmpty ? "none" : drained.joined(separator: ", ")); preferred leader: \(s["preferredLeader"]?.stringValue ?? "none")")
+        }
         for n in s["nodes"]?.arrayValue ?? [] {
             lines.append("  node \(n["node"]?.stringValue ?? "?")  \(n["url"]?.stringValue ?? "")")
         }

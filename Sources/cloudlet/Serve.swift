@@ -14,6 +14,8 @@ enum Serve {
                               [--durability fsync|os] [--container ID] [--threads N] [--response-budget BYTES]
                               [--max-asset-size BYTES] [--asset-url-lifetime SECONDS] [--asset-gc-interval SECONDS]
                               [--rate-limit REQUESTS_PER_SECOND [--burst N]] [--user-quota BYTES]
+                              [--max-connections-per-peer N] [--header-timeout MS] [--body-timeout MS]
+                              [--keep-alive-timeout MS]
                               [--cluster etcd://HOST:PORT --node NAME [--advertise URL] [--replicas N]
                                [--ack quorum|leader] [--lease-ttl SECONDS] [--cluster-name NAME]]
 
@@ -29,7 +31,17 @@ enum Serve {
           --durability D      fsync (default): a write is acknowledged once fdatasync'ed;
                               os: once written to the OS (survives a process crash, not a power cut)
           --container ID      on a fresh store, the container of the first API token (default \(defaultContainer))
-          --threads N         worker threads, i.e. connections served at once (default 64)
+          --threads N         worker threads, i.e. requests handled at once (default 64); connections are not
+                              limited by it: idle keep-alives, long polls and websockets hold no thread
+          --max-connections-per-peer N
+                              connections open at once from one IP address (default 1024; 0: no cap); one more
+                              is answered 503. Behind a reverse proxy, raise it or use 0
+          --header-timeout MS a request's line and headers (and an HTTPS handshake) must arrive within MS of
+                              their first byte, else 408 (default 10000)
+          --body-timeout MS   the longest pause inside a request body, else 408 (default 30000)
+          --keep-alive-timeout MS
+                              an idle keep-alive connection, or a client that stops reading its answer, is closed
+                              after MS (default 5000)
           --response-budget BYTES
                               record bytes one response may carry (default 4194304 = 4 MiB; 65536 to 1073741824):
                               query and change pages end early with moreComing / a continuation marker, lookups
@@ -63,7 +75,7 @@ enum Serve {
             valued: Set([
                 "--data", "--host", "--port", "--tls-cert", "--tls-key", "--durability", "--container", "--threads",
                 "--response-budget", "--max-asset-size", "--asset-url-lifetime", "--asset-gc-interval", "--rate-limit", "--burst",
-                "--user-quota",
+                "--user-quota", "--max-connections-per-peer", "--header-timeout", "--body-timeout", "--keep-alive-timeout",
             ] + ServeCluster.options), positional: true, help: help + "\n\n" + ServeCluster.help)
         guard o.positional.isEmpty else { throw UsageError(message: "unexpected argument '\(o.positional[0])'") }
         let dir = o["--data"] ?? StoreAccess.defaultDirectory
@@ -71,6 +83,14 @@ enum Serve {
         config.host = o["--host"] ?? config.host
         config.port = try o.integer("--port", in: 0...65535) ?? config.port
         config.threads = try o.integer("--threads", in: 1...1024) ?? config.threads
+        config.maxConnectionsPerPeer =
+            try o.integer("--max-connections-per-peer", in: 0...1_000_000, "a number of connections") ?? config.maxConnectionsPerPeer
+        config.headerTimeoutMilliseconds =
+            try o.integer("--header-timeout", in: 100...600_000, "milliseconds") ?? config.headerTimeoutMilliseconds
+        config.requestTimeoutMilliseconds =
+            try o.integer("--body-timeout", in: 100...600_000, "milliseconds") ?? config.requestTimeoutMilliseconds
+        config.keepAliveTimeoutMilliseconds =
+            try o.integer("--keep-alive-timeout", in: 100...600_000, "milliseconds") ?? config.keepAliveTimeoutMilliseconds
         config.responseBudget = try o.integer("--response-budget", in: (64 << 10)...(1 << 30), "a number of bytes") ?? config.responseBudget
         config.maxAssetSize = Int64(
             try o.integer("--max-asset-size", in: 1...(1 << 40), "a number of bytes") ?? Int(config.maxAssetSize))

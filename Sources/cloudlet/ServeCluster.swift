@@ -74,6 +74,7 @@ enum ServeCluster {
             let store = try await StoreAccess.open(dir, configuration: storeConfig, hint: "One server per data directory")
             let current = Mutex<ClusterNode?>(nil)
             var serverConfig = config
+            serverConfig.additionalMetrics = { current.withLock { $0 }?.metricsText() ?? "" }
             serverConfig.interceptor = { request, next in
                 guard let node = current.withLock({ $0 }) else {
                     guard request.path.hasPrefix("/database/") || request.path.hasPrefix("/cloudlet/cluster/") else {

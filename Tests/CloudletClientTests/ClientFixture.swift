@@ -38,9 +38,9 @@ final class ClientFixture: Sendable {
         try await ClientFixture(dir: TempDir("cloudlet-client"), configure: configure)
     }
 
-    /// Stops the server on a thread of its own: `stop` waits for civetweb's threads (a long-poll's for up to its
-    /// wait), and a websocket's pusher among them needs the cooperative pool to finish — two fixtures stopping at
-    /// once on the pool's two threads deadlocked, and on Dispatch's threads they starved other tests' offloads.
+    /// Stops the server on a thread of its own: `stop` blocks while the front end's workers finish the requests
+    /// they run, which may need the cooperative pool (two fixtures stopping at once on the pool's two threads
+    /// deadlocked with the earlier front end).
     func shutdown() async {
         let server = self.server
         await onOwnThread { server.stop() }

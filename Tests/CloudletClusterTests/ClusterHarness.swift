@@ -20,6 +20,8 @@ final class ClusterHarness: @unchecked Sendable {
     let http: CurlTransport
     /// `ckAPIToken=…&ckWebAuthToken=…`, printed by the first leader.
     private(set) var auth = ""
+    /// The admin credential the first leader prints (for `/cloudlet/metrics` and the console).
+    private(set) var admin = ""
 
     /// Extra `serve` options of every node (`--ack leader`).
     let extraArguments: [String]
@@ -52,6 +54,7 @@ final class ClusterHarness: @unchecked Sendable {
             }
             if let api = value("ckAPIToken:"), let web = value("ckWebAuthToken:") {
                 auth = "ckAPIToken=\(api)&ckWebAuthToken=\(web)"
+                admin = value("admin credential:") ?? ""
                 return
             }
             try await Task.sleep(for: .milliseconds(100))

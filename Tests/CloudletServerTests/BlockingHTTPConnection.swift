@@ -15,23 +15,13 @@ final class BlockingHTTPConnection {
         let parts = url.replacingOccurrences(of: "http://", with: "").split(separator: ":")
         guard parts.count == 2, let port = UInt16(parts[1]) else { throw Failure(message: "bad URL \(url)") }
         host = String(parts[0])
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Failure(message: "socket: errno \(errno)") }
-        var timeout = timeval(tv_sec: 20, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        do {
+            fd = try RawSocket.connect(port: Int(port), host: host, receiveTimeout: 20)
+        } catch let e as RawSocket.Failure {
+            throw Failure(message: e.message)
+        }
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        inet_pton(AF_INET, host, &addr.sin_addr)
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard rc == 0 else {
-            Glibc.close(fd)
-            throw Failure(message: "connect: errno \(errno)")
-        }
     }
 
     deinit { Glibc.close(fd) }

@@ -1,5 +1,6 @@
 import CloudletWire
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Cloudlet
@@ -223,6 +224,52 @@ struct ConsoleTests {
         #expect(token.status == 404, "\(token)")
     }
 
+    @Test("the Health page's metrics carry the cluster's (replication lag), as /cloudlet/metrics does")
+    func metricsCarryTheClusters() async throws {
+        var config = ServerConfiguration()
+        let lag = #"cloudlet_cluster_replica_lag_lsns{log="0",node="b"} 7"#
+        config.additionalMetrics = { lag + "\n" }
+        let router = try APIRouter(store: try live.store, configuration: config)
+        let (id, _) = try router.authenticator.consoleSessions.create()
+        var console = HTTPRequest(method: "GET", path: "/cloudlet/console/api/metrics")
+        console.cookie = "\(ConsoleHandler.cookieName)=\(id)"
+        var scrape = HTTPRequest(method: "GET", path: "/cloudlet/metrics")
+        scrape.authorization = "Bearer " + (try live.adminToken)
+        for (what, answer) in [("console", ConsoleHandler(router: router).respond(console).1), ("scrape", router.handle(scrape))] {
+            let text = String(decoding: answer.body, as: UTF8.self)
+            #expect(answer.status == 200 && text.contains("cloudlet_store_commits_total"), "\(what): \(text.prefix(200))")
+            #expect(text.contains(lag), "\(what) lacks the additional metrics")
+        }
+    }
+
+    @Test("the record editor's files: an upload URL signed for the admin, and the receipt saves the asset")
+    func assetUploadForTheAdmin() async throws {
+        let s = try await Self.signIn()
+        let base = Self.api + "database/\(Self.container)/development/public/"
+        let name = unique("poster")
+        let urls = try await Self.send(
+            "POST", base + "assets/upload", body: #"{"tokens":[{"recordType":"Poster","fieldName":"image","recordName":"\#(name)"}]}"#,
+            cookie: s.cookie, csrf: s.csrf)
+        let url = try #require(urls.json["tokens"]?.arrayValue?.first?["url"]?.stringValue, "\(urls)")
+        // Without the CSRF token: no upload URL.
+        let refused = try await Self.send(
+            "POST", base + "assets/upload", body: #"{"tokens":[{"recordType":"Poster","fieldName":"image"}]}"#, cookie: s.cookie)
+        #expect(refused.status == 403, "\(refused)")
+        let bytes = Array("console poster".utf8)
+        let up = try await HTTP.send("POST", url, body: bytes)
+        let single = try #require(up.json["singleFile"], "\(up)")
+        var w = JSONWriter()
+        w.value(single)
+        let saved = try await Self.send(
+            "POST", base + "records/modify",
+            body: "{\"operations\":[\(createOp(name, type: "Poster", fields: "\"image\":{\"value\":\(String(decoding: w.bytes, as: UTF8.self))}"))]}",
+            cookie: s.cookie, csrf: s.csrf)
+        let record = try #require(saved.json["records"]?.arrayValue?.first, "\(saved)")
+        #expect(record["serverErrorCode"] == nil, "\(saved)")
+        let asset = record["fields"]?["image"]?["value"]
+        #expect(asset?["size"]?.int64Value == Int64(bytes.count) && asset?["fileChecksum"] == single["fileChecksum"], "\(record)")
+    }
+
     @Test("the change-feed websocket opens only for a console session from the console's own origin")
     func changeFeedNeedsTheSession() async throws {
         let router = try APIRouter(store: try live.store, configuration: ServerConfiguration())
@@ -246,28 +293,51 @@ struct ConsoleTests {
 /// On a server of its own: revoking ends every console session, and held index builds, would disturb the suite above.
 @Suite("Console on a server of its own", .liveServer, .serialized)
 struct ConsoleRevocationTests {
-    @Test("the schema says which fields' indexes are still building")
+    @Test("the schema says which fields' indexes are still building, and how far each build is")
     func schemaShowsIndexBuilds() async throws {
         let s = try await ConsoleTests.signIn()
         let store = try live.store
         let db = try store.container(ConsoleTests.container).database(.public, access: AccessContext(.serverKey("test")))
-        _ = try await db.modify((0..<30).map { .create(Record(recordType: "Shelf", recordName: "s\($0)", fields: ["rank": .int64(Int64($0))])) })
+        let count = IndexBuilder.chunkSize * 2 + 88
+        for start in stride(from: 0, to: count, by: 200) {
+            _ = try await db.modify(
+                (start..<min(start + 200, count)).map { .create(Record(recordType: "Shelf", recordName: "s\($0)", fields: ["rank": .int64(Int64($0))])) })
+        }
         store.indexBuilder.pause()
         let imported = try await ConsoleTests.send(
             "POST", "/cloudlet/console/api/admin/schema/import?container=\(ConsoleTests.container)",
             body: "DEFINE SCHEMA RECORD TYPE Shelf (rank INT64 SORTABLE);", cookie: s.cookie, csrf: s.csrf)
         #expect(imported.status == 200, "\(imported)")
-        func building() async throws -> Bool? {
+        func rank() async throws -> JSONValue? {
             let r = try await ConsoleTests.send("GET", "/cloudlet/console/api/schema?container=\(ConsoleTests.container)", cookie: s.cookie)
             let shelf = r.json["recordTypes"]?.arrayValue?.first { $0["name"]?.stringValue == "Shelf" }
-            return shelf?["fields"]?.arrayValue?.first { $0["name"]?.stringValue == "rank" }?["building"]?.boolValue
+            return shelf?["fields"]?.arrayValue?.first { $0["name"]?.stringValue == "rank" }
         }
-        #expect(try await building() == true)
+        // Queued: building, no progress yet.
+        let queued = try await rank()
+        #expect(queued?["building"]?.boolValue == true && queued?["buildProgress"] == nil, "\(String(describing: queued))")
+        // Halfway: the builder is held after its first chunk.
+        let reached = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        let first = Atomic<Bool>(true)
+        store.indexBuilder.chunkMerged.withLock {
+            $0 = { _ in
+                guard first.exchange(false, ordering: .relaxed) else { return }
+                reached.signal()
+                release.wait()
+            }
+        }
+        defer { store.indexBuilder.chunkMerged.withLock { $0 = nil } }
         store.indexBuilder.resume()
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in DispatchQueue.global().async { reached.wait(); c.resume() } }
+        let halfway = try await rank()
+        release.signal()
+        #expect(halfway?["building"]?.boolValue == true)
+        #expect(halfway?["buildProgress"]?["recordsDone"]?.int64Value == Int64(IndexBuilder.chunkSize), "\(String(describing: halfway))")
+        #expect(halfway?["buildProgress"]?["recordsTotal"]?.int64Value == Int64(count))
         await store.waitForIndexBuilds()
-        let after = try await building()
+        let after = try await rank()
         let pending = try store.container(ConsoleTests.container).indexesBuilding()
-        #expect(after == false, "still building: \(pending)")
+        #expect(after?["building"]?.boolValue == false && after?["buildProgress"] == nil, "still building: \(pending)")
     }
 
     @Test("revoking a token while the server runs ends every console session")
@@ -280,5 +350,57 @@ struct ConsoleRevocationTests {
             "POST", try live.server.url + "/cloudlet/admin/tokens/revoke?id=\(id)", headers: HTTP.bearer(try live.adminToken))
         #expect(revoked.status == 200, "\(revoked)")
         #expect(try await ConsoleTests.send("GET", "/cloudlet/console/api/session", cookie: s.cookie).status == 401)
+    }
+}
+
+/// The console's change view is pushed when a change commits (``CommitSignal``), not polled.
+@Suite("Console change feed", .liveServer)
+struct ConsoleChangeFeedTests {
+    @Test("a commit to the watched zone wakes the feed; each commit wakes it again")
+    func commitsWakeTheFeed() async throws {
+        let store = try live.store
+        let zone = unique("Watched")
+        let signal = CommitSignal(store: store, container: LiveServer.container, environment: .development, zone: zone)
+        defer { signal.cancel() }
+        let db = try store.container(LiveServer.container).privateDatabase(user: "console-feed")
+        let zoneID = ZoneID(zoneName: zone, ownerName: "console-feed")
+        _ = try await db.createZone(zoneID)
+        #expect(await Self.woken(signal), "creating the zone did not wake the feed")
+        _ = try await db.modify([.create(Record(recordType: "Note", recordName: "n1", zoneID: zoneID))])
+        #expect(await Self.woken(signal), "a record saved in the zone did not wake the feed")
+    }
+
+    @Test("which commits concern a feed: its zone's in the container's environment; any of them for the database feed")
+    func whichCommitsMatter() {
+        let db = DatabaseID(container: "iCloud.a", environment: .development, scope: .private, owner: "_u")
+        let other = DatabaseID(container: "iCloud.b", environment: .development, scope: .private, owner: "_u")
+        let inbox = ZoneID(zoneName: "Inbox", ownerName: "_u")
+        let saved = ChangeEvent.recordSaved(db, Record(recordType: "T", recordName: "r", zoneID: inbox))
+        let deleted = ChangeEvent.recordDeleted(db, RecordID(recordName: "r", zoneID: inbox), recordType: "T")
+        for event in [saved, deleted, .zoneCreated(db, inbox), .zoneDeleted(db, inbox)] {
+            #expect(CommitSignal.matches(event, container: "iCloud.a", environment: .development, zone: "Inbox"))
+            #expect(CommitSignal.matches(event, container: "iCloud.a", environment: .development, zone: nil))
+            #expect(!CommitSignal.matches(event, container: "iCloud.a", environment: .development, zone: "Outbox"))
+            #expect(!CommitSignal.matches(event, container: "iCloud.a", environment: .production, zone: nil))
+            #expect(!CommitSignal.matches(event, container: "iCloud.b", environment: .development, zone: "Inbox"))
+        }
+        #expect(!CommitSignal.matches(.recordSaved(other, Record(recordType: "T", recordName: "r", zoneID: inbox)),
+            container: "iCloud.a", environment: .development, zone: "Inbox"))
+    }
+
+    /// Whether the signal fires (the limit only bounds a failing test).
+    static func woken(_ signal: CommitSignal) async -> Bool { await signal.wait(seconds: 30) }
+
+    @Test("a wait with no commit times out, and a commit while nobody waits is kept for the next wait")
+    func waitsTimeOutAndKeepWhatCameMeanwhile() async throws {
+        let store = try live.store
+        let zone = unique("Quiet")
+        let signal = CommitSignal(store: store, container: LiveServer.container, environment: .development, zone: zone)
+        defer { signal.cancel() }
+        #expect(await signal.wait(seconds: 0.05) == false)
+        let db = try store.container(LiveServer.container).privateDatabase(user: "console-feed")
+        _ = try await db.createZone(ZoneID(zoneName: zone, ownerName: "console-feed"))
+        // Nobody waited while the zone was created: the next wait returns at once (the limit only bounds a failure).
+        #expect(await signal.wait(seconds: 30))
     }
 }

@@ -4,7 +4,7 @@ import Testing
 
 @testable import CloudletServer
 
-/// The civetweb wrapper on its own: handler threads, bodies, and stopping.
+/// The listener on its own: handler threads, bodies, and stopping.
 @Suite struct HTTPListenerTests {
     /// Starts a listener on port 0 whose handler answers with `respond`.
     static func listener(maxBody: Int = 1 << 20, _ respond: @escaping @Sendable (HTTPRequest) -> HTTPResponse) throws
@@ -23,7 +23,7 @@ import Testing
         let l = try Self.listener { _ in .text(String(HTTPListener.currentThreadStackSize)) }
         defer { l.stop() }
         let r = try await HTTP.get("http://127.0.0.1:\(l.port)/")
-        // Debian's civetweb alone gives 102400 bytes; see Sources/CivetStack/stack.c.
+        // The workers are made with a 4 MiB stack (the engine's recursion and Swift's frames need more than 100 KiB).
         #expect(Int(r.text) ?? 0 >= HTTPListener.workerStackSize, "\(r)")
         #expect(HTTPListener.workerStackSize == 4 << 20)
     }
@@ -55,7 +55,7 @@ import Testing
         #expect(prefixes.queryParameter("") == "v")
     }
 
-    @Test func stoppingTakesMillisecondsWithoutIdleConnectionsAndAtMostAboutTwoSecondsWithThem() async throws {
+    @Test func stoppingTakesMillisecondsWithOrWithoutIdleConnections() async throws {
         let l = try Self.listener { _ in .text("ok") }
         let r = try await ChildProcess.run("/usr/bin/curl", ["-sS", "http://127.0.0.1:\(l.port)/"])  // closes its connection
         #expect(r.out.first == "ok")
@@ -64,12 +64,12 @@ import Testing
         #expect(ContinuousClock.now - started < .milliseconds(1000))
         l.stop()  // idempotent
 
-        // A keep-alive connection left idle holds a worker in civetweb's 2 s poll quantum.
+        // A keep-alive connection left idle holds no worker: the loop closes it at once.
         let idle = try Self.listener { _ in .text("ok") }
         let connection = try BlockingHTTPConnection("http://127.0.0.1:\(idle.port)")
         #expect(try connection.post("/", "").status == 200)
         started = ContinuousClock.now
         idle.stop()
-        #expect(ContinuousClock.now - started < .milliseconds(3000))
+        #expect(ContinuousClock.now - started < .milliseconds(1000))
     }
 }

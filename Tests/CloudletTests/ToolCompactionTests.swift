@@ -81,6 +81,20 @@ import Testing
         return (records, try await drain(nil), token == nil ? [] : try await drain(token))
     }
 
+    @Test func aClusterNodesStoreIsNotCompactedWithoutForce() async throws {
+        let dir = TempDir("tool-compact-cluster")
+        try await load(dir.path, passes: 0..<2)
+        try "cloudlet\n6f1c\n".write(toFile: dir.path + "/CLUSTER", atomically: true, encoding: .utf8)
+        let refused = try await tool("compact", "--data", dir.path)
+        #expect(refused.code != 0)
+        #expect(refused.stderr.contains("is a node of cluster cloudlet"), "\(refused.stderr)")
+        let before = try await tool("hash", "--data", dir.path, "--json")
+        #expect(try await tool("compact", "--data", dir.path, "--dry-run").code == 0)
+        let forced = try await tool("compact", "--data", dir.path, "--force")
+        #expect(forced.code == 0, "\(forced.stderr)")
+        #expect(try await tool("hash", "--data", dir.path, "--json").stdout == before.stdout)
+    }
+
     @Test func afterTenOverwritePassesCompactComesWithin20PercentOfAFreshLoad() async throws {
         let dir = TempDir("tool-10x")
         let overwritten = dir.sub("overwritten")

@@ -33,6 +33,8 @@ enum WorkloadCatalog {
         var smallAssets = 64
         var largeAssetBytes = 100_000_000
         var largeAssets = 3
+        /// `replicated-fillsync-concurrent`: records per run, over all writers (HTTP, one per request).
+        var replicatedRecords = 6_400
         /// The records `scale` loads (issue 12: 10 M; `--scale-records`).
         var scaleRecords = 10_000_000
         /// The reads `scale` does in the reopened store (issue 12: 1 M; `--scale-reads`).
@@ -48,7 +50,7 @@ enum WorkloadCatalog {
             appendSyncs: 200, seqwriteMiB: 64, fillRecords: 10_000, fillsyncRecords: 100,
             concurrentRecords: 256, storeRecords: 10_000, reads: 10_000, overwrites: 5_000,
             recoverRecords: 10_000, changefeedRecords: 10_000, notifySeconds: 0.5, smallAssets: 16,
-            largeAssetBytes: 16_000_000, largeAssets: 2, scaleRecords: 50_000, scaleReads: 20_000)
+            largeAssetBytes: 16_000_000, largeAssets: 2, replicatedRecords: 640, scaleRecords: 50_000, scaleReads: 20_000)
     }
 
     struct Definition: Sendable {
@@ -170,6 +172,7 @@ enum WorkloadCatalog {
         let all = definitions.filter { !$0.summary.isEmpty }.map { ($0.name, $0.summary) }
             + QueryWorkload.summaries.filter { $0.name != "readrandom" }.map { ($0.name, $0.summary) }
             + ClientWorkloads.summaries.map { ($0.name, $0.summary) }
+            + [(ReplicatedWorkload.listedName, ReplicatedWorkload.summary)]
         return all.map { indent + $0.0.padding(toLength: 21, withPad: " ", startingAt: 0) + $0.1 }.joined(separator: "\n")
     }
 
@@ -187,7 +190,9 @@ enum WorkloadCatalog {
         }
         // The query workloads bring their own data set (QueryFixtures).
         // So do the client's (an in-process server over loopback, and the raw HTTP anchor).
-        return (rows + QueryWorkload.groups(quick: quick, engines: engines) + ClientWorkloads.groups(quick: quick))
+        // And the cluster's (processes: cloudlet serve --cluster, etcd).
+        return (rows + QueryWorkload.groups(quick: quick, engines: engines) + ClientWorkloads.groups(quick: quick)
+            + [ReplicatedWorkload.group(quick: quick, sizes: s)])
             .filter { !$0.isEmpty }
     }
 

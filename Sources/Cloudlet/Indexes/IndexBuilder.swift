@@ -14,6 +14,9 @@ import Synchronization
 /// version it read (a record changed meanwhile was indexed by its commit), writing its index keys. When every chunk is done the indexes are marked ready. Builds run one at
 /// a time on a utility queue; ``stop()`` ends them between chunks (an unfinished index stays building and is built
 /// again after the next open).
+///
+/// A running build counts its progress (``progress(_:)``): before the first chunk it counts the type's record names
+/// in the partition (the type index only, no record is read), then adds each chunk's names as it merges them.
 final class IndexBuilder: Sendable {
     /// One build: the building indexes of a record type in a partition.
     struct Job: Hashable, Sendable {
@@ -31,7 +34,20 @@ final class IndexBuilder: Sendable {
         var waiters: [CheckedContinuation<Void, Never>] = []
         /// Indexes completed since the store opened (for tests and statistics).
         var completed = 0
+        /// The running build's progress.
+        var progress: [Job: Progress] = [:]
     }
+
+    /// How far a running build is: record names of the type walked so far, of how many there were when it started
+    /// (records saved meanwhile are indexed by their commits; `done` never passes `total`).
+    struct Progress: Hashable, Sendable {
+        var done: Int
+        var total: Int
+    }
+
+    /// For tests: called on the builder's queue after each chunk is merged (and ``progress(_:)`` updated), with
+    /// the job; a test may block in it to look at a build halfway.
+    let chunkMerged = Mutex<(@Sendable (Job) -> Void)?>(nil)
 
     private let state = Mutex(State())
     private let dispatch = DispatchQueue(label: "cloudlet.index-build", qos: .utility)
@@ -68,6 +84,13 @@ final class IndexBuilder: Sendable {
     }
 
     var completedBuilds: Int { state.withLock { $0.completed } }
+
+    /// The progress of `job` while it runs; nil while it is queued or once it is done.
+    func progress(_ job: Job) -> Progress? { state.withLock { $0.progress[job] } }
+
+    private func report(_ job: Job, done: Int, total: Int) {
+        state.withLock { $0.progress[job] = Progress(done: min(done, total), total: total) }
+    }
 
     /// Stops building: queued builds are dropped, a running one ends after its current chunk. Returns once nothing
     /// runs.
@@ -115,12 +138,13 @@ final class IndexBuilder: Sendable {
             })
         else { return }
         var finished = 0
-        do { finished = try build(job.type, partition) } catch {
+        do { finished = try build(job, partition) } catch {
             // The indexes stay building: they are built again when the store is next opened. Queries meanwhile
             // scan (development) or say the index is not ready (production).
         }
         let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
             s.running = false
+            s.progress[job] = nil
             s.completed += finished
             guard s.queue.isEmpty else { return [] }
             defer { s.waiters = [] }
@@ -131,7 +155,8 @@ final class IndexBuilder: Sendable {
 
     /// Builds every index of `type` that is building now; returns how many it completed (an index dropped or
     /// redefined meanwhile is not).
-    private func build(_ type: TypeKey, _ p: Partition) throws -> Int {
+    private func build(_ job: Job, _ p: Partition) throws -> Int {
+        let type = job.type
         let (defs, zones) = p.state.withLock { st in
             (
                 st.indexes.building.filter { $0.0.typeKey == type },
@@ -143,6 +168,16 @@ final class IndexBuilder: Sendable {
         func current(_ st: PartitionState) -> [(IndexDefinition, UInt64)] {
             defs.filter { d, at in st.indexes.definitions[d]?.definedAt == at && st.indexes.status(d) == .building }
         }
+        // The names to walk, counted in one read view (for the progress only).
+        guard let start = p.state.withLock({ st in current(st).isEmpty ? nil : st.readView }) else { return 0 }
+        var total = 0
+        for z in zones {
+            let prefix = DirectoryKey.typePrefix(DirectoryKey.zone(z), type.recordType)
+            var cursor = start.keys.indexCursor(LSMKeyRange(lower: prefix, upper: DirectoryKey.successor(prefix)))
+            while try cursor.next() != nil { total += 1 }
+        }
+        var done = 0
+        report(job, done: 0, total: total)
         for z in zones {
             let zone = DirectoryKey.zone(z)
             let prefix = DirectoryKey.typePrefix(zone, type.recordType)
@@ -156,14 +191,18 @@ final class IndexBuilder: Sendable {
                 if let after { range.lower = prefix + after.utf8 + [0] }
                 var cursor = view.keys.indexCursor(range)
                 var chunk: [(name: String, entry: RecordEntry, kept: [FieldValue??])] = []
+                var walked = 0
+                var lastName: String?
                 while chunk.count < Self.chunkSize, let e = try cursor.next() {
                     let name = String(decoding: e.key[prefix.count...], as: UTF8.self)
+                    walked += 1
+                    lastName = name
                     guard let entry = try view.entry(z, name), !entry.deleted else { continue }
                     let stored = try IndexState.storedValues(view.keys, zone, type.recordType, name)
                     chunk.append((name, entry, fields.map { f -> FieldValue?? in stored.flatMap { $0[f] } }))
                 }
-                guard let last = chunk.last else { break }
-                after = last.name
+                guard let lastName else { break }
+                after = lastName
                 let missing = chunk.filter { c in c.kept.contains { $0 == nil } }.map { ($0.name, $0.entry) }
                 let records = try Self.read(missing, zone: z, from: p)
                 var values: [(name: String, point: ChangePoint, values: [String: FieldValue?])] = []
@@ -183,6 +222,9 @@ final class IndexBuilder: Sendable {
                         }
                     }
                 }
+                done += walked
+                report(job, done: done, total: total)
+                chunkMerged.withLock { $0 }?(job)
             }
         }
         return p.state.withLock { st in

@@ -46,6 +46,15 @@ extension Partition {
         if written > 0 { noteCommitted(bytes: written, memtableFull: memtableFull) }
         return last
     }
+
+    /// Waits until the followed frames up to `lsn` are durable here, then hands them to this store's change
+    /// listeners (``CloudletStore/committedChanges(bufferSize:)``: the notification hub, the console's change view),
+    /// as ``waitDurable(_:)`` does for a leader's own commits — without it a follower's listeners would hear nothing
+    /// and its staged changes would pile up. Blocking.
+    package func waitFollowedDurable(_ lsn: UInt64) throws {
+        try log.waitDurableBlocking(lsn)
+        if publisher.isActive { publisher.publish(durable: log.durableLSN) }
+    }
 }
 
 extension CloudletStore {

@@ -148,7 +148,7 @@ package final class Partition: Sendable {
         cache = RecordCache(capacity: configuration.recordCacheSize)
         entryCache = EntryCache(capacity: configuration.entryCacheSize)
         publisher = ChangePublisher(partition: Int(id))
-        compaction = CompactionControl(configuration: configuration.compaction)
+        compaction = CompactionControl(configuration: configuration.effectiveCompaction)
         payloadVersion = configuration.commitPayloadVersion
         checkpointTrigger.reset(bytes: replayedBytes, lastLSN: afterLSN)
         log.onFailure { [id, backgroundErrors] failure in backgroundErrors.record(.flush, in: "partition \(id)", failure) }

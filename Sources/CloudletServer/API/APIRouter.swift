@@ -23,6 +23,8 @@ final class APIRouter: Sendable {
     let limiter: RateLimiter?
     /// Each user's storage quota; nil: none (``ServerConfiguration/userQuota``).
     let quota: UserQuota?
+    /// ``ServerConfiguration/additionalMetrics``.
+    let additionalMetrics: (@Sendable () -> String)?
 
     init(store: CloudletStore, configuration: ServerConfiguration) throws {
         self.store = store
@@ -34,16 +36,36 @@ final class APIRouter: Sendable {
         assets = try AssetTransfer(store: store, configuration: configuration)
         limiter = configuration.rateLimit.map { RateLimiter($0) }
         quota = configuration.userQuota.map { UserQuota(bytes: $0) }
+        additionalMetrics = configuration.additionalMetrics
+    }
+
+    /// The Prometheus text of `/cloudlet/metrics` (and the console's `api/metrics`): the server's and store's
+    /// metrics and ``additionalMetrics``.
+    func metricsResponse() -> HTTPResponse {
+        .text(metrics.render(store: store.statistics) + (additionalMetrics?() ?? ""), contentType: "text/plain; version=0.0.4")
     }
 
     func handle(_ request: HTTPRequest) -> HTTPResponse {
         metrics.begin()
-        let (route, response) = dispatch(request)
+        let (route, first) = dispatch(request)
+        var response = first
+        if let later = response.later {  // counted and logged once answered
+            response.later = { [self] in
+                let answer = await later()
+                finish(request, route: route, status: answer.status)
+                return answer
+            }
+            return response
+        }
+        finish(request, route: route, status: response.status)
+        return response
+    }
+
+    private func finish(_ request: HTTPRequest, route: Route, status: Int) {
         let elapsed = ContinuousClock.now - request.received
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
-        metrics.end(route, status: response.status, seconds: seconds)
-        log?.record(request, status: response.status, seconds: seconds)
-        return response
+        metrics.end(route, status: status, seconds: seconds)
+        log?.record(request, status: status, seconds: seconds)
     }
 
     private func dispatch(_ request: HTTPRequest) -> (Route, HTTPResponse) {
@@ -62,7 +84,7 @@ final class APIRouter: Sendable {
             do { try authenticator.authenticateAdmin(request, for: "/cloudlet/metrics") } catch let e as APIError {
                 return (.metrics, e.response)
             } catch { return (.metrics, APIError("INTERNAL_ERROR", "\(error)").response) }
-            return (.metrics, .text(metrics.render(store: store.statistics), contentType: "text/plain; version=0.0.4"))
+            return (.metrics, metricsResponse())
         case "/cloudlet/signin": return (.signIn, signIn(request))
         case "/cloudlet/auth/refresh": return (.authRefresh, refresh(request))
         case "/cloudlet/notifications/poll": return (.notificationsPoll, courier.poll(request))
@@ -125,20 +147,13 @@ final class APIRouter: Sendable {
                     "AUTHENTICATION_REQUIRED", "\(what) needs a signed-in user: add the ckWebAuthToken query parameter",
                     redirectURL: signInURL(request, container: path.container))
             }
-            var context = try RequestContext(
-                path: path, container: container, principal: principal, body: try body(request, op),
-                responseBudget: responseBudget, baseURL: baseURL(request), assets: assets)
-            context.quota = quota
-            context.credentials = authenticator.credentials
+            let context = try self.context(path, container: container, principal: principal, body: try body(request, op), request: request)
             let bytes = try perform(op, context: context, request: request)
             return (route, HTTPResponse(status: 200, body: bytes))
-        } catch let e as APIError {
+        } catch {
+            let e = APIError(answering: error)
             if e.serverErrorCode == "QUOTA_EXCEEDED" { metrics.quotaExceeded() }
             return (route, e.response)
-        } catch let e as CloudletError {
-            return (route, APIError(e).response)
-        } catch {
-            return (route, APIError("INTERNAL_ERROR", "\(error)").response)
         }
     }
 
@@ -170,6 +185,20 @@ final class APIRouter: Sendable {
         case .recordsAccept: return try SharesHandler(context: context).accept()
         default: preconditionFailure("\(op) is not a database operation")
         }
+    }
+
+    /// The context a database operation runs in, for `principal` on `path`'s database of `container`: the server's
+    /// response budget, asset URLs, users' storage quota and credentials. The CloudKit route builds it after its
+    /// checks; the console for the admin (``ConsoleHandler/context(_:op:user:body:request:)``).
+    func context(
+        _ path: DatabasePath, container: Container, principal: Principal, body: [String: JSONValue], request: HTTPRequest
+    ) throws -> RequestContext {
+        var context = try RequestContext(
+            path: path, container: container, principal: principal, body: body, responseBudget: responseBudget,
+            baseURL: baseURL(request), assets: assets)
+        context.quota = quota
+        context.credentials = authenticator.credentials
+        return context
     }
 
     /// The JSON object in the body; an empty object for operations without a body (and an empty GET).
@@ -249,10 +278,8 @@ final class APIRouter: Sendable {
                 if let expires { w.member("expires", expires) }
             }
             return HTTPResponse(status: 200, body: w.bytes)
-        } catch let e as CloudletError {
-            return APIError(e).response
         } catch {
-            return APIError("INTERNAL_ERROR", "\(error)").response
+            return APIError(answering: error).response
         }
     }
 

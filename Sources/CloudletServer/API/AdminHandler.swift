@@ -32,12 +32,8 @@ struct AdminHandler {
                 throw APIError("BAD_REQUEST", "the request body is \(length) bytes, over the limit", status: 413)
             }
             return try handle(request, route: route, signedIn: signedIn)
-        } catch let e as APIError {
-            return e.response
-        } catch let e as CloudletError {
-            return APIError(e).response
         } catch {
-            return APIError("INTERNAL_ERROR", "\(error)").response
+            return APIError(answering: error).response
         }
     }
 

@@ -105,12 +105,12 @@ final class NotificationCourier: Sendable {
         }
         let store = self.store
         let position = after
-        let batch = (try? ThreadBridge.wait {
-            await store.notifications(
+        // Answered later: the wait holds the connection, not a worker thread.
+        return .later {
+            let batch = await store.notifications(
                 container: inbox.container, environment: inbox.environment, user: inbox.user, after: position,
                 wait: timeout)
-        })
-        guard let batch else { return APIError("INTERNAL_ERROR", "the notification log could not be read").response }
-        return HTTPResponse(status: 200, body: NotificationCoding.encode(batch))
+            return HTTPResponse(status: 200, body: NotificationCoding.encode(batch))
+        }
     }
 }

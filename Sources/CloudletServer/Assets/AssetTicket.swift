@@ -138,7 +138,7 @@ final class AssetSigner: Sendable {
     func verify(_ token: String, kind: AssetTicket.Kind, now: Int64 = AssetSigner.now()) -> Result<AssetTicket, Refusal> {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 2, let payload = Self.unbase64url(parts[0]), let signature = Self.unbase64url(parts[1]),
-            Self.constantTimeEqual(signature, mac(payload)), let ticket = AssetTicket(payload: payload), ticket.kind == kind
+            Secrets.constantTimeEqual(signature, mac(payload)), let ticket = AssetTicket(payload: payload), ticket.kind == kind
         else { return .failure(.notGenuine) }
         guard ticket.expires > now else { return .failure(.expired(at: ticket.expires)) }
         return .success(ticket)
@@ -146,24 +146,7 @@ final class AssetSigner: Sendable {
 
     static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 
-    private func mac(_ data: [UInt8]) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: 32)
-        var length = 0
-        let done = key.withUnsafeBytes { k in
-            data.withUnsafeBytes { d in
-                EVP_Q_mac(
-                    nil, "HMAC", nil, "SHA256", nil, k.baseAddress, k.count, d.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                    d.count, &out, out.count, &length)
-            }
-        }
-        precondition(done != nil && length == 32, "HMAC-SHA256 failed")
-        return out
-    }
-
-    private static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-        guard a.count == b.count else { return false }
-        return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
-    }
+    private func mac(_ data: [UInt8]) -> [UInt8] { Secrets.hmacSHA256(key: key, data) }
 
     static func base64url(_ bytes: [UInt8]) -> String {
         var s = Base64.encode(bytes)

@@ -217,13 +217,7 @@ final class AssetTransfer: Sendable {
         }
     }
 
-    private static func response(_ error: any Error) -> HTTPResponse {
-        switch error {
-        case let e as APIError: return e.response
-        case let e as CloudletError: return APIError(e).response
-        default: return APIError("INTERNAL_ERROR", "\(error)").response
-        }
-    }
+    private static func response(_ error: any Error) -> HTTPResponse { APIError(answering: error).response }
 
     // MARK: - Download
 

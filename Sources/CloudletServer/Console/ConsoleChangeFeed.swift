@@ -1,35 +1,40 @@
+import CloudletConcurrency
 import CloudletWire
 import Cloudlet
 import Foundation
 
 /// The console's live change view, a websocket at
-/// `/cloudlet/console/ws/changes?container=&environment=&database=&user=&zone=[&feed=database]`: once open, every
-/// record saved or deleted in the zone is pushed as a JSON text message — the record as `changes/zone` writes it
+/// `/cloudlet/console/ws/changes?container=&environment=&database=&user=&zone=[&feed=database][&history=1]`: once
+/// open, every record saved or deleted in the zone is pushed as a JSON text message — the record as `changes/zone` writes it
 /// (deletions with `deleted: true`) — or, with `feed=database` (private and shared databases), every zone that
-/// changed as `changes/database` writes it (`{zoneID}`, `{zoneID, deleted: true}`); `{"error": reason}` comes before
-/// the server closes a feed that failed.
+/// changed as `changes/database` writes it (`{zoneID}`, `{zoneID, deleted: true}`). `{"live": true}` comes once the
+/// feed has caught up with the zone — what came before is sent only with `history=1` (each record's latest change,
+/// as the feed keeps them) — and every change committed after it is pushed; `{"error": reason}` comes before the server closes a feed that failed.
 ///
 /// The handshake needs the console's session cookie (SameSite=Strict: a browser sends it only from the console's
 /// own pages) and, when the browser sends an `Origin`, one whose host is the `Host` the request was sent to.
 /// The feed is read with the same `changes/zone` handler as the API, for the admin (``ConsoleHandler/context``):
-/// a pusher thread per connection drains the zone's feed when it opens (only later changes are shown) and then
-/// asks for changes every ``pollSeconds`` (``WebSocketEndpoint`` runs it and closes it).
+/// a pusher task per connection listens to the store's commits (``CommitSignal``), drains the zone's feed when it
+/// opens, and reads it again (on a thread that may block, ``ThreadBridge/offload(_:)``) as soon as a durable commit
+/// touches the zone (or, for the database feed, the container's environment): no polling, and no thread held
+/// while it waits. ``WebSocketEndpoint`` runs the pusher and closes it.
 final class ConsoleChangeFeed: Sendable {
     static let path = ConsoleHandler.prefix + "/ws/changes"
-    static let pollSeconds = 0.5
+    /// How long a pusher waits for a commit before checking whether its connection closed.
+    static let waitSeconds = 0.25
 
     let router: APIRouter
 
     init(router: APIRouter) { self.router = router }
 
-    /// Registers the websocket on a started civetweb context.
-    func register(_ context: OpaquePointer) {
+    /// The websocket endpoint to give the listener.
+    var endpoint: WebSocketEndpoint {
         let router = router
-        WebSocketEndpoint(path: Self.path) { [self] _, request in
+        return WebSocketEndpoint(path: Self.path) { [self] request in
             guard admits(request) else { return nil }
             return { connection in
                 do {
-                    try Self.push(request, router: router, to: connection)
+                    try await Self.push(request, router: router, to: connection)
                 } catch {
                     let reason = (error as? APIError)?.reason ?? (error as? CloudletError)?.message ?? "\(error)"
                     var w = JSONWriter()
@@ -37,7 +42,7 @@ final class ConsoleChangeFeed: Sendable {
                     _ = connection.send(w.bytes)
                 }
             }
-        }.register(context)
+        }
     }
 
     /// Whether handshake `request` may open the feed: a live console session, and a same-origin browser.
@@ -51,14 +56,18 @@ final class ConsoleChangeFeed: Sendable {
     }
 
     /// Drains the feed, then sends each later change until the connection closes.
-    private static func push(_ r: HTTPRequest, router: APIRouter, to connection: WebSocketConnection) throws {
+    private static func push(_ r: HTTPRequest, router: APIRouter, to connection: WebSocketConnection) async throws {
         let wholeDatabase = r.queryParameter("feed") == "database"
+        let history = r.queryParameter("history") == "1"
         let op: Route = wholeDatabase ? .changesDatabase : .changesZone
         let parts = ["1", r.queryParameter("container") ?? "", r.queryParameter("environment") ?? "development",
             r.queryParameter("database") ?? "public", op.rawValue]
         let path = try DatabasePath(DatabasePath.prefix + parts.joined(separator: "/"))
         let zone = r.queryParameter("zone").flatMap { $0.isEmpty ? nil : $0 } ?? "_defaultZone"
         let console = ConsoleHandler(router: router)
+        // Listening before the first read: a commit between that read and the wait still wakes the pusher.
+        let signal = CommitSignal(store: router.store, container: path.container, environment: path.environment, zone: wholeDatabase ? nil : zone)
+        defer { signal.cancel() }
         var token: String?
         var live = false
         while !connection.isClosed {
@@ -72,14 +81,17 @@ final class ConsoleChangeFeed: Sendable {
                 if let token { zoneRequest["syncToken"] = .string(token) }
                 body["zones"] = .array([.object(zoneRequest)])
             }
-            let context = try console.context(path, op: op, user: r.queryParameter("user"), body: body, request: r)
-            let reply = try JSONParser.parse(try router.perform(op, context: context, request: r))
+            let request = body
+            let reply = try await ThreadBridge.offload {
+                let context = try console.context(path, op: op, user: r.queryParameter("user"), body: request, request: r)
+                return try JSONParser.parse(try router.perform(op, context: context, request: r))
+            }
             guard let result = wholeDatabase ? reply : reply["zones"]?.arrayValue?.first else { return }
             if let code = result["serverErrorCode"]?.stringValue {
                 throw APIError(code, result["reason"]?.stringValue ?? code)
             }
             token = result["syncToken"]?.stringValue
-            if live {
+            if live || history {
                 for change in result[wholeDatabase ? "zones" : "records"]?.arrayValue ?? [] {
                     var w = JSONWriter()
                     w.value(change)
@@ -87,8 +99,11 @@ final class ConsoleChangeFeed: Sendable {
                 }
             }
             if result["moreComing"]?.boolValue == true { continue }
-            live = true
-            Thread.sleep(forTimeInterval: pollSeconds)
+            if !live {
+                live = true
+                guard connection.send(Array(#"{"live":true}"#.utf8)) else { return }
+            }
+            while !connection.isClosed, await !signal.wait(seconds: waitSeconds) {}
         }
     }
 }

@@ -27,11 +27,12 @@ struct ConsoleHandler {
     static let cookieName = "cloudlet_console"
     /// Files the sign-in page needs; every other file needs a session.
     static let publicFiles: Set<String> = ["console.css", "signin.js"]
-    /// The database operations the console may perform (no tokens, users or asset uploads: those are a user's).
+    /// The database operations the console may perform (not notification tokens or user discovery: those are a
+    /// user's client's). `assets/upload` gives upload URLs for the record editor's files, signed for the admin.
     static let databaseOperations: Set<Route> = [
         .recordsModify, .recordsLookup, .recordsQuery, .recordsCount, .zonesList, .zonesLookup, .zonesModify,
         .changesZone, .changesDatabase, .recordsChanges, .zonesChanges, .subscriptionsList, .subscriptionsLookup,
-        .subscriptionsModify,
+        .subscriptionsModify, .assetsUpload,
     ]
 
     let router: APIRouter
@@ -47,13 +48,7 @@ struct ConsoleHandler {
         let sub = String(rest.dropFirst())
         if sub.hasPrefix("api/") {
             var response: HTTPResponse
-            do { response = try api(String(sub.dropFirst(4)), request) } catch let e as APIError {
-                response = e.response
-            } catch let e as CloudletError {
-                response = APIError(e).response
-            } catch {
-                response = APIError("INTERNAL_ERROR", "\(error)").response
-            }
+            do { response = try api(String(sub.dropFirst(4)), request) } catch { response = APIError(answering: error).response }
             response.headers.append(("Cache-Control", "no-store"))
             return (.consoleAPI, response)
         }
@@ -133,7 +128,7 @@ struct ConsoleHandler {
         case "schema":
             return try schema(request)
         case "metrics":
-            return .text(router.metrics.render(store: router.store.statistics), contentType: "text/plain; version=0.0.4")
+            return router.metricsResponse()
         default:
             if path.hasPrefix("admin/"), let route = Route(rawValue: "cloudlet/" + path), route.rawValue.hasPrefix("cloudlet/admin/") {
                 return AdminHandler(store: router.store, authenticator: router.authenticator).respond(request, route: route, signedIn: true)
@@ -177,7 +172,7 @@ struct ConsoleHandler {
     }
 
     /// `api/schema`: `{environment, roles, recordTypes: [{name, fields: [{name, type, queryable, sortable, searchable,
-    /// building}],
+    /// building, buildProgress?: {recordsDone, recordsTotal}}],
     /// grants: [{role, permissions}], systemIndexes: [{name, queryable, sortable, searchable}]}]}` (`permissions` as the
     /// schema language writes them, `READ, WRITE`; the public database's grants, CloudKit's defaults when none were set).
     private func schema(_ request: HTTPRequest) throws -> HTTPResponse {
@@ -191,7 +186,7 @@ struct ConsoleHandler {
         }
         let types = container.schema(environment: environment)
         let security = container.securityPolicy(environment: environment)
-        let building = Dictionary(grouping: container.indexesBuilding(environment: environment), by: \.recordType)
+        let building = Dictionary(grouping: container.indexBuilds(environment: environment), by: \.recordType)
         func flags(_ w: inout JSONWriter, _ f: IndexFlags) {
             w.member("queryable", f.contains(.queryable))
             w.member("sortable", f.contains(.sortable))
@@ -213,7 +208,15 @@ struct ConsoleHandler {
                                     w.member("name", name)
                                     w.member("type", t.fields[name]!.description)
                                     flags(&w, t.indexes[name] ?? [])
-                                    w.member("building", building[t.name]?.contains { $0.field == name } ?? false)
+                                    let build = building[t.name]?.first { $0.field == name }
+                                    w.member("building", build != nil)
+                                    if let build, let total = build.recordsTotal {
+                                        w.key("buildProgress")
+                                        w.object { w in
+                                            w.member("recordsDone", Int64(build.recordsDone))
+                                            w.member("recordsTotal", Int64(total))
+                                        }
+                                    }
                                 }
                             }
                         }
@@ -272,11 +275,7 @@ struct ConsoleHandler {
         } else if op == .subscriptionsList || op == .subscriptionsLookup || op == .subscriptionsModify {
             throw APIError.badRequest("subscriptions belong to a user: pick one (user=NAME)")
         }
-        var context = try RequestContext(
-            path: path, container: container, principal: principal, body: body,
-            responseBudget: router.responseBudget, baseURL: router.baseURL(request), assets: router.assets)
-        context.credentials = router.authenticator.credentials
-        return context
+        return try router.context(path, container: container, principal: principal, body: body, request: request)
     }
 
     private func requireMethod(_ method: String, _ request: HTTPRequest, _ what: String) throws {

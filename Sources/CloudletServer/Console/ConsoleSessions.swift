@@ -4,8 +4,13 @@ import Synchronization
 /// The console's signed-in sessions, in memory: a session ID (the cookie's value) → its CSRF token and expiry.
 ///
 /// A session is made only from an admin credential (``ConsoleHandler``); it lasts ``lifetime`` seconds from sign-in
-/// and ends at sign-out or when the server stops (sessions are not persisted: a restart signs everyone out).
-/// Only SHA-256 fingerprints of session IDs are kept, like every other secret of the server.
+/// and ends at sign-out, when any token is revoked, or when the server stops. Only SHA-256 fingerprints of session
+/// IDs are kept, like every other secret of the server.
+///
+/// Kept in memory on purpose (docs/console.md, *Sign-in, session and CSRF*): a session is a full admin credential
+/// for 12 hours, so a restart is the operator's way to end every one at once; none is ever written to the data
+/// directory, its backups or (through the catalog) the other nodes of a cluster; and signing in costs no durable
+/// write. What it costs — signing in again after a restart — the page softens: it comes back to where it was.
 final class ConsoleSessions: Sendable {
     /// How long a session lasts from sign-in: 12 hours.
     static let lifetime: Double = 12 * 3600

@@ -1,14 +1,15 @@
-import CCivetweb
+import CEventHTTP
 import COpenSSL
-import CivetStack
 import Foundation
 import Synchronization
 
-/// An HTTP(S) listener on civetweb: civetweb's worker threads read each request, call ``handler`` and write the
-/// response it returns, with keep-alive and `TCP_NODELAY`.
+/// An HTTP(S) listener on the event-driven front end (`Sources/CEventHTTP`, libuv + http-parser + OpenSSL): one
+/// loop thread holds every connection, so an idle keep-alive, a waiting long poll or an open websocket holds no
+/// thread; complete requests run ``handler`` on a bounded pool of ``Options/threads`` worker threads.
 ///
-/// Handlers run on civetweb's own threads (one per connection being served), never on Swift's cooperative pool,
-/// so they may block; see ``ThreadBridge/wait(_:)`` for calling async code from them.
+/// Handlers may block (see ``ThreadBridge/wait(_:)`` for calling async code from them); a handler that has to wait
+/// for something answers with ``HTTPResponse/later(_:)`` instead, which frees its worker. Malformed requests, slow
+/// clients and timeouts are answered by the loop with a CloudKit-shaped JSON error; see docs/front-end.md.
 final class HTTPListener: Sendable {
     /// Certificate and key files for HTTPS.
     struct TLSFiles: Sendable {
@@ -19,328 +20,296 @@ final class HTTPListener: Sendable {
     }
 
     struct Options: Sendable {
-        /// Address to bind: an IPv4 address (civetweb is built without IPv6).
+        /// Address to bind: IPv4 or IPv6.
         var host = "127.0.0.1"
         /// 0 picks a free port; see ``HTTPListener/port``.
         var port = 8080
         var tls: TLSFiles?
-        /// Worker threads: the most connections served at once (a keep-alive connection holds one).
+        /// Worker threads: the most requests handled at once. Connections are not limited by it.
         var threads = 64
         /// Larger bodies are not kept: the handler sees ``HTTPRequest/oversizedBodyLength``.
         var maxBodySize = 16 << 20
         /// Requests under this path have their bodies read by the handler (``HTTPRequest/bodyStream``), whatever
         /// their size: asset uploads.
         var streamedPathPrefix: String?
-        var requestTimeoutMs = 30_000
+        /// From a request's first byte (or a TLS handshake's) to the end of its headers; then 408.
+        var headerTimeoutMs = 10_000
+        /// The longest pause between two pieces of a request body; then 408.
+        var bodyTimeoutMs = 30_000
+        /// How long a keep-alive connection may wait for its next request, and a stalled write for the client
+        /// to read.
         var keepAliveTimeoutMs = 5_000
+        /// Open connections from one address; more are answered 503 and closed. 0: no cap.
+        var maxConnectionsPerPeer = 1_024
+        /// Header lines in one request, and bytes of its request line and headers; more are answered 431.
+        var maxHeaderCount = 100
+        var maxHeaderBytes = 32 << 10
+        /// Bytes queued for one connection: a streamed download waits above it, a websocket client that does not
+        /// read that much is closed.
+        var outputBufferBytes = 1 << 20
     }
 
     let options: Options
     let handler: @Sendable (HTTPRequest) -> HTTPResponse
-    /// Registers more handlers (websockets) on the started civetweb context.
-    let onStart: (@Sendable (OpaquePointer) -> Void)?
-    /// Where civetweb's own messages (TLS handshake failures, socket errors) go.
+    /// Websocket paths (``WebSocketEndpoint``): a handshake on one of them goes to its endpoint.
+    let webSockets: [WebSocketEndpoint]
+    /// Where the front end's own messages (TLS handshake failures, accept errors) go.
     let log: @Sendable (String) -> Void
     private let state = Mutex(State())
 
-    /// civetweb's `mg_context*`. `@unchecked Sendable`: civetweb's context functions are thread-safe, and `state`'s
-    /// lock makes sure only one thread takes it out to stop it.
-    private struct Context: @unchecked Sendable {
-        let pointer: OpaquePointer
+    /// The C server and TLS context. `@unchecked Sendable`: used by one thread at a time under `state`'s lock
+    /// (start and stop); the C server is thread-safe otherwise.
+    private struct Running: @unchecked Sendable {
+        let server: OpaquePointer
+        let tls: OpaquePointer?
     }
 
     private struct State: ~Copyable {
-        var context: Context?
+        var running: Running?
         var port = 0
         var retained: Unmanaged<HTTPListener>?
-        var tlsError: String?
-        var stopping = false
     }
 
     init(
-        options: Options, log: @escaping @Sendable (String) -> Void,
-        onStart: (@Sendable (OpaquePointer) -> Void)? = nil,
+        options: Options, log: @escaping @Sendable (String) -> Void, webSockets: [WebSocketEndpoint] = [],
         handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse
     ) {
         self.options = options
         self.log = log
-        self.onStart = onStart
+        self.webSockets = webSockets
         self.handler = handler
     }
 
     /// The port bound (the real one when ``Options/port`` was 0); 0 before ``start()``.
     var port: Int { state.withLock { $0.port } }
 
-    /// The stack size of civetweb's threads, which run the handlers (Debian's civetweb alone would give 100 KiB).
-    static var workerStackSize: Int { Int(civet_min_stack_size()) }
+    /// The stack size of the worker threads, which run the handlers.
+    static let workerStackSize = 4 << 20
 
     /// The stack size of the calling thread.
-    static var currentThreadStackSize: Int { Int(civet_current_thread_stack_size()) }
+    static var currentThreadStackSize: Int { Int(eh_current_thread_stack_size()) }
 
     /// Binds and starts serving. - Throws: ``ServerSetupError`` naming what failed (port in use, bad certificate).
     func start() throws {
-        if options.tls != nil, case .failure(let e) = CivetLibrary.tls { throw e }
-        _ = CivetLibrary.tls
+        let tls = try options.tls.map { try TLSContext.make($0) }
         let me = Unmanaged.passRetained(self)
-        let listening = "\(options.host):\(options.port)\(options.tls != nil ? "s" : "")"
-        var config = [
-            "listening_ports", listening,
-            "num_threads", String(options.threads),
-            "enable_keep_alive", "yes",
-            "keep_alive_timeout_ms", String(options.keepAliveTimeoutMs),
-            "request_timeout_ms", String(options.requestTimeoutMs),
-            "tcp_nodelay", "1",
-            "listen_backlog", "1024",
-            "connection_queue", String(max(options.threads, 64)),
-        ]
-        if options.tls != nil { config += ["ssl_protocol_version", "4"] }  // TLS 1.2 and later
-        let cStrings = config.map { strdup($0) } + [nil]
-        defer { for p in cStrings { free(p) } }
-
-        var callbacks = mg_callbacks()
-        callbacks.log_message = logTrampoline
-        if options.tls != nil { callbacks.init_ssl = initSSLTrampoline }
-
-        var errorCode: UInt32 = 0
-        var errorText = [CChar](repeating: 0, count: 512)
-        let context: OpaquePointer? = cStrings.withUnsafeBufferPointer { options in
-            withUnsafePointer(to: &callbacks) { cb in
-                withUnsafeMutablePointer(to: &errorCode) { code in
-                    errorText.withUnsafeMutableBufferPointer { text in
-                        var initData = mg_init_data(
-                            callbacks: cb, user_data: me.toOpaque(),
-                            configuration_options: UnsafeMutableRawPointer(mutating: options.baseAddress!)
-                                .assumingMemoryBound(to: UnsafePointer<CChar>?.self))
-                        var errorData = mg_error_data(code: code, text: text.baseAddress, text_buffer_size: text.count)
-                        return mg_start2(&initData, &errorData)
-                    }
-                }
+        var server: OpaquePointer?
+        var error = [CChar](repeating: 0, count: 256)
+        let status = options.host.withCString { host in
+            withOptionalCString(options.streamedPathPrefix) { prefix in
+                var config = eh_config()
+                config.host = host
+                config.port = Int32(options.port)
+                config.workers = Int32(options.threads)
+                config.worker_stack = Self.workerStackSize
+                config.max_body = options.maxBodySize
+                config.streamed_prefix = prefix
+                config.header_timeout_ms = Int32(options.headerTimeoutMs)
+                config.body_timeout_ms = Int32(options.bodyTimeoutMs)
+                config.idle_timeout_ms = Int32(options.keepAliveTimeoutMs)
+                config.max_connections_per_peer = Int32(options.maxConnectionsPerPeer)
+                config.max_header_count = options.maxHeaderCount
+                config.max_header_bytes = options.maxHeaderBytes
+                config.output_cap = options.outputBufferBytes
+                config.tls_context = tls.map { UnsafeMutableRawPointer($0) }
+                config.on_request = requestTrampoline
+                config.on_log = logTrampoline
+                config.user = me.toOpaque()
+                return error.withUnsafeMutableBufferPointer { eh_server_start(&config, &server, $0.baseAddress, $0.count) }
             }
         }
-        guard let context else {
+        guard status == 0, let server else {
             me.release()
-            let civet = errorText.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-            let tls = state.withLock { $0.tlsError }
-            throw ServerSetupError("cannot listen on \(listening): \(tls ?? civet) (civetweb error \(errorCode))")
+            if let tls { SSL_CTX_free(tls) }
+            let reason = error.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            throw ServerSetupError("cannot listen on \(options.host):\(options.port): \(reason)")
         }
-        var ports = [mg_server_port](repeating: mg_server_port(), count: 4)
-        let n = mg_get_server_ports(context, Int32(ports.count), &ports)
-        let bound = n > 0 ? Int(ports[0].port) : options.port
-        mg_set_request_handler(context, "/", requestTrampoline, me.toOpaque())
-        onStart?(context)
         state.withLock {
-            $0.context = Context(pointer: context)
-            $0.port = bound
+            $0.running = Running(server: server, tls: tls)
+            $0.port = Int(eh_server_port(server))
             $0.retained = me
         }
     }
 
-    /// Stops accepting, lets requests being served finish, and returns when every worker thread has exited:
-    /// within milliseconds, except that a worker waiting on an idle keep-alive connection notices only at the end
-    /// of civetweb's 2 s poll quantum (civetweb offers no way to reach that socket). Idempotent.
+    /// Stops accepting, lets the requests being handled finish (their answers are sent), closes every connection
+    /// (keep-alives, long polls, websockets) and returns. Idempotent.
     func stop() {
-        let (context, retained, port) = state.withLock { s -> (Context?, Unmanaged<HTTPListener>?, Int) in
+        let (running, retained) = state.withLock { s -> (Running?, Unmanaged<HTTPListener>?) in
             defer {
-                s.context = nil
+                s.running = nil
                 s.retained = nil
-                s.stopping = true
             }
-            return (s.context, s.retained, s.port)
+            return (s.running, s.retained)
         }
-        guard let context else { return }
-        // civetweb's master thread notices the stop flag only when its poll() returns: every 2 s, or when a
-        // connection arrives. Poke it with connections until mg_stop returns, so stopping takes milliseconds.
-        let done = StopFlag()
-        let host = options.host == "0.0.0.0" ? "127.0.0.1" : options.host
-        let waker = Thread {
-            while !done.isSet {
-                Self.poke(host: host, port: port)
-                usleep(20_000)
-            }
-        }
-        waker.start()
-        mg_stop(context.pointer)
-        done.set()
+        guard let running else { return }
+        eh_server_stop(running.server)
+        if let tls = running.tls { SSL_CTX_free(tls) }
         retained?.release()
     }
 
-    /// Opens and closes a TCP connection to wake the listener.
-    private static func poke(host: String, port: Int) {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return }
-        defer { close(fd) }
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = in_port_t(UInt16(port).bigEndian)
-        guard inet_pton(AF_INET, host, &addr.sin_addr) == 1 else { return }
-        _ = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    // MARK: - Called on worker threads
+
+    fileprivate func serve(_ raw: UnsafeMutablePointer<eh_request>) {
+        let r = raw.pointee
+        guard let conn = r.conn else { return }
+        var request = HTTPRequest.from(r)
+        if r.upgrade != 0, let endpoint = webSockets.first(where: { $0.path == request.path }) {
+            endpoint.handshake(request, connection: conn, listener: self)
+            return
         }
-    }
-
-    // MARK: - Called on civetweb's threads
-
-    fileprivate func serve(_ conn: OpaquePointer) -> Int32 {
-        let received = ContinuousClock.now
-        guard let info = mg_get_request_info(conn) else { return 500 }
-        let ri = info.pointee
-        let declared = ri.content_length
-        var request = HTTPRequest(
-            method: ri.request_method.map { String(cString: $0) } ?? "GET",
-            path: (ri.local_uri ?? ri.request_uri).map { String(cString: $0) } ?? "/",
-            query: ri.query_string.map { String(cString: $0) } ?? "",
-            host: mg_get_header(conn, "Host").map { String(cString: $0) },
-            serverKeyID: mg_get_header(conn, "X-Apple-CloudKit-Request-KeyID").map { String(cString: $0) },
-            remoteAddress: withUnsafeBytes(of: info.pointee.remote_addr) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            },
-            isTLS: ri.is_ssl != 0, received: received)
-        request.range = mg_get_header(conn, "Range").map { String(cString: $0) }
-        request.authorization = mg_get_header(conn, "Authorization").map { String(cString: $0) }
-        request.serverKeyDate = mg_get_header(conn, "X-Apple-CloudKit-Request-ISO8601Date").map { String(cString: $0) }
-        request.serverKeySignature = mg_get_header(conn, "X-Apple-CloudKit-Request-SignatureV1").map { String(cString: $0) }
-        request.cookie = mg_get_header(conn, "Cookie").map { String(cString: $0) }
-        request.csrfToken = mg_get_header(conn, "X-Cloudlet-CSRF").map { String(cString: $0) }
-        var drained = true
-        if let prefix = options.streamedPathPrefix, request.path.hasPrefix(prefix) {
-            let chunked = declared < 0 && mg_get_header(conn, "Transfer-Encoding") != nil
-            let stream = HTTPBodyStream(connection: conn, declaredLength: chunked ? nil : max(declared, 0))
+        var drained = r.oversized == 0
+        if r.streamed != 0 {
+            let stream = HTTPBodyStream(request: raw, declaredLength: r.chunked != 0 ? nil : max(r.declared_length, 0))
             request.bodyStream = stream
             var response = handler(request)
             if !stream.finished { response.closeConnection = true }
-            return write(response, to: conn)
+            write(response, to: conn, request: request, keepAlive: r.keep_alive != 0)
+            return
         }
-        if declared > Int64(options.maxBodySize) {
-            request.oversizedBodyLength = declared
-            // Read and drop a moderately oversized body so the client sees our 413 rather than a reset
-            // connection; a huge one is not worth reading.
-            drained = declared <= 4 * Int64(options.maxBodySize) && discard(conn, Int(declared))
-        } else {
-            switch readBody(conn, declared: declared) {
-            case .success(let body): request.body = body
-            case .failure(let tooLarge):
-                request.oversizedBodyLength = tooLarge.length
-                drained = false
-            }
-        }
+        if r.oversized != 0 { request.oversizedBodyLength = r.oversized_length }
         var response = handler(request)
+        if r.upgrade != 0 { drained = false }
         if !drained { response.closeConnection = true }
-        return write(response, to: conn)
+        write(response, to: conn, request: request, keepAlive: r.keep_alive != 0)
     }
 
-    private struct BodyTooLarge: Error { var length: Int64 }
-
-    /// Reads the body: straight into an array of the declared length, or (chunked) in pieces up to the limit.
-    private func readBody(_ conn: OpaquePointer, declared: Int64) -> Result<[UInt8], BodyTooLarge> {
-        if declared >= 0 {
-            var body = [UInt8](repeating: 0, count: Int(declared))
-            var got = 0
-            while got < body.count {
-                let n = body.withUnsafeMutableBytes { mg_read(conn, $0.baseAddress! + got, $0.count - got) }
-                if n <= 0 { break }
-                got += Int(n)
+    /// Sends `response` (status, headers and body in one write where the body is in memory); an answer given
+    /// ``HTTPResponse/later(_:)`` is awaited on a task, holding the connection but no thread.
+    func write(_ response: HTTPResponse, to conn: OpaquePointer, request: HTTPRequest, keepAlive: Bool) {
+        if let later = response.later {
+            let held = HeldConnection(conn)
+            Task.detached {
+                var answer = await later()
+                answer.closeConnection = answer.closeConnection || response.closeConnection
+                self.write(answer, to: held.pointer, request: request, keepAlive: keepAlive)
+                _ = held
             }
-            body.removeLast(body.count - got)  // the client sent less than it announced
-            return .success(body)
+            return
         }
-        guard mg_get_header(conn, "Transfer-Encoding") != nil else { return .success([]) }  // no body at all
-        var body: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16 << 10)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { mg_read(conn, $0.baseAddress, $0.count) }
-            if n <= 0 { break }
-            if body.count + Int(n) > options.maxBodySize { return .failure(BodyTooLarge(length: Int64(body.count) + Int64(n))) }
-            body.append(contentsOf: chunk[0..<Int(n)])
-        }
-        return .success(body)
-    }
-
-    private func discard(_ conn: OpaquePointer, _ length: Int) -> Bool {
-        var left = length
-        var chunk = [UInt8](repeating: 0, count: 64 << 10)
-        while left > 0 {
-            let n = chunk.withUnsafeMutableBytes { mg_read(conn, $0.baseAddress, min($0.count, left)) }
-            if n <= 0 { return false }
-            left -= Int(n)
-        }
-        return true
-    }
-
-    private func write(_ response: HTTPResponse, to conn: OpaquePointer) -> Int32 {
-        if response.closeConnection { mg_disable_keep_alive(conn) }
-        mg_response_header_start(conn, Int32(response.status))
-        mg_response_header_add(conn, "Content-Type", response.contentType, -1)
+        let close = response.closeConnection || !keepAlive
+        var head = "HTTP/1.1 \(response.status) \(Self.reasonPhrase(response.status))\r\n"
+        head += "Content-Type: \(response.contentType)\r\n"
         let length = response.stream?.length ?? Int64(response.body.count)
-        mg_response_header_add(conn, "Content-Length", String(length), -1)
-        for (name, value) in response.headers { mg_response_header_add(conn, name, value, -1) }
-        mg_response_header_send(conn)
+        head += "Content-Length: \(length)\r\n"
+        for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
+        if request.isTLS { head += "Strict-Transport-Security: max-age=31536000\r\n" }
+        if close { head += "Connection: close\r\n" }
+        head += "\r\n"
+        let end = Int32(EH_END) | (close ? Int32(EH_CLOSE) : 0)
+        let sendBody = request.method != "HEAD"
         if let stream = response.stream {
-            stream.write { bytes in bytes.isEmpty || mg_write(conn, bytes.baseAddress, bytes.count) > 0 }
-        } else if !response.body.isEmpty {
-            _ = response.body.withUnsafeBytes { mg_write(conn, $0.baseAddress, $0.count) }
+            var bytes = Array(head.utf8)
+            _ = bytes.withUnsafeBytes { eh_conn_respond(conn, $0.baseAddress, $0.count, Int32(EH_WAIT)) }
+            if sendBody {
+                stream.write { piece in
+                    piece.isEmpty || eh_conn_respond(conn, piece.baseAddress, piece.count, Int32(EH_WAIT)) == 1
+                }
+            }
+            bytes = []
+            _ = eh_conn_respond(conn, nil, 0, end)
+            return
         }
-        return Int32(response.status)
+        var bytes = Array(head.utf8)
+        if sendBody { bytes += response.body }
+        _ = bytes.withUnsafeBytes { eh_conn_respond(conn, $0.baseAddress, $0.count, end) }
     }
 
-    fileprivate func civetMessage(_ message: String) {
-        if state.withLock({ $0.stopping }) { return }
-        log(message.trimmingCharacters(in: .whitespacesAndNewlines))
+    static func reasonPhrase(_ status: Int) -> String {
+        switch status {
+        case 101: "Switching Protocols"
+        case 200: "OK"
+        case 201: "Created"
+        case 204: "No Content"
+        case 206: "Partial Content"
+        case 301: "Moved Permanently"
+        case 302: "Found"
+        case 303: "See Other"
+        case 304: "Not Modified"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 409: "Conflict"
+        case 412: "Precondition Failed"
+        case 413: "Payload Too Large"
+        case 416: "Range Not Satisfiable"
+        case 421: "Misdirected Request"
+        case 429: "Too Many Requests"
+        case 500: "Internal Server Error"
+        case 503: "Service Unavailable"
+        default: "Status"
+        }
     }
 
-    /// Loads the certificate and key into civetweb's `SSL_CTX`; 1 on success, -1 (and a reason kept for
-    /// ``start()``) on failure.
-    fileprivate func configureTLS(_ ctx: OpaquePointer) -> Int32 {
-        guard let files = options.tls else { return 0 }
+    fileprivate func message(_ text: String) { log(text) }
+}
+
+/// A connection kept for an answer given later; releases it when the answer is sent. `@unchecked Sendable`: the C
+/// connection is reference-counted and its functions are thread-safe (its own lock).
+final class HeldConnection: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    init(_ pointer: OpaquePointer) {
+        self.pointer = pointer
+        eh_conn_retain(pointer)
+    }
+
+    deinit { eh_conn_release(pointer) }
+}
+
+/// The server's `SSL_CTX`: TLS 1.2 and 1.3, forward-secret AEAD suites only (ECDHE with AES-GCM or ChaCha20-Poly1305
+/// for 1.2; 1.3's suites are all of that kind), the server's preference.
+enum TLSContext {
+    static let tls12Ciphers = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+        + "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
+    static func make(_ files: HTTPListener.TLSFiles) throws -> OpaquePointer {
         ERR_clear_error()
-        if SSL_CTX_use_certificate_chain_file(ctx, files.certificate) != 1 {
-            return tlsFailure("cannot load TLS certificate \(files.certificate)")
+        guard let ctx = SSL_CTX_new(TLS_server_method()) else { throw failure("cannot create a TLS context") }
+        var ok = false
+        defer { if !ok { SSL_CTX_free(ctx) } }
+        // The minimum version and the options are macros Swift cannot import: set in C.
+        guard eh_tls_configure(UnsafeMutableRawPointer(ctx), tls12Ciphers) == 1 else {
+            throw failure("cannot set the TLS versions and cipher suites")
         }
-        if SSL_CTX_use_PrivateKey_file(ctx, files.key, SSL_FILETYPE_PEM) != 1 {
-            return tlsFailure("cannot load TLS private key \(files.key)")
+        guard SSL_CTX_use_certificate_chain_file(ctx, files.certificate) == 1 else {
+            throw failure("cannot load TLS certificate \(files.certificate)")
         }
-        if SSL_CTX_check_private_key(ctx) != 1 {
-            return tlsFailure("TLS private key \(files.key) does not match certificate \(files.certificate)")
+        guard SSL_CTX_use_PrivateKey_file(ctx, files.key, SSL_FILETYPE_PEM) == 1 else {
+            throw failure("cannot load TLS private key \(files.key)")
         }
-        return 1
+        guard SSL_CTX_check_private_key(ctx) == 1 else {
+            throw failure("TLS private key \(files.key) does not match certificate \(files.certificate)")
+        }
+        ok = true
+        return ctx
     }
 
-    private func tlsFailure(_ what: String) -> Int32 {
+    private static func failure(_ what: String) -> ServerSetupError {
         var reasons: [String] = []
         while case let code = ERR_get_error(), code != 0 {
             var buf = [CChar](repeating: 0, count: 256)
             ERR_error_string_n(code, &buf, buf.count)
             reasons.append(buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
         }
-        let message = reasons.isEmpty ? what : "\(what): \(reasons.joined(separator: "; "))"
-        state.withLock { $0.tlsError = message }
-        return -1
+        return ServerSetupError(reasons.isEmpty ? what : "\(what): \(reasons.joined(separator: "; "))")
     }
 }
 
-/// A flag set once, shared with the waker thread.
-private final class StopFlag: Sendable {
-    private let value = Atomic<Bool>(false)
-    var isSet: Bool { value.load(ordering: .acquiring) }
-    func set() { value.store(true, ordering: .releasing) }
+private func withOptionalCString<T>(_ s: String?, _ body: (UnsafePointer<CChar>?) -> T) -> T {
+    guard let s else { return body(nil) }
+    return s.withCString { body($0) }
 }
 
-// C entry points: non-capturing closures; Swift state comes through `cbdata` / `user_data`.
+// C entry points: non-capturing closures; the listener comes through `user`.
 
-private let requestTrampoline: mg_request_handler = { conn, cbdata in
-    guard let conn, let cbdata else { return 500 }
-    return Unmanaged<HTTPListener>.fromOpaque(cbdata).takeUnretainedValue().serve(conn)
+private let requestTrampoline: eh_request_fn = { user, request in
+    guard let user, let request else { return }
+    Unmanaged<HTTPListener>.fromOpaque(user).takeUnretainedValue().serve(request)
 }
 
-private let logTrampoline: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?) -> Int32 = { conn, message in
-    guard let message else { return 1 }
-    if let conn, let ctx = mg_get_context(conn), let user = mg_get_user_data(ctx) {
-        Unmanaged<HTTPListener>.fromOpaque(user).takeUnretainedValue().civetMessage(String(cString: message))
-    }
-    return 1
-}
-
-private let initSSLTrampoline: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Int32 = {
-    sslContext, userData in
-    guard let sslContext, let userData else { return -1 }
-    return Unmanaged<HTTPListener>.fromOpaque(userData).takeUnretainedValue().configureTLS(OpaquePointer(sslContext))
+private let logTrampoline: eh_log_fn = { user, message in
+    guard let user, let message else { return }
+    Unmanaged<HTTPListener>.fromOpaque(user).takeUnretainedValue().message(String(cString: message))
 }

@@ -30,6 +30,8 @@ public struct HTTPRequest: Sendable {
     public var csrfToken: String?
     /// The `Origin` header of a websocket handshake, if any.
     public var origin: String?
+    /// The `Sec-WebSocket-Key` header of a websocket handshake, if any.
+    var webSocketKey: String?
     /// For a request whose body the handler reads itself (``HTTPListener/Options/streamedPathPrefix``): the body,
     /// not read yet, and ``body`` is empty.
     var bodyStream: HTTPBodyStream?

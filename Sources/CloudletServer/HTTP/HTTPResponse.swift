@@ -1,4 +1,4 @@
-import CCivetweb
+import CEventHTTP
 import Cloudlet
 
 /// A complete HTTP response: status, content type, extra headers and body (sent with a `Content-Length`).
@@ -11,6 +11,8 @@ public struct HTTPResponse: Sendable {
     public var closeConnection: Bool
     /// A body written in pieces instead of ``body`` (a file being downloaded).
     var stream: HTTPResponseStream?
+    /// The answer, awaited later without holding a worker thread (a long poll); see ``later(_:)``.
+    var later: (@Sendable () async -> HTTPResponse)?
 
     public init(
         status: Int, contentType: String = "application/json; charset=utf-8", headers: [(String, String)] = [],
@@ -31,6 +33,16 @@ public struct HTTPResponse: Sendable {
     }
 }
 
+extension HTTPResponse {
+    /// An answer that `produce` gives later: the listener awaits it on a task and frees its worker thread
+    /// meanwhile (a long poll waiting for notifications holds a connection, not a thread).
+    static func later(_ produce: @escaping @Sendable () async -> HTTPResponse) -> HTTPResponse {
+        var r = HTTPResponse(status: 200, body: [])
+        r.later = produce
+        return r
+    }
+}
+
 /// A response body of a known length written in pieces: `write` is called once, on the listener's thread, with a
 /// function that sends bytes and returns false once the client is gone.
 struct HTTPResponseStream: Sendable {
@@ -38,30 +50,33 @@ struct HTTPResponseStream: Sendable {
     var write: @Sendable (_ send: (UnsafeRawBufferPointer) -> Bool) -> Void
 }
 
-/// The body of a request that its handler reads itself, in pieces (`mg_read`), on the listener's thread while the
-/// handler runs. `@unchecked Sendable`: only the one civetweb thread serving the request uses it.
+/// The body of a request that its handler reads itself, in pieces (`eh_body_read`), on the worker thread while the
+/// handler runs; the loop pauses reading from a client that is ahead of the handler. `@unchecked Sendable`: only the
+/// one worker thread serving the request uses it.
 final class HTTPBodyStream: @unchecked Sendable {
-    private let connection: OpaquePointer
+    private let request: UnsafeMutablePointer<eh_request>
     /// The `Content-Length`, or nil for a chunked body.
     let declaredLength: Int64?
     private(set) var received: Int64 = 0
     /// Whether the body was read to its end (else the connection cannot be kept alive).
     private(set) var finished = false
 
-    init(connection: OpaquePointer, declaredLength: Int64?) {
-        self.connection = connection
+    init(request: UnsafeMutablePointer<eh_request>, declaredLength: Int64?) {
+        self.request = request
         self.declaredLength = declaredLength
         if declaredLength == 0 { finished = true }
     }
 
     /// Reads up to `buffer.count` bytes; 0 at the end of the body. - Throws: when the client stops sending before
-    /// its declared length.
+    /// the end of its body (the front end's body timeout) or goes away.
     func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-        if finished { return 0 }
-        var want = buffer.count
-        if let declaredLength { want = Int(min(Int64(want), declaredLength - received)) }
-        let n = want == 0 ? 0 : Int(mg_read(connection, buffer.baseAddress, want))
-        if n <= 0 {
+        if finished || buffer.count == 0 { return 0 }
+        let n = eh_body_read(request, buffer.baseAddress, buffer.count)
+        if n < 0 {
+            let of = declaredLength.map { " of its \($0)" } ?? ""
+            throw CloudletError.invalid("the request body stopped after \(received)\(of) bytes")
+        }
+        if n == 0 {
             if let declaredLength, received < declaredLength {
                 throw CloudletError.invalid("the request body ended after \(received) of its \(declaredLength) bytes")
             }
@@ -69,7 +84,7 @@ final class HTTPBodyStream: @unchecked Sendable {
             return 0
         }
         received += Int64(n)
-        if let declaredLength, received == declaredLength { finished = true }
+        if let declaredLength, received >= declaredLength { finished = true }
         return n
     }
 }

@@ -1,4 +1,3 @@
-import CloudletConcurrency
 import CloudletWire
 import Cloudlet
 import Foundation
@@ -8,7 +7,7 @@ import Foundation
 /// could not cover the requested position. A client that reconnects with `after` = the last notificationID it got
 /// receives what it missed.
 ///
-/// Each connection's pusher thread (``WebSocketEndpoint``) waits on the notification log and writes.
+/// Each connection's pusher (a task, ``WebSocketEndpoint``) awaits the notification log and queues what it gets.
 final class WebSocketFeed: Sendable {
     static let path = "/cloudlet/notifications/ws"
     /// How long a pusher waits for notifications before checking whether its connection closed.
@@ -18,10 +17,10 @@ final class WebSocketFeed: Sendable {
 
     init(courier: NotificationCourier) { self.courier = courier }
 
-    /// Registers the websocket handlers on a started civetweb context.
-    func register(_ context: OpaquePointer) {
+    /// The websocket endpoint to give the listener.
+    var endpoint: WebSocketEndpoint {
         let courier = courier
-        WebSocketEndpoint(path: Self.path) { _, request in
+        return WebSocketEndpoint(path: Self.path) { request in
             guard let inbox = courier.inbox(token: request.queryParameter("token")) else { return nil }
             var after: NotificationID?
             if let a = request.queryParameter("after"), !a.isEmpty {
@@ -29,19 +28,18 @@ final class WebSocketFeed: Sendable {
                 after = id
             }
             let start = after
-            return { connection in Self.push(inbox, after: start, store: courier.store, to: connection) }
-        }.register(context)
+            return { connection in await Self.push(inbox, after: start, store: courier.store, to: connection) }
+        }
     }
 
     /// Sends the inbox's notifications after `after` until the connection closes.
-    private static func push(_ inbox: NotificationHub.Inbox, after: NotificationID?, store: CloudletStore, to connection: WebSocketConnection) {
+    private static func push(
+        _ inbox: NotificationHub.Inbox, after: NotificationID?, store: CloudletStore, to connection: WebSocketConnection
+    ) async {
         var after = after
         while !connection.isClosed {
-            let from = after
-            guard let batch = try? ThreadBridge.wait({
-                await store.notifications(
-                    container: inbox.container, environment: inbox.environment, user: inbox.user, after: from, wait: waitSeconds)
-            }) else { return }
+            let batch = await store.notifications(
+                container: inbox.container, environment: inbox.environment, user: inbox.user, after: after, wait: waitSeconds)
             if batch.gap {
                 var w = JSONWriter()
                 w.object { w in

@@ -7,25 +7,38 @@ import Foundation
 
 enum CompactCommand: Command {
     static let help = """
-        USAGE: cloudlet-tool compact --data DIR [--dry-run] [--rate BYTES] [--segment-size BYTES] [--json]
+        USAGE: cloudlet-tool compact --data DIR [--dry-run] [--rate BYTES] [--segment-size BYTES] [--force] [--json]
 
         Rewrites each partition's log keeping only what is live — current record versions, tombstones inside the
         retention window (older ones are purged first), zone creations and deletions still in force, schema — into
         segments of a new compaction generation, then swaps them in atomically and deletes the old ones. Frames keep
         their LSN and epoch, so change tokens and change tags stay valid. The segment being written is compacted too.
         A crash at any point leaves the old or the new log, never a mix. The store must be stopped (exclusive lock).
+        A store that is a cluster node's (it has a CLUSTER file) is refused: a replica's log is never compacted,
+        since replication needs every frame (docs/replication.md); --force compacts it anyway, after which that
+        node cannot rejoin its cluster — only for a store taken out of the cluster for good.
 
         OPTIONS
           --dry-run             Only say what it would do (read-only; shared lock).
           --rate BYTES          Read at most BYTES per second (e.g. 100M); default: no limit.
           --segment-size BYTES  Size of the segments written (default 64M).
+          --force               Compact a cluster node's store too (see above).
         \(Common.help)
         """
 
     static func run(_ args: [String]) async throws -> Int32 {
         let o = try CommandLineOptions(
-            args, valued: Common.valued.union(["--rate", "--segment-size"]), flags: Common.flags.union(["--dry-run"]), help: help)
+            args, valued: Common.valued.union(["--rate", "--segment-size"]), flags: Common.flags.union(["--dry-run", "--force"]),
+            help: help)
         let common = try Common(o)
+        // The identity file `cloudlet serve --cluster` writes when a store joins a cluster (ClusterNode.identityFile).
+        let cluster = common.data + "/CLUSTER"
+        if !o.has("--dry-run"), !o.has("--force"), FileManager.default.fileExists(atPath: cluster) {
+            let name = (try? String(contentsOfFile: cluster, encoding: .utf8))?.split(separator: "\n").first.map(String.init) ?? "?"
+            throw UsageError(
+                message: "\(common.data) is a node of cluster \(name): a replica's log is not compacted (replication needs every "
+                    + "frame; docs/replication.md). --force compacts it anyway, and the node can no longer rejoin the cluster")
+        }
         let segmentSize = try o.int("--segment-size") ?? StoreConfiguration().segmentSize
         if o.has("--dry-run") {
             let (lock, inspector) = try common.inspect()

@@ -5,10 +5,12 @@ import { api, field, h, pages, q, scopePicker, select, state, toast } from './ui
 
 pages.changes = async (view) => {
   view.append(h('h1', { class: 'page' }, 'Changes'),
-    h('p', { class: 'lead' }, 'A live view of a change feed, pushed over a websocket: every record saved or deleted in a zone, or every zone of a database that changed.'));
+    h('p', { class: 'lead' }, 'A live view of a change feed, pushed over a websocket as each change commits: every record saved or deleted in a zone, or every zone of a database that changed.'));
   const picker = scopePicker(() => stop());
   const kind = select([['zone', 'The zone\'s records'], ['database', 'The database\'s zones (private, shared)']], 'zone', { id: 'feed-kind' });
   kind.addEventListener('change', () => stop());
+  const history = h('input', { type: 'checkbox', id: 'feed-history' });
+  history.addEventListener('change', () => stop());
   const feed = h('ul', { class: 'feed', id: 'feed', 'aria-label': 'Changes' });
   const status = h('span', { class: 'live', id: 'live-status' }, 'stopped');
   const toggle = h('button', { class: 'primary', type: 'button', id: 'live-toggle' }, 'Start live view');
@@ -22,16 +24,21 @@ pages.changes = async (view) => {
   };
   const start = () => {
     const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    const params = q({ container: state.container, environment: state.environment, database: picker.scope, user: picker.user, zone: picker.zoneID.zoneName, feed: kind.value });
+    const params = q({ container: state.container, environment: state.environment, database: picker.scope, user: picker.user, zone: picker.zoneID.zoneName, feed: kind.value, history: history.checked ? '1' : '' });
     const ws = new WebSocket(`${scheme}//${location.host}/cloudlet/console/ws/changes?${params}`);
     socket = ws;
     state.sockets.push(ws);
     // Events of a socket stopped earlier (its close arrives late) are not about the current one.
-    ws.addEventListener('open', () => { if (socket === ws) { status.className = 'live on'; status.textContent = 'live'; toggle.textContent = 'Stop'; } });
+    // Open, then caught up: the server says {live: true} once it has read the feed up to now.
+    ws.addEventListener('open', () => { if (socket === ws) { status.textContent = 'catching up…'; toggle.textContent = 'Stop'; } });
     ws.addEventListener('close', () => { if (socket === ws) stop(); });
     ws.addEventListener('message', (m) => {
       const change = JSON.parse(m.data);
       if (change.error) { toast(change.error, true); return; }
+      if (change.live) {
+        if (socket === ws) { status.className = 'live on'; status.textContent = 'live'; }
+        return;
+      }
       const time = new Date().toLocaleTimeString();
       let text;
       if (!change.recordName) text = `${time}  zone ${change.zoneID.zoneName} ${change.deleted ? 'deleted' : 'changed'}`;
@@ -42,7 +49,8 @@ pages.changes = async (view) => {
     });
   };
   toggle.addEventListener('click', () => (socket ? stop() : start()));
-  view.append(picker.node, h('div', { class: 'toolbar' }, field('Feed', kind), toggle, status,
+  view.append(picker.node, h('div', { class: 'toolbar' }, field('Feed', kind),
+    h('label', { class: 'check' }, history, ' From the start (what changed before too)'), toggle, status,
     h('button', { type: 'button', onclick: () => feed.replaceChildren() }, 'Clear')),
   h('div', { class: 'panel' }, feed));
 };
@@ -89,7 +97,14 @@ export const CHARTS = [
   ['compaction', 'Compaction progress', (v) => bytes(v)],
   ['records', 'Live records', (v) => String(Math.round(v))],
   ['inflight', 'Requests in flight', (v) => String(Math.round(v))],
+  ['lag', 'Replication lag (slowest replica)', (v) => `${Math.round(v)} LSNs`],
 ];
+
+/** The largest value of metric `name` (over its labels); undefined when the server has none. */
+export function max(samples, name) {
+  const values = samples.filter((s) => s.name === name).map((s) => s.value);
+  return values.length ? Math.max(...values) : undefined;
+}
 
 export function bytes(n) {
   const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
@@ -145,7 +160,11 @@ pages.health = async (view) => {
       compaction: sum(cur, 'cloudlet_compaction_progress_bytes'),
       records: sum(cur, 'cloudlet_store_records'),
       inflight: sum(cur, 'cloudlet_http_requests_in_flight'),
+      // A cluster node's replicas, behind the leader of each partition (none on a single node).
+      lag: max(cur, 'cloudlet_cluster_replica_lag_lsns'),
     };
+    cards.lag.value.classList.toggle('note', values.lag === undefined);
+    if (values.lag === undefined) cards.lag.value.textContent = 'A single node: nothing replicates.';
     if (prev) {
       const dt = (now - prevTime) / 1000;
       const rate = (name) => Math.max(0, (sum(cur, name) - sum(prev, name)) / dt);

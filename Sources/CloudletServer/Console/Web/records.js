@@ -1,6 +1,6 @@
 // Cloudlet Console: the records page — query builder, paging, record view, create, edit with conflict merge, delete.
 import { actions, api, db, dialog, field, h, pages, q, schema, schemaCache, scopePicker, select, state, toast } from './ui.js';
-import { editText, parseValue, valueNode, valueText } from './values.js';
+import { assetEditor, editText, parseValue, valueNode, valueText } from './values.js';
 
 // MARK: Records
 
@@ -209,7 +209,14 @@ export function refreshRecords() {
 /** The create / edit form. On a change-tag conflict it shows the server's record beside the edit and saves the merge. */
 export async function editRecord(picker, type, record) {
   const inputs = {};
+  const assets = {};  // asset fields: a file picker each (values.js assetEditor)
   const rows = type.fields.map((f) => {
+    if (f.type.startsWith('ASSETID')) {
+      const editor = assetEditor(f, record ? record.fields[f.name] : null);
+      assets[f.name] = editor;
+      editor.input.id = `in-${f.name}`;
+      return h('tr', {}, h('th', { scope: 'row' }, h('label', { for: editor.input.id }, f.name), h('div', { class: 'muted' }, f.type, ' · a file to upload')), h('td', {}, editor.node));
+    }
     const input = h('input', { spellcheck: 'false', 'aria-label': `${f.name} (${f.type})`, class: 'record-input', dataset: { field: f.name } });
     input.value = record ? editText(record.fields[f.name], f.type) : '';
     inputs[f.name] = input;
@@ -221,6 +228,7 @@ export async function editRecord(picker, type, record) {
   const fieldsOf = () => {
     const fields = {};
     for (const f of type.fields) {
+      if (assets[f.name]) continue;
       const text = inputs[f.name].value;
       if (text.trim() === '') continue;
       fields[f.name] = { value: parseValue(text, f.type) };
@@ -238,13 +246,20 @@ export async function editRecord(picker, type, record) {
       if (record) { rec.recordName = record.recordName; rec.recordChangeTag = changeTag; }
       else if (nameInput.value.trim()) rec.recordName = nameInput.value.trim();
       try {
+        for (const [name, editor] of Object.entries(assets)) {
+          const value = await editor.value((file) => uploadAsset(picker, type.name, name, rec.recordName, file));
+          if (value) fields[name] = value;
+        }
         const r = await db(picker.scope, 'records/modify', {
           zoneID: picker.zoneID, operations: [{ operationType: record ? 'replace' : 'create', record: rec }],
         }, picker.user);
         const out = r.records[0];
         if (out.serverErrorCode === 'CONFLICT' && out.serverRecord) {
           changeTag = out.serverRecord.recordChangeTag;
-          err.replaceChildren(mergeView(type, fields, out.serverRecord, inputs));
+          err.replaceChildren(mergeView(type, fields, out.serverRecord, (f, value) => {
+            if (assets[f.name]) assets[f.name].keep(value);
+            else inputs[f.name].value = editText(value, f.type);
+          }));
           return;
         }
         if (out.serverErrorCode) throw new Error(out.reason);
@@ -259,8 +274,26 @@ export async function editRecord(picker, type, record) {
   });
 }
 
-/** The conflict: per field, your value and the server's; choosing one writes it into the form, which saves over the server's change tag. */
-export function mergeView(type, mine, server, inputs) {
+/**
+ * An asset's bytes, uploaded for field `fieldName` of a `recordType` record (the Web Services flow: `assets/upload`
+ * for a signed upload URL on this server, then the bytes to it): the upload's `singleFile`, with the receipt
+ * `records/modify` takes.
+ */
+export async function uploadAsset(picker, recordType, fieldName, recordName, file) {
+  const token = { recordType, fieldName };
+  if (recordName) token.recordName = recordName;
+  const r = await db(picker.scope, 'assets/upload', { zoneID: picker.zoneID, tokens: [token] }, picker.user);
+  const response = await fetch(r.tokens[0].url, { method: 'POST', body: file, credentials: 'omit' });
+  const json = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(`uploading ${file.name}: ${json.reason || `HTTP ${response.status}`}`);
+  return json.singleFile;
+}
+
+/**
+ * The conflict: per field, your value and the server's; choosing one puts it in the form (`set(field, value)`), which
+ * saves over the server's change tag.
+ */
+export function mergeView(type, mine, server, set) {
   const rows = type.fields.map((f) => {
     const yours = mine[f.name] ? valueText({ value: mine[f.name].value, type: f.type }) : '';
     const theirs = valueText(server.fields[f.name]);
@@ -268,9 +301,9 @@ export function mergeView(type, mine, server, inputs) {
     const keepMine = h('input', { type: 'radio', name: `merge-${f.name}`, checked: true, 'aria-label': `Keep my ${f.name}` });
     const takeTheirs = h('input', {
       type: 'radio', name: `merge-${f.name}`, 'aria-label': `Take the server's ${f.name}`,
-      onchange: () => { inputs[f.name].value = editText(server.fields[f.name], f.type); },
+      onchange: () => set(f, server.fields[f.name]),
     });
-    keepMine.addEventListener('change', () => { inputs[f.name].value = editText(mine[f.name], f.type); });
+    keepMine.addEventListener('change', () => set(f, mine[f.name]));
     return h('tr', { class: differs ? 'differs' : '' }, h('th', { scope: 'row' }, f.name),
       h('td', { class: 'mine' }, h('label', { class: 'check' }, keepMine, yours || '—')),
       h('td', { class: 'theirs' }, h('label', { class: 'check' }, takeTheirs, theirs || '—')));

@@ -37,6 +37,19 @@ pages.schema = async (view) => {
   view.append(await rolesPanel(roles, dev));
 };
 
+/** "building index… 42 %" (of the records there were when the build started), or "queued" before it starts. */
+export function buildBadge(f) {
+  const p = f.buildProgress;
+  const text = !p ? ' index build queued…' : ` building index… ${p.recordsTotal ? Math.floor((100 * p.recordsDone) / p.recordsTotal) : 100} %`;
+  const title = p ? `${p.recordsDone} of ${p.recordsTotal} records indexed; records saved meanwhile are indexed as they are saved`
+    : 'Its index will be built over the records saved before it was defined';
+  const badge = h('span', { class: 'badge building', title, dataset: { field: f.name } }, text);
+  if (p) {
+    badge.append(h('progress', { max: String(p.recordsTotal || 1), value: String(p.recordsDone), 'aria-label': `Index build of ${f.name}` }));
+  }
+  return badge;
+}
+
 export const BUILT_IN_ROLES = ['_world', '_icloud', '_creator'];
 export const PERMISSIONS = ['READ', 'CREATE', 'WRITE'];
 
@@ -137,7 +150,7 @@ export function typePanel(t, dev, roles) {
       return h('td', {}, box);
     });
     return h('tr', {}, h('td', {}, h('code', {}, f.name),
-      f.building ? h('span', { class: 'badge building', title: 'Its index is being built over the records saved before it was defined' }, ' building index…') : null),
+      f.building ? buildBadge(f) : null),
     h('td', {}, f.type), boxes);
   });
   const sys = t.systemIndexes.length

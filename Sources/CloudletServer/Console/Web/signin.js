@@ -13,7 +13,9 @@ document.getElementById('signin-form').addEventListener('submit', async (event) 
       credentials: 'same-origin',
     });
     if (response.ok) {
-      window.location.replace('/cloudlet/console/');
+      // The console, at the page the address names (a session that ended, by expiry or a server restart, left the
+      // address as it was): the root again, which now serves the console.
+      window.location.reload();
       return;
     }
     const body = await response.json().catch(() => ({}));

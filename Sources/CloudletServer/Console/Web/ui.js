@@ -106,7 +106,7 @@ export async function api(path, { method, body, text } = {}) {
   }
   const response = await fetch(BASE + path, { method: m, headers, body: payload, credentials: 'same-origin' });
   if (response.status === 401) {
-    window.location.replace('/cloudlet/console/');  // the session ended: back to sign-in
+    window.location.reload();  // the session ended: the root serves the sign-in page, which comes back here
     throw new APIError(401, { reason: 'signed out' });
   }
   if (text && response.ok) return response.text();

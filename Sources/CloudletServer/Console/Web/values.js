@@ -128,3 +128,41 @@ export function editText(f, type) {
   };
   return type.endsWith('_LIST') ? (f.value || []).map(one).join(', ') : one(f.value);
 }
+
+/**
+ * The editor of an asset field (`ASSETID` or `ASSETID_LIST`): what it holds, a file picker to replace it and Remove.
+ * `value(upload)` uploads the chosen files first (`upload(file)` → the upload's `singleFile`, receipt included) and
+ * gives the field's wire value (undefined: none); an asset kept as it was is sent back as the record holds it.
+ */
+export function assetEditor(f, current) {
+  const list = f.type.endsWith('_LIST');
+  const of = (field) => (field ? (list ? field.value || [] : [field.value]) : []);
+  let kept = of(current);
+  const shown = h('span', { class: 'muted' });
+  const picker = h('input', { type: 'file', multiple: list, class: 'record-input', 'aria-label': `${f.name} (${f.type})`, dataset: { field: f.name } });
+  const remove = h('button', { type: 'button', class: 'link', 'aria-label': `Remove ${f.name}` }, 'Remove');
+  const show = () => {
+    shown.textContent = kept.length ? kept.map((v) => valueText({ value: v, type: 'ASSETID' })).join(', ') : 'no file';
+    remove.hidden = kept.length === 0;
+  };
+  const keep = (field) => { kept = of(field); picker.value = ''; show(); };
+  remove.addEventListener('click', () => keep(null));
+  show();
+  return {
+    node: h('div', { class: 'asset-edit' }, shown, ' ', remove, picker),
+    input: picker,
+    keep,
+    async value(upload) {
+      if (picker.files.length) {
+        const uploaded = [];
+        for (const file of picker.files) uploaded.push(await upload(file));
+        kept = uploaded;
+        picker.value = '';  // saved again after a conflict: the receipts, not a second upload
+        show();
+      }
+      if (kept.length === 0) return undefined;
+      const values = kept.map(({ downloadURL, ...asset }) => asset);
+      return { value: list ? values : values[0] };
+    },
+  };
+}

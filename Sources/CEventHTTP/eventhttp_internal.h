@@ -1,0 +1,187 @@
+// The event-driven front end's internals, shared by its files: see include/CEventHTTP.h and docs/front-end.md.
+//
+// Threads: one loop thread owns every uv handle, the parser and the TLS state of each connection; workers run
+// handlers. What workers and other threads hand to the loop (response bytes, "resume reading", "close") goes
+// through the connection's lock and the server's dirty list, then `uv_async_send`. Lock order: connection, then
+// the server's dirty-list lock; never the reverse.
+#ifndef EVENTHTTP_INTERNAL_H
+#define EVENTHTTP_INTERNAL_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "CEventHTTP.h"
+
+#include <stdarg.h>
+
+#include <errno.h>
+#include <http_parser.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+enum { ST_IDLE, ST_HEAD, ST_BODY, ST_DISPATCHED, ST_WS, ST_LINGER };
+enum { KIND_DATA, KIND_WS_UPGRADE };
+enum { STREAM_BUFFER_CAP = 256 << 10, PENDING_CAP = 64 << 10, WS_FRAME_CAP = 64 << 10, LINGER_MS = 2000 };
+
+typedef struct outbuf {
+    struct outbuf *next;
+    size_t len;
+    int flags;
+    int kind;
+    char data[];
+} outbuf;
+
+typedef struct {
+    size_t name, name_len, value, value_len;
+} hdr_ref;
+
+typedef struct peer {
+    struct peer *next;
+    int count;
+    char addr[64];
+} peer;
+
+struct eh_server {
+    eh_config cfg;
+    char *streamed_prefix;
+    uv_loop_t loop;
+    uv_tcp_t listener;
+    uv_async_t async;
+    uv_timer_t sweep;
+    pthread_t loop_thread;
+    int port;
+    int closing_handles;
+    // Loop thread only.
+    eh_conn *conns;
+    size_t conn_count;
+    int stop_phase_seen;
+    peer *peers[1024];
+    char readbuf[64 << 10];
+    // Cross-thread (dlock).
+    pthread_mutex_t dlock;
+    eh_conn *dirty;
+    int stop_phase;
+    // Worker pool (qlock).
+    pthread_mutex_t qlock;
+    pthread_cond_t qcond;
+    pthread_cond_t idle;
+    eh_request *qhead, *qtail;
+    int busy;
+    int quit;
+    pthread_t *workers;
+    int worker_count;
+};
+
+struct eh_conn {
+    uv_tcp_t tcp;
+    eh_server *server;
+    atomic_int refs;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    // Under lock.
+    int closed;
+    outbuf *out_head, *out_tail;
+    size_t queued;
+    int in_dirty;
+    eh_conn *dirty_next;
+    int want_resume, want_close;
+    uint8_t *sbuf;
+    size_t slen, scap;
+    int sdone, serror, reader_paused;
+    // Loop thread only.
+    eh_conn *prev, *next;
+    int closing;
+    int state;
+    uint64_t deadline;
+    uint64_t write_deadline;
+    int reading;
+    int pending_full;
+    http_parser parser;
+    char *hbuf;
+    size_t hlen, hcap;
+    hdr_ref *hdrs;
+    size_t nhdr, hdrcap;
+    int last_was_value;
+    size_t target_len;
+    uint8_t *body;
+    size_t blen, bcap;
+    int oversized;
+    int64_t oversized_len;
+    int streamed;
+    int message_done;
+    int keep_alive;
+    int close_after_write;
+    int error_status;
+    const char *error_reason;
+    uint8_t *pend;
+    size_t plen, pcap;
+    SSL *ssl;
+    BIO *rbio, *wbio;
+    int handshake_done;
+    uint8_t *wsbuf;
+    size_t wslen, wscap;
+    uint64_t last_rx;
+    uint64_t ping_at;
+    char peer[64];
+};
+
+typedef struct {
+    uv_write_t req;
+    eh_conn *conn;
+    size_t account;
+    void *mem;
+} write_req;
+
+
+
+// Functions one file of the front end calls in another (hidden: not part of the library's API).
+#define EHI __attribute__((visibility("hidden")))
+EHI void ehi_append_pending(eh_conn *c, const char *data, size_t n);
+EHI void ehi_close_server_handles(eh_server *s);
+EHI void ehi_conn_close(eh_conn *c);
+EHI void ehi_conn_flush(eh_conn *c);
+EHI int ehi_enqueue_locked(eh_conn *c, outbuf *o);
+EHI void ehi_fail(eh_conn *c, int status, const char *code, const char *reason);
+EHI void ehi_mark_dirty(eh_conn *c);
+EHI void ehi_on_closed(uv_handle_t *h);
+EHI outbuf *ehi_outbuf_new(const void *bytes, size_t len, int flags, int kind);
+EHI void ehi_parse(eh_conn *c, const char *data, size_t n);
+EHI int ehi_peer_adjust(eh_server *s, const char *addr, int delta);
+EHI void ehi_replay_pending(eh_conn *c, void (*consume)(eh_conn *, const char *, size_t));
+EHI void ehi_request_done(eh_conn *c);
+EHI void ehi_respond_now(eh_conn *c, const void *bytes, size_t len, int flags);
+EHI void ehi_start_reading(eh_conn *c);
+EHI void ehi_switch_to_ws(eh_conn *c);
+EHI void ehi_tls_pump(eh_conn *c, size_t account);
+EHI void ehi_ws_input(eh_conn *c, const char *data, size_t n);
+EHI void ehi_ws_send_control(eh_conn *c, int opcode, const void *payload, size_t len, int flags);
+
+static inline void logf_(eh_server *s, const char *fmt, ...) {
+    if (!s->cfg.on_log) return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    s->cfg.on_log(s->cfg.user, buf);
+}
+
+static inline int grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return 1;
+    size_t n = *cap ? *cap : 16;
+    while (n < need) n *= 2;
+    void *q = realloc(*p, n * elem);
+    if (!q) return 0;
+    *p = q;
+    *cap = n;
+    return 1;
+}
+
+#endif

@@ -1,1 +1,0 @@
-// Intentionally empty: CivetSSLCompat is loaded with dlopen, never imported. See shim.c.
