@@ -53,8 +53,16 @@ def run(binary, target, seconds, work):
     before = set(os.listdir(artifacts))
     command = [binary, f"-max_total_time={seconds}", "-timeout=30", "-rss_limit_mb=4096", "-print_final_stats=1",
                "-detect_leaks=0", f"-artifact_prefix={os.path.join(artifacts, prefix)}", corpus, os.path.join(HERE, "Corpus", target)]
+    # The api target's store goes in a temp directory of its own, removed after the run even when the target
+    # crashed (its own clean-up at exit does not run after a trap).
+    scratch = os.path.join(work, "tmp", target)
+    os.makedirs(scratch, exist_ok=True)
     started = time.time()
-    result = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=seconds + 300)
+    try:
+        result = subprocess.run(command, env={**ENV, "TMPDIR": scratch}, capture_output=True, text=True,
+                                timeout=seconds + 300)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     log = result.stderr
     stats = dict(re.findall(r"stat::(\w+):\s+(\d+)", log))
     coverage = re.findall(r"cov: (\d+) ft: (\d+)", log)
