@@ -11,7 +11,7 @@ BENCH_ARGS ?=
 # `make test` shows its output and keeps a copy here.
 TEST_LOG ?= .build/logs/test.log
 
-.PHONY: deps build test test-browser test-release sim serve bench bench-quick bench-http
+.PHONY: deps build test test-browser test-http-fuzz test-release sim serve bench bench-quick bench-http fuzz fuzz-quick
 
 deps:
 	.ci/install-deps
@@ -26,7 +26,8 @@ ETCD_TESTS := ClusterFailoverTests|ClusterAdminTests|EtcdClientTests
 test: deps
 	mkdir -p $(dir $(TEST_LOG))
 	{ $(SWIFT) build --build-tests $(SWIFTPM_FLAGS) && $(SWIFT) test --skip '$(ETCD_TESTS)' $(SWIFTPM_FLAGS) && \
-	  $(SWIFT) test --skip-build --filter '$(ETCD_TESTS)' $(SWIFTPM_FLAGS) && $(BROWSER_TEST); } 2>&1 | tee $(TEST_LOG)
+	  $(SWIFT) test --skip-build --filter '$(ETCD_TESTS)' $(SWIFTPM_FLAGS) && $(BROWSER_TEST) && $(HTTP_FUZZ); } 2>&1 | \
+	  tee $(TEST_LOG)
 
 # The console's browser test (docs/console.md): a real `cloudlet serve` driven by headless Chromium. Part of `make
 # test`; fails, never skips, when chromium, chromedriver or selenium is missing. Screenshots of each page go to
@@ -35,6 +36,32 @@ BROWSER_TEST = python3 Tests/Browser/console_test.py "$$($(SWIFT) build $(SWIFTP
 test-browser: deps
 	$(SWIFT) build $(SWIFTPM_FLAGS) --product cloudlet
 	$(BROWSER_TEST)
+
+# The schema-driven HTTP fuzz (docs/fuzzing.md): schemathesis sends requests generated from the CloudKit Web Services
+# OpenAPI description to a real `cloudlet serve` (the debug build), HTTP_FUZZ_EXAMPLES per operation with a fixed
+# seed; fails on any 5xx, crash or answer whose status, content type or shape the spec does not document. Part of
+# `make test`.
+HTTP_FUZZ_EXAMPLES ?= 40
+HTTP_FUZZ = python3 Tests/HTTPFuzz/schemathesis_test.py --examples $(HTTP_FUZZ_EXAMPLES) \
+	"$$($(SWIFT) build $(SWIFTPM_FLAGS) --show-bin-path)/cloudlet"
+test-http-fuzz: deps
+	$(SWIFT) build $(SWIFTPM_FLAGS) --product cloudlet
+	$(HTTP_FUZZ)
+
+# libFuzzer targets for the decoders (docs/fuzzing.md; Fuzz/Package.swift, a package of its own built with coverage
+# and AddressSanitizer instrumentation in Fuzz/.build). `make fuzz-quick` (in .ci/run) runs each target for
+# FUZZ_QUICK_SECONDS, `make fuzz` for FUZZ_SECONDS; FUZZ_TARGETS picks targets. Inputs found are kept in .build/fuzz;
+# crashes go to .build/fuzz/artifacts and fail the run. FUZZ_SWIFTPM_FLAGS: extra flags for that build (not
+# SWIFTPM_FLAGS: a scratch path shared with the main build would rebuild it with other flags each time).
+FUZZ_QUICK_SECONDS ?= 5
+FUZZ_SECONDS ?= 300
+FUZZ_TARGETS ?=
+FUZZ_SWIFTPM_FLAGS ?=
+FUZZ_RUN = python3 Fuzz/fuzz.py --swiftpm-flags "$(FUZZ_SWIFTPM_FLAGS)"
+fuzz-quick: deps
+	$(FUZZ_RUN) --seconds $(FUZZ_QUICK_SECONDS) $(FUZZ_TARGETS)
+fuzz: deps
+	$(FUZZ_RUN) --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # The query and index tests again in an optimized build — the build users run (`make serve`, `swift build -c release`).
 # Issue 13's NEAR bug was a Swift optimizer miscompile that debug builds, and so `make test`, do not have. Builds in

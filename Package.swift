@@ -24,6 +24,10 @@ let package = Package(
         // embedded engine.
         .library(name: "CloudletClient", targets: ["CloudletClient"]),
         .library(name: "CloudletSync", targets: ["CloudletSync"]),
+        // The layers below the engine, for the fuzz targets (Fuzz/Package.swift), which decode their formats directly.
+        .library(name: "CloudletStorage", targets: ["CloudletStorage"]),
+        .library(name: "CloudletModel", targets: ["CloudletModel"]),
+        .library(name: "CloudletWire", targets: ["CloudletWire"]),
         // Child processes, etcd and free ports: the tests' harness, which cloudlet-bench's cluster rows use too.
         .library(name: "CloudletTestSupport", targets: ["CloudletTestSupport"]),
         .executable(name: "cloudlet", targets: ["cloudlet"]),

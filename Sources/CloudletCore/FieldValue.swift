@@ -186,8 +186,20 @@ public enum FieldValue: Sendable, Hashable {
     /// A list of values of one scalar type; the type is kept so that an empty list still has one.
     case list(ScalarType, [FieldValue])
 
-    /// A timestamp from a `Date` (millisecond precision).
-    public static func date(_ d: Date) -> FieldValue { .timestamp(Int64((d.timeIntervalSince1970 * 1000).rounded())) }
+    /// A timestamp from a `Date` (millisecond precision). The date must be one a timestamp can hold
+    /// (``checkedDate(_:)``); for dates from input, use that.
+    public static func date(_ d: Date) -> FieldValue {
+        guard let value = checkedDate(d) else { preconditionFailure("\(d) is outside the range of a timestamp") }
+        return value
+    }
+
+    /// A timestamp from a `Date` (millisecond precision), or nil when its milliseconds since 1970 are not a finite
+    /// number that fits an Int64 (a date read from input, such as `CAST(1e300, 'NSDate')` in a predicate).
+    public static func checkedDate(_ d: Date) -> FieldValue? {
+        let ms = (d.timeIntervalSince1970 * 1000).rounded()
+        guard let exact = Int64(exactly: ms) else { return nil }
+        return .timestamp(exact)
+    }
 
     /// The value's type.
     public var type: FieldType {

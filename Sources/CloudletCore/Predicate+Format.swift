@@ -76,6 +76,11 @@ struct PredicateParser {
     private var argIndex = 0
     /// Whether the primary just parsed was a BETWEEN (which parses to an AND), for NOT's error message.
     private var lastWasBetween = false
+    /// Parentheses, NOTs and lists open around the current token; at most ``maxDepth``, so that a hostile format
+    /// cannot overflow the stack of this recursive parser (and what it parses stays within ``PredicateCodec``'s
+    /// nesting limit).
+    private var depth = 0
+    static let maxDepth = 32
 
     init(format: String, arguments: [any PredicateArgument]) {
         self.format = format
@@ -94,6 +99,14 @@ struct PredicateParser {
             throw error("\(arguments.count) arguments given but the format uses \(argIndex)", at: format.count)
         }
         return p
+    }
+
+    /// Enters one more level of nesting at `at`; the caller leaves it (`depth -= 1`) when done.
+    private mutating func descend(at: Int) throws {
+        depth += 1
+        guard depth <= Self.maxDepth else {
+            throw error("parentheses, NOTs and lists nest deeper than \(Self.maxDepth) levels", at: at)
+        }
     }
 
     private var peek: Token { tokens[pos].0 }
@@ -143,6 +156,8 @@ struct PredicateParser {
         guard isKeyword(peek, "NOT") || peek == .symbol("!") else { return try parsePrimary() }
         let at = offset
         _ = next()
+        try descend(at: at)
+        defer { depth -= 1 }
         let inner = try parseNot()
         switch inner {
         case .and where lastWasBetween:
@@ -165,6 +180,8 @@ struct PredicateParser {
     private mutating func parsePrimary() throws -> Predicate {
         lastWasBetween = false
         if peek == .symbol("(") {
+            try descend(at: offset)
+            defer { depth -= 1 }
             _ = next()
             let p = try parseOr()
             try expect(.symbol(")"), "')' to close the parenthesis")
@@ -303,9 +320,15 @@ struct PredicateParser {
             throw error("CAST supports only 'NSDate'", at: typeAt)
         }
         try expect(.symbol(")"), "')' to close CAST")
+        func seconds(_ s: Double) throws -> FieldValue {
+            guard let date = FieldValue.checkedDate(Date(timeIntervalSinceReferenceDate: s)) else {
+                throw error("CAST(\(s), 'NSDate') is outside the range of a timestamp", at: valueAt)
+            }
+            return date
+        }
         switch value {
-        case .int64(let s): return .date(Date(timeIntervalSinceReferenceDate: Double(s)))
-        case .double(let s): return .date(Date(timeIntervalSinceReferenceDate: s))
+        case .int64(let s): return try seconds(Double(s))
+        case .double(let s): return try seconds(s)
         case .string(let s):
             guard let d = ISO8601DateFormatter().date(from: s) else {
                 throw error("'\(s)' is not an ISO 8601 date like 2024-05-01T12:00:00Z", at: valueAt)
@@ -392,6 +415,8 @@ struct PredicateParser {
             defer { argIndex += 1 }
             return arguments[argIndex].predicateValue
         case .symbol("{"):
+            try descend(at: at)
+            defer { depth -= 1 }
             var items: [FieldValue] = []
             if peek != .symbol("}") {
                 items.append(try parseValue())

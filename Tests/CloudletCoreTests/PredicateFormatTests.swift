@@ -141,6 +141,44 @@ typealias Comparator = CloudletCore.Comparator
         }
     }
 
+    /// Found by `fuzz-predicate` (docs/fuzzing.md): the milliseconds of a date beyond ±292 million years do not fit
+    /// a timestamp's Int64, and converting them trapped the process.
+    @Test(arguments: [
+        "modified > CAST(6000000\(String(repeating: "2", count: 120))00, 'NSDate')", "modified > CAST(1e300, 'NSDate')",
+        "modified > CAST(-9223372036854775807, 'NSDate')", "modified > CAST(9223372036854775, 'NSDate')",
+    ])
+    func castOfADateOutsideTheTimestampRangeIsAnErrorNotATrap(format: String) {
+        let e = #expect(throws: CloudletError.self) { try Predicate(format: format) }
+        #expect(e?.code == .invalidArguments)
+        #expect((e?.cause as? PredicateSyntaxError)?.offset == 16)
+        #expect(e?.message.contains("outside the range of a timestamp") == true, "\(String(describing: e))")
+    }
+
+    @Test func castOfAFarDateATimestampHoldsParses() throws {
+        // 9e15 s after 2001 is 9.000000978e18 ms after 1970, under Int64.max (9.22e18).
+        let far = try #require(FieldValue.checkedDate(Date(timeIntervalSinceReferenceDate: 9e15)))
+        #expect(try parse("due < CAST(9000000000000000, 'NSDate')") == c("due", .lessThan, far))
+    }
+
+    /// Found by `fuzz-predicate` (docs/fuzzing.md): the parser is recursive, and 20,000 opening parentheses
+    /// overflowed its stack; nesting now stops at 32 levels with an error at the level past it.
+    @Test(arguments: [
+        (String(repeating: "(", count: 20_000) + "a == 1", 32), (String(repeating: "NOT ", count: 20_000) + "a == 1", 128),
+        (String(repeating: "!", count: 20_000) + "a == 1", 32), ("a IN " + String(repeating: "{", count: 20_000), 37),
+    ])
+    func deepNestingIsAnErrorNotAStackOverflow(format: String, offset: Int) {
+        let e = #expect(throws: CloudletError.self) { try Predicate(format: format) }
+        #expect(e?.code == .invalidArguments)
+        #expect((e?.cause as? PredicateSyntaxError)?.offset == offset, "\(String(describing: e))")
+        #expect(e?.message.contains("nest deeper than 32 levels") == true, "\(String(describing: e))")
+    }
+
+    @Test func nestingOf32LevelsParses() throws {
+        // 30 parentheses, a NOT and one more parenthesis: 32 levels.
+        let nested = String(repeating: "(", count: 30) + "NOT (a == 1 OR b == 2" + String(repeating: ")", count: 31)
+        #expect(try parse(nested) == .not(.or([c("a", .equals, .int64(1)), c("b", .equals, .int64(2))])))
+    }
+
     @Test func unusedArgumentsAreAnError() {
         let e = #expect(throws: CloudletError.self) { try Predicate(format: "a == 1", "extra") }
         #expect(e?.code == .invalidArguments && e?.cause is PredicateSyntaxError)
