@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -89,6 +90,9 @@ class Server:
         if not self.url:
             self.stop()
             fail("cloudlet serve did not say where it listens")
+        # Keep reading its output (one access-log line per request): a pipe nobody reads fills up after ~64 KiB, and
+        # then every worker blocks writing its log line.
+        threading.Thread(target=lambda: [None for _ in self.process.stdout], daemon=True).start()
 
     def stop(self):
         if self.process.poll() is None:
