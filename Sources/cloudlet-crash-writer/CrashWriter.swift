@@ -13,6 +13,7 @@ import Foundation
 enum CrashWriter {
     static let help = """
         USAGE: cloudlet-crash-writer --data DIR [--writers N] [--prefix P] [--mode records|catalog] [--partitions N]
+                                     [--max N]
 
         Saves records named <P>-<writer>-<i> with 8 concurrent writers (into the default zone and a custom zone
         'Crash'), printing "ack <zone> <name>" after each save returns. Runs until killed.
@@ -29,7 +30,9 @@ enum CrashWriter {
 
         --mode notify keeps the notification hub busy: a zone subscription 'all' to the custom zone 'Crash' (saved
         once), and records saved into it as in records mode, printing "ack Crash <name>" once each save returns (its
-        notification may not have been written yet: the test checks it is there after the next open).
+        notification may not have been written yet: the test checks it is there after the next open). With --max N
+        each writer stops after N saves and the process waits to be killed (a test that reads slowly on a loaded
+        machine must not let the writers run past what the hub keeps per user in memory).
 
         --mode lsm [--seed S] runs the LSM crash workload (CloudletTestSupport's LSMCrashWorkload) on an LSM tree in
         DIR: puts and deletes, a flush and merges every 50 writes, up to 5000 writes past the tree's log position,
@@ -58,7 +61,7 @@ enum CrashWriter {
         var values: [String: String] = [:]
         var rest = args[...]
         while let name = rest.popFirst() {
-            guard ["--data", "--writers", "--prefix", "--mode", "--partitions", "--seed"].contains(name) else {
+            guard ["--data", "--writers", "--prefix", "--mode", "--partitions", "--seed", "--max"].contains(name) else {
                 throw UsageError(description: "unknown option \(name)")
             }
             guard let value = rest.popFirst() else { throw UsageError(description: "\(name) needs a value") }
@@ -78,7 +81,7 @@ enum CrashWriter {
             try await assets(dir: dir, writers: writers, prefix: prefix)
             return
         case "notify":
-            try await notify(dir: dir, writers: writers, prefix: prefix)
+            try await notify(dir: dir, writers: writers, prefix: prefix, max: Int(o["--max"] ?? "") ?? .max)
             return
         case "catalog":
             try await catalog(dir: dir, writers: writers, prefix: prefix, partitions: Int(o["--partitions"] ?? "4") ?? 4)
@@ -110,7 +113,7 @@ enum CrashWriter {
     }
 
     /// `--mode notify`: saves into a zone with a zone subscription, as fast as the writers go.
-    static func notify(dir: String, writers: Int, prefix: String) async throws {
+    static func notify(dir: String, writers: Int, prefix: String, max: Int = .max) async throws {
         let store = try await CloudletStore.open(at: dir)
         let db = try store.container("iCloud.com.example.crash").privateDatabase(user: "crash")
         let zone = ZoneID(zoneName: "Crash")
@@ -119,17 +122,21 @@ enum CrashWriter {
             try await db.saveSubscription(Subscription(id: "all", kind: .zone(zone)))
         }
         emit("ready")
-        await runWriters(writers) { w, i in
+        await runWriters(writers, max: max) { w, i in
             let name = "\(prefix)-\(w)-\(i)"
             _ = try await db.save(Record(recordType: "Entry", recordName: name, zoneID: zone, fields: ["seq": .int64(Int64(i))]))
             emit("ack Crash \(name)")
         }
+        while true { try await Task.sleep(for: .seconds(3600)) }  // --max reached: wait to be killed
     }
 
     /// `--mode catalog`: writes that add schema fields just in time in every partition, and subscriptions.
     static func catalog(dir: String, writers: Int, prefix: String, partitions: Int) async throws {
         var config = StoreConfiguration()
         config.partitions = partitions
+        // One user saves a subscription every 5th write, round after round against the same store: past the default
+        // per-user cap on a slow machine. The cap is not what this mode tests.
+        config.subscriptionsPerUser = .max
         let store = try await CloudletStore.open(at: dir, configuration: config)
         let db = try store.container("iCloud.com.example.crash").privateDatabase(user: "crash")
         for z in 0..<8 { try await db.createZone(ZoneID(zoneName: "C\(z)")) }
@@ -191,12 +198,12 @@ enum CrashWriter {
 
     /// Runs `writers` tasks until the process is killed, each calling `write(writer, i)` for i = 0, 1, 2…; the first
     /// error is printed and ends the process with status 1.
-    static func runWriters(_ writers: Int, _ write: @escaping @Sendable (Int, Int) async throws -> Void) async {
+    static func runWriters(_ writers: Int, max: Int = .max, _ write: @escaping @Sendable (Int, Int) async throws -> Void) async {
         await withTaskGroup(of: Void.self) { group in
             for w in 0..<writers {
                 group.addTask {
                     var i = 0
-                    while true {
+                    while i < max {
                         do { try await write(w, i) } catch {
                             FileHandle.standardError.write(Data("error: \(error)\n".utf8))
                             exit(1)
