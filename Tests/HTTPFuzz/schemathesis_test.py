@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Schema-driven HTTP fuzz of `cloudlet serve` (docs/fuzzing.md): schemathesis generates requests from the CloudKit Web
-Services OpenAPI description (../shared/spec, or --spec) and sends them to a real server.
+Services OpenAPI description (Tests/HTTPFuzz/spec, or --spec) and sends them to a real server.
 
 Starts `cloudlet serve --port 0` over a temporary data directory with an API token and a signed-in user filled in
 (ckAPIToken, ckWebAuthToken), then, for every operation of the spec, sends --examples generated requests (a fixed
@@ -24,7 +24,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONTAINER = "iCloud.com.example.fuzz"
-DEFAULT_SPEC = os.path.join(ROOT, "..", "shared", "spec", "cloudkit-web-services.openapi.yaml")
+DEFAULT_SPEC = os.path.join(ROOT, "Tests", "HTTPFuzz", "spec", "cloudkit-web-services.openapi.yaml")
 
 
 def fail(message):
@@ -102,7 +102,7 @@ class Server:
 
 # Answers the spec does not document for an operation although CloudKit gives them, each accepted narrowly: for one
 # operation, one status and one serverErrorCode, with the reason. The spec (MistKit's description, kept unchanged) is
-# wrong there; Apple's behaviour wins (../shared/spec/README.md). Only the status check is waived for such an answer:
+# wrong there; Apple's behaviour wins (spec/README.md). Only the status check is waived for such an answer:
 # its content type and body shape are still checked.
 UNDOCUMENTED_ANSWERS = {
     # Upload URLs name the zone of the record they are for (`zoneID`); CloudKit answers a zone that does not exist
