@@ -110,7 +110,7 @@ struct ConsoleHandler {
             throw APIError("AUTHENTICATION_REQUIRED", "sign in to the console with an admin credential first", status: 401)
         }
         if request.method != "GET" {
-            guard let sent = request.csrfToken, Self.constantTimeEqual(sent, session.csrfToken) else {
+            guard let sent = request.csrfToken, Secrets.constantTimeEqual(sent.utf8, session.csrfToken.utf8) else {
                 throw APIError("ACCESS_DENIED", "the console's CSRF token (X-Cloudlet-CSRF) is missing or wrong", status: 403)
             }
         }
@@ -286,14 +286,5 @@ struct ConsoleHandler {
         var w = JSONWriter()
         w.object(body)
         return HTTPResponse(status: 200, body: w.bytes)
-    }
-
-    /// Compares secrets without stopping at the first difference.
-    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
-        let x = Array(a.utf8), y = Array(b.utf8)
-        guard x.count == y.count else { return false }
-        var diff: UInt8 = 0
-        for i in x.indices { diff |= x[i] ^ y[i] }
-        return diff == 0
     }
 }
