@@ -16,11 +16,7 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
-import threading
-import time
 import urllib.request
 
 CONTAINER = "iCloud.com.example.console"
@@ -29,6 +25,8 @@ PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000002000000020802000000fdd49a73"
     "0000001049444154789c63f8cfc000440c100a001fee03fd8b5f14d40000000049454e44ae426082")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "Tests", "support"))
+from cloudlet_serve import CloudletServer, cloudlet_binary  # noqa: E402
 
 
 def fail(message):
@@ -53,56 +51,12 @@ if not CHROMIUM or not CHROMEDRIVER:
     fail("chromium and chromium-driver are needed (Debian packages; .ci/install-deps installs them)")
 
 
-def cloudlet_binary():
-    if len(sys.argv) > 1:
-        return sys.argv[1]
-    bin_path = subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-    return os.path.join(bin_path, "cloudlet")
-
-
-class Server:
-    """`cloudlet serve --port 0` over a temporary store, with an admin credential, an API token and user alice."""
-
-    def __init__(self, binary):
-        self.dir = tempfile.mkdtemp(prefix="cloudlet-console-test-")
-        data = os.path.join(self.dir, "data")
-
-        def last_line(*args):
-            out = subprocess.run([binary, *args, "--data", data], capture_output=True, text=True, check=True).stdout
-            return out.strip().splitlines()[-1]
-
-        self.admin = last_line("token", "add", "--admin")
-        self.api_token = last_line("token", "add", "--container", CONTAINER)
-        self.alice = last_line("user", "add", "alice")
-        self.process = subprocess.Popen(
-            [binary, "serve", "--data", data, "--port", "0", "--durability", "os"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.time() + 30
-        self.url = None
-        while time.time() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                break
-            m = re.search(r"listening on (http://\S+)", line)
-            if m:
-                self.url = m.group(1)
-                break
-        if not self.url:
-            self.stop()
-            fail("cloudlet serve did not say where it listens")
-        # Keep reading its output (one access-log line per request): a pipe nobody reads fills up after ~64 KiB, and
-        # then every worker blocks writing its log line.
-        threading.Thread(target=lambda: [None for _ in self.process.stdout], daemon=True).start()
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+def start_server(binary):
+    """`cloudlet serve` over a temporary store, with an admin credential, an API token and user alice."""
+    try:
+        return CloudletServer(binary, CONTAINER, "cloudlet-console-test-", admin=True)
+    except RuntimeError as e:
+        fail(str(e))
 
 
 class ConsoleClient:
@@ -125,12 +79,12 @@ class ConsoleClient:
 
 
 def main():
-    binary = cloudlet_binary()
+    binary = cloudlet_binary(sys.argv[1] if len(sys.argv) > 1 else None)
     if not os.access(binary, os.X_OK):
         fail(f"no cloudlet binary at {binary} (build first: swift build)")
     shots = os.environ.get("CONSOLE_SCREENSHOTS", os.path.join(ROOT, ".build", "console-screenshots"))
     os.makedirs(shots, exist_ok=True)
-    server = Server(binary)
+    server = start_server(binary)
     driver = None
     try:
         options = webdriver.ChromeOptions()

@@ -15,15 +15,13 @@ directory in every case.
 import argparse
 import json
 import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONTAINER = "iCloud.com.example.fuzz"
+sys.path.insert(0, os.path.join(ROOT, "Tests", "support"))
+from cloudlet_serve import CloudletServer, cloudlet_binary  # noqa: E402
 DEFAULT_SPEC = os.path.join(ROOT, "Tests", "HTTPFuzz", "spec", "cloudkit-web-services.openapi.yaml")
 
 
@@ -44,60 +42,11 @@ except ImportError as e:
     fail(f"{e}: install schemathesis (pip install -r .ci/python-requirements.txt, or .ci/install-deps)")
 
 
-def cloudlet_binary(given_path):
-    if given_path:
-        return given_path
-    bin_path = subprocess.run(["swift", "build", "--show-bin-path"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    return os.path.join(bin_path, "cloudlet")
-
-
-class Server:
-    """`cloudlet serve --port 0` on loopback over a temporary store, with an API token and user alice."""
-
-    def __init__(self, binary):
-        self.dir = tempfile.mkdtemp(prefix="cloudlet-schemathesis-")
-        self.process = None
-        data = os.path.join(self.dir, "data")
-
-        def last_line(*args):
-            out = subprocess.run([binary, *args, "--data", data], capture_output=True, text=True, check=True).stdout
-            return out.strip().splitlines()[-1]
-
-        self.api_token = last_line("token", "add", "--container", CONTAINER)
-        self.alice = last_line("user", "add", "alice")
-        # Its output (one access-log line per request) goes to a file: a pipe nobody reads once the address is known
-        # fills up after ~64 KiB, and then every worker blocks writing its log line.
-        self.log = os.path.join(self.dir, "serve.log")
-        with open(self.log, "w") as log:
-            self.process = subprocess.Popen(
-                [binary, "serve", "--data", data, "--host", "127.0.0.1", "--port", "0", "--durability", "os"],
-                stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 30
-        self.url = None
-        while time.time() < deadline and self.url is None and self.process.poll() is None:
-            with open(self.log) as log:
-                m = re.search(r"listening on (http://\S+)", log.read())
-            if m:
-                self.url = m.group(1)
-            else:
-                time.sleep(0.1)
-        if not self.url:
-            self.stop()
-            fail("cloudlet serve did not say where it listens")
-
-    def alive(self):
-        return self.process.poll() is None
-
-    def stop(self):
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+def start_server(binary):
+    try:
+        return CloudletServer(binary, CONTAINER, "cloudlet-schemathesis-")
+    except RuntimeError as e:
+        fail(str(e))
 
 
 # Answers the spec does not document for an operation although CloudKit gives them, each accepted narrowly: for one
@@ -189,7 +138,7 @@ def main():
         fail(f"no OpenAPI file at {args.spec} (--spec)")
 
     started = time.time()
-    server = Server(cloudlet_binary(args.binary))
+    server = start_server(cloudlet_binary(args.binary))
     try:
         counts, failures = run(server, args.spec, args.examples, args.seed)
         crashed = not server.alive()
