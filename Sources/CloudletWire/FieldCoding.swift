@@ -20,9 +20,12 @@ public enum FieldCoding {
     /// (and location members) written as `"NaN"`, `"Infinity"`, `"-Infinity"`, and coordinates outside ±90 / ±180.
     /// Requests from clients are decoded without it: such values are `BAD_REQUEST`.
     public static func decode(
-        _ json: JSONValue, at path: String, schemaType: FieldType?, zone: ZoneID, lossless: Bool = false
+        _ json: JSONValue, at lazyPath: @autoclosure () -> String, schemaType: FieldType?, zone: ZoneID, lossless: Bool = false
     ) throws -> FieldValue {
-        let o = try json.requireObject(at: path)
+        // The path is only built for an error message (a record decodes many fields; most decode fine).
+        var path: String { lazyPath() }
+        let o: [String: JSONValue]
+        if case .object(let members) = json { o = members } else { o = try json.requireObject(at: path) }
         guard let value = o["value"] else { throw APIError.badRequest("\(path).value is missing") }
         if value == .null {
             throw APIError.badRequest(
@@ -64,8 +67,10 @@ public enum FieldCoding {
     // MARK: - Scalars
 
     private static func scalar(
-        _ v: JSONValue, _ type: ScalarType, at path: String, zone: ZoneID, lossless: Bool
+        _ v: JSONValue, _ type: ScalarType, at lazyPath: @autoclosure () -> String, zone: ZoneID, lossless: Bool
     ) throws -> FieldValue {
+        // The path is only built for an error message (a record decodes many fields; most decode fine).
+        var path: String { lazyPath() }
         func mismatch(_ expected: String) -> APIError {
             APIError.badRequest("\(path) is \(v.kindDescription), which is not a valid \(type.cloudKitName) (\(expected))")
         }
@@ -121,22 +126,26 @@ public enum FieldCoding {
         }
     }
 
-    private static func milliseconds(_ v: JSONValue, at path: String, mismatch: APIError) throws -> Int64 {
+    private static func milliseconds(
+        _ v: JSONValue, at path: @autoclosure () -> String, mismatch: @autoclosure () -> APIError
+    ) throws -> Int64 {
         switch v {
         case .number(let n):
             if let i = n.int64 { return i }
             let d = n.double.rounded()
-            guard d.isFinite, d >= -9.2e18, d <= 9.2e18 else { throw APIError.badRequest("\(path) \(n.text) is out of range") }
+            guard d.isFinite, d >= -9.2e18, d <= 9.2e18 else { throw APIError.badRequest("\(path()) \(n.text) is out of range") }
             return Int64(d)
         case .string(let s):
-            guard let i = Int64(s) else { throw mismatch }
+            guard let i = Int64(s) else { throw mismatch() }
             return i
-        default: throw mismatch
+        default: throw mismatch()
         }
     }
 
-    private static func location(_ v: JSONValue, at path: String, mismatch: APIError, lossless: Bool) throws -> Location {
-        guard case .object(let o) = v else { throw mismatch }
+    private static func location(
+        _ v: JSONValue, at path: String, mismatch: @autoclosure () -> APIError, lossless: Bool
+    ) throws -> Location {
+        guard case .object(let o) = v else { throw mismatch() }
         func number(_ key: String) throws -> Double? {
             if lossless, let x = o[key], x != .null {
                 guard let d = x.doubleValue else { throw APIError.badRequest("\(path).\(key) must be a number") }
@@ -154,11 +163,13 @@ public enum FieldCoding {
             latitude: lat, longitude: lon, horizontalAccuracy: try number("horizontalAccuracy"),
             verticalAccuracy: try number("verticalAccuracy"), altitude: try number("altitude"), speed: try number("speed"),
             course: try number("course"),
-            timestamp: try o["timestamp"].flatMap { $0 == .null ? nil : try milliseconds($0, at: path + ".timestamp", mismatch: mismatch) })
+            timestamp: try o["timestamp"].flatMap { $0 == .null ? nil : try milliseconds($0, at: path + ".timestamp", mismatch: mismatch()) })
     }
 
-    private static func reference(_ v: JSONValue, at path: String, zone: ZoneID, mismatch: APIError) throws -> Reference {
-        guard case .object(let o) = v else { throw mismatch }
+    private static func reference(
+        _ v: JSONValue, at path: String, zone: ZoneID, mismatch: @autoclosure () -> APIError
+    ) throws -> Reference {
+        guard case .object(let o) = v else { throw mismatch() }
         guard let name = try o.string("recordName", at: path), !name.isEmpty else {
             throw APIError.badRequest("\(path).recordName is missing")
         }
@@ -180,7 +191,8 @@ public enum FieldCoding {
     // MARK: - Inference
 
     /// The type of an untyped value with no schema to go by.
-    private static func infer(_ v: JSONValue, at path: String) throws -> FieldType {
+    private static func infer(_ v: JSONValue, at lazyPath: @autoclosure () -> String) throws -> FieldType {
+        var path: String { lazyPath() }
         if case .array(let items) = v {
             guard !items.isEmpty else {
                 throw APIError.badRequest("\(path) is an empty list without a type; give \"type\" (e.g. STRING_LIST)")
@@ -203,7 +215,7 @@ public enum FieldCoding {
         return FieldType(try inferScalar(v, at: path))
     }
 
-    private static func inferScalar(_ v: JSONValue, at path: String) throws -> ScalarType {
+    private static func inferScalar(_ v: JSONValue, at path: @autoclosure () -> String) throws -> ScalarType {
         switch v {
         case .string: return .string
         case .number(let n): return n.isInteger ? .int64 : .double
@@ -212,7 +224,7 @@ public enum FieldCoding {
         case .object(let o) where o["latitude"] != nil || o["longitude"] != nil: return .location
         case .object(let o) where o["fileChecksum"] != nil || o["receipt"] != nil: return .asset
         default:
-            throw APIError.badRequest("\(path): cannot tell the type of \(v.kindDescription); give \"type\"")
+            throw APIError.badRequest("\(path()): cannot tell the type of \(v.kindDescription); give \"type\"")
         }
     }
 

@@ -15,8 +15,14 @@ public struct JSONParser {
     private let bytes: UnsafeBufferPointer<UInt8>
     private var i = 0
     private var depth = 0
+    /// The members of the objects being parsed, innermost last: an object's dictionary is built once its members
+    /// are known, at its exact size (growing a dictionary member by member rehashes it at every doubling).
+    private var pending: [(key: String, value: JSONValue, offset: Int)] = []
 
-    private init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+    private init(_ bytes: UnsafeBufferPointer<UInt8>) {
+        self.bytes = bytes
+        pending.reserveCapacity(16)
+    }
 
     /// Parses one JSON value that makes up the whole of `input` (surrounding whitespace allowed).
     public static func parse(_ input: [UInt8]) throws(Error) -> JSONValue {
@@ -77,24 +83,23 @@ public struct JSONParser {
     private mutating func object() throws(Error) -> JSONValue {
         try enter()
         i += 1
-        var members: [String: JSONValue] = [:]
         skipWhitespace()
         if i < bytes.count, bytes[i] == UInt8(ascii: "}") {
             i += 1
             depth -= 1
-            return .object(members)
+            return .object([:])
         }
+        let first = pending.count
         while true {
             skipWhitespace()
             guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw error("expected a string key in an object") }
+            let offset = i
             let key = try string()
             skipWhitespace()
             guard i < bytes.count, bytes[i] == UInt8(ascii: ":") else { throw error("expected ':' after key \"\(key)\"") }
             i += 1
             skipWhitespace()
-            guard members.updateValue(try value(), forKey: key) == nil else {
-                throw error("duplicate key \"\(key)\" in an object")
-            }
+            pending.append((key, try value(), offset))
             skipWhitespace()
             guard i < bytes.count else { throw error("unexpected end of input in an object") }
             if bytes[i] == UInt8(ascii: ",") {
@@ -102,6 +107,11 @@ public struct JSONParser {
             } else if bytes[i] == UInt8(ascii: "}") {
                 i += 1
                 depth -= 1
+                var members = [String: JSONValue](minimumCapacity: pending.count - first)
+                for m in pending[first...] where members.updateValue(m.value, forKey: m.key) != nil {
+                    throw Error(message: "duplicate key \"\(m.key)\" in an object", offset: m.offset)
+                }
+                pending.removeLast(pending.count - first)
                 return .object(members)
             } else {
                 throw error("expected ',' or '}' in an object")
@@ -167,14 +177,17 @@ public struct JSONParser {
     private mutating func string() throws(Error) -> String {
         i += 1
         let start = i
-        // Fast path: no escapes.
+        // Fast path: no escapes. ASCII (every byte below 0x80) needs no UTF-8 validation.
+        var bits: UInt8 = 0
         while i < bytes.count {
             let c = bytes[i]
             if c == UInt8(ascii: "\"") {
-                let s = try utf8(start..<i)
+                let slice = UnsafeBufferPointer(rebasing: bytes[start..<i])
+                let s = bits < 0x80 ? String(decoding: slice, as: UTF8.self) : try utf8(start..<i)
                 i += 1
                 return s
             }
+            bits |= c
             if c == UInt8(ascii: "\\") { break }
             if c < 0x20 { throw error("control character in a string (escape it)") }
             i += 1
@@ -244,8 +257,6 @@ public struct JSONParser {
 
     private func utf8(_ range: Range<Int>) throws(Error) -> String {
         let slice = UnsafeBufferPointer(rebasing: bytes[range])
-        // ASCII needs no validation.
-        if slice.allSatisfy({ $0 < 0x80 }) { return String(decoding: slice, as: UTF8.self) }
         guard let s = String(validating: slice, as: UTF8.self) else { throw error("invalid UTF-8 in a string") }
         return s
     }

@@ -63,9 +63,12 @@ public enum RecordCoding {
         }
         let zoneID = try ZoneIDCoding.decode(o["zoneID"], at: [String: JSONValue].join(path, "zoneID")) ?? zone
         var r = Record(recordType: type, recordName: name, zoneID: zoneID)
-        let fieldsPath = [String: JSONValue].join(path, "fields")
-        for (k, v) in try o.object("fields", at: path) ?? [:] {
-            r.fields[k] = try FieldCoding.decode(v, at: fieldsPath + "." + k, schemaType: nil, zone: zoneID, lossless: lossless)
+        if let fields = try o.object("fields", at: path) {
+            r.fields.reserveCapacity(fields.count)
+            for (k, v) in fields {
+                r.fields[k] = try FieldCoding.decode(
+                    v, at: [String: JSONValue].join(path, "fields") + "." + k, schemaType: nil, zone: zoneID, lossless: lossless)
+            }
         }
         r.changeTag = try o.string("recordChangeTag", at: path) ?? o.string("changeTag", at: path)
         r.created = try stamp(o, "created", at: path)
@@ -86,6 +89,12 @@ public enum RecordCoding {
 
     private static func stamp(_ o: [String: JSONValue], _ key: String, at path: String) throws -> RecordStamp? {
         guard let s = try o.object(key, at: path) else { return nil }
+        // A stamp as the server writes it is read without building the member's path (only errors need it).
+        if case .number(let n)? = s["timestamp"], let t = n.int64, case .string(let user)? = s["userRecordName"],
+            case .string(let device)? = s["deviceID"]
+        {
+            return RecordStamp(timestamp: t, userRecordName: user, deviceID: device)
+        }
         let p = [String: JSONValue].join(path, key)
         guard let t = try s.int("timestamp", at: p) else { throw APIError.badRequest("\(p).timestamp is missing") }
         return RecordStamp(

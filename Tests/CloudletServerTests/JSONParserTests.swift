@@ -28,6 +28,27 @@ import Testing
         #expect(try parse("0.1").numberValue?.double == 0.1)
     }
 
+    @Test func nestedObjectsKeepTheirOwnMembers() throws {
+        // Members are gathered on one stack for all open objects; each object must get exactly its own.
+        let v = try parse(#"{"a":{"b":1,"c":{"d":"é"},"e":[]},"f":[{"g":1},{},{"g":2,"h":{"i":null}}],"j":true}"#)
+        let o = try #require(v.objectValue)
+        #expect(o.keys.sorted() == ["a", "f", "j"])
+        let a = try #require(o["a"]?.objectValue)
+        #expect(a.keys.sorted() == ["b", "c", "e"])
+        #expect(a["c"]?.objectValue?.keys.sorted() == ["d"])
+        #expect(a["c"]?.objectValue?["d"]?.stringValue == "é")
+        let f = try #require(o["f"]?.arrayValue)
+        #expect(f.map { $0.objectValue?.keys.sorted() ?? ["?"] } == [["g"], [], ["g", "h"]])
+        #expect(f[2].objectValue?["h"]?.objectValue?.keys.sorted() == ["i"])
+        // A duplicate inside an inner object is found there, with the offset of the repeated key.
+        do {
+            _ = try parse(#"{"x":1,"y":{"x":1,"z":2,"x":3}}"#)
+            Issue.record("accepted a duplicate key")
+        } catch {
+            #expect(error.description.contains("duplicate key \"x\" in an object at byte 24"), "\(error)")
+        }
+    }
+
     @Test func unescapesStrings() throws {
         #expect(try parse(#""a\"b\\c\/d\n\t\u00e9\ud83d\ude00""#).stringValue == "a\"b\\c/d\n\té😀")
         #expect(try parse("\"héllo ✓\"").stringValue == "héllo ✓")
