@@ -59,13 +59,15 @@ extension CloudletStore {
         return out
     }
 
-    /// Calls `body` with each asset of each live record (zone, record name, field, asset), record types without
-    /// asset fields skipped.
-    package func forEachAsset(_ body: (ZoneKey, String, String, AssetReference) throws -> Void) throws {
+    /// Calls `body` with each asset of each live record (zone, record name, field, asset) of the zones `zones`
+    /// accepts (nil: every zone), record types without asset fields skipped.
+    package func forEachAsset(
+        inZones zones: ((ZoneKey) -> Bool)? = nil, _ body: (ZoneKey, String, String, AssetReference) throws -> Void
+    ) throws {
         let schema = catalog.snapshot().schema
         for p in partitions {
             let view = p.queryView()
-            for z in Array(view.keys.zoneKeys) {
+            for z in Array(view.keys.zoneKeys) where zones?(z) ?? true {
                 var cache: [String: Bool] = [:]
                 func mayHoldAssets(_ type: String) -> Bool {
                     if let known = cache[type] { return known }
