@@ -180,7 +180,10 @@ final class AssetTransfer: Sendable {
             let allowance = try quotaAllowance(t, declared: stream.declaredLength)
             let blob: BlobStore.StoredBlob
             do {
-                blob = try store.assets.write(maxSize: min(maxAssetSize, allowance ?? .max)) { try stream.read(into: $0) }
+                // The name is synced by the save that references the file (BlobStore.makeDurable): one sync per upload.
+                blob = try store.assets.write(maxSize: min(maxAssetSize, allowance ?? .max), syncName: false) {
+                    try stream.read(into: $0)
+                }
             } catch is BlobStore.TooLarge {
                 if let allowance, allowance < maxAssetSize, let quota {
                     throw UserQuota.uploadRefused(
