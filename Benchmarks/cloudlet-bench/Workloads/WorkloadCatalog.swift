@@ -80,6 +80,9 @@ enum WorkloadCatalog {
             name: "disk-seqread", summary: "1 MiB sequential reads of a file dropped from the page cache (disk only)",
             needs: nil, make: { _, s in DiskSequentialWorkload(.read, mebibytes: s.seqwriteMiB) }),
         Definition(
+            name: "disk-filesync-1m", summary: "1 MB new files, each written, fdatasync'd and renamed (disk only)",
+            needs: nil, make: { _, s in DiskFileSyncWorkload(count: s.smallAssets) }),
+        Definition(
             name: "notify-1k", summary: "commit → websocket notification delay at 1,000 commits/s (cloudlet only)",
             needs: nil, make: { _, s in NotifyLatencyWorkload(rate: 1_000, seconds: s.notifySeconds) }),
         Definition(
