@@ -46,7 +46,7 @@ public enum ChangesCoding {
     ) {
         w.object { w in
             w.key("zoneID")
-            ZoneIDCoding.write(ZoneID(zoneName: zone.zoneName, ownerName: zone.ownerName == defaultOwnerName ? owner : zone.ownerName), to: &w)
+            ZoneIDCoding.write(zone, owner: owner, to: &w)
             w.member("syncToken", c.token.base64)
             w.member("moreComing", c.moreComing)
             w.key("records")
@@ -69,10 +69,11 @@ public enum ChangesCoding {
         }
     }
 
-    public static func writeError(_ e: CloudletError, zone: ZoneID, to w: inout JSONWriter) {
+    /// `{zoneID, serverErrorCode, reason, …}`: a zone's error in a response of the database owned by `owner`.
+    public static func writeError(_ e: CloudletError, zone: ZoneID, owner: String, to w: inout JSONWriter) {
         w.object { w in
             w.key("zoneID")
-            ZoneIDCoding.write(zone, to: &w)
+            ZoneIDCoding.write(zone, owner: owner, to: &w)
             APIError(e).writeMembers(to: &w)
         }
     }

@@ -59,14 +59,14 @@ public enum SubscriptionCoding {
                 }
                 if let zone {
                     w.key("zoneID")
-                    ZoneIDCoding.write(ZoneID(zoneName: zone.zoneName, ownerName: zone.ownerName == defaultOwnerName ? owner : zone.ownerName), to: &w)
+                    ZoneIDCoding.write(zone, owner: owner, to: &w)
                 } else {
                     w.member("zoneWide", true)
                 }
             case .zone(let zone):
                 w.member("subscriptionType", "zone")
                 w.key("zoneID")
-                ZoneIDCoding.write(ZoneID(zoneName: zone.zoneName, ownerName: zone.ownerName == defaultOwnerName ? owner : zone.ownerName), to: &w)
+                ZoneIDCoding.write(zone, owner: owner, to: &w)
             case .database:
                 w.member("subscriptionType", "database")
             }

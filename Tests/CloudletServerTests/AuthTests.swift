@@ -63,7 +63,7 @@ import Testing
         let n = unique("pub")
         let write = try await HTTP.post(s.url("records/modify", db: "public", as: "bob"), #"{"operations":[\#(createOp(n))]}"#)
         #expect(write.records.first?["created"]?["userRecordName"]?.stringValue == s.bob.user.userRecordName, "\(write)")
-        #expect(write.records.first?["zoneID"]?["ownerRecordName"]?.stringValue == defaultOwnerName)
+        #expect(write.records.first?["zoneID"]?["ownerRecordName"]?.stringValue == "_defaultOwner", "\(write)")
         let read = try await HTTP.post(s.url("records/lookup", db: "public", as: nil), #"{"records":[{"recordName":"\#(n)"}]}"#)
         #expect(read.status == 200 && read.records.first?["recordName"]?.stringValue == n, "\(read)")
         let zones = try await HTTP.get(s.url("zones/list", db: "public", as: nil))

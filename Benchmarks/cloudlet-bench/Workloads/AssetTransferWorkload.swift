@@ -6,7 +6,8 @@ import Foundation
 
 /// `asset-upload-*`, `asset-download-*`: files POSTed to asset upload URLs, or GET from download URLs, of an
 /// in-process `cloudlet serve` over loopback; MB/s (10^6 bytes). An upload is streamed to disk, hashed and
-/// fdatasync'd before it is answered: compare with `disk-seqwrite` (the same bytes written and synced once).
+/// fdatasync'd before it is answered: compare with `disk-seqwrite` (the same bytes written and synced once). A
+/// download run starts with the files dropped from the page cache: compare with `disk-seqread`.
 /// Every upload is of different bytes (no deduplication). The note gives the process's resident memory growth
 /// over the uploads (server and client in one process; the client's buffer is allocated before).
 final class AssetTransferWorkload: Workload {
@@ -24,6 +25,8 @@ final class AssetTransferWorkload: Workload {
     private var store: CloudletStore?
     private var server: Server?
     private var urls: [String] = []
+    /// The stored files the download URLs name, dropped from the page cache before each run.
+    private var files: [String] = []
     private var body: [UInt8] = []
 
     init(direction: Direction, size: Int, count: Int) {
@@ -76,6 +79,7 @@ final class AssetTransferWorkload: Workload {
                     #"{"operations":[{"operationType":"create","record":{"recordName":"f\#(i)","recordType":"File","fields":{"data":{"value":\#(dict),"type":"ASSETID"}}}}]}"#
                         .utf8))
             urls.append(try Self.member("downloadURL", in: saved).replacingOccurrences(of: "${f}", with: "f.bin"))
+            files.append(try store.assetFile(AssetReference(fileChecksum: try Self.member("fileChecksum", in: saved), size: Int64(size))))
         }
     }
 
@@ -86,6 +90,8 @@ final class AssetTransferWorkload: Workload {
 
     func run() throws -> RunMeasurement {
         guard let server else { preconditionFailure("run() without setUp()") }
+        // Downloads read from the disk, as `disk-seqread` does (the files were just written: they are in the cache).
+        for f in files { _ = try PosixFile(readingFrom: f).dropCachedPages() }
         let before = try ProcessMemory.current()
         var latencies: [Double] = []
         let clock = Stopwatch()
@@ -115,7 +121,7 @@ final class AssetTransferWorkload: Workload {
     func tearDown() throws {
         server?.stop()
         if let store { try ThreadBridge.wait { try await store.close() } }
-        (store, server, urls) = (nil, nil, [])
+        (store, server, urls, files) = (nil, nil, [], [])
     }
 
     // MARK: - A minimal HTTP/1.1 client over one connection per request

@@ -75,7 +75,13 @@ enum WorkloadCatalog {
             make: { _, s in DiskAppendSyncWorkload(appends: s.appendSyncs) }),
         Definition(
             name: "disk-seqwrite", summary: "1 MiB sequential writes, one fdatasync at the end (disk only)", needs: nil,
-            make: { _, s in DiskSequentialWriteWorkload(mebibytes: s.seqwriteMiB) }),
+            make: { _, s in DiskSequentialWorkload(.write, mebibytes: s.seqwriteMiB) }),
+        Definition(
+            name: "disk-seqread", summary: "1 MiB sequential reads of a file dropped from the page cache (disk only)",
+            needs: nil, make: { _, s in DiskSequentialWorkload(.read, mebibytes: s.seqwriteMiB) }),
+        Definition(
+            name: "disk-filesync-1m", summary: "1 MB new files, each written, fdatasync'd and renamed (disk only)",
+            needs: nil, make: { _, s in DiskFileSyncWorkload(count: s.smallAssets) }),
         Definition(
             name: "notify-1k", summary: "commit → websocket notification delay at 1,000 commits/s (cloudlet only)",
             needs: nil, make: { _, s in NotifyLatencyWorkload(rate: 1_000, seconds: s.notifySeconds) }),

@@ -10,9 +10,13 @@ import Synchronization
 /// its bytes (content addressing: the same bytes stored twice take the space once). Layout and rules:
 /// `docs/assets.md`.
 ///
-/// A blob is written to `assets/tmp/` while it is hashed, fdatasync'd, then renamed to its name and the shard
-/// directory fsync'd: a blob under its name is always whole and durable. Temporary files left by a crash are
-/// removed when the store opens (only one process writes a store).
+/// A blob is written to `assets/tmp/` while it is hashed, fdatasync'd (outside the lock), then renamed to its name:
+/// a blob under its name is always whole. Its *name* becomes durable when its shard directory is fsync'd — at once
+/// by default, or, for a write with `syncName: false` (an upload), by ``makeDurable(_:)``, which every save calls
+/// for the blobs it references before it commits. So a record that commits never references a blob a crash can
+/// lose, and an upload pays one sync, not two; an upload no save has referenced yet may be lost to a power failure
+/// (its receipt then names a file the store no longer has, and the save fails asking for the upload again).
+/// Temporary files left by a crash are removed when the store opens (only one process writes a store).
 ///
 /// **Lifetime.** ``sweep(referenced:cutoff:)`` deletes blobs that no live record references. It never deletes a
 /// blob an acknowledged record references, even while records are being saved and the same bytes uploaded:
@@ -37,6 +41,8 @@ package final class BlobStore: Sendable {
         var pins: [String: Int] = [:]
         /// While a sweep runs: every blob pinned or written since it began.
         var touched: Set<String>?
+        /// Blobs renamed to their name since their shard directory was last fsync'd (``makeDurable(_:)``).
+        var unsynced: Set<String> = []
     }
 
     /// A blob as stored: its checksum and size.
@@ -61,6 +67,12 @@ package final class BlobStore: Sendable {
         guard !readOnly, fileSystem.fileExists(directory + "/tmp") else { return }
         try io { () throws(FileSystemError) in
             for name in try fileSystem.listDirectory(directory + "/tmp") { try fileSystem.remove(directory + "/tmp/" + name) }
+            // Names an earlier process renamed into place but never synced (it was killed before a save referenced
+            // them) are still only in the kernel's cache: sync them now, since ``makeDurable(_:)`` does not know them.
+            let root = directory + "/sha256"
+            if fileSystem.fileExists(root) {
+                for shard in try fileSystem.listDirectory(root) { try fileSystem.fsyncDirectory(root + "/" + shard) }
+            }
         }
     }
 
@@ -100,9 +112,10 @@ package final class BlobStore: Sendable {
     /// Writes a blob from `read`, which fills the buffer it is given and returns how many bytes it put there (0 at
     /// the end): streamed to a temporary file and hashed on the way, never held whole. Over `maxSize` bytes it
     /// stops, removes what it wrote and throws ``TooLarge``. With `pin`, the blob is pinned (``pin(_:)``) as it
-    /// gets its name, so that no sweep can take it before the save that wrote it commits: unpin it after.
+    /// gets its name, so that no sweep can take it before the save that wrote it commits: unpin it after. With
+    /// `syncName: false` its name is left for ``makeDurable(_:)`` to sync (the file's bytes are synced either way).
     package func write(
-        maxSize: Int64? = nil, pin: Bool = false, read: (UnsafeMutableRawBufferPointer) throws -> Int
+        maxSize: Int64? = nil, pin: Bool = false, syncName: Bool = true, read: (UnsafeMutableRawBufferPointer) throws -> Int
     ) throws -> StoredBlob {
         guard !readOnly else { throw CloudletError(.readOnly, "the store at \(Path.parent(directory)) is open read-only") }
         let temp = "\(directory)/tmp/\(getpid())-\(counter.add(1, ordering: .relaxed).newValue)-\(UInt32.random(in: 0...UInt32.max)).part"
@@ -135,11 +148,12 @@ package final class BlobStore: Sendable {
         let checksum = hash.finishHex()
         try place(temp, as: checksum, pin: pin)
         kept = true
+        if syncName { try makeDurable([checksum]) }
         return StoredBlob(checksum: checksum, size: size)
     }
 
-    /// Copies the file at `source` into the store (pinned with `pin`, as ``write(maxSize:pin:read:)``).
-    package func importFile(_ source: String, pin: Bool = false) throws -> StoredBlob {
+    /// Copies the file at `source` into the store (pinned with `pin`, as ``write(maxSize:pin:syncName:read:)``).
+    package func importFile(_ source: String, pin: Bool = false, syncName: Bool = true) throws -> StoredBlob {
         let file: any File
         do { file = try fileSystem.open(source, options: .readOnly) } catch {
             throw CloudletError(
@@ -147,18 +161,18 @@ package final class BlobStore: Sendable {
         }
         defer { try? file.close() }
         var offset: UInt64 = 0
-        return try write(pin: pin) { buffer in
+        return try write(pin: pin, syncName: syncName) { buffer in
             let n = try io { () throws(FileSystemError) in try file.pread(into: buffer, at: offset) }
             offset += UInt64(n)
             return n
         }
     }
 
-    /// Stores `bytes` (pinned with `pin`, as ``write(maxSize:pin:read:)``).
-    package func importBytes(_ bytes: [UInt8], pin: Bool = false) throws -> StoredBlob {
+    /// Stores `bytes` (pinned with `pin`, as ``write(maxSize:pin:syncName:read:)``).
+    package func importBytes(_ bytes: [UInt8], pin: Bool = false, syncName: Bool = true) throws -> StoredBlob {
         var offset = 0
         return try bytes.withUnsafeBytes { all in
-            try write(pin: pin) { buffer in
+            try write(pin: pin, syncName: syncName) { buffer in
                 let n = min(buffer.count, all.count - offset)
                 if n > 0 { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: all[offset..<offset + n])) }
                 offset += n
@@ -167,9 +181,9 @@ package final class BlobStore: Sendable {
         }
     }
 
-    /// Moves a durable temporary file to its name, or drops it when the blob is there already (then the blob's
+    /// Moves a synced temporary file to its name, or drops it when the blob is there already (then the blob's
     /// modification time is refreshed, as a new one's would be: see the lifetime rules above). Under the lock, so
-    /// that a sweep never deletes the name in between.
+    /// that a sweep never deletes the name in between. The new name is durable only after ``makeDurable(_:)``.
     private func place(_ temp: String, as checksum: String, pin: Bool) throws {
         let final = path(of: checksum)
         let shard = Path.parent(final)
@@ -187,9 +201,22 @@ package final class BlobStore: Sendable {
                     try fileSystem.fsyncDirectory(Path.parent(shard))
                 }
                 try fileSystem.rename(temp, to: final)
-                try fileSystem.fsyncDirectory(shard)
             }
+            st.unsynced.insert(checksum)
         }
+    }
+
+    /// Makes the names of these blobs durable: fsyncs the shard directory of each one renamed into place since its
+    /// directory was last synced (outside the lock; the others cost nothing). A save calls it for every blob it
+    /// references after pinning them and before it commits. Blobs not in the store are skipped.
+    package func makeDurable(_ checksums: [String]) throws {
+        let pending = state.withLock { st in Set(checksums.filter { st.unsynced.contains($0) }) }
+        guard !pending.isEmpty else { return }
+        for shard in Set(pending.map { Path.parent(path(of: $0)) }).sorted() {
+            try io { () throws(FileSystemError) in try fileSystem.fsyncDirectory(shard) }
+        }
+        // Each of them was renamed before `pending` was taken, so the fsyncs above cover it.
+        state.withLock { st in st.unsynced.subtract(pending) }
     }
 
     /// Sets the file's modification time to now (`utimensat`; the file-system seam has no times).
@@ -295,6 +322,7 @@ package final class BlobStore: Sendable {
                 guard stat(path, &s) == 0 else { return false }
                 guard Double(s.st_mtim.tv_sec) < cutoff else { return false }
                 try io { () throws(FileSystemError) in try fileSystem.remove(path) }
+                st.unsynced.remove(blob.checksum)
                 return true
             }
             if deleted {

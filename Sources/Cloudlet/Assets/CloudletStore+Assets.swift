@@ -59,13 +59,15 @@ extension CloudletStore {
         return out
     }
 
-    /// Calls `body` with each asset of each live record (zone, record name, field, asset), record types without
-    /// asset fields skipped.
-    package func forEachAsset(_ body: (ZoneKey, String, String, AssetReference) throws -> Void) throws {
+    /// Calls `body` with each asset of each live record (zone, record name, field, asset) of the zones `zones`
+    /// accepts (nil: every zone), record types without asset fields skipped.
+    package func forEachAsset(
+        inZones zones: ((ZoneKey) -> Bool)? = nil, _ body: (ZoneKey, String, String, AssetReference) throws -> Void
+    ) throws {
         let schema = catalog.snapshot().schema
         for p in partitions {
             let view = p.queryView()
-            for z in Array(view.keys.zoneKeys) {
+            for z in Array(view.keys.zoneKeys) where zones?(z) ?? true {
                 var cache: [String: Bool] = [:]
                 func mayHoldAssets(_ type: String) -> Bool {
                     if let known = cache[type] { return known }
@@ -128,8 +130,8 @@ extension CloudletStore {
                         record.fields[field] = try value.mappingAssets { a in
                             do {
                                 if a.needsImport {
-                                    let stored = try a.sourceFile.map { try blobs.importFile($0, pin: true) }
-                                        ?? blobs.importBytes(a.sourceData!, pin: true)
+                                    let stored = try a.sourceFile.map { try blobs.importFile($0, pin: true, syncName: false) }
+                                        ?? blobs.importBytes(a.sourceData!, pin: true, syncName: false)
                                     imported.append(stored.checksum)
                                     return AssetReference(fileChecksum: stored.checksum, size: stored.size)
                                 }
@@ -183,6 +185,13 @@ extension CloudletStore {
                 prepared.rejected[i] = CloudletError.invalid(
                     "field '\(field)' of record '\(record.recordName)': asset \(checksum) is not in the store (upload it first)")
             }
+        }
+        // The names of new files (imported here, or uploaded and not yet saved) are made durable before anything
+        // that references them commits.
+        let pinned = prepared.pinned
+        do { try await ThreadBridge.offload { try blobs.makeDurable(pinned) } } catch {
+            blobs.unpin(pinned)
+            throw error
         }
         return prepared
     }

@@ -33,9 +33,10 @@ final class APIRouter: Sendable {
         maxBodySize = configuration.maxBodySize
         responseBudget = configuration.responseBudget
         courier = NotificationCourier(store: store)
-        assets = try AssetTransfer(store: store, configuration: configuration)
+        let quota = configuration.userQuota.map { UserQuota(bytes: $0) }
+        self.quota = quota
+        assets = try AssetTransfer(store: store, configuration: configuration, quota: quota)
         limiter = configuration.rateLimit.map { RateLimiter($0) }
-        quota = configuration.userQuota.map { UserQuota(bytes: $0) }
         additionalMetrics = configuration.additionalMetrics
     }
 
@@ -70,7 +71,15 @@ final class APIRouter: Sendable {
 
     private func dispatch(_ request: HTTPRequest) -> (Route, HTTPResponse) {
         if request.path.hasPrefix(DatabasePath.prefix) { return database(request) }
-        if request.path.hasPrefix(AssetTransfer.uploadPrefix) { return (.assetUploadFile, assets.upload(request)) }
+        if request.path.hasPrefix(AssetTransfer.uploadPrefix) {
+            let answer = assets.upload(request)
+            if answer.status == 413, quota != nil,
+                (try? JSONParser.parse(answer.body))?["serverErrorCode"]?.stringValue == "QUOTA_EXCEEDED"
+            {
+                metrics.quotaExceeded()
+            }
+            return (.assetUploadFile, answer)
+        }
         if request.path.hasPrefix(AssetTransfer.downloadPrefix) { return (.assetDownload, assets.download(request)) }
         if request.path.hasPrefix("/share/") { return (.shareLink, shareLink(request)) }
         if request.path.hasPrefix(ConsoleHandler.prefix) { return ConsoleHandler(router: self).respond(request) }

@@ -54,7 +54,7 @@ struct ChangesHandler {
                     case .success(let changes):
                         ChangesCoding.write(
                             changes, zone: r.zoneID, owner: db.id.owner, to: &w, assetLinks: context.assetLinks)
-                    case .failure(let e): ChangesCoding.writeError(e, zone: r.zoneID, to: &w)
+                    case .failure(let e): ChangesCoding.writeError(e, zone: r.zoneID, owner: db.id.owner, to: &w)
                     }
                 }
             }

@@ -4,10 +4,20 @@ import CloudletCore
 import CloudletWire
 import Synchronization
 
-/// Each user's storage quota on their private database (``ServerConfiguration/userQuota``): a `records/modify` whose
-/// saves would take the database's live records (their stored sizes, ``Database/storageUsed()``) past it is refused
-/// whole with `QUOTA_EXCEEDED`, nothing applied. Deletions always go through. Records a participant saves through
-/// their shared database live in the owner's zone: they count against the owner's quota, as in CloudKit.
+/// Each user's storage quota on their private database (``ServerConfiguration/userQuota``), in bytes of live records
+/// *and the asset files they reference* (``Database/storageUsed()``: each reference counts the file's size against
+/// the owner of the record's zone, as CloudKit counts an asset against the user who saved it).
+///
+/// - **Saves.** A `records/modify` whose saves would take the database past the quota is refused whole with
+///   `QUOTA_EXCEEDED`, nothing applied. A saved record adds its stored size and the sizes of the assets it brings
+///   *with a receipt* (a new reference: the receipt rule lets an asset without one through only when the record
+///   already has it, so a record fetched and saved back adds no asset bytes). Deletions always go through. Records a
+///   participant saves through their shared database live in the owner's zone: they count against the owner's
+///   quota, as in CloudKit.
+/// - **Uploads.** An upload to a private database's upload URL is refused with `QUOTA_EXCEEDED` (413) when its bytes
+///   would not fit in what the user has left: before its body is read when it declares its length, else as soon as
+///   it passes what is left; nothing is kept. (An upload for the public or a shared database is checked when it is
+///   saved: its URL does not say whose quota it will count against.)
 ///
 /// Measuring a database walks its records, so each user's usage is kept as an upper bound: measured exactly when
 /// first needed, then raised by what each admitted request saves (a replaced or deleted version is not taken off).
@@ -30,31 +40,67 @@ final class UserQuota: Sendable {
                 let owner = db.scope == .shared ? r.id.zoneID.ownerName : db.id.owner
                 // A shared database holds no zone of its own user's or unowned: the engine refuses those records.
                 if db.scope == .shared && (owner == db.id.owner || owner == defaultOwnerName) { continue }
-                adding[owner, default: 0] += RecordCodec.encode(r).count + r.recordName.utf8.count
+                adding[owner, default: 0] += RecordCodec.encode(r).count + r.recordName.utf8.count + Self.newAssetBytes(r)
             case .delete, .forceDelete: break
             }
         }
         for (user, added) in adding.sorted(by: { $0.key < $1.key }) {
-            if let bound = bounds.withLock({ $0[user] }), bound + added <= bytes { continue }
-            // The owner's private database, measured as its owner (a participant's request may not read it whole).
             // (A malformed owner name measures nothing: the engine refuses the request's records in that zone.)
-            guard let owner = db.scope == .private ? db : try? container.database(.private, access: .user(user), environment: db.id.environment)
-            else { continue }
-            let used = try ThreadBridge.wait { try await owner.storageUsed() }
-            bounds.withLock { $0[user] = used }
+            guard let used = try used(by: user, clearing: added, db: db, container: container) else { continue }
             guard used + added <= bytes else {
                 throw APIError(
                     "QUOTA_EXCEEDED",
-                    "the private database of '\(user)' holds \(used) bytes of its \(bytes)-byte quota; these records would add \(added) "
-                        + "(delete some records first)")
+                    "the private database of '\(user)' holds \(used) bytes (records and assets) of its \(bytes)-byte quota; "
+                        + "these records would add \(added) (delete some records first)")
             }
         }
         return adding
+    }
+
+    /// The asset bytes a saved record brings as new references: the sizes of its assets that carry an upload receipt.
+    static func newAssetBytes(_ r: Record) -> Int {
+        r.fields.values.reduce(0) { sum, v in sum + v.assets.reduce(0) { $0 + ($1.receipt == nil ? 0 : Int($1.size)) } }
+    }
+
+    /// The usage of `user`'s private database: the kept bound when it clears `added` more bytes, else measured
+    /// exactly (and kept). Nil when there is no such database to measure.
+    private func used(by user: String, clearing added: Int, db: Database, container: Container) throws -> Int? {
+        if let bound = bounds.withLock({ $0[user] }), bound + added <= bytes { return bound }
+        // The owner's private database, measured as its owner (a participant's request may not read it whole).
+        guard let owner = db.scope == .private ? db : try? container.database(.private, access: .user(user), environment: db.id.environment)
+        else { return nil }
+        let used = try ThreadBridge.wait { try await owner.storageUsed() }
+        bounds.withLock { $0[user] = used }
+        return used
     }
 
     /// Raises the owners' usage bounds after a request that saved `added` bytes (per owner) went through.
     func admitted(_ added: [String: Int]) {
         guard !added.isEmpty else { return }
         bounds.withLock { for (user, n) in added { $0[user, default: 0] += n } }
+    }
+
+    /// How many bytes an upload to `user`'s private database may still bring (the quota minus the database's usage;
+    /// at least 0). `declared`: the upload's declared length, if it has one; else it may be up to `limit` bytes (the
+    /// usage is measured exactly unless the kept bound leaves room for that). - Throws: `QUOTA_EXCEEDED` (413) when
+    /// `declared` bytes do not fit.
+    func uploadAllowance(
+        user: String, container: Container, environment: Environment, declared: Int64?, limit: Int64
+    ) throws -> Int64 {
+        let want = Int(clamping: declared ?? limit)
+        let db = try container.database(.private, access: .user(user), environment: environment)
+        let used = try used(by: user, clearing: want, db: db, container: container) ?? 0
+        let left = Int64(max(0, bytes - used))
+        if let declared, declared > left { throw Self.uploadRefused(user: user, used: used, quota: bytes, size: "\(declared) bytes") }
+        return left
+    }
+
+    /// The `QUOTA_EXCEEDED` answer to an upload that does not fit (`size`: how large it is, or "more than N bytes").
+    static func uploadRefused(user: String, used: Int, quota: Int, size: String) -> APIError {
+        APIError(
+            "QUOTA_EXCEEDED",
+            "the private database of '\(user)' holds \(used) bytes (records and assets) of its \(quota)-byte quota; "
+                + "this upload of \(size) would pass it (delete some records first); nothing was kept",
+            status: 413)
     }
 }

@@ -25,7 +25,7 @@ struct ZonesHandler {
             for (id, r) in zip(ids, results) {
                 switch r {
                 case .success(let z): Self.write(z, to: &w)
-                case .failure(let e): Self.writeError(e, zone: id, to: &w)
+                case .failure(let e): ChangesCoding.writeError(e, zone: id, owner: context.database.id.owner, to: &w)
                 }
             }
         }
@@ -70,10 +70,10 @@ struct ZonesHandler {
                 case .success(nil):
                     w.object { w in
                         w.key("zoneID")
-                        ZoneIDCoding.write(ZoneID(zoneName: id.zoneName, ownerName: context.database.id.owner), to: &w)
+                        ZoneIDCoding.write(id, owner: context.database.id.owner, to: &w)
                         w.member("deleted", true)
                     }
-                case .failure(let e): Self.writeError(e, zone: id, to: &w)
+                case .failure(let e): ChangesCoding.writeError(e, zone: id, owner: context.database.id.owner, to: &w)
                 }
             }
         }
@@ -100,14 +100,6 @@ struct ZonesHandler {
             w.key("zoneID")
             ZoneIDCoding.write(z.id, to: &w)
             w.member("atomic", z.capabilities.contains(.atomic))
-        }
-    }
-
-    private static func writeError(_ e: CloudletError, zone: ZoneID, to w: inout JSONWriter) {
-        w.object { w in
-            w.key("zoneID")
-            ZoneIDCoding.write(zone, to: &w)
-            APIError(e).writeMembers(to: &w)
         }
     }
 }

@@ -23,8 +23,12 @@ final class AssetTransfer: Sendable {
     /// Uploads being received now.
     private let uploading = Atomic<Int>(0)
 
-    init(store: CloudletStore, configuration: ServerConfiguration) throws {
+    /// Each user's storage quota, which uploads to a private database are checked against; nil: none.
+    let quota: UserQuota?
+
+    init(store: CloudletStore, configuration: ServerConfiguration, quota: UserQuota? = nil) throws {
         self.store = store
+        self.quota = quota
         signer = try AssetSigner(storePath: store.path)
         maxAssetSize = configuration.maxAssetSize
         lifetime = Int64(configuration.assetURLLifetime * 1000)
@@ -172,10 +176,19 @@ final class AssetTransfer: Sendable {
                 return busy
             }
             defer { uploading.subtract(1, ordering: .relaxed) }
+            // What the user's quota leaves, for an upload to a private database (whose owner it counts against).
+            let allowance = try quotaAllowance(t, declared: stream.declaredLength)
             let blob: BlobStore.StoredBlob
             do {
-                blob = try store.assets.write(maxSize: maxAssetSize) { try stream.read(into: $0) }
+                // The name is synced by the save that references the file (BlobStore.makeDurable): one sync per upload.
+                blob = try store.assets.write(maxSize: min(maxAssetSize, allowance ?? .max), syncName: false) {
+                    try stream.read(into: $0)
+                }
             } catch is BlobStore.TooLarge {
+                if let allowance, allowance < maxAssetSize, let quota {
+                    throw UserQuota.uploadRefused(
+                        user: t.owner, used: quota.bytes - Int(allowance), quota: quota.bytes, size: "more than \(allowance) bytes")
+                }
                 throw tooLarge(nil)
             }
             t.kind = .receipt
@@ -197,6 +210,17 @@ final class AssetTransfer: Sendable {
         } catch {
             return Self.response(error)
         }
+    }
+
+    /// The bytes an upload with ticket `t` may bring under its user's quota: nil when no quota applies (none set, or
+    /// an upload for the public or a shared database, checked when it is saved). - Throws: `QUOTA_EXCEEDED` when
+    /// the declared length does not fit.
+    private func quotaAllowance(_ t: AssetTicket, declared: Int64?) throws -> Int64? {
+        guard let quota, t.database == DatabaseScope.private.rawValue, !t.user.isEmpty, t.user == t.owner,
+            let environment = Environment(rawValue: t.environment)
+        else { return nil }
+        return try quota.uploadAllowance(
+            user: t.owner, container: store.container(t.container), environment: environment, declared: declared, limit: maxAssetSize)
     }
 
     private func tooLarge(_ size: Int64?) -> APIError {
