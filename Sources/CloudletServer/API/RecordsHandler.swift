@@ -25,9 +25,11 @@ struct RecordsHandler {
 
         let db = context.database
         let rule = context.assets?.receiptRule(context)
-        let adding = try context.quota?.check(operations, in: db, container: context.container) ?? [:]
+        let reserved = try context.quota?.check(operations, in: db, container: context.container) ?? [:]
+        var committed = false
+        defer { context.quota?.finished(reserved, committed: committed) }
         let recordResults = operations.isEmpty ? [] : try ThreadBridge.wait { try await db.modify(operations, atomic: atomic, assetRule: rule) }
-        context.quota?.admitted(adding)
+        committed = true
         let links = context.assetLinks
         var byIndex: [Int: RecordResult] = [:]
         for (i, r) in zip(recordOps, recordResults) { byIndex[i] = r }

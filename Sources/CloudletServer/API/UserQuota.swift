@@ -23,14 +23,25 @@ import Synchronization
 /// first needed, then raised by what each admitted request saves (a replaced or deleted version is not taken off).
 /// Only a request the bound does not clear measures again — so a user far below the quota is never walked twice,
 /// and one near it is measured exactly before being refused.
+///
+/// Requests in flight **reserve** what they add when they are admitted (``check(_:in:container:)``) until they end
+/// (``finished(_:committed:)``): a request is admitted only when the bound, plus every reservation still in flight,
+/// plus what it adds fits. So concurrent saves cannot together pass the quota, each having fitted alone.
 final class UserQuota: Sendable {
     let bytes: Int
-    private let bounds = Mutex([String: Int]())
+    private struct Usage {
+        /// The kept upper bound of the database's usage (nil: not measured yet).
+        var bound: Int?
+        /// What admitted requests that have not ended yet add.
+        var inFlight = 0
+    }
+    private let usage = Mutex([String: Usage]())
 
     init(bytes: Int) { self.bytes = bytes }
 
     /// Throws `QUOTA_EXCEEDED` unless `operations` fit in the quota of the private database(s) their records go to:
-    /// `db`'s own, or for a shared database each zone owner's. Returns what they add per owner, for ``admitted(_:)``.
+    /// `db`'s own, or for a shared database each zone owner's. Returns what they add per owner, reserved: pass it to
+    /// ``finished(_:committed:)`` when the request ends, however it ends.
     func check(_ operations: [RecordOperation], in db: Database, container: Container) throws -> [String: Int] {
         guard db.scope != .public else { return [:] }
         var adding: [String: Int] = [:]
@@ -44,17 +55,57 @@ final class UserQuota: Sendable {
             case .delete, .forceDelete: break
             }
         }
-        for (user, added) in adding.sorted(by: { $0.key < $1.key }) {
-            // (A malformed owner name measures nothing: the engine refuses the request's records in that zone.)
-            guard let used = try used(by: user, clearing: added, db: db, container: container) else { continue }
-            guard used + added <= bytes else {
+        var reserved: [String: Int] = [:]
+        do {
+            for (user, added) in adding.sorted(by: { $0.key < $1.key }) {
+                // (A malformed owner name measures nothing: the engine refuses the request's records in that zone.)
+                if try reserve(added, for: user, db: db, container: container) { reserved[user] = added }
+            }
+        } catch {
+            finished(reserved, committed: false)
+            throw error
+        }
+        return reserved
+    }
+
+    /// Reserves `added` bytes of `user`'s quota: against the kept bound when it has room, else against the usage
+    /// measured now. False when there is no database to measure. - Throws: `QUOTA_EXCEEDED` when they do not fit.
+    private func reserve(_ added: Int, for user: String, db: Database, container: Container) throws -> Bool {
+        let fits = usage.withLock { u -> Bool in
+            guard let bound = u[user]?.bound, bound + u[user]!.inFlight + added <= bytes else { return false }
+            u[user]!.inFlight += added
+            return true
+        }
+        if fits { return true }
+        guard let used = try measure(user, db: db, container: container) else { return false }
+        try usage.withLock { u in
+            var entry = u[user] ?? Usage()
+            entry.bound = used
+            defer { u[user] = entry }
+            // What is in flight may already be in `used` (saves that committed while it was measured): counting it
+            // again only errs on the side of the quota, and the next measure after they end is exact.
+            guard used + entry.inFlight + added <= bytes else {
+                let pending = entry.inFlight > 0 ? " (and requests under way add \(entry.inFlight))" : ""
                 throw APIError(
                     "QUOTA_EXCEEDED",
-                    "the private database of '\(user)' holds \(used) bytes (records and assets) of its \(bytes)-byte quota; "
+                    "the private database of '\(user)' holds \(used) bytes (records and assets) of its \(bytes)-byte quota\(pending); "
                         + "these records would add \(added) (delete some records first)")
             }
+            entry.inFlight += added
         }
-        return adding
+        return true
+    }
+
+    /// Ends the reservations ``check(_:in:container:)`` made; `committed`: the request's saves went through (then
+    /// the kept bounds rise by them).
+    func finished(_ reserved: [String: Int], committed: Bool) {
+        guard !reserved.isEmpty else { return }
+        usage.withLock { u in
+            for (user, n) in reserved {
+                u[user, default: Usage()].inFlight -= n
+                if committed, let bound = u[user]?.bound { u[user]!.bound = bound + n }
+            }
+        }
     }
 
     /// The asset bytes a saved record brings as new references: the sizes of its assets that carry an upload receipt.
@@ -62,22 +113,23 @@ final class UserQuota: Sendable {
         r.fields.values.reduce(0) { sum, v in sum + v.assets.reduce(0) { $0 + ($1.receipt == nil ? 0 : Int($1.size)) } }
     }
 
-    /// The usage of `user`'s private database: the kept bound when it clears `added` more bytes, else measured
-    /// exactly (and kept). Nil when there is no such database to measure.
+    /// The usage of `user`'s private database (plus what requests in flight add): the kept bound when that clears
+    /// `added` more bytes, else measured exactly (and kept). Nil when there is no such database to measure.
     private func used(by user: String, clearing added: Int, db: Database, container: Container) throws -> Int? {
-        if let bound = bounds.withLock({ $0[user] }), bound + added <= bytes { return bound }
+        if let held = usage.withLock({ u in u[user]?.bound.map { $0 + u[user]!.inFlight } }), held + added <= bytes { return held }
+        guard let used = try measure(user, db: db, container: container) else { return nil }
+        return usage.withLock { u in
+            u[user, default: Usage()].bound = used
+            return used + u[user]!.inFlight
+        }
+    }
+
+    /// Measures `user`'s private database exactly; nil when there is none.
+    private func measure(_ user: String, db: Database, container: Container) throws -> Int? {
         // The owner's private database, measured as its owner (a participant's request may not read it whole).
         guard let owner = db.scope == .private ? db : try? container.database(.private, access: .user(user), environment: db.id.environment)
         else { return nil }
-        let used = try ThreadBridge.wait { try await owner.storageUsed() }
-        bounds.withLock { $0[user] = used }
-        return used
-    }
-
-    /// Raises the owners' usage bounds after a request that saved `added` bytes (per owner) went through.
-    func admitted(_ added: [String: Int]) {
-        guard !added.isEmpty else { return }
-        bounds.withLock { for (user, n) in added { $0[user, default: 0] += n } }
+        return try ThreadBridge.wait { try await owner.storageUsed() }
     }
 
     /// How many bytes an upload to `user`'s private database may still bring (the quota minus the database's usage;
