@@ -35,21 +35,43 @@ extension Log {
         }
     }
 
-    /// Starts a compaction of every sealed segment (a prefix of the log: earlier compacted segments included), or
-    /// returns nil when there is none. Only one compaction runs at a time: throws `.invalidArguments` if one is
+    /// The highest LSN a compaction may take in (``LogConfiguration/boundedCompaction``); `.max` without a limit.
+    public var compactionLimit: UInt64 { monitor.withLock { $0.compactionLimit } }
+
+    /// Raises ``compactionLimit`` to `lsn` (never lowers it); with `persist`, also stores it in the directory's
+    /// ``CompactionHorizon`` file if it grew since it was last stored. Throws `.io` for a failed write (the limit
+    /// in memory is raised anyway).
+    public func raiseCompactionLimit(to lsn: UInt64, persist: Bool) throws {
+        let store = monitor.withLock { s -> UInt64? in
+            guard s.compactionLimit != .max else { return nil }
+            s.compactionLimit = max(s.compactionLimit, lsn)
+            return persist && s.compactionLimit > s.persistedCompactionLimit ? s.compactionLimit : nil
+        }
+        guard let store, !configuration.readOnly else { return }
+        try CompactionHorizon.write(store, directory: directory, fileSystem: fileSystem)
+        monitor.withLock { s in s.persistedCompactionLimit = max(s.persistedCompactionLimit, store) }
+    }
+
+    /// Starts a compaction of every sealed segment (a prefix of the log: earlier compacted segments included) that
+    /// ends at or below ``compactionLimit`` — with a limit, only if that takes in a segment not compacted yet; the
+    /// limit is stored first if it grew — or returns nil when there is none. Only one compaction runs at a time: throws `.invalidArguments` if one is
     /// under way. Finish with ``installCompaction(_:)`` or ``abandonCompaction(_:)``.
     public func beginCompaction() throws -> CompactionWriter? {
         if configuration.readOnly {
             throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is open read-only")
         }
+        // A bounded log stores its limit first, so that no compacted prefix ever ends past the stored horizon.
+        try raiseCompactionLimit(to: 0, persist: true)
         // Leftovers of a compaction that failed in this process may hold higher generations than the state knows.
         let onDisk = try LogLayout.load(directory: directory, fileSystem: fileSystem).highestGeneration
         return try monitor.withLock { s throws -> CompactionWriter? in
             if let failure = s.failure { throw failure }
             if s.closing { throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is closed") }
             if s.compacting { throw CloudletError.invalid("a compaction of partition \(partition) is already running") }
-            let sealed = s.segments.prefix { $0.sealed }
-            guard !sealed.isEmpty else { return nil }
+            let sealed = s.segments.prefix { $0.sealed && $0.lastLSN <= s.compactionLimit }
+            guard !sealed.isEmpty, s.compactionLimit == .max || sealed.contains(where: { $0.generation == nil }) else {
+                return nil
+            }
             s.compacting = true
             let generation = max(s.highestGeneration, onDisk) + 1
             s.highestGeneration = generation
@@ -61,7 +83,7 @@ extension Log {
             return CompactionWriter(
                 directory: directory, partition: partition, generation: generation, inputs: inputs,
                 segmentSize: configuration.segmentSize, compressionThreshold: configuration.compressionThreshold,
-                epoch: configuration.epoch, fileSystem: fileSystem)
+                epoch: configuration.epoch, previous: s.marker, fileSystem: fileSystem)
         }
     }
 

@@ -100,6 +100,10 @@ public final class Log: Sendable {
             lastLSN: outcome.lastLSN, segments: segments, epoch: configuration.epoch,
             highestEpoch: outcome.report.lastEpoch)
         state.marker = outcome.marker
+        if configuration.boundedCompaction {
+            state.compactionLimit = try CompactionHorizon.load(directory: directory, fileSystem: fileSystem)
+            state.persistedCompactionLimit = state.compactionLimit
+        }
         state.highestGeneration = outcome.highestGeneration
         if let file = outcome.lastFile, let last = segments.last { state.files[last.firstLSN] = file }
         let monitor = Monitor(state)

@@ -1,0 +1,123 @@
+import CloudletCore
+import CloudletStorage
+import CloudletTestSupport
+import Foundation
+import Testing
+
+/// Compaction on a real cluster (three `cloudlet serve --cluster` processes with 4 KiB segments, a real etcd): nodes
+/// compact in the background up to the compaction horizon, the offline tool compacts a stopped node, compacted
+/// nodes restart and fail over, a follower down across compactions catches up, and a node that lost its store is
+/// refused by name until it is re-seeded.
+@Suite(.serialized, .enabled(if: EtcdProcess.isInstalled, "etcd-server is not installed (.ci/install-deps)"))
+struct ClusterCompactionTests {
+    /// Creates `count` new `Item` records (recorded in `sent`/`acked`) and overwrites a few `Hot` ones many times, so
+    /// that the sealed segments fill with dead versions; `writers` at a time, each through node `via()`.
+    private func write(
+        _ cluster: ClusterHarness, _ tag: String, count: Int, via: @escaping @Sendable () async -> String,
+        sent: inout Set<String>, acked: inout Set<String>
+    ) async {
+        let padding = String(repeating: "x", count: 400)
+        let results = await withTaskGroup(of: [(String, Bool)].self) { group in
+            for w in 0..<4 {
+                group.addTask {
+                    var out: [(String, Bool)] = []
+                    for i in stride(from: w, to: count, by: 4) {
+                        let node = await via()
+                        let name = "\(tag)-\(i)"
+                        out.append((name, await cluster.create(node, name, value: padding).acked))
+                        let hot = """
+                            {"operations":[{"operationType":"forceReplace","record":{"recordName":"hot\(i % 5)","recordType":"Hot","fields":{"v":{"value":"\(tag) \(i) \(padding)"}}}}]}
+                            """
+                        for _ in 0..<2 { _ = try? await cluster.post(node, "records/modify", hot) }
+                    }
+                    return out
+                }
+            }
+            var all: [(String, Bool)] = []
+            for await part in group { all += part }
+            return all
+        }
+        for (name, ok) in results {
+            sent.insert(name)
+            if ok { acked.insert(name) }
+        }
+    }
+
+    private func marker(_ cluster: ClusterHarness, _ node: String) throws -> CompactionMarker? {
+        try CompactionMarker.load(directory: cluster.store(node) + "/p0000")
+    }
+
+    @Test func compactedNodesRestartFailOverAndCatchUpAndAStoreBehindTheHorizonIsRefused() async throws {
+        let cluster = try await ClusterHarness(extraArguments: ["--segment-size", "4096"])
+        defer { withExtendedLifetime(cluster) {} }
+        try await cluster.startAll()
+        var sent: Set<String> = []
+        var acked: Set<String> = []
+        let leader = try await cluster.leader()
+        try await Task.sleep(for: .seconds(1))
+        await write(cluster, "a", count: 120, via: { leader }, sent: &sent, acked: &acked)
+        try await cluster.waitConverged()
+        #expect(acked.count == 120, "every write of a healthy cluster is acknowledged")
+
+        // A follower goes down; the others write on (the horizon stays where it stopped).
+        let follower = cluster.names.first { $0 != leader }!
+        await cluster.kill(follower)
+        await write(cluster, "b", count: 80, via: { leader }, sent: &sent, acked: &acked)
+
+        // The leader is stopped and compacted offline (bounded by the horizon it stored), then started again.
+        await cluster.kill(leader, SIGTERM)
+        let tool = try await ChildProcess.run(try builtExecutable("cloudlet-tool"), ["compact", "--data", cluster.store(leader), "--json"])
+        #expect(tool.status == 0, "cloudlet-tool compact on a cluster node: \(tool.err)")
+        let offline = try #require(try marker(cluster, leader), "the offline compaction of \(leader) took effect")
+        #expect(offline.epochs?.isEmpty == false, "the marker records the epochs of the prefix it covers")
+        let horizon = try CompactionHorizon.load(directory: cluster.store(leader) + "/p0000")
+        #expect(offline.coveredThrough <= horizon, "compaction stayed at or below the stored horizon \(horizon)")
+        try await cluster.start(leader)
+        // The follower that was down across both compactions comes back and catches up by tailing.
+        try await cluster.start(follower)
+        let second = try await cluster.leader()
+        await write(cluster, "c", count: 60, via: { second }, sent: &sent, acked: &acked)
+        try await cluster.waitConverged()
+
+        // Fail over from a compacted leader.
+        let failed = try await cluster.leader()
+        await cluster.kill(failed)
+        let next = try await cluster.leader(not: failed)
+        await write(cluster, "d", count: 60, via: { next }, sent: &sent, acked: &acked)
+        try await cluster.start(failed)
+        try await cluster.waitConverged()
+        await cluster.stopAll()
+
+        var hashes: Set<String> = []
+        for n in cluster.names {
+            let names = try await cluster.recordNames(n)
+            #expect(acked.subtracting(names).isEmpty, "\(n) lost acknowledged writes: \(acked.subtracting(names).sorted().prefix(5))")
+            #expect(names.subtracting(sent).isEmpty, "\(n) holds records no client sent")
+            hashes.insert(try await cluster.contentHash(n))
+            let m = try #require(try marker(cluster, n), "\(n)'s log was compacted (in the background or offline)")
+            #expect(m.epochs != nil)
+        }
+        #expect(hashes.count == 1, "replicas' content differs: \(hashes)")
+
+        // A node whose store is lost starts empty: the others compacted what it needs, so it is refused by name.
+        let lost = cluster.names.first { $0 != follower }!
+        try FileManager.default.removeItem(atPath: cluster.store(lost))
+        for n in cluster.names where n != lost { try await cluster.start(n) }
+        _ = try await cluster.leader()
+        let seeded = try await cluster.startUntilExit(lost, timeout: 60)
+        #expect(seeded.status == 70, "the empty node halts")
+        #expect(seeded.stderr.contains { $0.contains("must be re-seeded") }, "\(seeded.stderr.suffix(5))")
+        // Re-seeding as the docs say: a stopped replica's store copied over, then it starts and follows.
+        await cluster.kill(follower, SIGTERM)
+        try FileManager.default.removeItem(atPath: cluster.store(lost))
+        try FileManager.default.copyItem(atPath: cluster.store(follower), toPath: cluster.store(lost))
+        try await cluster.start(follower)
+        try await cluster.start(lost)
+        let last = try await cluster.leader()
+        await write(cluster, "e", count: 20, via: { last }, sent: &sent, acked: &acked)
+        try await cluster.waitConverged()
+        await cluster.stopAll()
+        #expect(Set(try await cluster.recordNames(lost)).isSuperset(of: acked))
+        await cluster.etcd.stop()
+    }
+}
