@@ -1,4 +1,5 @@
 import CloudletCore
+import Synchronization
 
 extension Log {
     /// Ends the segment being written (if it holds a frame): the next frame goes to a new segment, which exists
@@ -42,14 +43,19 @@ extension Log {
     /// ``CompactionHorizon`` file if it grew since it was last stored. Throws `.io` for a failed write (the limit
     /// in memory is raised anyway).
     public func raiseCompactionLimit(to lsn: UInt64, persist: Bool) throws {
-        let store = monitor.withLock { s -> UInt64? in
-            guard s.compactionLimit != .max else { return nil }
+        let bounded = monitor.withLock { s -> Bool in
+            guard s.compactionLimit != .max else { return false }
             s.compactionLimit = max(s.compactionLimit, lsn)
-            return persist && s.compactionLimit > s.persistedCompactionLimit ? s.compactionLimit : nil
+            return true
         }
-        guard let store, !configuration.readOnly else { return }
-        try CompactionHorizon.write(store, directory: directory, fileSystem: fileSystem)
-        monitor.withLock { s in s.persistedCompactionLimit = max(s.persistedCompactionLimit, store) }
+        guard bounded, persist, !configuration.readOnly else { return }
+        try storedCompactionLimit.withLock { stored throws in
+            // The limit as it is now (another thread may have raised it meanwhile): never store an older one last.
+            let limit = monitor.withLock { $0.compactionLimit }
+            guard limit > stored else { return }
+            try CompactionHorizon.write(limit, directory: directory, fileSystem: fileSystem)
+            stored = limit
+        }
     }
 
     /// Starts a compaction of every sealed segment (a prefix of the log: earlier compacted segments included) that

@@ -92,8 +92,6 @@ struct LogState {
     var marker: CompactionMarker?
     /// Compaction takes in no segment past this LSN (``LogConfiguration/boundedCompaction``; `.max`: no limit).
     var compactionLimit: UInt64 = .max
-    /// The limit last stored in the directory's ``CompactionHorizon`` file.
-    var persistedCompactionLimit: UInt64 = 0
     /// The highest compaction generation used in the directory.
     var highestGeneration: UInt32 = 0
     /// Where ``Log/frames(from:maxBytes:)`` stopped for each follower: the next LSN → the segment and offset of its

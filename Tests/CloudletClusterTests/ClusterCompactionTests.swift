@@ -59,20 +59,24 @@ struct ClusterCompactionTests {
         try await cluster.waitConverged()
         #expect(acked.count == 120, "every write of a healthy cluster is acknowledged")
 
-        // A follower goes down; the others write on (the horizon stays where it stopped).
+        // A follower goes down. The leader restarts, so that a new epoch begins whose leader never heard from the
+        // follower (the horizon must stay where the follower stopped); the two write on.
         let follower = cluster.names.first { $0 != leader }!
         await cluster.kill(follower)
-        await write(cluster, "b", count: 80, via: { leader }, sent: &sent, acked: &acked)
+        await cluster.kill(leader, SIGTERM)
+        try await cluster.start(leader)
+        let newLeader = try await cluster.leader()
+        await write(cluster, "b", count: 80, via: { newLeader }, sent: &sent, acked: &acked)
 
         // The leader is stopped and compacted offline (bounded by the horizon it stored), then started again.
-        await cluster.kill(leader, SIGTERM)
-        let tool = try await ChildProcess.run(try builtExecutable("cloudlet-tool"), ["compact", "--data", cluster.store(leader), "--json"])
+        await cluster.kill(newLeader, SIGTERM)
+        let tool = try await ChildProcess.run(try builtExecutable("cloudlet-tool"), ["compact", "--data", cluster.store(newLeader), "--json"])
         #expect(tool.status == 0, "cloudlet-tool compact on a cluster node: \(tool.err)")
-        let offline = try #require(try marker(cluster, leader), "the offline compaction of \(leader) took effect")
+        let offline = try #require(try marker(cluster, newLeader), "the offline compaction of \(newLeader) took effect")
         #expect(offline.epochs?.isEmpty == false, "the marker records the epochs of the prefix it covers")
-        let horizon = try CompactionHorizon.load(directory: cluster.store(leader) + "/p0000")
+        let horizon = try CompactionHorizon.load(directory: cluster.store(newLeader) + "/p0000")
         #expect(offline.coveredThrough <= horizon, "compaction stayed at or below the stored horizon \(horizon)")
-        try await cluster.start(leader)
+        try await cluster.start(newLeader)
         // The follower that was down across both compactions comes back and catches up by tailing.
         try await cluster.start(follower)
         let second = try await cluster.leader()

@@ -95,7 +95,12 @@ enum CompactCommand: Command {
                     ),
                 ]))
         } else {
-            if reports.isEmpty { Out.line("nothing to compact") }
+            if reports.isEmpty {
+                Out.line(
+                    config.replicated
+                        ? "nothing to compact below this cluster node's stored compaction horizon (docs/replication.md, \"Compaction\")"
+                        : "nothing to compact")
+            }
             for r in reports {
                 Out.line(
                     "partition \(r.partition): \(r.segmentsBefore) segment(s), \(bytes(r.bytesBefore)) → \(r.segmentsAfter) segment(s), \(bytes(r.bytesAfter)) (generation \(r.generation)); reclaimed \(bytes(r.bytesReclaimed)); frames: \(r.framesRead) read, \(r.framesDropped) dropped, \(r.framesCopied) copied, \(r.framesRewritten) rewritten; swap held writers \(String(format: "%.1f", Double(r.pauseMicroseconds) / 1000)) ms"
