@@ -205,6 +205,8 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
     /// restart and `cloudlet-tool compact`) once it has grown, at most every ``horizonPersistInterval``.
     private func raiseCompactionLimit(now: Millis) {
         let (horizon, raise, persist) = state.withLock { s -> (UInt64, Bool, Bool) in
+            // A stopping node's log is closing, or about to be truncated and reopened by another driver.
+            guard !s.stopped else { return (0, false, false) }
             let raise = s.replica.compactionHorizon > s.raisedHorizon
             if raise { s.raisedHorizon = s.replica.compactionHorizon }
             let persist = s.raisedHorizon > s.persistedHorizon && now >= s.horizonPersistedAt + Self.horizonPersistInterval

@@ -44,14 +44,16 @@ extension Log {
     /// in memory is raised anyway).
     public func raiseCompactionLimit(to lsn: UInt64, persist: Bool) throws {
         let bounded = monitor.withLock { s -> Bool in
-            guard s.compactionLimit != .max else { return false }
+            guard s.compactionLimit != .max, !s.closing else { return false }
             s.compactionLimit = max(s.compactionLimit, lsn)
             return true
         }
         guard bounded, persist, !configuration.readOnly else { return }
         try storedCompactionLimit.withLock { stored throws in
-            // The limit as it is now (another thread may have raised it meanwhile): never store an older one last.
+            // The limit as it is now (another thread may have raised it meanwhile), and never below what the file
+            // holds (another instance of this log, before a restart, may have stored more).
             let limit = monitor.withLock { $0.compactionLimit }
+            stored = max(stored, try CompactionHorizon.load(directory: directory, fileSystem: fileSystem))
             guard limit > stored else { return }
             try CompactionHorizon.write(limit, directory: directory, fileSystem: fileSystem)
             stored = limit

@@ -83,14 +83,25 @@ struct ClusterCompactionTests {
         await write(cluster, "c", count: 60, via: { second }, sent: &sent, acked: &acked)
         try await cluster.waitConverged()
 
-        // Fail over from a compacted leader.
-        let failed = try await cluster.leader()
-        await cluster.kill(failed)
-        let next = try await cluster.leader(not: failed)
-        await write(cluster, "d", count: 60, via: { next }, sent: &sent, acked: &acked)
-        try await cluster.start(failed)
+        // Fail over from a compacted leader, repeatedly, while writes go on and every node compacts in the background
+        // (CLOUDLET_CLUSTER_COMPACTION_KILLS for a longer run).
+        let kills = ProcessInfo.processInfo.environment["CLOUDLET_CLUSTER_COMPACTION_KILLS"].flatMap(Int.init) ?? 3
+        for k in 0..<kills {
+            let failed = try await cluster.leader()
+            await cluster.kill(failed)
+            let next = try await cluster.leader(not: failed)
+            await write(cluster, "d\(k)", count: 40, via: { next }, sent: &sent, acked: &acked)
+            try await cluster.start(failed)
+        }
         try await cluster.waitConverged()
         await cluster.stopAll()
+        for n in cluster.names {
+            let m = try marker(cluster, n)
+            let h = try CompactionHorizon.load(directory: cluster.store(n) + "/p0000")
+            #expect((m?.coveredThrough ?? 0) <= h, "\(n)'s compaction went past its stored horizon")
+            print("\(n): compaction generation \(m?.generation ?? 0) covers LSNs 1…\(m?.coveredThrough ?? 0) (\(m?.epochs?.count ?? 0) epochs), stored horizon \(h)")
+        }
+        print("\(kills) leader kills: \(acked.count) of \(sent.count) writes acknowledged")
 
         var hashes: Set<String> = []
         for n in cluster.names {
