@@ -151,13 +151,15 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         var committed: UInt64
         var progress: [NodeID: LogEnd]
         var failovers: Int
+        /// The replica's compaction horizon (docs/replication.md, "Compaction").
+        var compactionHorizon: UInt64
     }
 
     var status: Status {
         state.withLock { s in
             Status(
                 role: s.replica.role, leader: s.replica.leaderKey, durable: s.replica.durableEnd, committed: s.committed,
-                progress: s.progress, failovers: s.failovers)
+                progress: s.progress, failovers: s.failovers, compactionHorizon: s.replica.compactionHorizon)
         }
     }
 

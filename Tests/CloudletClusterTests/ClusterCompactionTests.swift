@@ -58,6 +58,9 @@ struct ClusterCompactionTests {
         await write(cluster, "a", count: 120, via: { leader }, sent: &sent, acked: &acked)
         try await cluster.waitConverged()
         #expect(acked.count == 120, "every write of a healthy cluster is acknowledged")
+        // The horizon every replica holds is visible in the status (and /cloudlet/metrics).
+        let horizonNow = await cluster.status(leader)?["partitions"]?.arrayValue?.first?["compactionHorizon"]?.int64Value ?? 0
+        #expect(horizonNow > 0, "the leader's compaction horizon moved once every follower fetched")
 
         // A follower goes down. The leader restarts, so that a new epoch begins whose leader never heard from the
         // follower (the horizon must stay where the follower stopped); the two write on.
