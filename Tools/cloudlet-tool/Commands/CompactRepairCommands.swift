@@ -20,7 +20,8 @@ enum CompactCommand: Command {
         which writes a frame no other replica has: only for a store taken out of the cluster for good.
 
         OPTIONS
-          --dry-run             Only say what it would do (read-only; shared lock).
+          --dry-run             Only say what it would do (read-only; shared lock). For a cluster node it plans the
+                                whole log, not only what lies below its horizon.
           --rate BYTES          Read at most BYTES per second (e.g. 100M); default: no limit.
           --segment-size BYTES  Size of the segments written (default 64M).
           --force               Compact a cluster node's store past its horizon (see above).
