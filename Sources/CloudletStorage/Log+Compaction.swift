@@ -49,14 +49,21 @@ extension Log {
             return true
         }
         guard bounded, persist, !configuration.readOnly else { return }
-        try storedCompactionLimit.withLock { stored throws in
+        _ = try storeCompactionLimit()
+    }
+
+    /// Stores the compaction limit as it is now in the `HORIZON` file if it grew; returns the value stored, which a
+    /// compaction goes by (the limit in memory may grow meanwhile).
+    private func storeCompactionLimit() throws -> UInt64 {
+        try storedCompactionLimit.withLock { stored throws -> UInt64 in
             // The limit as it is now (another thread may have raised it meanwhile), and never below what the file
             // holds (another instance of this log, before a restart, may have stored more).
-            let limit = monitor.withLock { $0.compactionLimit }
+            let limit = monitor.withLock { s in s.closing ? 0 : s.compactionLimit }
             stored = max(stored, try CompactionHorizon.load(directory: directory, fileSystem: fileSystem))
-            guard limit > stored else { return }
+            guard limit > stored, !configuration.readOnly else { return stored }
             try CompactionHorizon.write(limit, directory: directory, fileSystem: fileSystem)
             stored = limit
+            return stored
         }
     }
 
@@ -68,16 +75,17 @@ extension Log {
         if configuration.readOnly {
             throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is open read-only")
         }
-        // A bounded log stores its limit first, so that no compacted prefix ever ends past the stored horizon.
-        try raiseCompactionLimit(to: 0, persist: true)
+        // A bounded log stores its limit first and goes by what it stored, so that no compacted prefix ever ends past
+        // the stored horizon.
+        let bound = compactionLimit == .max ? UInt64.max : try storeCompactionLimit()
         // Leftovers of a compaction that failed in this process may hold higher generations than the state knows.
         let onDisk = try LogLayout.load(directory: directory, fileSystem: fileSystem).highestGeneration
         return try monitor.withLock { s throws -> CompactionWriter? in
             if let failure = s.failure { throw failure }
             if s.closing { throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is closed") }
             if s.compacting { throw CloudletError.invalid("a compaction of partition \(partition) is already running") }
-            let sealed = s.segments.prefix { $0.sealed && $0.lastLSN <= s.compactionLimit }
-            guard !sealed.isEmpty, s.compactionLimit == .max || sealed.contains(where: { $0.generation == nil }) else {
+            let sealed = s.segments.prefix { $0.sealed && $0.lastLSN <= min(s.compactionLimit, bound) }
+            guard !sealed.isEmpty, bound == .max || sealed.contains(where: { $0.generation == nil }) else {
                 return nil
             }
             s.compacting = true

@@ -93,8 +93,10 @@ struct ClusterCompactionTests {
             let failed = try await cluster.leader()
             await cluster.kill(failed)
             let next = try await cluster.leader(not: failed)
-            await write(cluster, "d\(k)", count: 40, via: { next }, sent: &sent, acked: &acked)
+            await write(cluster, "d\(k)", count: 20, via: { next }, sent: &sent, acked: &acked)
             try await cluster.start(failed)
+            // With every replica up again the horizon moves, and the nodes compact in the background.
+            await write(cluster, "u\(k)", count: 20, via: { next }, sent: &sent, acked: &acked)
         }
         try await cluster.waitConverged()
         await cluster.stopAll()
