@@ -68,9 +68,10 @@ extension Log {
     }
 
     /// Starts a compaction of every sealed segment (a prefix of the log: earlier compacted segments included) that
-    /// ends at or below ``compactionLimit`` — with a limit, only if that takes in a segment not compacted yet; the
-    /// limit is stored first if it grew — or returns nil when there is none. Only one compaction runs at a time: throws `.invalidArguments` if one is
-    /// under way. Finish with ``installCompaction(_:)`` or ``abandonCompaction(_:)``.
+    /// ends at or below ``compactionLimit`` — with a limit, only if that takes in a segment not compacted yet, and
+    /// only up to the limit as stored first — or returns nil when there is none. Only one compaction runs at a
+    /// time: throws `.invalidArguments` if one is under way. Finish with ``installCompaction(_:)`` or
+    /// ``abandonCompaction(_:)``.
     public func beginCompaction() throws -> CompactionWriter? {
         if configuration.readOnly {
             throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is open read-only")
