@@ -184,6 +184,8 @@ extension ClusterNode {
             # TYPE cloudlet_cluster_durable_lsn gauge
             # HELP cloudlet_cluster_replica_lag_lsns How many LSNs a replica's published durable end trails the leader's.
             # TYPE cloudlet_cluster_replica_lag_lsns gauge
+            # HELP cloudlet_cluster_compaction_horizon_lsn The LSN every replica holds, up to which this node may compact the log.
+            # TYPE cloudlet_cluster_compaction_horizon_lsn gauge
             # HELP cloudlet_cluster_leaderships_total Leaderships this node won since it started.
             # TYPE cloudlet_cluster_leaderships_total counter
             # HELP cloudlet_cluster_replication_bytes_total Bytes of replication messages this node sent or received.
@@ -200,6 +202,7 @@ extension ClusterNode {
             out += "cloudlet_cluster_leader{log=\"\(log)\"} \(leading ? 1 : 0)\n"
             out += "cloudlet_cluster_epoch{log=\"\(log)\"} \(s.leader?.epoch ?? 0)\n"
             out += "cloudlet_cluster_durable_lsn{log=\"\(log)\"} \(s.durable.lsn)\n"
+            out += "cloudlet_cluster_compaction_horizon_lsn{log=\"\(log)\"} \(s.compactionHorizon)\n"
             out += "cloudlet_cluster_leaderships_total{log=\"\(log)\"} \(s.failovers)\n"
             if let leader = s.leader, let leaderEnd = s.progress[leader.node] {
                 for (node, end) in s.progress.sorted(by: { $0.key < $1.key }) {
@@ -251,7 +254,7 @@ extension ClusterNode {
         return .members([
             "partition": name, "leader": s.leader.map { .string($0.node.name) }, "epoch": s.leader.map { .int($0.epoch) },
             "role": .string(role), "durableLSN": .int(s.durable.lsn), "committedLSN": .int(s.committed),
-            "failovers": .int(s.failovers), "replicas": .array(replicaList),
+            "failovers": .int(s.failovers), "compactionHorizon": .int(s.compactionHorizon), "replicas": .array(replicaList),
         ])
     }
 }

@@ -78,6 +78,10 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         var stopped = false
         var failovers = 0
         var lastRole: Replica.Role = .follower
+        /// The compaction horizon last handed to the log, the one last stored, and when.
+        var raisedHorizon: UInt64 = 0
+        var persistedHorizon: UInt64 = 0
+        var horizonPersistedAt: Millis = 0
     }
 
     init(target: ReplicatedLog, node: ClusterNode, replicas: [NodeID], shouldLead: @escaping @Sendable (PartitionDriver) -> Bool = { _ in true }) {
@@ -108,18 +112,27 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         state.withLock { $0.reportedDurable = last }
     }
 
-    /// Reads the epoch of every frame (their headers) into an epoch history.
+    /// The log's epoch history: the compaction marker's for the compacted prefix (compaction recorded the epoch of
+    /// every frame it covered, dropped ones included), then the epoch of every later frame (their headers). Throws
+    /// `.invalidArguments` for a log whose marker does not record its epochs (compacted before markers did, or
+    /// repaired with frames lost): such a node must be re-seeded.
     static func epochHistory(of log: Log) throws -> EpochHistory {
         var history = EpochHistory()
         var next: UInt64 = 1
-        while next <= log.durableLSN {
-            let batch: Log.FrameBatch
-            do { batch = try log.frames(from: next, maxBytes: 8 << 20) } catch let e as CloudletError where e.code == .changeTokenExpired {
+        if let marker = log.compactionMarker {
+            guard let epochs = marker.epochs else {
                 throw CloudletError(
                     .invalidArguments,
-                    "the log of partition \(log.partition) in \(log.directory) was compacted, and a compacted log cannot be "
-                        + "replicated (the protocol needs every frame's epoch; docs/replication.md, \"Not done yet\"): \(e.message)")
+                    "the log of partition \(log.partition) in \(log.directory) was compacted (generation \(marker.generation), "
+                        + "LSNs 1…\(marker.coveredThrough)) by a version that did not record the epochs of what it compacted, or "
+                        + "repaired with frames lost: replication needs them; re-seed this node from a live replica "
+                        + "(docs/replication.md, \"Compaction\")")
             }
+            for e in epochs { history.record(epoch: e.epoch, at: e.firstLSN) }
+            next = marker.coveredThrough + 1
+        }
+        while next <= log.durableLSN {
+            let batch = try log.frames(from: next, maxBytes: 8 << 20)
             guard batch.lastLSN >= batch.firstLSN else { break }
             for frame in try Log.splitVerbatim(batch.bytes, partition: log.partition) {
                 history.record(epoch: frame.epoch, at: frame.lsn)
@@ -138,13 +151,15 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         var committed: UInt64
         var progress: [NodeID: LogEnd]
         var failovers: Int
+        /// The replica's compaction horizon (docs/replication.md, "Compaction").
+        var compactionHorizon: UInt64
     }
 
     var status: Status {
         state.withLock { s in
             Status(
                 role: s.replica.role, leader: s.replica.leaderKey, durable: s.replica.durableEnd, committed: s.committed,
-                progress: s.progress, failovers: s.failovers)
+                progress: s.progress, failovers: s.failovers, compactionHorizon: s.replica.compactionHorizon)
         }
     }
 
@@ -178,6 +193,7 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         let now = node.now()
         feed(.tick(now: now))
         reportDurable()
+        raiseCompactionLimit(now: now)
         // A leader that should not lead (the catalog's, once partition 0 is led elsewhere) gives its lease up, so
         // that the right node can take over.
         if isLeader, !shouldLead(self), let lease = currentLease {
@@ -186,6 +202,30 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
             Task { try? await etcd.revokeLease(Int64(bitPattern: lease)) }
         }
     }
+
+    /// Lets the log compact up to the replica's compaction horizon, and stores it (the log's `HORIZON` file, for a
+    /// restart and `cloudlet-tool compact`) once it has grown, at most every ``horizonPersistInterval``.
+    private func raiseCompactionLimit(now: Millis) {
+        let (horizon, raise, persist) = state.withLock { s -> (UInt64, Bool, Bool) in
+            // A stopping node's log is closing, or about to be truncated and reopened by another driver.
+            guard !s.stopped else { return (0, false, false) }
+            let raise = s.replica.compactionHorizon > s.raisedHorizon
+            if raise { s.raisedHorizon = s.replica.compactionHorizon }
+            let persist = s.raisedHorizon > s.persistedHorizon && now >= s.horizonPersistedAt + Self.horizonPersistInterval
+            if persist {
+                s.persistedHorizon = s.raisedHorizon
+                s.horizonPersistedAt = now
+            }
+            return (s.raisedHorizon, raise, persist)
+        }
+        guard raise || persist else { return }
+        do { try log.raiseCompactionLimit(to: horizon, persist: persist) } catch {
+            ServerLog.warning("partition \(id): storing the compaction horizon failed: \(error)")
+        }
+    }
+
+    /// How often a moving compaction horizon is stored. 5 s.
+    static let horizonPersistInterval: Millis = 5_000
 
     private func reportDurable() {
         let durable = log.durableLSN
@@ -230,8 +270,8 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         switch action {
         case .send(let to, let message):
             node.send(to: to, ReplicaEnvelope(log: id, from: node.configuration.node, message: message))
-        case .serveFrames(let to, let epoch, let previousEpoch, let from, let through):
-            serve(to: to, epoch: epoch, previousEpoch: previousEpoch, from: from, through: through)
+        case .serveFrames(let to, let epoch, let previousEpoch, let from, let through, let horizon):
+            serve(to: to, epoch: epoch, previousEpoch: previousEpoch, from: from, through: through, horizon: horizon)
         case .append(let frames):
             let bytes = frames.flatMap(\.payload)
             appender.async { [self] in append(bytes, count: frames.count) }
@@ -280,14 +320,23 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         }
     }
 
-    /// Frames `from...through` of the local log, sent to `to` (a follower's fetch).
-    private func serve(to: NodeID, epoch: UInt64, previousEpoch: UInt64, from: UInt64, through: UInt64) {
+    /// Frames `from...through` of the local log, sent to `to` (a follower's fetch) — or, when compaction rewrote
+    /// `from`, ``ReplicaMessage/compacted(epoch:through:)``, which stops that replica naming the fix.
+    private func serve(to: NodeID, epoch: UInt64, previousEpoch: UInt64, from: UInt64, through: UInt64, horizon: UInt64) {
         let (log, id, me) = (log, id, node.configuration.node)
         Task {
             var frames: [ReplicatedFrame] = []
             if through >= from {
                 let batch: Log.FrameBatch
                 do { batch = try await ThreadBridge.offload { try log.frames(from: from, maxBytes: 4 << 20) } } catch {
+                    if (error as? CloudletError)?.code == .changeTokenExpired, let marker = log.compactionMarker {
+                        ServerLog.warning(
+                            "partition \(id): \(to) asks for frames from LSN \(from), which compaction rewrote (up to LSN "
+                                + "\(marker.coveredThrough)): it must be re-seeded")
+                        let message = ReplicaMessage.compacted(epoch: epoch, through: marker.coveredThrough)
+                        node.send(to: to, ReplicaEnvelope(log: id, from: me, message: message))
+                        return
+                    }
                     ServerLog.warning("partition \(id): cannot serve frames from LSN \(from) to \(to): \(error)")
                     return
                 }
@@ -297,7 +346,8 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
                 }
             }
             let message = ReplicaMessage.frames(
-                epoch: epoch, previousEpoch: previousEpoch, frames: frames, leaderDurable: log.durableLSN)
+                epoch: epoch, previousEpoch: previousEpoch, frames: frames, leaderDurable: log.durableLSN,
+                horizon: horizon)
             node.send(to: to, ReplicaEnvelope(log: id, from: me, message: message))
         }
     }

@@ -4,8 +4,12 @@ extension Replica {
         switch message {
         case .fetch(let epoch, let start, let previousEpoch, let durable):
             onFetch(from, epoch: epoch, from: start, previousEpoch: previousEpoch, durable: durable, &out)
-        case .frames(let epoch, let previousEpoch, let frames, _):
-            guard isFetching(from: from, epoch: epoch), previousEpoch == history.epoch(at: lastLSN) else { return }
+        case .frames(let epoch, let previousEpoch, let frames, _, let horizon):
+            guard isFetching(from: from, epoch: epoch) else { return }
+            // Every replica holds the sender's frames up to its horizon, this one included (fsynced, so never past
+            // what this log has fsynced).
+            compactionHorizon = max(compactionHorizon, min(horizon, durableLSN))
+            guard previousEpoch == history.epoch(at: lastLSN) else { return }
             onFrames(frames, epoch: epoch, &out)
         case .diverged(let epoch, let start, let previousEpoch, let agreedEpoch, let agreedLSN):
             // Only the answer to a fetch from where the log still ends (a duplicate or late one would cut frames
@@ -42,6 +46,13 @@ extension Replica {
             guard case .candidate(let own) = role, own == epoch else { return }
             candidate.replies[from] = end
             evaluateCandidacy(&out)
+        case .compacted(let epoch, let through):
+            guard isFetching(from: from, epoch: epoch), lastLSN < through else { return }
+            halted =
+                "\(me) needs frames from LSN \(lastLSN + 1), but \(from) compacted its log up to LSN \(through): this "
+                + "replica is behind the cluster's compaction horizon (it lost its log?) and must be re-seeded — stop "
+                + "it, replace its store with a copy of a live replica's (docs/replication.md, \"Compaction\"), start it again"
+            out.append(.halt(reason: halted!))
         case .notLeader:
             break
         }
@@ -107,6 +118,7 @@ extension Replica {
         if leading {
             leader.matched[node] = max(leader.matched[node] ?? 0, min(durable, previous))
             acknowledge(&out)
+            advanceHorizon()
         }
         if start <= durableLSN {
             out.append(serve(node, epoch: epoch, from: start))
@@ -114,7 +126,12 @@ extension Replica {
             leader.parked[node] = start
         } else {
             // The candidate is as far as this replica's fsynced log: an empty batch tells it so.
-            out.append(.send(to: node, .frames(epoch: epoch, previousEpoch: previousEpoch, frames: [], leaderDurable: durableLSN)))
+            out.append(
+                .send(
+                    to: node,
+                    .frames(
+                        epoch: epoch, previousEpoch: previousEpoch, frames: [], leaderDurable: durableLSN,
+                        horizon: compactionHorizon)))
         }
     }
 
@@ -122,7 +139,7 @@ extension Replica {
     func serve(_ node: NodeID, epoch: UInt64, from: UInt64) -> ReplicaAction {
         .serveFrames(
             to: node, epoch: epoch, previousEpoch: history.epoch(at: from - 1), from: from,
-            through: min(durableLSN, from + configuration.maxFramesPerFetch - 1))
+            through: min(durableLSN, from + configuration.maxFramesPerFetch - 1), horizon: compactionHorizon)
     }
 
     private mutating func onFrames(_ frames: [ReplicatedFrame], epoch: UInt64, _ out: inout [ReplicaAction]) {

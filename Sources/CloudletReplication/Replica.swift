@@ -24,6 +24,12 @@ public struct Replica: Sendable {
     public internal(set) var fence: UInt64 = 0
     /// Who fenced us at ``fence`` (a candidate catching up may fetch from us).
     var fencedBy: NodeID?
+    /// The compaction horizon: every replica of the partition holds frames `1...compactionHorizon`, fsynced and equal
+    /// to this node's, so none will ever need them from another (and none is ever truncated). The leader computes it
+    /// from its followers' matched positions (all of them: a replica it has not heard from in its epoch keeps it
+    /// where it was); followers learn it with the frames they fetch. The shell compacts the log only up to it. It
+    /// only grows, and survives a ``ReplicaEvent/start(now:lastLSN:history:)``.
+    public internal(set) var compactionHorizon: UInt64 = 0
 
     // The coordinator.
     var lease: UInt64?
@@ -103,7 +109,9 @@ public struct Replica: Sendable {
         var out: [ReplicaAction] = []
         switch event {
         case .start(let now, let lastLSN, let history):
+            let horizon = compactionHorizon
             self = Replica(configuration: configuration)
+            compactionHorizon = min(horizon, lastLSN)
             self.now = now
             self.lastLSN = lastLSN
             durableLSN = lastLSN
@@ -297,7 +305,20 @@ public struct Replica: Sendable {
                 out.append(serve(node, epoch: epoch, from: from))
             }
             acknowledge(&out)
+            advanceHorizon()
         }
+    }
+
+    /// A leader raises the compaction horizon to the lowest position every follower has fsynced and matched in
+    /// its epoch (and it has fsynced itself); while one follower has not fetched in this epoch, it stays.
+    mutating func advanceHorizon() {
+        guard case .leader = role else { return }
+        var horizon = durableLSN
+        for node in others {
+            guard let matched = leader.matched[node] else { return }
+            horizon = min(horizon, matched)
+        }
+        compactionHorizon = max(compactionHorizon, horizon)
     }
 
     private mutating func onWrite(_ id: UInt64, _ payload: [UInt8], _ out: inout [ReplicaAction]) {

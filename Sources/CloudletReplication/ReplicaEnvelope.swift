@@ -4,11 +4,13 @@ import CloudletCore
 /// `application/octet-stream`): which log it is about, who sent it, and the message. Binary, little-endian:
 ///
 /// ```
-/// u8 version (1) · u32 log (a partition's number, or 0xFFFFFFFF for the catalog) · string from · u8 kind · fields
+/// u8 version (2) · u32 log (a partition's number, or 0xFFFFFFFF for the catalog) · string from · u8 kind · fields
 /// ```
 ///
 /// Frames travel verbatim: each ``ReplicatedFrame/payload`` is the stored frame (header, LZ4 and CRC32C unchanged),
-/// checked again by the receiving log before anything is appended.
+/// checked again by the receiving log before anything is appended. Version 2 added the compaction horizon to
+/// `frames` and the `compacted` message; a node refuses another version by name (every node of a cluster runs the
+/// same release).
 public struct ReplicaEnvelope: Hashable, Sendable {
     public var log: UInt32
     public var from: NodeID
@@ -20,7 +22,7 @@ public struct ReplicaEnvelope: Hashable, Sendable {
         self.message = message
     }
 
-    static let version: UInt8 = 1
+    static let version: UInt8 = 2
 
     public func encoded() -> [UInt8] {
         var w = ByteWriter(capacity: 64)
@@ -31,9 +33,9 @@ public struct ReplicaEnvelope: Hashable, Sendable {
         case .fetch(let epoch, let start, let previousEpoch, let durable):
             w.u8(1)
             for v in [epoch, start, previousEpoch, durable] { w.u64(v) }
-        case .frames(let epoch, let previousEpoch, let frames, let leaderDurable):
+        case .frames(let epoch, let previousEpoch, let frames, let leaderDurable, let horizon):
             w.u8(2)
-            for v in [epoch, previousEpoch, leaderDurable] { w.u64(v) }
+            for v in [epoch, previousEpoch, leaderDurable, horizon] { w.u64(v) }
             w.varint(frames.count)
             for f in frames {
                 w.u64(f.lsn)
@@ -55,6 +57,9 @@ public struct ReplicaEnvelope: Hashable, Sendable {
         case .notLeader(let epoch):
             w.u8(7)
             w.u64(epoch)
+        case .compacted(let epoch, let through):
+            w.u8(8)
+            for v in [epoch, through] { w.u64(v) }
         }
         return w.bytes
     }
@@ -75,7 +80,7 @@ public struct ReplicaEnvelope: Hashable, Sendable {
             let v = try u64s(4)
             message = .fetch(epoch: v[0], from: v[1], previousEpoch: v[2], durable: v[3])
         case 2:
-            let v = try u64s(3)
+            let v = try u64s(4)
             let count = try r.length()
             var frames: [ReplicatedFrame] = []
             for _ in 0..<count {
@@ -83,7 +88,7 @@ public struct ReplicaEnvelope: Hashable, Sendable {
                 let epoch = try r.u64()
                 frames.append(ReplicatedFrame(lsn: lsn, epoch: epoch, payload: try r.bytes()))
             }
-            message = .frames(epoch: v[0], previousEpoch: v[1], frames: frames, leaderDurable: v[2])
+            message = .frames(epoch: v[0], previousEpoch: v[1], frames: frames, leaderDurable: v[2], horizon: v[3])
         case 3:
             let v = try u64s(5)
             message = .diverged(epoch: v[0], from: v[1], previousEpoch: v[2], agreedEpoch: v[3], agreedLSN: v[4])
@@ -95,6 +100,9 @@ public struct ReplicaEnvelope: Hashable, Sendable {
             let v = try u64s(3)
             message = .fenced(epoch: v[0], end: LogEnd(epoch: v[1], lsn: v[2]))
         case 7: message = .notLeader(epoch: try r.u64())
+        case 8:
+            let v = try u64s(2)
+            message = .compacted(epoch: v[0], through: v[1])
         default: throw CloudletError.invalid("replication message of unknown kind \(kind)")
         }
         guard r.isAtEnd else { throw CloudletError.invalid("replication message with trailing bytes") }

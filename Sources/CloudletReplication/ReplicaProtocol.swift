@@ -8,8 +8,9 @@ public enum ReplicaMessage: Hashable, Sendable {
     case fetch(epoch: UInt64, from: UInt64, previousEpoch: UInt64, durable: UInt64)
     /// Frames for a fetch, consecutive, following the frame `previousEpoch` of the fetch (the receiver appends
     /// them only if its log still ends with that frame: an answer to an older fetch is dropped); `leaderDurable` is
-    /// how far the sender's log is fsynced.
-    case frames(epoch: UInt64, previousEpoch: UInt64, frames: [ReplicatedFrame], leaderDurable: UInt64)
+    /// how far the sender's log is fsynced; `horizon` its ``Replica/compactionHorizon`` (every replica holds frames
+    /// `1...horizon`, fsynced and equal), which the receiver may compact up to.
+    case frames(epoch: UInt64, previousEpoch: UInt64, frames: [ReplicatedFrame], leaderDurable: UInt64, horizon: UInt64)
     /// The fetch from `from` whose previous frame had `previousEpoch` does not match: the sender's latest epoch not
     /// after the follower's is `agreedEpoch`, ending at `agreedLSN` (capped at `from - 1`). The follower truncates
     /// — only if its log still ends where that fetch said — and fetches again.
@@ -24,6 +25,10 @@ public enum ReplicaMessage: Hashable, Sendable {
     case fenced(epoch: UInt64, end: LogEnd)
     /// The receiver does not lead `epoch` (any more): the sender waits for the coordinator to tell it who does.
     case notLeader(epoch: UInt64)
+    /// The fetch asked for frames the sender's log no longer holds as written: compaction rewrote LSNs
+    /// `1...through`. Never happens to a replica of the partition unless it lost its disk (compaction stays below
+    /// the horizon every replica holds): the receiver stops, naming the fix (re-seed it from another replica).
+    case compacted(epoch: UInt64, through: UInt64)
 }
 
 /// What happened: everything a ``Replica`` learns comes in as one of these (the shell's I/O completions, the
@@ -60,8 +65,10 @@ public enum ReplicaEvent: Hashable, Sendable {
 public enum ReplicaAction: Hashable, Sendable {
     case send(to: NodeID, ReplicaMessage)
     /// Read the local log's fsynced frames `from...through` and send them to `to` as
-    /// ``ReplicaMessage/frames(epoch:previousEpoch:frames:leaderDurable:)`` of `epoch` (`through < from`: none).
-    case serveFrames(to: NodeID, epoch: UInt64, previousEpoch: UInt64, from: UInt64, through: UInt64)
+    /// ``ReplicaMessage/frames(epoch:previousEpoch:frames:leaderDurable:horizon:)`` of `epoch` (`through < from`:
+    /// none) with `horizon`. If the log no longer holds `from` as written (compacted), send
+    /// ``ReplicaMessage/compacted(epoch:through:)`` instead.
+    case serveFrames(to: NodeID, epoch: UInt64, previousEpoch: UInt64, from: UInt64, through: UInt64, horizon: UInt64)
     /// Append these frames (consecutive, after the log's last) and fsync them; report with
     /// ``ReplicaEvent/durable(lsn:now:)``. A leader's own frames, or a leader's frames verbatim.
     case append([ReplicatedFrame])
@@ -111,7 +118,7 @@ public struct ReplicaConfiguration: Hashable, Sendable {
     /// A node waits up to this long (at random) before it campaigns for a free leader key, less when it is the most
     /// caught-up replica. Default 300 ms.
     public var electionJitter: Millis = 300
-    /// Frames per ``ReplicaMessage/frames(epoch:previousEpoch:frames:leaderDurable:)``. Default 256.
+    /// Frames per ``ReplicaMessage/frames(epoch:previousEpoch:frames:leaderDurable:horizon:)``. Default 256.
     public var maxFramesPerFetch: UInt64 = 256
     /// Seeds the node's randomness (election jitter).
     public var seed: UInt64 = 0

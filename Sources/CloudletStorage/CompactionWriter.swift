@@ -40,15 +40,21 @@ public final class CompactionWriter {
     public private(set) var bytesWritten: UInt64 = 0
     /// The new segments, once ``finish()`` returned.
     public private(set) var segments: [SegmentInfo] = []
+    /// The epoch history of the covered range so far (the marker's ``CompactionMarker/epochs``): the previous
+    /// marker's, then the epoch of every frame noted (``note(lsn:epoch:)``, and every frame appended). Nil once
+    /// unknown.
+    public private(set) var epochs: [EpochStart]?
+    /// The LSNs the previous marker's history already covers.
+    private let priorCoveredThrough: UInt64
 
     static let flushThreshold = 1 << 20
 
     /// A writer for a new generation replacing `inputs`, which must be a prefix of the log in `directory` starting
-    /// at its first segment.
+    /// at its first segment. `previous` is the marker in force (its epoch history is carried over).
     public init(
         directory: String, partition: UInt32, generation: UInt32, inputs: [SegmentInfo], segmentSize: Int,
         compressionThreshold: Int = LogConfiguration().compressionThreshold, epoch: UInt64 = 1,
-        fileSystem: any FileSystem = PosixFileSystem()
+        previous: CompactionMarker? = nil, fileSystem: any FileSystem = PosixFileSystem()
     ) {
         precondition(!inputs.isEmpty && generation > 0, "a compaction needs inputs and a generation")
         self.directory = Path.normalize(directory)
@@ -62,7 +68,25 @@ public final class CompactionWriter {
         self.epoch = epoch
         self.fileSystem = fileSystem
         lastLSN = firstLSN - 1
+        epochs = previous == nil ? [] : previous!.epochs
+        priorCoveredThrough = previous?.coveredThrough ?? 0
     }
+
+    /// Records that frame `lsn` of the inputs has `epoch`, for the marker's epoch history. The compaction calls it
+    /// for every frame it reads, dropped ones included (appended frames are noted by the append itself); frames the
+    /// previous marker already covers are skipped.
+    public func note(lsn: UInt64, epoch: UInt64) {
+        guard lsn > priorCoveredThrough, epochs != nil else { return }
+        if let last = epochs!.last, last.epoch >= epoch {
+            // Epochs never decrease along a log; a lower one means the frames were not all seen in order.
+            if last.epoch > epoch || last.firstLSN > lsn { epochs = nil }
+            return
+        }
+        epochs!.append(EpochStart(epoch: epoch, firstLSN: lsn))
+    }
+
+    /// Gives up on the epoch history: some frames of the covered range were lost unread (a repair).
+    public func forgetEpochs() { epochs = nil }
 
     deinit { if !done { abandon() } }
 
@@ -76,18 +100,19 @@ public final class CompactionWriter {
             type: type, payload: payload, compressionThreshold: compressible ? compressionThreshold : .max)
         var bytes = prepared.header(lsn: lsn, epoch: epoch)
         bytes.append(contentsOf: prepared.stored)
-        return try append(bytes[...], lsn: lsn)
+        return try append(bytes[...], lsn: lsn, epoch: epoch)
     }
 
     /// Appends a frame byte for byte (its header holds its LSN, epoch and checksum; none depends on where it is).
     @discardableResult
     public func appendCopy(of frame: StoredFrame) throws -> FramePosition {
-        try append(frame.bytes, lsn: frame.lsn)
+        try append(frame.bytes, lsn: frame.lsn, epoch: frame.epoch)
     }
 
-    private func append(_ frame: ArraySlice<UInt8>, lsn: UInt64) throws -> FramePosition {
+    private func append(_ frame: ArraySlice<UInt8>, lsn: UInt64, epoch: UInt64) throws -> FramePosition {
         precondition(!done, "append after finish or abandon")
         precondition(lsn > lastLSN && lsn <= coveredThrough, "compacted LSN \(lsn) out of order or range")
+        note(lsn: lsn, epoch: epoch)
         if outputs.isEmpty || (outputs.last!.frames > 0 && outputs.last!.size + UInt64(frame.count) > UInt64(segmentSize)) {
             try startSegment(firstLSN: outputs.isEmpty ? firstLSN : lsn)
         }
@@ -175,7 +200,9 @@ public final class CompactionWriter {
     }
 
     /// The marker this compaction writes.
-    public var marker: CompactionMarker { CompactionMarker(generation: generation, coveredThrough: coveredThrough) }
+    public var marker: CompactionMarker {
+        CompactionMarker(generation: generation, coveredThrough: coveredThrough, epochs: epochs)
+    }
 
     /// Offline install (no ``Log`` open on the directory): writes the marker, then removes the replaced segments —
     /// or, with `backupDirectory`, moves them there. Returns the replaced files.

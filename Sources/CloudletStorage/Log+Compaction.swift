@@ -1,4 +1,5 @@
 import CloudletCore
+import Synchronization
 
 extension Log {
     /// Ends the segment being written (if it holds a frame): the next frame goes to a new segment, which exists
@@ -35,21 +36,59 @@ extension Log {
         }
     }
 
-    /// Starts a compaction of every sealed segment (a prefix of the log: earlier compacted segments included), or
-    /// returns nil when there is none. Only one compaction runs at a time: throws `.invalidArguments` if one is
-    /// under way. Finish with ``installCompaction(_:)`` or ``abandonCompaction(_:)``.
+    /// The highest LSN a compaction may take in (``LogConfiguration/boundedCompaction``); `.max` without a limit.
+    public var compactionLimit: UInt64 { monitor.withLock { $0.compactionLimit } }
+
+    /// Raises ``compactionLimit`` to `lsn` (never lowers it); with `persist`, also stores it in the directory's
+    /// ``CompactionHorizon`` file if it grew since it was last stored. Throws `.io` for a failed write (the limit
+    /// in memory is raised anyway).
+    public func raiseCompactionLimit(to lsn: UInt64, persist: Bool) throws {
+        let bounded = monitor.withLock { s -> Bool in
+            guard s.compactionLimit != .max, !s.closing else { return false }
+            s.compactionLimit = max(s.compactionLimit, lsn)
+            return true
+        }
+        guard bounded, persist, !configuration.readOnly else { return }
+        _ = try storeCompactionLimit()
+    }
+
+    /// Stores the compaction limit as it is now in the `HORIZON` file if it grew; returns the value stored, which a
+    /// compaction goes by (the limit in memory may grow meanwhile).
+    private func storeCompactionLimit() throws -> UInt64 {
+        try storedCompactionLimit.withLock { stored throws -> UInt64 in
+            // The limit as it is now (another thread may have raised it meanwhile), and never below what the file
+            // holds (another instance of this log, before a restart, may have stored more).
+            let limit = monitor.withLock { s in s.closing ? 0 : s.compactionLimit }
+            stored = max(stored, try CompactionHorizon.load(directory: directory, fileSystem: fileSystem))
+            guard limit > stored, !configuration.readOnly else { return stored }
+            try CompactionHorizon.write(limit, directory: directory, fileSystem: fileSystem)
+            stored = limit
+            return stored
+        }
+    }
+
+    /// Starts a compaction of every sealed segment (a prefix of the log: earlier compacted segments included) that
+    /// ends at or below ``compactionLimit`` — with a limit, only if that takes in a segment not compacted yet, and
+    /// only up to the limit as stored first — or returns nil when there is none. Only one compaction runs at a
+    /// time: throws `.invalidArguments` if one is under way. Finish with ``installCompaction(_:)`` or
+    /// ``abandonCompaction(_:)``.
     public func beginCompaction() throws -> CompactionWriter? {
         if configuration.readOnly {
             throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is open read-only")
         }
+        // A bounded log stores its limit first and goes by what it stored, so that no compacted prefix ever ends past
+        // the stored horizon.
+        let bound = compactionLimit == .max ? UInt64.max : try storeCompactionLimit()
         // Leftovers of a compaction that failed in this process may hold higher generations than the state knows.
         let onDisk = try LogLayout.load(directory: directory, fileSystem: fileSystem).highestGeneration
         return try monitor.withLock { s throws -> CompactionWriter? in
             if let failure = s.failure { throw failure }
             if s.closing { throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is closed") }
             if s.compacting { throw CloudletError.invalid("a compaction of partition \(partition) is already running") }
-            let sealed = s.segments.prefix { $0.sealed }
-            guard !sealed.isEmpty else { return nil }
+            let sealed = s.segments.prefix { $0.sealed && $0.lastLSN <= min(s.compactionLimit, bound) }
+            guard !sealed.isEmpty, bound == .max || sealed.contains(where: { $0.generation == nil }) else {
+                return nil
+            }
             s.compacting = true
             let generation = max(s.highestGeneration, onDisk) + 1
             s.highestGeneration = generation
@@ -61,7 +100,7 @@ extension Log {
             return CompactionWriter(
                 directory: directory, partition: partition, generation: generation, inputs: inputs,
                 segmentSize: configuration.segmentSize, compressionThreshold: configuration.compressionThreshold,
-                epoch: configuration.epoch, fileSystem: fileSystem)
+                epoch: configuration.epoch, previous: s.marker, fileSystem: fileSystem)
         }
     }
 

@@ -21,6 +21,9 @@ public final class Log: Sendable {
 
     let fileSystem: any FileSystem
     let monitor: Monitor<LogState>
+    /// The compaction limit last stored in the `HORIZON` file; held while storing it, so that two writers (the
+    /// replication layer, a compaction starting) neither share the temp file nor let an older value land last.
+    let storedCompactionLimit: Mutex<UInt64>
     private let readCounter = Atomic<UInt64>(0)
     /// Numbers the async waiters, so that a cancelled one can be found (``waitDurable(_:)``).
     private let waiterIDs = Atomic<UInt64>(0)
@@ -100,6 +103,10 @@ public final class Log: Sendable {
             lastLSN: outcome.lastLSN, segments: segments, epoch: configuration.epoch,
             highestEpoch: outcome.report.lastEpoch)
         state.marker = outcome.marker
+        if configuration.boundedCompaction {
+            state.compactionLimit = try CompactionHorizon.load(directory: directory, fileSystem: fileSystem)
+        }
+        storedCompactionLimit = Mutex(configuration.boundedCompaction ? state.compactionLimit : 0)
         state.highestGeneration = outcome.highestGeneration
         if let file = outcome.lastFile, let last = segments.last { state.files[last.firstLSN] = file }
         let monitor = Monitor(state)

@@ -27,6 +27,10 @@ public struct LogConfiguration: Sendable {
     /// Open without truncating, repairing or writing anything; ``Log/stage(type:payload:)`` throws `.readOnly`.
     /// Default false.
     public var readOnly: Bool = false
+    /// A replica's log (`cloudlet serve --cluster`): compaction takes in only segments at or below
+    /// ``Log/compactionLimit``, which starts at the directory's ``CompactionHorizon`` (0 without one) and is raised by
+    /// the replication layer (``Log/raiseCompactionLimit(to:persist:)``). Default false: no limit.
+    public var boundedCompaction: Bool = false
 
     public init() {}
 }

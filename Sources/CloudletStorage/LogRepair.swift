@@ -76,7 +76,7 @@ public enum LogRepair {
         }
         let writer = CompactionWriter(
             directory: directory, partition: partition, generation: layout.nextGeneration, inputs: Array(inputs),
-            segmentSize: segmentSize, fileSystem: fileSystem)
+            segmentSize: segmentSize, previous: layout.marker, fileSystem: fileSystem)
         var lost: [ClosedRange<UInt64>] = missing
         var dropped: UInt64 = 0
         var previous: UInt64 = 0
@@ -135,6 +135,8 @@ public enum LogRepair {
             let covered = coveredEnd ?? previous
             if let from = lostFrom, covered >= from { lost.append(from...covered) }
             guard covered >= 1 else { throw CloudletError.invalid("nothing would be left of the log in \(directory)") }
+            // The epochs of frames that could not be read are unknown: the marker says so rather than guess.
+            if !lost.isEmpty || dropped > 0 { writer.forgetEpochs() }
             try writer.finish(coveredThrough: covered)
         } catch {
             writer.abandon()

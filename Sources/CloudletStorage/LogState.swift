@@ -90,6 +90,8 @@ struct LogState {
     // Compaction.
     /// The marker in force (nil before the first compaction).
     var marker: CompactionMarker?
+    /// Compaction takes in no segment past this LSN (``LogConfiguration/boundedCompaction``; `.max`: no limit).
+    var compactionLimit: UInt64 = .max
     /// The highest compaction generation used in the directory.
     var highestGeneration: UInt32 = 0
     /// Where ``Log/frames(from:maxBytes:)`` stopped for each follower: the next LSN → the segment and offset of its

@@ -99,7 +99,9 @@ enum ClusterCommand {
         for p in s["partitions"]?.arrayValue ?? [] {
             let log = p["partition"]?.stringValue ?? "partition \(p["partition"]?.int64Value ?? -1)"
             let leader = p["leader"]?.stringValue.map { "leader \($0), epoch \(p["epoch"]?.int64Value ?? 0)" } ?? "no leader"
-            lines.append("\(log): \(leader); here \(p["role"]?.stringValue ?? "?"), durable LSN \(p["durableLSN"]?.int64Value ?? 0)")
+            lines.append(
+                "\(log): \(leader); here \(p["role"]?.stringValue ?? "?"), durable LSN \(p["durableLSN"]?.int64Value ?? 0), "
+                    + "compaction horizon \(p["compactionHorizon"]?.int64Value ?? 0)")
             for r in p["replicas"]?.arrayValue ?? [] {
                 let node = (r["node"]?.stringValue ?? "?").padding(toLength: 8, withPad: " ", startingAt: 0)
                 if r["live"]?.boolValue == true {

@@ -15,7 +15,7 @@ enum Serve {
                               [--max-asset-size BYTES] [--asset-url-lifetime SECONDS] [--asset-gc-interval SECONDS]
                               [--rate-limit REQUESTS_PER_SECOND [--burst N]] [--user-quota BYTES]
                               [--max-connections-per-peer N] [--header-timeout MS] [--body-timeout MS]
-                              [--keep-alive-timeout MS] [--max-subscriptions-per-user N]
+                              [--keep-alive-timeout MS] [--max-subscriptions-per-user N] [--segment-size BYTES]
                               [--cluster etcd://HOST:PORT --node NAME [--advertise URL] [--replicas N]
                                [--ack quorum|leader] [--lease-ttl SECONDS] [--cluster-name NAME]]
 
@@ -61,6 +61,10 @@ enum Serve {
           --max-subscriptions-per-user N
                               subscriptions one user may have in one database (default 1000; 1 to 1000000): a
                               subscriptions/modify that would pass it fails with QUOTA_EXCEEDED and saves nothing
+          --segment-size BYTES
+                              log segments roll at BYTES (default 67108864 = 64 MiB; 4096 to 1073741824);
+                              background compaction starts once the sealed segments hold this many dead bytes
+                              and at least half of them are dead. Smaller: space comes back sooner, more files
 
         On a fresh store it creates an API token for the container, a user named '\(firstUserName)' and an admin
         credential (for the console at /cloudlet/console/), and prints them with a curl example (they are stored
@@ -79,7 +83,7 @@ enum Serve {
                 "--data", "--host", "--port", "--tls-cert", "--tls-key", "--durability", "--container", "--threads",
                 "--response-budget", "--max-asset-size", "--asset-url-lifetime", "--asset-gc-interval", "--rate-limit", "--burst",
                 "--user-quota", "--max-connections-per-peer", "--header-timeout", "--body-timeout", "--keep-alive-timeout",
-                "--max-subscriptions-per-user",
+                "--max-subscriptions-per-user", "--segment-size",
             ] + ServeCluster.options), positional: true, help: help + "\n\n" + ServeCluster.help)
         guard o.positional.isEmpty else { throw UsageError(message: "unexpected argument '\(o.positional[0])'") }
         let dir = o["--data"] ?? StoreAccess.defaultDirectory
@@ -131,6 +135,10 @@ enum Serve {
         var storeConfig = StoreConfiguration(durability: durability)
         storeConfig.subscriptionsPerUser =
             try o.integer("--max-subscriptions-per-user", in: 1...1_000_000, "a number of subscriptions") ?? storeConfig.subscriptionsPerUser
+        if let size = try o.integer("--segment-size", in: 4096...(1 << 30), "a number of bytes") {
+            storeConfig.segmentSize = size
+            storeConfig.compaction.minDeadBytes = size
+        }
 
         // Take over SIGTERM and SIGINT before anything else, so a signal during start-up also stops cleanly.
         let stop = SignalWaiter([SIGTERM, SIGINT])

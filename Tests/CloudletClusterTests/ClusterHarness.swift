@@ -62,15 +62,34 @@ final class ClusterHarness: @unchecked Sendable {
         throw ChildProcess.Failure(message: "no node printed the cluster's first credentials; \(diagnostics())")
     }
 
+    /// `cloudlet serve --cluster …` for `node`.
+    func serveArguments(_ node: String) -> [String] {
+        [
+            "serve", "--data", store(node), "--port", String(ports[node]!), "--cluster",
+            etcd.url.replacingOccurrences(of: "http://", with: "etcd://"), "--node", node, "--lease-ttl", String(leaseTTL),
+        ] + extraArguments
+    }
+
     func start(_ node: String) async throws {
         let c = try ChildProcess(
-            try cloudletExecutable(),
-            [
-                "serve", "--data", store(node), "--port", String(ports[node]!), "--cluster",
-                etcd.url.replacingOccurrences(of: "http://", with: "etcd://"), "--node", node, "--lease-ttl", String(leaseTTL),
-            ] + extraArguments)
+try cloudletExecutable(), serveArguments(node))
         lock.withLock { processes[node] = c }
         _ = try await c.waitForLine(timeout: 60) { $0.hasPrefix("listening on ") }
+    }
+
+    /// Starts a node that is expected to stop by itself (a refusal): its exit status and standard error, or a
+    /// failure if it still runs after `timeout` seconds (it is killed then).
+    func startUntilExit(_ node: String, timeout: Double) async throws -> (status: Int32, stderr: [String]) {
+        let c = try ChildProcess(
+try cloudletExecutable(), serveArguments(node))
+        let deadline = Date().addingTimeInterval(timeout)
+        while c.process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        guard !c.process.isRunning else {
+            await c.stop(SIGKILL)
+            throw ChildProcess.Failure(message: "\(node) still runs after \(timeout) s; stderr: \(c.stderr.suffix(8))")
+        }
+        await c.waitForExit()
+        return (c.process.terminationStatus, c.stderr)
     }
 
     func kill(_ node: String, _ signal: Int32 = SIGKILL) async {

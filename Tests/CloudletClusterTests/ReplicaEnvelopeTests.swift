@@ -8,13 +8,14 @@ struct ReplicaEnvelopeTests {
         .frames(
             epoch: 7, previousEpoch: 5,
             frames: [ReplicatedFrame(lsn: 12, epoch: 7, payload: [1, 2, 3]), ReplicatedFrame(lsn: 13, epoch: 7, payload: [])],
-            leaderDurable: 13),
-        .frames(epoch: 9, previousEpoch: 0, frames: [], leaderDurable: 0),
+            leaderDurable: 13, horizon: 11),
+        .frames(epoch: 9, previousEpoch: 0, frames: [], leaderDurable: 0, horizon: 0),
         .diverged(epoch: 9, from: 20, previousEpoch: 7, agreedEpoch: 5, agreedLSN: 15),
         .ahead(epoch: 9, leaderLastLSN: 30),
         .fence(epoch: 11),
         .fenced(epoch: 11, end: LogEnd(epoch: 9, lsn: 42)),
         .notLeader(epoch: 3),
+        .compacted(epoch: 9, through: 1_000),
     ]
 
     @Test(arguments: messages) func roundTrips(_ message: ReplicaMessage) throws {

@@ -111,7 +111,7 @@ struct ReplicaTests {
         let fenced = r.on(.message(n3, .fence(epoch: 9)))
         #expect(fenced.contains(.fence(epoch: 9)))
         #expect(fenced.contains(.send(to: n3, .fenced(epoch: 9, end: .empty))))
-        #expect(r.on(.message(n1, .frames(epoch: 5, previousEpoch: 0, frames: [frame(1, 5)], leaderDurable: 1))).isEmpty)
+        #expect(r.on(.message(n1, .frames(epoch: 5, previousEpoch: 0, frames: [frame(1, 5)], leaderDurable: 1, horizon: 0))).isEmpty)
         #expect(r.lastLSN == 0)
         // An older candidate gets no answer.
         #expect(r.on(.message(n1, .fence(epoch: 6))).isEmpty)
@@ -125,7 +125,7 @@ struct ReplicaTests {
         let cut = r.on(.message(n1, answer))
         #expect(cut.contains(.truncate(after: 2)))
         #expect(cut.contains(.send(to: n1, .fetch(epoch: 9, from: 3, previousEpoch: 5, durable: 2))))
-        #expect(r.on(.message(n1, .frames(epoch: 9, previousEpoch: 5, frames: [frame(3, 9)], leaderDurable: 3)))
+        #expect(r.on(.message(n1, .frames(epoch: 9, previousEpoch: 5, frames: [frame(3, 9)], leaderDurable: 3, horizon: 0)))
             .contains(.append([frame(3, 9)])))
         #expect(!r.on(.message(n1, answer)).contains(.truncate(after: 2)))
         #expect(r.lastLSN == 3 && r.history.epoch(at: 3) == 9)
@@ -145,7 +145,7 @@ struct ReplicaTests {
                 == [.send(to: n2, .ahead(epoch: 5, leaderLastLSN: 3))])
         #expect(
             r.on(.message(n2, .fetch(epoch: 5, from: 2, previousEpoch: 5, durable: 1)))
-                == [.serveFrames(to: n2, epoch: 5, previousEpoch: 5, from: 2, through: 3)])
+                == [.serveFrames(to: n2, epoch: 5, previousEpoch: 5, from: 2, through: 3, horizon: 0)])
     }
 
     @Test("a candidate catches up from the most complete fenced replica before it leads")
@@ -155,11 +155,59 @@ struct ReplicaTests {
         let ask = r.on(.message(n2, .fenced(epoch: 9, end: LogEnd(epoch: 5, lsn: 4))))
         #expect(ask.contains(.send(to: n2, .fetch(epoch: 9, from: 3, previousEpoch: 5, durable: 2))))
         #expect(r.role == .candidate(epoch: 9))
-        _ = r.on(.message(n2, .frames(epoch: 9, previousEpoch: 5, frames: [frame(3, 5), frame(4, 5)], leaderDurable: 4)))
+        _ = r.on(.message(n2, .frames(epoch: 9, previousEpoch: 5, frames: [frame(3, 5), frame(4, 5)], leaderDurable: 4, horizon: 0)))
         #expect(r.role == .candidate(epoch: 9))
         _ = r.on(.durable(lsn: 4, now: 20))
         #expect(r.role == .leader(epoch: 9))
         #expect(r.lastLSN == 4)
+    }
+
+    @Test("the leader's compaction horizon is the lowest fsynced, matched position of every follower, never lower")
+    func compactionHorizon() {
+        var r = leader()
+        for id in 1...4 as ClosedRange<UInt64> { _ = r.on(.write(id: id, payload: [UInt8(id)], now: 10)) }
+        _ = r.on(.durable(lsn: 4, now: 10))
+        _ = r.on(.message(n2, .fetch(epoch: 5, from: 4, previousEpoch: 5, durable: 3)))
+        // n3 has not fetched in this epoch: nothing is known to be on every replica.
+        #expect(r.compactionHorizon == 0)
+        // n3 matched through 2 but fsynced only 1.
+        _ = r.on(.message(n3, .fetch(epoch: 5, from: 3, previousEpoch: 5, durable: 1)))
+        #expect(r.compactionHorizon == 1)
+        _ = r.on(.message(n3, .fetch(epoch: 5, from: 5, previousEpoch: 5, durable: 4)))
+        #expect(r.compactionHorizon == 3)
+        // A fetch that disagrees (n2 after losing frames) does not lower it, and the frames served carry it.
+        _ = r.on(.message(n2, .fetch(epoch: 5, from: 2, previousEpoch: 5, durable: 1)))
+        #expect(r.compactionHorizon == 3)
+        #expect(
+            r.on(.message(n2, .fetch(epoch: 5, from: 4, previousEpoch: 5, durable: 3)))
+                == [.serveFrames(to: n2, epoch: 5, previousEpoch: 5, from: 4, through: 4, horizon: 3)])
+    }
+
+    @Test("a follower takes the horizon from its leader's frames, capped at what it has fsynced, and keeps it on restart")
+    func followerHorizon() {
+        var r = replica(n2, epochs: [5, 5])
+        _ = r.on(.leaderKey(LeaderKey(node: n1, epoch: 5, lease: 3)))
+        _ = r.on(.message(n1, .frames(epoch: 5, previousEpoch: 5, frames: [frame(3, 5)], leaderDurable: 3, horizon: 3)))
+        #expect(r.compactionHorizon == 2)
+        // From another node than its leader: ignored.
+        _ = r.on(.message(n3, .frames(epoch: 5, previousEpoch: 5, frames: [], leaderDurable: 3, horizon: 3)))
+        #expect(r.compactionHorizon == 2)
+        var history = EpochHistory()
+        history.record(epoch: 5, at: 1)
+        _ = r.on(.start(now: 20, lastLSN: 3, history: history))
+        #expect(r.compactionHorizon == 2)
+    }
+
+    @Test("a follower behind its leader's compacted prefix halts, naming the fix")
+    func compactedPrefixHalts() {
+        var r = replica(n2)
+        _ = r.on(.leaderKey(LeaderKey(node: n1, epoch: 5, lease: 3)))
+        let actions = r.on(.message(n1, .compacted(epoch: 5, through: 40)))
+        guard case .halt(let reason) = actions.first else {
+            Issue.record("no halt: \(actions)")
+            return
+        }
+        #expect(reason.contains("compacted its log up to LSN 40") && reason.contains("re-seeded"))
     }
 
     @Test("a node that finds its own log ahead of its epoch's leader halts")

@@ -68,7 +68,7 @@ struct ReplicationSimulationTests {
         #expect(a.trace == b.trace)
     }
 
-    @Test("the runs exercise what they claim to: acknowledged writes, failovers and truncated divergent suffixes")
+    @Test("the runs exercise what they claim to: acknowledged writes, failovers, truncated divergent suffixes, compactions")
     func exercisesFailover() {
         let runs = (1...10 as ClosedRange<UInt64>).map { seed in
             let s = Simulation(seed: seed)
@@ -78,5 +78,7 @@ struct ReplicationSimulationTests {
         #expect(runs.allSatisfy { $0.ackedOrder.count > 50 })
         #expect(runs.filter { $0.leaderOfEpoch.count >= 2 }.count >= 5)
         #expect(runs.map(\.truncations).reduce(0, +) > 0)
+        // Every node compacts behind the horizon as it goes (and no replica ever needs what was compacted).
+        #expect(runs.allSatisfy { $0.compactions > 0 })
     }
 }

@@ -36,6 +36,9 @@ final class Simulation {
         var clockLag: Millis = 0
         /// The node's watch delivers nothing until then (a stalled watch stream); the next resync catches it up.
         var watchStalledUntil: Millis = 0
+        /// How far its log is compacted: frames up to here can no longer be served (a disk fact, kept over a crash).
+        /// The node compacts up to its replica's compaction horizon whenever it ticks.
+        var compacted = 0
     }
 
     enum Request {
@@ -87,6 +90,8 @@ final class Simulation {
     var steps = 0
     /// Divergent suffixes cut off (frames removed).
     var truncations = 0
+    /// Compactions up to a new horizon, over all nodes.
+    var compactions = 0
     /// How many trace lines a failure shows.
     var traceLength = 60
 
@@ -147,7 +152,10 @@ final class Simulation {
         switch step {
         case .tick(let i):
             schedule(20, .tick(i))
-            if nodes[i].alive { deliver(i, .tick(now: localTime(i))) }
+            if nodes[i].alive {
+                deliver(i, .tick(now: localTime(i)))
+                compact(i)
+            }
         case .deliver(let to, let incarnation, let from, let message):
             guard nodes[to].alive, nodes[to].incarnation == incarnation else { return }
             if let brief = Self.brief(message) { note("\(nodes[from].id) → \(nodes[to].id): \(brief)") }
@@ -209,15 +217,20 @@ final class Simulation {
             switch action {
             case .send(let to, let message):
                 send(from: i, to: index(of: to), message)
-            case .serveFrames(let to, let epoch, let previousEpoch, let from, let through):
+            case .serveFrames(let to, let epoch, let previousEpoch, let from, let through, let horizon):
                 guard through <= UInt64(nodes[i].durable), from >= 1 else {
                     fail("\(nodes[i].id) serves frames \(from)…\(through) but has \(nodes[i].durable) fsynced")
                     return
                 }
+                // What the server's shell does when the log no longer holds `from` as written.
+                if from <= through, Int(from) <= nodes[i].compacted {
+                    send(from: i, to: index(of: to), .compacted(epoch: epoch, through: UInt64(nodes[i].compacted)))
+                    continue
+                }
                 let frames = from <= through ? Array(nodes[i].log[Int(from - 1)..<Int(through)]) : []
                 send(from: i, to: index(of: to), .frames(
                         epoch: epoch, previousEpoch: previousEpoch, frames: frames,
-                        leaderDurable: UInt64(nodes[i].durable)))
+                        leaderDurable: UInt64(nodes[i].durable), horizon: horizon))
             case .append(let frames):
                 append(i, frames)
             case .truncate(let after):
@@ -266,6 +279,10 @@ final class Simulation {
 
     private func truncate(_ i: Int, after: Int) {
         guard after < nodes[i].log.count else { return }
+        guard after >= nodes[i].compacted else {
+            fail("\(nodes[i].id) truncates after LSN \(after), inside its compacted prefix (through \(nodes[i].compacted))")
+            return
+        }
         if options.ackMode == .quorum {
             for frame in nodes[i].log[after...] {
                 let id = Self.writeID(frame.payload)
@@ -312,6 +329,25 @@ final class Simulation {
     }
 
     // MARK: Invariants
+
+    /// Compacts node `i`'s log up to its replica's compaction horizon — after checking that the horizon holds: every
+    /// replica, crashed ones included, has the frames up to it fsynced and equal to this node's.
+    private func compact(_ i: Int) {
+        let horizon = Int(nodes[i].replica.compactionHorizon)
+        guard failure == nil, horizon > nodes[i].compacted else { return }
+        guard horizon <= nodes[i].durable else {
+            fail("\(nodes[i].id)'s compaction horizon \(horizon) is past its own fsynced LSN \(nodes[i].durable)")
+            return
+        }
+        let prefix = nodes[i].log[0..<horizon]
+        if let j = nodes.indices.first(where: { nodes[$0].durable < horizon || nodes[$0].log[0..<horizon] != prefix }) {
+            fail("\(nodes[i].id) compacts through LSN \(horizon), but \(nodes[j].id) does not hold those frames fsynced and equal")
+            return
+        }
+        note("\(nodes[i].id) compacts its log through LSN \(horizon)")
+        nodes[i].compacted = horizon
+        compactions += 1
+    }
 
     /// At most one leader per epoch; a new leader holds every acknowledged write (quorum mode).
     private func checkLeadership(_ i: Int) {
@@ -502,7 +538,7 @@ final class Simulation {
     static func brief(_ message: ReplicaMessage) -> String? {
         switch message {
         case .fetch, .notLeader: return nil
-        case .frames(let epoch, _, let frames, _):
+        case .frames(let epoch, _, let frames, _, _):
             guard let first = frames.first, let last = frames.last else { return nil }
             return "frames \(first.lsn)…\(last.lsn) (epoch \(epoch))"
         default: return "\(message)"

@@ -18,7 +18,10 @@ struct LogCompactionTests {
         let writer = try #require(try log.beginCompaction())
         for input in writer.inputs {
             var reader = try SegmentFrameReader(input)
-            while let frame = try reader.next() { if keep(frame.lsn) { try writer.appendCopy(of: frame) } }
+            while let frame = try reader.next() {
+                writer.note(lsn: frame.lsn, epoch: frame.epoch)
+                if keep(frame.lsn) { try writer.appendCopy(of: frame) }
+            }
         }
         try writer.finish()
         return writer
@@ -33,7 +36,9 @@ struct LogCompactionTests {
             let writer = try Self.compact(log) { $0 % 3 == 0 }
             let replaced = try log.installCompaction(writer)
             #expect(!replaced.isEmpty && replaced.allSatisfy { !FileManager.default.fileExists(atPath: $0) })
-            #expect(log.compactionMarker == CompactionMarker(generation: 1, coveredThrough: covered))
+            #expect(
+                log.compactionMarker
+                    == CompactionMarker(generation: 1, coveredThrough: covered, epochs: [EpochStart(epoch: 1, firstLSN: 1)]))
             #expect(log.segments().first?.isCompacted == true)
             // The new positions read back.
             var positions: [UInt64: FramePosition] = [:]

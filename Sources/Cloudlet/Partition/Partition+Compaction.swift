@@ -148,8 +148,12 @@ extension Partition {
     private func compactLocked(
         includeActiveSegment: Bool, bytesPerSecond: Int, progress: ((CompactionProgress) -> Void)?
     ) throws -> CompactionReport? {
-        // Tombstones past retention go first, so that compaction drops them.
-        try purgeTombstones(olderThan: Int64((Date().timeIntervalSince1970 - tombstoneRetention) * 1000))
+        // Tombstones past retention go first, so that compaction drops them — except in a cluster replica's log
+        // (bounded compaction): a purge is a commit, which only the leader may write (its purges reach the replicas
+        // through the log); one written here, by a follower or offline, would be a frame no other replica has.
+        if log.compactionLimit == .max {
+            try purgeTombstones(olderThan: Int64((Date().timeIntervalSince1970 - tombstoneRetention) * 1000))
+        }
         if includeActiveSegment { try log.roll() }
         guard let writer = try log.beginCompaction() else { return nil }
         var installed = false
@@ -220,6 +224,7 @@ extension Partition {
                     throw CloudletError(.readOnly, "the compaction of partition \(id) was cancelled: the store is closing")
                 }
                 report.framesRead += 1
+                writer.note(lsn: frame.lsn, epoch: frame.epoch)
                 let plan = try FrameCompaction(frame, state: snapshot)
                 switch plan.action {
                 case .drop:

@@ -113,6 +113,7 @@ package final class Partition: Sendable {
         logConfig.durability = configuration.durability
         logConfig.segmentSize = configuration.segmentSize
         logConfig.readOnly = configuration.readOnly
+        logConfig.boundedCompaction = configuration.replicated
         var replayed = initial
         var replayedBytes = 0
         var replayedFrames = 0
@@ -148,7 +149,7 @@ package final class Partition: Sendable {
         cache = RecordCache(capacity: configuration.recordCacheSize)
         entryCache = EntryCache(capacity: configuration.entryCacheSize)
         publisher = ChangePublisher(partition: Int(id))
-        compaction = CompactionControl(configuration: configuration.effectiveCompaction)
+        compaction = CompactionControl(configuration: configuration.compaction)
         payloadVersion = configuration.commitPayloadVersion
         checkpointTrigger.reset(bytes: replayedBytes, lastLSN: afterLSN)
         log.onFailure { [id, backgroundErrors] failure in backgroundErrors.record(.flush, in: "partition \(id)", failure) }

@@ -261,11 +261,6 @@ public final class CloudletStore: Sendable {
     ) async throws -> [CompactionReport] {
         try checkOpen()
         if configuration.readOnly { throw CloudletError(.readOnly, "store at \(path) is open read-only") }
-        if configuration.replicated {
-            throw CloudletError(
-                .invalidArguments,
-                "store at \(path) is a cluster replica: its log is not compacted (replication needs every frame; docs/replication.md)")
-        }
         return try await ThreadBridge.offload {
             try self.partitions.compactMap {
                 try $0.compact(

@@ -35,17 +35,12 @@ public struct StoreConfiguration: Sendable {
     /// each on their own stream, so after a crash the catalog may trail the schema versions the partitions' commits
     /// were validated against until it catches up; opening does not refuse that. Default false.
     ///
-    /// A replica's log is never compacted (not in the background, and ``CloudletStore/compact(includeActiveSegment:bytesPerSecond:progress:)``
-    /// refuses): the replication protocol needs every frame's epoch from LSN 1, and a follower behind a compacted
-    /// prefix would need the compacted segments shipped, neither of which exists yet (docs/replication.md).
+    /// A replica's partition logs are compacted (in the background and by
+    /// ``CloudletStore/compact(includeActiveSegment:bytesPerSecond:progress:)``) only up to the cluster's compaction
+    /// horizon — the highest LSN every replica is known to hold, fsynced and equal — which the replication layer
+    /// raises (``LogConfiguration/boundedCompaction``; docs/replication.md, "Compaction"). Before it first does, and
+    /// in a store that never joined a cluster's replication, nothing is compacted.
     public var replicated: Bool = false
-
-    /// ``compaction``, with automatic compaction off for a replica (``replicated``).
-    var effectiveCompaction: CompactionConfiguration {
-        var c = compaction
-        if replicated { c.automatic = false }
-        return c
-    }
     /// How long tombstones (deleted records and zones) are kept for change feeds, in seconds. A change token
     /// older than this gets `changeTokenExpired`. Default 30 days.
     public var tombstoneRetention: Double = 30 * 24 * 3600

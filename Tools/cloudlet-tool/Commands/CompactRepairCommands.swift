@@ -14,15 +14,17 @@ enum CompactCommand: Command {
         segments of a new compaction generation, then swaps them in atomically and deletes the old ones. Frames keep
         their LSN and epoch, so change tokens and change tags stay valid. The segment being written is compacted too.
         A crash at any point leaves the old or the new log, never a mix. The store must be stopped (exclusive lock).
-        A store that is a cluster node's (it has a CLUSTER file) is refused: a replica's log is never compacted,
-        since replication needs every frame (docs/replication.md); --force compacts it anyway, after which that
-        node cannot rejoin its cluster — only for a store taken out of the cluster for good.
+        A store that is a cluster node's (it has a CLUSTER file) is compacted only up to the compaction horizon the
+        node last stored (the LSN every replica of the partition was known to hold; docs/replication.md,
+        "Compaction"), and tombstones are not purged (only the leader purges); --force compacts all of it and purges,
+        which writes a frame no other replica has: only for a store taken out of the cluster for good.
 
         OPTIONS
-          --dry-run             Only say what it would do (read-only; shared lock).
+          --dry-run             Only say what it would do (read-only; shared lock). For a cluster node it plans the
+                                whole log, not only what lies below its horizon.
           --rate BYTES          Read at most BYTES per second (e.g. 100M); default: no limit.
           --segment-size BYTES  Size of the segments written (default 64M).
-          --force               Compact a cluster node's store too (see above).
+          --force               Compact a cluster node's store past its horizon (see above).
         \(Common.help)
         """
 
@@ -32,13 +34,7 @@ enum CompactCommand: Command {
             help: help)
         let common = try Common(o)
         // The identity file `cloudlet serve --cluster` writes when a store joins a cluster (ClusterNode.identityFile).
-        let cluster = common.data + "/CLUSTER"
-        if !o.has("--dry-run"), !o.has("--force"), FileManager.default.fileExists(atPath: cluster) {
-            let name = (try? String(contentsOfFile: cluster, encoding: .utf8))?.split(separator: "\n").first.map(String.init) ?? "?"
-            throw UsageError(
-                message: "\(common.data) is a node of cluster \(name): a replica's log is not compacted (replication needs every "
-                    + "frame; docs/replication.md). --force compacts it anyway, and the node can no longer rejoin the cluster")
-        }
+        let isClusterNode = FileManager.default.fileExists(atPath: common.data + "/CLUSTER")
         let segmentSize = try o.int("--segment-size") ?? StoreConfiguration().segmentSize
         if o.has("--dry-run") {
             let (lock, inspector) = try common.inspect()
@@ -63,6 +59,7 @@ enum CompactCommand: Command {
         var config = StoreConfiguration(durability: .fsync)
         config.compaction = .manual
         config.segmentSize = segmentSize
+        config.replicated = isClusterNode && !o.has("--force")
         let store = try CloudletStore(path: common.data, configuration: config, holding: lock)
         let started = Date()
         let reports: [CompactionReport]
@@ -99,7 +96,12 @@ enum CompactCommand: Command {
                     ),
                 ]))
         } else {
-            if reports.isEmpty { Out.line("nothing to compact") }
+            if reports.isEmpty {
+                Out.line(
+                    config.replicated
+                        ? "nothing to compact below this cluster node's stored compaction horizon (docs/replication.md, \"Compaction\")"
+                        : "nothing to compact")
+            }
             for r in reports {
                 Out.line(
                     "partition \(r.partition): \(r.segmentsBefore) segment(s), \(bytes(r.bytesBefore)) → \(r.segmentsAfter) segment(s), \(bytes(r.bytesAfter)) (generation \(r.generation)); reclaimed \(bytes(r.bytesReclaimed)); frames: \(r.framesRead) read, \(r.framesDropped) dropped, \(r.framesCopied) copied, \(r.framesRewritten) rewritten; swap held writers \(String(format: "%.1f", Double(r.pauseMicroseconds) / 1000)) ms"
