@@ -251,6 +251,7 @@ void ehi_conn_close(eh_conn *c) {
     s->conn_count--;
     ehi_peer_adjust(s, c->peer, -1);
     uv_close((uv_handle_t *)&c->tcp, ehi_on_closed);
+    ehi_conn_gone(c);
     if (s->stop_phase_seen == 2 && s->conns == NULL) ehi_close_server_handles(s);
 }
 
@@ -282,6 +283,7 @@ static void begin_linger(eh_conn *c) {
     c->serror = 1;
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
+    ehi_conn_gone(c);
     if (c->ssl) {
         SSL_shutdown(c->ssl);
         ehi_tls_pump(c, 0);
