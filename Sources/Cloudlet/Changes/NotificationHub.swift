@@ -340,7 +340,7 @@ public final class NotificationHub: Sendable {
                     // Something after `position` may have been dropped: by the durable log's retention (`floor` is
                     // at least 1, so `floor - 1` cannot wrap), or from this user's in-memory log.
                     if position.sequence < s.floor - 1 || position.sequence < log.trimmedThrough { gap = true }
-                    from = live.firstIndex { $0.id.sequence > position.sequence } ?? live.endIndex
+                    from = log.firstIndex(after: position.sequence)
                 }
             } else if s.floor > 1 || log.trimmedThrough > 0 {
                 gap = true  // as a position before sequence 1 would be
@@ -399,6 +399,17 @@ public final class NotificationHub: Sendable {
 }
 
 extension NotificationHub.InboxLog {
+    /// The index of the first live notification with a sequence after `sequence` (`items.count`: none): a binary
+    /// search, since sequences increase along the log (a reader of a 10,000-long log scanned it all on every read).
+    fileprivate func firstIndex(after sequence: UInt64) -> Int {
+        var low = head, high = items.count
+        while low < high {
+            let mid = (low + high) / 2
+            if items[mid].id.sequence > sequence { high = mid } else { low = mid + 1 }
+        }
+        return low
+    }
+
     /// Keeps `n` (numbered, newer than every one kept), dropping the oldest beyond `capacity`.
     fileprivate mutating func keep(_ n: RecordNotification, capacity: Int) {
         items.append(n)
