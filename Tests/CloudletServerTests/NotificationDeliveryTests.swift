@@ -173,4 +173,21 @@ import Testing
             }
         }
     }
+
+    @Test func longPollsOneAfterAnotherOnAKeepAliveConnectionEachWaitForTheirOwnAnswer() async throws {
+        try await Self.withServer { live, token, db in
+            try await FrontEndTests.onThread { c in
+                let s = try RawSocket(port: live.server.port)
+                // The first ends at its timeout; the second, on the same connection, waits for the save.
+                try s.send("GET /cloudlet/notifications/poll?token=\(token)&timeout=0.1 HTTP/1.1\r\nHost: test\r\n\r\n")
+                let first = s.read(until: "\"gap\"")
+                c.expect(first.hasPrefix("HTTP/1.1 200 ") && first.contains(#""notifications":[]"#), "\(first)")
+                try s.send("GET /cloudlet/notifications/poll?token=\(token)&timeout=60 HTTP/1.1\r\nHost: test\r\n\r\n")
+                c.expect(Self.eventually { Self.waiters(live) == 1 }, "the second long poll did not wait")
+                try Self.commitBlocking(live.store, db, "second-poll")
+                let second = s.read(until: "second-poll")
+                c.expect(second.contains("second-poll"), "\(second)")
+            }
+        }
+    }
 }

@@ -8,8 +8,13 @@ import Synchronization
 /// client close the connection (or half-close it while its answer is awaited), so a wait for notifications ends
 /// then rather than at its timeout.
 enum ConnectionTask {
-    /// Starts `body` for `connection`. `body` should end soon after it is cancelled.
-    static func start(for connection: OpaquePointer, _ body: @escaping @Sendable () async -> Void) {
+    /// Starts `body` for `connection`, then — once the watch has ended — `finish` with its result (writing the
+    /// answer or closing the websocket: the next request on a keep-alive connection may start its own watch as soon
+    /// as the answer is out). `body` should end soon after it is cancelled.
+    static func start<T: Sendable>(
+        for connection: OpaquePointer, _ body: @escaping @Sendable () async -> T,
+        then finish: @escaping @Sendable (T) -> Void
+    ) {
         let canceller = Canceller()
         let context = Unmanaged.passRetained(canceller)
         // Watching before the task exists: the task's end, which ends the watch, cannot come before it.
@@ -17,10 +22,11 @@ enum ConnectionTask {
         if !watching { context.release() }
         let held = HeldConnection(connection)
         let task = Task(executorPreference: DedicatedExecutor.push) {
-            await body()
+            let result = await body()
             if watching, let left = eh_conn_unwatch(held.pointer) {
                 Unmanaged<Canceller>.fromOpaque(left).release()
             }
+            finish(result)
         }
         canceller.set(task)
         if !watching { task.cancel() }  // the client had gone already

@@ -179,8 +179,8 @@ final class HTTPListener: Sendable {
         if let later = response.later {
             // Cancelled when the client goes: a long poll then answers at once instead of at its timeout.
             let held = HeldConnection(conn)
-            ConnectionTask.start(for: conn) {
-                var answer = await later()
+            ConnectionTask.start(for: conn, later) { answer in
+                var answer = answer
                 answer.closeConnection = answer.closeConnection || response.closeConnection
                 self.write(answer, to: held.pointer, request: request, keepAlive: keepAlive)
             }

@@ -39,10 +39,7 @@ final class WebSocketEndpoint: Sendable {
         }
         guard Self.acceptKey(key).withCString({ eh_ws_accept(conn, $0) }) == 1 else { return }
         let connection = WebSocketConnection(conn)
-        ConnectionTask.start(for: conn) {
-            await pusher(connection)
-            connection.close()
-        }
+        ConnectionTask.start(for: conn) { await pusher(connection) } then: { connection.close() }
     }
 
     /// `Sec-WebSocket-Accept` for `key`: base64(SHA-1(key + GUID)) (RFC 6455 §4.2.2).
