@@ -96,12 +96,16 @@ import Testing
                 var blocking = 0
                 var saturated = false
                 while blocking < 64 && !saturated {
-                    let target = blockers.value + 1
-                    Task.detached {
-                        blockers.increment()
-                        _ = gate.wait(timeout: .now() + 60)
+                    // One per core at first (the pool's width on Linux), all running at once; then one at a time.
+                    let more = blocking == 0 ? ProcessInfo.processInfo.activeProcessorCount : 1
+                    for _ in 0..<more {
+                        Task.detached {
+                            blockers.increment()
+                            _ = gate.wait(timeout: .now() + 60)
+                        }
                     }
-                    blocking += 1
+                    blocking += more
+                    let target = blocking
                     guard Self.eventually(seconds: 30, { blockers.value >= target }) else { break }
                     let before = probesRun.value
                     Task.detached { probesRun.increment() }
