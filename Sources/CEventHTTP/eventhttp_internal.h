@@ -95,6 +95,10 @@ struct eh_conn {
     uint8_t *sbuf;
     size_t slen, scap;
     int sdone, serror, reader_paused;
+    /// The client has gone (closed, or half-closed while its answer was awaited), and who to tell once.
+    int gone;
+    eh_gone_fn gone_fn;
+    void *gone_context;
     // Loop thread only.
     eh_conn *prev, *next;
     int closing;
@@ -149,6 +153,7 @@ EHI void ehi_conn_close(eh_conn *c);
 EHI void ehi_conn_flush(eh_conn *c);
 EHI int ehi_enqueue_locked(eh_conn *c, outbuf *o);
 EHI void ehi_fail(eh_conn *c, int status, const char *code, const char *reason);
+EHI void ehi_conn_gone(eh_conn *c);
 EHI void ehi_mark_dirty(eh_conn *c);
 EHI void ehi_on_closed(uv_handle_t *h);
 EHI outbuf *ehi_outbuf_new(const void *bytes, size_t len, int flags, int kind);

@@ -186,6 +186,37 @@ void ehi_conn_flush(eh_conn *c) {
             }
             ehi_tls_pump(c, o->len);
             free(o);
+        } else if (o->len && !o->flags && o->kind == KIND_DATA && next && !next->flags && next->kind == KIND_DATA) {
+            // A run of plain pieces (websocket messages queued one by one): one write for all of them, not a
+            // syscall and a TCP segment each. Nothing happens between them (no end of response, no close).
+            size_t total = 0;
+            outbuf *end = o;
+            while (end && !end->flags && end->kind == KIND_DATA) {
+                total += end->len;
+                end = end->next;
+            }
+            char *mem = malloc(total);
+            if (!mem) {
+                for (outbuf *p = o; p != end;) {
+                    outbuf *n = p->next;
+                    free(p);
+                    p = n;
+                }
+                o = end;
+                ehi_conn_close(c);
+                continue;
+            }
+            size_t at = 0;
+            for (outbuf *p = o; p != end;) {
+                outbuf *n = p->next;
+                memcpy(mem + at, p->data, p->len);
+                at += p->len;
+                free(p);
+                p = n;
+            }
+            write_raw(c, mem, total, total);
+            o = end;
+            continue;
         } else if (o->len) {
             // The outbuf is the write buffer: data lives after its header.
             size_t len = o->len;
@@ -251,6 +282,7 @@ void ehi_conn_close(eh_conn *c) {
     s->conn_count--;
     ehi_peer_adjust(s, c->peer, -1);
     uv_close((uv_handle_t *)&c->tcp, ehi_on_closed);
+    ehi_conn_gone(c);
     if (s->stop_phase_seen == 2 && s->conns == NULL) ehi_close_server_handles(s);
 }
 
@@ -282,6 +314,7 @@ static void begin_linger(eh_conn *c) {
     c->serror = 1;
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
+    ehi_conn_gone(c);
     if (c->ssl) {
         SSL_shutdown(c->ssl);
         ehi_tls_pump(c, 0);

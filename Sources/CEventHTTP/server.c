@@ -31,6 +31,38 @@ int eh_conn_is_closed(eh_conn *c) {
     return closed;
 }
 
+int eh_conn_watch(eh_conn *c, eh_gone_fn gone, void *context) {
+    pthread_mutex_lock(&c->lock);
+    int ok = !c->gone && !c->closed && c->gone_fn == NULL;
+    if (ok) {
+        c->gone_fn = gone;
+        c->gone_context = context;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return ok;
+}
+
+void *eh_conn_unwatch(eh_conn *c) {
+    pthread_mutex_lock(&c->lock);
+    void *context = c->gone_context;
+    c->gone_fn = NULL;
+    c->gone_context = NULL;
+    pthread_mutex_unlock(&c->lock);
+    return context;
+}
+
+/// The client has gone: tells the watcher once (loop thread; outside the lock, so `gone` may call back in).
+void ehi_conn_gone(eh_conn *c) {
+    pthread_mutex_lock(&c->lock);
+    c->gone = 1;
+    eh_gone_fn gone = c->gone_fn;
+    void *context = c->gone_context;
+    c->gone_fn = NULL;
+    c->gone_context = NULL;
+    pthread_mutex_unlock(&c->lock);
+    if (gone) gone(context);
+}
+
 static unsigned peer_hash(const char *s) {
     unsigned h = 2166136261u;
     for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
@@ -110,6 +142,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
             c->serror = 1;
             pthread_cond_broadcast(&c->cond);
             pthread_mutex_unlock(&c->lock);
+            ehi_conn_gone(c);  // a long poll stops waiting and answers at once
             return;
         }
         ehi_conn_close(c);

@@ -20,8 +20,7 @@ public final class BlockingThreads: @unchecked Sendable {
 
     /// `@unchecked Sendable`: `jobs`, `idle` and `threads` are only touched under `condition`.
     private let condition = NSCondition()
-    private var jobs: [@Sendable () -> Void] = []
-    private var head = 0
+    private var jobs = FIFO<@Sendable () -> Void>()
     private var idle = 0
     private var threads = 0
 
@@ -53,7 +52,7 @@ public final class BlockingThreads: @unchecked Sendable {
         condition.lock()
         jobs.append(job)
         // An idle thread for every queued job, or one more thread (up to the cap).
-        let start = idle < jobs.count - head && threads < maxThreads
+        let start = idle < jobs.count && threads < maxThreads
         if start { threads += 1 } else { condition.signal() }
         condition.unlock()
         if start {
@@ -63,23 +62,11 @@ public final class BlockingThreads: @unchecked Sendable {
         }
     }
 
-    private static let done: @Sendable () -> Void = {}
-
     private func loop() {
         ThreadBridge.thread = .blocking
         condition.lock()
         while true {
-            if head < jobs.count {
-                let job = jobs[head]
-                jobs[head] = Self.done  // the job's captures go with it, not when the queue next drains
-                head += 1
-                if head == jobs.count {
-                    jobs.removeAll(keepingCapacity: true)
-                    head = 0
-                } else if head >= 1024, head * 2 >= jobs.count {
-                    jobs.removeFirst(head)
-                    head = 0
-                }
+            if let job = jobs.popFirst() {
                 condition.unlock()
                 job()
                 condition.lock()
@@ -88,7 +75,7 @@ public final class BlockingThreads: @unchecked Sendable {
             idle += 1
             let woke = condition.wait(until: Date(timeIntervalSinceNow: idleTimeout))
             idle -= 1
-            if !woke && head == jobs.count { break }
+            if !woke && jobs.isEmpty { break }
         }
         threads -= 1
         condition.unlock()

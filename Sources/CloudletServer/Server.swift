@@ -26,6 +26,8 @@ public final class Server: Sendable {
     public var credentials: Credentials { Credentials(store: store) }
     private let listener: HTTPListener
     let courier: NotificationCourier
+    /// The request counters and gauges of `/cloudlet/metrics`.
+    let metrics: Metrics
     /// The periodic asset garbage collection (``ServerConfiguration/assetCollectionInterval``), while started.
     private let collector = Mutex<Task<Void, Never>?>(nil)
 
@@ -51,7 +53,8 @@ public final class Server: Sendable {
         options.streamedPathPrefix = AssetTransfer.streamedPrefix
         let log = configuration.log ?? { _ in }
         courier = router.courier
-        let feed = WebSocketFeed(courier: router.courier)
+        metrics = router.metrics
+        let feed = WebSocketFeed(courier: router.courier, metrics: router.metrics)
         let changes = ConsoleChangeFeed(router: router)
         let handler: @Sendable (HTTPRequest) -> HTTPResponse
         if let intercept = configuration.interceptor {

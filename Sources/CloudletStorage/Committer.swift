@@ -103,7 +103,7 @@ final class Committer: @unchecked Sendable {
     private func publish(_ group: consuming Group, fsyncs: Int, written: Int) {
         var buffer = group.bytes
         let chunks = group.chunks
-        let ready = monitor.withLock { s -> [LogState.Waiter] in
+        let (ready, durable, handler) = monitor.withLock { s -> ([LogState.Waiter], UInt64, (@Sendable (UInt64) -> Void)?) in
             for chunk in chunks {
                 guard let i = s.segmentIndex(chunk.segment) else { continue }
                 s.segments[i].lastLSN = chunk.lastLSN
@@ -121,10 +121,11 @@ final class Committer: @unchecked Sendable {
             }
             let ready = s.waiters.filter { $0.lsn <= durable }
             s.waiters.removeAll { $0.lsn <= durable }
-            return ready
+            return (ready, durable, s.gate == nil ? s.durableHandler : nil)
         }
         monitor.broadcast(.progress)
         for waiter in ready { waiter.continuation.resume() }
+        handler?(durable)
     }
 
     /// Records the fatal error: the log goes read-only and every waiter, now and later, gets it. A full disk

@@ -281,6 +281,17 @@ public final class Log: Sendable {
         if let failed { handler(failed) }
     }
 
+    /// Calls `handler` with the durable LSN after each group commit, on the committer's thread, once the waiters
+    /// are resumed — but not while a commit gate is set (a replicated log: durable here is not committed). For
+    /// listeners that must not depend on a waiter's task running again (the notification hub). `handler` must be
+    /// short and must not block. Replaces an earlier handler.
+    public func onDurable(_ handler: @escaping @Sendable (UInt64) -> Void) {
+        monitor.withLock { $0.durableHandler = handler }
+    }
+
+    /// Whether a commit gate is set (``setCommitGate(_:)``).
+    public var hasCommitGate: Bool { monitor.withLock { $0.gate != nil } }
+
     /// Makes the log read-only with `failure`, as a failed write would: its owner's state could not follow a frame
     /// it staged, so nothing more may be written on top of it. Waiters get the failure; reopening replays the log.
     public func fail(_ failure: CloudletError) { committer?.fail(failure) }

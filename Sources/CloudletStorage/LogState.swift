@@ -77,6 +77,8 @@ struct LogState {
     var failure: CloudletError?
     /// Told of ``failure`` once, when it is set (``Log/onFailure(_:)``).
     var failureHandler: (@Sendable (CloudletError) -> Void)?
+    /// Told the new durable LSN after each group commit, on the committer's thread (``Log/onDurable(_:)``).
+    var durableHandler: (@Sendable (UInt64) -> Void)?
     var stats = LogStats()
 
     // Readers and lifecycle.

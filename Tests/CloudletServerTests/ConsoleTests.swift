@@ -388,19 +388,27 @@ struct ConsoleChangeFeedTests {
             container: "iCloud.a", environment: .development, zone: "Inbox"))
     }
 
-    /// Whether the signal fires (the limit only bounds a failing test).
-    static func woken(_ signal: CommitSignal) async -> Bool { await signal.wait(seconds: 30) }
+    /// Whether the signal fires before the wait is cancelled `seconds` later (the limit only bounds a failing test).
+    static func woken(_ signal: CommitSignal, cancelledAfter seconds: Double = 30) async -> Bool {
+        let wait = Task { await signal.wait() }
+        let limit = Task {
+            try? await Task.sleep(for: .seconds(seconds))
+            wait.cancel()
+        }
+        defer { limit.cancel() }
+        return await wait.value
+    }
 
-    @Test("a wait with no commit times out, and a commit while nobody waits is kept for the next wait")
-    func waitsTimeOutAndKeepWhatCameMeanwhile() async throws {
+    @Test("a wait with no commit ends when cancelled, and a commit while nobody waits is kept for the next wait")
+    func waitsEndWhenCancelledAndKeepWhatCameMeanwhile() async throws {
         let store = try live.store
         let zone = unique("Quiet")
         let signal = CommitSignal(store: store, container: LiveServer.container, environment: .development, zone: zone)
         defer { signal.cancel() }
-        #expect(await signal.wait(seconds: 0.05) == false)
+        #expect(await Self.woken(signal, cancelledAfter: 0.05) == false)
         let db = try store.container(LiveServer.container).privateDatabase(user: "console-feed")
         _ = try await db.createZone(ZoneID(zoneName: zone, ownerName: "console-feed"))
         // Nobody waited while the zone was created: the next wait returns at once (the limit only bounds a failure).
-        #expect(await signal.wait(seconds: 30))
+        #expect(await Self.woken(signal))
     }
 }

@@ -12,10 +12,11 @@ import Testing
     let dir = TempDir("notification-log")
     let zone = ZoneID(zoneName: "Inbox")
 
-    func open(logSize: Int? = nil, retention: Double? = nil) async throws -> CloudletStore {
+    func open(logSize: Int? = nil, retention: Double? = nil, inMemory: Int? = nil) async throws -> CloudletStore {
         var config = StoreConfiguration(durability: .os)
         if let logSize { config.notificationLogSize = logSize }
         if let retention { config.notificationRetention = retention }
+        if let inMemory { config.notificationsInMemory = inMemory }
         return try await CloudletStore.open(at: dir.sub("store"), configuration: config)
     }
 
@@ -92,6 +93,8 @@ import Testing
         let fromStart = await all(store, after: start.id)
         let gap = fromStart.gap
         #expect(gap, "the oldest notifications are past retention")
+        let gapFromTheVeryStart = await all(store, after: nil).gap
+        #expect(gapFromTheVeryStart, "a read from the start must say the oldest are past retention")
         let log = try #require(store.notificationLog)
         let bytes = log.log.segments().reduce(UInt64(0)) { $0 + $1.size }
         #expect(bytes <= UInt64(512 << 10) + UInt64(log.log.configuration.segmentSize), "\(bytes) bytes kept")
@@ -103,6 +106,31 @@ import Testing
         let resumed = await all(store, after: kept[kept.count - 50].id)
         let (resumedGap, resumedCount) = (resumed.gap, resumed.notifications.count)
         #expect(!resumedGap && resumedCount == 49)
+        try await store.close()
+    }
+
+    @Test func aReadFromTheStartIsAGapOnceOlderNotificationsWereTrimmedFromMemory() async throws {
+        let store = try await open(inMemory: 3)
+        let db = try store.container(testContainer).privateDatabase(user: "alice")
+        try await db.createZone(zone)
+        try await db.saveSubscription(Subscription(id: "inbox", kind: .zone(zone)))
+        for i in 0..<3 { _ = try await db.save(note("n\(i)", zone: zone)) }
+        // Three fit: from the start is every one of them, with no gap.
+        let whole = try await waitFor(3, store, after: nil)
+        let first = await store.notifications(container: testContainer, user: "alice", after: nil)
+        #expect(!first.gap)
+        #expect(whole.map(\.recordID.recordName) == ["n0", "n1", "n2"])
+        for i in 3..<5 { _ = try await db.save(note("n\(i)", zone: zone)) }
+        _ = try await waitFor(2, store, after: whole.last!.id)
+        // Two were trimmed: from the start, as from a position before them, the client learns it missed some.
+        let fromStart = await store.notifications(container: testContainer, user: "alice", after: nil)
+        let gapFromStart = fromStart.gap
+        #expect(gapFromStart, "a read from the start does not say n0 and n1 were dropped")
+        #expect(fromStart.notifications.map(\.recordID.recordName) == ["n2", "n3", "n4"])
+        let fromFirst = await store.notifications(container: testContainer, user: "alice", after: whole[0].id)
+        #expect(fromFirst.gap)
+        let fromKept = await store.notifications(container: testContainer, user: "alice", after: whole[2].id)
+        #expect(!fromKept.gap && fromKept.notifications.count == 2)
         try await store.close()
     }
 

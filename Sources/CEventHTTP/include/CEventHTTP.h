@@ -97,6 +97,15 @@ int eh_conn_is_closed(eh_conn *conn);
 /// Closes the connection from any thread.
 void eh_conn_close(eh_conn *conn);
 
+typedef void (*eh_gone_fn)(void *context);
+/// Watches for the client to go: `gone(context)` is called once, on the loop thread, when the connection closes
+/// or its client half-closes while its answer is still being waited for (a long poll, a websocket pusher). `gone`
+/// must not block. One watch per connection (a second replaces nothing: returns 0). Returns 1 when watching; 0 when
+/// the client is already gone or a watch exists — then `gone` is never called for this `context`.
+int eh_conn_watch(eh_conn *conn, eh_gone_fn gone, void *context);
+/// Ends the watch: returns its context if `gone` was not (and now will never be) called for it, else NULL.
+void *eh_conn_unwatch(eh_conn *conn);
+
 enum {
     /// The last bytes of the response: the connection reads its next request afterwards.
     EH_END = 1,

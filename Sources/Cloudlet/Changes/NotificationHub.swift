@@ -47,7 +47,19 @@ public final class NotificationHub: Sendable {
         var head = 0
         /// The newest sequence dropped from this log to keep it within ``capacity`` (0: none).
         var trimmedThrough: UInt64 = 0
-        var waiters: [UUID: CheckedContinuation<Void, Never>] = [:]
+        var waiters: [UUID: Waiter] = [:]
+    }
+
+    /// A reader waiting for its log to grow, and its timeout (nil: none, or not scheduled yet).
+    fileprivate struct Waiter {
+        var continuation: CheckedContinuation<Void, Never>
+        var timer: DedicatedExecutor.Timer?
+
+        /// Resumes the reader and cancels its timeout (outside the state's lock).
+        func wake() {
+            if let timer { DedicatedExecutor.push.cancel(timer) }
+            continuation.resume()
+        }
     }
 
     /// What readers see.
@@ -108,6 +120,8 @@ public final class NotificationHub: Sendable {
     let commitsRecovered = Atomic<Int>(0)
     /// Batches the hub's thread has matched.
     let batchesMatched = Atomic<Int>(0)
+    /// Readers waiting now in ``wait(_:after:limit:timeout:)`` (long polls, websocket pushers).
+    let waitingReaders = Atomic<Int>(0)
 
     init(
         partitions: [Partition], catalog: Catalog, listenerID: Int, capacity: Int = 10_000,
@@ -192,15 +206,15 @@ public final class NotificationHub: Sendable {
         queue.withLock { $0.stopping = true }
         queue.signal(.work)
         thread.withLock { $0 }?.join()
-        let waiters = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            var all: [CheckedContinuation<Void, Never>] = []
+        let waiters = state.withLock { s -> [Waiter] in
+            var all: [Waiter] = []
             for k in s.logs.keys {
                 all += s.logs[k]!.waiters.values
                 s.logs[k]!.waiters = [:]
             }
             return all
         }
-        for w in waiters { w.resume() }
+        for w in waiters { w.wake() }
     }
 
     /// The hub's thread: drains the queue batch by batch until stopped.
@@ -214,7 +228,12 @@ public final class NotificationHub: Sendable {
             }
             if lost {
                 // Commits were dropped: no log can be trusted to be complete from here on.
-                state.withLock { s in for k in s.logs.keys { s.logs[k]!.head = s.logs[k]!.items.count } }
+                state.withLock { s in
+                    for k in s.logs.keys {
+                        s.logs[k]!.head = s.logs[k]!.items.count
+                        s.logs[k]!.trimmedThrough = max(s.logs[k]!.trimmedThrough, s.logs[k]!.items.last?.id.sequence ?? 0)
+                    }
+                }
             }
             if !changes.isEmpty || moved { handle(changes, force: moved) }
             if stopping {
@@ -286,8 +305,8 @@ public final class NotificationHub: Sendable {
 
     /// Numbers `items` in their logs and wakes each log's readers once.
     private func append(_ items: [Pending]) {
-        let wake = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            var wake: [CheckedContinuation<Void, Never>] = []
+        let wake = state.withLock { s -> [Waiter] in
+            var wake: [Waiter] = []
             var touched: Set<Inbox> = []
             for (inbox, n) in items {
                 touched.insert(inbox)
@@ -300,10 +319,13 @@ public final class NotificationHub: Sendable {
             }
             return wake
         }
-        for w in wake { w.resume() }
+        for w in wake { w.wake() }
     }
 
-    /// The notifications of `inbox` after `position` (nil: every one the log holds), at most `limit`.
+    /// The notifications of `inbox` after `position` (nil: from the start — every one the log holds), at most
+    /// `limit`. `gap` when something after `position` is no longer held; a read from the start is a read from
+    /// before the first notification, so it is a gap too once older notifications were dropped (from this user's
+    /// in-memory log, or by the durable log's retention).
     public func read(_ inbox: Inbox, after position: NotificationID?, limit: Int = 200) -> Batch {
         state.withLock { s in
             let log = s.logs[inbox] ?? InboxLog()
@@ -318,8 +340,10 @@ public final class NotificationHub: Sendable {
                     // Something after `position` may have been dropped: by the durable log's retention (`floor` is
                     // at least 1, so `floor - 1` cannot wrap), or from this user's in-memory log.
                     if position.sequence < s.floor - 1 || position.sequence < log.trimmedThrough { gap = true }
-                    from = live.firstIndex { $0.id.sequence > position.sequence } ?? live.endIndex
+                    from = log.firstIndex(after: position.sequence)
                 }
+            } else if s.floor > 1 || log.trimmedThrough > 0 {
+                gap = true  // as a position before sequence 1 would be
             }
             let page = Array(live[from...].prefix(limit))
             return Batch(notifications: page, next: page.last?.id ?? (position.flatMap { $0.incarnation == incarnation ? max($0, end) : nil } ?? end), gap: gap)
@@ -328,33 +352,64 @@ public final class NotificationHub: Sendable {
 
     /// Like ``read(_:after:limit:)``, but waits up to `timeout` seconds for something to arrive when there is
     /// nothing yet (the long-poll of CloudKit's web courier, and the websocket feed). A timeout that is not a
-    /// positive number (NaN included) does not wait; one over ``maxWait`` waits that long.
+    /// positive number (NaN included) does not wait; one over ``maxWait`` waits that long; `.infinity` waits until
+    /// something arrives, with no timer at all (a websocket pusher, which ends by cancellation).
+    ///
+    /// Cancelling the calling task ends the wait at once (the front end does so when the client goes away) with
+    /// what the log holds then. The timeout runs on ``DedicatedExecutor/push``, never on the cooperative pool.
     public func wait(_ inbox: Inbox, after position: NotificationID?, limit: Int = 200, timeout: Double) async -> Batch {
         let first = read(inbox, after: position, limit: limit)
         // `!(timeout > 0)` is true for NaN too, which would trap in the conversion below.
-        if !first.notifications.isEmpty || first.gap || !(timeout > 0) { return first }
-        let wait = Duration.milliseconds(Int64((min(timeout, Self.maxWait) * 1000).rounded(.up)))
+        if !first.notifications.isEmpty || first.gap || !(timeout > 0) || Task.isCancelled { return first }
+        let wait = timeout == .infinity ? nil : Duration.milliseconds(Int64((min(timeout, Self.maxWait) * 1000).rounded(.up)))
         let id = UUID()
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let registered = state.withLock { s -> Bool in
-                var log = s.logs[inbox] ?? InboxLog()
-                // Something may have arrived between the first read and now.
-                if let last = log.items.last, position == nil || last.id.sequence > position!.sequence { return false }
-                log.waiters[id] = c
-                s.logs[inbox] = log
-                return true
+        waitingReaders.add(1, ordering: .relaxed)
+        defer { waitingReaders.subtract(1, ordering: .relaxed) }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let registered = self.state.withLock { s -> Bool in
+                    var log = s.logs[inbox] ?? InboxLog()
+                    // Something may have arrived between the first read and now; a cancellation before this point
+                    // found no waiter to end (the flag is set before the handler runs).
+                    if log.head < log.items.count, let last = log.items.last,
+                        position == nil || last.id.sequence > position!.sequence
+                    { return false }
+                    if Task.isCancelled { return false }
+                    log.waiters[id] = Waiter(continuation: c)
+                    s.logs[inbox] = log
+                    return true
+                }
+                guard registered else { return c.resume() }
+                guard let wait else { return }
+                let timer = DedicatedExecutor.push.schedule(after: wait) {
+                    self.state.withLock { s in s.logs[inbox]?.waiters.removeValue(forKey: id) }?.continuation.resume()
+                }
+                let stillWaiting = self.state.withLock { s -> Bool in
+                    guard s.logs[inbox]?.waiters[id] != nil else { return false }
+                    s.logs[inbox]!.waiters[id]!.timer = timer
+                    return true
+                }
+                if !stillWaiting { DedicatedExecutor.push.cancel(timer) }
             }
-            guard registered else { return c.resume() }
-            Task {
-                try? await Task.sleep(for: wait)
-                self.state.withLock { s in s.logs[inbox]?.waiters.removeValue(forKey: id) }?.resume()
-            }
+        } onCancel: {
+            self.state.withLock { s in s.logs[inbox]?.waiters.removeValue(forKey: id) }?.wake()
         }
         return read(inbox, after: position, limit: limit)
     }
 }
 
 extension NotificationHub.InboxLog {
+    /// The index of the first live notification with a sequence after `sequence` (`items.count`: none): a binary
+    /// search, since sequences increase along the log (a reader of a 10,000-long log scanned it all on every read).
+    fileprivate func firstIndex(after sequence: UInt64) -> Int {
+        var low = head, high = items.count
+        while low < high {
+            let mid = (low + high) / 2
+            if items[mid].id.sequence > sequence { high = mid } else { low = mid + 1 }
+        }
+        return low
+    }
+
     /// Keeps `n` (numbered, newer than every one kept), dropping the oldest beyond `capacity`.
     fileprivate mutating func keep(_ n: RecordNotification, capacity: Int) {
         items.append(n)

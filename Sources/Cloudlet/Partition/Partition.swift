@@ -153,6 +153,9 @@ package final class Partition: Sendable {
         payloadVersion = configuration.commitPayloadVersion
         checkpointTrigger.reset(bytes: replayedBytes, lastLSN: afterLSN)
         log.onFailure { [id, backgroundErrors] failure in backgroundErrors.record(.flush, in: "partition \(id)", failure) }
+        // Durable commits reach change listeners (the notification hub) from the committer's thread, not only when
+        // the committing task runs again (on the cooperative pool, which may be busy or blocked).
+        log.onDurable { [publisher] durable in if publisher.isActive { publisher.publish(durable: durable) } }
         runsSeen = Atomic(tree?.runsChanges ?? 0)
         // Checkpoints of a format-3 store whose migration flushed the index but stopped before deleting them.
         if fromIndex && !configuration.readOnly, !((try? checkpoints.list().0.isEmpty) ?? true) {
@@ -391,7 +394,12 @@ package final class Partition: Sendable {
             runsSeen.store(index.runsChanges, ordering: .relaxed)
             st.rebaseDirectory(index.runsView())
         }
-        if publishing { publisher.staged(lsn: lsn, mutations: mutations, previous: previous) }
+        if publishing {
+            publisher.staged(lsn: lsn, mutations: mutations, previous: previous)
+            // The committer may have made it durable before it was queued here: then nobody else publishes it but
+            // the committing task, once it runs again.
+            if log.durableLSN >= lsn && !log.hasCommitGate { publisher.publish(durable: lsn) }
+        }
         // Cache what was written: a writer that reads it back (an update of a record saved a moment ago) must
         // not wait for the commit's fdatasync while holding the writer lock.
         for (i, m) in mutations.enumerated() {
@@ -417,7 +425,8 @@ package final class Partition: Sendable {
         }
     }
 
-    /// Waits until `lsn` is durable, then hands durable commits to change listeners.
+    /// Waits until `lsn` is durable, then hands durable commits to change listeners (the committer's thread does it
+    /// too, ``Log/onDurable(_:)``, except for a replicated log: there only committed frames are published, here).
     package func waitDurable(_ lsn: UInt64) async throws {
         guard lsn > 0 else { return }
         try await log.waitCommitted(lsn)

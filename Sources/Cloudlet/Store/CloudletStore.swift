@@ -106,7 +106,8 @@ public final class CloudletStore: Sendable {
             }
             notificationLog = durable?.log
             notificationHub = NotificationHub(
-                partitions: parts, catalog: catalog, listenerID: 0, durable: durable, backgroundErrors: backgroundErrors)
+                partitions: parts, catalog: catalog, listenerID: 0, capacity: max(configuration.notificationsInMemory, 1),
+                durable: durable, backgroundErrors: backgroundErrors)
             // Commits after the log's cursor are matched again; a log with no frame yet (a store from before it
             // existed) has no cursor: it starts from where the partitions are.
             if !configuration.readOnly && !catalog.snapshot().subscriptions.isEmpty {
@@ -195,6 +196,7 @@ public final class CloudletStore: Sendable {
     /// Counters of the store's logs, caches and compactions.
     public var statistics: StoreStatistics {
         var s = StoreStatistics()
+        s.notificationWaiters = notificationHub.waitingReaders.load(ordering: .relaxed)
         for p in partitions {
             let l = p.log.stats
             s.commits += l.commits
@@ -328,6 +330,8 @@ public struct StoreStatistics: Sendable {
     public var memtableBytes = 0
     /// Writes whose task was cancelled while they waited for their partition's writer (never applied).
     public var writesCancelled = 0
+    /// Readers waiting for notifications now (long polls and websocket pushers that have nothing to send).
+    public var notificationWaiters = 0
     /// Why partitions (or the catalog) turned read-only — a failed write or fdatasync of their log, named with its
     /// errno — since the store was opened; empty while everything is writable. Writes to them fail with that error
     /// (`readOnly`, or `quotaExceeded` for a full disk) until the store is reopened.

@@ -61,6 +61,10 @@ public struct StoreConfiguration: Sendable {
     /// How long notifications are kept in the durable notification log, in seconds: older ones are dropped (whole
     /// segments at a time, so some live a little longer). Default 7 days.
     public var notificationRetention: Double = 7 * 24 * 3600
+    /// Notifications kept in memory per user (container, environment): what a client reads without going to the
+    /// durable log. A client asking from before the oldest kept — or from the start (`after` nil) once older ones
+    /// were dropped — is told `gap`. Default 10,000.
+    public var notificationsInMemory: Int = 10_000
     /// The device ID recorded in `created` / `modified` of records this process saves. Default `cloudlet`.
     public var deviceID: String = "cloudlet"
     /// Online compaction: when it starts and how fast it may go. Default: automatic at 50% dead bytes and at least

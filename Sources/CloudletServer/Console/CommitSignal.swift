@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import Cloudlet
 import CloudletCore
 import Synchronization
@@ -11,9 +12,8 @@ final class CommitSignal: Sendable {
     private struct State {
         /// A matching commit came while nobody waited.
         var pending = false
-        /// The pusher waiting now, and which wait it is (a timeout resumes only its own wait).
+        /// The pusher waiting now.
         var waiter: CheckedContinuation<Bool, Never>?
-        var waitNumber = 0
     }
     private let state = Mutex(State())
     private let task = Mutex<Task<Void, Never>?>(nil)
@@ -22,7 +22,8 @@ final class CommitSignal: Sendable {
         // Listening from here on: no commit after init returns is missed.
         let first = store.committedChanges()
         task.withLock { t in
-            t = Task { [self] in
+            // On the pushers' executor, not the cooperative pool: a blocked pool must not hold back the console.
+            t = Task(executorPreference: DedicatedExecutor.push) { [self] in
                 var stream = first
                 while true {
                     do {
@@ -62,29 +63,29 @@ final class CommitSignal: Sendable {
         waiter?.resume(returning: true)
     }
 
-    /// Waits up to `seconds` for a matching commit since the last wait returned true; true if there was one. Holds
-    /// no thread while it waits. One waiter at a time.
-    func wait(seconds: Double) async -> Bool {
-        await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
-            let number = state.withLock { s -> Int? in
-                if s.pending {
-                    s.pending = false
+    /// Waits for a matching commit since the last wait returned true: true when there was one, false when the
+    /// calling task was cancelled (its connection closed). No timeout, so an idle feed never wakes; holds no thread
+    /// while it waits. One waiter at a time.
+    func wait() async -> Bool {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+                let ready = state.withLock { s -> Bool? in
+                    if s.pending {
+                        s.pending = false
+                        return true
+                    }
+                    // A cancellation before this found no waiter to end (the flag is set before the handler runs).
+                    if Task.isCancelled { return false }
+                    s.waiter = c
                     return nil
                 }
-                s.waitNumber += 1
-                s.waiter = c
-                return s.waitNumber
+                if let ready { c.resume(returning: ready) }
             }
-            guard let number else { return c.resume(returning: true) }
-            Task {
-                try? await Task.sleep(for: .seconds(seconds))
-                let timedOut = state.withLock { s -> CheckedContinuation<Bool, Never>? in
-                    guard s.waitNumber == number, let w = s.waiter else { return nil }
-                    s.waiter = nil
-                    return w
-                }
-                timedOut?.resume(returning: false)
-            }
+        } onCancel: {
+            state.withLock { s -> CheckedContinuation<Bool, Never>? in
+                defer { s.waiter = nil }
+                return s.waiter
+            }?.resume(returning: false)
         }
     }
 

@@ -16,13 +16,11 @@ import Foundation
 /// The feed is read with the same `changes/zone` handler as the API, for the admin (``ConsoleHandler/context``):
 /// a pusher task per connection listens to the store's commits (``CommitSignal``), drains the zone's feed when it
 /// opens, and reads it again (on a thread that may block, ``ThreadBridge/offload(_:)``) as soon as a durable commit
-/// touches the zone (or, for the database feed, the container's environment): no polling, and no thread held
-/// while it waits. ``WebSocketEndpoint`` runs the pusher and closes it.
+/// touches the zone (or, for the database feed, the container's environment): no polling, no timeout, and no thread
+/// held while it waits. ``WebSocketEndpoint`` runs the pusher (on ``DedicatedExecutor/push``), cancels it when the
+/// connection closes, and closes the websocket when it returns.
 final class ConsoleChangeFeed: Sendable {
     static let path = ConsoleHandler.prefix + "/ws/changes"
-    /// How long a pusher waits for a commit before checking whether its connection closed.
-    static let waitSeconds = 0.25
-
     let router: APIRouter
 
     init(router: APIRouter) { self.router = router }
@@ -70,7 +68,7 @@ final class ConsoleChangeFeed: Sendable {
         defer { signal.cancel() }
         var token: String?
         var live = false
-        while !connection.isClosed {
+        while !Task.isCancelled && !connection.isClosed {
             // changes/database: {syncToken?} → {zones, syncToken, moreComing}; changes/zone: one zone's request →
             // {zones: [{syncToken, moreComing, records} | error]}.
             var body: [String: JSONValue] = [:]
@@ -103,7 +101,8 @@ final class ConsoleChangeFeed: Sendable {
                 live = true
                 guard connection.send(Array(#"{"live":true}"#.utf8)) else { return }
             }
-            while !connection.isClosed, await !signal.wait(seconds: waitSeconds) {}
+            // Until a commit touches the zone, or the connection closes (which cancels this task).
+            guard await signal.wait() else { return }
         }
     }
 }

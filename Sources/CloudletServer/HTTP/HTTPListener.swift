@@ -174,15 +174,15 @@ final class HTTPListener: Sendable {
     }
 
     /// Sends `response` (status, headers and body in one write where the body is in memory); an answer given
-    /// ``HTTPResponse/later(_:)`` is awaited on a task, holding the connection but no thread.
+    /// ``HTTPResponse/later(_:)`` is awaited on a ``ConnectionTask``, holding the connection but no thread.
     func write(_ response: HTTPResponse, to conn: OpaquePointer, request: HTTPRequest, keepAlive: Bool) {
         if let later = response.later {
+            // Cancelled when the client goes: a long poll then answers at once instead of at its timeout.
             let held = HeldConnection(conn)
-            Task.detached {
-                var answer = await later()
+            ConnectionTask.start(for: conn, later) { answer in
+                var answer = answer
                 answer.closeConnection = answer.closeConnection || response.closeConnection
                 self.write(answer, to: held.pointer, request: request, keepAlive: keepAlive)
-                _ = held
             }
             return
         }

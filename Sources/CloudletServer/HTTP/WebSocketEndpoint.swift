@@ -4,8 +4,10 @@ import COpenSSL
 import Foundation
 
 /// A websocket path on the listener whose connections only receive: on the handshake ``accept`` decides whether to
-/// take the connection and what to run for it; once the connection is open, that runs as a task, sending text
-/// messages until it returns (then the server closes the websocket) or the connection closes.
+/// take the connection and what to run for it; once the connection is open, that runs as a ``ConnectionTask``
+/// (on ``DedicatedExecutor/push``), sending text messages until it returns (then the server closes the websocket);
+/// the task is cancelled when the connection closes, so a pusher waits for something to send or for cancellation,
+/// never polling ``WebSocketConnection/isClosed``.
 ///
 /// The front end's loop answers pings and close frames; a pusher holds no thread while it waits (it awaits), and
 /// ``WebSocketConnection/send(_:)`` queues without blocking. Used by the notification feed (``WebSocketFeed``) and
@@ -37,10 +39,7 @@ final class WebSocketEndpoint: Sendable {
         }
         guard Self.acceptKey(key).withCString({ eh_ws_accept(conn, $0) }) == 1 else { return }
         let connection = WebSocketConnection(conn)
-        Task.detached {
-            await pusher(connection)
-            connection.close()
-        }
+        ConnectionTask.start(for: conn) { await pusher(connection) } then: { connection.close() }
     }
 
     /// `Sec-WebSocket-Accept` for `key`: base64(SHA-1(key + GUID)) (RFC 6455 §4.2.2).

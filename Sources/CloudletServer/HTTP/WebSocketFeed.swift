@@ -7,19 +7,23 @@ import Foundation
 /// could not cover the requested position. A client that reconnects with `after` = the last notificationID it got
 /// receives what it missed.
 ///
-/// Each connection's pusher (a task, ``WebSocketEndpoint``) awaits the notification log and queues what it gets.
+/// Each connection's pusher (a ``ConnectionTask``, see ``WebSocketEndpoint``) awaits the notification log with no
+/// timeout and queues what it gets; it wakes only for a notification, or when its task is cancelled because the
+/// connection closed (an idle client costs no wake-ups; ``Metrics/idleWakeup()`` counts any that find nothing).
 final class WebSocketFeed: Sendable {
     static let path = "/cloudlet/notifications/ws"
-    /// How long a pusher waits for notifications before checking whether its connection closed.
-    static let waitSeconds = 0.25
 
     let courier: NotificationCourier
+    let metrics: Metrics
 
-    init(courier: NotificationCourier) { self.courier = courier }
+    init(courier: NotificationCourier, metrics: Metrics) {
+        self.courier = courier
+        self.metrics = metrics
+    }
 
     /// The websocket endpoint to give the listener.
     var endpoint: WebSocketEndpoint {
-        let courier = courier
+        let (courier, metrics) = (courier, metrics)
         return WebSocketEndpoint(path: Self.path) { request in
             guard let inbox = courier.inbox(token: request.queryParameter("token")) else { return nil }
             var after: NotificationID?
@@ -28,18 +32,23 @@ final class WebSocketFeed: Sendable {
                 after = id
             }
             let start = after
-            return { connection in await Self.push(inbox, after: start, store: courier.store, to: connection) }
+            return { connection in await Self.push(inbox, after: start, store: courier.store, metrics: metrics, to: connection) }
         }
     }
 
-    /// Sends the inbox's notifications after `after` until the connection closes.
+    /// Sends the inbox's notifications after `after` until the connection closes (the task is cancelled).
     private static func push(
-        _ inbox: NotificationHub.Inbox, after: NotificationID?, store: CloudletStore, to connection: WebSocketConnection
+        _ inbox: NotificationHub.Inbox, after: NotificationID?, store: CloudletStore, metrics: Metrics,
+        to connection: WebSocketConnection
     ) async {
         var after = after
-        while !connection.isClosed {
+        while !Task.isCancelled && !connection.isClosed {
             let batch = await store.notifications(
-                container: inbox.container, environment: inbox.environment, user: inbox.user, after: after, wait: waitSeconds)
+                container: inbox.container, environment: inbox.environment, user: inbox.user, after: after, wait: .infinity)
+            if batch.notifications.isEmpty && !batch.gap {
+                if !Task.isCancelled { metrics.idleWakeup() }
+                continue
+            }
             if batch.gap {
                 var w = JSONWriter()
                 w.object { w in

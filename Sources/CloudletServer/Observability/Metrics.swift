@@ -16,6 +16,8 @@ import Synchronization
 /// | `cloudlet_store_write_stalled` (partitions whose writes are stalled now), `cloudlet_store_memtable_bytes` | gauge | |
 /// | `cloudlet_background_errors_total` | counter | `job` (`flush`, `checkpoint`, `purge`, `compaction`, `notification`) |
 /// | `cloudlet_store_read_only` (1 while a partition or the catalog is read-only after a failed write), `cloudlet_store_recovery_findings` (damage the last open worked around) | gauge | |
+/// | `cloudlet_notification_waiters` (long polls and websocket pushers waiting for a notification) | gauge | |
+/// | `cloudlet_websocket_idle_wakeups_total` (websocket pushers that woke with nothing to send) | counter | |
 /// | `cloudlet_uptime_seconds` | gauge | |
 ///
 /// Route labels are a fixed set (``Route``), so the number of series is bounded whatever clients send.
@@ -34,6 +36,7 @@ final class Metrics: Sendable {
     private let inFlight = Atomic<Int>(0)
     private let throttledCount = Atomic<Int>(0)
     private let quotaCount = Atomic<Int>(0)
+    private let idleWakeups = Atomic<Int>(0)
     private let started = ContinuousClock.now
 
     func begin() { inFlight.add(1, ordering: .relaxed) }
@@ -43,6 +46,13 @@ final class Metrics: Sendable {
 
     /// A write refused with `QUOTA_EXCEEDED` (a user's storage quota).
     func quotaExceeded() { quotaCount.add(1, ordering: .relaxed) }
+
+    /// A websocket pusher woke and had nothing to send (it waits for a notification or its connection's close, so
+    /// this stays near 0; a periodic re-wait would show here).
+    func idleWakeup() { idleWakeups.add(1, ordering: .relaxed) }
+
+    /// Pusher wake-ups with nothing to send, so far.
+    var idleWakeupCount: Int { idleWakeups.load(ordering: .relaxed) }
 
     func end(_ route: Route, status: Int, seconds: Double) {
         inFlight.subtract(1, ordering: .relaxed)
@@ -131,6 +141,12 @@ final class Metrics: Sendable {
         metric(
             "cloudlet_store_recovery_findings", "gauge", "Damage the last open of the store found and worked around.",
             store.recoveryFindings.count)
+        metric(
+            "cloudlet_notification_waiters", "gauge", "Long polls and websocket pushers waiting for a notification.",
+            store.notificationWaiters)
+        metric(
+            "cloudlet_websocket_idle_wakeups_total", "counter", "Websocket pushers that woke with nothing to send.",
+            idleWakeups.load(ordering: .relaxed))
         let uptime = ContinuousClock.now - started
         metric("cloudlet_uptime_seconds", "gauge", "Seconds since the server was created.", Double(uptime.components.seconds))
         return out
