@@ -16,13 +16,19 @@ import Testing
         return (r.status, Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
     }
 
-    @Test func servesHTTPSWithACertificateForItsAddress() async throws {
-        let dir = TempDir("tls")
+    /// A live server over HTTPS with a certificate made in `dir`; the certificate's path, for `curl --cacert`.
+    static func httpsServer(_ dir: TempDir) async throws -> (LiveServer, cert: String) {
         let (cert, key) = try await TestCertificate.make(in: dir.path)
         let s = try await LiveServer.start { config in
             config.tlsCertificatePath = cert
             config.tlsKeyPath = key
         }
+        return (s, cert)
+    }
+
+    @Test func servesHTTPSWithACertificateForItsAddress() async throws {
+        let dir = TempDir("tls")
+        let (s, cert) = try await Self.httpsServer(dir)
         defer { Task { await s.shutdown() } }
         #expect(s.server.url.hasPrefix("https://127.0.0.1:"))
 
@@ -74,11 +80,7 @@ import Testing
 
     @Test func anAssetUploadedAndDownloadedOverHTTPSIsByteExactWholeAndInPart() async throws {
         let dir = TempDir("tls-asset")
-        let (cert, key) = try await TestCertificate.make(in: dir.path)
-        let s = try await LiveServer.start { config in
-            config.tlsCertificatePath = cert
-            config.tlsKeyPath = key
-        }
+        let (s, cert) = try await Self.httpsServer(dir)
         defer { Task { await s.shutdown() } }
         var g = SeededRandom(seed: 15)
         let content = (0..<(6 << 20) + 777).map { _ in UInt8(truncatingIfNeeded: g.next() >> 7) }
