@@ -15,6 +15,8 @@
 #include <stdarg.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <http_parser.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -27,8 +29,8 @@
 #include <uv.h>
 
 enum { ST_IDLE, ST_HEAD, ST_BODY, ST_DISPATCHED, ST_WS, ST_LINGER };
-enum { KIND_DATA, KIND_WS_UPGRADE };
-enum { STREAM_BUFFER_CAP = 256 << 10, PENDING_CAP = 64 << 10, WS_FRAME_CAP = 64 << 10, LINGER_MS = 2000 };
+enum { KIND_DATA, KIND_WS_UPGRADE, KIND_FILE };
+enum { FILE_CHUNK = 512 << 10, STREAM_BUFFER_CAP = 256 << 10, PENDING_CAP = 64 << 10, WS_FRAME_CAP = 64 << 10, LINGER_MS = 2000 };
 
 typedef struct outbuf {
     struct outbuf *next;
@@ -41,6 +43,25 @@ typedef struct outbuf {
 typedef struct {
     size_t name, name_len, value, value_len;
 } hdr_ref;
+
+/// What a KIND_FILE outbuf carries (in its data; its len is 0): a range of an open file, sent by the loop.
+typedef struct {
+    int fd;
+    int64_t offset, length;
+} file_spec;
+
+/// A file body being sent (eh_conn_send_file): the loop reads FILE_CHUNK at a time on libuv's thread pool and
+/// writes each chunk as it arrives, reading the next while the previous is being written (at most `output_cap`
+/// queued, plus the chunk being read). Loop thread only.
+typedef struct file_body {
+    uv_fs_t req;
+    int fd;
+    int64_t offset, end;
+    int flags;      // the response's EH_END / EH_CLOSE, applied once the last chunk is queued
+    int reading;    // a read is in flight (it holds a reference on the connection)
+    char *buf;      // the chunk being read
+    outbuf *rest;   // anything queued after the body, written once it is out
+} file_body;
 
 typedef struct peer {
     struct peer *next;
@@ -122,6 +143,7 @@ struct eh_conn {
     int message_done;
     int keep_alive;
     int close_after_write;
+    file_body *file;
     int error_status;
     const char *error_reason;
     uint8_t *pend;
@@ -152,6 +174,7 @@ EHI void ehi_close_server_handles(eh_server *s);
 EHI void ehi_conn_close(eh_conn *c);
 EHI void ehi_conn_flush(eh_conn *c);
 EHI int ehi_enqueue_locked(eh_conn *c, outbuf *o);
+EHI void ehi_file_free(eh_conn *c);
 EHI void ehi_fail(eh_conn *c, int status, const char *code, const char *reason);
 EHI void ehi_conn_gone(eh_conn *c);
 EHI void ehi_mark_dirty(eh_conn *c);

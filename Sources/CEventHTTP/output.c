@@ -7,6 +7,8 @@ static void on_write(uv_write_t *req, int status);
 static void write_raw(eh_conn *c, void *mem, size_t len, size_t account);
 static void on_shutdown(uv_shutdown_t *req, int status);
 static void begin_linger(eh_conn *c);
+static void file_start(eh_conn *c, const outbuf *o, outbuf *rest);
+static void file_pump(eh_conn *c);
 
 // MARK: - Output
 
@@ -48,6 +50,32 @@ int eh_conn_respond(eh_conn *c, const void *bytes, size_t length, int flags) {
     }
     int ok = !c->closed;
     pthread_mutex_unlock(&c->lock);
+    return ok;
+}
+
+int eh_conn_send_file(eh_conn *c, int fd, int64_t offset, int64_t length, int flags) {
+    file_spec spec = {fd, offset, length};
+    outbuf *o = malloc(sizeof *o + sizeof spec);
+    if (!o) {
+        close(fd);
+        return 0;
+    }
+    o->next = NULL;
+    o->len = 0;  // its bytes are counted as they are read
+    o->flags = flags & ~EH_WAIT;
+    o->kind = KIND_FILE;
+    memcpy(o->data, &spec, sizeof spec);
+    pthread_mutex_lock(&c->lock);
+    int ok = !c->closed;
+    if (ok) {
+        ehi_enqueue_locked(c, o);
+        ehi_mark_dirty(c);
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (!ok) {
+        free(o);
+        close(fd);
+    }
     return ok;
 }
 
@@ -122,6 +150,10 @@ static void on_write(uv_write_t *req, int status) {
         return;
     }
     c->write_deadline = drained ? 0 : uv_now(&c->server->loop) + (uint64_t)c->server->cfg.idle_timeout_ms;
+    if (c->file) {
+        file_pump(c);
+        return;
+    }
     if (drained && c->close_after_write && c->state != ST_LINGER) ehi_conn_flush(c);
 }
 
@@ -170,7 +202,7 @@ void ehi_tls_pump(eh_conn *c, size_t account) {
 
 
 void ehi_conn_flush(eh_conn *c) {
-    if (c->closing) return;
+    if (c->closing || c->file) return;  // a file body being sent flushes the rest when it is out
     pthread_mutex_lock(&c->lock);
     outbuf *o = c->out_head;
     c->out_head = c->out_tail = NULL;
@@ -178,6 +210,11 @@ void ehi_conn_flush(eh_conn *c) {
     while (o && !c->closing) {
         outbuf *next = o->next;
         int flags = o->flags, kind = o->kind;
+        if (kind == KIND_FILE) {
+            file_start(c, o, next);
+            free(o);
+            return;
+        }
         if (c->ssl) {
             if (o->len && SSL_write(c->ssl, o->data, (int)o->len) <= 0) {
                 free(o);
@@ -242,6 +279,135 @@ void ehi_conn_flush(eh_conn *c) {
     if (drained) begin_linger(c);
 }
 
+// MARK: - File bodies
+
+static void free_list(outbuf *o) {
+    while (o) {
+        outbuf *next = o->next;
+        free(o);
+        o = next;
+    }
+}
+
+void ehi_file_free(eh_conn *c) {
+    file_body *f = c->file;
+    if (!f) return;
+    c->file = NULL;
+    close(f->fd);
+    free(f->buf);
+    free_list(f->rest);
+    free(f);
+}
+
+static void file_start(eh_conn *c, const outbuf *o, outbuf *rest) {
+    file_spec spec;
+    memcpy(&spec, o->data, sizeof spec);
+    file_body *f = calloc(1, sizeof *f);
+    if (!f) {
+        close(spec.fd);
+        free_list(rest);
+        ehi_conn_close(c);
+        return;
+    }
+    f->fd = spec.fd;
+    f->offset = spec.offset;
+    f->end = spec.offset + spec.length;
+    f->flags = o->flags;
+    f->rest = rest;
+    f->req.data = c;
+    c->file = f;
+    // The kernel's readahead doubles for a file read in order, so the disk works while the loop writes.
+    (void)posix_fadvise(f->fd, (off_t)f->offset, (off_t)spec.length, POSIX_FADV_SEQUENTIAL);
+    file_pump(c);
+}
+
+/// The body is queued whole: apply the response's flags and write what was queued after it.
+static void file_finish(eh_conn *c) {
+    file_body *f = c->file;
+    int flags = f->flags;
+    outbuf *rest = f->rest;
+    f->rest = NULL;
+    ehi_file_free(c);
+    if (rest) {
+        outbuf *tail = rest;
+        while (tail->next) tail = tail->next;
+        pthread_mutex_lock(&c->lock);
+        tail->next = c->out_head;
+        c->out_head = rest;
+        if (!c->out_tail) c->out_tail = tail;
+        pthread_mutex_unlock(&c->lock);
+    }
+    if (flags & EH_CLOSE) c->close_after_write = 1;
+    if ((flags & EH_END) && !c->closing) ehi_request_done(c);
+    ehi_conn_flush(c);  // the rest, or the linger once everything is written
+}
+
+static void on_file_read(uv_fs_t *req) {
+    eh_conn *c = req->data;
+    file_body *f = c->file;
+    ssize_t n = req->result;
+    uv_fs_req_cleanup(req);
+    f->reading = 0;
+    char *buf = f->buf;
+    f->buf = NULL;
+    if (c->closing) {
+        free(buf);
+        ehi_file_free(c);
+    } else if (n <= 0) {
+        free(buf);
+        logf_(c->server, "a file body ended %lld bytes early (%s); closing the connection",
+            (long long)(f->end - f->offset), n < 0 ? uv_strerror((int)n) : "end of file");
+        ehi_conn_close(c);
+    } else {
+        f->offset += n;
+        pthread_mutex_lock(&c->lock);
+        c->queued += (size_t)n;
+        pthread_mutex_unlock(&c->lock);
+        if (c->ssl) {
+            int ok = SSL_write(c->ssl, buf, (int)n) > 0;
+            free(buf);
+            if (ok) ehi_tls_pump(c, (size_t)n);
+            else ehi_conn_close(c);
+        } else {
+            write_raw(c, buf, (size_t)n, (size_t)n);  // the chunk is the write buffer: no copy
+        }
+        if (!c->closing) {
+            if (f->offset >= f->end) file_finish(c);
+            else file_pump(c);
+        }
+    }
+    eh_conn_release(c);
+}
+
+/// Starts reading the next chunk unless one is being read or the queue is full.
+static void file_pump(eh_conn *c) {
+    file_body *f = c->file;
+    if (!f || f->reading || c->closing) return;
+    if (f->offset >= f->end) {
+        file_finish(c);
+        return;
+    }
+    int64_t left = f->end - f->offset;
+    size_t want = left < FILE_CHUNK ? (size_t)left : FILE_CHUNK;
+    pthread_mutex_lock(&c->lock);
+    size_t queued = c->queued;
+    pthread_mutex_unlock(&c->lock);
+    if (queued > 0 && queued + want > c->server->cfg.output_cap) return;  // on_write calls again
+    f->buf = malloc(want);
+    if (!f->buf) {
+        ehi_conn_close(c);
+        return;
+    }
+    uv_buf_t b = uv_buf_init(f->buf, (unsigned)want);
+    eh_conn_retain(c);
+    f->reading = 1;
+    if (uv_fs_read(&c->server->loop, &f->req, f->fd, &b, 1, f->offset, on_file_read) != 0) {
+        f->reading = 0;
+        eh_conn_release(c);
+        ehi_conn_close(c);
+    }
+}
+
 // MARK: - Closing
 
 void ehi_on_closed(uv_handle_t *h) {
@@ -258,6 +424,7 @@ void ehi_on_closed(uv_handle_t *h) {
         free(o);
         o = next;
     }
+    if (c->file && !c->file->reading) ehi_file_free(c);  // a read in flight frees it when it returns
     if (c->ssl) SSL_free(c->ssl);
     free(c->hbuf);
     free(c->hdrs);

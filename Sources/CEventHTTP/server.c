@@ -332,7 +332,7 @@ static void on_async(uv_async_t *a) {
         for (eh_conn *c = s->conns, *next; c; c = next) {  // answers being written get a moment to go out
             next = c->next;
             pthread_mutex_lock(&c->lock);
-            int drained = c->queued == 0 && c->out_head == NULL;
+            int drained = c->queued == 0 && c->out_head == NULL && c->file == NULL;
             pthread_mutex_unlock(&c->lock);
             if (drained) {
                 ehi_conn_close(c);

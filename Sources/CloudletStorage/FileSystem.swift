@@ -94,10 +94,14 @@ public protocol File: AnyObject, Sendable {
     /// Hints that `count` bytes at `offset` will be read soon (`posix_fadvise(WILLNEED)`), so that the disk reads
     /// them while the caller works on what it has. Never fails; a no-op where there is no disk.
     func prefetch(at offset: UInt64, count: Int)
+    /// A new descriptor of the same open file (close-on-exec), for code that hands the file to C (the HTTP front end
+    /// sends asset downloads from it); the caller closes it. Nil where the file has no descriptor (in memory).
+    func duplicateDescriptor() -> Int32?
 }
 
 extension File {
     public func prefetch(at offset: UInt64, count: Int) {}
+    public func duplicateDescriptor() -> Int32? { nil }
 }
 
 extension File {

@@ -179,6 +179,12 @@ final class PosixFile: File {
         return UInt64(st.st_size)
     }
 
+    func duplicateDescriptor() -> Int32? {
+        if closed.load(ordering: .acquiring) { return nil }
+        let copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+        return copy >= 0 ? copy : nil
+    }
+
     func prefetch(at offset: UInt64, count: Int) {
         if !closed.load(ordering: .acquiring) { _ = posix_fadvise(fd, off_t(offset), off_t(count), POSIX_FADV_WILLNEED) }
     }

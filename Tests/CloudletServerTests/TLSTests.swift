@@ -1,5 +1,6 @@
 import Cloudlet
 import CloudletTestSupport
+import CloudletWire
 import Foundation
 import Testing
 
@@ -15,13 +16,19 @@ import Testing
         return (r.status, Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
     }
 
-    @Test func servesHTTPSWithACertificateForItsAddress() async throws {
-        let dir = TempDir("tls")
+    /// A live server over HTTPS with a certificate made in `dir`; the certificate's path, for `curl --cacert`.
+    static func httpsServer(_ dir: TempDir) async throws -> (LiveServer, cert: String) {
         let (cert, key) = try await TestCertificate.make(in: dir.path)
         let s = try await LiveServer.start { config in
             config.tlsCertificatePath = cert
             config.tlsKeyPath = key
         }
+        return (s, cert)
+    }
+
+    @Test func servesHTTPSWithACertificateForItsAddress() async throws {
+        let dir = TempDir("tls")
+        let (s, cert) = try await Self.httpsServer(dir)
         defer { Task { await s.shutdown() } }
         #expect(s.server.url.hasPrefix("https://127.0.0.1:"))
 
@@ -68,6 +75,48 @@ import Testing
         #expect(old.status != 0 && old.http != 200, "TLS 1.1: \(old)")
         let tls13 = try await Self.curl(["--cacert", cert, "--tlsv1.3", health])
         #expect(tls13.status == 0 && tls13.http == 200, "TLS 1.3: \(tls13)")
+        await s.shutdown()
+    }
+
+    @Test func anAssetUploadedAndDownloadedOverHTTPSIsByteExactWholeAndInPart() async throws {
+        let dir = TempDir("tls-asset")
+        let (s, cert) = try await Self.httpsServer(dir)
+        defer { Task { await s.shutdown() } }
+        var g = SeededRandom(seed: 15)
+        let content = (0..<(6 << 20) + 777).map { _ in UInt8(truncatingIfNeeded: g.next() >> 7) }
+        let source = dir.path + "/photo.bin"
+        try Data(content).write(to: URL(fileURLWithPath: source))
+        func json(_ args: [String]) async throws -> JSONValue {
+            let r = try await Self.curl(["--cacert", cert] + args)
+            #expect(r.status == 0 && r.http == 200, "\(r)")
+            return try JSONParser.parse(Array(r.body.utf8))
+        }
+        let tokens = try await json([
+            s.url("assets/upload"), "-d", #"{"tokens":[{"recordType":"Photo","fieldName":"image"}]}"#,
+        ])
+        let uploadURL = try #require(tokens["tokens"]?.arrayValue?.first?["url"]?.stringValue, "\(tokens)")
+        let single = try #require(try await json([uploadURL, "--data-binary", "@" + source])["singleFile"])
+        var w = JSONWriter()
+        w.value(single)
+        let saved = try await json([
+            s.url("records/modify"), "-d",
+            #"{"operations":[{"operationType":"create","record":{"recordName":"tls-photo","recordType":"Photo","fields":{"image":{"value":\#(String(decoding: w.bytes, as: UTF8.self)),"type":"ASSETID"}}}}]}"#,
+        ])
+        #expect(saved["records"]?.arrayValue?.first?["serverErrorCode"] == nil, "\(saved)")
+        let found = try await json([s.url("records/lookup"), "-d", #"{"records":[{"recordName":"tls-photo"}]}"#])
+        let url = try #require(
+            found["records"]?.arrayValue?.first?["fields"]?["image"]?["value"]?["downloadURL"]?.stringValue, "\(found)"
+        ).replacingOccurrences(of: "${f}", with: "photo.bin")
+        let whole = try await ChildProcess.run("/usr/bin/curl", ["-sS", "--fail", "--cacert", cert, "-o", dir.path + "/whole", url])
+        #expect(whole.status == 0, "\(whole)")
+        let got = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir.path + "/whole")))
+        #expect(got.count == content.count)
+        #expect(SHA256Stream.hex(of: got) == SHA256Stream.hex(of: content))
+        let part = try await ChildProcess.run(
+            "/usr/bin/curl", ["-sS", "--fail", "--cacert", cert, "-r", "3000000-4999999", "-o", dir.path + "/part", url])
+        #expect(part.status == 0, "\(part)")
+        let gotPart = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir.path + "/part")))
+        #expect(gotPart == Array(content[3_000_000..<5_000_000]))
         await s.shutdown()
     }
 

@@ -117,6 +117,14 @@ enum {
 /// Queues response bytes (status, headers, body in one call where possible). 1 when queued, 0 when the connection
 /// is closed. Thread-safe.
 int eh_conn_respond(eh_conn *conn, const void *bytes, size_t length, int flags);
+/// Queues `length` bytes of the open file `fd` from `offset` as (the rest of) a response body, after whatever was
+/// queued before; `flags` as for `eh_conn_respond` (EH_WAIT is ignored: nothing waits). The loop reads the file on
+/// libuv's thread pool and writes it (through TLS where the connection has it), at most `output_cap` bytes queued,
+/// so the calling worker is free at once and a slow client holds memory, not a thread. Takes ownership of `fd`
+/// (closed when the body is out, the connection closes, or at once when this fails). A file shorter than
+/// `length` closes the connection (its `Content-Length` cannot be kept). 1 when queued, 0 when the connection is
+/// closed. Thread-safe.
+int eh_conn_send_file(eh_conn *conn, int fd, int64_t offset, int64_t length, int flags);
 
 /// Reads the body of a `streamed` request into `buffer`: bytes read, 0 at its end, -1 when the client stopped
 /// sending (body timeout) or went away. Blocks; worker threads only, during `on_request`.

@@ -380,4 +380,8 @@ package final class BlobReader: Sendable {
     package func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
         try io { () throws(FileSystemError) in try file.pread(into: buffer, at: UInt64(offset)) }
     }
+
+    /// A descriptor of the blob's file of its own (the caller closes it), or nil where the store's file system has
+    /// none (in memory).
+    package func duplicateDescriptor() -> Int32? { file.duplicateDescriptor() }
 }

@@ -189,7 +189,7 @@ final class HTTPListener: Sendable {
         let close = response.closeConnection || !keepAlive
         var head = "HTTP/1.1 \(response.status) \(Self.reasonPhrase(response.status))\r\n"
         head += "Content-Type: \(response.contentType)\r\n"
-        let length = response.stream?.length ?? Int64(response.body.count)
+        let length = response.file?.length ?? response.stream?.length ?? Int64(response.body.count)
         head += "Content-Length: \(length)\r\n"
         for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
         if request.isTLS { head += "Strict-Transport-Security: max-age=31536000\r\n" }
@@ -197,6 +197,17 @@ final class HTTPListener: Sendable {
         head += "\r\n"
         let end = Int32(EH_END) | (close ? Int32(EH_CLOSE) : 0)
         let sendBody = request.method != "HEAD"
+        if let file = response.file {
+            var bytes = Array(head.utf8)
+            guard sendBody, file.length > 0 else {
+                bytes.withUnsafeBytes { _ = eh_conn_respond(conn, $0.baseAddress, $0.count, end) }
+                return
+            }
+            _ = bytes.withUnsafeBytes { eh_conn_respond(conn, $0.baseAddress, $0.count, 0) }
+            bytes = []
+            _ = eh_conn_send_file(conn, file.take(), file.offset, file.length, end)
+            return
+        }
         if let stream = response.stream {
             var bytes = Array(head.utf8)
             _ = bytes.withUnsafeBytes { eh_conn_respond(conn, $0.baseAddress, $0.count, Int32(EH_WAIT)) }

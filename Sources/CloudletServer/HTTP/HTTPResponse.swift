@@ -1,5 +1,7 @@
 import CEventHTTP
 import Cloudlet
+import Glibc
+import Synchronization
 
 /// A complete HTTP response: status, content type, extra headers and body (sent with a `Content-Length`).
 public struct HTTPResponse: Sendable {
@@ -11,6 +13,8 @@ public struct HTTPResponse: Sendable {
     public var closeConnection: Bool
     /// A body written in pieces instead of ``body`` (a file being downloaded).
     var stream: HTTPResponseStream?
+    /// A body sent from an open file by the front end's loop instead of ``body`` (an asset download).
+    var file: HTTPFileBody?
     /// The answer, awaited later without holding a worker thread (a long poll); see ``later(_:)``.
     var later: (@Sendable () async -> HTTPResponse)?
 
@@ -48,6 +52,30 @@ extension HTTPResponse {
 struct HTTPResponseStream: Sendable {
     var length: Int64
     var write: @Sendable (_ send: (UnsafeRawBufferPointer) -> Bool) -> Void
+}
+
+/// A response body that the front end's loop reads from an open file and sends (`eh_conn_send_file`): the worker
+/// that answered is free at once, a client that reads slowly holds at most the output cap of memory and no thread,
+/// and the bytes go from the file to the socket (or TLS) without passing through Swift. Owns its descriptor until
+/// the listener hands it over; closes it if it never is.
+final class HTTPFileBody: Sendable {
+    let offset: Int64
+    let length: Int64
+    private let descriptor: Atomic<Int32>
+
+    init(descriptor: Int32, offset: Int64, length: Int64) {
+        self.descriptor = Atomic(descriptor)
+        self.offset = offset
+        self.length = length
+    }
+
+    /// The descriptor, which the caller now owns; -1 once taken.
+    func take() -> Int32 { descriptor.exchange(-1, ordering: .acquiringAndReleasing) }
+
+    deinit {
+        let fd = take()
+        if fd >= 0 { Glibc.close(fd) }
+    }
 }
 
 /// The body of a request that its handler reads itself, in pieces (`eh_body_read`), on the worker thread while the
