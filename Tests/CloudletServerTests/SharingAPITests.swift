@@ -278,6 +278,20 @@ import Testing
         // The share is looked up as a record of its zone: its dictionary, with its root.
         #expect(lookup.records.last?["recordType"]?.stringValue == "cloudkit.share", "\(lookup)")
         #expect(lookup.records.last?["forRecord"]?["recordName"]?.stringValue == "a", "\(lookup)")
+        // An update of the share goes into the zone's commit too: a stale tag fails the record saved with it.
+        let stale = try await HTTP.post(
+            s.url("records/modify"),
+            #"{"zoneID":\#(zone),"operations":[{"operationType":"create","record":{"recordName":"c","recordType":"Trip"}},"#
+                + #"{"operationType":"update","record":{"recordName":"a-share","recordType":"cloudkit.share","recordChangeTag":"stale","publicPermission":"READ_ONLY"}}]}"#)
+        #expect(stale.records.first?["serverErrorCode"]?.stringValue == "ATOMIC_ERROR", "\(stale)")
+        #expect(stale.records.last?["serverErrorCode"]?.stringValue == "CONFLICT", "\(stale)")
+        // Deleting it with its change tag ends it: a deletion of its record.
+        let tag = try #require(lookup.records.last?["recordChangeTag"]?.stringValue)
+        let ended = try await HTTP.post(
+            s.url("records/modify"), #"{"zoneID":\#(zone),"operations":[{"operationType":"delete","record":{"recordName":"a-share","recordChangeTag":"\#(tag)"}}]}"#)
+        #expect(ended.records.first?["deleted"] == .bool(true), "\(ended)")
+        let gone = try await HTTP.post(s.url("records/lookup"), #"{"zoneID":\#(zone),"records":[{"recordName":"a-share"}]}"#)
+        #expect(gone.records.first?["serverErrorCode"]?.stringValue == "NOT_FOUND", "\(gone)")
     }
 
     @Test func resolveAndAcceptAreForSignedInUsersOnTheirOwnPublicRoute() async throws {

@@ -63,6 +63,13 @@ import Testing
         #expect(bad[0].error != nil)
         if case .failure(let e) = notSaved[0] { #expect(e.code == .batchRequestFailed) } else { Issue.record("the share was saved") }
         #expect(try await alice.shares(in: zone).map(\.id.recordName) == [saved.id.recordName])
+        // A share cannot take the name of a record, whether it exists or is saved with it.
+        _ = try await alice.save(trip("evora", zone))
+        await expectError(.recordExists) { try await alice.saveShare(Share(root: RecordID(recordName: "evora", zoneID: zone), recordName: "lisbon")) }
+        let (_, taken) = try await alice.modify([.create(trip("faro", zone))], saving: [ShareSave(Share(root: RecordID(recordName: "faro", zoneID: zone), recordName: "faro"))])
+        if case .failure(let e) = taken[0] { #expect(e.code == .recordExists) } else { Issue.record("the share took a record's name") }
+        #expect(try await alice.record(for: root).recordType == "Trip")
+        #expect(try entry(store, zone, "faro") == nil)
         // A share cannot be written as a plain record.
         let plain = try await alice.modify([.create(Record(recordType: Share.recordType, recordName: "fake", zoneID: zone))])
         #expect(plain[0].error?.code == .invalidArguments)
@@ -119,6 +126,20 @@ import Testing
         let shareGone = try #require(try entry(store, zone, share.id.recordName))
         #expect(rootGone.deleted && shareGone.deleted && rootGone.lsn == shareGone.lsn)
         #expect(try await alice.shares(in: zone).isEmpty)
+        // Deleting the share's record through modify ends it like deleteShare: bob loses the zone.
+        _ = try await alice.save(trip("porto", zone))
+        let second = try await alice.share(
+            root: RecordID(recordName: "porto", zoneID: zone), participants: [Share.Participant(userRecordName: "bob", permission: .readOnly)])
+        let c = try store.container(testContainer)
+        try await c.publicDatabase(user: "bob").acceptShare(shortGUID: second.shortGUID!)
+        #expect(try await c.sharedDatabase(user: "bob").zones().map(\.id) == [zone])
+        // bob's acceptance changed the share (its record): the tag read before it is stale.
+        #expect(try await alice.modify([.delete(second.id, changeTag: second.changeTag!)])[0].error?.code == .serverRecordChanged)
+        let current = try await alice.share(for: second.id)
+        let deleted = try await alice.modify([.delete(second.id, changeTag: current.changeTag!)])
+        #expect(deleted[0].error == nil)
+        #expect(try await alice.shares(in: zone).isEmpty)
+        #expect(try await c.sharedDatabase(user: "bob").zones().isEmpty)
         try await store.close()
     }
 

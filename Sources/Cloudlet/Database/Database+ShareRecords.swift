@@ -56,12 +56,17 @@ extension Database {
     }
 
     /// The mutation writing share `s` as its record, the `index`th of commit `lsn` (which gives `s` its change tag),
-    /// modified (and, when new, created) with `stamp`.
+    /// modified (and, when new, created) with `stamp`. - Throws: `recordExists` when a record of another type has the
+    /// share's name.
     static func shareRecordMutation(
         _ s: inout Share, in key: ZoneKey, st: PartitionState, lsn: UInt64, index: Int, stamp: RecordStamp
     ) throws -> Mutation {
-        s.changeTag = ChangeTag.make(lsn: lsn, index: index)
         let before = try st.entry(key, s.id.recordName)
+        if let before, !before.deleted, before.recordType != Share.recordType {
+            throw CloudletError(
+                .recordExists, "record '\(s.id.recordName)' (\(before.recordType)) exists in zone '\(key.zoneName)': a share cannot take its name")
+        }
+        s.changeTag = ChangeTag.make(lsn: lsn, index: index)
         let created = before.flatMap { $0.deleted ? nil : $0.created } ?? stamp
         let record = s.record(changeTag: s.changeTag!, created: created, modified: stamp)
         return .putRecord(zone: key, record: record, encoded: RecordCodec.encode(record))
@@ -77,7 +82,8 @@ extension Database {
 
     /// The share changes a batch of zone `key` makes by deleting records (the mutations planned, `mutations`): a share
     /// whose root it deletes — explicitly or by a DELETE_SELF cascade — or whose record it deletes ends for everyone,
-    /// in the same commit. Looks at the staged shares only when the batch deletes something.
+    /// in the same commit (its `deletions` name every ended share, those whose record the batch deletes itself too).
+    /// Looks at the staged shares only when the batch deletes something.
     static func sharesEnded(by mutations: [Mutation], in key: ZoneKey, catalog: Catalog) -> ShareChanges {
         var deleted: Set<String> = []
         for m in mutations { if case .deleteRecord(_, let name, _, _, _) = m { deleted.insert(name) } }
@@ -85,9 +91,7 @@ extension Database {
         let shares = catalog.stagedShares(in: key)
         guard !shares.isEmpty else { return ShareChanges() }
         let ended = shares.values.filter { s in deleted.contains(s.id.recordName) || s.rootRecordName.map(deleted.contains) == true }
-        var changes = ending(ended.sorted { $0.id.recordName < $1.id.recordName })
-        changes.deletions.removeAll { deleted.contains($0) }  // already deleted by the batch
-        return changes
+        return ending(ended.sorted { $0.id.recordName < $1.id.recordName })
     }
 }
 

@@ -407,7 +407,11 @@ public struct Database: CloudletDatabase {
                     // A share whose root (or record) the batch deletes ends in the same commit.
                     var changes = Self.sharesEnded(by: planner.mutations, in: key, catalog: catalog)
                     var mutations = planner.mutations
-                    for name in changes.deletions {
+                    var deletedByBatch: Set<String> = []
+                    if !changes.deletions.isEmpty {
+                        for m in mutations { if case .deleteRecord(_, let name, _, _, _) = m { deletedByBatch.insert(name) } }
+                    }
+                    for name in changes.deletions where !deletedByBatch.contains(name) {
                         mutations.append(.deleteRecord(zone: key, recordName: name, recordType: Share.recordType, time: now, parent: nil))
                     }
                     // Shares saved with the records: after them, in the same commit.
@@ -421,6 +425,10 @@ public struct Database: CloudletDatabase {
                                     save.share, createShortGUID: save.createShortGUID, owner: owner, key: key, inZone: inZone,
                                     exists: planner.existsAfterPlan)
                                 var s = planned.puts[0]
+                                if inZone[s.id.recordName] == nil, try planner.existsAfterPlan(s.id.recordName) {
+                                    throw CloudletError(
+                                        .recordExists, "record '\(s.id.recordName)' exists in zone '\(key.zoneName)': a share cannot take its name")
+                                }
                                 mutations.append(try Self.shareRecordMutation(&s, in: key, st: st, lsn: lsn, index: mutations.count, stamp: stamp))
                                 inZone[s.id.recordName] = s
                                 changes.puts.append(s)

@@ -37,7 +37,13 @@ extension CloudletStore {
                     let found = try Share(record: try p.readDurable(zone, name, e))
                     fixes += access(from: old, to: found, zone, lsn: last) + [.security(.share(.recorded(zone, found, lsn: e.lsn)))]
                     repaired += 1
-                } else if recordedLSN == nil && entry == nil && zoneExists {
+                } else if recordedLSN == nil, let e = entry, !e.deleted {
+                    // A share from before share records whose name a record of another type took: it cannot be written
+                    // as its record; it stays in the catalog only (as it was) and is reported.
+                    StoreLog.warning(
+                        "share '\(name)' of \(zone) predates share records and record '\(name)' (\(e.recordType)) has its name: "
+                            + "it stays in the catalog only, out of the zone's change feed")
+                } else if recordedLSN == nil && zoneExists {
                     let (written, lsn) = try writeShareRecord(old, in: zone, partition: p)
                     fixes.append(.security(.share(.recorded(zone, written, lsn: lsn))))
                     migrated += 1

@@ -17,9 +17,13 @@ struct RecordsHandler {
         var parsed = request.operations
         let (atomic, requestKeys, numbersAsStrings) = (request.atomic, request.desiredKeys, request.numbersAsStrings)
         try resolveRecordTypes(&parsed)
-        // Share operations go to the engine's share calls. A new share saved with its root is committed with the
-        // records (one commit of the zone: both or neither); the others after the records.
-        let shareOps = try shareOperations(parsed)
+        // Shares are records of their zone: in a private database, saving one goes with the request's records into the
+        // zone's one commit (a share and its root: both or neither), and deleting one (ending it) is a record deletion.
+        // In a shared database a participant deleting a share leaves it (`deleteShare`), after the records.
+        let db = context.database
+        let allShareOps = try shareOperations(parsed)
+        let owned = context.path.scope == .private
+        let shareOps = owned ? allShareOps.filter { !parsed[$0].kind.isDelete } : allShareOps
         let recordOps = parsed.indices.filter { !shareOps.contains($0) }
         var schema = SchemaHints(container: context.container, environment: context.path.environment)
         let operations = try recordOps.map { try parsed[$0].operation(fieldType: { schema.type(of: $1, in: $0) }) }
@@ -27,14 +31,22 @@ struct RecordsHandler {
         let shareRoots = Self.rootsOfShares(parsed)
         var shareResults: [Int: Result<Share?, CloudletError>] = [:]
         var saving: [(index: Int, save: ShareSave)] = []
-        for i in shareOps.sorted() where parsed[i].kind == .create && parsed[i].share != nil && shareRoots[parsed[i].recordName] != nil {
+        let saves = shareOps.sorted().filter { !parsed[$0].kind.isDelete && parsed[$0].share != nil }
+        // The shares an update starts from (its change tag is checked again when it commits).
+        let updated = saves.filter { parsed[$0].kind != .create }
+        let updatedIDs = updated.map { ($0, parsed[$0].recordID) }
+        let existing: [Int: Share] = updated.isEmpty ? [:] : try ThreadBridge.wait {
+            var found: [Int: Share] = [:]
+            for (i, id) in updatedIDs { found[i] = try? await db.share(for: id) }
+            return found
+        }
+        for i in saves {
             do {
-                let share = try Self.shareToSave(parsed[i], existing: nil, roots: shareRoots, emails: emails)
+                let share = try Self.shareToSave(parsed[i], existing: existing[i], roots: shareRoots, emails: emails)
                 saving.append((i, ShareSave(share, createShortGUID: parsed[i].share!.createShortGUID)))
             } catch let e as CloudletError { shareResults[i] = .failure(e) }
         }
 
-        let db = context.database
         let rule = context.assets?.receiptRule(context)
         let adding = try context.quota?.check(operations, in: db, container: context.container) ?? [:]
         let shareSaves = saving.map(\.save)
