@@ -2,7 +2,7 @@ import CloudletCore
 import Foundation
 
 extension CloudletStore {
-    /// At open (read-write): brings the catalog's shares in line with the zones' `cloudkit.share` records, which are
+    /// At open (read-write, not a cluster replica): brings the catalog's shares in line with the zones' `cloudkit.share` records, which are
     /// the truth (``Database/commitShares(_:_:)``). The two logs are fsynced apart, so a crash can leave either one
     /// ahead: a share record whose catalog copy was lost is copied in; a catalog share whose record commit was lost
     /// (or whose record is deleted) goes, or takes its record's version. A share the catalog has from before shares
@@ -11,7 +11,9 @@ extension CloudletStore {
     /// Returns how many shares were repaired and how many migrated.
     @discardableResult
     func reconcileShareRecords() throws -> (repaired: Int, migrated: Int) {
-        guard !configuration.readOnly else { return (0, 0) }
+        // A cluster replica writes nothing of its own: its partitions and catalog follow their leaders' logs verbatim
+        // (and its catalog may trail its partitions until it catches up).
+        guard !configuration.readOnly, !configuration.replicated else { return (0, 0) }
         let catalogShares = catalog.snapshot().shares
         var fixes: [Mutation] = []
         var repaired = 0
