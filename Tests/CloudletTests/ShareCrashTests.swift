@@ -20,13 +20,10 @@ import Testing
         var ending: Set<String> = []
         var ended: Set<String> = []
         for round in 0..<4 {
-            let child = try ChildProcess(exe, ["--data", data, "--prefix", "r\(round)", "--mode", "shares", "--writers", "4"])
-            let target = Int.random(in: 20...120, using: &rng)
-            let deadline = Date().addingTimeInterval(10)
-            while child.stdout.count < target + 1 && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
-            await child.stop(SIGKILL)
-            #expect(child.process.terminationReason == .uncaughtSignal, "round \(round): writer died on its own; stderr: \(child.stderr)")
-            for line in child.stdout {
+            let output = try await crashWriterOutput(
+                exe, ["--data", data, "--prefix", "r\(round)", "--mode", "shares", "--writers", "4"],
+                lines: Int.random(in: 20...120, using: &rng), round: round)
+            for line in output {
                 let parts = line.split(separator: " ").map(String.init)
                 guard parts.count == 3 else { continue }
                 switch parts[0] {
