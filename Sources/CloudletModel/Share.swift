@@ -113,6 +113,19 @@ public struct Share: Sendable, Hashable {
     public func covers(_ name: String) -> Bool { rootRecordName.map { $0 == name } ?? true || name == id.recordName }
 }
 
+/// A share saved together with record operations (`modify(_:saving:atomic:assetRule:)` of the embedded database): in
+/// its zone's commit, after the zone's records, so that a share and its root saved together are saved or not together.
+public struct ShareSave: Sendable, Hashable {
+    public var share: Share
+    /// Give the share a short GUID (and so a URL) when it has none.
+    public var createShortGUID: Bool
+
+    public init(_ share: Share, createShortGUID: Bool = true) {
+        self.share = share
+        self.createShortGUID = createShortGUID
+    }
+}
+
 /// What ``Share`` resolution tells a user who holds a share's short ID (`records/resolve`): the share as they may see
 /// it, their own part, and the root record when they may read it and asked for it.
 public struct ShareMetadata: Sendable, Hashable {

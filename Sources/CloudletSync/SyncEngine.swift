@@ -316,6 +316,9 @@ public actor SyncEngine {
             var synced: [(RecordID, Record?)] = []
             for (change, id) in zip(page.changes, ids) where !unsent.contains(StateRecord.key(id)) {
                 switch change {
+                // A share (`cloudkit.share`) is the server's access control between its users, not data to copy.
+                case .changed(let r) where r.recordType == Share.recordType: continue
+                case .deleted(_, let type) where type == Share.recordType: continue
                 case .changed(let r):
                     let copy = Self.localized(r)
                     var plain = copy

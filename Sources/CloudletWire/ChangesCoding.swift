@@ -42,7 +42,8 @@ public enum ChangesCoding {
     }
 
     public static func write(
-        _ c: ZoneChanges, zone: ZoneID, owner: String, to w: inout JSONWriter, assetLinks: AssetLinks? = nil
+        _ c: ZoneChanges, zone: ZoneID, owner: String, to w: inout JSONWriter, assetLinks: AssetLinks? = nil,
+        viewer: ShareCoding.Viewer? = nil
     ) {
         w.object { w in
             w.key("zoneID")
@@ -54,7 +55,7 @@ public enum ChangesCoding {
                 for change in c.changes {
                     switch change {
                     case .changed(let r):
-                        RecordCoding.write(r, to: &w, desiredKeys: nil, numbersAsStrings: false, assetLinks: assetLinks)
+                        RecordCoding.write(r, to: &w, desiredKeys: nil, numbersAsStrings: false, assetLinks: assetLinks, viewer: viewer)
                     case .deleted(let id, let type):
                         w.object { w in
                             w.member("recordName", id.recordName)

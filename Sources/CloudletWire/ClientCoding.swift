@@ -96,7 +96,7 @@ public enum ClientCoding {
                 let z = try ZoneIDCoding.decode(r["zoneID"], at: p + ".zoneID") ?? zone
                 changes.append(.deleted(RecordID(recordName: name, zoneID: z), recordType: try r.string("recordType", at: p) ?? ""))
             } else {
-                changes.append(.changed(try RecordCoding.decode(r, at: p, zone: zone, lossless: true)))
+                changes.append(.changed(try record(r, at: p, zone: zone)))
             }
         }
         return ZoneChanges(changes: changes, token: token, moreComing: try o.bool("moreComing", at: path) ?? false)
@@ -158,3 +158,15 @@ public enum ClientCoding {
             fields: fields, alertBody: try n.string("alertBody", at: p))
     }
 }
+
+extension ClientCoding {
+    /// A record of a response, as the embedded engine has it: a share's dictionary (`cloudkit.share`) becomes the share's
+    /// record (``Share/record(changeTag:created:modified:)``), which `Share(record:)` reads.
+    public static func record(_ o: [String: JSONValue], at path: String, zone: ZoneID) throws -> Record {
+        let r = try RecordCoding.decode(o, at: path, zone: zone, lossless: true)
+        guard r.recordType == Share.recordType else { return r }
+        let s = try ShareCoding.decodeShare(o, at: path, zone: r.id.zoneID)
+        return s.record(changeTag: r.changeTag ?? "", created: r.created, modified: r.modified)
+    }
+}
+

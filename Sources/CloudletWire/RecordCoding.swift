@@ -7,10 +7,16 @@ import CloudletModel
 public enum RecordCoding {
     /// Writes a record. `desiredKeys` limits the fields written (nil: all; empty: none).
     /// Assets get the `downloadURL` `assetLinks` gives them; `share` is the share the record is the root of, if any.
+    /// A share's record (`cloudkit.share`, as a zone's change feed or a lookup returns it) is written as the share's
+    /// dictionary (``ShareCoding/write(_:caller:baseURL:to:)``), as `viewer` sees it.
     public static func write(
         _ r: Record, to w: inout JSONWriter, desiredKeys: Set<String>?, numbersAsStrings: Bool, assetLinks: AssetLinks? = nil,
-        share: RecordID? = nil
+        share: RecordID? = nil, viewer: ShareCoding.Viewer? = nil
     ) {
+        if r.recordType == Share.recordType, let s = try? Share(record: r) {
+            ShareCoding.write(s, caller: viewer?.caller, baseURL: viewer?.baseURL ?? "", to: &w)
+            return
+        }
         w.object { w in
             writeMembers(r, to: &w, desiredKeys: desiredKeys, numbersAsStrings: numbersAsStrings, assetLinks: assetLinks)
             if let share {

@@ -85,6 +85,18 @@ public enum ShareCoding {
         return p
     }
 
+    /// Who a share's dictionary is written for: the caller (its `currentUserParticipant`) and the server's base URL
+    /// (its `url`).
+    public struct Viewer: Sendable {
+        public var caller: String?
+        public var baseURL: String
+
+        public init(caller: String?, baseURL: String) {
+            self.caller = caller
+            self.baseURL = baseURL
+        }
+    }
+
     /// Writes `share` as a record dictionary, as `caller` (nil: nobody in particular) sees it.
     public static func write(_ s: Share, caller: String?, baseURL: String, to w: inout JSONWriter) {
         w.object { w in

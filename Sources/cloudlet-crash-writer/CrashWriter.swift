@@ -12,7 +12,7 @@ import Foundation
 @main
 enum CrashWriter {
     static let help = """
-        USAGE: cloudlet-crash-writer --data DIR [--writers N] [--prefix P] [--mode records|catalog] [--partitions N]
+        USAGE: cloudlet-crash-writer --data DIR [--writers N] [--prefix P] [--mode records|catalog|assets|notify|shares|lsm] [--partitions N]
                                      [--max N]
 
         Saves records named <P>-<writer>-<i> with 8 concurrent writers (into the default zone and a custom zone
@@ -33,6 +33,11 @@ enum CrashWriter {
         notification may not have been written yet: the test checks it is there after the next open). With --max N
         each writer stops after N saves and the process waits to be killed (a test that reads slowly on a loaded
         machine must not let the writers run past what the hub keeps per user in memory).
+
+        --mode shares saves, in alice's custom zones S0…S3, record <P>-<writer>-<i> (type Trip) and its share
+        <P>-<writer>-<i>-share (bob invited READ_ONLY) in one modify, printing "ack <zone> <name>" once it returns;
+        every 3rd save bob then accepts the share ("accepted <zone> <name>"), and every 4th alice ends the share of
+        the writer's save two before, printing "ending <zone> <name>" before and "ended <zone> <name>" after.
 
         --mode lsm [--seed S] runs the LSM crash workload (CloudletTestSupport's LSMCrashWorkload) on an LSM tree in
         DIR: puts and deletes, a flush and merges every 50 writes, up to 5000 writes past the tree's log position,
@@ -83,6 +88,9 @@ enum CrashWriter {
         case "notify":
             try await notify(dir: dir, writers: writers, prefix: prefix, max: Int(o["--max"] ?? "") ?? .max)
             return
+        case "shares":
+            try await shares(dir: dir, writers: writers, prefix: prefix)
+            return
         case "catalog":
             try await catalog(dir: dir, writers: writers, prefix: prefix, partitions: Int(o["--partitions"] ?? "4") ?? 4)
             return
@@ -94,7 +102,7 @@ enum CrashWriter {
             }
             try LSMCrashWorkload.run(directory: dir, seed: seed, writes: 5000)
             return
-        case let other: throw UsageError(description: "--mode must be records, assets, catalog, notify or lsm, not \(other)")
+        case let other: throw UsageError(description: "--mode must be records, assets, catalog, notify, shares or lsm, not \(other)")
         }
         let store = try await CloudletStore.open(at: dir)
         let db = try store.container("iCloud.com.example.crash").privateDatabase(user: "crash")
@@ -153,6 +161,38 @@ enum CrashWriter {
                 let id = "s-\(prefix)-\(w)-\(i)"
                 try await db.saveSubscription(Subscription(id: id, kind: .zone(zone)))
                 emit("sub \(id)")
+            }
+        }
+    }
+
+    /// `--mode shares`: records saved with their shares in one commit, accepted and ended.
+    static func shares(dir: String, writers: Int, prefix: String) async throws {
+        let store = try await CloudletStore.open(at: dir)
+        let c = try store.container("iCloud.com.example.crash")
+        let alice = try c.privateDatabase(user: "alice")
+        for z in 0..<4 { try await alice.createZone(ZoneID(zoneName: "S\(z)", ownerName: "alice")) }
+        emit("ready")
+        await runWriters(writers) { w, i in
+            let zone = ZoneID(zoneName: "S\((w + i) % 4)", ownerName: "alice")
+            let name = "\(prefix)-\(w)-\(i)"
+            let root = RecordID(recordName: name, zoneID: zone)
+            let share = Share(root: root, recordName: name + "-share", participants: [Share.Participant(userRecordName: "bob")])
+            let (records, shares) = try await alice.modify(
+                [.create(Record(recordType: "Trip", recordName: name, zoneID: zone, fields: ["seq": .int64(Int64(i))]))],
+                saving: [ShareSave(share)])
+            if let e = records[0].error { throw e }
+            let saved = try shares[0].get()
+            emit("ack \(zone.zoneName) \(name)")
+            if i % 3 == 0 {
+                try await c.publicDatabase(user: "bob").acceptShare(shortGUID: saved.shortGUID!)
+                emit("accepted \(zone.zoneName) \(name)")
+            }
+            if i >= 2 && i % 4 == 0 {
+                let old = "\(prefix)-\(w)-\(i - 2)"
+                let oldZone = ZoneID(zoneName: "S\((w + i - 2) % 4)", ownerName: "alice")
+                emit("ending \(oldZone.zoneName) \(old)")
+                try await alice.deleteShare(RecordID(recordName: old + "-share", zoneID: oldZone))
+                emit("ended \(oldZone.zoneName) \(old)")
             }
         }
     }

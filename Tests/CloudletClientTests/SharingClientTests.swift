@@ -44,6 +44,11 @@ import Testing
         note("bob sees: \(try await bobShared.query(Query(recordType: "Day"), zoneID: zone).records.map(\.recordName))")
         note("alice reads: \(try await alice.record(for: trip.id).fields["title"]!), day by bob \(try await alice.record(for: day.id).created?.userRecordName == bobName)")
         note("alice's share: \(try await alice.share(for: share.id).participants.map(\.acceptance.rawValue))")
+        // The share is a record of alice's zone feed, which reads back as the share.
+        let feed = try await alice.zoneChanges(zone, since: nil, resultsLimit: nil, desiredKeys: nil, desiredRecordTypes: nil)
+        let shareRecords = feed.changes.compactMap { c -> Record? in if case .changed(let r) = c, r.recordType == Share.recordType { r } else { nil } }
+        let fromFeed = try shareRecords.map { try Share(record: $0) }
+        note("feed share: \(fromFeed.map { "\($0.id.recordName) \($0.participants.map(\.acceptance.rawValue))" }), same as share(for:): \(fromFeed == [try await alice.share(for: share.id)])")
 
         try await alice.deleteShare(share.id)
         note("after alice ends it, bob's zones: \(try await bobShared.zones().count)")
@@ -72,6 +77,7 @@ import Testing
             #expect(remote.contains("bob sees: [\"d1\"]"))
             #expect(remote.contains("after alice ends it, bob's zones: 0"))
             #expect(remote.contains("share lookup: unknownItem"))
+            #expect(remote.contains("feed share: [\"share-t1 [\\\"ACCEPTED\\\"]\"], same as share(for:): true"), "\(remote)")
         }
     }
 }

@@ -195,8 +195,12 @@ import Testing
         case .changes:
             let r = try await HTTP.post(url("changes/zone"), #"{"zones":[{"zoneID":\#(zone)}]}"#)
             if let c = code(r, "zones") { return c }
-            let names = (r.zones.first?["records"]?.arrayValue ?? []).compactMap { $0["recordName"]?.stringValue }.sorted()
+            let records = r.zones.first?["records"]?.arrayValue ?? []
+            // The share itself is a record of the feed (`cloudkit.share`, written as the share's dictionary).
+            let shares = records.filter { $0["recordType"]?.stringValue == "cloudkit.share" }
+            let names = records.filter { $0["recordType"]?.stringValue != "cloudkit.share" }.compactMap { $0["recordName"]?.stringValue }.sorted()
             guard r.zones.first?["zoneID"]?["ownerRecordName"]?.stringValue == owner else { return "wrong zone owner: \(r)" }
+            guard shares.count == 1, shares[0]["participants"]?.arrayValue?.isEmpty == false else { return "no share record: \(r)" }
             return names == visible ? "ok" : "wrong records \(names)"
         case .subscriptions:
             let r = try await HTTP.post(
@@ -249,6 +253,45 @@ import Testing
         }
         #expect(Set(names).isSubset(of: Set(seen)), "\(seen)")
         #expect(pages >= names.count && pages < 50, "\(pages) pages")
+    }
+
+    @Test func aShareAndItsRootInOneAtomicRequestAreSavedTogetherOrNotAtAll() async throws {
+        let s = try live
+        let name = "Atomic-\(UUID().uuidString.prefix(8))"
+        let zone = #"{"zoneName":"\#(name)"}"#
+        let made = try await HTTP.post(s.url("zones/modify"), #"{"operations":[{"operationType":"create","zone":{"zoneID":\#(zone)}}]}"#)
+        #expect(made.status == 200, "\(made)")
+        func rootAndShare(_ root: String, _ share: String) -> String {
+            #"{"zoneID":\#(zone),"operations":["#
+                + #"{"operationType":"create","record":{"recordName":"\#(root)","recordType":"Trip","share":{"recordName":"\#(share)"}}},"#
+                + #"{"operationType":"create","record":{"recordName":"\#(share)","recordType":"cloudkit.share","publicPermission":"NONE"}}]}"#
+        }
+        let saved = try await HTTP.post(s.url("records/modify"), rootAndShare("a", "a-share"))
+        #expect(saved.records.allSatisfy { $0["serverErrorCode"] == nil }, "\(saved)")
+        #expect(saved.records.first?["share"]?["recordName"]?.stringValue == "a-share", "\(saved)")
+        // The same share name again: the share fails, and with it the root saved alongside (one commit: neither).
+        let failed = try await HTTP.post(s.url("records/modify"), rootAndShare("b", "a-share"))
+        #expect(failed.records.first?["serverErrorCode"]?.stringValue == "ATOMIC_ERROR", "\(failed)")
+        #expect(failed.records.last?["serverErrorCode"]?.stringValue == "EXISTS", "\(failed)")
+        let lookup = try await HTTP.post(s.url("records/lookup"), #"{"zoneID":\#(zone),"records":[{"recordName":"b"},{"recordName":"a-share"}]}"#)
+        #expect(lookup.records.first?["serverErrorCode"]?.stringValue == "NOT_FOUND", "\(lookup)")
+        // The share is looked up as a record of its zone: its dictionary, with its root.
+        #expect(lookup.records.last?["recordType"]?.stringValue == "cloudkit.share", "\(lookup)")
+        #expect(lookup.records.last?["forRecord"]?["recordName"]?.stringValue == "a", "\(lookup)")
+        // An update of the share goes into the zone's commit too: a stale tag fails the record saved with it.
+        let stale = try await HTTP.post(
+            s.url("records/modify"),
+            #"{"zoneID":\#(zone),"operations":[{"operationType":"create","record":{"recordName":"c","recordType":"Trip"}},"#
+                + #"{"operationType":"update","record":{"recordName":"a-share","recordType":"cloudkit.share","recordChangeTag":"stale","publicPermission":"READ_ONLY"}}]}"#)
+        #expect(stale.records.first?["serverErrorCode"]?.stringValue == "ATOMIC_ERROR", "\(stale)")
+        #expect(stale.records.last?["serverErrorCode"]?.stringValue == "CONFLICT", "\(stale)")
+        // Deleting it with its change tag ends it: a deletion of its record.
+        let tag = try #require(lookup.records.last?["recordChangeTag"]?.stringValue)
+        let ended = try await HTTP.post(
+            s.url("records/modify"), #"{"zoneID":\#(zone),"operations":[{"operationType":"delete","record":{"recordName":"a-share","recordChangeTag":"\#(tag)"}}]}"#)
+        #expect(ended.records.first?["deleted"] == .bool(true), "\(ended)")
+        let gone = try await HTTP.post(s.url("records/lookup"), #"{"zoneID":\#(zone),"records":[{"recordName":"a-share"}]}"#)
+        #expect(gone.records.first?["serverErrorCode"]?.stringValue == "NOT_FOUND", "\(gone)")
     }
 
     @Test func resolveAndAcceptAreForSignedInUsersOnTheirOwnPublicRoute() async throws {

@@ -115,8 +115,11 @@ import Testing
             let changes = try await HTTP.post(
                 url("changes/zone", "private", alice.webAuthToken), #"{"zones":[{"zoneID":\#(zone),"syncToken":"\#(aliceToken)"}]}"#)
             let records = changes.zones.first?["records"]?.arrayValue ?? []
-            #expect(records.compactMap { $0["recordName"]?.stringValue } == ["lisbon", "lisbon-day1"], "\(changes)")
-            let changed = try #require(records.first, "\(changes)")
+            // The share changed too (bob accepted): it comes first, as its record, with bob ACCEPTED.
+            #expect(records.compactMap { $0["recordName"]?.stringValue } == ["lisbon-share", "lisbon", "lisbon-day1"], "\(changes)")
+            let bobInShare = records.first?["participants"]?.arrayValue?.first { $0["userIdentity"]?["userRecordName"]?.stringValue == bob.user.userRecordName }
+            #expect(bobInShare?["acceptanceStatus"]?.stringValue == "ACCEPTED", "\(changes)")
+            let changed = try #require(records.dropFirst().first, "\(changes)")
             #expect(records.last?["created"]?["userRecordName"]?.stringValue == bob.user.userRecordName)
             #expect(changed["fields"]?["title"]?["value"]?.stringValue == "Lisbon, 3 nights")
             #expect(changed["modified"]?["userRecordName"]?.stringValue == bob.user.userRecordName)
@@ -128,6 +131,13 @@ import Testing
                 #"{"zoneID":\#(zone),"operations":[{"operationType":"forceDelete","record":{"recordName":"lisbon-share"}}]}"#)
             #expect(stopped.records.first?["deleted"] == .bool(true), "\(stopped)")
             try await live.restart()
+            // In alice's feed the share's end is the deletion of its record.
+            let afterToken = try #require(changes.zones.first?["syncToken"]?.stringValue)
+            let ended = try await HTTP.post(
+                url("changes/zone", "private", alice.webAuthToken), #"{"zones":[{"zoneID":\#(zone),"syncToken":"\#(afterToken)"}]}"#)
+            let endedRecords = ended.zones.first?["records"]?.arrayValue ?? []
+            #expect(endedRecords.count == 1 && endedRecords.first?["recordName"]?.stringValue == "lisbon-share", "\(ended)")
+            #expect(endedRecords.first?["deleted"] == .bool(true) && endedRecords.first?["recordType"]?.stringValue == "cloudkit.share", "\(ended)")
 
             // 6. bob no longer sees it; his feed reports the zone gone; the trip stays alice's.
             let after = try await HTTP.get(url("zones/list", "shared", bob.webAuthToken))

@@ -19,14 +19,10 @@ import Testing
         // Four writers and short rounds: enough to kill mid-commit many times, light enough not to starve the
         // timing-sensitive tests that run next to this one.
         for round in 0..<5 {
-            let child = try ChildProcess(
-                exe, ["--data", data, "--prefix", "r\(round)", "--mode", "catalog", "--partitions", "4", "--writers", "4"])
-            let target = Int.random(in: 20...150, using: &rng)
-            let deadline = Date().addingTimeInterval(10)
-            while child.stdout.count < target + 1 && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
-            await child.stop(SIGKILL)
-            #expect(child.process.terminationReason == .uncaughtSignal, "round \(round): writer died on its own; stderr: \(child.stderr)")
-            for line in child.stdout {
+            let output = try await crashWriterOutput(
+                exe, ["--data", data, "--prefix", "r\(round)", "--mode", "catalog", "--partitions", "4", "--writers", "4"],
+                lines: Int.random(in: 20...150, using: &rng), round: round)
+            for line in output {
                 let parts = line.split(separator: " ").map(String.init)
                 if parts.first == "ack" { acked.append((parts[1], parts[2])) }
                 if parts.first == "sub" { subscriptions.append(parts[1]) }

@@ -39,3 +39,14 @@ func expectError<T>(
         return nil
     }
 }
+
+/// Runs `cloudlet-crash-writer` (`exe`) with `arguments` until it printed `lines` lines past its `ready` (or 10 s went
+/// by), kills it with SIGKILL and returns what it printed; expects that it was the kill that ended it.
+func crashWriterOutput(_ exe: String, _ arguments: [String], lines: Int, round: Int) async throws -> [String] {
+    let child = try ChildProcess(exe, arguments)
+    let deadline = Date().addingTimeInterval(10)
+    while child.stdout.count < lines + 1 && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
+    await child.stop(SIGKILL)
+    #expect(child.process.terminationReason == .uncaughtSignal, "round \(round): writer died on its own; stderr: \(child.stderr)")
+    return child.stdout
+}

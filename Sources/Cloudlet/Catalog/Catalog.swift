@@ -186,6 +186,21 @@ package final class Catalog: Sendable {
         return try commit(admitOverLimit: true, plan)
     }
 
+    /// ``commit(_:)`` that never waits, not even for room in the log (it admits the frame over the limit): for the
+    /// catalog's copy of a partition commit, staged under that partition's writer lock in the partition's commit order
+    /// (share records, ``Database/commitShares(_:_:)``). The lock order is partition, then catalog; no catalog plan
+    /// takes a partition's lock.
+    package func commitStaged<R>(_ plan: (CatalogState) throws -> (mutations: [Mutation], result: R)) throws -> (result: R, version: UInt64) {
+        try commit(admitOverLimit: true, plan)
+    }
+
+    /// The shares of `zone` in the newest *staged* catalog (not only the durable one ``snapshot()`` shows): under the
+    /// zone's partition writer lock, the shares as that partition's share records stand, including commits not yet
+    /// durable. Takes the catalog's writer lock (after the partition's).
+    package func stagedShares(in zone: ZoneKey) -> [String: Share] {
+        writer.withLock { $0.shares.shares(in: zone) }
+    }
+
     private func commit<R>(
         admitOverLimit: Bool, _ plan: (CatalogState) throws -> (mutations: [Mutation], result: R)
     ) throws -> (result: R, version: UInt64) {

@@ -56,7 +56,7 @@ package enum SecurityMutation: Sendable, Hashable {
     case grants(SchemaKey, recordType: String, grants: [String: RecordPermissions])
     /// A user added to (or removed from) a custom role of a container (both environments).
     case member(container: String, role: String, user: String, added: Bool)
-    /// A share saved or deleted, or a user's access to a shared zone (sub-kinds 4–6, ``ShareMutation``).
+    /// A share saved or deleted, or a user's access to a shared zone (sub-kinds 4–7, ``ShareMutation``).
     case share(ShareMutation)
 
     /// `sub-kind u8 · body`: 1 createRole (schema key · role string), 2 grants (schema key · type string · count
@@ -94,7 +94,7 @@ package enum SecurityMutation: Sendable, Hashable {
             return .grants(key, recordType: type, grants: try decodeGrants(&r))
         case 3:
             return .member(container: try r.string(), role: try r.string(), user: try r.string(), added: try r.u8() != 0)
-        case 4...6: return .share(try ShareMutation.decode(sub: sub, &r))
+        case 4...7: return .share(try ShareMutation.decode(sub: sub, &r))
         default: throw CloudletError.corruption("commit payload: unknown security mutation \(sub)")
         }
     }
@@ -292,7 +292,7 @@ extension SecurityMutation {
         switch self {
         case .createRole(let key, _), .grants(let key, _, _): key.container
         case .member(let container, _, _, _): container
-        case .share(.put(let z, _)), .share(.delete(let z, _)), .share(.access(let z, _, _, _)): z.container
+        case .share(.put(let z, _)), .share(.delete(let z, _)), .share(.access(let z, _, _, _)), .share(.recorded(let z, _, _)): z.container
         }
     }
 

@@ -9,9 +9,13 @@ package enum ShareMutation: Sendable, Hashable {
     /// `user` gained (`gone` false) or lost access to a shared zone, when the zone's partition was at `lsn`: what the
     /// user's shared database change feed reports.
     case access(ZoneKey, user: String, lsn: UInt64, gone: Bool)
+    /// A share as its `cloudkit.share` record stands after partition commit `lsn` (the share's change tag is the
+    /// record's): the catalog's copy of a share record, staged with the partition commit that wrote it.
+    case recorded(ZoneKey, Share, lsn: UInt64)
 
-    /// `sub-kind u8 · body` (sub-kinds 4–6 of ``SecurityMutation``): 4 put (zone key · share), 5 delete (zone key ·
-    /// record name string), 6 access (zone key · user string · lsn varint · gone u8).
+    /// `sub-kind u8 · body` (sub-kinds 4–7 of ``SecurityMutation``): 4 put (zone key · share), 5 delete (zone key ·
+    /// record name string), 6 access (zone key · user string · lsn varint · gone u8), 7 recorded (zone key · lsn
+    /// varint · share).
     func encode(into w: inout ByteWriter) {
         switch self {
         case .put(let zone, let share):
@@ -28,6 +32,11 @@ package enum ShareMutation: Sendable, Hashable {
             w.string(user)
             w.varint(lsn)
             w.bool(gone)
+        case .recorded(let zone, let share, let lsn):
+            w.u8(7)
+            Commit.encode(zone, into: &w)
+            w.varint(lsn)
+            Self.encode(share, into: &w)
         }
     }
 
@@ -37,65 +46,26 @@ package enum ShareMutation: Sendable, Hashable {
         case 4: return .put(zone, try decodeShare(&r, zone: zone))
         case 5: return .delete(zone, recordName: try r.string())
         case 6: return .access(zone, user: try r.string(), lsn: try r.varint(), gone: try r.bool())
+        case 7:
+            let lsn = try r.varint()
+            return .recorded(zone, try decodeShare(&r, zone: zone), lsn: lsn)
         default: throw CloudletError.corruption("commit payload: unknown share mutation \(sub)")
         }
     }
 
-    /// `record name string · root string (empty: zone-wide) · public permission u8 · short GUID string (empty: none)
-    /// · change tag string · participant count varint · (user string · email string (empty: none) · type u8 ·
-    /// permission u8 · acceptance u8)…` — enums as their index in `allCases`. The zone and owner are the key's.
-    static func encode(_ s: Share, into w: inout ByteWriter) {
-        w.string(s.id.recordName)
-        w.string(s.rootRecordName ?? "")
-        w.u8(index(s.publicPermission))
-        w.string(s.shortGUID ?? "")
-        w.string(s.changeTag ?? "")
-        w.varint(s.participants.count)
-        for p in s.participants {
-            w.string(p.userRecordName)
-            w.string(p.emailAddress ?? "")
-            w.u8(index(p.type))
-            w.u8(index(p.permission))
-            w.u8(index(p.acceptance))
-        }
-    }
+    /// A share's body (``Share/encodeBody(into:)``); the zone and owner are the key's.
+    static func encode(_ s: Share, into w: inout ByteWriter) { s.encodeBody(into: &w) }
 
-    static func decodeShare(_ r: inout ByteReader, zone: ZoneKey) throws -> Share {
-        let name = try r.string()
-        let root = try r.string()
-        var s = root.isEmpty ? Share(zone: zone.zoneID) : Share(root: RecordID(recordName: root, zoneID: zone.zoneID))
-        s.id.recordName = name
-        s.publicPermission = try value(&r)
-        let guid = try r.string()
-        s.shortGUID = guid.isEmpty ? nil : guid
-        let tag = try r.string()
-        s.changeTag = tag.isEmpty ? nil : tag
-        for _ in 0..<(try r.length()) {
-            let user = try r.string()
-            let email = try r.string()
-            s.participants.append(
-                Share.Participant(
-                    userRecordName: user, emailAddress: email.isEmpty ? nil : email, type: try value(&r), permission: try value(&r),
-                    acceptance: try value(&r)))
-        }
-        return s
-    }
-
-    private static func index<E: CaseIterable & Equatable>(_ e: E) -> UInt8 where E.AllCases == [E] {
-        UInt8(E.allCases.firstIndex(of: e)!)
-    }
-
-    private static func value<E: CaseIterable>(_ r: inout ByteReader) throws -> E where E.AllCases == [E] {
-        let i = Int(try r.u8())
-        guard i < E.allCases.count else { throw CloudletError.corruption("share: bad \(E.self) \(i)") }
-        return E.allCases[i]
-    }
+    static func decodeShare(_ r: inout ByteReader, zone: ZoneKey) throws -> Share { try Share.decodeBody(&r, zoneID: zone.zoneID) }
 
     /// One line for dumps.
     package var summary: String {
         switch self {
         case .put(let zone, let s):
             "\(zone): share '\(s.id.recordName)' of \(s.rootRecordName.map { "'\($0)'" } ?? "the zone"), public \(s.publicPermission.rawValue), "
+                + "\(s.participants.count) participant(s)"
+        case .recorded(let zone, let s, let lsn):
+            "\(zone): share '\(s.id.recordName)' as recorded at partition LSN \(lsn), public \(s.publicPermission.rawValue), "
                 + "\(s.participants.count) participant(s)"
         case .delete(let zone, let name): "\(zone): share '\(name)' deleted"
         case .access(let zone, let user, _, let gone): "\(zone): '\(user)' \(gone ? "lost" : "gained") access"
@@ -121,6 +91,9 @@ package struct ShareCatalog: Sendable {
     /// Per user: the last time each shared zone became visible or stopped being so, for the shared database's change
     /// feed.
     package private(set) var access: [String: [ZoneKey: AccessEvent]] = [:]
+    /// The partition LSN of each share's record as the catalog last applied it (``ShareMutation/recorded(_:_:lsn:)``);
+    /// a share without one was saved before shares were records (it is migrated when the store opens).
+    package private(set) var recorded: [ZoneKey: [String: UInt64]] = [:]
 
     package init() {}
 
@@ -146,22 +119,32 @@ package struct ShareCatalog: Sendable {
     mutating func apply(_ m: ShareMutation, version: UInt64) {
         switch m {
         case .put(let zone, let s):
-            if let old = shares[zone]?[s.id.recordName], let g = old.shortGUID { byGUID[g] = nil }
-            shares[zone, default: [:]][s.id.recordName] = s
-            if let g = s.shortGUID { byGUID[g] = (zone, s.id.recordName) }
+            put(zone, s)
+        case .recorded(let zone, let s, let lsn):
+            put(zone, s)
+            recorded[zone, default: [:]][s.id.recordName] = lsn
         case .delete(let zone, let name):
             if let g = shares[zone]?[name]?.shortGUID { byGUID[g] = nil }
             shares[zone]?[name] = nil
             if shares[zone]?.isEmpty == true { shares[zone] = nil }
+            recorded[zone]?[name] = nil
+            if recorded[zone]?.isEmpty == true { recorded[zone] = nil }
         case .access(let zone, let user, let lsn, let gone):
             access[user, default: [:]][zone] = AccessEvent(lsn: lsn, gone: gone, version: version)
         }
     }
 
+    private mutating func put(_ zone: ZoneKey, _ s: Share) {
+        if let old = shares[zone]?[s.id.recordName], let g = old.shortGUID { byGUID[g] = nil }
+        shares[zone, default: [:]][s.id.recordName] = s
+        if let g = s.shortGUID { byGUID[g] = (zone, s.id.recordName) }
+    }
+
     /// The catalog checkpoint's shares section: `zone count varint · per zone: zone key · share count varint ·
     /// share…` then `user count varint · per user: user string · zone count varint · (zone key · lsn varint · gone
     /// u8)…`, sorted, then the access events' catalog versions in the same order (`version varint…`; absent in
-    /// checkpoints written before they were kept: read as 0).
+    /// checkpoints written before they were kept: read as 0), then the shares' record LSNs (`count varint · (zone key ·
+    /// record name string · lsn varint)…`, sorted; absent before shares were records: none).
     package func encode(into w: inout ByteWriter) {
         let zones = shares.keys.sorted { $0.description < $1.description }
         w.varint(zones.count)
@@ -186,6 +169,15 @@ package struct ShareCatalog: Sendable {
             let zs = access[user]!
             for z in zs.keys.sorted(by: { $0.description < $1.description }) { w.varint(zs[z]!.version) }
         }
+        let recordedZones = recorded.keys.sorted { $0.description < $1.description }
+        w.varint(recorded.values.reduce(0) { $0 + $1.count })
+        for z in recordedZones {
+            for (name, lsn) in recorded[z]!.sorted(by: { $0.key < $1.key }) {
+                Commit.encode(z, into: &w)
+                w.string(name)
+                w.varint(lsn)
+            }
+        }
     }
 
     package static func decode(_ r: inout ByteReader) throws -> ShareCatalog {
@@ -206,6 +198,12 @@ package struct ShareCatalog: Sendable {
             for z in out.access[user]!.keys.sorted(by: { $0.description < $1.description }) {
                 out.access[user]![z]!.version = try r.varint()
             }
+        }
+        guard !r.isAtEnd else { return out }
+        for _ in 0..<(try r.length()) {
+            let z = try Commit.decodeZone(&r)
+            let name = try r.string()
+            out.recorded[z, default: [:]][name] = try r.varint()
         }
         return out
     }

@@ -19,11 +19,80 @@ extension Database {
     public func saveShare(_ share: Share, createShortGUID: Bool = true) async throws -> Share {
         try authorize(.write)
         let key = try ownerShareZone(share.id)
-        if let root = share.rootRecordName {
+        try Self.validateShare(share, owner: id.owner)
+        if let root = share.rootRecordName { _ = try await liveEntry(RecordID(recordName: root, zoneID: share.id.zoneID)) }
+        let owner = id.owner
+        let (_, saved) = try await commitShares(key) { inZone, st -> (ShareChanges, Void) in
+            let planned = try Self.plannedSave(share, createShortGUID: createShortGUID, owner: owner, key: key, inZone: inZone) { name in
+                guard let e = try st.entry(key, name) else { return false }
+                return !e.deleted
+            }
+            return (planned, ())
+        }
+        return saved[0]
+    }
+
+    /// What saving `share` (validated: ``validateShare(_:owner:)``) in zone `key` changes, given the zone's shares
+    /// `inZone` as staged and whether a record exists (`exists`, for the root): the share to write and the accesses it
+    /// ends. The one rule of a share save, for ``saveShare(_:createShortGUID:)`` and for a share saved with its root in
+    /// one ``modify(_:shares:atomic:assetRule:)``.
+    static func plannedSave(
+        _ share: Share, createShortGUID: Bool, owner: String, key: ZoneKey, inZone: [String: Share], exists: (String) throws -> Bool
+    ) throws -> ShareChanges {
+        if let root = share.rootRecordName, try !exists(root) {
+            throw CloudletError(.unknownItem, "record '\(root)' does not exist in zone '\(key.zoneName)'")
+        }
+        let old = inZone[share.id.recordName]
+        if let old {
+            guard share.changeTag == old.changeTag else {
+                throw share.changeTag == nil
+                    ? CloudletError(.recordExists, "share '\(share.id.recordName)' already exists in zone '\(key.zoneName)'")
+                    : CloudletError(.serverRecordChanged, "share '\(share.id.recordName)' changed since it was read")
+            }
+            guard old.rootRecordName == share.rootRecordName else {
+                throw CloudletError.invalid("share '\(share.id.recordName)' cannot change its root record")
+            }
+        } else if share.changeTag != nil {
+            throw CloudletError(.unknownItem, "share '\(share.id.recordName)' does not exist in zone '\(key.zoneName)'")
+        }
+        for other in inZone.values where other.id.recordName != share.id.recordName {
+            if other.isZoneWide || share.isZoneWide || other.rootRecordName == share.rootRecordName {
+                throw CloudletError(
+                    .recordExists,
+                    share.isZoneWide
+                        ? "zone '\(key.zoneName)' already has a share ('\(other.id.recordName)'); it cannot also be shared whole"
+                        : "record '\(share.rootRecordName!)' is already shared (share '\(other.id.recordName)')")
+            }
+        }
+        var next = share
+        next.id = RecordID(recordName: share.id.recordName, zoneID: key.zoneID)
+        next.owner = owner
+        let previous = old?.participants ?? []
+        next.participants = Self.mergedParticipants(share.participants, previous: previous)
+        let active = next.participants.filter { $0.acceptance != .removed }
+        guard active.count < Share.maxParticipants else {
+            throw CloudletError(.limitExceeded, "a share has at most \(Share.maxParticipants) participants, the owner included")
+        }
+        func invited(_ ps: [Share.Participant]) -> [String] {
+            ps.filter { $0.type == .user && $0.acceptance != .removed }.map(\.userRecordName).sorted()
+        }
+        if old != nil, old!.publicPermission != .none, share.publicPermission != .none, invited(next.participants) != invited(previous) {
+            throw CloudletError.invalid("participants can be edited only while the share's publicPermission is NONE")
+        }
+        next.shortGUID = old?.shortGUID ?? (createShortGUID ? Self.newShortGUID() : nil)
+        var changes = ShareChanges(puts: [next])
+        for p in previous where p.acceptance == .accepted && next.permission(of: p.userRecordName) == .none {
+            changes.access.append((p.userRecordName, gone: true))
+        }
+        return changes
+    }
+
+    /// Checks what a share saved by `owner` may be without looking at the store: its name, kind and participants.
+    static func validateShare(_ share: Share, owner: String) throws {
+        if share.rootRecordName != nil {
             guard share.id.recordName != Share.zoneWideShareName else {
                 throw CloudletError.invalid("a share named '\(Share.zoneWideShareName)' is zone-wide; it has no root record")
             }
-            _ = try await liveEntry(RecordID(recordName: root, zoneID: share.id.zoneID))
         } else if share.id.recordName != Share.zoneWideShareName {
             throw CloudletError.invalid("a zone-wide share is named '\(Share.zoneWideShareName)', not '\(share.id.recordName)'")
         }
@@ -31,64 +100,13 @@ extension Database {
         var seen: Set<String> = []
         for p in share.participants {
             try Names.validateUser(p.userRecordName)
-            guard p.userRecordName != id.owner, p.type != .owner else {
-                throw CloudletError.invalid("the owner '\(id.owner)' is not listed among the participants of their share")
+            guard p.userRecordName != owner, p.type != .owner else {
+                throw CloudletError.invalid("the owner '\(owner)' is not listed among the participants of their share")
             }
             guard seen.insert(p.userRecordName).inserted else {
                 throw CloudletError.invalid("participant '\(p.userRecordName)' is listed twice")
             }
         }
-        let lsn = store.partition(for: key).state.withLock { $0.lastLSN }
-        let owner = id.owner
-        let (saved, version) = try await store.catalog.commit(waitingForRoom: { st -> ([Mutation], Share) in
-            let inZone = st.shares.shares(in: key)
-            let old = inZone[share.id.recordName]
-            if let old {
-                guard share.changeTag == old.changeTag else {
-                    throw share.changeTag == nil
-                        ? CloudletError(.recordExists, "share '\(share.id.recordName)' already exists in zone '\(key.zoneName)'")
-                        : CloudletError(.serverRecordChanged, "share '\(share.id.recordName)' changed since it was read")
-                }
-                guard old.rootRecordName == share.rootRecordName else {
-                    throw CloudletError.invalid("share '\(share.id.recordName)' cannot change its root record")
-                }
-            } else if share.changeTag != nil {
-                throw CloudletError(.unknownItem, "share '\(share.id.recordName)' does not exist in zone '\(key.zoneName)'")
-            }
-            for other in inZone.values where other.id.recordName != share.id.recordName {
-                if other.isZoneWide || share.isZoneWide || other.rootRecordName == share.rootRecordName {
-                    throw CloudletError(
-                        .recordExists,
-                        share.isZoneWide
-                            ? "zone '\(key.zoneName)' already has a share ('\(other.id.recordName)'); it cannot also be shared whole"
-                            : "record '\(share.rootRecordName!)' is already shared (share '\(other.id.recordName)')")
-                }
-            }
-            var next = share
-            next.id = RecordID(recordName: share.id.recordName, zoneID: key.zoneID)
-            next.owner = owner
-            let previous = old?.participants ?? []
-            next.participants = Self.mergedParticipants(share.participants, previous: previous)
-            let active = next.participants.filter { $0.acceptance != .removed }
-            guard active.count < Share.maxParticipants else {
-                throw CloudletError(.limitExceeded, "a share has at most \(Share.maxParticipants) participants, the owner included")
-            }
-            func invited(_ ps: [Share.Participant]) -> [String] {
-                ps.filter { $0.type == .user && $0.acceptance != .removed }.map(\.userRecordName).sorted()
-            }
-            if old != nil, old!.publicPermission != .none, share.publicPermission != .none, invited(next.participants) != invited(previous) {
-                throw CloudletError.invalid("participants can be edited only while the share's publicPermission is NONE")
-            }
-            next.shortGUID = old?.shortGUID ?? (createShortGUID ? Self.newShortGUID() : nil)
-            next.changeTag = Self.newShareTag()
-            var mutations: [Mutation] = [.security(.share(.put(key, next)))]
-            for p in previous where p.acceptance == .accepted && next.permission(of: p.userRecordName) == .none {
-                mutations.append(.security(.share(.access(key, user: p.userRecordName, lsn: lsn, gone: true))))
-            }
-            return (mutations, next)
-        })
-        try await store.catalog.waitDurable(version)
-        return saved
     }
 
     /// The participants of a share saved with `listed` over `previous`: acceptance is the participant's to give, so a
@@ -140,57 +158,29 @@ extension Database {
     public func deleteShare(_ shareID: RecordID) async throws {
         try authorize(.write)
         let key = try id.scope == .shared ? sharedKey(shareID.zoneID) : ownerShareZone(shareID)
-        let lsn = store.partition(for: key).state.withLock { $0.lastLSN }
         let user = id.owner, leaving = id.scope == .shared
-        let (_, version) = try await store.catalog.commit(waitingForRoom: { st -> ([Mutation], Void) in
-            guard var s = st.shares.shares(in: key)[shareID.recordName], !leaving || s.permission(of: user) != .none else {
+        _ = try await commitShares(key) { inZone, _ -> (ShareChanges, Void) in
+            guard var s = inZone[shareID.recordName], !leaving || s.permission(of: user) != .none else {
                 throw CloudletError(.unknownItem, "share '\(shareID.recordName)' does not exist in zone '\(key.zoneName)'")
             }
             if leaving {
                 let i = s.participants.firstIndex { $0.userRecordName == user }!
                 s.participants[i].acceptance = .removed
-                s.changeTag = Self.newShareTag()
-                return ([.security(.share(.put(key, s))), .security(.share(.access(key, user: user, lsn: lsn, gone: true)))], ())
+                return (ShareChanges(puts: [s], access: [(user, gone: true)]), ())
             }
-            return (Self.ending(s, in: key, lsn: lsn), ())
-        })
-        try await store.catalog.waitDurable(version)
-    }
-
-    /// The mutations that end share `s` of zone `key` for everyone.
-    static func ending(_ s: Share, in key: ZoneKey, lsn: UInt64) -> [Mutation] {
-        [.security(.share(.delete(key, recordName: s.id.recordName)))]
-            + s.participants.filter { $0.acceptance == .accepted }.map {
-                .security(.share(.access(key, user: $0.userRecordName, lsn: lsn, gone: true)))
-            }
-    }
-
-    /// Ends the shares of zone `key` whose root is one of `roots` (every share of the zone when nil): the owner deleted
-    /// those records, or the zone.
-    func endShares(in key: ZoneKey, rootedAt roots: Set<String>?) async throws {
-        guard !store.catalog.snapshot().shares.shares(in: key).isEmpty else { return }
-        let lsn = store.partition(for: key).state.withLock { $0.lastLSN }
-        let (_, version) = try await store.catalog.commit(waitingForRoom: { st -> ([Mutation], Void) in
-            let ended = st.shares.shares(in: key).values.filter { s in roots.map { r in s.rootRecordName.map(r.contains) ?? false } ?? true }
-            return (ended.flatMap { Self.ending($0, in: key, lsn: lsn) }, ())
-        })
-        try await store.catalog.waitDurable(version)
-    }
-
-    /// Ends the hierarchy shares of zone `key` whose root no longer exists (after deletions in the zone).
-    func endSharesOfDeletedRoots(in key: ZoneKey) async throws {
-        let roots = store.catalog.snapshot().shares.shares(in: key).values.compactMap(\.rootRecordName)
-        guard !roots.isEmpty else { return }
-        var gone: Set<String> = []
-        let partition = store.partition(for: key)
-        for (root, entry) in zip(roots, try await partition.currentEntries(key, roots) ?? []) where entry?.deleted ?? true {
-            gone.insert(root)
+            return (Self.ending([s]), ())
         }
-        if !gone.isEmpty { try await endShares(in: key, rootedAt: gone) }
+    }
+
+    /// What ending `shares` for everyone changes: their records deleted, every accepted participant's access gone.
+    static func ending(_ shares: [Share]) -> ShareChanges {
+        var changes = ShareChanges(deletions: shares.map(\.id.recordName))
+        for s in shares { changes.access += s.participants.filter { $0.acceptance == .accepted }.map { ($0.userRecordName, gone: true) } }
+        return changes
     }
 
     /// The zone of a share of this private database's user. - Throws: `badDatabase` elsewhere or in the default zone.
-    private func ownerShareZone(_ shareID: RecordID) throws -> ZoneKey {
+    func ownerShareZone(_ shareID: RecordID) throws -> ZoneKey {
         guard id.scope == .private else {
             throw CloudletError(.badDatabase, "shares are saved in a custom zone of their owner's private database, not in the \(id.scope.rawValue) database")
         }
@@ -255,15 +245,14 @@ extension Database {
             throw CloudletError(.authenticationRequired, "accepting a share needs a signed-in user, not \(access)")
         }
         let (key, _) = try lookUpShare(shortGUID)
-        let lsn = store.partition(for: key).state.withLock { $0.lastLSN }
-        let (accepted, version) = try await store.catalog.commit(waitingForRoom: { st -> ([Mutation], Share) in
-            guard let at = st.shares.byGUID[shortGUID], var s = st.shares.shares(in: at.zone)[at.name] else {
+        let (current, saved) = try await commitShares(key) { inZone, _ -> (ShareChanges, Share) in
+            guard var s = inZone.values.first(where: { $0.shortGUID == shortGUID }) else {
                 throw CloudletError(.unknownItem, "no share has short GUID '\(shortGUID)'")
             }
-            if user == s.owner { return ([], s) }
+            if user == s.owner { return (ShareChanges(), s) }
             if let i = s.participants.firstIndex(where: { $0.userRecordName == user }) {
                 switch s.participants[i].acceptance {
-                case .accepted: return ([], s)
+                case .accepted: return (ShareChanges(), s)
                 case .removed: throw CloudletError(.permissionFailure, "'\(user)' was removed from share '\(shortGUID)'")
                 case .pending: s.participants[i].acceptance = .accepted
                 }
@@ -277,10 +266,9 @@ extension Database {
                 s.participants.append(
                     Share.Participant(userRecordName: user, type: .publicUser, permission: s.publicPermission, acceptance: .accepted))
             }
-            s.changeTag = Self.newShareTag()
-            return ([.security(.share(.put(at.zone, s))), .security(.share(.access(at.zone, user: user, lsn: lsn, gone: false)))], s)
-        })
-        try await store.catalog.waitDurable(version)
+            return (ShareChanges(puts: [s], access: [(user, gone: false)]), s)
+        }
+        let accepted = saved.first ?? current
         return ShareMetadata(share: accepted, callerParticipant: accepted.participant(user), rootRecord: nil)
     }
 

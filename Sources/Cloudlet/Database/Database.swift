@@ -120,12 +120,20 @@ public struct Database: CloudletDatabase {
         }
         let key = try key(zoneID)
         let partition = store.partition(for: key)
-        let (_, lsn) = try await partition.commit(waitingForRoom: { st, _ in
-            guard st.zone(key) != nil else { throw zoneNotFound(key) }
-            return ([.deleteZone(key, time: Int64((Date().timeIntervalSince1970 * 1000).rounded()))], ())
-        })
+        // The zone's shares end with it: their records go with the zone, and the catalog's copy is staged after it.
+        let catalog = store.catalog
+        let hooks = store.testHooks
+        let staging = StagedCatalogCommit()
+        let (_, lsn) = try await partition.commit(
+            waitingForRoom: { st, lsn -> ([Mutation], [Mutation]) in
+                guard st.zone(key) != nil else { throw zoneNotFound(key) }
+                let shares = catalog.stagedShares(in: key).values.sorted { $0.id.recordName < $1.id.recordName }
+                let ended = shares.isEmpty ? [] : Self.catalogCopy(of: Self.ending(shares), saved: [], in: key, lsn: lsn)
+                return ([.deleteZone(key, time: Int64((Date().timeIntervalSince1970 * 1000).rounded()))], ended)
+            },
+            staged: { ended, _ in staging.stage(ended, in: catalog, hooks: hooks) })
         if let lsn { try await partition.waitDurable(lsn) }
-        try await endShares(in: key, rootedAt: nil)
+        try await staging.waitDurable(catalog)
     }
 
     func requireZone(_ key: ZoneKey) throws {
@@ -278,6 +286,17 @@ public struct Database: CloudletDatabase {
     public func modify(
         _ operations: [RecordOperation], atomic: Bool = true, assetRule: AssetRule?
     ) async throws -> [RecordResult] {
+        try await modify(operations, saving: [], atomic: atomic, assetRule: assetRule).records
+    }
+
+    /// ``modify(_:atomic:assetRule:)`` that also saves shares (private database): each share is committed in its
+    /// zone's commit, after the zone's record operations — so a share and its root record saved together are one
+    /// commit, both saved or neither, as in CloudKit. A share fails as ``saveShare(_:createShortGUID:)`` would; in an
+    /// atomic zone, a failed share fails the zone's records (`batchRequestFailed`) and a failed record its shares.
+    /// Returns one result per operation and one per share, in order.
+    public func modify(
+        _ operations: [RecordOperation], saving shares: [ShareSave], atomic: Bool = true, assetRule: AssetRule? = nil
+    ) async throws -> (records: [RecordResult], shares: [Result<Share, CloudletError>]) {
         try authorize(.write)
         guard operations.count <= Self.maxOperationsPerBatch else {
             throw CloudletError(
@@ -312,25 +331,32 @@ public struct Database: CloudletDatabase {
                 results[i] = .failed(op.recordID, e)
             }
         }
+        var shareResults = [Result<Share, CloudletError>?](repeating: nil, count: shares.count)
+        var shareGroups: [ZoneKey: [(Int, ShareSave)]] = [:]
+        for (i, save) in shares.enumerated() {
+            do {
+                let key = try ownerShareZone(save.share.id)
+                try Self.validateShare(save.share, owner: id.owner)
+                if groups[key] == nil && shareGroups[key] == nil { order.append(key) }
+                shareGroups[key, default: []].append((i, save))
+            } catch let e as CloudletError { shareResults[i] = .failure(e) }
+        }
         await store.testHooks.runBeforeModifyCommit()
         var waits: [(Partition, UInt64)] = []
+        var stagings: [StagedCatalogCommit] = []
         for key in order {
-            let (groupResults, wait) = try await commitGroup(
-                key, groups[key]!, atomic: atomic, rejected: prepared.rejected, assetRule: assetRule)
+            let staging = StagedCatalogCommit()
+            let (groupResults, groupShares, wait) = try await commitGroup(
+                key, groups[key] ?? [], shares: shareGroups[key] ?? [], atomic: atomic, rejected: prepared.rejected,
+                assetRule: assetRule, staging: staging)
             for (i, r) in groupResults { results[i] = r }
+            for (i, r) in groupShares { shareResults[i] = r }
             if let wait { waits.append(wait) }
+            stagings.append(staging)
         }
         for (p, lsn) in waits { try await p.waitDurable(lsn) }
-        // A share's root deleted — by the owner, or by a DELETE_SELF cascade from a record a participant deleted — ends the
-        // share for everyone.
-        if id.scope != .public {
-            var zonesWithDeletions: Set<ZoneKey> = []
-            for (i, op) in operations.enumerated() where op.isDeletion {
-                if case .deleted(let rid)? = results[i], let key = try? key(rid.zoneID) { zonesWithDeletions.insert(key) }
-            }
-            for key in zonesWithDeletions { try await endSharesOfDeletedRoots(in: key) }
-        }
-        return results.map { $0! }
+        for staging in stagings { try await staging.waitDurable(store.catalog) }
+        return (results.map { $0! }, shareResults.map { $0! })
     }
 
     /// Plans and commits one zone's operations against a catalog snapshot taken under the partition's lock. When
@@ -338,10 +364,10 @@ public struct Database: CloudletDatabase {
     /// the lock, never under it — and the batch is planned again against a snapshot that has them (again if the
     /// catalog moved meanwhile, e.g. a concurrent reset).
     private func commitGroup(
-        _ key: ZoneKey, _ ops: [(Int, RecordOperation)], atomic: Bool, rejected: [Int: CloudletError],
-        assetRule: AssetRule?
+        _ key: ZoneKey, _ ops: [(Int, RecordOperation)], shares: [(Int, ShareSave)], atomic: Bool, rejected: [Int: CloudletError],
+        assetRule: AssetRule?, staging: StagedCatalogCommit
     ) async throws -> (
-        [Int: RecordResult], (Partition, UInt64)?
+        [Int: RecordResult], [Int: Result<Share, CloudletError>], (Partition, UInt64)?
     ) {
         let partition = store.partition(for: key)
         let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
@@ -364,7 +390,11 @@ public struct Database: CloudletDatabase {
             do {
                 // What the planner looks up in the key directory, applying the commit need not look up again.
                 let lookups = PlannedLookups(zone: key)
-                let (results, lsn) = try await partition.commit(lookups: lookups, waitingForRoom: { st, lsn in
+                let catalog = store.catalog
+                let owner = id.owner
+                let hooks = store.testHooks
+                let stamp = RecordStamp(timestamp: now, userRecordName: user, deviceID: store.configuration.deviceID)
+                let ((results, shareResults, _), lsn) = try await partition.commit(lookups: lookups, waitingForRoom: { st, lsn in
                     prefetched.seed(lookups, currentEpoch: partition.entryCache.epoch)
                     var planner = BatchPlanner(
                         state: st, lsn: lsn, zone: key, catalog: store.catalog.snapshot(), access: access,
@@ -373,10 +403,57 @@ public struct Database: CloudletDatabase {
                         read: { name, entry in
                             try prefetched.records[RecordCache.Key(entry)] ?? partition.readDurable(key, name, entry, retry: false)
                         })
-                    let results = try planner.plan(ops, atomic: atomic, rejected: rejected)
-                    return (planner.mutations, results)
-                })
-                return (results, lsn.map { (partition, $0) })
+                    var results = try planner.plan(ops, atomic: atomic, rejected: rejected)
+                    // A share whose root (or record) the batch deletes ends in the same commit.
+                    var changes = Self.sharesEnded(by: planner.mutations, in: key, catalog: catalog)
+                    var mutations = planner.mutations
+                    var deletedByBatch: Set<String> = []
+                    if !changes.deletions.isEmpty {
+                        for m in mutations { if case .deleteRecord(_, let name, _, _, _) = m { deletedByBatch.insert(name) } }
+                    }
+                    for name in changes.deletions where !deletedByBatch.contains(name) {
+                        mutations.append(.deleteRecord(zone: key, recordName: name, recordType: Share.recordType, time: now, parent: nil))
+                    }
+                    // Shares saved with the records: after them, in the same commit.
+                    var shareResults: [Int: Result<Share, CloudletError>] = [:]
+                    if !shares.isEmpty {
+                        var inZone = catalog.stagedShares(in: key)
+                        var failure = atomic ? results.values.first(where: { $0.error != nil }).map { ($0.recordID.recordName, $0.error!) } : nil
+                        for (i, save) in shares where failure == nil {
+                            do {
+                                let planned = try Self.plannedSave(
+                                    save.share, createShortGUID: save.createShortGUID, owner: owner, key: key, inZone: inZone,
+                                    exists: planner.existsAfterPlan)
+                                var s = planned.puts[0]
+                                if inZone[s.id.recordName] == nil, try planner.existsAfterPlan(s.id.recordName) {
+                                    throw CloudletError(
+                                        .recordExists, "record '\(s.id.recordName)' exists in zone '\(key.zoneName)': a share cannot take its name")
+                                }
+                                mutations.append(try Self.shareRecordMutation(&s, in: key, st: st, lsn: lsn, index: mutations.count, stamp: stamp))
+                                inZone[s.id.recordName] = s
+                                changes.puts.append(s)
+                                changes.access += planned.access
+                                shareResults[i] = .success(s)
+                            } catch let e as CloudletError {
+                                shareResults[i] = .failure(e)
+                                if atomic { failure = (save.share.id.recordName, e) }
+                            }
+                        }
+                        if let (name, e) = failure {
+                            // The zone's batch is all or nothing: nothing of it is written.
+                            let failed = CloudletError(
+                                .batchRequestFailed, "the atomic batch of zone '\(key.zoneName)' failed because '\(name)' failed (\(e.message))")
+                            mutations = []
+                            changes = ShareChanges()
+                            for (i, r) in results where r.error == nil { results[i] = .failed(r.recordID, failed) }
+                            for (i, _) in shares where (try? shareResults[i]?.get()) != nil || shareResults[i] == nil {
+                                shareResults[i] = .failure(failed)
+                            }
+                        }
+                    }
+                    return (mutations, (results, shareResults, Self.catalogCopy(of: changes, saved: changes.puts, in: key, lsn: lsn)))
+                }, staged: { planned, _ in staging.stage(planned.2, in: catalog, hooks: hooks) })
+                return (results, shareResults, lsn.map { (partition, $0) })
             } catch let needs as BatchPlanner.NeedsSchema {
                 try await store.addSchema(needs.mutations)
             }

@@ -269,6 +269,9 @@ package struct BatchPlanner {
 
     private func exists(_ name: String) throws -> Bool { try version(name) != nil }
 
+    /// Whether record `name` exists as the zone stands with this batch planned (a share saved with its root checks it).
+    func existsAfterPlan(_ name: String) throws -> Bool { try exists(name) }
+
     /// The key directory's entry of `name` (as the partition has it, before this batch), looked up once.
     private func entry(_ name: String) throws -> RecordEntry? {
         if let known = looked.entries[name] { return known }
@@ -283,6 +286,10 @@ package struct BatchPlanner {
         _ input: Record, fields: [String: FieldValue], parent: RecordID? = nil, replacing previous: Previous?
     ) throws -> Record {
         try Names.validateIdentifier(input.recordType, what: "record type")
+        guard input.recordType != Share.recordType, previous?.type != Share.recordType else {
+            throw CloudletError.invalid(
+                "record '\(input.recordName)' is a share ('\(Share.recordType)'): save it as a share (saveShare, or a share operation), not as a record")
+        }
         if let previous, previous.type != input.recordType {
             throw CloudletError.invalid(
                 "record '\(input.recordName)' has type '\(previous.type)'; it cannot be saved as '\(input.recordType)'")

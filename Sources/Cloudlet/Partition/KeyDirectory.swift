@@ -131,6 +131,12 @@ package struct KeyDirectory: Sendable {
         return Set(try names(under: DirectoryKey.referencePrefix(DirectoryKey.zone(z), target)))
     }
 
+    /// The names of the live records of type `type` in zone `z`, in name order (the type index).
+    package func names(ofType type: String, in z: ZoneKey) throws -> [String] {
+        guard summaries[z] != nil else { return [] }
+        return try names(under: DirectoryKey.typePrefix(DirectoryKey.zone(z), type))
+    }
+
     /// The key suffixes (record names) of the keys under `prefix` whose values are empty markers, in key order.
     private func names(under prefix: [UInt8]) throws -> [String] {
         var out: [String] = []

@@ -318,6 +318,18 @@ package final class Partition: Sendable {
         return try await writer.run { try self.commitNow(admitOverLimit: true, lookups: lookups, plan) }
     }
 
+    /// ``commit(lookups:waitingForRoom:)`` that runs `staged` with the plan's result and the commit's LSN once the
+    /// commit is staged and applied, still under the state's lock (so in this partition's commit order): where a commit
+    /// that has a copy in the catalog (share records) stages that copy. Not run when nothing was written.
+    package func commit<R: Sendable>(
+        lookups: PlannedLookups? = nil,
+        waitingForRoom plan: @escaping @Sendable (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R),
+        staged: @escaping @Sendable (R, UInt64) -> Void
+    ) async throws -> (result: R, lsn: UInt64?) {
+        try await log.waitForRoom()
+        return try await writer.run { try self.commitNow(admitOverLimit: true, lookups: lookups, plan, staged: staged) }
+    }
+
     /// Commits as a job of the partition's ``writer``, for threads that may block: runs `plan` with the state and
     /// the LSN its commit will get; stages the mutations it returns (if any) as one frame and applies them. Returns
     /// the plan's result and the LSN to wait for (nil if nothing was written). Blocks while the writer runs other
@@ -333,7 +345,7 @@ package final class Partition: Sendable {
     /// `admitOverLimit` (``Log/stage(type:payload:compressible:admitOverLimit:)``).
     private func commitNow<R>(
         admitOverLimit: Bool, lookups: PlannedLookups? = nil,
-        _ plan: (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R)
+        _ plan: (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R), staged: ((R, UInt64) -> Void)? = nil
     ) throws -> (result: R, lsn: UInt64?) {
         let (result, lsn, bytes, memtableFull) = try state.withLock { st -> (R, UInt64?, Int, Bool) in
             let lsn = st.lastLSN + 1
@@ -350,6 +362,7 @@ package final class Partition: Sendable {
                 precondition(staged == lsn, "partition \(id): staged LSN \(staged), expected \(lsn)")
                 return position
             }
+            staged?(result, lsn)
             return (result, lsn, length, memtableFull)
         }
         if lsn != nil { noteCommitted(bytes: bytes, memtableFull: memtableFull) }

@@ -113,6 +113,7 @@ public final class CloudletStore: Sendable {
             if !configuration.readOnly && !catalog.snapshot().subscriptions.isEmpty {
                 notificationHub.start(recover: durable?.recovered.incarnation != nil)
             }
+            try reconcileShareRecords()
             try openIndexes()
         } catch {
             // Close what opened (without checkpoints: nothing new to keep), so that the files are not left open.

@@ -53,7 +53,8 @@ struct ChangesHandler {
                     switch result {
                     case .success(let changes):
                         ChangesCoding.write(
-                            changes, zone: r.zoneID, owner: db.id.owner, to: &w, assetLinks: context.assetLinks)
+                            changes, zone: r.zoneID, owner: db.id.owner, to: &w, assetLinks: context.assetLinks,
+                            viewer: context.shareViewer)
                     case .failure(let e): ChangesCoding.writeError(e, zone: r.zoneID, owner: db.id.owner, to: &w)
                     }
                 }
@@ -72,7 +73,8 @@ struct ChangesHandler {
             throw APIError(e)
         }
         var w = JSONWriter()
-        ChangesCoding.write(changes, zone: r.zoneID, owner: db.id.owner, to: &w, assetLinks: context.assetLinks)
+        ChangesCoding.write(
+            changes, zone: r.zoneID, owner: db.id.owner, to: &w, assetLinks: context.assetLinks, viewer: context.shareViewer)
         return w.bytes
     }
 

@@ -39,7 +39,8 @@ struct QueryHandler {
                 for rec in results.records {
                     // The engine has applied desiredKeys already.
                     RecordCoding.write(
-                        rec, to: &w, desiredKeys: nil, numbersAsStrings: r.numbersAsStrings, assetLinks: links, share: roots[rec.id])
+                        rec, to: &w, desiredKeys: nil, numbersAsStrings: r.numbersAsStrings, assetLinks: links, share: roots[rec.id],
+                        viewer: context.shareViewer)
                 }
             }
             if let c = results.cursor { w.member("continuationMarker", c.marker) }

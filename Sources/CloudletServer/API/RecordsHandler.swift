@@ -17,24 +17,52 @@ struct RecordsHandler {
         var parsed = request.operations
         let (atomic, requestKeys, numbersAsStrings) = (request.atomic, request.desiredKeys, request.numbersAsStrings)
         try resolveRecordTypes(&parsed)
-        // Shares are not records of the zone: their operations go to the engine's share calls, after the records'.
-        let shareOps = try shareOperations(parsed)
+        // Shares are records of their zone: in a private database, saving one goes with the request's records into the
+        // zone's one commit (a share and its root: both or neither), and deleting one (ending it) is a record deletion.
+        // In a shared database a participant deleting a share leaves it (`deleteShare`), after the records.
+        let db = context.database
+        let allShareOps = try shareOperations(parsed)
+        let owned = context.path.scope == .private
+        let shareOps = owned ? allShareOps.filter { !parsed[$0].kind.isDelete } : allShareOps
         let recordOps = parsed.indices.filter { !shareOps.contains($0) }
         var schema = SchemaHints(container: context.container, environment: context.path.environment)
         let operations = try recordOps.map { try parsed[$0].operation(fieldType: { schema.type(of: $1, in: $0) }) }
+        let emails = shareOps.isEmpty ? [:] : try participantEmails(parsed, shareOps.sorted())
+        let shareRoots = Self.rootsOfShares(parsed)
+        var shareResults: [Int: Result<Share?, CloudletError>] = [:]
+        var saving: [(index: Int, save: ShareSave)] = []
+        let saves = shareOps.sorted().filter { !parsed[$0].kind.isDelete && parsed[$0].share != nil }
+        // The shares an update starts from (its change tag is checked again when it commits).
+        let updated = saves.filter { parsed[$0].kind != .create }
+        let updatedIDs = updated.map { ($0, parsed[$0].recordID) }
+        let existing: [Int: Share] = updated.isEmpty ? [:] : try ThreadBridge.wait {
+            var found: [Int: Share] = [:]
+            for (i, id) in updatedIDs { found[i] = try? await db.share(for: id) }
+            return found
+        }
+        for i in saves {
+            do {
+                let share = try Self.shareToSave(parsed[i], existing: existing[i], roots: shareRoots, emails: emails)
+                saving.append((i, ShareSave(share, createShortGUID: parsed[i].share!.createShortGUID)))
+            } catch let e as CloudletError { shareResults[i] = .failure(e) }
+        }
 
-        let db = context.database
         let rule = context.assets?.receiptRule(context)
         let reserved = try context.quota?.check(operations, in: db, container: context.container) ?? [:]
         var committed = false
         defer { context.quota?.finished(reserved, committed: committed) }
-        let recordResults = operations.isEmpty ? [] : try ThreadBridge.wait { try await db.modify(operations, atomic: atomic, assetRule: rule) }
+        let shareSaves = saving.map(\.save)
+        let (recordResults, savedShares) = operations.isEmpty && shareSaves.isEmpty
+            ? ([], []) : try ThreadBridge.wait { try await db.modify(operations, saving: shareSaves, atomic: atomic, assetRule: rule) }
         committed = true
+        for ((i, _), r) in zip(saving, savedShares) { shareResults[i] = r.map { $0 } }
         let links = context.assetLinks
         var byIndex: [Int: RecordResult] = [:]
         for (i, r) in zip(recordOps, recordResults) { byIndex[i] = r }
-        let shareResults = shareOps.isEmpty
-            ? [:] : try applyShareOperations(parsed, shareOps.sorted(), atomic: atomic, recordResults: byIndex)
+        let rest = shareOps.filter { shareResults[$0] == nil }.sorted()
+        if !rest.isEmpty {
+            shareResults.merge(try applyShareOperations(parsed, rest, atomic: atomic, recordResults: byIndex, emails: emails)) { a, _ in a }
+        }
         let caller = context.principal.access.userRecordName
         // A share's root names it (`share`), as in CloudKit; after the share operations, which may have just made it one.
         let roots = db.rootShares(of: recordResults.compactMap(\.record))
@@ -56,7 +84,8 @@ struct RecordsHandler {
                     case .saved(let r):
                         let keys = (op.desiredKeys ?? requestKeys).map(Set.init)
                         RecordCoding.write(
-                            r, to: &w, desiredKeys: keys, numbersAsStrings: numbersAsStrings, assetLinks: links, share: roots[r.id])
+                            r, to: &w, desiredKeys: keys, numbersAsStrings: numbersAsStrings, assetLinks: links, share: roots[r.id],
+                            viewer: context.shareViewer)
                     case .deleted(let id): RecordCoding.writeDeleted(id, to: &w)
                     case .failed(let id, let e):
                         RecordCoding.writeError(
@@ -118,7 +147,8 @@ struct RecordsHandler {
                     switch result {
                     case .success(let r):
                         RecordCoding.write(
-                            r, to: &w, desiredKeys: desired, numbersAsStrings: numbersAsStrings, assetLinks: links, share: roots[r.id])
+                            r, to: &w, desiredKeys: desired, numbersAsStrings: numbersAsStrings, assetLinks: links, share: roots[r.id],
+                            viewer: context.shareViewer)
                     case .failure(let e):
                         RecordCoding.writeError(
                             e, recordName: id.recordName, to: &w, numbersAsStrings: numbersAsStrings, assetLinks: links)

@@ -15,6 +15,8 @@ struct RequestContext: Sendable {
     let responseBudget: Int
     /// `scheme://host` as the client reached the server: where asset URLs point.
     let baseURL: String
+    /// Who share dictionaries are written for (`currentUserParticipant`, `url`).
+    var shareViewer: ShareCoding.Viewer { ShareCoding.Viewer(caller: principal.access.userRecordName, baseURL: baseURL) }
     /// Signs and checks asset URLs and receipts; nil where assets are not served (tests of other handlers).
     let assets: AssetTransfer?
     /// Each user's storage quota; nil: none.

@@ -71,12 +71,9 @@ extension RecordsHandler {
         return out
     }
 
-    /// Applies the share operations `indices` of `parsed`, after the record operations (so a share's root saved in the
-    /// same request exists). With `atomic`, a share operation in a zone where a record operation failed fails too.
-    func applyShareOperations(
-        _ parsed: [ParsedOperation], _ indices: [Int], atomic: Bool, recordResults: [Int: RecordResult]
-    ) throws -> [Int: Result<Share?, CloudletError>] {
-        // Participants named by email address are found among the users.
+    /// The user record names of the participants `indices` of `parsed` name by email address (users created with an
+    /// email). - Throws: `BAD_REQUEST` for an address no user has.
+    func participantEmails(_ parsed: [ParsedOperation], _ indices: [Int]) throws -> [String: String] {
         var emails: [String: String] = [:]
         let wanted = Set(indices.flatMap { parsed[$0].share?.participants ?? [] }.compactMap { $0.userRecordName == nil ? $0.emailAddress?.lowercased() : nil })
         if !wanted.isEmpty, let credentials = context.credentials {
@@ -88,12 +85,58 @@ extension RecordsHandler {
                 throw APIError.badRequest("\(parsed[i].path): no user has email address '\(p.emailAddress!)'")
             }
         }
-        let failedZones = Set(recordResults.values.compactMap { r -> ZoneID? in r.error == nil ? nil : r.recordID.zoneID })
-        // The root of a share saved with its root record: the record whose `share` names it.
+        return emails
+    }
+
+    /// The roots of shares saved with their root record: share name → the record whose `share` names it.
+    static func rootsOfShares(_ parsed: [ParsedOperation]) -> [String: RecordID] {
         var rootOf: [String: RecordID] = [:]
         for op in parsed { if let s = op.shareName { rootOf[s] = op.recordID } }
+        return rootOf
+    }
+
+    /// The share a save operation `op` asks for, over `existing` (the share as stored, if any).
+    static func shareToSave(_ op: ParsedOperation, existing: Share?, roots: [String: RecordID], emails: [String: String]) throws -> Share {
+        let parsedShare = op.share!
+        var share: Share
+        if let existing, op.kind != .create {
+            share = existing
+            if op.kind == .update || op.kind == .replace { share.changeTag = op.changeTag }
+        } else if op.recordName == Share.zoneWideShareName {
+            share = Share(zone: op.zone)
+        } else {
+            guard let root = parsedShare.forRecord.map({ RecordID(recordName: $0.recordName, zoneID: op.zone) }) ?? roots[op.recordName]
+            else {
+                throw CloudletError.invalid(
+                    "share '\(op.recordName)' has no root record: save it with the root record (whose 'share' names it) or give forRecord")
+            }
+            share = Share(root: root, recordName: op.recordName)
+            share.changeTag = existing == nil ? nil : op.changeTag
+        }
+        if let p = parsedShare.publicPermission { share.publicPermission = p }
+        if let ps = parsedShare.participants {
+            share.participants = ps.map { p in
+                let name = p.userRecordName ?? emails[p.emailAddress!.lowercased()]!
+                var out = share.participant(name) ?? Share.Participant(userRecordName: name, emailAddress: p.emailAddress)
+                out.permission = p.permission
+                // Left as it was, acceptance is the participant's; REMOVED removes, and one removed listed
+                // without it is invited again (the engine's rule, `Database.mergedParticipants`).
+                if let a = p.acceptance { out.acceptance = a } else if out.acceptance == .removed { out.acceptance = .pending }
+                return out
+            }
+        }
+        return share
+    }
+
+    /// Applies the share operations `indices` of `parsed` that were not committed with the records, after the record
+    /// operations (so a root saved in the same request exists). With `atomic`, a share operation in a zone where a
+    /// record operation failed fails too.
+    func applyShareOperations(
+        _ parsed: [ParsedOperation], _ indices: [Int], atomic: Bool, recordResults: [Int: RecordResult], emails: [String: String]
+    ) throws -> [Int: Result<Share?, CloudletError>] {
+        let failedZones = Set(recordResults.values.compactMap { r -> ZoneID? in r.error == nil ? nil : r.recordID.zoneID })
+        let roots = Self.rootsOfShares(parsed)
         let db = context.database
-        let (emailUsers, roots) = (emails, rootOf)
         return try ThreadBridge.wait {
             var out: [Int: Result<Share?, CloudletError>] = [:]
             for i in indices {
@@ -112,36 +155,9 @@ extension RecordsHandler {
                         out[i] = .success(nil)
                         continue
                     }
-                    let parsedShare = op.share!
                     let existing = try? await db.share(for: op.recordID)
-                    var share: Share
-                    if let existing, op.kind != .create {
-                        share = existing
-                        if op.kind == .update || op.kind == .replace { share.changeTag = op.changeTag }
-                    } else if op.recordName == Share.zoneWideShareName {
-                        share = Share(zone: op.zone)
-                    } else {
-                        guard let root = parsedShare.forRecord.map({ RecordID(recordName: $0.recordName, zoneID: op.zone) }) ?? roots[op.recordName]
-                        else {
-                            throw CloudletError.invalid(
-                                "share '\(op.recordName)' has no root record: save it with the root record (whose 'share' names it) or give forRecord")
-                        }
-                        share = Share(root: root, recordName: op.recordName)
-                        share.changeTag = existing == nil ? nil : op.changeTag
-                    }
-                    if let p = parsedShare.publicPermission { share.publicPermission = p }
-                    if let ps = parsedShare.participants {
-                        share.participants = ps.map { p in
-                            let name = p.userRecordName ?? emailUsers[p.emailAddress!.lowercased()]!
-                            var out = share.participant(name) ?? Share.Participant(userRecordName: name, emailAddress: p.emailAddress)
-                            out.permission = p.permission
-                            // Left as it was, acceptance is the participant's; REMOVED removes, and one removed listed
-                            // without it is invited again (the engine's rule, `Database.mergedParticipants`).
-                            if let a = p.acceptance { out.acceptance = a } else if out.acceptance == .removed { out.acceptance = .pending }
-                            return out
-                        }
-                    }
-                    out[i] = .success(try await db.saveShare(share, createShortGUID: parsedShare.createShortGUID))
+                    let share = try Self.shareToSave(op, existing: existing, roots: roots, emails: emails)
+                    out[i] = .success(try await db.saveShare(share, createShortGUID: op.share!.createShortGUID))
                 } catch let e as CloudletError { out[i] = .failure(e) }
             }
             return out

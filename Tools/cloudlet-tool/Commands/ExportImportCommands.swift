@@ -12,7 +12,8 @@ enum ExportCommand: Command {
         Writes the store's content as JSON lines, for backups and migrations: a header line, then the schema of each
         exported container (both environments), the custom zones, and every current record with all its fields
         (values typed as in CloudKit Web Services: {"type": "INT64", "value": 42}), created/modified stamps and
-        change tag. `cloudlet-tool import` reads it back. Read-only.
+        change tag. `cloudlet-tool import` reads it back. Shares (`cloudkit.share` records) are not exported: they
+        grant this server's users access. Read-only.
 
         OPTIONS
           --output FILE     Write to FILE (replaced when complete) instead of stdout.
@@ -69,7 +70,8 @@ enum ExportCommand: Command {
         var copied: Set<String> = []
         var missing: Set<String> = []
         try inspector.forEachCurrent(in: store, filter: filter2, progress: Progress.handler) { r in
-            guard let record = r.record else { return }
+            // Shares (cloudkit.share records) are access control between this server's users: not exported.
+            guard let record = r.record, record.recordType != Share.recordType else { return }
             Out.line(ExportLines.record(record, zone: r.zone))
             records += 1
             guard let assetsDir else { return }
