@@ -143,10 +143,11 @@ import Testing
         var recovered = 0
         var rng = SeededRandom(seed: 19)
         for round in 0..<4 {
-            // At most 8 × 300 saves a round, 9,600 in all: under the 10,000 the hub keeps per user in memory, however
-            // slowly this loop gets to read the writer's output on a loaded machine.
+            // The kill must fall while the writers still write (else the hub has caught up and there is no commit
+            // left without its notification), however slowly this loop reads their output on a loaded machine: so
+            // they may write up to 8 × 3,000 saves a round, and the store is reopened keeping every one in memory.
             let child = try ChildProcess(
-                exe, ["--data", data, "--prefix", "r\(round)", "--mode", "notify", "--writers", "8", "--max", "300"])
+                exe, ["--data", data, "--prefix", "r\(round)", "--mode", "notify", "--writers", "8", "--max", "3000"])
             let target = Int.random(in: 100...600, using: &rng)
             let deadline = Date().addingTimeInterval(15)
             while child.stdout.count < target + 1 && Date() < deadline { try await Task.sleep(for: .milliseconds(2)) }
@@ -156,7 +157,9 @@ import Testing
                 let parts = line.split(separator: " ").map(String.init)
                 if parts.first == "ack" { acked.insert(parts[2]) }
             }
-            let store = try await CloudletStore.open(at: data)
+            var configuration = StoreConfiguration()
+            configuration.notificationsInMemory = 200_000
+            let store = try await CloudletStore.open(at: data, configuration: configuration)
             recovered += store.notificationHub.commitsRecovered.load(ordering: .relaxed)
             var names: [String] = []
             var position: NotificationID? = nil
