@@ -68,30 +68,18 @@ final class UserQuota: Sendable {
         return reserved
     }
 
-    /// Reserves `added` bytes of `user`'s quota: against the kept bound when it has room, else against the usage
-    /// measured now. False when there is no database to measure. - Throws: `QUOTA_EXCEEDED` when they do not fit.
+    /// Reserves `added` bytes of `user`'s quota (``held(by:adding:reserve:db:container:)``). False when there is no
+    /// database to measure. - Throws: `QUOTA_EXCEEDED` when they do not fit.
     private func reserve(_ added: Int, for user: String, db: Database, container: Container) throws -> Bool {
-        let fits = usage.withLock { u -> Bool in
-            guard let bound = u[user]?.bound, bound + u[user]!.inFlight + added <= bytes else { return false }
-            u[user]!.inFlight += added
-            return true
-        }
-        if fits { return true }
-        guard let used = try measure(user, db: db, container: container) else { return false }
-        try usage.withLock { u in
-            var entry = u[user] ?? Usage()
-            entry.bound = used
-            defer { u[user] = entry }
-            // What is in flight may already be in `used` (saves that committed while it was measured): counting it
+        guard let h = try held(by: user, adding: added, reserve: true, db: db, container: container) else { return false }
+        guard h.fits else {
+            // What is in flight may already be in the measure (saves that committed while it was taken): counting it
             // again only errs on the side of the quota, and the next measure after they end is exact.
-            guard used + entry.inFlight + added <= bytes else {
-                let pending = entry.inFlight > 0 ? " (and requests under way add \(entry.inFlight))" : ""
-                throw APIError(
-                    "QUOTA_EXCEEDED",
-                    "the private database of '\(user)' holds \(used) bytes (records and assets) of its \(bytes)-byte quota\(pending); "
-                        + "these records would add \(added) (delete some records first)")
-            }
-            entry.inFlight += added
+            let pending = h.inFlight > 0 ? " (and requests under way add \(h.inFlight))" : ""
+            throw APIError(
+                "QUOTA_EXCEEDED",
+                "the private database of '\(user)' holds \(h.bound) bytes (records and assets) of its \(bytes)-byte quota\(pending); "
+                    + "these records would add \(added) (delete some records first)")
         }
         return true
     }
@@ -113,15 +101,23 @@ final class UserQuota: Sendable {
         r.fields.values.reduce(0) { sum, v in sum + v.assets.reduce(0) { $0 + ($1.receipt == nil ? 0 : Int($1.size)) } }
     }
 
-    /// The usage of `user`'s private database (plus what requests in flight add): the kept bound when that clears
-    /// `added` more bytes, else measured exactly (and kept). Nil when there is no such database to measure.
-    private func used(by user: String, clearing added: Int, db: Database, container: Container) throws -> Int? {
-        if let held = usage.withLock({ u in u[user]?.bound.map { $0 + u[user]!.inFlight } }), held + added <= bytes { return held }
-        guard let used = try measure(user, db: db, container: container) else { return nil }
-        return usage.withLock { u in
-            u[user, default: Usage()].bound = used
-            return used + u[user]!.inFlight
+    /// `user`'s usage bound, what requests in flight add, and whether `added` more bytes fit — against the kept bound
+    /// when it has room, else against the usage measured now (and kept). With `reserve`, bytes that fit are reserved
+    /// in the same step. Nil when there is no such database to measure.
+    private func held(
+        by user: String, adding added: Int, reserve: Bool, db: Database, container: Container
+    ) throws -> (bound: Int, inFlight: Int, fits: Bool)? {
+        let bytes = self.bytes
+        func take(_ u: inout [String: Usage], measured: Int?) -> (bound: Int, inFlight: Int, fits: Bool)? {
+            if let measured { u[user, default: Usage()].bound = measured }
+            guard let entry = u[user], let bound = entry.bound else { return nil }
+            let fits = bound + entry.inFlight + added <= bytes
+            if fits && reserve { u[user]!.inFlight += added }
+            return (bound, entry.inFlight, fits)
         }
+        if let kept = usage.withLock({ take(&$0, measured: nil) }), kept.fits { return kept }
+        guard let used = try measure(user, db: db, container: container) else { return nil }
+        return usage.withLock { take(&$0, measured: used) }
     }
 
     /// Measures `user`'s private database exactly; nil when there is none.
@@ -141,7 +137,7 @@ final class UserQuota: Sendable {
     ) throws -> Int64 {
         let want = Int(clamping: declared ?? limit)
         let db = try container.database(.private, access: .user(user), environment: environment)
-        let used = try used(by: user, clearing: want, db: db, container: container) ?? 0
+        let used = try held(by: user, adding: want, reserve: false, db: db, container: container).map { $0.bound + $0.inFlight } ?? 0
         let left = Int64(max(0, bytes - used))
         if let declared, declared > left { throw Self.uploadRefused(user: user, used: used, quota: bytes, size: "\(declared) bytes") }
         return left
