@@ -29,3 +29,16 @@ public func withTempDirectory<R>(_ body: (String) async throws -> R) async rethr
     defer { withExtendedLifetime(dir) {} }
     return try await body(dir.path)
 }
+
+/// Runs `body`, then `cleanup`, whether `body` returned or threw: an awaited `defer`. (`defer { Task { … } }` runs the
+/// cleanup after the test has ended, concurrently with the next one, or never if the process exits first.)
+public func withCleanup<R>(_ cleanup: () async -> Void, _ body: () async throws -> R) async rethrows -> R {
+    do {
+        let r = try await body()
+        await cleanup()
+        return r
+    } catch {
+        await cleanup()
+        throw error
+    }
+}

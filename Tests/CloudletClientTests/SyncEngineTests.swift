@@ -178,56 +178,58 @@ func contents(_ db: some CloudletDatabase, zone: ZoneID, type: String = "Note") 
         let server = try await ServerHandle()
         let a = try await Device.open("a", server: server)
         let b = try await Device.open("b", server: server)
-        defer { Task { await a.close(); await b.close(); await server.shutdown() } }
+        try await withCleanup({ await a.close(); await b.close(); await server.shutdown() }) {
+            try await a.engine.save(Record(recordType: "Note", recordName: "n1", zoneID: Self.zone, fields: ["text": .string("hello")]))
+            #expect(try await a.engine.pendingCount() == 1)
+            let sent = try await a.engine.sync()
+            #expect(sent.sent == 1 && sent.conflicts == 0, "\(sent)")
+            #expect(try await a.engine.pendingCount() == 0)
+            #expect(try await contents(server.database, zone: Self.zone)["n1"]?["text"] == .string("hello"))
 
-        try await a.engine.save(Record(recordType: "Note", recordName: "n1", zoneID: Self.zone, fields: ["text": .string("hello")]))
-        #expect(try await a.engine.pendingCount() == 1)
-        let sent = try await a.engine.sync()
-        #expect(sent.sent == 1 && sent.conflicts == 0, "\(sent)")
-        #expect(try await a.engine.pendingCount() == 0)
-        #expect(try await contents(server.database, zone: Self.zone)["n1"]?["text"] == .string("hello"))
+            let got = try await b.engine.sync()
+            #expect(got.fetched >= 1, "\(got)")
+            #expect(try await contents(b.db, zone: Self.zone)["n1"]?["text"] == .string("hello"))
 
-        let got = try await b.engine.sync()
-        #expect(got.fetched >= 1, "\(got)")
-        #expect(try await contents(b.db, zone: Self.zone)["n1"]?["text"] == .string("hello"))
-
-        // An edit and a deletion go the same way; the other device sees both.
-        try await b.engine.save(Record(recordType: "Note", recordName: "n1", zoneID: Self.zone, fields: ["text": .string("edited")]))
-        try await b.engine.save(Record(recordType: "Note", recordName: "n2", zoneID: Self.zone, fields: ["text": .string("two")]))
-        try await b.engine.sync()
-        try await b.engine.delete(RecordID(recordName: "n2", zoneID: Self.zone))
-        try await b.engine.sync()
-        try await a.engine.sync()
-        #expect(try await contents(a.db, zone: Self.zone) == ["n1": ["text": .string("edited")]])
-        #expect(try await contents(server.database, zone: Self.zone) == ["n1": ["text": .string("edited")]])
+            // An edit and a deletion go the same way; the other device sees both.
+            try await b.engine.save(Record(recordType: "Note", recordName: "n1", zoneID: Self.zone, fields: ["text": .string("edited")]))
+            try await b.engine.save(Record(recordType: "Note", recordName: "n2", zoneID: Self.zone, fields: ["text": .string("two")]))
+            try await b.engine.sync()
+            try await b.engine.delete(RecordID(recordName: "n2", zoneID: Self.zone))
+            try await b.engine.sync()
+            try await a.engine.sync()
+            #expect(try await contents(a.db, zone: Self.zone) == ["n1": ["text": .string("edited")]])
+            #expect(try await contents(server.database, zone: Self.zone) == ["n1": ["text": .string("edited")]])
+        }
     }
 
     @Test func changesMadeOfflineSurviveARestartAndAreSentWhenTheServerIsBack() async throws {
         let server = try await ServerHandle()
         let a = try await Device.open("a", server: server)
-        defer { Task { await server.shutdown() } }
-        a.network.setOnline(false)
-        for i in 0..<5 {
-            try await a.engine.save(Record(recordType: "Note", recordName: "off-\(i)", zoneID: Self.zone, fields: ["i": .int64(Int64(i))]))
-        }
-        try await a.engine.delete(RecordID(recordName: "off-4", zoneID: Self.zone))
-        await #expect(throws: CloudletError.self) { try await a.engine.sync() }
-        // Four saves queued; off-4 was created and deleted before the server ever had it, so that settles locally.
-        let queued = try await a.engine.pendingCount()
-        #expect(queued == 4)
+        try await withCleanup({ await server.shutdown() }) {
+            a.network.setOnline(false)
+            for i in 0..<5 {
+                try await a.engine.save(Record(recordType: "Note", recordName: "off-\(i)", zoneID: Self.zone, fields: ["i": .int64(Int64(i))]))
+            }
+            try await a.engine.delete(RecordID(recordName: "off-4", zoneID: Self.zone))
+            await #expect(throws: CloudletError.self) { try await a.engine.sync() }
+            // Four saves queued; off-4 was created and deleted before the server ever had it, so that settles locally.
+            let queued = try await a.engine.pendingCount()
+            #expect(queued == 4)
 
-        // The app quits; the device restarts; the queue is still there.
-        await a.close()
-        let reopened = try await Device.open("a", dir: a.dir, server: server)
-        defer { Task { await reopened.close() } }
-        let stillQueued = try await reopened.engine.pendingCount()
-        #expect(stillQueued == 4)
-        let report = try await reopened.engine.sync()
-        #expect(report.failures.isEmpty, "\(report)")
-        #expect(try await reopened.engine.pendingCount() == 0)
-        let onServer = try await contents(server.database, zone: Self.zone)
-        #expect(onServer.keys.sorted() == ["off-0", "off-1", "off-2", "off-3"])
-        #expect(onServer["off-3"]?["i"] == .int64(3))
+            // The app quits; the device restarts; the queue is still there.
+            await a.close()
+            let reopened = try await Device.open("a", dir: a.dir, server: server)
+            try await withCleanup({ await reopened.close() }) {
+                let stillQueued = try await reopened.engine.pendingCount()
+                #expect(stillQueued == 4)
+                let report = try await reopened.engine.sync()
+                #expect(report.failures.isEmpty, "\(report)")
+                #expect(try await reopened.engine.pendingCount() == 0)
+                let onServer = try await contents(server.database, zone: Self.zone)
+                #expect(onServer.keys.sorted() == ["off-0", "off-1", "off-2", "off-3"])
+                #expect(onServer["off-3"]?["i"] == .int64(3))
+            }
+        }
     }
 
     @Test func aConflictGoesToTheResolverWithAllThreeCopies() async throws {
@@ -239,80 +241,83 @@ func contents(_ db: some CloudletDatabase, zone: ZoneID, type: String = "Note") 
         }
         let a = try await Device.open("a", server: server, resolver: keepBoth)
         let b = try await Device.open("b", server: server)
-        defer { Task { await a.close(); await b.close(); await server.shutdown() } }
-        try await a.engine.save(
-            Record(recordType: "Note", recordName: "c", zoneID: Self.zone, fields: ["title": .string("t0"), "body": .string("b0")]))
-        try await a.engine.sync()
-        try await b.engine.sync()
+        try await withCleanup({ await a.close(); await b.close(); await server.shutdown() }) {
+            try await a.engine.save(
+                Record(recordType: "Note", recordName: "c", zoneID: Self.zone, fields: ["title": .string("t0"), "body": .string("b0")]))
+            try await a.engine.sync()
+            try await b.engine.sync()
 
-        // Both edit different fields of the same record; b's reaches the server first.
-        try await b.engine.save(
-            Record(recordType: "Note", recordName: "c", zoneID: Self.zone, fields: ["title": .string("t-b"), "body": .string("b0")]))
-        try await b.engine.sync()
-        try await a.engine.save(
-            Record(recordType: "Note", recordName: "c", zoneID: Self.zone, fields: ["title": .string("t0"), "body": .string("b-a")]))
-        let report = try await a.engine.sync()
-        #expect(report.conflicts == 1, "\(report)")
-        let c = try #require(seen.withLock { $0.first })
-        #expect(c.local?.fields["body"] == .string("b-a"))
-        #expect(c.server?.fields["title"] == .string("t-b"))
-        #expect(c.ancestor?.fields["title"] == .string("t0") && c.ancestor?.fields["body"] == .string("b0"))
-        // Field-wise merge: a's body, b's title, everywhere.
-        try await b.engine.sync()
-        let merged: [String: FieldValue] = ["title": .string("t-b"), "body": .string("b-a")]
-        #expect(try await contents(server.database, zone: Self.zone)["c"] == merged)
-        #expect(try await contents(a.db, zone: Self.zone)["c"] == merged)
-        #expect(try await contents(b.db, zone: Self.zone)["c"] == merged)
+            // Both edit different fields of the same record; b's reaches the server first.
+            try await b.engine.save(
+                Record(recordType: "Note", recordName: "c", zoneID: Self.zone, fields: ["title": .string("t-b"), "body": .string("b0")]))
+            try await b.engine.sync()
+            try await a.engine.save(
+                Record(recordType: "Note", recordName: "c", zoneID: Self.zone, fields: ["title": .string("t0"), "body": .string("b-a")]))
+            let report = try await a.engine.sync()
+            #expect(report.conflicts == 1, "\(report)")
+            let c = try #require(seen.withLock { $0.first })
+            #expect(c.local?.fields["body"] == .string("b-a"))
+            #expect(c.server?.fields["title"] == .string("t-b"))
+            #expect(c.ancestor?.fields["title"] == .string("t0") && c.ancestor?.fields["body"] == .string("b0"))
+            // Field-wise merge: a's body, b's title, everywhere.
+            try await b.engine.sync()
+            let merged: [String: FieldValue] = ["title": .string("t-b"), "body": .string("b-a")]
+            #expect(try await contents(server.database, zone: Self.zone)["c"] == merged)
+            #expect(try await contents(a.db, zone: Self.zone)["c"] == merged)
+            #expect(try await contents(b.db, zone: Self.zone)["c"] == merged)
 
-        // With the default resolver the server wins: b's offline edit to a record a changed meanwhile is dropped.
-        try await a.engine.save(Record(recordType: "Note", recordName: "c", zoneID: Self.zone, fields: ["title": .string("a2")]))
-        try await a.engine.sync()
-        try await b.engine.save(Record(recordType: "Note", recordName: "c", zoneID: Self.zone, fields: ["title": .string("b2")]))
-        let r = try await b.engine.sync()
-        #expect(r.conflicts == 1)
-        #expect(try await contents(b.db, zone: Self.zone)["c"] == ["title": .string("a2")])
+            // With the default resolver the server wins: b's offline edit to a record a changed meanwhile is dropped.
+            try await a.engine.save(Record(recordType: "Note", recordName: "c", zoneID: Self.zone, fields: ["title": .string("a2")]))
+            try await a.engine.sync()
+            try await b.engine.save(Record(recordType: "Note", recordName: "c", zoneID: Self.zone, fields: ["title": .string("b2")]))
+            let r = try await b.engine.sync()
+            #expect(r.conflicts == 1)
+            #expect(try await contents(b.db, zone: Self.zone)["c"] == ["title": .string("a2")])
+        }
     }
 
     @Test func aFetchLeavesAnUnsentLocalEditAloneAndTheSendThenMeetsTheOtherEditAsAConflict() async throws {
         let server = try await ServerHandle()
         let a = try await Device.open("a", server: server)
         let b = try await Device.open("b", server: server)
-        defer { Task { await a.close(); await b.close(); await server.shutdown() } }
-        try await a.engine.save(Record(recordType: "Note", recordName: "x", zoneID: Self.zone, fields: ["v": .int64(0)]))
-        try await a.engine.sync()
-        try await b.engine.sync()
+        try await withCleanup({ await a.close(); await b.close(); await server.shutdown() }) {
+            try await a.engine.save(Record(recordType: "Note", recordName: "x", zoneID: Self.zone, fields: ["v": .int64(0)]))
+            try await a.engine.sync()
+            try await b.engine.sync()
 
-        a.network.setOnline(false)
-        try await a.engine.save(Record(recordType: "Note", recordName: "x", zoneID: Self.zone, fields: ["v": .int64(1)]))
-        try await b.engine.save(Record(recordType: "Note", recordName: "x", zoneID: Self.zone, fields: ["v": .int64(2)]))
-        try await b.engine.sync()
-        a.network.setOnline(true)
+            a.network.setOnline(false)
+            try await a.engine.save(Record(recordType: "Note", recordName: "x", zoneID: Self.zone, fields: ["v": .int64(1)]))
+            try await b.engine.save(Record(recordType: "Note", recordName: "x", zoneID: Self.zone, fields: ["v": .int64(2)]))
+            try await b.engine.sync()
+            a.network.setOnline(true)
 
-        let fetched = try await a.engine.fetchChanges()
-        #expect(fetched.fetched == 0, "\(fetched)")
-        #expect(try await contents(a.db, zone: Self.zone)["x"] == ["v": .int64(1)], "the fetch overwrote an unsent edit")
-        let sent = try await a.engine.sendChanges()
-        #expect(sent.conflicts == 1 && sent.sent == 0, "b's edit was overwritten without a conflict: \(sent)")
-        #expect(try await contents(server.database, zone: Self.zone)["x"] == ["v": .int64(2)])
-        #expect(try await contents(a.db, zone: Self.zone)["x"] == ["v": .int64(2)])
+            let fetched = try await a.engine.fetchChanges()
+            #expect(fetched.fetched == 0, "\(fetched)")
+            #expect(try await contents(a.db, zone: Self.zone)["x"] == ["v": .int64(1)], "the fetch overwrote an unsent edit")
+            let sent = try await a.engine.sendChanges()
+            #expect(sent.conflicts == 1 && sent.sent == 0, "b's edit was overwritten without a conflict: \(sent)")
+            #expect(try await contents(server.database, zone: Self.zone)["x"] == ["v": .int64(2)])
+            #expect(try await contents(a.db, zone: Self.zone)["x"] == ["v": .int64(2)])
+        }
     }
 
     @Test func theRunLoopPicksUpAnotherDevicesChangeFromANotification() async throws {
         let server = try await ServerHandle()
         let a = try await Device.open("a", server: server)
         let b = try await Device.open("b", server: server)
-        defer { Task { await a.close(); await b.close(); await server.shutdown() } }
-        let loop = Task { try await a.engine.run() }
-        try await b.engine.save(Record(recordType: "Note", recordName: "pushed", zoneID: Self.zone))
-        try await b.engine.sync()
-        var arrived = false
-        for _ in 0..<100 where !arrived {
-            try await Task.sleep(nanoseconds: 100_000_000)
-            arrived = try await contents(a.db, zone: Self.zone)["pushed"] != nil
+        try await withCleanup({ await a.close(); await b.close(); await server.shutdown() }) {
+            let loop = Task { try await a.engine.run() }
+            try await b.engine.save(Record(recordType: "Note", recordName: "pushed", zoneID: Self.zone))
+            try await b.engine.sync()
+            var arrived = false
+            for _ in 0..<100 where !arrived {
+                try await Task.sleep(nanoseconds: 100_000_000)
+                arrived = try await contents(a.db, zone: Self.zone)["pushed"] != nil
+            }
+            loop.cancel()
+            _ = try? await loop.value
+            #expect(arrived, "device a never received the change")
         }
-        loop.cancel()
-        _ = try? await loop.value
-        #expect(arrived, "device a never received the change")
     }
 
     /// Two devices edit at random while their networks are cut and restored and the server is stopped and started;
@@ -335,47 +340,48 @@ func contents(_ db: some CloudletDatabase, zone: ZoneID, type: String = "Note") 
     static func randomEdits(seed: Int, server: any SyncServer) async throws {
         var rng = SeededRandom(seed: UInt64(seed))
         let devices = [try await Device.open("a", server: server), try await Device.open("b", server: server)]
-        defer { Task { for d in devices { await d.close() }; await server.shutdown() } }
-        // The last thing each device did to the records only it writes (nil: deleted).
-        var own: [[String: [String: FieldValue]?]] = [[:], [:]]
-        var counter = 0
-        for _ in 0..<120 {
-            let d = Int(rng.next() % 2)
-            let device = devices[d]
-            switch rng.next() % 10 {
-            case 0...4:
-                counter += 1
-                let shared = rng.next() % 3 == 0
-                let name = shared ? "s-\(rng.next() % 4)" : "\(device.name)-\(rng.next() % 6)"
-                let fields: [String: FieldValue] = ["v": .int64(Int64(counter)), "by": .string(device.name)]
-                try await device.engine.save(Record(recordType: "Note", recordName: name, zoneID: Self.zone, fields: fields))
-                if !shared { own[d][name] = fields }
-            case 5:
-                let name = "\(device.name)-\(rng.next() % 6)"
-                try await device.engine.delete(RecordID(recordName: name, zoneID: Self.zone))
-                own[d][name] = .some(nil)
-            case 6:
-                device.network.setOnline(!device.network.online)
-            case 7:
-                if !server.running { try await server.start() } else if rng.next() % 3 == 0 { await server.stop() }
-            default:
-                do { try await device.engine.sync() } catch let e as CloudletError where e.code == .serviceUnavailable {}
+        try await withCleanup({ for d in devices { await d.close() }; await server.shutdown() }) {
+            // The last thing each device did to the records only it writes (nil: deleted).
+            var own: [[String: [String: FieldValue]?]] = [[:], [:]]
+            var counter = 0
+            for _ in 0..<120 {
+                let d = Int(rng.next() % 2)
+                let device = devices[d]
+                switch rng.next() % 10 {
+                case 0...4:
+                    counter += 1
+                    let shared = rng.next() % 3 == 0
+                    let name = shared ? "s-\(rng.next() % 4)" : "\(device.name)-\(rng.next() % 6)"
+                    let fields: [String: FieldValue] = ["v": .int64(Int64(counter)), "by": .string(device.name)]
+                    try await device.engine.save(Record(recordType: "Note", recordName: name, zoneID: Self.zone, fields: fields))
+                    if !shared { own[d][name] = fields }
+                case 5:
+                    let name = "\(device.name)-\(rng.next() % 6)"
+                    try await device.engine.delete(RecordID(recordName: name, zoneID: Self.zone))
+                    own[d][name] = .some(nil)
+                case 6:
+                    device.network.setOnline(!device.network.online)
+                case 7:
+                    if !server.running { try await server.start() } else if rng.next() % 3 == 0 { await server.stop() }
+                default:
+                    do { try await device.engine.sync() } catch let e as CloudletError where e.code == .serviceUnavailable {}
+                }
             }
-        }
-        if !server.running { try await server.start() }
-        for d in devices { d.network.setOnline(true) }
-        for _ in 0..<3 { for d in devices { try await d.engine.sync() } }
+            if !server.running { try await server.start() }
+            for d in devices { d.network.setOnline(true) }
+            for _ in 0..<3 { for d in devices { try await d.engine.sync() } }
 
-        let onServer = try await contents(server.remote, zone: Self.zone)
-        for d in devices {
-            #expect(try await d.engine.pendingCount() == 0, "\(d.name) still has unsent changes")
-            #expect(try await contents(d.db, zone: Self.zone) == onServer, "device \(d.name) differs from the server (seed \(seed))")
-        }
-        for d in 0..<2 {
-            for (name, last) in own[d] {
-                let message = "seed \(seed): \(name) on the server is \(String(describing: onServer[name])), "
-                    + "its only writer's last edit was \(String(describing: last))"
-                #expect(onServer[name] == last, Comment(rawValue: message))
+            let onServer = try await contents(server.remote, zone: Self.zone)
+            for d in devices {
+                #expect(try await d.engine.pendingCount() == 0, "\(d.name) still has unsent changes")
+                #expect(try await contents(d.db, zone: Self.zone) == onServer, "device \(d.name) differs from the server (seed \(seed))")
+            }
+            for d in 0..<2 {
+                for (name, last) in own[d] {
+                    let message = "seed \(seed): \(name) on the server is \(String(describing: onServer[name])), "
+                        + "its only writer's last edit was \(String(describing: last))"
+                    #expect(onServer[name] == last, Comment(rawValue: message))
+                }
             }
         }
     }
