@@ -140,7 +140,7 @@ let package = Package(
         .testTarget(name: "CloudletCoreTests", dependencies: ["CloudletCore", "CloudletTestSupport"]),
         .testTarget(name: "CloudletConcurrencyTests", dependencies: ["CloudletConcurrency"]),
         .testTarget(name: "CloudletCommandLineTests", dependencies: ["CloudletCommandLine"]),
-        .testTarget(name: "CloudletWireTests", dependencies: ["CloudletWire", "CloudletCore"]),
+        .testTarget(name: "CloudletWireTests", dependencies: ["CloudletWire", "CloudletCore", "CloudletModel"]),
         .testTarget(
             name: "CloudletReplicationTests", dependencies: ["CloudletReplication", "CloudletCore", "CloudletConcurrency"]),
         .testTarget(name: "CloudletStorageTests", dependencies: ["CloudletStorage", "CloudletCore", "CloudletTestSupport"]),

@@ -57,10 +57,9 @@ public struct RemoteDatabase: CloudletDatabase {
                     }
                 }
             }
-            let response = try await call("records/lookup", body: body, changesData: false)
-            let items = try decoding { try ClientCoding.items(response, key: "records", count: chunk.count) }
-            for (i, (id, item)) in zip(chunk, items).enumerated() {
-                switch try decoding({ try ClientCoding.recordResult(item, at: "records[\(i)]", for: id) }) {
+            let response = try await callForBytes("records/lookup", body: body, changesData: false)
+            for (id, result) in zip(chunk, try decoding { try ClientCoding.recordResults(response, for: Array(chunk)) }) {
+                switch result {
                 case .saved(let r): found.append(.success(r))
                 case .failed(_, let e): found.append(.failure(e))
                 case .deleted: found.append(.failure(CloudletError(.unknownItem, "record '\(id.recordName)' does not exist")))
@@ -90,18 +89,15 @@ public struct RemoteDatabase: CloudletDatabase {
                 w.member("atomic", atomic)
             }
         }
-        let response: [String: JSONValue]
+        let response: [UInt8]
         do {
-            response = try await call("records/modify", body: body, changesData: true)
+            response = try await callForBytes("records/modify", body: body, changesData: true)
         } catch let e as CloudletError where !atomic && operations.count > 1 && e.code == .limitExceeded {
             let half = operations.count / 2
             return try await modify(Array(operations[..<half]), atomic: false)
                 + modify(Array(operations[half...]), atomic: false)
         }
-        let items = try decoding { try ClientCoding.items(response, key: "records", count: operations.count) }
-        return try zip(operations, items).enumerated().map { i, pair in
-            try decoding { try ClientCoding.recordResult(pair.1, at: "records[\(i)]", for: pair.0.recordID) }
-        }
+        return try decoding { try ClientCoding.recordResults(response, for: operations.map(\.recordID)) }
     }
 
     // MARK: Queries
@@ -121,14 +117,9 @@ public struct RemoteDatabase: CloudletDatabase {
                 if let continuationMarker { w.member("continuationMarker", continuationMarker.marker) }
             }
         }
-        let response = try await call("records/query", body: body, changesData: false)
-        return try decoding {
-            let records = try (response.array("records", at: "") ?? []).enumerated().map { i, item in
-                try RecordCoding.decode(item.requireObject(at: "records[\(i)]"), at: "records[\(i)]", zone: zoneID, lossless: true)
-            }
-            return QueryResults(
-                records: records, cursor: try response.string("continuationMarker", at: "").map(QueryCursor.init(marker:)))
-        }
+        let response = try await callForBytes("records/query", body: body, changesData: false)
+        let (records, marker) = try decoding { try ClientCoding.queryResults(response, zone: zoneID) }
+        return QueryResults(records: records, cursor: marker.map(QueryCursor.init(marker:)))
     }
 
     /// Cloudlet's `records/count`.
@@ -526,6 +517,11 @@ public struct RemoteDatabase: CloudletDatabase {
     /// response's JSON object. `changesData` says whether a request that may have reached the server can be sent
     /// again (never for writes).
     func call(_ operation: String, body: [UInt8]?, changesData: Bool) async throws -> [String: JSONValue] {
+        try Self.object(try await callForBytes(operation, body: body, changesData: changesData), answering: operation)
+    }
+
+    /// ``call(_:body:changesData:)``'s 200 response unparsed, for the responses read straight from their bytes.
+    func callForBytes(_ operation: String, body: [UInt8]?, changesData: Bool) async throws -> [UInt8] {
         let subpath = pathPrefix + operation
         var request = HTTPClientRequest(
             method: body == nil ? "GET" : "POST", url: client.url + subpath + client.tokenQuery, body: body)
@@ -534,15 +530,20 @@ public struct RemoteDatabase: CloudletDatabase {
             request.headers += try key.headers(body: body ?? [], subpath: subpath)
         }
         if body != nil { request.headers.append(("Content-Type", "application/json")) }
-        return try await send(request, changesData: changesData)
+        return try await exchange(request, changesData: changesData).body
     }
 
     /// Sends with the client's ``RetryPolicy`` and returns the 200 response's JSON object; any other response is
     /// its error as a ``CloudletError``.
     private func send(_ request: HTTPClientRequest, changesData: Bool) async throws -> [String: JSONValue] {
         let response = try await exchange(request, changesData: changesData)
-        guard case .object(let o)? = try? JSONParser.parse(response.body) else {
-            throw CloudletError(.internalError, "the server's answer to \(CurlTransport.redacted(request.url)) is not a JSON object")
+        return try Self.object(response.body, answering: CurlTransport.redacted(request.url))
+    }
+
+    /// A 200 response's body as the JSON object it must be.
+    private static func object(_ body: [UInt8], answering what: String) throws -> [String: JSONValue] {
+        guard case .object(let o)? = try? JSONParser.parse(body) else {
+            throw CloudletError(.internalError, "the server's answer to \(what) is not a JSON object")
         }
         return o
     }
@@ -593,6 +594,8 @@ public struct RemoteDatabase: CloudletDatabase {
     func decoding<T>(_ body: () throws -> T) throws -> T {
         do { return try body() } catch let e as APIError {
             throw CloudletError(.internalError, "the server's response is malformed: \(e.reason)")
+        } catch let e as JSONParser.Error {
+            throw CloudletError(.internalError, "the server's response is not valid JSON: \(e)")
         }
     }
 

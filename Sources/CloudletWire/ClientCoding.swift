@@ -61,6 +61,67 @@ public enum ClientCoding {
         return .saved(try RecordCoding.decode(o, at: path, zone: id.zoneID, lossless: true))
     }
 
+    /// The results of a `records/lookup` or `records/modify` response, read from its bytes: one per record in `ids`,
+    /// in order. Plain records are read straight from the bytes (``RecordCoding/read(_:at:zone:lossless:)``),
+    /// anything else (errors, deletions, shares) through ``recordResult(_:at:for:)``.
+    public static func recordResults(_ body: [UInt8], for ids: [RecordID]) throws -> [RecordResult] {
+        var out: [RecordResult] = []
+        out.reserveCapacity(ids.count)
+        try readRecords(body) { p, i in
+            guard i < ids.count else { throw APIError.badRequest("response has more records than the \(ids.count) requested") }
+            if let r = try RecordCoding.read(&p, at: "records[\(i)]", zone: ids[i].zoneID, lossless: true) {
+                out.append(.saved(r))
+            } else {
+                out.append(try recordResult(p.readValue(), at: "records[\(i)]", for: ids[i]))
+            }
+        }
+        guard out.count == ids.count else {
+            throw APIError.badRequest("response has \(out.count) records for \(ids.count) requested")
+        }
+        return out
+    }
+
+    /// A `records/query` response read from its bytes: its records (in `zone` unless they name theirs) and its
+    /// `continuationMarker`.
+    public static func queryResults(_ body: [UInt8], zone: ZoneID) throws -> (records: [Record], continuationMarker: String?) {
+        var records: [Record] = []
+        var marker: String?
+        try readRecords(body) { p, i in
+            if let r = try RecordCoding.read(&p, at: "records[\(i)]", zone: zone, lossless: true) {
+                records.append(r)
+            } else {
+                let item = try p.readValue()
+                records.append(try RecordCoding.decode(item.requireObject(at: "records[\(i)]"), at: "records[\(i)]", zone: zone, lossless: true))
+            }
+        } other: { p, key in
+            guard key == "continuationMarker" else { return false }
+            if try !p.readNull() { marker = try p.readString() }
+            return true
+        }
+        return (records, marker)
+    }
+
+    /// Walks a response object: each item of its `records` array goes to `record`; `other` reads the other members
+    /// it wants (returning true), the rest are skipped. A response that is not an object, or names `records` twice,
+    /// is malformed.
+    private static func readRecords(
+        _ body: [UInt8], record: (inout JSONParser, Int) throws -> Void,
+        other: (inout JSONParser, String) throws -> Bool = { _, _ in false }
+    ) throws {
+        var sawRecords = false
+        try JSONParser.read(body) { p in
+            try p.readObject { p, key in
+                if key == "records" {
+                    guard !sawRecords else { throw APIError.badRequest("response has records twice") }
+                    sawRecords = true
+                    if try !p.readNull() { try p.readArray(record) }
+                } else if try !other(&p, key) {
+                    _ = try p.readValue()
+                }
+            }
+        }
+    }
+
     /// The `records` list of a response, checked to hold `count` entries (one per request item, in order).
     public static func items(_ body: [String: JSONValue], key: String, count: Int) throws -> [JSONValue] {
         guard let items = try body.array(key, at: "") else { throw APIError.badRequest("response has no \(key)") }

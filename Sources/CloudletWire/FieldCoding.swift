@@ -27,12 +27,22 @@ public enum FieldCoding {
         let o: [String: JSONValue]
         if case .object(let members) = json { o = members } else { o = try json.requireObject(at: path) }
         guard let value = o["value"] else { throw APIError.badRequest("\(path).value is missing") }
+        return try decode(value: value, type: o["type"], at: path, schemaType: schemaType, zone: zone, lossless: lossless)
+    }
+
+    /// Decodes a field from its two members, `value` and `type` (nil: absent), as ``decode(_:at:schemaType:zone:lossless:)``
+    /// does the dictionary holding them (a streaming reader has them without the dictionary).
+    public static func decode(
+        value: JSONValue, type typeMember: JSONValue?, at lazyPath: @autoclosure () -> String, schemaType: FieldType?,
+        zone: ZoneID, lossless: Bool = false
+    ) throws -> FieldValue {
+        var path: String { lazyPath() }
         if value == .null {
             throw APIError.badRequest(
                 "\(path).value is null; to remove a field, save the record with replace or forceReplace without it")
         }
         let type: FieldType
-        switch o["type"] {
+        switch typeMember {
         case nil, .null?:
             if let schemaType { type = schemaType } else { type = try infer(value, at: path + ".value") }
         case .string("LIST")?:

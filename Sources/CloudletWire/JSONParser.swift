@@ -267,3 +267,111 @@ public struct JSONParser {
         c >= 0x20 && c < 0x7F ? String(UnicodeScalar(c)) : "\\u{\(String(c, radix: 16))}"
     }
 }
+
+// MARK: - Streaming reads
+
+/// A decoder that knows the shape it expects can walk a document member by member instead of building the
+/// ``JSONValue`` tree (a dictionary per object: hashing every key, allocating every level) — the client's hot
+/// responses are read that way. The grammar, UTF-8 and depth checks are those of ``parse(_:)``; duplicate keys are
+/// the reader's to notice.
+extension JSONParser {
+    /// Where a reader is: ``reset(to:)`` goes back there (to read the same value another way).
+    public struct Mark: Sendable {
+        fileprivate let offset: Int
+        fileprivate let depth: Int
+        fileprivate let pending: Int
+    }
+
+    /// Runs `body` over the document `input`, which must make up the whole of it (surrounding whitespace allowed).
+    public static func read<T>(_ input: [UInt8], _ body: (inout JSONParser) throws -> T) throws -> T {
+        try input.withUnsafeBufferPointer { buffer in
+            var p = JSONParser(buffer)
+            p.skipWhitespace()
+            let result = try body(&p)
+            p.skipWhitespace()
+            guard p.i == buffer.count else { throw p.error("unexpected data after the JSON value") }
+            return result
+        }
+    }
+
+    public var mark: Mark { Mark(offset: i, depth: depth, pending: pending.count) }
+
+    public mutating func reset(to mark: Mark) {
+        i = mark.offset
+        depth = mark.depth
+        pending.removeLast(pending.count - mark.pending)
+    }
+
+    /// The next value, whole.
+    public mutating func readValue() throws(Error) -> JSONValue {
+        skipWhitespace()
+        return try value()
+    }
+
+    /// The next value, which must be a string.
+    public mutating func readString() throws(Error) -> String {
+        skipWhitespace()
+        guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw error("expected a string") }
+        return try string()
+    }
+
+    /// Whether the next value is `null` (then read).
+    public mutating func readNull() throws(Error) -> Bool {
+        skipWhitespace()
+        guard i < bytes.count, bytes[i] == UInt8(ascii: "n") else { return false }
+        try literal("null")
+        return true
+    }
+
+    /// Reads an object: `member` is called with each key and must read its value (with any of the `read` calls).
+    public mutating func readObject(_ member: (inout JSONParser, String) throws -> Void) throws {
+        try readContainer(UInt8(ascii: "{"), UInt8(ascii: "}"), "an object") { p in
+            p.skipWhitespace()
+            guard p.i < p.bytes.count, p.bytes[p.i] == UInt8(ascii: "\"") else { throw p.error("expected a string key in an object") }
+            let key = try p.string()
+            p.skipWhitespace()
+            guard p.i < p.bytes.count, p.bytes[p.i] == UInt8(ascii: ":") else { throw p.error("expected ':' after key \"\(key)\"") }
+            p.i += 1
+            try member(&p, key)
+        }
+    }
+
+    /// Reads an array: `item` is called with the index of each item and must read it.
+    public mutating func readArray(_ item: (inout JSONParser, Int) throws -> Void) throws {
+        var n = 0
+        try readContainer(UInt8(ascii: "["), UInt8(ascii: "]"), "an array") { p in
+            try item(&p, n)
+            n += 1
+        }
+    }
+
+    /// An object or array: `open`, then `each` for every entry until `close`, entries separated by commas.
+    private mutating func readContainer(_ open: UInt8, _ close: UInt8, _ what: String, _ each: (inout JSONParser) throws -> Void)
+        throws
+    {
+        skipWhitespace()
+        guard i < bytes.count, bytes[i] == open else { throw error("expected \(what)") }
+        try enter()
+        i += 1
+        skipWhitespace()
+        if i < bytes.count, bytes[i] == close {
+            i += 1
+            depth -= 1
+            return
+        }
+        while true {
+            try each(&self)
+            skipWhitespace()
+            guard i < bytes.count else { throw error("unexpected end of input in \(what)") }
+            if bytes[i] == UInt8(ascii: ",") {
+                i += 1
+            } else if bytes[i] == close {
+                i += 1
+                depth -= 1
+                return
+            } else {
+                throw error("expected ',' or '\(Character(Unicode.Scalar(close)))' in \(what)")
+            }
+        }
+    }
+}

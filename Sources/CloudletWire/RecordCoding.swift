@@ -83,6 +83,122 @@ public enum RecordCoding {
         return r
     }
 
+    /// Reads a record dictionary as ``decode(_:at:zone:lossless:)`` decodes it, straight from `p` (no ``JSONValue``
+    /// tree: the client's lookups, queries and saves read their answers this way). Only a plain record as
+    /// ``write(_:to:desiredKeys:numbersAsStrings:assetLinks:share:viewer:)`` writes it is read here; for anything
+    /// else — an error, a deletion, a share, a member it does not know or repeated — it returns nil with `p` back
+    /// where it was, for the caller to decode the value through the tree.
+    public static func read(_ p: inout JSONParser, at path: @autoclosure () -> String, zone: ZoneID, lossless: Bool) throws
+        -> Record?
+    {
+        let start = p.mark
+        do {
+            return try readPlain(&p, at: path(), zone: zone, lossless: lossless)
+        } catch is NotPlain {
+            p.reset(to: start)
+            return nil
+        } catch is JSONParser.Error {
+            // The tree's decoding names what is wrong (a member of the wrong kind, a syntax error) as it always has.
+            p.reset(to: start)
+            return nil
+        }
+    }
+
+    private struct NotPlain: Error {}
+
+    private static func readPlain(_ p: inout JSONParser, at path: @autoclosure () -> String, zone: ZoneID, lossless: Bool)
+        throws -> Record
+    {
+        var name: String?, type: String?, tag: String?, parent: String?, zoneID: ZoneID?
+        var created: RecordStamp?, modified: RecordStamp?
+        var fields: [(name: String, value: JSONValue, type: JSONValue?)] = []
+        var seen: UInt16 = 0
+        func once(_ bit: UInt16) throws {
+            if seen & bit != 0 { throw NotPlain() }
+            seen |= bit
+        }
+        try p.readObject { p, key in
+            switch key {
+            case "recordName": try once(1); name = try p.readString()
+            case "recordType": try once(2); type = try p.readString()
+            case "recordChangeTag": try once(4); tag = try p.readString()
+            case "fields":
+                try once(8)
+                try p.readObject { p, field in
+                    var value: JSONValue?, type: JSONValue?
+                    try p.readObject { p, key in
+                        switch key {
+                        case "value" where value == nil: value = try p.readValue()
+                        case "type" where type == nil: type = try p.readValue()
+                        case "value", "type": throw NotPlain()
+                        default: _ = try p.readValue()
+                        }
+                    }
+                    guard let value else { throw NotPlain() }
+                    fields.append((field, value, type))
+                }
+            case "created": try once(16); created = try readStamp(&p)
+            case "modified": try once(32); modified = try readStamp(&p)
+            case "parent":
+                try once(64)
+                if try p.readNull() { break }
+                try p.readObject { p, key in
+                    guard key == "recordName", parent == nil else { throw NotPlain() }
+                    parent = try p.readString()
+                }
+                if parent?.isEmpty ?? true { throw NotPlain() }
+            case "deleted":
+                try once(128)
+                guard try p.readValue() == .bool(false) else { throw NotPlain() }
+            case "zoneID":
+                try once(256)
+                var zoneName: String?, owner: String?
+                try p.readObject { p, key in
+                    switch key {
+                    case "zoneName" where zoneName == nil: zoneName = try p.readString()
+                    case "ownerRecordName" where owner == nil: owner = try p.readString()
+                    case "zoneType": _ = try p.readString()
+                    default: throw NotPlain()
+                    }
+                }
+                guard let zoneName, !zoneName.isEmpty else { throw NotPlain() }
+                zoneID = ZoneID(zoneName: zoneName, ownerName: ZoneIDCoding.internalOwner(owner))
+            default: throw NotPlain()
+            }
+        }
+        guard let name, !name.isEmpty, let type, !type.isEmpty else { throw NotPlain() }
+        let z = zoneID ?? zone
+        var r = Record(recordType: type, recordName: name, zoneID: z)
+        r.fields.reserveCapacity(fields.count)
+        for f in fields {
+            r.fields[f.name] = try FieldCoding.decode(
+                value: f.value, type: f.type, at: [String: JSONValue].join(path(), "fields") + "." + f.name, schemaType: nil,
+                zone: z, lossless: lossless)
+        }
+        r.changeTag = tag
+        r.created = created
+        r.modified = modified
+        r.parent = parent.map { RecordID(recordName: $0, zoneID: z) }
+        return r
+    }
+
+    /// A stamp `{timestamp, userRecordName, deviceID}` as the server writes it (anything else: ``NotPlain``).
+    private static func readStamp(_ p: inout JSONParser) throws -> RecordStamp {
+        var t: Int64?, user: String?, device: String?
+        try p.readObject { p, key in
+            switch key {
+            case "timestamp" where t == nil:
+                guard case .number(let n) = try p.readValue(), let v = n.int64 else { throw NotPlain() }
+                t = v
+            case "userRecordName" where user == nil: user = try p.readString()
+            case "deviceID" where device == nil: device = try p.readString()
+            default: throw NotPlain()
+            }
+        }
+        guard let t, let user, let device else { throw NotPlain() }
+        return RecordStamp(timestamp: t, userRecordName: user, deviceID: device)
+    }
+
     /// The record name of a record dictionary's `parent: {recordName, …}`, if it has one (null: none).
     public static func parentName(_ o: [String: JSONValue], at path: String) throws -> String? {
         guard let p = o["parent"], p != .null else { return nil }
