@@ -56,13 +56,14 @@ public final class BlockingThreads: @unchecked Sendable {
         if start { threads += 1 } else { condition.signal() }
         condition.unlock()
         if start {
-            let t = Thread { [self] in loop() }
-            t.name = name
-            t.start()
+            Thread { [self] in loop() }.start()
         }
     }
 
     private func loop() {
+        // Named from inside: a Foundation Thread started from another thread (a pool thread) keeps that thread's
+        // name when it is set before start on Linux.
+        Thread.current.name = name
         ThreadBridge.thread = .blocking
         condition.lock()
         while true {

@@ -27,6 +27,18 @@ struct BlockingThreadsTests {
         for t in tasks { await t.value }
     }
 
+    @Test("a pool thread carries the pool's name in the kernel (what top -H, gdb and crash reports show), even when started from a cooperative thread")
+    func threadsAreNamedAfterThePool() async {
+        let pool = BlockingThreads(name: "test.named", maxThreads: 4)
+        // Submitted from a task: the thread that starts the pool's thread is one of Swift's cooperative threads.
+        let name = await pool.run { () -> String in
+            // The kernel's name of the calling thread.
+            ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "")
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        #expect(name == "test.named")
+    }
+
     @Test("at the cap, jobs queue (none starts while every thread is busy) and all run once threads come free")
     func capQueuesJobs() async {
         let pool = BlockingThreads(name: "test.cap", maxThreads: 2)
