@@ -415,7 +415,7 @@ void ehi_on_closed(uv_handle_t *h) {
     pthread_mutex_lock(&c->lock);
     free(c->sbuf);
     c->sbuf = NULL;
-    c->slen = 0;
+    c->slen = c->scap = 0;
     outbuf *o = c->out_head;
     c->out_head = c->out_tail = NULL;
     pthread_mutex_unlock(&c->lock);
