@@ -61,9 +61,8 @@ public final class BlockingThreads: @unchecked Sendable {
     }
 
     private func loop() {
-        // Named from inside: a Foundation Thread started from another thread (a pool thread) keeps that thread's
-        // name when it is set before start on Linux.
-        Thread.current.name = name
+        // Named from inside (see ThreadName): otherwise it keeps the name of the thread that started it.
+        ThreadName.setCurrent(name)
         ThreadBridge.thread = .blocking
         condition.lock()
         while true {

@@ -97,7 +97,7 @@ public final class DedicatedExecutor: TaskExecutor, @unchecked Sendable {
         started = true
         for i in 0..<threadCount {
             let threadName = threadCount == 1 ? name : "\(name)-\(i)"
-            // Named from inside: a Thread created on a pool thread otherwise keeps the pool thread's name.
+            // Named from inside (see ThreadName): otherwise it keeps the name of the thread that started it.
             Thread { [self] in loop(named: threadName) }.start()
         }
     }
@@ -110,7 +110,7 @@ public final class DedicatedExecutor: TaskExecutor, @unchecked Sendable {
     }
 
     private func loop(named threadName: String) {
-        Thread.current.name = threadName
+        ThreadName.setCurrent(threadName)
         let unowned = asUnownedTaskExecutor()
         condition.lock()
         threads.insert(UInt(pthread_self()))

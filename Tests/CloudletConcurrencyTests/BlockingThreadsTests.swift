@@ -31,11 +31,7 @@ struct BlockingThreadsTests {
     func threadsAreNamedAfterThePool() async {
         let pool = BlockingThreads(name: "test.named", maxThreads: 4)
         // Submitted from a task: the thread that starts the pool's thread is one of Swift's cooperative threads.
-        let name = await pool.run { () -> String in
-            // The kernel's name of the calling thread.
-            ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "")
-                .trimmingCharacters(in: .whitespacesAndNewlines)
-        }
+        let name = await pool.run { ThreadName.current }
         #expect(name == "test.named")
     }
 

@@ -5,8 +5,8 @@ import Testing
 
 @Suite("DedicatedExecutor: a task executor with threads of its own")
 struct DedicatedExecutorTests {
-    /// The calling thread's name (a synchronous function: `Thread.current` is not for async code).
-    static func threadName() -> String { Thread.current.name ?? "" }
+    /// The calling thread's name in the kernel (a synchronous function: the thread is a property of sync code).
+    static func threadName() -> String { ThreadName.current }
 
     @Test("a task that prefers it runs there, before and after it suspends, and may not block there")
     func tasksRunOnItsThreads() async throws {
