@@ -317,6 +317,9 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
             resolve(ids, failure: reason)
         case .halt(let reason):
             node.halt("partition \(id): \(reason)")
+        case .settled(let version):
+            let key = node.keys.settled(id)
+            Task { try? await etcd.put(key, Array(String(version).utf8)) }
         }
     }
 

@@ -188,5 +188,8 @@ extension Replica {
         leader = LeaderState(startLSN: lastLSN + 1)
         candidate = CandidateState()
         fetchSentAt = nil
+        // A new leader settles its replica set again (the one that learned of a change may have stopped leading
+        // before it could).
+        if membershipVersion > 0 { unsettled = (membershipVersion, lastLSN) }
     }
 }
