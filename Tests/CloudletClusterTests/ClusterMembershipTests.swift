@@ -31,6 +31,16 @@ struct ClusterMembershipTests {
         func write(_ name: String, via node: String) async throws {
             if try await cluster.createRetrying(node, name) { written.append(name) }
         }
+        /// Waits until etcd (as `leader` last polled it) no longer lists `gone` as live: their leases lapsed.
+        func waitUntilDown(_ gone: [String], seen leader: String) async throws {
+            let deadline = Date().addingTimeInterval(30)
+            while true {
+                let listed = (await cluster.status(leader)?["nodes"]?.arrayValue ?? []).compactMap { $0["node"]?.stringValue }
+                if !listed.isEmpty && Set(listed).isDisjoint(with: gone) { return }
+                guard Date() < deadline else { throw ChildProcess.Failure(message: "\(gone) still listed live: \(listed)") }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
         func horizon(_ node: String) async -> Int64 {
             await cluster.status(node)?["partitions"]?.arrayValue?.first?["compactionHorizon"]?.int64Value ?? -1
         }
@@ -52,7 +62,8 @@ struct ClusterMembershipTests {
         // Two of three down: taking one out would leave one live replica of two — no majority: refused.
         await cluster.kill(dead)
         await cluster.kill(other)
-        let noMajority = try await removeOnceGone(dead)
+        try await waitUntilDown([dead, other], seen: leader)
+        let noMajority = try await remove(dead)
         #expect(noMajority.status != 0)
         #expect(noMajority.err.joined().contains("would leave 1 live replica of 2"), "\(noMajority.err)")
         try await cluster.start(other)
