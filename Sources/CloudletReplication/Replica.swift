@@ -78,6 +78,9 @@ public struct Replica: Sendable {
         var matched: [NodeID: UInt64] = [:]
         /// Fetches waiting for frames to become durable: follower → from.
         var parked: [NodeID: UInt64] = [:]
+        /// Per follower: where the last frames sent to it started, and when (a second fetch from there within a
+        /// retry interval gets no second copy).
+        var served: [NodeID: (from: UInt64, at: Millis)] = [:]
         /// Writes staged and not yet acknowledged, in LSN order.
         var pending: [(lsn: UInt64, id: UInt64)] = []
     }
@@ -348,6 +351,7 @@ public struct Replica: Sendable {
         case .leader(let epoch):
             for (node, from) in leader.parked.sorted(by: { $0.key < $1.key }) where from <= durableLSN {
                 leader.parked[node] = nil
+                leader.served[node] = (from, now)
                 out.append(serve(node, epoch: epoch, from: from))
             }
             acknowledge(&out)
