@@ -101,6 +101,7 @@ measure() {
     local name="$1" target="$2" script="$3" arg="$4" out="$work/wrk-$1.txt"
     wrk -t2 -c"$conns" -d"${warmup}s" -s "$here/$script" "$target" -- "warm-$arg" >/dev/null
     wrk -t2 -c"$conns" -d"${duration}s" --latency -s "$here/$script" "$target" -- "$arg" >"$out"
+    grep -q '^Requests/sec:' "$out" || echo "warning: $name: wrk measured nothing; its output: $(tr '\n' ' ' <"$out")" >&2
     wrk_summary "$out"
 }
 
