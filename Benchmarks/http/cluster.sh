@@ -55,7 +55,7 @@ etcd_cluster() {
     done
     for _ in $(seq 1 600); do
         local ok=1
-        for m in $(seq 0 $((n - 1))); do grep -q 'serving .*client' "$dir/etcd$m.log" || ok=0; done
+        for m in $(seq 0 $((n - 1))); do grep -q 'serving .*client' "$dir/etcd$m.log" 2>/dev/null || ok=0; done
         [[ $ok == 1 ]] && break
         sleep 0.1
     done
