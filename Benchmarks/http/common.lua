@@ -8,6 +8,13 @@ function setup(thread)
   table.insert(threads, thread)
 end
 
+-- Names never used before: the run name (the script's first argument), the thread, a counter (modify.lua,
+-- etcd-put.lua; a script that needs another init defines its own after loading this file).
+function init(args)
+  prefix = (args[1] or "run") .. "-" .. id
+  counter = 0
+end
+
 function response(status, headers, body)
   if status ~= 200 or body:find('"serverErrorCode"', 1, true) then errors = errors + 1 end
 end

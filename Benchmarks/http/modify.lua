@@ -3,11 +3,6 @@
 -- Usage: wrk ... -s modify.lua URL -- RUN_NAME
 dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "common.lua")
 
-function init(args)
-  prefix = (args[1] or "run") .. "-" .. id
-  counter = 0
-end
-
 function request()
   counter = counter + 1
   local body = string.format(

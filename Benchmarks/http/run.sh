@@ -61,14 +61,8 @@ curl -sf "$db/records/modify?$auth" \
 
 metric() { curl -sf -H "Authorization: Bearer $admin" "$url/cloudlet/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 
-# to_us VALUE: wrk's "123.45us" / "1.23ms" / "1.02s" in microseconds.
-to_us() {
-    awk -v v="$1" 'BEGIN {
-        if (v ~ /us$/) { sub(/us$/, "", v); printf "%.0f", v }
-        else if (v ~ /ms$/) { sub(/ms$/, "", v); printf "%.0f", v * 1000 }
-        else if (v ~ /s$/) { sub(/s$/, "", v); printf "%.0f", v * 1000000 }
-        else printf "?" }'
-}
+# to_us, wrk_summary
+source "$here/common.sh"
 
 # run NAME CONNS URL SCRIPT WARMUP_ARG ARG ROUND: a warm-up and a measured wrk run (the script gets WARMUP_ARG,
 # then ARG); prints "rps p50us p99us errors".
@@ -78,13 +72,7 @@ run() {
     wrk -t"$threads" -c"$conns" -d"${warmup}s" -s "$here/$script" "$target" -- "$warm_arg" >/dev/null
     local out="$work/wrk-$name-$conns-$round.txt"
     wrk -t"$threads" -c"$conns" -d"${duration}s" --latency -s "$here/$script" "$target" -- "$arg" >"$out"
-    local rps p50 p99 errors non2xx
-    rps="$(awk '/^Requests\/sec:/ { print $2 }' "$out")"
-    p50="$(to_us "$(awk '$1 == "50%" { print $2 }' "$out")")"
-    p99="$(to_us "$(awk '$1 == "99%" { print $2 }' "$out")")"
-    errors="$(awk '/^record errors:/ { print $3 }' "$out")"
-    non2xx="$(awk '/Non-2xx/ { print $NF }' "$out")"
-    echo "$rps $p50 $p99 $((errors + ${non2xx:-0}))"
+    wrk_summary "$out"
 }
 
 echo "cloudlet serve ($durability) at $url; wrk ${duration}s per run after ${warmup}s warm-up, $rounds rounds;" \

@@ -1,3 +1,4 @@
+import Cloudlet
 import CloudletCore
 import CloudletReplication
 
@@ -60,6 +61,77 @@ public struct ClusterAdmin: Sendable {
             throw CloudletError(.invalidArguments, "\(node) is drained: undrain it before promoting it")
         }
         _ = try await etcd.put(keys.preferred, Array(node.name.utf8))
+    }
+
+    /// Takes `node` — a replica that is gone for good — out of the replica set of every partition: it no longer
+    /// counts towards the majority that elects leaders and acknowledges writes, nor holds the compaction horizon
+    /// back. Returns the replica set left. The nodes pick the change up at their next poll of etcd.
+    ///
+    /// Refused (`.invalidArguments`, naming why) when `node` is not a replica, is the last one, is live (registered
+    /// under its lease: stop it first), or when the replicas left would not have a live majority; and
+    /// (`.serviceUnavailable`, retry) while the previous change is not settled — a live node has not applied it yet,
+    /// or a partition's leader has not yet heard from a majority of the new set that it holds everything the leader
+    /// held (docs/replication.md, "Membership"). One replica at a time keeps every majority of the old set and every
+    /// majority of the new one overlapping, so nodes may learn of the change at different moments.
+    @discardableResult
+    public func remove(_ node: NodeID) async throws -> [NodeID] {
+        guard let placement = try await etcd.get(keys.placement) else {
+            throw CloudletError(.invalidArguments, "etcd at \(etcd.endpoint) holds no cluster named \(name) (no \(keys.placement))")
+        }
+        let replicas = ClusterNode.replicaList(placement.value)
+        guard replicas.contains(node) else {
+            throw CloudletError(
+                .invalidArguments,
+                "\(node) is not a replica of cluster \(name): its replicas are \(replicas.map(\.name).joined(separator: ", "))")
+        }
+        guard replicas.count > 1 else {
+            throw CloudletError(.invalidArguments, "\(node) is the last replica of cluster \(name): removing it would leave no copy of the data")
+        }
+        let listing = try await etcd.list(prefix: keys.root)
+        func value(_ key: String) -> String? {
+            listing.first { $0.key == key }.map { String(decoding: $0.value, as: UTF8.self) }
+        }
+        let live = Set(listing.filter { $0.key.hasPrefix(keys.nodes) }.map { NodeID(String($0.key.dropFirst(keys.nodes.count))) })
+        if live.contains(node) {
+            throw CloudletError(
+                .invalidArguments,
+                "\(node) is live (registered at \(value(keys.node(node)) ?? "?")): remove takes out a replica that is gone for good; "
+                    + "stop it first (its lease lapses within the lease TTL)")
+        }
+        let left = replicas.filter { $0 != node }
+        let liveLeft = left.filter { live.contains($0) }
+        guard liveLeft.count >= left.count / 2 + 1 else {
+            throw CloudletError(
+                .invalidArguments,
+                "removing \(node) would leave \(liveLeft.count) live replica\(liveLeft.count == 1 ? "" : "s") of \(left.count) "
+                    + "(\(left.map { "\($0.name)\(live.contains($0) ? "" : " down")" }.joined(separator: ", "))): not a majority, so the "
+                    + "partitions could neither elect a leader nor acknowledge writes, and a down replica may hold acknowledged "
+                    + "writes the live ones lack; bring replicas back first")
+        }
+        if placement.modRevision != placement.createRevision {
+            let version = String(placement.modRevision)
+            for n in liveLeft where value(keys.applied + n.name) != version {
+                throw CloudletError(
+                    .serviceUnavailable,
+                    "\(n) has not applied the last change of the replica set yet: retry in a moment")
+            }
+            let logs = Set(listing.compactMap { kv -> UInt32? in
+                let prefix = keys.root + "partitions/"
+                guard kv.key.hasPrefix(prefix) else { return nil }
+                return kv.key.dropFirst(prefix.count).split(separator: "/").first.flatMap { UInt32($0) }
+            })
+            for log in logs.sorted() where value(keys.settled(log)) != version {
+                throw CloudletError(
+                    .serviceUnavailable,
+                    "\(log == Catalog.logPartition ? "the catalog" : "partition \(log)") has not settled the last change of the "
+                        + "replica set yet (its leader has not heard from a majority of the new set): retry in a moment")
+            }
+        }
+        guard try await etcd.put(keys.placement, Array(left.map(\.name).joined(separator: ",").utf8), ifModifiedAt: placement.modRevision) != nil
+        else {
+            throw CloudletError(.serviceUnavailable, "the replica set of cluster \(name) changed meanwhile: retry")
+        }
+        return left
     }
 
     private func checkReplica(_ node: NodeID) async throws -> [NodeID] {

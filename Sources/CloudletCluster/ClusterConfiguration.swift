@@ -50,5 +50,9 @@ public struct ClusterConfiguration: Sendable {
         func partition(_ p: UInt32) -> String { root + "partitions/\(p)/" }
         func leader(_ p: UInt32) -> String { partition(p) + "leader" }
         func progress(_ p: UInt32, _ n: NodeID) -> String { partition(p) + "progress/" + n.name }
+        /// The version (mod revision) of the replica set the log's leader last reported settled (no lease).
+        func settled(_ p: UInt32) -> String { partition(p) + "settled" }
+        /// `applied/<node>`: the version of the replica set the node runs with (under its node lease).
+        var applied: String { root + "applied/" }
     }
 }

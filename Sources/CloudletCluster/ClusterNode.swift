@@ -28,6 +28,8 @@ public final class ClusterNode: Sendable {
     let peers = Mutex<[NodeID: String]>([:])
     let drivers = Mutex<[UInt32: PartitionDriver]>([:])
     let replicaSet = Mutex<[NodeID]>([])
+    /// The etcd mod revision of the replica set in `replicaSet` (``ReplicaEvent/membership(replicas:version:)``).
+    let placementVersion = Mutex<Int64>(0)
     private let loops = Mutex<[Task<Void, Never>]>([])
     private let nodeLease = Mutex<Int64?>(nil)
     /// Operators' wishes about who leads, as etcd last listed them.
@@ -91,7 +93,8 @@ public final class ClusterNode: Sendable {
         var waited = 0
         while replicas.isEmpty {
             if let placement = try await etcd.get(keys.placement) {
-                replicas = String(decoding: placement.value, as: UTF8.self).split(separator: ",").map { NodeID(String($0)) }
+                replicas = Self.replicaList(placement.value)
+                placementVersion.withLock { $0 = placement.modRevision }
                 break
             }
             let registered = try await etcd.list(prefix: keys.nodes).map { NodeID(String($0.key.dropFirst(keys.nodes.count))) }
@@ -113,6 +116,7 @@ public final class ClusterNode: Sendable {
                 "node \(me) is not a replica of cluster \(configuration.name): its replica set is \(replicas.map(\.name).joined(separator: ", "))")
         }
         replicaSet.withLock { $0 = replicas }
+        try await etcd.put(keys.applied + me.name, Array(String(placementVersion.withLock { $0 }).utf8), lease: lease)
         ServerLog.note("cluster \(configuration.name): node \(me), replicas \(replicas.map(\.name).joined(separator: ", ")), ack \(configuration.ackMode.rawValue)")
         var started: [UInt32: PartitionDriver] = [:]
         let first = PartitionDriver(target: .partition(store.partitions[0]), node: self, replicas: replicas) { [weak self] driver in
@@ -130,7 +134,11 @@ public final class ClusterNode: Sendable {
                 target: .catalog(store.catalog, log), node: self, replicas: replicas,
                 shouldLead: { _ in first.isLeader })
         }
-        for driver in started.values { try driver.start() }
+        let version = UInt64(placementVersion.withLock { $0 })
+        for driver in started.values {
+            try driver.start()
+            driver.feed(.membership(replicas: replicas, version: version))
+        }
         drivers.withLock { $0 = started }
         let poll = Task { [self] in await pollLoop() }
         let tick = Task { [self] in await tickLoop() }
@@ -219,6 +227,8 @@ public final class ClusterNode: Sendable {
                 let fresh = try await etcd.grantLease(ttl: ttl)
                 nodeLease.withLock { $0 = fresh }
                 try await etcd.put(keys.node(configuration.node), Array(configuration.advertise.utf8), lease: fresh)
+                try await etcd.put(
+                    keys.applied + configuration.node.name, Array(String(placementVersion.withLock { $0 }).utf8), lease: fresh)
             } catch {
                 // etcd is down: try again at the next round.
             }
@@ -233,6 +243,7 @@ public final class ClusterNode: Sendable {
                     addresses[NodeID(String(kv.key.dropFirst(keys.nodes.count)))] = String(decoding: kv.value, as: UTF8.self)
                 }
                 peers.withLock { $0 = addresses }
+                if let placement = all.first(where: { $0.key == keys.placement }) { await applyPlacement(placement) }
                 let wishes = LeadershipPreferences(keys: keys, listing: all)
                 let changed = preferences.withLock { p in
                     defer { p = wishes }
@@ -249,6 +260,30 @@ public final class ClusterNode: Sendable {
                 }
             }
             try? await Task.sleep(for: .milliseconds(Int(configuration.pollInterval)))
+        }
+    }
+
+    static func replicaList(_ value: [UInt8]) -> [NodeID] {
+        String(decoding: value, as: UTF8.self).split(separator: ",").map { NodeID(String($0)) }
+    }
+
+    /// A replica set changed in etcd (`cloudlet cluster remove`): every driver learns it (a node taken out halts),
+    /// and the node records, under its lease, that it runs with it.
+    private func applyPlacement(_ placement: EtcdClient.KeyValue) async {
+        let changed = placementVersion.withLock { v in
+            defer { v = max(v, placement.modRevision) }
+            return placement.modRevision > v
+        }
+        guard changed else { return }
+        let replicas = Self.replicaList(placement.value)
+        ServerLog.note("cluster \(configuration.name): replica set now \(replicas.map(\.name).joined(separator: ", "))")
+        if replicas.contains(configuration.node) { replicaSet.withLock { $0 = replicas } }
+        for driver in drivers.withLock({ Array($0.values) }) {
+            driver.feed(.membership(replicas: replicas, version: UInt64(placement.modRevision)))
+        }
+        if let lease = nodeLease.withLock({ $0 }) {
+            _ = try? await etcd.put(
+                keys.applied + configuration.node.name, Array(String(placement.modRevision).utf8), lease: lease)
         }
     }
 

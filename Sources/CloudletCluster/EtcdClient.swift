@@ -87,6 +87,21 @@ public struct EtcdClient: Sendable {
         return try await call("/v3/kv/txn", txn)["succeeded"]?.boolValue == true
     }
 
+    /// Replaces `key`'s value only if it was last written at `modRevision` (compare-and-swap; no lease). Returns
+    /// the revision that wrote it, or nil when someone else wrote the key since.
+    public func put(_ key: String, _ value: [UInt8], ifModifiedAt modRevision: Int64) async throws -> Int64? {
+        let txn: JSONValue = .members([
+            "compare": .array([.members([
+                "key": .string(Self.b64(key)), "target": .string("MOD"), "result": .string("EQUAL"),
+                "mod_revision": .string(String(modRevision)),
+            ])]),
+            "success": .array([.members(["request_put": Self.putRequest(key, value, lease: 0)])]),
+        ])
+        let answer = try await call("/v3/kv/txn", txn)
+        guard answer["succeeded"]?.boolValue == true else { return nil }
+        return Self.revision(answer)
+    }
+
     // MARK: Leases
 
     /// Grants a lease of `ttl` seconds; returns its ID.

@@ -62,6 +62,9 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
     private let state: Mutex<State>
     /// Appends and truncations, in the order the replica asked for them, on one thread at a time.
     private let appender: DispatchQueue
+    /// Waits for the followed frames to become durable and reports them, off `appender`: the next batch is appended
+    /// (and applied) while the log's committer fsyncs the previous one, so one fsync can cover several batches.
+    private let syncWaiter: DispatchQueue
     private let leaderKeyPath: String
 
     struct State {
@@ -97,6 +100,7 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         config.seed = UInt64(truncatingIfNeeded: node.configuration.node.name.hashValue) ^ UInt64(id)
         state = Mutex(State(replica: Replica(configuration: config)))
         appender = DispatchQueue(label: "cloudlet-follow-\(target.id)")
+        syncWaiter = DispatchQueue(label: "cloudlet-follow-sync-\(target.id)")
         leaderKeyPath = node.keys.leader(target.id)
     }
 
@@ -317,6 +321,9 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
             resolve(ids, failure: reason)
         case .halt(let reason):
             node.halt("partition \(id): \(reason)")
+        case .settled(let version):
+            let key = node.keys.settled(id)
+            Task { try? await etcd.put(key, Array(String(version).utf8)) }
         }
     }
 
@@ -352,20 +359,32 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         }
     }
 
-    /// A follower's (or a catching-up candidate's) append: verbatim, applied, fsynced, then reported.
+    /// A follower's (or a catching-up candidate's) append: verbatim and applied here; fsynced by the log's
+    /// committer and reported once durable by `syncWaiter`, while the appender goes on with the next batch.
     private func append(_ bytes: [UInt8], count: Int) {
         let leaderEpoch = state.withLock { s -> UInt64? in s.stopped ? nil : s.replica.fence }
         guard let leaderEpoch else { return }
-        do {
-            let last = try target.appendFollowed(bytes, leaderEpoch: leaderEpoch)
-            try target.waitApplied(last)
-            reportDurable()
-        } catch {
-            // The replica believes the frames are in: its view of the log is wrong now. Start it again from what
-            // the log holds (the frames are fetched again).
-            ServerLog.warning("partition \(id): appending \(count) frames failed (\(error)); resynchronizing")
-            resynchronize()
+        let last: UInt64
+        do { last = try target.appendFollowed(bytes, leaderEpoch: leaderEpoch) } catch {
+            failedToFollow(count, error)
+            return
         }
+        syncWaiter.async { [self] in
+            do {
+                try target.waitApplied(last)
+                reportDurable()
+            } catch {
+                appender.async { [self] in failedToFollow(count, error) }
+            }
+        }
+    }
+
+    /// The replica believes frames are in that are not (durably): its view of the log is wrong now. It starts again
+    /// from what the log holds (the frames are fetched again) — unless the node is stopping anyway.
+    private func failedToFollow(_ count: Int, _ error: any Error) {
+        guard !state.withLock({ $0.stopped }) else { return }
+        ServerLog.warning("partition \(id): appending \(count) frames failed (\(error)); resynchronizing")
+        resynchronize()
     }
 
     private func resynchronize() {

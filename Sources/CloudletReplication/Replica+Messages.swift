@@ -121,6 +121,13 @@ extension Replica {
             advanceHorizon()
         }
         if start <= durableLSN {
+            // A follower asks again from the same LSN once the frames arrived (it fetches ahead before its fsync)
+            // and once they are fsynced (to report it): the frames already sent from there are not sent twice,
+            // unless the follower asks after a retry interval (they may have been lost).
+            if leading, let served = leader.served[node], served.from == start, now < served.at + configuration.retryInterval {
+                return
+            }
+            if leading { leader.served[node] = (start, now) }
             out.append(serve(node, epoch: epoch, from: start))
         } else if leading {
             leader.parked[node] = start
@@ -188,5 +195,8 @@ extension Replica {
         leader = LeaderState(startLSN: lastLSN + 1)
         candidate = CandidateState()
         fetchSentAt = nil
+        // A new leader settles its replica set again (the one that learned of a change may have stopped leading
+        // before it could).
+        if membershipVersion > 0 { unsettled = (membershipVersion, lastLSN) }
     }
 }

@@ -9,7 +9,8 @@ import CloudletCore
 /// the key's create revision) and is fencing a majority and catching up to the most complete log among them; a
 /// **leader** stages writes under its epoch and acknowledges them per ``AckMode``.
 public struct Replica: Sendable {
-    public let configuration: ReplicaConfiguration
+    /// Its replica set changes with ``ReplicaEvent/membership(replicas:version:)``.
+    public internal(set) var configuration: ReplicaConfiguration
     var rng: SplitMix64
     var now: Millis = 0
     var halted: String?
@@ -30,6 +31,11 @@ public struct Replica: Sendable {
     /// where it was); followers learn it with the frames they fetch. The shell compacts the log only up to it. It
     /// only grows, and survives a ``ReplicaEvent/start(now:lastLSN:history:)``.
     public internal(set) var compactionHorizon: UInt64 = 0
+
+    /// The version (coordinator revision) of the replica set in ``configuration`` (0: the one the node started with).
+    public internal(set) var membershipVersion: UInt64 = 0
+    /// As leader: the replica set's version to report settled once a majority of it has matched up to the LSN.
+    var unsettled: (version: UInt64, lsn: UInt64)?
 
     // The coordinator.
     var lease: UInt64?
@@ -72,6 +78,9 @@ public struct Replica: Sendable {
         var matched: [NodeID: UInt64] = [:]
         /// Fetches waiting for frames to become durable: follower → from.
         var parked: [NodeID: UInt64] = [:]
+        /// Per follower: where the last frames sent to it started, and when (a second fetch from there within a
+        /// retry interval gets no second copy).
+        var served: [NodeID: (from: UInt64, at: Millis)] = [:]
         /// Writes staged and not yet acknowledged, in LSN order.
         var pending: [(lsn: UInt64, id: UInt64)] = []
     }
@@ -109,9 +118,10 @@ public struct Replica: Sendable {
         var out: [ReplicaAction] = []
         switch event {
         case .start(let now, let lastLSN, let history):
-            let horizon = compactionHorizon
+            let (horizon, version) = (compactionHorizon, membershipVersion)
             self = Replica(configuration: configuration)
             compactionHorizon = min(horizon, lastLSN)
+            membershipVersion = version
             self.now = now
             self.lastLSN = lastLSN
             durableLSN = lastLSN
@@ -157,8 +167,47 @@ public struct Replica: Sendable {
         case .write(let id, let payload, let now):
             self.now = max(self.now, now)
             onWrite(id, payload, &out)
+        case .membership(let replicas, let version):
+            onMembership(replicas, version: version, &out)
         }
         return out
+    }
+
+    private mutating func onMembership(_ replicas: [NodeID], version: UInt64, _ out: inout [ReplicaAction]) {
+        guard version > membershipVersion else { return }
+        guard replicas.contains(me) else {
+            halted =
+                "\(me) was removed from the replica set (now \(replicas.map(\.name).joined(separator: ", "))): it no longer "
+                + "holds this data for the cluster"
+            out.append(.halt(reason: halted!))
+            return
+        }
+        membershipVersion = version
+        configuration.replicas = replicas
+        candidate.replies = candidate.replies.filter { replicas.contains($0.key) }
+        leader.matched = leader.matched.filter { replicas.contains($0.key) }
+        leader.parked = leader.parked.filter { replicas.contains($0.key) }
+        progress = progress.filter { replicas.contains($0.key) }
+        guard case .leader = role else {
+            evaluateCandidacy(&out)
+            return
+        }
+        unsettled = (version, lastLSN)
+        acknowledge(&out)
+        advanceHorizon()
+    }
+
+    /// The LSN a majority of the replica set has fsynced and matched (the leader's own fsynced log included).
+    var quorumMatched: UInt64 {
+        let positions = ([durableLSN] + others.map { leader.matched[$0] ?? 0 }).sorted(by: >)
+        return positions[configuration.quorum - 1]
+    }
+
+    /// Reports the replica set settled once a majority of it holds what the log held when the leader learned of it.
+    mutating func settle(_ out: inout [ReplicaAction]) {
+        guard case .leader = role, let pending = unsettled, quorumMatched >= pending.lsn else { return }
+        unsettled = nil
+        out.append(.settled(version: pending.version))
     }
 
     private mutating func onTick(_ out: inout [ReplicaAction]) {
@@ -302,6 +351,7 @@ public struct Replica: Sendable {
         case .leader(let epoch):
             for (node, from) in leader.parked.sorted(by: { $0.key < $1.key }) where from <= durableLSN {
                 leader.parked[node] = nil
+                leader.served[node] = (from, now)
                 out.append(serve(node, epoch: epoch, from: from))
             }
             acknowledge(&out)
@@ -335,14 +385,14 @@ public struct Replica: Sendable {
 
     /// Acknowledges the pending writes the ack mode allows.
     mutating func acknowledge(_ out: inout [ReplicaAction]) {
+        settle(&out)
         guard case .leader = role, leaseIsSafe, !leader.pending.isEmpty else { return }
         let committed: UInt64
         switch configuration.ackMode {
         case .leader:
             committed = durableLSN
         case .quorum:
-            let positions = ([durableLSN] + others.map { leader.matched[$0] ?? 0 }).sorted(by: >)
-            committed = positions[configuration.quorum - 1]
+            committed = quorumMatched
         }
         // Only frames of this leadership count (Raft's rule: older frames commit with the first of ours).
         let ready = leader.pending.prefix { $0.lsn <= committed && $0.lsn >= leader.startLSN }

@@ -59,6 +59,11 @@ public enum ReplicaEvent: Hashable, Sendable {
     case durable(lsn: UInt64, now: Millis)
     /// A client write to stage (leader) or refuse (anyone else).
     case write(id: UInt64, payload: [UInt8], now: Millis)
+    /// The coordinator's replica set, changed by an operator (`cloudlet cluster remove`), `version` the revision
+    /// that wrote it. One replica is taken out at a time, and only once the previous change is settled
+    /// (``ReplicaAction/settled(version:)``): any majority of the old set and any of the new one then share a
+    /// replica, so nodes may learn of the change at different moments. A node no longer in the set halts.
+    case membership(replicas: [NodeID], version: UInt64)
 }
 
 /// What to do: the shell performs these, in order.
@@ -94,8 +99,13 @@ public enum ReplicaAction: Hashable, Sendable {
     /// Tell the clients of these writes that their outcome is unknown: they were staged, then this node stopped
     /// leading before a quorum had them. The next leader may or may not hold them (retry idempotently).
     case abandon(ids: [UInt64], reason: String)
-    /// Stop the node: an invariant of the protocol broke (never happens unless there is a bug).
+    /// Stop the node: an invariant of the protocol broke (never happens unless there is a bug), or the node was
+    /// removed from the replica set.
     case halt(reason: String)
+    /// As leader, a majority of the replica set of `version` has fsynced and matched everything this leader's log
+    /// held when it learned of that set: every acknowledged write is on a majority of it, so another replica may
+    /// be taken out. Record it in the coordinator.
+    case settled(version: UInt64)
 }
 
 /// The timing and shape of a partition's replication. Every default is the production setting.

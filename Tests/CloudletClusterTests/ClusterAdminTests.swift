@@ -28,15 +28,7 @@ struct ClusterAdminTests {
         }
         var written: [String] = []
         func write(_ name: String, via node: String) async throws {
-            // Writes in flight during a handover may be refused with SERVICE_UNAVAILABLE: retry as a client would.
-            for _ in 0..<100 {
-                if await cluster.create(node, name, value: name).acked {
-                    written.append(name)
-                    return
-                }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            Issue.record("\(name) was never acknowledged via \(node)")
+            if try await cluster.createRetrying(node, name) { written.append(name) }
         }
 
         let first = try await cluster.leader()

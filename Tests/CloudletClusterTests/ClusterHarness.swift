@@ -4,6 +4,7 @@ import CloudletTestSupport
 import CloudletWire
 import Foundation
 import Synchronization
+import Testing
 
 /// A real cluster on loopback for the tests: one etcd and `cloudlet serve --cluster` nodes as child processes, each
 /// with its own store and a fixed free port (so that a node restarts where it was), started, SIGKILLed and
@@ -155,6 +156,17 @@ try cloudletExecutable(), serveArguments(node))
             return (false, r)
         }
         return (true, r)
+    }
+
+    /// ``create(_:_:value:query:)`` (value = name), retried as a client would for up to 10 s — writes in flight
+    /// during a handover may be refused with SERVICE_UNAVAILABLE; true once acknowledged, else records an issue.
+    func createRetrying(_ node: String, _ name: String) async throws -> Bool {
+        for _ in 0..<100 {
+            if await create(node, name, value: name).acked { return true }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        Issue.record("\(name) was never acknowledged via \(node); \(diagnostics())")
+        return false
     }
 
     /// The node's `/cloudlet/cluster/status`, or nil when it does not answer.

@@ -68,6 +68,25 @@ struct ReplicaTests {
         #expect(acknowledged(r.on(.message(n2, .fetch(epoch: 5, from: 2, previousEpoch: 5, durable: 1)))) == [41])
     }
 
+    @Test("frames already sent from an LSN are not sent again when the follower reports its fsync, only after a retry interval")
+    func noSecondCopy() {
+        var r = leader()
+        for id in 1...3 as ClosedRange<UInt64> { _ = r.on(.write(id: id, payload: [UInt8(id)], now: 10)) }
+        _ = r.on(.durable(lsn: 3, now: 10))
+        func served(_ actions: [ReplicaAction]) -> Bool {
+            actions.contains { if case .serveFrames = $0 { return true } else { return false } }
+        }
+        // The follower fetches ahead as the frames arrive, then reports its fsync from the same LSN.
+        #expect(served(r.on(.receive(from: n2, .fetch(epoch: 5, from: 1, previousEpoch: 0, durable: 0), now: 20))))
+        let report = r.on(.receive(from: n2, .fetch(epoch: 5, from: 1, previousEpoch: 0, durable: 0), now: 30))
+        #expect(!served(report))
+        // Progress still counts: a fetch further on acknowledges, and is served.
+        let next = r.on(.receive(from: n2, .fetch(epoch: 5, from: 3, previousEpoch: 5, durable: 2), now: 40))
+        #expect(acknowledged(next) == [1, 2] && served(next))
+        // A fetch from where frames were sent, a retry interval later (they may have been lost), gets them again.
+        #expect(served(r.on(.receive(from: n2, .fetch(epoch: 5, from: 3, previousEpoch: 5, durable: 2), now: 40 + 500))))
+    }
+
     @Test("--ack leader acknowledges on the leader's own fsync")
     func leaderAck() {
         var r = leader(ack: .leader)

@@ -58,6 +58,15 @@ struct ReplicationSimulationTests {
         await runSeeds(options, label: "leaderAck", seeds: 60)
     }
 
+    @Test("3 and 5 replicas, one taken out during the faults: the same invariants, and its set settles")
+    func removeReplica() async {
+        var options = SimulationOptions()
+        options.removeReplica = true
+        await runSeeds(options, label: "removeReplica", seeds: 100)
+        options.nodes = 5
+        await runSeeds(options, label: "removeReplica", seeds: 30)
+    }
+
     @Test("the same seed gives the same run")
     func deterministic() {
         let a = Simulation(seed: 42)

@@ -16,6 +16,9 @@ struct SimulationOptions {
     var writeInterval: Millis = 15
     var dropRate = 0.02
     var duplicateRate = 0.01
+    /// Takes one replica out for good during the faults (`cloudlet cluster remove`): it crashes and never returns,
+    /// the replica set without it is written to the coordinator, and each live node learns of it after its own delay.
+    var removeReplica = false
 }
 
 final class Simulation {
@@ -58,6 +61,8 @@ final class Simulation {
         case fault
         case restart(Int, incarnation: Int)
         case heal
+        case remove
+        case membership(to: Int, incarnation: Int, version: UInt64)
     }
 
     /// The endpoint index of the coordinator in ``cuts``.
@@ -70,7 +75,13 @@ final class Simulation {
     var queue = EventQueue<Step>()
     var nodes: [Node] = []
     var coordinator: SimulatedCoordinator
-    let configurations: [ReplicaConfiguration]
+    var configurations: [ReplicaConfiguration]
+    /// The replica set as the coordinator holds it, and the revision that wrote it (0: the initial one).
+    var placement: [NodeID] = []
+    var placementVersion: UInt64 = 0
+    /// The replica taken out (``SimulationOptions/removeReplica``), and the replica sets leaders reported settled.
+    var removed: Int?
+    var settledVersions: Set<UInt64> = []
     /// Links that are cut, as (min, max) endpoint pairs.
     var cuts: Set<[Int]> = []
     var healedAt: Millis
@@ -119,6 +130,7 @@ final class Simulation {
         healedAt = options.chaos
         writesStopAt = options.chaos + options.healed
         nodes = configurations.map { Node(id: $0.node, replica: Replica(configuration: $0)) }
+        placement = ids
     }
 
     // MARK: Running
@@ -133,6 +145,7 @@ final class Simulation {
         schedule(50, .write)
         schedule(100 + random(200...1_200), .fault)
         schedule(healedAt, .heal)
+        if options.removeReplica { schedule(random(500...(healedAt - 500)), .remove) }
         let deadline = writesStopAt + options.convergeWithin
         while failure == nil, let (time, step) = queue.pop() {
             now = time
@@ -189,15 +202,28 @@ final class Simulation {
             schedule(random(200...1_500), .fault)
             injectFault()
         case .restart(let i, let incarnation):
-            guard !nodes[i].alive, nodes[i].incarnation == incarnation else { return }
+            guard !nodes[i].alive, nodes[i].incarnation == incarnation, i != removed else { return }
             restart(i)
+        case .remove:
+            let i = Int(rng.next() % UInt64(nodes.count))
+            if nodes[i].alive { crash(i) }
+            removed = i
+            placement = placement.filter { $0 != nodes[i].id }
+            placementVersion = coordinator.revision + 1_000_000
+            note("remove: \(nodes[i].id) is taken out for good; replica set \(placement.map(\.name)) (version \(placementVersion))")
+            for j in nodes.indices where nodes[j].alive {
+                schedule(chance(0.2) ? random(100...800) : random(1...40), .membership(to: j, incarnation: nodes[j].incarnation, version: placementVersion))
+            }
+        case .membership(let to, let incarnation, let version):
+            guard nodes[to].alive, nodes[to].incarnation == incarnation else { return }
+            deliver(to, .membership(replicas: placement, version: version))
         case .heal:
             note("heal: every link restored, every node restarted")
             cuts = []
             for i in nodes.indices {
                 nodes[i].clockLag = 0
                 nodes[i].watchStalledUntil = 0
-                if !nodes[i].alive { restart(i) }
+                if !nodes[i].alive && i != removed { restart(i) }
             }
         }
     }
@@ -253,6 +279,8 @@ final class Simulation {
                 break
             case .halt(let reason):
                 fail("\(nodes[i].id) halted: \(reason)")
+            case .settled(let version):
+                checkSettled(version, by: i)
             }
         }
     }
@@ -330,6 +358,27 @@ final class Simulation {
 
     // MARK: Invariants
 
+    /// A leader reports replica set `version` settled: every acknowledged write must be fsynced on a majority of it
+    /// (so that another replica may be taken out without losing one).
+    private func checkSettled(_ version: UInt64, by i: Int) {
+        guard version == placementVersion else { return }
+        let members = nodes.indices.filter { placement.contains(nodes[$0].id) }
+        if options.ackMode == .quorum {
+            for id in ackedOrder {
+                let at = acknowledged[id]!
+                let holders = members.filter { j in
+                    at.lsn <= UInt64(nodes[j].durable) && nodes[j].log[Int(at.lsn - 1)].epoch == at.epoch
+                }
+                guard holders.count >= placement.count / 2 + 1 else {
+                    fail("\(nodes[i].id) reports replica set \(version) settled, but acknowledged write \(id) is fsynced on \(holders.count) of its \(placement.count) replicas only")
+                    return
+                }
+            }
+        }
+        note("\(nodes[i].id) reports replica set \(version) settled")
+        settledVersions.insert(version)
+    }
+
     /// Compacts node `i`'s log up to its replica's compaction horizon — after checking that the horizon holds: every
     /// replica, crashed ones included, has the frames up to it fsynced and equal to this node's.
     private func compact(_ i: Int) {
@@ -340,7 +389,9 @@ final class Simulation {
             return
         }
         let prefix = nodes[i].log[0..<horizon]
-        if let j = nodes.indices.first(where: { nodes[$0].durable < horizon || nodes[$0].log[0..<horizon] != prefix }) {
+        if let j = nodes.indices.first(where: {
+            $0 != removed && (nodes[$0].durable < horizon || nodes[$0].log[0..<horizon] != prefix)
+        }) {
             fail("\(nodes[i].id) compacts through LSN \(horizon), but \(nodes[j].id) does not hold those frames fsynced and equal")
             return
         }
@@ -374,11 +425,14 @@ final class Simulation {
     /// Everything healed has converged: one leader, every log equal to its log and fsynced, every acknowledged write
     /// in it, no write twice, nothing no client sent.
     func converged() -> Bool {
-        guard nodes.allSatisfy(\.alive), let leader = nodes.firstIndex(where: { n in
-            if case .leader = n.replica.role { return n.replica.ownEpoch == coordinator.leaderKey?.epoch } else { return false }
+        let members = nodes.indices.filter { $0 != removed }.map { nodes[$0] }
+        guard members.allSatisfy(\.alive), let leader = nodes.firstIndex(where: { n in
+            if n.alive, case .leader = n.replica.role { return n.replica.ownEpoch == coordinator.leaderKey?.epoch } else { return false }
         }) else { return false }
         let log = nodes[leader].log
-        guard nodes.allSatisfy({ $0.log == log && $0.durable == log.count }) else { return false }
+        guard members.allSatisfy({ $0.log == log && $0.durable == log.count }) else { return false }
+        // Once a replica was taken out, its set must end up settled (its leader heard from a majority of it).
+        if removed != nil && !settledVersions.contains(placementVersion) { return false }
         var ids: Set<UInt64> = []
         for frame in log {
             let id = Self.writeID(frame.payload)
@@ -466,10 +520,13 @@ final class Simulation {
         note("restart: \(nodes[i].id) with \(nodes[i].log.count) frames")
         nodes[i].alive = true
         nodes[i].watchRevision = 0
+        // A node starts with the replica set the coordinator holds now (the shell reads it when it joins).
+        configurations[i].replicas = placement
         nodes[i].replica = Replica(configuration: configurations[i])
         var history = EpochHistory()
         for frame in nodes[i].log { history.record(epoch: frame.epoch, at: frame.lsn) }
         deliver(i, .start(now: localTime(i), lastLSN: UInt64(nodes[i].log.count), history: history))
+        if placementVersion > 0 { deliver(i, .membership(replicas: placement, version: placementVersion)) }
     }
 
     private func send(from: Int, to: Int, _ message: ReplicaMessage) {

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# replicated-fillsync-concurrent with wrk: records/modify (one create per request, 32 connections) against the leader
+# of a 3-node `cloudlet serve --cluster … --ack quorum` cluster (one etcd coordinates it), next to one
+# `cloudlet serve` (no cluster) and a 3-member etcd cluster (PUT /v3/kv/put of a ~200-byte value through its
+# gateway: majority-fsynced, the same guarantee). Every process is real, on loopback, started fresh per cell;
+# rounds are interleaved. Prints records/s, p50 and p99 per cell (median over the rounds).
+#
+# A quick stand-in for `cloudlet-bench --filter replicated-fillsync-concurrent` that needs only a `cloudlet`
+# executable, and compares several: BINS="before=/tmp/a/cloudlet after=.build/release/cloudlet" measures each
+# build's cluster and single node in the same session (default: this checkout's release build).
+#
+# Environment: BINS, DURATION (seconds per run, default 10), WARMUP (default 2), ROUNDS (default 2),
+# CONNECTIONS (default 32), ETCD=0 leaves the etcd anchor out, KEEP=1 keeps the work directory.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+duration="${DURATION:-10}"
+warmup="${WARMUP:-2}"
+rounds="${ROUNDS:-2}"
+conns="${CONNECTIONS:-32}"
+bins="${BINS:-release=$root/.build/release/cloudlet}"
+command -v wrk >/dev/null && [[ -x /usr/bin/etcd ]] || { echo "error: needs wrk and etcd (.ci/install-deps)" >&2; exit 1; }
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/cloudlet-cluster-bench.XXXXXX")"
+pids=()
+stop_all() {
+    for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    pids=()
+}
+cleanup() {
+    stop_all
+    if [[ "${KEEP:-0}" == 1 ]]; then echo "kept $work" >&2; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# etcd_cluster DIR MEMBERS: starts etcd members (in this shell, so that stop_all knows them); sets etcd_url to the
+# first member's client URL once all serve.
+etcd_cluster() {
+    local dir="$1" n="$2" initial="" clients=() peers=()
+    for m in $(seq 0 $((n - 1))); do
+        clients[m]="http://127.0.0.1:$(free_port)"
+        peers[m]="http://127.0.0.1:$(free_port)"
+        initial+="${initial:+,}e$m=${peers[m]}"
+    done
+    for m in $(seq 0 $((n - 1))); do
+        /usr/bin/etcd --name "e$m" --data-dir "$dir/etcd$m" --listen-client-urls "${clients[m]}" \
+            --advertise-client-urls "${clients[m]}" --listen-peer-urls "${peers[m]}" \
+            --initial-advertise-peer-urls "${peers[m]}" --initial-cluster "$initial" --initial-cluster-state new \
+            >"$dir/etcd$m.log" 2>&1 &
+        pids+=($!)
+    done
+    for _ in $(seq 1 600); do
+        local ok=1
+        for m in $(seq 0 $((n - 1))); do grep -q 'serving .*client' "$dir/etcd$m.log" 2>/dev/null || ok=0; done
+        [[ $ok == 1 ]] && break
+        sleep 0.1
+    done
+    etcd_url="${clients[0]}"
+}
+
+# credentials DIR: the ckAPIToken/ckWebAuthToken query the first leader printed.
+credentials() {
+    for _ in $(seq 1 1200); do
+        local api web
+        api="$(sed -n 's/^ *ckAPIToken: //p' "$1"/*.out | head -n 1)"
+        web="$(sed -n 's/^ *ckWebAuthToken: //p' "$1"/*.out | head -n 1)"
+        if [[ -n "$api" && -n "$web" ]]; then echo "ckAPIToken=$api&ckWebAuthToken=$web"; return; fi
+        sleep 0.1
+    done
+    echo "error: no credentials printed in $1" >&2
+    return 1
+}
+
+# leader URL...: the node whose status says it leads every log.
+leader() {
+    for _ in $(seq 1 600); do
+        for u in "$@"; do
+            if curl -sf "$u/cloudlet/cluster/status" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+sys.exit(0 if s["partitions"] and all(p["role"] == "leader" for p in s["partitions"]) else 1)' 2>/dev/null; then
+                echo "$u"
+                return
+            fi
+        done
+        sleep 0.1
+    done
+    echo "error: no leader" >&2
+    return 1
+}
+
+# to_us, wrk_summary
+source "$here/common.sh"
+
+# measure NAME URL SCRIPT ARG: a warm-up and a measured run; prints "rps p50us p99us errors".
+measure() {
+    local name="$1" target="$2" script="$3" arg="$4" out="$work/wrk-$1.txt"
+    wrk -t2 -c"$conns" -d"${warmup}s" -s "$here/$script" "$target" -- "warm-$arg" >/dev/null
+    wrk -t2 -c"$conns" -d"${duration}s" --latency -s "$here/$script" "$target" -- "$arg" >"$out"
+    grep -q '^Requests/sec:' "$out" || echo "warning: $name: wrk measured nothing; its output: $(tr '\n' ' ' <"$out")" >&2
+    wrk_summary "$out"
+}
+
+results="$work/results.txt"  # cell rps p50 p99 errors
+db=database/1/iCloud.com.example.app/development/private
+echo "wrk ${duration}s per run after ${warmup}s, $conns connections, $rounds rounds; $(nproc) cores;" \
+    "load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+for round in $(seq 1 "$rounds"); do
+    for entry in $bins; do
+        label="${entry%%=*}"
+        bin="${entry#*=}"
+        # The cluster: one etcd coordinating three nodes.
+        d="$work/$label-cluster-$round"
+        mkdir -p "$d"
+        etcd_cluster "$d" 1
+        coordinator="$etcd_url"
+        urls=()
+        for n in 1 2 3; do
+            port="$(free_port)"
+            urls+=("http://127.0.0.1:$port")
+            "$bin" serve --data "$d/n$n" --port "$port" --cluster "${coordinator/http:/etcd:}" --node "n$n" --ack quorum \
+                >"$d/n$n.out" 2>"$d/n$n.err" &
+            pids+=($!)
+        done
+        auth="$(credentials "$d")"
+        lead="$(leader "${urls[@]}")"
+        echo "$label-cluster $(measure "$label-cluster-$round" "$lead/$db/records/modify?$auth" modify.lua "c$round")" >>"$results"
+        stop_all
+        # One node.
+        d="$work/$label-single-$round"
+        mkdir -p "$d"
+        port="$(free_port)"
+        "$bin" serve --data "$d/data" --port "$port" >"$d/n.out" 2>"$d/n.err" &
+        pids+=($!)
+        auth="$(credentials "$d")"
+        echo "$label-single $(measure "$label-single-$round" "http://127.0.0.1:$port/$db/records/modify?$auth" modify.lua "s$round")" >>"$results"
+        stop_all
+        echo "round $round, $label: done" >&2
+    done
+    if [[ "${ETCD:-1}" == 1 ]]; then
+        d="$work/etcd-$round"
+        mkdir -p "$d"
+        etcd_cluster "$d" 3
+        echo "etcd-3 $(measure "etcd-$round" "$etcd_url/v3/kv/put" etcd-put.lua "e$round")" >>"$results"
+        stop_all
+        echo "round $round, etcd: done" >&2
+    fi
+done
+
+median() {
+    awk -v col="$1" -v r="$2" '$1 == r { print $col }' "$results" | sort -g |
+        awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+printf '| target | records/s | p50 | p99 | errors |\n|---|---:|---:|---:|---:|\n'
+for cell in $(awk '{ print $1 }' "$results" | awk '!seen[$0]++'); do
+    printf '| %s | %.0f | %.1f ms | %.1f ms | %s |\n' "$cell" "$(median 2 "$cell")" \
+        "$(awk -v v="$(median 3 "$cell")" 'BEGIN { print v / 1000 }')" \
+        "$(awk -v v="$(median 4 "$cell")" 'BEGIN { print v / 1000 }')" \
+        "$(awk -v r="$cell" '$1 == r { s += $5 } END { print s + 0 }' "$results")"
+done
