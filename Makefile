@@ -22,7 +22,7 @@ build: deps
 # The tests that start a real etcd (the cluster's failover tests: processes, leases of 2 s) run on their own after the
 # rest: in the parallel run they compete for the two cores with ~500 tests, and etcd's first election or a lease can
 # take longer than the tests allow for that alone.
-ETCD_TESTS := ClusterFailoverTests|ClusterAdminTests|EtcdClientTests
+ETCD_TESTS := ClusterFailoverTests|ClusterAdminTests|ClusterMembershipTests|EtcdClientTests
 test: deps
 	mkdir -p $(dir $(TEST_LOG))
 	{ $(SWIFT) build --build-tests $(SWIFTPM_FLAGS) && $(SWIFT) test --skip '$(ETCD_TESTS)' $(SWIFTPM_FLAGS) && \
