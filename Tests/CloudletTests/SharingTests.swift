@@ -169,6 +169,39 @@ import Testing
         #expect(try await alice.share(for: share.id).participant("bob")?.acceptance == .removed)
     }
 
+    @Test func theZonesSharesAreQueriedAsCloudkitShareRecordsBySystemFieldsOnly() async throws {
+        let store = try await openStore(dir)
+        let (alice, share, zone, bob, _) = try await acceptedTrip(store)
+        // Timestamps are in milliseconds: the second share is modified later than the first (accepted just before).
+        try await Task.sleep(for: .milliseconds(5))
+        let porto = try await alice.share(root: RecordID(recordName: "t2", zoneID: zone))
+        func names(_ db: Database, _ q: Query) async throws -> [String] {
+            try await db.query(q, zoneID: zone, maxBytes: nil).records.map { try Share(record: $0).id.recordName }
+        }
+        // The owner: every share of her zone, read back as the shares they are.
+        let all = try await alice.query(Query(recordType: Share.recordType), zoneID: zone, maxBytes: nil)
+        #expect(try all.records.map(Share.init(record:)) == [try await alice.share(for: share.id), porto].sorted { $0.id.recordName < $1.id.recordName })
+        #expect(try await alice.count(Query(recordType: Share.recordType), zoneID: zone) == 2)
+        // Filters and sorts by system fields.
+        let byName = Query(recordType: Share.recordType, predicate: .comparison(Comparison("recordName", .equals, .string(porto.id.recordName))))
+        #expect(try await names(alice, byName) == [porto.id.recordName])
+        let newestFirst = Query(recordType: Share.recordType, sortDescriptors: [QuerySort("modifiedTimestamp", ascending: false)])
+        #expect(try await names(alice, newestFirst) == [porto.id.recordName, share.id.recordName])
+        let mine = Query(recordType: Share.recordType, predicate: .comparison(Comparison("createdUserRecordName", .equals, .string("alice"))))
+        #expect(try await names(alice, mine).count == 2)
+        // A share's members are not fields: refused, as is a search.
+        for bad in [
+            Query(recordType: Share.recordType, predicate: .comparison(Comparison("publicPermission", .equals, .string("NONE")))),
+            Query(recordType: Share.recordType, sortDescriptors: [QuerySort("participants")]),
+            Query(recordType: Share.recordType, predicate: .comparison(Comparison("recordName", .near, .string("x"), distance: 1))),
+        ] {
+            await expectError(.invalidArguments) { try await alice.query(bad, zoneID: zone, maxBytes: nil) }
+        }
+        // A participant: the shares shared with them only.
+        #expect(try await names(bob, Query(recordType: Share.recordType)) == [share.id.recordName])
+        #expect(try await bob.count(Query(recordType: Share.recordType), zoneID: zone) == 1)
+    }
+
     @Test func anOwnerRemovingAParticipantKeepsThemListedAsRemovedWithoutAccessUntilInvitedAgain() async throws {
         let store = try await openStore(dir)
         let (alice, share, zone, bob, carol) = try await acceptedTrip(store)
