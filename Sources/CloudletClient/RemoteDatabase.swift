@@ -124,7 +124,7 @@ public struct RemoteDatabase: CloudletDatabase {
         let response = try await call("records/query", body: body, changesData: false)
         return try decoding {
             let records = try (response.array("records", at: "") ?? []).enumerated().map { i, item in
-                try RecordCoding.decode(item.requireObject(at: "records[\(i)]"), at: "records[\(i)]", zone: zoneID, lossless: true)
+                try ClientCoding.record(item.requireObject(at: "records[\(i)]"), at: "records[\(i)]", zone: zoneID)
             }
             return QueryResults(
                 records: records, cursor: try response.string("continuationMarker", at: "").map(QueryCursor.init(marker:)))

@@ -53,12 +53,13 @@ public enum ClientCoding {
         return e
     }
 
-    /// One entry of a `records/modify` or `records/lookup` response, for the record `id` it answers.
+    /// One entry of a `records/modify` or `records/lookup` response, for the record `id` it answers (a share's
+    /// dictionary as the share's record: ``record(_:at:zone:)``).
     public static func recordResult(_ json: JSONValue, at path: String, for id: RecordID) throws -> RecordResult {
         let o = try json.requireObject(at: path)
         if let e = try error(o, at: path, zone: id.zoneID) { return .failed(id, e) }
         if try o.bool("deleted", at: path) == true { return .deleted(id) }
-        return .saved(try RecordCoding.decode(o, at: path, zone: id.zoneID, lossless: true))
+        return .saved(try record(o, at: path, zone: id.zoneID))
     }
 
     /// The `records` list of a response, checked to hold `count` entries (one per request item, in order).
