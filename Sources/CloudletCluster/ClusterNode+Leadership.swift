@@ -1,3 +1,4 @@
+import Cloudlet
 import CloudletCore
 import CloudletReplication
 import Synchronization
@@ -77,6 +78,51 @@ extension ClusterNode {
             let start = since ?? now
             since = start
             return now - start
+        }
+    }
+}
+
+/// Where a node is with the share repair of its leadership (``ClusterNode/repairSharesWhenLeading()``).
+struct ShareRepair: Sendable {
+    /// Done for the current leadership.
+    var done = false
+    var running = false
+    /// Counts the times the node stopped leading every partition: a repair that ran across one is not counted done.
+    var losses = 0
+}
+
+extension ClusterNode {
+    /// Once per leadership — when this node comes to lead every partition and the catalog, and again after a failure
+    /// — brings the catalog's shares in line with the zones' share records through the replicated logs
+    /// (``CloudletStore/reconcileShareRecordsAsLeader()``): the open-time repair, which a replica cannot run, so that
+    /// a leader that crashed between a share's two commits, or a follower promoted with its catalog behind its
+    /// partitions, leaves no replica's access checks out of line with the share records. Called every tick.
+    func repairSharesWhenLeading() {
+        let leads = leadsEveryPartition
+        let start = shareRepair.withLock { s -> Int? in
+            guard leads else {
+                if s.done || s.running { s.losses += 1 }
+                s.done = false
+                return nil
+            }
+            guard !s.done, !s.running else { return nil }
+            s.running = true
+            return s.losses
+        }
+        guard let losses = start else { return }
+        let store = self.store
+        Task { [self] in
+            var ok = false
+            do {
+                try await store.reconcileShareRecordsAsLeader()
+                ok = true
+            } catch {
+                ServerLog.warning("cluster \(configuration.name): the new leader's share repair failed (\(error)); trying again")
+            }
+            shareRepair.withLock { s in
+                s.running = false
+                if ok && s.losses == losses { s.done = true }
+            }
         }
     }
 }

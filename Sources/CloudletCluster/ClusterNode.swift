@@ -36,6 +36,8 @@ public final class ClusterNode: Sendable {
     let preferences = Mutex(LeadershipPreferences())
     /// Since when (``now()``) partition 0 has had no leader, as ``mayLead(_:)`` last saw it.
     let leaderless = Mutex<Millis?>(nil)
+    /// The share repair a new leader runs (``repairSharesWhenLeading()``).
+    let shareRepair = Mutex(ShareRepair())
     /// Bytes of replication messages sent to and received from other nodes (sealed, as on the wire).
     let bytesSent = Atomic<Int>(0)
     let bytesReceived = Atomic<Int>(0)
@@ -292,6 +294,7 @@ public final class ClusterNode: Sendable {
             let all = drivers.withLock { $0 }
             if let first = all[0] { observeLeadership(first.status) }
             for driver in all.values { driver.tick() }
+            repairSharesWhenLeading()
             try? await Task.sleep(for: .milliseconds(Int(configuration.tickInterval)))
         }
     }

@@ -53,12 +53,13 @@ public enum ClientCoding {
         return e
     }
 
-    /// One entry of a `records/modify` or `records/lookup` response, for the record `id` it answers.
+    /// One entry of a `records/modify` or `records/lookup` response, for the record `id` it answers (a share's
+    /// dictionary as the share's record: ``record(_:at:zone:)``).
     public static func recordResult(_ json: JSONValue, at path: String, for id: RecordID) throws -> RecordResult {
         let o = try json.requireObject(at: path)
         if let e = try error(o, at: path, zone: id.zoneID) { return .failed(id, e) }
         if try o.bool("deleted", at: path) == true { return .deleted(id) }
-        return .saved(try RecordCoding.decode(o, at: path, zone: id.zoneID, lossless: true))
+        return .saved(try record(o, at: path, zone: id.zoneID))
     }
 
     /// The results of a `records/lookup` or `records/modify` response, read from its bytes: one per record in `ids`,
@@ -81,8 +82,8 @@ public enum ClientCoding {
         return out
     }
 
-    /// A `records/query` response read from its bytes: its records (in `zone` unless they name theirs) and its
-    /// `continuationMarker`.
+    /// A `records/query` response read from its bytes: its records (in `zone` unless they name theirs; a share's
+    /// dictionary through ``record(_:at:zone:)``) and its `continuationMarker`.
     public static func queryResults(_ body: [UInt8], zone: ZoneID) throws -> (records: [Record], continuationMarker: String?) {
         var records: [Record] = []
         var marker: String?
@@ -91,7 +92,7 @@ public enum ClientCoding {
                 records.append(r)
             } else {
                 let item = try p.readValue()
-                records.append(try RecordCoding.decode(item.requireObject(at: "records[\(i)]"), at: "records[\(i)]", zone: zone, lossless: true))
+                records.append(try record(item.requireObject(at: "records[\(i)]"), at: "records[\(i)]", zone: zone))
             }
         } other: { p, key in
             guard key == "continuationMarker" else { return false }

@@ -16,9 +16,11 @@ public struct QueryRequest: Sendable {
     /// Parses a request body; untyped filter values take their type from `fieldType(recordType, field)`.
     public init(_ body: [String: JSONValue], fieldType: (_ recordType: String, _ field: String) -> FieldType?) throws {
         guard let q = try body.object("query", at: "") else { throw APIError.badRequest("query is missing") }
-        guard let recordType = try q.string("recordType", at: "query"), !recordType.isEmpty else {
+        guard var recordType = try q.string("recordType", at: "query"), !recordType.isEmpty else {
             throw APIError.badRequest("query.recordType is missing")
         }
+        // Web Services' examples spell the share type `cloudKit.share`.
+        if recordType.lowercased() == Share.recordType { recordType = Share.recordType }
         let zone = try ZoneIDCoding.decode(body["zoneID"], at: "zoneID") ?? .default
         let predicate = try FilterCoding.decode(
             q["filterBy"], at: "query.filterBy", zone: zone, fieldType: { fieldType(recordType, $0) })

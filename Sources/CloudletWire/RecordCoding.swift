@@ -166,7 +166,8 @@ public enum RecordCoding {
             default: throw NotPlain()
             }
         }
-        guard let name, !name.isEmpty, let type, !type.isEmpty else { throw NotPlain() }
+        // A share's dictionary is decoded by the tree path (``ClientCoding/record(_:at:zone:)``) whatever it holds.
+        guard let name, !name.isEmpty, let type, !type.isEmpty, type != Share.recordType else { throw NotPlain() }
         let z = zoneID ?? zone
         var r = Record(recordType: type, recordName: name, zoneID: z)
         r.fields.reserveCapacity(fields.count)

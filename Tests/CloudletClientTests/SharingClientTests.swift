@@ -49,6 +49,15 @@ import Testing
         let shareRecords = feed.changes.compactMap { c -> Record? in if case .changed(let r) = c, r.recordType == Share.recordType { r } else { nil } }
         let fromFeed = try shareRecords.map { try Share(record: $0) }
         note("feed share: \(fromFeed.map { "\($0.id.recordName) \($0.participants.map(\.acceptance.rawValue))" }), same as share(for:): \(fromFeed == [try await alice.share(for: share.id)])")
+        // Looked up or queried by its name, the share's record reads back as the share too (participants, permissions,
+        // short GUID), for the owner and for a participant.
+        let current = try await alice.share(for: share.id)
+        let looked = try await alice.records(for: [share.id])[0].get()
+        let queried = try await alice.query(Query(recordType: Share.recordType), zoneID: zone).records
+        note("lookup share: \(try Share(record: looked) == current), query shares: \(try queried.map(Share.init(record:)) == [current])")
+        let bobsShare = try Share(record: try await bobShared.records(for: [share.id])[0].get())
+        let bobsQuery = try await bobShared.query(Query(recordType: Share.recordType), zoneID: zone).records
+        note("bob's lookup: \(bobsShare.participants.map { "\($0.permission.rawValue) \($0.acceptance.rawValue)" }) \(bobsShare.publicPermission.rawValue), guid \(bobsShare.shortGUID == guid), query \(try bobsQuery.map(Share.init(record:)) == [bobsShare])")
 
         try await alice.deleteShare(share.id)
         note("after alice ends it, bob's zones: \(try await bobShared.zones().count)")
@@ -77,6 +86,8 @@ import Testing
             #expect(remote.contains("bob sees: [\"d1\"]"))
             #expect(remote.contains("after alice ends it, bob's zones: 0"))
             #expect(remote.contains("share lookup: unknownItem"))
+            #expect(remote.contains("lookup share: true, query shares: true"), "\(remote)")
+            #expect(remote.contains("bob's lookup: [\"READ_WRITE ACCEPTED\"] NONE, guid true, query true"), "\(remote)")
             #expect(remote.contains("feed share: [\"share-t1 [\\\"ACCEPTED\\\"]\"], same as share(for:): true"), "\(remote)")
         }
     }

@@ -219,22 +219,25 @@ import Testing
         }
     }
 
+    /// alice's zone `name` holding record `r` (a Trip titled "t"), shared whole with bob with `permission`, accepted.
+    func zoneSharedWithBob(_ s: LiveServer, _ name: String, permission: String) async throws {
+        let zone = try await HTTP.post(
+            s.url("zones/modify"), #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"\#(name)"}}}]}"#)
+        #expect(zone.status == 200, "\(zone)")
+        let shared = try await HTTP.post(
+            s.url("records/modify"),
+            #"{"zoneID":{"zoneName":"\#(name)"},"operations":[\#(createOp("r", type: "Trip")),"#
+                + #"{"operationType":"create","record":{"recordName":"cloudkit.zoneshare","recordType":"cloudkit.share","#
+                + #""participants":[{"userIdentity":{"userRecordName":"\#(s.bob.user.userRecordName)"},"permission":"\#(permission)"}]}}]}"#)
+        let guid = try #require(shared.records.last?["shortGUID"]?.stringValue, "\(shared)")
+        let accepted = try await HTTP.post(s.url("records/accept", db: "public", as: "bob"), #"{"shortGUIDs":[{"value":"\#(guid)"}]}"#)
+        #expect(accepted.json["results"]?.arrayValue?.first?["participantStatus"]?.stringValue == "ACCEPTED", "\(accepted)")
+    }
+
     @Test func theSharedDatabasesChangesDatabaseIsPagedByResultsLimit() async throws {
         let s = try live
         let names = (0..<3).map { _ in unique("Paged") }
-        for name in names {
-            let zone = try await HTTP.post(
-                s.url("zones/modify"), #"{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"\#(name)"}}}]}"#)
-            #expect(zone.status == 200, "\(zone)")
-            let shared = try await HTTP.post(
-                s.url("records/modify"),
-                #"{"zoneID":{"zoneName":"\#(name)"},"operations":[\#(createOp("r", type: "Trip")),"#
-                    + #"{"operationType":"create","record":{"recordName":"cloudkit.zoneshare","recordType":"cloudkit.share","#
-                    + #""participants":[{"userIdentity":{"userRecordName":"\#(s.bob.user.userRecordName)"},"permission":"READ_ONLY"}]}}]}"#)
-            let guid = try #require(shared.records.last?["shortGUID"]?.stringValue, "\(shared)")
-            let accepted = try await HTTP.post(s.url("records/accept", db: "public", as: "bob"), #"{"shortGUIDs":[{"value":"\#(guid)"}]}"#)
-            #expect(accepted.json["results"]?.arrayValue?.first?["participantStatus"]?.stringValue == "ACCEPTED", "\(accepted)")
-        }
+        for name in names { try await zoneSharedWithBob(s, name, permission: "READ_ONLY") }
         // One zone a page (bob may have more shared zones, from the other tests): every page within the limit, each of
         // these zones reported, the last page without moreComing.
         var seen: [String] = []
@@ -292,6 +295,46 @@ import Testing
         #expect(ended.records.first?["deleted"] == .bool(true), "\(ended)")
         let gone = try await HTTP.post(s.url("records/lookup"), #"{"zoneID":\#(zone),"records":[{"recordName":"a-share"}]}"#)
         #expect(gone.records.first?["serverErrorCode"]?.stringValue == "NOT_FOUND", "\(gone)")
+    }
+
+    @Test func aParticipantLeavingInRecordsModifyIsPartOfTheZonesOneCommit() async throws {
+        let s = try live
+        let name = unique("Leave")
+        try await zoneSharedWithBob(s, name, permission: "READ_WRITE")
+        let zone = #"{"zoneName":"\#(name)","ownerRecordName":"\#(s.alice.user.userRecordName)"}"#
+        func bobsRequest(_ shareDeletion: String, title: String) async throws -> Reply {
+            try await HTTP.post(
+                s.url("records/modify", db: "shared", as: "bob"),
+                #"{"zoneID":\#(zone),"atomic":true,"operations":["#
+                    + #"{"operationType":"forceUpdate","record":{"recordName":"r","recordType":"Trip","fields":{"title":{"value":"\#(title)"}}}},"#
+                    + #"{"operationType":\#(shareDeletion),"record":{"recordName":"cloudkit.zoneshare"\#(shareDeletion == #""delete""# ? #","recordChangeTag":"stale""# : "")}}]}"#)
+        }
+        func title() async throws -> String? {
+            let r = try await HTTP.post(s.url("records/lookup"), #"{"zoneID":{"zoneName":"\#(name)"},"records":[{"recordName":"r"}]}"#)
+            return r.records.first?["fields"]?["title"]?["value"]?.stringValue
+        }
+        func bobSeesTheZone() async throws -> Bool {
+            let zones = try await HTTP.get(s.url("zones/list", db: "shared", as: "bob"))
+            return zones.zones.contains { $0["zoneID"]?["zoneName"]?.stringValue == name }
+        }
+        // Leaving with a stale change tag fails, and so does the record saved with it: nothing of the request is applied.
+        let stale = try await bobsRequest(#""delete""#, title: "stale")
+        #expect(stale.records.first?["serverErrorCode"]?.stringValue == "ATOMIC_ERROR", "\(stale)")
+        #expect(stale.records.last?["serverErrorCode"]?.stringValue == "CONFLICT", "\(stale)")
+        #expect(try await title() == "t", "the record saved with a failed leave is not applied")
+        #expect(try await bobSeesTheZone())
+        // Leaving with the record: both, in one commit (the record's change tag and the share's name one LSN).
+        let left = try await bobsRequest(#""forceDelete""#, title: "last words")
+        #expect(left.records.first?["recordChangeTag"] != nil && left.records.last?["deleted"] == .bool(true), "\(left)")
+        #expect(try await title() == "last words")
+        #expect(try await !bobSeesTheZone())
+        let share = try await HTTP.post(s.url("records/lookup"), #"{"zoneID":{"zoneName":"\#(name)"},"records":[{"recordName":"cloudkit.zoneshare"}]}"#)
+        let bob = share.records.first?["participants"]?.arrayValue?.first { $0["userIdentity"]?["userRecordName"]?.stringValue == s.bob.user.userRecordName }
+        #expect(bob?["acceptanceStatus"]?.stringValue == "REMOVED", "\(share)")
+        // A change tag is `<commit LSN>[-<index in the commit>]` (base 36).
+        let lsn = { (tag: String?) in tag?.split(separator: "-").first.map(String.init) }
+        let recordLSN = lsn(left.records.first?["recordChangeTag"]?.stringValue)
+        #expect(recordLSN != nil && recordLSN == lsn(share.records.first?["recordChangeTag"]?.stringValue), "\(left) \(share)")
     }
 
     @Test func resolveAndAcceptAreForSignedInUsersOnTheirOwnPublicRoute() async throws {

@@ -91,10 +91,12 @@ import Testing
         var byCarol = saved
         byCarol.fields["title"] = "carol was here"
         #expect(try await carol.modify([.update(byCarol)])[0].code == .permissionFailure)
-        // Records outside the share are not bob's to write, nor is the root his to delete, nor the share a record.
+        // Records outside the share are not bob's to write, nor is the root his to delete, nor the share a record to
+        // save (deleting it is leaving it).
         #expect(try await bob.modify([.create(trip("t3", zone))])[0].code == .permissionFailure)
         #expect(try await bob.modify([.forceDelete(t1)])[0].code == .permissionFailure)
-        #expect(try await bob.modify([.forceDelete(share.id)])[0].code == .permissionFailure)
+        let shareAsRecord = Record(recordType: Share.recordType, recordName: share.id.recordName, zoneID: zone)
+        #expect(try await bob.modify([.forceUpdate(shareAsRecord)])[0].code == .permissionFailure)
         await expectError(.permissionFailure) { try await bob.deleteZone(zone) }
         #expect(try await alice.record(for: t1).fields["title"] == .string("Lisbon, by bob"))
         // alice's change feed shows bob's edit.
@@ -124,6 +126,80 @@ import Testing
         await expectError(.unknownItem) { try await c.publicDatabase(user: "bob").acceptShare(shortGUID: share.shortGUID!) }
         // The records stay alice's.
         #expect(try await alice.record(for: RecordID(recordName: "t1", zoneID: zone)).recordName == "t1")
+    }
+
+    @Test func aParticipantsModifyDeletingTheShareLeavesItInTheZonesCommitWithTheOtherOperations() async throws {
+        let store = try await openStore(dir)
+        let (alice, share, zone, bob, _) = try await acceptedTrip(store)
+        let t1 = RecordID(recordName: "t1", zoneID: zone)
+        var edited = try await bob.record(for: t1)
+        edited.fields["title"] = "edited on the way out"
+        // Atomic: a record that fails fails the leave, and a leave that fails (a stale change tag) fails the record.
+        var stale = edited
+        stale.changeTag = "stale"
+        let first = try await bob.modify([.update(stale), .forceDelete(share.id)])
+        #expect(first.map(\.code) == [.serverRecordChanged, .batchRequestFailed])
+        let second = try await bob.modify([.update(edited), .delete(share.id, changeTag: "stale")])
+        #expect(second.map(\.code) == [.batchRequestFailed, .serverRecordChanged])
+        #expect(try await bob.zones().map(\.id) == [zone])
+        #expect(try await alice.record(for: t1).fields["title"] == .string("Lisbon"))
+        // Both together: one commit (the share's record and the edit share its LSN), and bob is out.
+        let tag = try #require(try await bob.share(for: share.id).changeTag)
+        let left = try await bob.modify([.update(edited), .delete(share.id, changeTag: tag)])
+        #expect(left.map(\.code) == [nil, nil])
+        guard case .deleted(let deleted) = left[1] else { Issue.record("\(left)"); return }
+        #expect(deleted == share.id)
+        #expect(try await bob.zones().isEmpty)
+        let after = try await alice.share(for: share.id)
+        #expect(after.participant("bob")?.acceptance == .removed)
+        let lsn = { (tag: String?) in tag?.split(separator: "-").first }
+        #expect(lsn(left[0].record?.changeTag) != nil && lsn(left[0].record?.changeTag) == lsn(after.changeTag))
+        #expect(try await alice.record(for: t1).fields["title"] == .string("edited on the way out"))
+    }
+
+    @Test func operationsAfterAParticipantLeavesInTheSameBatchAreNotShared() async throws {
+        let store = try await openStore(dir)
+        let (alice, share, zone, bob, _) = try await acceptedTrip(store)
+        let t1 = RecordID(recordName: "t1", zoneID: zone)
+        var edited = try await bob.record(for: t1)
+        edited.fields["title"] = "after leaving"
+        let results = try await bob.modify([.forceDelete(share.id), .update(edited)], atomic: false)
+        #expect(results.map(\.code) == [nil, .zoneNotFound])
+        #expect(try await alice.record(for: t1).fields["title"] == .string("Lisbon"))
+        #expect(try await alice.share(for: share.id).participant("bob")?.acceptance == .removed)
+    }
+
+    @Test func theZonesSharesAreQueriedAsCloudkitShareRecordsBySystemFieldsOnly() async throws {
+        let store = try await openStore(dir)
+        let (alice, share, zone, bob, _) = try await acceptedTrip(store)
+        // Timestamps are in milliseconds: the second share is modified later than the first (accepted just before).
+        try await Task.sleep(for: .milliseconds(5))
+        let porto = try await alice.share(root: RecordID(recordName: "t2", zoneID: zone))
+        func names(_ db: Database, _ q: Query) async throws -> [String] {
+            try await db.query(q, zoneID: zone, maxBytes: nil).records.map { try Share(record: $0).id.recordName }
+        }
+        // The owner: every share of her zone, read back as the shares they are.
+        let all = try await alice.query(Query(recordType: Share.recordType), zoneID: zone, maxBytes: nil)
+        #expect(try all.records.map(Share.init(record:)) == [try await alice.share(for: share.id), porto].sorted { $0.id.recordName < $1.id.recordName })
+        #expect(try await alice.count(Query(recordType: Share.recordType), zoneID: zone) == 2)
+        // Filters and sorts by system fields.
+        let byName = Query(recordType: Share.recordType, predicate: .comparison(Comparison("recordName", .equals, .string(porto.id.recordName))))
+        #expect(try await names(alice, byName) == [porto.id.recordName])
+        let newestFirst = Query(recordType: Share.recordType, sortDescriptors: [QuerySort("modifiedTimestamp", ascending: false)])
+        #expect(try await names(alice, newestFirst) == [porto.id.recordName, share.id.recordName])
+        let mine = Query(recordType: Share.recordType, predicate: .comparison(Comparison("createdUserRecordName", .equals, .string("alice"))))
+        #expect(try await names(alice, mine).count == 2)
+        // A share's members are not fields: refused, as is a search.
+        for bad in [
+            Query(recordType: Share.recordType, predicate: .comparison(Comparison("publicPermission", .equals, .string("NONE")))),
+            Query(recordType: Share.recordType, sortDescriptors: [QuerySort("participants")]),
+            Query(recordType: Share.recordType, predicate: .comparison(Comparison("recordName", .near, .string("x"), distance: 1))),
+        ] {
+            await expectError(.invalidArguments) { try await alice.query(bad, zoneID: zone, maxBytes: nil) }
+        }
+        // A participant: the shares shared with them only.
+        #expect(try await names(bob, Query(recordType: Share.recordType)) == [share.id.recordName])
+        #expect(try await bob.count(Query(recordType: Share.recordType), zoneID: zone) == 1)
     }
 
     @Test func anOwnerRemovingAParticipantKeepsThemListedAsRemovedWithoutAccessUntilInvitedAgain() async throws {

@@ -205,6 +205,30 @@ final class CloudletQueryFixture: QueryFixture {
         _ = try? ThreadBridge.wait { try await store.close() }
     }
 
+    /// The participant the zone is shared with (`query-shared`), and their shared database once it is.
+    static let participant = "reader"
+    private let shared = Mutex<Database?>(nil)
+
+    /// `eqSort` in the zone shared whole (READ_ONLY) with ``participant``: run by them through their shared database, or
+    /// by the owner through hers. The zone is shared (and accepted) the first time, not timed.
+    func sharedEqSort(_ category: String, asParticipant: Bool) throws -> Int {
+        let reader = try shared.withLock { db -> Database in
+            if let db { return db }
+            let owner = self.db, store = self.store, zone = self.zone
+            let made = try ThreadBridge.wait {
+                let share = try await owner.saveShare(
+                    Share(zone: zone, participants: [Share.Participant(userRecordName: Self.participant, permission: .readOnly)]))
+                let container = try store.container("iCloud.com.example.bench")
+                try await container.publicDatabase(user: Self.participant).acceptShare(shortGUID: share.shortGUID!)
+                return try container.sharedDatabase(user: Self.participant)
+            }
+            db = made
+            return made
+        }
+        guard asParticipant else { return try run(eqSortQuery(category)) }
+        let q = eqSortQuery(category), zone = ZoneID(zoneName: self.zone.zoneName, ownerName: db.id.owner)
+        return try ThreadBridge.wait { try await reader.query(q, zoneID: zone, resultsLimit: QueryFixtures.limit).records.count }
+    }
 }
 
 // MARK: - SQLite

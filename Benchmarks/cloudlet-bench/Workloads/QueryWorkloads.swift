@@ -111,3 +111,62 @@ final class QueryWorkload: Workload {
 
     func tearDown() throws { fixture = nil }
 }
+
+/// `query-shared`: `query-eq-sort` on the same records (100 k) in a zone shared whole, READ_ONLY, with another user:
+/// run by that participant through their shared database (the subject, `cloudlet`) and by the zone's owner through
+/// her private database (the anchor, `cloudlet-owner`, the same store, zone and query). What a shared database's
+/// checks cost a query (issue 17: "the same speed as the owner's own query").
+final class SharedQueryWorkload: Workload {
+    let name = "query-shared"
+    let engine: String
+    let role: EngineRole
+    let unit = "queries/s"
+    let latencyOf = "one query (up to 100 rows)"
+    let asParticipant: Bool
+    let sizes: QueryWorkload.Sizes
+    private var fixture: CloudletQueryFixture?
+
+    static let summary = (
+        name: "query-shared", summary: "query-eq-sort in a zone shared whole: the participant's shared database vs the owner's"
+    )
+
+    init(asParticipant: Bool, sizes: QueryWorkload.Sizes) {
+        self.asParticipant = asParticipant
+        self.sizes = sizes
+        engine = asParticipant ? "cloudlet" : "cloudlet-owner"
+        role = asParticipant ? .subject : .anchor
+    }
+
+    static func group(quick: Bool, engines: [EngineRegistry.Entry]) -> [any Workload] {
+        guard engines.contains(where: { $0.name == "cloudlet" }) else { return [] }
+        let sizes = quick ? QueryWorkload.Sizes.quick : QueryWorkload.Sizes.full
+        return [SharedQueryWorkload(asParticipant: true, sizes: sizes), SharedQueryWorkload(asParticipant: false, sizes: sizes)]
+    }
+
+    func setUp(in dir: String, fixtures: Fixtures) throws {
+        let root = String(dir[..<(dir.lastIndex(of: "/") ?? dir.endIndex)])
+        guard let f = try QueryFixtures.fixture(engine: "cloudlet", count: sizes.records, root: root) as? CloudletQueryFixture else {
+            throw BenchError(.engine, "query-shared needs Cloudlet's query fixture")
+        }
+        fixture = f
+    }
+
+    func run() throws -> RunMeasurement {
+        guard let f = fixture else { preconditionFailure("run() without setUp()") }
+        let words = QueryFixtures.words
+        var latencies: [Double] = []
+        latencies.reserveCapacity(sizes.queries)
+        var rows = 0
+        let clock = Stopwatch()
+        for i in 0..<sizes.queries {
+            let t = Stopwatch()
+            rows += try f.sharedEqSort(words[i % words.count], asParticipant: asParticipant)
+            latencies.append(t.elapsed)
+        }
+        let seconds = clock.elapsed
+        if rows == 0 { throw BenchError(.engine, "\(engine) \(name) returned no rows") }
+        return RunMeasurement(operations: Double(sizes.queries), seconds: seconds, latencies: latencies)
+    }
+
+    func tearDown() throws { fixture = nil }
+}

@@ -185,6 +185,7 @@ enum WorkloadCatalog {
     static func listing(indent: String) -> String {
         let all = definitions.filter { !$0.summary.isEmpty }.map { ($0.name, $0.summary) }
             + QueryWorkload.summaries.filter { $0.name != "readrandom" }.map { ($0.name, $0.summary) }
+            + [SharedQueryWorkload.summary]
             + ClientWorkloads.summaries.map { ($0.name, $0.summary) }
             + [(ReplicatedWorkload.listedName, ReplicatedWorkload.summary)]
         return all.map { indent + $0.0.padding(toLength: 21, withPad: " ", startingAt: 0) + $0.1 }.joined(separator: "\n")
@@ -205,7 +206,8 @@ enum WorkloadCatalog {
         // The query workloads bring their own data set (QueryFixtures).
         // So do the client's (an in-process server over loopback, and the raw HTTP anchor).
         // And the cluster's (processes: cloudlet serve --cluster, etcd).
-        return (rows + QueryWorkload.groups(quick: quick, engines: engines) + ClientWorkloads.groups(quick: quick)
+        return (rows + QueryWorkload.groups(quick: quick, engines: engines)
+            + [SharedQueryWorkload.group(quick: quick, engines: engines)] + ClientWorkloads.groups(quick: quick)
             + [ReplicatedWorkload.group(quick: quick, sizes: s)])
             .filter { !$0.isEmpty }
     }

@@ -160,13 +160,12 @@ extension Database {
         let key = try id.scope == .shared ? sharedKey(shareID.zoneID) : ownerShareZone(shareID)
         let user = id.owner, leaving = id.scope == .shared
         _ = try await commitShares(key) { inZone, _ -> (ShareChanges, Void) in
-            guard var s = inZone[shareID.recordName], !leaving || s.permission(of: user) != .none else {
-                throw CloudletError(.unknownItem, "share '\(shareID.recordName)' does not exist in zone '\(key.zoneName)'")
-            }
             if leaving {
-                let i = s.participants.firstIndex { $0.userRecordName == user }!
-                s.participants[i].acceptance = .removed
+                let s = try Self.left(inZone[shareID.recordName], by: user, in: key, named: shareID.recordName)
                 return (ShareChanges(puts: [s], access: [(user, gone: true)]), ())
+            }
+            guard let s = inZone[shareID.recordName] else {
+                throw CloudletError(.unknownItem, "share '\(shareID.recordName)' does not exist in zone '\(key.zoneName)'")
             }
             return (Self.ending([s]), ())
         }

@@ -293,6 +293,9 @@ public struct Database: CloudletDatabase {
     /// zone's commit, after the zone's record operations — so a share and its root record saved together are one
     /// commit, both saved or neither, as in CloudKit. A share fails as ``saveShare(_:createShortGUID:)`` would; in an
     /// atomic zone, a failed share fails the zone's records (`batchRequestFailed`) and a failed record its shares.
+    /// In a shared database, an operation deleting a share that grants the user something (`delete`, whose change tag
+    /// is checked when given, or `forceDelete`) is the user leaving it (``deleteShare(_:)``), in the zone's commit
+    /// with the other operations; the share grants nothing to the batch's later operations.
     /// Returns one result per operation and one per share, in order.
     public func modify(
         _ operations: [RecordOperation], saving shares: [ShareSave], atomic: Bool = true, assetRule: AssetRule? = nil
@@ -359,6 +362,16 @@ public struct Database: CloudletDatabase {
         return (results.map { $0! }, shareResults.map { $0! })
     }
 
+    /// `share` (as staged) with `user` REMOVED: what their leaving it writes. - Throws: `unknownItem` when it grants
+    /// them nothing (any more).
+    static func left(_ share: Share?, by user: String, in key: ZoneKey, named name: String) throws -> Share {
+        guard var s = share, s.permission(of: user) != .none, let i = s.participants.firstIndex(where: { $0.userRecordName == user }) else {
+            throw CloudletError(.unknownItem, "share '\(name)' does not exist in zone '\(key.zoneName)'")
+        }
+        s.participants[i].acceptance = .removed
+        return s
+    }
+
     /// Plans and commits one zone's operations against a catalog snapshot taken under the partition's lock. When
     /// they need schema additions (development), those are committed to the catalog and awaited first — outside
     /// the lock, never under it — and the batch is planned again against a snapshot that has them (again if the
@@ -414,11 +427,23 @@ public struct Database: CloudletDatabase {
                     for name in changes.deletions where !deletedByBatch.contains(name) {
                         mutations.append(.deleteRecord(zone: key, recordName: name, recordType: Share.recordType, time: now, parent: nil))
                     }
-                    // Shares saved with the records: after them, in the same commit.
+                    // Shares left (a participant) or saved (the owner) with the records: after them, in the same commit.
                     var shareResults: [Int: Result<Share, CloudletError>] = [:]
-                    if !shares.isEmpty {
+                    if !shares.isEmpty || !planner.leaving.isEmpty {
                         var inZone = catalog.stagedShares(in: key)
                         var failure = atomic ? results.values.first(where: { $0.error != nil }).map { ($0.recordID.recordName, $0.error!) } : nil
+                        for (i, name) in planner.leaving where failure == nil {
+                            do {
+                                var s = try Self.left(inZone[name], by: owner, in: key, named: name)
+                                mutations.append(try Self.shareRecordMutation(&s, in: key, st: st, lsn: lsn, index: mutations.count, stamp: stamp))
+                                inZone[name] = s
+                                changes.puts.append(s)
+                                changes.access.append((owner, gone: true))
+                            } catch let e as CloudletError {
+                                results[i] = .failed(results[i]!.recordID, e)
+                                if atomic { failure = (name, e) }
+                            }
+                        }
                         for (i, save) in shares where failure == nil {
                             do {
                                 let planned = try Self.plannedSave(

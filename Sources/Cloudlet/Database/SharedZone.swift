@@ -84,8 +84,9 @@ struct SharedZone: Sendable {
         }
     }
 
-    /// Throws `permissionFailure` for a share written as a record (``Database/deleteShare(_:)`` is how a participant
-    /// leaves one) and for the deletion of a share's root (only the owner's).
+    /// Throws `permissionFailure` for a share written as a record (deleting one that grants the user something is
+    /// leaving it, which the batch planner takes before this check) and for the deletion of a share's root (only the
+    /// owner's).
     func checkNotShareOrRoot(_ op: RecordOperation) throws {
         let name = op.recordID.recordName
         if shares.contains(where: { $0.id.recordName == name }) || op.record?.recordType == Share.recordType {

@@ -42,8 +42,12 @@ package struct BatchPlanner {
     /// Checks each asset of a record being saved (the server's receipts); nil: every asset is accepted.
     let assetRule: AssetRule?
     /// For a batch of a shared database's user: what the catalog's shares (as of this plan) let them do in the zone,
-    /// nil inside when nothing (the share ended). nil outside for every other database.
-    let shared: SharedZone??
+    /// nil inside when nothing (the share ended). nil outside for every other database. A share the batch leaves
+    /// grants nothing to its later operations.
+    private(set) var shared: SharedZone??
+    /// The shares a shared database's user leaves in this batch (deleting one is leaving it), in request order: the
+    /// commit writes each as the catalog stages it, with the user REMOVED (``Database/commitGroup``), after the records.
+    private(set) var leaving: [(index: Int, name: String)] = []
     /// Whether a hierarchy share covers records of the zone through their parents: then a deletion keeps the deleted
     /// version's parent in its tombstone (``Mutation/deleteRecord(zone:recordName:recordType:time:parent:)``), for
     /// the participants' change feeds.
@@ -96,6 +100,11 @@ package struct BatchPlanner {
                         "record '\(id.recordName)' appears in more than one operation of this request")
                 }
                 if let e = rejected[index] { throw e }
+                if try leaves(op) {
+                    leaving.append((index, id.recordName))
+                    results[index] = .deleted(zoneOwned(id))
+                    continue
+                }
                 results[index] = try apply(op)
             } catch let e as CloudletError {
                 results[index] = .failed(id, e)
@@ -104,6 +113,7 @@ package struct BatchPlanner {
         }
         if let (failedID, failure) = firstFailure, atomic, !zone.zoneID.isDefault {
             mutations = []
+            leaving = []
             for (index, op) in ops where results[index]?.error == nil {
                 results[index] = .failed(
                     op.recordID,
@@ -195,6 +205,19 @@ package struct BatchPlanner {
             throw CloudletError(.zoneNotFound, "zone '\(zone.zoneName)' of owner '\(zone.owner)' is no longer shared with '\(user)'")
         }
         try shared.check(op) { name in try current(name).map { $0.parent?.recordName } }
+    }
+
+    /// Whether `op` is a shared database's user leaving a share: the deletion of a share that grants them something
+    /// (checking a `delete`'s change tag, when it has one, against the share's record). The share then grants nothing
+    /// to the batch's later operations.
+    private mutating func leaves(_ op: RecordOperation) throws -> Bool {
+        guard op.record == nil, case .some(.some(let zoneShares)) = shared else { return false }
+        let name = op.recordID.recordName
+        guard zoneShares.shares.contains(where: { $0.id.recordName == name }) else { return false }
+        if case .delete(_, let tag) = op, !tag.isEmpty { _ = try requireVersion(name, tag: tag, op: op) }
+        let rest = zoneShares.shares.filter { $0.id.recordName != name }
+        shared = .some(rest.isEmpty ? nil : SharedZone(key: zone, user: zoneShares.user, shares: rest))
+        return true
     }
 
     /// `id` in this zone as every other result names it: its owner is the database's owner (the user of a private

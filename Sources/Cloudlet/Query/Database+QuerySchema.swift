@@ -32,8 +32,9 @@ extension Database {
     /// (`Field 'x' is not marked queryable`). Development adds the missing flags just in time (when `addIndexes`),
     /// so the indexes build in the background. Returns the prepared query and notes for the plan.
     func prepare(_ query: Query, addIndexes: Bool) async throws -> (PreparedQuery, [String]) {
-        try validateShape(query)
         let key = SchemaKey(container: id.container, environment: id.environment)
+        if query.recordType == Share.recordType { return (try prepareShareQuery(query, key), []) }
+        try validateShape(query)
         let production = id.environment == .production
         var schema = store.schemaSnapshot()
         guard var type = schema.recordType(key, query.recordType) else {
@@ -104,6 +105,35 @@ extension Database {
                 needed: needed, recordSchema: type),
             notes
         )
+    }
+
+    /// A query of `cloudkit.share`, the shares of a zone as records (docs/sharing.md, "Querying shares"). The type is
+    /// no schema type (a share is not saved as a record) and has no index: the query reads the zone's share records by
+    /// the type's record names (a zone has few) and may filter and sort by system fields only — the share's own
+    /// members (participants, permissions) are not fields. The same in development and production.
+    /// - Throws: `invalidArguments` for any other field, a full-text search, or a comparator no system field matches.
+    private func prepareShareQuery(_ query: Query, _ key: SchemaKey) throws -> PreparedQuery {
+        let systemFields = SystemField.allCases.map(\.rawValue).joined(separator: ", ")
+        func systemField(_ f: String) throws -> SystemField {
+            guard let field = SystemField(rawValue: f) else {
+                throw CloudletError.invalid(
+                    "records of type '\(Share.recordType)' are queried by their system fields (\(systemFields)), not by '\(f)'")
+            }
+            return field
+        }
+        for c in query.predicate.comparisons {
+            if let needed = c.comparator.fieldNeeded(by: try systemField(c.field).type) {
+                throw CloudletError.invalid(
+                    "\(c.comparator.rawValue) cannot apply to system field '\(c.field)' of '\(Share.recordType)' (it needs \(needed))")
+            }
+        }
+        for d in query.sortDescriptors {
+            _ = try systemField(d.field)
+            if d.relativeLocation != nil { throw CloudletError.invalid("a sort by distance needs a LOCATION field; '\(d.field)' is not one") }
+        }
+        return PreparedQuery(
+            query: query, schemaKey: key, order: SortOrder(descriptors: query.sortDescriptors), searchable: [], needed: [:],
+            recordSchema: RecordTypeSchema(name: Share.recordType))
     }
 
     /// The index flag each field of the query needs: its comparisons', its sorts', `recordName` QUERYABLE to list a

@@ -18,20 +18,18 @@ struct RecordsHandler {
         let (atomic, requestKeys, numbersAsStrings) = (request.atomic, request.desiredKeys, request.numbersAsStrings)
         try resolveRecordTypes(&parsed)
         // Shares are records of their zone: in a private database, saving one goes with the request's records into the
-        // zone's one commit (a share and its root: both or neither), and deleting one (ending it) is a record deletion.
-        // In a shared database a participant deleting a share leaves it (`deleteShare`), after the records.
+        // zone's one commit (a share and its root: both or neither), and deleting one (ending it) is a record deletion;
+        // in a shared database, a participant deleting a share leaves it, in the zone's commit too (the engine's rule).
         let db = context.database
-        let allShareOps = try shareOperations(parsed)
-        let owned = context.path.scope == .private
-        let shareOps = owned ? allShareOps.filter { !parsed[$0].kind.isDelete } : allShareOps
+        let shareOps = Set(parsed.indices.filter { parsed[$0].share != nil })
         let recordOps = parsed.indices.filter { !shareOps.contains($0) }
         var schema = SchemaHints(container: context.container, environment: context.path.environment)
         let operations = try recordOps.map { try parsed[$0].operation(fieldType: { schema.type(of: $1, in: $0) }) }
         let emails = shareOps.isEmpty ? [:] : try participantEmails(parsed, shareOps.sorted())
         let shareRoots = Self.rootsOfShares(parsed)
-        var shareResults: [Int: Result<Share?, CloudletError>] = [:]
+        var shareResults: [Int: Result<Share, CloudletError>] = [:]
         var saving: [(index: Int, save: ShareSave)] = []
-        let saves = shareOps.sorted().filter { !parsed[$0].kind.isDelete && parsed[$0].share != nil }
+        let saves = shareOps.sorted()
         // The shares an update starts from (its change tag is checked again when it commits).
         let updated = saves.filter { parsed[$0].kind != .create }
         let updatedIDs = updated.map { ($0, parsed[$0].recordID) }
@@ -55,14 +53,10 @@ struct RecordsHandler {
         let (recordResults, savedShares) = operations.isEmpty && shareSaves.isEmpty
             ? ([], []) : try ThreadBridge.wait { try await db.modify(operations, saving: shareSaves, atomic: atomic, assetRule: rule) }
         committed = true
-        for ((i, _), r) in zip(saving, savedShares) { shareResults[i] = r.map { $0 } }
+        for ((i, _), r) in zip(saving, savedShares) { shareResults[i] = r }
         let links = context.assetLinks
         var byIndex: [Int: RecordResult] = [:]
         for (i, r) in zip(recordOps, recordResults) { byIndex[i] = r }
-        let rest = shareOps.filter { shareResults[$0] == nil }.sorted()
-        if !rest.isEmpty {
-            shareResults.merge(try applyShareOperations(parsed, rest, atomic: atomic, recordResults: byIndex, emails: emails)) { a, _ in a }
-        }
         let caller = context.principal.access.userRecordName
         // A share's root names it (`share`), as in CloudKit; after the share operations, which may have just made it one.
         let roots = db.rootShares(of: recordResults.compactMap(\.record))
@@ -74,8 +68,7 @@ struct RecordsHandler {
                 for (i, op) in parsed.enumerated() {
                     if let shared = shareResults[i] {
                         switch shared {
-                        case .success(let s?): ShareCoding.write(s, caller: caller, baseURL: context.baseURL, to: &w)
-                        case .success(nil): RecordCoding.writeDeleted(op.recordID, to: &w)
+                        case .success(let s): ShareCoding.write(s, caller: caller, baseURL: context.baseURL, to: &w)
                         case .failure(let e): RecordCoding.writeError(e, recordName: op.recordName, to: &w, numbersAsStrings: numbersAsStrings)
                         }
                         continue

@@ -51,26 +51,6 @@ struct SharesHandler {
 }
 
 extension RecordsHandler {
-    /// The operations of a `records/modify` request that are about shares: saves of `cloudkit.share` records, and
-    /// deletions of records that are shares of their zone.
-    func shareOperations(_ parsed: [ParsedOperation]) throws -> Set<Int> {
-        var out = Set(parsed.indices.filter { parsed[$0].share != nil })
-        // A deletion names only the record: ask the engine which names are shares (only when something is deleted).
-        let deletions = parsed.indices.filter { parsed[$0].kind.isDelete }
-        guard !deletions.isEmpty else { return out }
-        let db = context.database
-        let zones = Set(deletions.map { parsed[$0].zone })
-        let zoneList = Array(zones)
-        let found = try ThreadBridge.wait { try await perItemResults(zoneList) { try await db.shares(in: $0) } }
-        // A zone that failed (not found, not shared) holds no share: its operations fail as records.
-        var names: Set<RecordID> = []
-        for (z, shares) in zip(zoneList, found) {
-            for s in (try? shares.get()) ?? [] { names.insert(RecordID(recordName: s.id.recordName, zoneID: z)) }
-        }
-        for i in deletions where names.contains(parsed[i].recordID) || parsed[i].recordName == Share.zoneWideShareName { out.insert(i) }
-        return out
-    }
-
     /// The user record names of the participants `indices` of `parsed` name by email address (users created with an
     /// email). - Throws: `BAD_REQUEST` for an address no user has.
     func participantEmails(_ parsed: [ParsedOperation], _ indices: [Int]) throws -> [String: String] {
@@ -126,41 +106,5 @@ extension RecordsHandler {
             }
         }
         return share
-    }
-
-    /// Applies the share operations `indices` of `parsed` that were not committed with the records, after the record
-    /// operations (so a root saved in the same request exists). With `atomic`, a share operation in a zone where a
-    /// record operation failed fails too.
-    func applyShareOperations(
-        _ parsed: [ParsedOperation], _ indices: [Int], atomic: Bool, recordResults: [Int: RecordResult], emails: [String: String]
-    ) throws -> [Int: Result<Share?, CloudletError>] {
-        let failedZones = Set(recordResults.values.compactMap { r -> ZoneID? in r.error == nil ? nil : r.recordID.zoneID })
-        let roots = Self.rootsOfShares(parsed)
-        let db = context.database
-        return try ThreadBridge.wait {
-            var out: [Int: Result<Share?, CloudletError>] = [:]
-            for i in indices {
-                let op = parsed[i]
-                do {
-                    if atomic && failedZones.contains(op.zone) {
-                        throw CloudletError(.batchRequestFailed, "another operation of zone '\(op.zone.zoneName)' failed")
-                    }
-                    if op.kind.isDelete {
-                        if op.kind == .delete, let tag = op.changeTag, let current = try? await db.share(for: op.recordID),
-                            current.changeTag != tag
-                        {
-                            throw CloudletError(.serverRecordChanged, "share '\(op.recordName)' changed since it was read")
-                        }
-                        try await db.deleteShare(op.recordID)
-                        out[i] = .success(nil)
-                        continue
-                    }
-                    let existing = try? await db.share(for: op.recordID)
-                    let share = try Self.shareToSave(op, existing: existing, roots: roots, emails: emails)
-                    out[i] = .success(try await db.saveShare(share, createShortGUID: op.share!.createShortGUID))
-                } catch let e as CloudletError { out[i] = .failure(e) }
-            }
-            return out
-        }
     }
 }
