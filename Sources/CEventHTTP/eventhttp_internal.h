@@ -115,6 +115,8 @@ struct eh_conn {
     int want_resume, want_close;
     uint8_t *sbuf;
     size_t slen, scap;
+    /// How many buffered body bytes the handler waits for (eh_body_read); the loop wakes it at that many.
+    size_t swant;
     int sdone, serror, reader_paused;
     /// The client has gone (closed, or half-closed while its answer was awaited), and who to tell once.
     int gone;

@@ -212,6 +212,7 @@ static int on_headers_complete(http_parser *p) {
         c->deadline = now + (uint64_t)s->cfg.body_timeout_ms;
         pthread_mutex_lock(&c->lock);
         c->slen = 0;
+        c->swant = 1;
         c->sdone = 0;
         c->serror = 0;
         c->reader_paused = 0;
@@ -237,8 +238,10 @@ static int on_body(http_parser *p, const char *at, size_t len) {
         } else {
             c->serror = 1;
         }
-        pthread_cond_broadcast(&c->cond);
         int full = c->slen > STREAM_BUFFER_CAP;
+        // Wake the handler only once it has what it waits for (eh_body_read): one wake-up per buffer it fills,
+        // not one per socket read.
+        if (c->slen >= c->swant || full || c->serror) pthread_cond_broadcast(&c->cond);
         if (full) c->reader_paused = 1;
         pthread_mutex_unlock(&c->lock);
         if (full && c->reading) {
@@ -364,7 +367,13 @@ long eh_body_read(eh_request *r, void *buffer, size_t length) {
     eh_conn *c = r->conn;
     if (!r->streamed) return 0;
     pthread_mutex_lock(&c->lock);
-    while (c->slen == 0 && !c->sdone && !c->serror) pthread_cond_wait(&c->cond, &c->lock);
+    // Wait for a full buffer (up to what the loop keeps before it stops reading), the end of the body, or an
+    // error: the handler then writes large pieces, and the loop wakes it once per piece.
+    size_t want = length < STREAM_BUFFER_CAP ? length : STREAM_BUFFER_CAP;
+    if (want == 0) want = 1;
+    c->swant = want;
+    while (c->slen < want && !c->sdone && !c->serror) pthread_cond_wait(&c->cond, &c->lock);
+    c->swant = 1;
     long result;
     if (c->slen > 0) {
         size_t n = c->slen < length ? c->slen : length;

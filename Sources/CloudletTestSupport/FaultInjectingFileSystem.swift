@@ -33,6 +33,7 @@ public final class FaultInjectingFileSystem: FileSystem {
         var fdatasyncCalls = 0
         var fdatasyncCallsByPath: [String: Int] = [:]
         var writeCalls = 0
+        var directorySyncCalls = 0
     }
 
     /// The file system underneath, where the bytes really go.
@@ -128,6 +129,9 @@ public final class FaultInjectingFileSystem: FileSystem {
     /// How many pwrite calls went through this wrapper (failed ones included).
     public var writeCount: Int { faults.withLock { $0.writeCalls } }
 
+    /// `fsyncDirectory` calls so far (counted whether or not a fault is armed).
+    public var directorySyncCount: Int { faults.withLock { $0.directorySyncCalls } }
+
     public func open(_ path: String, options: OpenOptions) throws(FileSystemError) -> any File {
         FaultyFile(base: try base.open(path, options: options), fileSystem: self)
     }
@@ -136,7 +140,10 @@ public final class FaultInjectingFileSystem: FileSystem {
     public func createDirectory(_ path: String) throws(FileSystemError) { try base.createDirectory(path) }
     public func rename(_ from: String, to: String) throws(FileSystemError) { try base.rename(from, to: to) }
     public func remove(_ path: String) throws(FileSystemError) { try base.remove(path) }
-    public func fsyncDirectory(_ path: String) throws(FileSystemError) { try base.fsyncDirectory(path) }
+    public func fsyncDirectory(_ path: String) throws(FileSystemError) {
+        faults.withLock { $0.directorySyncCalls += 1 }
+        try base.fsyncDirectory(path)
+    }
     public func fileExists(_ path: String) -> Bool { base.fileExists(path) }
     public func lockFile(_ path: String, exclusive: Bool) throws(FileSystemError) -> any FileLock {
         try base.lockFile(path, exclusive: exclusive)

@@ -45,6 +45,28 @@ import Testing
         #expect(tooLong.out.first?.hasPrefix("POST /c  0 ") == true, "\(tooLong)")
     }
 
+    /// A streamed body's handler gets full pieces: every read but the last fills its 256 KiB buffer, however the
+    /// bytes arrived (the loop reads the socket 64 KiB at a time and wakes the handler only once a piece is there).
+    @Test func aStreamedBodyIsReadInFullPieces() async throws {
+        var options = HTTPListener.Options()
+        options.port = 0
+        options.threads = 2
+        options.streamedPathPrefix = "/up/"
+        let l = HTTPListener(options: options, log: { _ in }) { req in
+            guard let stream = req.bodyStream else { return .text("not streamed") }
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 << 10, alignment: 16)
+            defer { buffer.deallocate() }
+            var sizes: [Int] = []
+            while let n = try? stream.read(into: buffer), n > 0 { sizes.append(n) }
+            return .text(sizes.map(String.init).joined(separator: ","))
+        }
+        try l.start()
+        defer { l.stop() }
+        let size = 5 * (256 << 10) + 1000
+        let r = try await HTTP.send("POST", "http://127.0.0.1:\(l.port)/up/x", body: [UInt8](repeating: 7, count: size))
+        #expect(r.text == Array(repeating: String(256 << 10), count: 5).joined(separator: ",") + ",1000", "\(r.text)")
+    }
+
     @Test func queryParametersArePercentDecoded() {
         let r = HTTPRequest(method: "GET", path: "/", query: "a=1&ckAPIToken=ab%2Bc%3D&empty=&flag")
         #expect(r.queryParameter("ckAPIToken") == "ab+c=")

@@ -51,6 +51,24 @@ import Testing
         try await store.close()
     }
 
+    /// The 256 shard directories are made (and synced) before the first write, so that an upload into a shard no
+    /// file has used yet syncs no directory: it pays its file's one sync, not a second for a new shard.
+    @Test func uploadsIntoNewShardsSyncNoDirectory() throws {
+        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
+        try fs.createDirectory("/store")
+        let blobs = try BlobStore(directory: "/store/assets", fileSystem: fs, readOnly: false)
+        _ = try blobs.importBytes([0], syncName: false)
+        #expect(try fs.listDirectory("/store/assets/sha256").count == 256)
+        let syncs = fs.directorySyncCount
+        var shards: Set<String> = []
+        for i in 1...40 {
+            let blob = try blobs.importBytes(Array("file \(i)".utf8), syncName: false)
+            shards.insert(String(blob.checksum.prefix(2)))
+        }
+        #expect(shards.count > 30, "the files should land in many shards")
+        #expect(fs.directorySyncCount == syncs, "an upload synced a directory")
+    }
+
     @Test func anEmbeddedSaveOfNewBytesSurvivesAPowerFailure() async throws {
         let fs = InMemoryFileSystem()
         var (store, db) = try await Self.open(fs)

@@ -7,7 +7,8 @@ import Foundation
 /// `asset-upload-*`, `asset-download-*`: files POSTed to asset upload URLs, or GET from download URLs, of an
 /// in-process `cloudlet serve` over loopback; MB/s (10^6 bytes). An upload is streamed to disk, hashed and
 /// fdatasync'd before it is answered: compare with `disk-seqwrite` (the same bytes written and synced once). A
-/// download run starts with the files dropped from the page cache: compare with `disk-seqread`.
+/// download run starts with the files dropped from the page cache: compare with `disk-seqread` (and, for 1 MB
+/// files, with `disk-fileread-1m`: each file cold, as here).
 /// Every upload is of different bytes (no deduplication). The note gives the process's resident memory growth
 /// over the uploads (server and client in one process; the client's buffer is allocated before).
 final class AssetTransferWorkload: Workload {

@@ -81,7 +81,10 @@ enum WorkloadCatalog {
             needs: nil, make: { _, s in DiskSequentialWorkload(.read, mebibytes: s.seqwriteMiB) }),
         Definition(
             name: "disk-filesync-1m", summary: "1 MB new files, each written, fdatasync'd and renamed (disk only)",
-            needs: nil, make: { _, s in DiskFileSyncWorkload(count: s.smallAssets) }),
+            needs: nil, make: { _, s in DiskFileSyncWorkload(.write, count: s.smallAssets) }),
+        Definition(
+            name: "disk-fileread-1m", summary: "1 MB files dropped from the page cache, each opened and read whole (disk only)",
+            needs: nil, make: { _, s in DiskFileSyncWorkload(.read, count: s.smallAssets) }),
         Definition(
             name: "notify-1k", summary: "commit → websocket notification delay at 1,000 commits/s (cloudlet only)",
             needs: nil, make: { _, s in NotifyLatencyWorkload(rate: 1_000, seconds: s.notifySeconds) }),

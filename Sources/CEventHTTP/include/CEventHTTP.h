@@ -127,7 +127,8 @@ int eh_conn_respond(eh_conn *conn, const void *bytes, size_t length, int flags);
 int eh_conn_send_file(eh_conn *conn, int fd, int64_t offset, int64_t length, int flags);
 
 /// Reads the body of a `streamed` request into `buffer`: bytes read, 0 at its end, -1 when the client stopped
-/// sending (body timeout) or went away. Blocks; worker threads only, during `on_request`.
+/// sending (body timeout) or went away. Blocks until it can fill `buffer` (or 256 KiB of it, what the loop holds
+/// before it stops reading), or the body ends; worker threads only, during `on_request`.
 long eh_body_read(eh_request *request, void *buffer, size_t length);
 
 /// Answers a websocket handshake with 101 (`accept_key` is the Sec-WebSocket-Accept value) and switches the

@@ -35,6 +35,8 @@ package final class BlobStore: Sendable {
     /// Held by a collection from start to end (``collect(referenced:cutoff:)``).
     private let sweeper = NSLock()
     private let counter = Atomic<Int>(0)
+    /// Whether ``prepareDirectories()`` has run in this process (held while it runs).
+    private let prepared = Mutex(false)
 
     private struct PinState {
         /// checksum → saves in flight holding it.
@@ -69,10 +71,45 @@ package final class BlobStore: Sendable {
             for name in try fileSystem.listDirectory(directory + "/tmp") { try fileSystem.remove(directory + "/tmp/" + name) }
             // Names an earlier process renamed into place but never synced (it was killed before a save referenced
             // them) are still only in the kernel's cache: sync them now, since ``makeDurable(_:)`` does not know them.
+            // An empty shard (they are all made at once, ``prepareDirectories()``) has no name to sync.
             let root = directory + "/sha256"
             if fileSystem.fileExists(root) {
-                for shard in try fileSystem.listDirectory(root) { try fileSystem.fsyncDirectory(root + "/" + shard) }
+                for shard in try fileSystem.listDirectory(root) where !(try fileSystem.listDirectory(root + "/" + shard)).isEmpty {
+                    try fileSystem.fsyncDirectory(root + "/" + shard)
+                }
             }
+        }
+    }
+
+    /// Makes `tmp/` and all 256 shard directories (`sha256/00` … `sha256/ff`) that are missing, once per process,
+    /// before the first write (the server calls it when it starts); their names are durable when it returns.
+    /// Before, each write into a shard not yet there made it and fsync'd `sha256/` then and there: a second sync for
+    /// most of a new store's first few hundred uploads (docs/assets.md, *Speed*). Nothing on a read-only store.
+    package func prepareDirectories() throws {
+        try prepared.withLock { done in
+            guard !done, !readOnly else { return }
+            try io { () throws(FileSystemError) in
+                let root = directory + "/sha256"
+                let existed = fileSystem.fileExists(root)
+                try fileSystem.createDirectory(directory + "/tmp")
+                try fileSystem.createDirectory(root)
+                let present = Set(try fileSystem.listDirectory(root))
+                let hex = Array("0123456789abcdef")
+                var made = false
+                for a in hex {
+                    for b in hex where !present.contains("\(a)\(b)") {
+                        try fileSystem.createDirectory("\(root)/\(a)\(b)")
+                        made = true
+                    }
+                }
+                if made { try fileSystem.fsyncDirectory(root) }
+                if !existed {
+                    // `assets/` (with `tmp/` and `sha256/`) and its entry in the store's directory.
+                    try fileSystem.fsyncDirectory(directory)
+                    try fileSystem.fsyncDirectory(Path.parent(directory))
+                }
+            }
+            done = true
         }
     }
 
@@ -119,10 +156,8 @@ package final class BlobStore: Sendable {
     ) throws -> StoredBlob {
         guard !readOnly else { throw CloudletError(.readOnly, "the store at \(Path.parent(directory)) is open read-only") }
         let temp = "\(directory)/tmp/\(getpid())-\(counter.add(1, ordering: .relaxed).newValue)-\(UInt32.random(in: 0...UInt32.max)).part"
-        let file = try io { () throws(FileSystemError) in
-            if !fileSystem.fileExists(directory + "/tmp") { try fileSystem.createDirectory(directory + "/tmp") }
-            return try fileSystem.open(temp, options: [.create, .truncate])
-        }
+        try prepareDirectories()
+        let file = try io { () throws(FileSystemError) in try fileSystem.open(temp, options: [.create, .truncate]) }
         var kept = false
         defer {
             try? file.close()
@@ -196,7 +231,7 @@ package final class BlobStore: Sendable {
                 return
             }
             try io { () throws(FileSystemError) in
-                if !fileSystem.fileExists(shard) {
+                if !fileSystem.fileExists(shard) {  // made by prepareDirectories(), unless removed since
                     try fileSystem.createDirectory(shard)
                     try fileSystem.fsyncDirectory(Path.parent(shard))
                 }
@@ -311,6 +346,7 @@ package final class BlobStore: Sendable {
     /// The deletions of ``collect(referenced:cutoff:)``, once it has begun and has the referenced set.
     private func sweep(referenced: Set<String>, cutoff: Double) throws -> SweepReport {
         var report = SweepReport()
+        var shardsWithDeletions: Set<String> = []
         for blob in try list() {
             report.blobs += 1
             report.bytes += blob.size
@@ -326,16 +362,15 @@ package final class BlobStore: Sendable {
                 return true
             }
             if deleted {
+                shardsWithDeletions.insert(Path.parent(path(of: blob.checksum)))
                 report.deleted += 1
                 report.deletedBytes += blob.size
             } else {
                 report.keptRecent += 1
             }
         }
-        if report.deleted > 0 {
-            for shard in try io({ () throws(FileSystemError) in try fileSystem.listDirectory(directory + "/sha256") }) {
-                try io { () throws(FileSystemError) in try fileSystem.fsyncDirectory(directory + "/sha256/" + shard) }
-            }
+        for shard in shardsWithDeletions.sorted() {
+            try io { () throws(FileSystemError) in try fileSystem.fsyncDirectory(shard) }
         }
         return report
     }

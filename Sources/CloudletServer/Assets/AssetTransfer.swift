@@ -30,6 +30,8 @@ final class AssetTransfer: Sendable {
         self.store = store
         self.quota = quota
         signer = try AssetSigner(storePath: store.path)
+        // The shard directories, now rather than in the first upload (BlobStore.prepareDirectories).
+        try store.assets.prepareDirectories()
         maxAssetSize = configuration.maxAssetSize
         lifetime = Int64(configuration.assetURLLifetime * 1000)
         maxConcurrentUploads = configuration.maxConcurrentUploads
