@@ -3,7 +3,7 @@ import Synchronization
 
 /// A task executor with threads of its own, for tasks that must keep running when Swift's cooperative pool is busy
 /// or blocked: the server's websocket pushers and long polls, which wait for notifications and then only queue
-/// bytes. Start them with `Task(executorPreference: DedicatedExecutor.push) { … }`; what they await is resumed here,
+/// bytes (``push``), and the async work of blocking callers such as the front end's workers (``requests``). Start them with `Task(executorPreference: DedicatedExecutor.push) { … }`; what they await is resumed here,
 /// never on the pool (two threads on our machines, which any blocking code elsewhere can stall for seconds).
 ///
 /// Jobs run in the order they were enqueued, on ``threadCount`` threads (so not serially: a task's own steps never
@@ -16,6 +16,12 @@ import Synchronization
 public final class DedicatedExecutor: TaskExecutor, @unchecked Sendable {
     /// The executor of the server's notification pushers and long polls.
     public static let push = DedicatedExecutor(name: "cloudlet-push", threads: 2)
+
+    /// The executor of what a ``ThreadBridge/wait(_:)`` body does after its first suspension — a front-end request's
+    /// async work once a commit or a partition's writer resumes it — so that a request finishes while the
+    /// cooperative pool is held by blocking code elsewhere. One thread per core, as the pool has.
+    public static let requests = DedicatedExecutor(
+        name: "cloudlet-requests", threads: max(2, ProcessInfo.processInfo.activeProcessorCount))
 
     public let name: String
     public let threadCount: Int

@@ -16,9 +16,12 @@ public enum ThreadBridge {
     /// until it is done.
     ///
     /// `body` starts as an immediate task (SE-0472): it runs on the calling thread up to its first suspension, so
-    /// a body that never suspends (a cached lookup) runs start to finish here, with no hop to the cooperative pool
-    /// and back (two thread wake-ups). After a suspension (waiting for a group commit's fdatasync) it goes on on
-    /// the pool, so whoever completes the wait (the committer, for 32 waiters at once) only enqueues.
+    /// a body that never suspends (a cached lookup) runs start to finish here, with no hop to another thread and
+    /// back (two thread wake-ups). After a suspension (waiting for a group commit's fdatasync, for a partition's
+    /// busy writer, an actor) it goes on on ``DedicatedExecutor/requests`` (its executor preference, SE-0417, which
+    /// its child tasks and the default actors it calls inherit), so whoever completes the wait (the committer, for
+    /// 32 waiters at once) only enqueues, and the body finishes even while every thread of the cooperative pool is
+    /// blocked — before, it went on on the pool, and a server's writes stalled when tests elsewhere held the pool.
     ///
     /// At most one calling thread per core runs its body's first part at a time (`admission`, taken before the task
     /// starts and released when it first suspends or ends — never while the body holds a lock), as on the pool:
@@ -38,7 +41,7 @@ public enum ThreadBridge {
         admission.wait()
         let outer = thread
         thread = .waiting
-        Task.immediate {
+        Task.immediate(executorPreference: DedicatedExecutor.requests) {
             let r: Result<T, any Error>
             do { r = .success(try await body()) } catch { r = .failure(error) }
             result.withLock { $0 = r }

@@ -12,19 +12,27 @@ struct ThreadBridgeTests {
         await withCheckedContinuation { c in Thread.detachNewThread { c.resume(returning: body()) } }
     }
 
-    @Test("wait runs a body that never suspends on the calling thread, and goes on on the pool after a suspension")
+    @Test("wait runs a body that never suspends on the calling thread, and goes on on the requests executor after a suspension")
     func waitStartsOnTheCallingThread() async {
-        let (first, afterSuspension) = await onThread {
+        let (first, afterSuspension, onRequests) = await onThread {
             let caller = pthread_self()
-            let ran = try? ThreadBridge.wait { () async throws -> (pthread_t, pthread_t) in
+            let ran = try? ThreadBridge.wait { () async throws -> (pthread_t, pthread_t, Bool) in
                 let first = pthread_self()
-                try await Task.sleep(for: .milliseconds(5))
-                return (first, pthread_self())
+                // Resumed from another thread once the task has suspended (a resume before that would let the body go
+                // on right here): the rest of the body is enqueued on the task's executor preference.
+                await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                    Thread.detachNewThread {
+                        usleep(20_000)
+                        c.resume()
+                    }
+                }
+                return (first, pthread_self(), DedicatedExecutor.requests.isCurrentThread)
             }
-            return ran.map { (pthread_equal($0.0, caller) != 0, pthread_equal($0.1, caller) != 0) } ?? (false, true)
+            return ran.map { (pthread_equal($0.0, caller) != 0, pthread_equal($0.1, caller) != 0, $0.2) } ?? (false, true, false)
         }
         #expect(first)
         #expect(!afterSuspension)
+        #expect(onRequests)
     }
 
     @Test("however many threads wait, no more bodies run at once than the pool has threads")

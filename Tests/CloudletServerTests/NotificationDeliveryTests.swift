@@ -24,14 +24,6 @@ import Testing
         return (live, token, db)
     }
 
-    /// A count shared with tasks.
-    final class Counter: Sendable {
-        private let count = Atomic<Int>(0)
-        func increment() { add(1) }
-        func add(_ n: Int) { count.add(n, ordering: .relaxed) }
-        var value: Int { count.load(ordering: .relaxed) }
-    }
-
     /// Runs `body` against a fresh ``serve()``, then shuts the server down.
     static func withServer(_ body: (LiveServer, String, Database) async throws -> Void) async throws {
         let (live, token, db) = try await serve()
@@ -49,12 +41,7 @@ import Testing
 
     /// Polls (bounded: the limit only ends a failing test) until `condition` holds; whether it did.
     static func eventually(seconds: Double = 20, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while !condition() {
-            if Date() > deadline { return false }
-            usleep(5_000)
-        }
-        return true
+        PoolBlocker.eventually(seconds: seconds, condition)
     }
 
     /// Saves a record from a thread of its own (which may block); `done` is signalled when the save returned.
@@ -83,46 +70,22 @@ import Testing
 
     @Test func aPushArrivesWhileEveryThreadOfTheCooperativePoolIsBlocked() async throws {
         try await Self.withServer { live, token, db in
-            let gate = DispatchSemaphore(value: 0)
-            let blockers = Counter()
-            let probesRun = Counter()
             try await FrontEndTests.onThread { c in
                 let ws = try RawSocket(port: live.server.port)
                 let head = try ws.webSocketHandshake("/cloudlet/notifications/ws?token=\(token)")
                 c.expect(head.hasPrefix("HTTP/1.1 101 "), "\(head)")
                 c.expect(Self.eventually { Self.waiters(live) == 1 }, "the pusher never waited")
-                // Block the pool: one task per thread, each until the gate opens (at the latest after 60 s). A probe
-                // task behind them shows the pool is full; if it runs, the pool is wider than that: block one more.
-                var blocking = 0
-                var saturated = false
-                while blocking < 64 && !saturated {
-                    // One per core at first (the pool's width on Linux), all running at once; then one at a time.
-                    let more = blocking == 0 ? ProcessInfo.processInfo.activeProcessorCount : 1
-                    for _ in 0..<more {
-                        Task.detached {
-                            blockers.increment()
-                            _ = gate.wait(timeout: .now() + 60)
-                        }
-                    }
-                    blocking += more
-                    let target = blocking
-                    guard Self.eventually(seconds: 30, { blockers.value >= target }) else { break }
-                    let before = probesRun.value
-                    Task.detached { probesRun.increment() }
-                    // The probe runs at once unless every pool thread is blocked.
-                    saturated = !Self.eventually(seconds: 0.3) { probesRun.value > before }
-                }
-                c.expect(saturated, "could not saturate the cooperative pool with \(blocking) blocking tasks")
-                defer { for _ in 0..<blocking { gate.signal() } }
-                let probesBefore = probesRun.value
+                let pool = PoolBlocker()
+                defer { pool.release() }
+                c.expect(pool.saturate(), "could not saturate the cooperative pool with \(pool.blockers) blocking tasks")
                 let jobsBefore = DedicatedExecutor.push.jobsRun
                 // Made durable and handed to the hub without the pool (by the committer's thread).
                 try Self.commitBlocking(live.store, db, "while-blocked")
                 let pushed = ws.read(until: "while-blocked")
-                let stillBlocked = probesRun.value == probesBefore
+                let stillBlocked = pool.stillBlocked
                 let state = "commits \(live.store.statistics.commits), "
                     + "batches matched \(live.store.notificationHub.batchesMatched.load(ordering: .relaxed)), "
-                    + "waiters \(Self.waiters(live)), push jobs \(DedicatedExecutor.push.jobsRun - jobsBefore), blockers \(blocking)"
+                    + "waiters \(Self.waiters(live)), push jobs \(DedicatedExecutor.push.jobsRun - jobsBefore), blockers \(pool.blockers)"
                 c.expect(pushed.contains("while-blocked"), "no push arrived: \(pushed.utf8.count) bytes; \(state)")
                 c.expect(stillBlocked, "the pool was released before the push arrived")
             }

