@@ -77,7 +77,9 @@ public final class ChildProcess: @unchecked Sendable {
     /// The lines of stderr so far.
     public var stderr: [String] { lock.withLock { err } }
 
-    /// Waits until a stdout line satisfies `match` (returns it) or the process exits or time runs out (throws).
+    /// Waits until a stdout line satisfies `match` (returns it) or the process exits or time runs out (throws). A
+    /// child that times out is killed first (SIGKILL, waited for): nothing else may own it then, and a child left
+    /// running would outlive its test and keep writing into the test's directory.
     ///
     /// The polling runs on a thread outside the cooperative pool: a parallel test run can keep both pool threads
     /// busy (synchronous tests run there) for seconds, and a poll on the pool then missed a line that had long
@@ -95,7 +97,8 @@ public final class ChildProcess: @unchecked Sendable {
             }
             usleep(5_000)
         }
-        throw Failure(message: "timed out waiting for output; stdout: \(stdout), stderr: \(stderr)")
+        stopBlocking(SIGKILL)
+        throw Failure(message: "timed out waiting for output (the process was killed); stdout: \(stdout), stderr: \(stderr)")
     }
 
     /// Sends `signal`, waits for the exit and for both pipes to reach EOF.
