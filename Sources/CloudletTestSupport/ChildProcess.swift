@@ -28,7 +28,7 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     /// The running process (for its identifier, termination status and reason).
-    public let process = Process()
+    public let process: SpawnedProcess
     private let outPipe = Pipe()
     private let errPipe = Pipe()
     // Guarded by `lock`.
@@ -39,11 +39,12 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// Starts `executable` with `args`.
     public init(_ executable: String, _ args: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = args
-        process.standardOutput = outPipe
-        process.standardError = errPipe
-        try process.run()
+        process = try SpawnedProcess(
+            executable, args, stdout: outPipe.fileHandleForWriting.fileDescriptor,
+            stderr: errPipe.fileHandleForWriting.fileDescriptor)
+        // The child has its own copies: the readers see end of file once it exits.
+        try outPipe.fileHandleForWriting.close()
+        try errPipe.fileHandleForWriting.close()
         collect(outPipe.fileHandleForReading, isStdout: true)
         collect(errPipe.fileHandleForReading, isStdout: false)
     }
@@ -149,12 +150,5 @@ public enum TestCertificate {
             throw ChildProcess.Failure(message: "openssl req failed (\(gen.status)): \(gen.err.joined(separator: "\n"))")
         }
         return (cert, key)
-    }
-}
-
-extension Process {
-    /// `waitUntilExit()` on a thread outside the cooperative pool (see ``ChildProcess/waitForExit()``).
-    public func exit() async {
-        await ThreadBridge.offload { self.waitUntilExit() }
     }
 }

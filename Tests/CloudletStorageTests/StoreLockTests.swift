@@ -27,17 +27,12 @@ struct StoreLockTests {
     func otherProcess() async throws {
         try await withTempDirectory { dir in
             let lock = try StoreLock(directory: dir)
-            let probe = Process()
-            probe.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-            probe.arguments = ["--nonblock", "--conflict-exit-code", "42", dir + "/LOCK", "true"]
-            try probe.run()
+            let args = ["--nonblock", "--conflict-exit-code", "42", dir + "/LOCK", "true"]
+            let probe = try SpawnedProcess("/usr/bin/flock", args)
             await probe.exit()
             #expect(probe.terminationStatus == 42)
             lock.release()
-            let after = Process()
-            after.executableURL = probe.executableURL
-            after.arguments = probe.arguments
-            try after.run()
+            let after = try SpawnedProcess("/usr/bin/flock", args)
             await after.exit()
             #expect(after.terminationStatus == 0)
         }

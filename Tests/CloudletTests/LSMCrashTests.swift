@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletCore
 import CloudletStorage
 import CloudletTestSupport
@@ -18,16 +19,13 @@ import Testing
         ]
         var previous = 0
         for (round, point) in points.enumerated() {
-            let child = Process()
-            child.executableURL = URL(fileURLWithPath: try builtExecutable("cloudlet-crash-writer"))
-            child.arguments = ["--data", path, "--mode", "lsm", "--seed", "\(seed)"]
-            child.environment = ProcessInfo.processInfo.environment.merging(["CLOUDLET_CRASH_AT": point]) { $1 }
-            child.standardOutput = FileHandle.nullDevice
-            child.standardError = FileHandle.nullDevice
-            try child.run()
-            await child.exit()
+            let environment = ProcessInfo.processInfo.environment.merging(["CLOUDLET_CRASH_AT": point]) { $1 }
+            let writer = try builtExecutable("cloudlet-crash-writer")
+            let child = try await ThreadBridge.offload {
+                try SpawnedProcess.run(writer, ["--data", path, "--mode", "lsm", "--seed", "\(seed)"], environment: environment)
+            }
             #expect(
-                child.terminationReason == .uncaughtSignal && child.terminationStatus == SIGKILL,
+                child.reason == .uncaughtSignal && child.status == SIGKILL,
                 "round \(round): \(point) was not reached")
 
             let tree = try LSMTree(directory: path, configuration: LSMCrashWorkload.configuration)

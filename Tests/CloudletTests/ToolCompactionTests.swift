@@ -1,3 +1,4 @@
+import CloudletConcurrency
 import CloudletCore
 import CloudletMaintenance
 import CloudletStorage
@@ -172,15 +173,12 @@ import Testing
                 point = "compaction.frame:\(Int.random(in: 1...Int(frames), using: &rng))"
             }
 
-            let child = Process()
-            child.executableURL = URL(fileURLWithPath: try toolExecutable())
-            child.arguments = ["compact", "--data", path, "--no-progress"]
-            child.environment = ProcessInfo.processInfo.environment.merging(["CLOUDLET_CRASH_AT": point]) { $1 }
-            child.standardOutput = FileHandle.nullDevice
-            child.standardError = FileHandle.nullDevice
-            try child.run()
-            await child.exit()
-            #expect(child.terminationReason == .uncaughtSignal && child.terminationStatus == SIGKILL, "round \(round): \(point) was not reached")
+            let environment = ProcessInfo.processInfo.environment.merging(["CLOUDLET_CRASH_AT": point]) { $1 }
+            let tool = try toolExecutable()
+            let child = try await ThreadBridge.offload {
+                try SpawnedProcess.run(tool, ["compact", "--data", path, "--no-progress"], environment: environment)
+            }
+            #expect(child.reason == .uncaughtSignal && child.status == SIGKILL, "round \(round): \(point) was not reached")
 
             let report = try StoreInspector(path: path).verify(deep: round % 4 == 0)
             #expect(report.isClean, "round \(round) (killed at \(point)): \(report.findings)")

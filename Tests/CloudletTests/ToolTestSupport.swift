@@ -34,31 +34,8 @@ func tool(_ args: [String]) async throws -> ToolRun {
 }
 
 private func runTool(_ args: [String]) throws -> ToolRun {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: try toolExecutable())
-    p.arguments = args
-    let out = Pipe()
-    let err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    try p.run()
-    // Read both pipes while it runs, so that a full pipe never blocks it.
-    final class Box: @unchecked Sendable {  // written by the reader before `group.leave()`, read after `wait()`
-        var data = Data()
-    }
-    let errBox = Box()
-    let group = DispatchGroup()
-    group.enter()
-    DispatchQueue.global().async {
-        errBox.data = err.fileHandleForReading.readDataToEndOfFile()
-        group.leave()
-    }
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    group.wait()
-    let errData = errBox.data
-    return ToolRun(
-        code: p.terminationStatus, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
+    let r = try SpawnedProcess.run(try toolExecutable(), args)
+    return ToolRun(code: r.status, stdout: String(decoding: r.stdout, as: UTF8.self), stderr: String(decoding: r.stderr, as: UTF8.self))
 }
 
 /// A store configuration for tool tests: small segments, OS durability, no background compaction.

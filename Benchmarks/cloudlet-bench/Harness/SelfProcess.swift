@@ -1,3 +1,4 @@
+import CloudletTestSupport
 import Foundation
 
 /// Runs this executable again as a child process (`scale` puts each engine's phases in processes of their own, so
@@ -13,16 +14,17 @@ enum SelfProcess {
         } catch {
             throw BenchError(.io, "cannot find this executable through /proc/self/exe: \(error.localizedDescription)")
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
         let stdout = Pipe()
-        process.standardOutput = stdout
+        let devNull = open("/dev/null", O_RDONLY)
+        defer { if devNull >= 0 { close(devNull) } }
+        let process: SpawnedProcess
         do {
-            try process.run()
+            // posix_spawn, not Foundation's Process (whose run() can crash on Linux: see SpawnedProcess).
+            process = try SpawnedProcess(
+                executable, arguments, stdin: devNull >= 0 ? devNull : nil, stdout: stdout.fileHandleForWriting.fileDescriptor)
+            try stdout.fileHandleForWriting.close()
         } catch {
-            throw BenchError(.io, "cannot start '\(executable)': \(error.localizedDescription)")
+            throw BenchError(.io, "cannot start '\(executable)': \(error)")
         }
         // Read to the end before waiting: a child that fills the pipe would otherwise never exit.
         let output = stdout.fileHandleForReading.readDataToEndOfFile()
