@@ -59,6 +59,15 @@ curl -sf "$db/records/modify?$auth" \
     -d '{"operations":[{"operationType":"forceReplace","record":{"recordName":"bench-lookup","recordType":"Bench","fields":{"title":{"value":"hello, cloudlet"},"n":{"value":1}}}}]}' \
     >/dev/null
 
+# SHARED=1: alice also shares a zone (a zone-wide READ_ONLY share) before the runs, so every private-database request
+# pays what sharing adds to the single-user paths (issue 17: within 5 % of SHARED=0 with the same binary).
+if [[ "${SHARED:-0}" == 1 ]]; then
+    curl -sf "$db/zones/modify?$auth" -d '{"operations":[{"operationType":"create","zone":{"zoneID":{"zoneName":"Open"}}}]}' >/dev/null
+    curl -sf "$db/records/modify?$auth" \
+        -d '{"zoneID":{"zoneName":"Open"},"operations":[{"operationType":"create","record":{"recordName":"o1","recordType":"Trip","fields":{"title":{"value":"Lisbon"}}}},{"operationType":"create","record":{"recordName":"cloudkit.zoneshare","recordType":"cloudkit.share","publicPermission":"READ_ONLY"}}]}' \
+        | grep -q '"shortGUID"' || { echo "error: SHARED=1: the zone-wide share was not created" >&2; exit 1; }
+fi
+
 metric() { curl -sf -H "Authorization: Bearer $admin" "$url/cloudlet/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 
 # to_us, wrk_summary
