@@ -38,6 +38,40 @@ import Testing
         try await store.close()
     }
 
+    /// A replica's copy fetched from a peer (`BlobStore.adopt`): named only when its size and hash are the asset's;
+    /// a bad or short copy leaves nothing behind, not even its temporary file.
+    @Test func adoptingACopyNamesItOnlyWhenItsSizeAndHashMatch() async throws {
+        let dir = TempDir()
+        let store = try await openStore(dir)
+        let blobs = store.assets
+        let content = bytes(300_000, seed: 7)
+        let checksum = SHA256Stream.hex(of: content)
+        func copy(_ b: [UInt8]) throws -> String {
+            let temp = try blobs.temporaryPath()
+            FileManager.default.createFile(atPath: temp, contents: Data(b))
+            return temp
+        }
+        var flipped = content
+        flipped[1234] ^= 1
+        for (bad, size) in [(flipped, content.count), (Array(content.prefix(299_999)), content.count), (content, content.count + 1)] {
+            let temp = try copy(bad)
+            let error = try #require(throws: CloudletError.self) { try blobs.adopt(temp, checksum: checksum, size: Int64(size)) }
+            #expect(error.code == .corruption)
+            #expect(!blobs.exists(checksum))
+            #expect(!FileManager.default.fileExists(atPath: temp))
+        }
+        let temp = try copy(content)
+        try blobs.adopt(temp, checksum: checksum, size: Int64(content.count))
+        #expect(try blobs.read(checksum) == content)
+        #expect(try blobs.verify(checksum))
+        #expect(!FileManager.default.fileExists(atPath: temp))
+        // The same bytes again: the blob stays as it is, the copy goes.
+        let again = try copy(content)
+        try blobs.adopt(again, checksum: checksum, size: Int64(content.count))
+        #expect(!FileManager.default.fileExists(atPath: again) && blobs.exists(checksum))
+        try await store.close()
+    }
+
     @Test func identicalBytesAreStoredOnce() async throws {
         let dir = TempDir()
         let store = try await openStore(dir)

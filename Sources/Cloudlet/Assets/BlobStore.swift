@@ -155,8 +155,7 @@ package final class BlobStore: Sendable {
         maxSize: Int64? = nil, pin: Bool = false, syncName: Bool = true, read: (UnsafeMutableRawBufferPointer) throws -> Int
     ) throws -> StoredBlob {
         guard !readOnly else { throw CloudletError(.readOnly, "the store at \(Path.parent(directory)) is open read-only") }
-        let temp = "\(directory)/tmp/\(getpid())-\(counter.add(1, ordering: .relaxed).newValue)-\(UInt32.random(in: 0...UInt32.max)).part"
-        try prepareDirectories()
+        let temp = try temporaryPath()
         let file = try io { () throws(FileSystemError) in try fileSystem.open(temp, options: [.create, .truncate]) }
         var kept = false
         defer {
@@ -185,6 +184,45 @@ package final class BlobStore: Sendable {
         kept = true
         if syncName { try makeDurable([checksum]) }
         return StoredBlob(checksum: checksum, size: size)
+    }
+
+    /// A new name under `tmp/` for a write in progress (the directories made first: ``prepareDirectories()``).
+    /// Whatever is left there when the store opens is removed.
+    package func temporaryPath() throws -> String {
+        try prepareDirectories()
+        return "\(directory)/tmp/\(getpid())-\(counter.add(1, ordering: .relaxed).newValue)-\(UInt32.random(in: 0...UInt32.max)).part"
+    }
+
+    /// Gives the file at `temp` (a ``temporaryPath()`` another writer filled: a replica's copy fetched from a peer)
+    /// the name `checksum` — if it is exactly `size` bytes that hash to `checksum`; otherwise it is removed and
+    /// `.corruption` thrown. Its bytes and its name are durable when this returns (`fdatasync`, rename, shard
+    /// directory fsync, as for ``write(maxSize:pin:syncName:read:)``); the temporary file never stays behind.
+    package func adopt(_ temp: String, checksum: String, size: Int64) throws {
+        guard !readOnly else { throw CloudletError(.readOnly, "the store at \(Path.parent(directory)) is open read-only") }
+        guard Self.isChecksum(checksum) else { throw CloudletError.invalid("'\(checksum)' is not an asset checksum") }
+        var kept = false
+        defer { if !kept { try? fileSystem.remove(temp) } }
+        let file = try io { () throws(FileSystemError) in try fileSystem.open(temp, options: []) }
+        defer { try? file.close() }
+        let hash = SHA256Stream()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 16)
+        defer { buffer.deallocate() }
+        var length: Int64 = 0
+        while true {
+            let n = try io { () throws(FileSystemError) in try file.pread(into: buffer, at: UInt64(length)) }
+            if n == 0 { break }
+            hash.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            length += Int64(n)
+        }
+        let actual = hash.finishHex()
+        guard length == size, actual == checksum else {
+            throw CloudletError.corruption(
+                "asset \(checksum): the copy received has \(length) bytes hashing to \(actual), not \(size) bytes hashing to its name")
+        }
+        try io { () throws(FileSystemError) in try file.fdatasync() }
+        try place(temp, as: checksum, pin: false)
+        kept = true
+        try makeDurable([checksum])
     }
 
     /// Copies the file at `source` into the store (pinned with `pin`, as ``write(maxSize:pin:syncName:read:)``).

@@ -277,26 +277,7 @@ final class AssetTransfer: Sendable {
                     return e
                 }
             }
-            var response = HTTPResponse(status: status, contentType: "application/octet-stream", headers: headers, body: [])
-            if let fd = file.duplicateDescriptor() {  // the front end's loop sends it from the file (docs/assets.md)
-                response.file = HTTPFileBody(descriptor: fd, offset: range.lowerBound, length: Int64(range.count))
-                return response
-            }
-            // A store without descriptors (the in-memory file system of the tests): read and send it here.
-            let stream = HTTPResponseStream(length: Int64(range.count)) { [range] send in
-                var buffer = [UInt8](repeating: 0, count: BlobStore.chunkSize)
-                var offset = range.lowerBound
-                while offset < range.upperBound {
-                    let want = Int(min(Int64(buffer.count), range.upperBound - offset))
-                    let n = buffer.withUnsafeMutableBytes { b in
-                        (try? file.read(into: UnsafeMutableRawBufferPointer(rebasing: b[0..<want]), at: offset)) ?? 0
-                    }
-                    guard n > 0, buffer.withUnsafeBytes({ send(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) else { return }
-                    offset += Int64(n)
-                }
-            }
-            response.stream = stream
-            return response
+            return .blob(file, range: range, status: status, headers: headers)
         } catch {
             return Self.response(error)
         }
@@ -329,5 +310,34 @@ final class AssetTransfer: Sendable {
         }
         guard start < size else { return .unsatisfiable }
         return .part(start..<end + 1)
+    }
+}
+
+extension HTTPResponse {
+    /// `status` with the bytes `range` of an open blob as its body (`application/octet-stream`): sent by the front
+    /// end's loop straight from the file (docs/assets.md, *How a download is sent*), or — for a store on a file
+    /// system without descriptors (the tests' in-memory one) — read and sent by the worker. Asset downloads, and the
+    /// blobs a cluster node serves its peers.
+    package static func blob(
+        _ file: BlobReader, range: Range<Int64>, status: Int = 200, headers: [(String, String)] = []
+    ) -> HTTPResponse {
+        var response = HTTPResponse(status: status, contentType: "application/octet-stream", headers: headers, body: [])
+        if let fd = file.duplicateDescriptor() {
+            response.file = HTTPFileBody(descriptor: fd, offset: range.lowerBound, length: Int64(range.count))
+            return response
+        }
+        response.stream = HTTPResponseStream(length: Int64(range.count)) { send in
+            var buffer = [UInt8](repeating: 0, count: BlobStore.chunkSize)
+            var offset = range.lowerBound
+            while offset < range.upperBound {
+                let want = Int(min(Int64(buffer.count), range.upperBound - offset))
+                let n = buffer.withUnsafeMutableBytes { b in
+                    (try? file.read(into: UnsafeMutableRawBufferPointer(rebasing: b[0..<want]), at: offset)) ?? 0
+                }
+                guard n > 0, buffer.withUnsafeBytes({ send(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) else { return }
+                offset += Int64(n)
+            }
+        }
+        return response
     }
 }
