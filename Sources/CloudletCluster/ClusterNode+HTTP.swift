@@ -10,6 +10,7 @@ import Foundation
 /// The node's HTTP side, in front of the server's router (``ServerConfiguration/interceptor``):
 ///
 /// - `POST /cloudlet/cluster/message`: a ``ReplicaEnvelope`` from another node (binary; frames verbatim).
+/// - `POST /cloudlet/cluster/blob`: an asset file, to another replica (``serveBlob(_:)``, ClusterNode+Blobs.swift).
 /// - `GET /cloudlet/cluster/status`: this node's view of the cluster as JSON (what `cloudlet cluster status` shows).
 /// - writes (`…/modify`, asset upload requests) on a node that does not lead are **forwarded** to the leader and its
 ///   answer relayed: CloudKit clients (CloudKit JS, the Web Services examples) do not follow redirects for POSTs,
@@ -30,6 +31,7 @@ extension ClusterNode {
     public func handle(_ request: HTTPRequest, next: (HTTPRequest) -> HTTPResponse) -> HTTPResponse {
         switch request.path {
         case Self.messagePath: return receive(request)
+        case Self.blobPath: return serveBlob(request)
         case Self.statusPath: return HTTPResponse(status: 200, body: Array(statusJSON().serialized().utf8))
         default: break
         }
@@ -192,6 +194,15 @@ extension ClusterNode {
             # TYPE cloudlet_cluster_replication_bytes_total counter
             cloudlet_cluster_replication_bytes_total{direction="sent"} \(bytesSent.load(ordering: .relaxed))
             cloudlet_cluster_replication_bytes_total{direction="received"} \(bytesReceived.load(ordering: .relaxed))
+            # HELP cloudlet_cluster_blobs_fetched_total Asset files this node fetched from other replicas.
+            # TYPE cloudlet_cluster_blobs_fetched_total counter
+            cloudlet_cluster_blobs_fetched_total \(blobsFetched.load(ordering: .relaxed))
+            # HELP cloudlet_cluster_blob_bytes_fetched_total Bytes of the asset files this node fetched from other replicas.
+            # TYPE cloudlet_cluster_blob_bytes_fetched_total counter
+            cloudlet_cluster_blob_bytes_fetched_total \(blobBytesFetched.load(ordering: .relaxed))
+            # HELP cloudlet_cluster_blobs_skipped_total Asset files of followed frames that no replica had (collected at the leader).
+            # TYPE cloudlet_cluster_blobs_skipped_total counter
+            cloudlet_cluster_blobs_skipped_total \(blobsSkipped.load(ordering: .relaxed))
 
             """
         for (id, driver) in drivers.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {

@@ -23,6 +23,8 @@ public final class ClusterNode: Sendable {
     let peerTransport: CurlTransport
     /// Requests forwarded to the leader: as long as a client request may take.
     let forwardTransport: CurlTransport
+    /// Blobs fetched from peers (``fetchBlob(_:from:)``): up to the largest asset, streamed to a file.
+    let blobTransport: CurlTransport
     private let origin = ContinuousClock.now
     /// Other nodes' advertised URLs, as etcd last listed them.
     let peers = Mutex<[NodeID: String]>([:])
@@ -41,6 +43,10 @@ public final class ClusterNode: Sendable {
     /// Bytes of replication messages sent to and received from other nodes (sealed, as on the wire).
     let bytesSent = Atomic<Int>(0)
     let bytesReceived = Atomic<Int>(0)
+    /// Blobs fetched from peers, their bytes, and blobs skipped because no peer had them (``ensureBlobs(_:leader:)``).
+    let blobsFetched = Atomic<Int>(0)
+    let blobBytesFetched = Atomic<Int>(0)
+    let blobsSkipped = Atomic<Int>(0)
     /// Seals and opens messages between nodes with the cluster's key (from etcd, once the node joined).
     let authenticator = Mutex<MessageAuthenticator?>(nil)
     private let restartStream: AsyncStream<RestartRequest>
@@ -66,6 +72,10 @@ public final class ClusterNode: Sendable {
         forwardOptions.timeout = 60
         forwardOptions.connectTimeout = 2
         forwardTransport = CurlTransport(options: forwardOptions)
+        var blobOptions = CurlTransport.Options()
+        blobOptions.timeout = 600
+        blobOptions.connectTimeout = 1
+        blobTransport = CurlTransport(options: blobOptions)
         (restartStream, restartContinuation) = AsyncStream.makeStream(of: RestartRequest.self)
     }
 

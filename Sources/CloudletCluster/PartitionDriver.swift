@@ -361,9 +361,24 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
 
     /// A follower's (or a catching-up candidate's) append: verbatim and applied here; fsynced by the log's
     /// committer and reported once durable by `syncWaiter`, while the appender goes on with the next batch.
+    ///
+    /// Before the append, every blob the frames' records reference is made present here (fetched from the leader
+    /// if missing, fsynced and named, pinned until the frames are applied: ``ClusterNode/ensureBlobs(_:leader:)``),
+    /// so a frame in this log — and so a durable LSN this node reports, which counts towards a quorum — never
+    /// references a blob this node lacks, across crashes too (docs/replication.md, "Assets").
     private func append(_ bytes: [UInt8], count: Int) {
-        let leaderEpoch = state.withLock { s -> UInt64? in s.stopped ? nil : s.replica.fence }
+        let (leaderEpoch, leader) = state.withLock { s -> (UInt64?, NodeID?) in
+            (s.stopped ? nil : s.replica.fence, s.replica.leaderKey?.node)
+        }
         guard let leaderEpoch else { return }
+        var pinned: [String] = []
+        if case .partition = target {
+            do { pinned = try node.ensureBlobs(Partition.assetsReferenced(inFrames: bytes, partition: id), leader: leader) } catch {
+                failedToFollow(count, error)
+                return
+            }
+        }
+        defer { node.store.assets.unpin(pinned) }
         let last: UInt64
         do { last = try target.appendFollowed(bytes, leaderEpoch: leaderEpoch) } catch {
             failedToFollow(count, error)

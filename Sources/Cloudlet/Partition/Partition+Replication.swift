@@ -47,6 +47,23 @@ extension Partition {
         return last
     }
 
+    /// The assets that the records these frames put reference (list fields included), each checksum once: what a
+    /// follower must hold before it reports the frames durable (docs/replication.md, "Assets"). `bytes` are whole
+    /// frames as ``appendFollowed(_:leaderEpoch:)`` takes them; frames that are not commits have none. Throws
+    /// `.corruption` for frames or commits it cannot read (the append would refuse them too).
+    package static func assetsReferenced(inFrames bytes: [UInt8], partition: UInt32) throws -> [AssetReference] {
+        var seen: Set<String> = []
+        var out: [AssetReference] = []
+        for frame in try Log.decodeVerbatim(bytes, partition: partition) where frame.type == Commit.frameType {
+            for case .putRecord(_, let record, _) in try Commit.decode(frame.payload).commit.mutations {
+                for value in record.fields.values {
+                    for asset in value.assets where seen.insert(asset.fileChecksum).inserted { out.append(asset) }
+                }
+            }
+        }
+        return out
+    }
+
     /// Waits until the followed frames up to `lsn` are durable here, then hands them to this store's change
     /// listeners (``CloudletStore/committedChanges(bufferSize:)``: the notification hub, the console's change view),
     /// as ``waitDurable(_:)`` does for a leader's own commits — without it a follower's listeners would hear nothing
