@@ -28,10 +28,14 @@ enum ReplicatedLog: Sendable {
         }
     }
 
-    /// Appends a leader's frames verbatim and applies them; returns the last LSN.
-    func appendFollowed(_ bytes: [UInt8], leaderEpoch: UInt64) throws -> UInt64 {
+    /// Appends a leader's frames verbatim and applies them (a partition's decoded ahead, with the assets they
+    /// reference: ``Partition/decodeFollowed(_:partition:)``); returns the last LSN.
+    func appendFollowed(_ bytes: [UInt8], decoded: Partition.FollowedFrames?, leaderEpoch: UInt64) throws -> UInt64 {
         switch self {
-        case .partition(let p): try p.appendFollowed(bytes, leaderEpoch: leaderEpoch)
+        case .partition(let p):
+            if let decoded { try p.appendFollowed(decoded, leaderEpoch: leaderEpoch) } else {
+                try p.appendFollowed(bytes, leaderEpoch: leaderEpoch)
+            }
         case .catalog(let c, _): try c.appendFollowed(bytes, leaderEpoch: leaderEpoch)
         }
     }
@@ -372,15 +376,19 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         }
         guard let leaderEpoch else { return }
         var pinned: [String] = []
+        var decoded: Partition.FollowedFrames?
         if case .partition = target {
-            do { pinned = try node.ensureBlobs(Partition.assetsReferenced(inFrames: bytes, partition: id), leader: leader) } catch {
+            do {
+                decoded = try Partition.decodeFollowed(bytes, partition: id)
+                pinned = try node.ensureBlobs(decoded!.assets, leader: leader)
+            } catch {
                 failedToFollow(count, error)
                 return
             }
         }
         defer { node.store.assets.unpin(pinned) }
         let last: UInt64
-        do { last = try target.appendFollowed(bytes, leaderEpoch: leaderEpoch) } catch {
+        do { last = try target.appendFollowed(bytes, decoded: decoded, leaderEpoch: leaderEpoch) } catch {
             failedToFollow(count, error)
             return
         }

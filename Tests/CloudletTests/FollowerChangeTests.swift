@@ -30,4 +30,36 @@ import Testing
         #expect(saved == ["n1", "n2"])
         try await leader.close()
     }
+
+    /// What a follower fetches before it appends (docs/replication.md, "Assets"): every asset the frames' records
+    /// reference, list members too, each once; the pre-decoded frames then apply to the same records.
+    @Test func decodingFollowedFramesListsTheirAssetsOnceAndTheyApplyAsDecoded() async throws {
+        let leaderDir = TempDir("follower-assets-leader"), followerDir = TempDir("follower-assets-follower")
+        let leader = try await openStore(leaderDir)
+        let follower = try await openStore(followerDir)
+        let db = try leader.container(testContainer).privateDatabase(user: "u")
+        let (a, b, c) = ([UInt8](repeating: 1, count: 10), [UInt8](repeating: 2, count: 20), [UInt8](repeating: 3, count: 30))
+        _ = try await db.save(Record(recordType: "Photo", recordName: "one", fields: ["image": .asset(AssetReference(data: a))]))
+        _ = try await db.modify([
+            .create(Record(recordType: "Album", recordName: "two", fields: ["pages": .list(.asset, [.asset(AssetReference(data: b)), .asset(AssetReference(data: c))])])),
+            .create(Record(recordType: "Photo", recordName: "again", fields: ["image": .asset(AssetReference(data: a))])),
+            .create(note("plain")),
+        ])
+        let (from, to) = (leader.partitions[0], follower.partitions[0])
+        let batch = try from.log.frames(from: 1, maxBytes: 1 << 20)
+        let decoded = try Partition.decodeFollowed(batch.bytes, partition: 0)
+        #expect(decoded.assets.map(\.fileChecksum) == [a, b, c].map { SHA256Stream.hex(of: $0) })
+        #expect(decoded.assets.map(\.size) == [10, 20, 30])
+        try await ThreadBridge.offload {
+            let last = try to.appendFollowed(decoded, leaderEpoch: from.log.highestEpoch)
+            try to.waitFollowedDurable(last)
+        }
+        let mine = try follower.container(testContainer).privateDatabase(user: "u")
+        for name in ["one", "two", "again", "plain"] {
+            let id = RecordID(recordName: name)
+            #expect(try await mine.record(for: id).fields == (try await db.record(for: id)).fields)
+        }
+        try await follower.close()
+        try await leader.close()
+    }
 }

@@ -6,7 +6,43 @@ import Foundation
 /// as the leader's own commits, so that records, the key directory, indexes and change feeds follow from the log on
 /// every replica.
 extension Partition {
-    /// Appends `bytes` — whole frames as the leader stored them (``Log/frames(from:maxBytes:)``) — verbatim
+    /// Frames a leader sent, with their commits decoded ahead of the append (``decodeFollowed(_:partition:)``): a
+    /// follower needs the assets they reference before it appends them, and the append then applies the commits
+    /// decoded here instead of decoding each frame again.
+    package struct FollowedFrames: Sendable {
+        /// Whole frames as the leader stored them (``Log/frames(from:maxBytes:)``).
+        package let bytes: [UInt8]
+        /// Each frame's decoded commit, in order; nil for a frame that is not a readable commit (the append then
+        /// decodes it again and fails as it always did).
+        let commits: [(commit: Commit, slots: [Int: Commit.Slot], sizes: [UInt32])?]
+        /// The assets the records these frames put reference (list fields included), each checksum once: what a
+        /// follower must hold before it appends them (docs/replication.md, "Assets").
+        package let assets: [AssetReference]
+    }
+
+    /// Checks and decodes `bytes` (whole frames) for ``appendFollowed(_:leaderEpoch:)``. Throws `.corruption` for
+    /// frames that fail their checks (the log would refuse them too).
+    package static func decodeFollowed(_ bytes: [UInt8], partition: UInt32) throws -> FollowedFrames {
+        var seen: Set<String> = []
+        var assets: [AssetReference] = []
+        let commits = try Log.decodeVerbatim(bytes, partition: partition).map { frame in
+            guard frame.type == Commit.frameType, let decoded = try? Commit.decode(frame.payload) else { return nil }
+            for case .putRecord(_, let record, _) in decoded.commit.mutations {
+                for value in record.fields.values {
+                    for asset in value.assets where seen.insert(asset.fileChecksum).inserted { assets.append(asset) }
+                }
+            }
+            return decoded
+        } as [(commit: Commit, slots: [Int: Commit.Slot], sizes: [UInt32])?]
+        return FollowedFrames(bytes: bytes, commits: commits, assets: assets)
+    }
+
+    /// ``appendFollowed(_:leaderEpoch:)-(FollowedFrames,_)`` of frames not decoded yet.
+    package func appendFollowed(_ bytes: [UInt8], leaderEpoch: UInt64) throws -> UInt64 {
+        try appendFollowed(FollowedFrames(bytes: bytes, commits: [], assets: []), leaderEpoch: leaderEpoch)
+    }
+
+    /// Appends `followed` — whole frames as the leader stored them — verbatim
     /// (``Log/appendVerbatimFrames(_:leaderEpoch:)``: checked, all or nothing, fenced by `leaderEpoch`) and applies
     /// each, as a job of the partition's writer. Returns the last LSN appended; wait for its durability with
     /// ``Log/waitDurable(_:)``. Blocking.
@@ -14,20 +50,22 @@ extension Partition {
     /// Throws what the log refuses (`.corruption`, `.invalidArguments` for a gap, `.serviceUnavailable` when fenced)
     /// with nothing appended; a frame that is not a commit is `.corruption` too. A frame the state cannot take after
     /// it was appended fails the log (`readOnly`, as for a leader's own commits): reopening replays it.
-    package func appendFollowed(_ bytes: [UInt8], leaderEpoch: UInt64) throws -> UInt64 {
+    package func appendFollowed(_ followed: FollowedFrames, leaderEpoch: UInt64) throws -> UInt64 {
         let (last, written, memtableFull) = try writer.runBlocking {
             try state.withLock { st -> (UInt64, Int, Bool) in
-                let frames = try log.appendVerbatimFrames(bytes, leaderEpoch: leaderEpoch)
+                let frames = try log.appendVerbatimFrames(followed.bytes, leaderEpoch: leaderEpoch)
                 var written = 0
                 var memtableFull = false
-                for frame in frames {
+                for (i, frame) in frames.enumerated() {
                     let decoded: (commit: Commit, slots: [Int: Commit.Slot], sizes: [UInt32])
                     do {
                         guard frame.type == Commit.frameType else {
                             throw CloudletError.corruption(
                                 "partition \(id): followed frame LSN \(frame.lsn) has unknown type \(frame.type)")
                         }
-                        decoded = try Commit.decode(frame.payload)
+                        if i < followed.commits.count, let ready = followed.commits[i] { decoded = ready } else {
+                            decoded = try Commit.decode(frame.payload)
+                        }
                     } catch {
                         // Appended but not applicable: nothing more may go on top of it.
                         log.fail(CloudletError(.readOnly, "partition \(id): followed frame \(frame.lsn): \(error)", cause: error))
@@ -45,23 +83,6 @@ extension Partition {
         }
         if written > 0 { noteCommitted(bytes: written, memtableFull: memtableFull) }
         return last
-    }
-
-    /// The assets that the records these frames put reference (list fields included), each checksum once: what a
-    /// follower must hold before it reports the frames durable (docs/replication.md, "Assets"). `bytes` are whole
-    /// frames as ``appendFollowed(_:leaderEpoch:)`` takes them; frames that are not commits have none. Throws
-    /// `.corruption` for frames or commits it cannot read (the append would refuse them too).
-    package static func assetsReferenced(inFrames bytes: [UInt8], partition: UInt32) throws -> [AssetReference] {
-        var seen: Set<String> = []
-        var out: [AssetReference] = []
-        for frame in try Log.decodeVerbatim(bytes, partition: partition) where frame.type == Commit.frameType {
-            for case .putRecord(_, let record, _) in try Commit.decode(frame.payload).commit.mutations {
-                for value in record.fields.values {
-                    for asset in value.assets where seen.insert(asset.fileChecksum).inserted { out.append(asset) }
-                }
-            }
-        }
-        return out
     }
 
     /// Waits until the followed frames up to `lsn` are durable here, then hands them to this store's change
