@@ -62,4 +62,40 @@ import Testing
         try await follower.close()
         try await leader.close()
     }
+
+    /// A replica whose catalog trails its partition (they follow on separate streams) knows the record type but not
+    /// the asset field a newer schema added: its collection must still see that field's file as referenced.
+    @Test func aCollectionOnAReplicaWhoseCatalogTrailsKeepsTheFilesOfFieldsItsSchemaLacks() async throws {
+        let leaderDir = TempDir("trailing-catalog-leader"), followerDir = TempDir("trailing-catalog-follower")
+        let leader = try await openStore(leaderDir)
+        let follower = try await openStore(followerDir)
+        let db = try leader.container(testContainer).privateDatabase(user: "u")
+        let (from, to) = (leader.partitions[0], follower.partitions[0])
+        let (fromCatalog, toCatalog) = (try #require(leader.catalog.log), follower.catalog)
+        _ = try await db.save(Record(recordType: "Photo", recordName: "p0", fields: ["title": "no image yet"]))
+        try await ThreadBridge.offload {
+            let schema = try fromCatalog.frames(from: 1, maxBytes: 1 << 20)
+            try toCatalog.waitDurableBlocking(try toCatalog.appendFollowed(schema.bytes, leaderEpoch: fromCatalog.highestEpoch))
+            let frames = try from.log.frames(from: 1, maxBytes: 1 << 20)
+            try to.waitFollowedDurable(try to.appendFollowed(frames.bytes, leaderEpoch: from.log.highestEpoch))
+        }
+        // The `image` field comes with a catalog commit this replica does not get; the record's frame it does.
+        let image = [UInt8](repeating: 9, count: 4096)
+        _ = try await db.save(Record(recordType: "Photo", recordName: "p1", fields: ["image": .asset(AssetReference(data: image))]))
+        let blob = try follower.assets.importBytes(image)
+        try await ThreadBridge.offload {
+            let frames = try from.log.frames(from: to.log.lastLSN + 1, maxBytes: 1 << 20)
+            try to.waitFollowedDurable(try to.appendFollowed(frames.bytes, leaderEpoch: from.log.highestEpoch))
+        }
+        let zone = try #require(Array(to.queryView().keys.zoneKeys).first)
+        func fields(_ store: CloudletStore) -> [String]? {
+            store.catalog.snapshot().schema.recordType(SchemaKey(zone: zone), "Photo").map { $0.fields.keys.sorted() }
+        }
+        #expect(fields(follower) == ["title"] && fields(leader) == ["image", "title"])
+        try await Task.sleep(for: .seconds(1.1))
+        let report = try await follower.collectAssetGarbage(gracePeriod: 0)
+        #expect(report.deletedFiles == 0 && follower.assets.exists(blob.checksum))
+        try await follower.close()
+        try await leader.close()
+    }
 }

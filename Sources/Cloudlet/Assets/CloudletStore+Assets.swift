@@ -64,12 +64,19 @@ extension CloudletStore {
     package func forEachAsset(
         inZones zones: ((ZoneKey) -> Bool)? = nil, _ body: (ZoneKey, String, String, AssetReference) throws -> Void
     ) throws {
-        let schema = catalog.snapshot().schema
+        let snapshot = catalog.snapshot()
+        let schema = snapshot.schema
         for p in partitions {
             let view = p.queryView()
+            // A replica's catalog may trail its partitions (they follow on separate streams): a record type it knows
+            // without the asset field a newer schema version added must not hide that field's files from the
+            // collection. Such a partition's records are all read (the version is taken after the view, so it covers
+            // every record in it).
+            let schemaCovers = p.state.withLock { $0.catalogVersion } <= snapshot.version
             for z in Array(view.keys.zoneKeys) where zones?(z) ?? true {
                 var cache: [String: Bool] = [:]
                 func mayHoldAssets(_ type: String) -> Bool {
+                    if !schemaCovers { return true }
                     if let known = cache[type] { return known }
                     let fields = schema.recordType(SchemaKey(zone: z), type)?.fields
                     let answer = fields.map { $0.values.contains { $0.scalar == .asset } } ?? true
