@@ -31,12 +31,17 @@ import Testing
         try await leader.close()
     }
 
+    /// A leader's store and a follower's, each in a temporary directory (kept alive by `dirs`).
+    private func twoStores(_ tag: String) async throws -> (dirs: [TempDir], leader: CloudletStore, follower: CloudletStore) {
+        let dirs = [TempDir(tag + "-leader"), TempDir(tag + "-follower")]
+        return (dirs, try await openStore(dirs[0]), try await openStore(dirs[1]))
+    }
+
     /// What a follower fetches before it appends (docs/replication.md, "Assets"): every asset the frames' records
     /// reference, list members too, each once; the pre-decoded frames then apply to the same records.
     @Test func decodingFollowedFramesListsTheirAssetsOnceAndTheyApplyAsDecoded() async throws {
-        let leaderDir = TempDir("follower-assets-leader"), followerDir = TempDir("follower-assets-follower")
-        let leader = try await openStore(leaderDir)
-        let follower = try await openStore(followerDir)
+        let (dirs, leader, follower) = try await twoStores("follower-assets")
+        defer { withExtendedLifetime(dirs) {} }
         let db = try leader.container(testContainer).privateDatabase(user: "u")
         let (a, b, c) = ([UInt8](repeating: 1, count: 10), [UInt8](repeating: 2, count: 20), [UInt8](repeating: 3, count: 30))
         _ = try await db.save(Record(recordType: "Photo", recordName: "one", fields: ["image": .asset(AssetReference(data: a))]))
@@ -66,9 +71,8 @@ import Testing
     /// A replica whose catalog trails its partition (they follow on separate streams) knows the record type but not
     /// the asset field a newer schema added: its collection must still see that field's file as referenced.
     @Test func aCollectionOnAReplicaWhoseCatalogTrailsKeepsTheFilesOfFieldsItsSchemaLacks() async throws {
-        let leaderDir = TempDir("trailing-catalog-leader"), followerDir = TempDir("trailing-catalog-follower")
-        let leader = try await openStore(leaderDir)
-        let follower = try await openStore(followerDir)
+        let (dirs, leader, follower) = try await twoStores("trailing-catalog")
+        defer { withExtendedLifetime(dirs) {} }
         let db = try leader.container(testContainer).privateDatabase(user: "u")
         let (from, to) = (leader.partitions[0], follower.partitions[0])
         let (fromCatalog, toCatalog) = (try #require(leader.catalog.log), follower.catalog)
