@@ -184,7 +184,7 @@ final class AssetTransfer: Sendable {
             do {
                 // The name is synced by the save that references the file (BlobStore.makeDurable): one sync per upload.
                 blob = try store.assets.write(maxSize: min(maxAssetSize, allowance ?? .max), syncName: false) {
-                    try stream.read(into: $0)
+                    try stream.nextPiece(atLeast: BlobStore.chunkSize)  // the front end's buffer: no copy
                 }
             } catch is BlobStore.TooLarge {
                 if let allowance, allowance < maxAssetSize, let quota {
