@@ -78,9 +78,9 @@ final class HTTPFileBody: Sendable {
     }
 }
 
-/// The body of a request that its handler reads itself, in pieces (`eh_body_read`, `eh_body_take`), on the worker thread while the
-/// handler runs; the loop pauses reading from a client that is ahead of the handler. `@unchecked Sendable`: only the
-/// one worker thread serving the request uses it.
+/// The body of a request that its handler reads itself, in pieces (`eh_body_read`, `eh_body_take`), on the worker
+/// thread while the handler runs; the loop pauses reading from a client that is ahead of the handler.
+/// `@unchecked Sendable`: only the one worker thread serving the request uses it.
 final class HTTPBodyStream: @unchecked Sendable {
     private let request: UnsafeMutablePointer<eh_request>
     /// The `Content-Length`, or nil for a chunked body.
