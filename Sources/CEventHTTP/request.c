@@ -363,17 +363,30 @@ void ehi_request_done(eh_conn *c) {
     ehi_replay_pending(c, ehi_parse);
 }
 
-long eh_body_read(eh_request *r, void *buffer, size_t length) {
-    eh_conn *c = r->conn;
-    if (!r->streamed) return 0;
-    pthread_mutex_lock(&c->lock);
-    // Wait for a full buffer (up to what the loop keeps before it stops reading), the end of the body, or an
-    // error: the handler then writes large pieces, and the loop wakes it once per piece.
-    size_t want = length < STREAM_BUFFER_CAP ? length : STREAM_BUFFER_CAP;
+/// Waits (holding c->lock) for `want` buffered body bytes (at most what the loop keeps before it stops reading), the
+/// end of the body, or an error: the handler then takes large pieces, and the loop wakes it once per piece.
+static void wait_for_body(eh_conn *c, size_t want) {
+    if (want > STREAM_BUFFER_CAP) want = STREAM_BUFFER_CAP;
     if (want == 0) want = 1;
     c->swant = want;
     while (c->slen < want && !c->sdone && !c->serror) pthread_cond_wait(&c->cond, &c->lock);
     c->swant = 1;
+}
+
+/// After the handler took bytes (holding c->lock): lets a paused loop read again once the buffer has room.
+static void resume_if_room(eh_conn *c) {
+    if (c->reader_paused && c->slen < STREAM_BUFFER_CAP / 2) {
+        c->reader_paused = 0;
+        c->want_resume = 1;
+        ehi_mark_dirty(c);
+    }
+}
+
+long eh_body_read(eh_request *r, void *buffer, size_t length) {
+    eh_conn *c = r->conn;
+    if (!r->streamed) return 0;
+    pthread_mutex_lock(&c->lock);
+    wait_for_body(c, length);
     long result;
     if (c->slen > 0) {
         size_t n = c->slen < length ? c->slen : length;
@@ -381,11 +394,38 @@ long eh_body_read(eh_request *r, void *buffer, size_t length) {
         memmove(c->sbuf, c->sbuf + n, c->slen - n);
         c->slen -= n;
         result = (long)n;
-        if (c->reader_paused && c->slen < STREAM_BUFFER_CAP / 2) {
-            c->reader_paused = 0;
-            c->want_resume = 1;
-            ehi_mark_dirty(c);
+        resume_if_room(c);
+    } else {
+        result = c->sdone ? 0 : -1;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return result;
+}
+
+long eh_body_take(eh_request *r, void **buffer, size_t *capacity, size_t want) {
+    eh_conn *c = r->conn;
+    if (!r->streamed) return 0;
+    pthread_mutex_lock(&c->lock);
+    wait_for_body(c, want);
+    long result;
+    if (c->slen > 0) {  // never after the connection closed (it empties the buffer): the swap would leak
+        uint8_t *full = c->sbuf;
+        size_t full_cap = c->scap;
+        result = (long)c->slen;
+        // The handler's first call brings no buffer: give the loop one as large as the one it fills now, rather
+        // than let it grow one from nothing (copying it as it doubles).
+        uint8_t *empty = *buffer;
+        size_t empty_cap = *capacity;
+        if (!empty) {
+            empty = malloc(full_cap);
+            empty_cap = empty ? full_cap : 0;
         }
+        c->sbuf = empty;
+        c->scap = empty_cap;
+        c->slen = 0;
+        *buffer = full;
+        *capacity = full_cap;
+        resume_if_room(c);
     } else {
         result = c->sdone ? 0 : -1;
     }

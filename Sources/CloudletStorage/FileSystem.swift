@@ -94,6 +94,10 @@ public protocol File: AnyObject, Sendable {
     /// Hints that `count` bytes at `offset` will be read soon (`posix_fadvise(WILLNEED)`), so that the disk reads
     /// them while the caller works on what it has. Never fails; a no-op where there is no disk.
     func prefetch(at offset: UInt64, count: Int)
+    /// Hints that the `count` bytes written at `offset` may go to the disk now (`sync_file_range(WRITE)`: starts
+    /// their writeback and does not wait for it), so that a later ``fdatasync()`` has less left to do. Not a
+    /// durability step. Never fails; a no-op where there is no disk.
+    func startWriteback(at offset: UInt64, count: Int)
     /// A new descriptor of the same open file (close-on-exec), for code that hands the file to C (the HTTP front end
     /// sends asset downloads from it); the caller closes it. Nil where the file has no descriptor (in memory).
     func duplicateDescriptor() -> Int32?
@@ -101,6 +105,7 @@ public protocol File: AnyObject, Sendable {
 
 extension File {
     public func prefetch(at offset: UInt64, count: Int) {}
+    public func startWriteback(at offset: UInt64, count: Int) {}
     public func duplicateDescriptor() -> Int32? { nil }
 }
 

@@ -189,12 +189,21 @@ final class PosixFile: File {
         if !closed.load(ordering: .acquiring) { _ = posix_fadvise(fd, off_t(offset), off_t(count), POSIX_FADV_WILLNEED) }
     }
 
+    func startWriteback(at offset: UInt64, count: Int) {
+        if !closed.load(ordering: .acquiring) { _ = linuxSyncFileRange(fd, Int64(offset), Int64(count), 2 /* SYNC_FILE_RANGE_WRITE */) }
+    }
+
     func close() throws(FileSystemError) {
         if closed.exchange(true, ordering: .acquiringAndReleasing) { return }
         // Linux releases the descriptor even when close fails with EINTR, so it is never retried.
         if Glibc.close(fd) != 0 && errno != EINTR { throw FileSystemError(operation: "close", path: path, errno: errno) }
     }
 }
+
+/// glibc's `sync_file_range(2)`, which the Glibc module leaves out (it is declared only under `_GNU_SOURCE`):
+/// `int sync_file_range(int fd, off64_t offset, off64_t nbytes, unsigned int flags)`.
+@_silgen_name("sync_file_range")
+private func linuxSyncFileRange(_ fd: Int32, _ offset: Int64, _ count: Int64, _ flags: UInt32) -> Int32
 
 /// Runs a system call that returns -1 and sets `errno` on failure, again while it fails with `EINTR`; returns
 /// its result or throws its `errno`.

@@ -131,6 +131,13 @@ int eh_conn_send_file(eh_conn *conn, int fd, int64_t offset, int64_t length, int
 /// before it stops reading), or the body ends; worker threads only, during `on_request`.
 long eh_body_read(eh_request *request, void *buffer, size_t length);
 
+/// Like `eh_body_read`, without the copy: waits for `want` bytes (at most 256 KiB) or the end of the body, then
+/// exchanges the loop's buffer, which holds them, with `*buffer` (`malloc`'d, `*capacity` bytes; NULL and 0 the
+/// first time): `*buffer` then holds the bytes (all the loop had, possibly more than `want`) and the loop goes on
+/// filling the handler's old buffer. Returns how many bytes `*buffer` holds, 0 at the end of the body, -1 as
+/// `eh_body_read`. The caller frees `*buffer` (`free`) when done. Worker threads only, during `on_request`.
+long eh_body_take(eh_request *request, void **buffer, size_t *capacity, size_t want);
+
 /// Answers a websocket handshake with 101 (`accept_key` is the Sec-WebSocket-Accept value) and switches the
 /// connection to websocket frames. 1 on success.
 int eh_ws_accept(eh_conn *conn, const char *accept_key);

@@ -184,7 +184,7 @@ final class AssetTransfer: Sendable {
             do {
                 // The name is synced by the save that references the file (BlobStore.makeDurable): one sync per upload.
                 blob = try store.assets.write(maxSize: min(maxAssetSize, allowance ?? .max), syncName: false) {
-                    try stream.read(into: $0)
+                    try stream.nextPiece(atLeast: BlobStore.chunkSize)  // the front end's buffer: no copy
                 }
             } catch is BlobStore.TooLarge {
                 if let allowance, allowance < maxAssetSize, let quota {
@@ -247,7 +247,8 @@ final class AssetTransfer: Sendable {
 
     // MARK: - Download
 
-    /// `GET <download URL>`: the file, with `Content-Length`, `ETag` (its checksum) and single `Range`s (206).
+    /// `GET <download URL>`: the file, with `Content-Length`, `ETag` (its checksum), `Content-Type` when known
+    /// (``AssetContentType``) and single `Range`s (206).
     func download(_ request: HTTPRequest) -> HTTPResponse {
         do {
             guard request.method == "GET" else {
@@ -261,9 +262,16 @@ final class AssetTransfer: Sendable {
                 throw APIError("NOT_FOUND", "asset \(t.checksum) is not in the store", status: 404)
             }
             let size = file.size
+            // The last segment is the file name the client put in place of `${f}` (AssetContentType).
+            let name = HTTPRequest.percentDecode(rest.drop { $0 != "/" }.dropFirst())
+            let type = AssetContentType.of(fileName: name) {
+                var head = [UInt8](repeating: 0, count: AssetContentType.sniffLength)
+                let n = head.withUnsafeMutableBytes { (try? file.read(into: $0, at: 0)) ?? 0 }
+                return Array(head.prefix(n))
+            }
             var status = 200
             var range = Int64(0)..<size
-            var headers = [("ETag", "\"\(t.checksum)\""), ("Accept-Ranges", "bytes")]
+            var headers = [("ETag", "\"\(t.checksum)\""), ("Accept-Ranges", "bytes"), ("X-Content-Type-Options", "nosniff")]
             if let header = request.range {
                 switch Self.byteRange(header, size: size) {
                 case .whole: break
@@ -277,7 +285,7 @@ final class AssetTransfer: Sendable {
                     return e
                 }
             }
-            return .blob(file, range: range, status: status, headers: headers)
+            return .blob(file, range: range, status: status, contentType: type, headers: headers)
         } catch {
             return Self.response(error)
         }
@@ -319,9 +327,10 @@ extension HTTPResponse {
     /// system without descriptors (the tests' in-memory one) — read and sent by the worker. Asset downloads, and the
     /// blobs a cluster node serves its peers.
     package static func blob(
-        _ file: BlobReader, range: Range<Int64>, status: Int = 200, headers: [(String, String)] = []
+        _ file: BlobReader, range: Range<Int64>, status: Int = 200, contentType: String = "application/octet-stream",
+        headers: [(String, String)] = []
     ) -> HTTPResponse {
-        var response = HTTPResponse(status: status, contentType: "application/octet-stream", headers: headers, body: [])
+        var response = HTTPResponse(status: status, contentType: contentType, headers: headers, body: [])
         if let fd = file.duplicateDescriptor() {
             response.file = HTTPFileBody(descriptor: fd, offset: range.lowerBound, length: Int64(range.count))
             return response

@@ -78,9 +78,9 @@ final class HTTPFileBody: Sendable {
     }
 }
 
-/// The body of a request that its handler reads itself, in pieces (`eh_body_read`), on the worker thread while the
-/// handler runs; the loop pauses reading from a client that is ahead of the handler. `@unchecked Sendable`: only the
-/// one worker thread serving the request uses it.
+/// The body of a request that its handler reads itself, in pieces (`eh_body_read`, `eh_body_take`), on the worker
+/// thread while the handler runs; the loop pauses reading from a client that is ahead of the handler.
+/// `@unchecked Sendable`: only the one worker thread serving the request uses it.
 final class HTTPBodyStream: @unchecked Sendable {
     private let request: UnsafeMutablePointer<eh_request>
     /// The `Content-Length`, or nil for a chunked body.
@@ -95,11 +95,33 @@ final class HTTPBodyStream: @unchecked Sendable {
         if declaredLength == 0 { finished = true }
     }
 
+    /// The buffer ``nextPiece(atLeast:)`` last took from the front end (`malloc`'d; the front end fills the one
+    /// before it meanwhile).
+    private var piece: UnsafeMutableRawPointer?
+    private var pieceCapacity = 0
+
+    deinit { free(piece) }
+
     /// Reads up to `buffer.count` bytes; 0 at the end of the body. - Throws: when the client stops sending before
     /// the end of its body (the front end's body timeout) or goes away.
     func read(into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         if finished || buffer.count == 0 { return 0 }
-        let n = eh_body_read(request, buffer.baseAddress, buffer.count)
+        return try counted(eh_body_read(request, buffer.baseAddress, buffer.count))
+    }
+
+    /// The next piece of the body, without copying it: the front end's own buffer, once it holds `atLeast` bytes
+    /// (at most 256 KiB) or the body ends, exchanged for the one the previous call returned. Valid until the next
+    /// call; empty at the end of the body. - Throws: as ``read(into:)``.
+    func nextPiece(atLeast: Int) throws -> UnsafeRawBufferPointer {
+        if finished { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        var capacity = pieceCapacity
+        let n = try counted(eh_body_take(request, &piece, &capacity, atLeast))
+        pieceCapacity = capacity
+        return UnsafeRawBufferPointer(start: piece, count: n)
+    }
+
+    /// The count `eh_body_read`/`eh_body_take` returned, checked and added to ``received``.
+    private func counted(_ n: Int) throws -> Int {
         if n < 0 {
             let of = declaredLength.map { " of its \($0)" } ?? ""
             throw CloudletError.invalid("the request body stopped after \(received)\(of) bytes")
