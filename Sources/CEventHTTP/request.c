@@ -81,7 +81,8 @@ static void dispatch(eh_conn *c) {
     if (s->qtail) s->qtail->next = r;
     else s->qhead = r;
     s->qtail = r;
-    pthread_cond_signal(&s->qcond);
+    s->qlen++;
+    ehi_wake_workers(s);
     pthread_mutex_unlock(&s->qlock);
 }
 
@@ -372,7 +373,11 @@ long eh_body_read(eh_request *r, void *buffer, size_t length) {
     size_t want = length < STREAM_BUFFER_CAP ? length : STREAM_BUFFER_CAP;
     if (want == 0) want = 1;
     c->swant = want;
-    while (c->slen < want && !c->sdone && !c->serror) pthread_cond_wait(&c->cond, &c->lock);
+    if (c->slen < want && !c->sdone && !c->serror) {
+        eh_worker_blocking(1);  // lock order: the connection's, then the pool's
+        while (c->slen < want && !c->sdone && !c->serror) pthread_cond_wait(&c->cond, &c->lock);
+        eh_worker_blocking(0);
+    }
     c->swant = 1;
     long result;
     if (c->slen > 0) {
