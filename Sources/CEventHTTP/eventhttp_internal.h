@@ -3,7 +3,8 @@
 // Threads: one loop thread owns every uv handle, the parser and the TLS state of each connection; workers run
 // handlers. What workers and other threads hand to the loop (response bytes, "resume reading", "close") goes
 // through the connection's lock and the server's dirty list, then `uv_async_send`. Lock order: connection, then
-// the server's dirty-list lock; never the reverse.
+// the server's dirty-list lock or its worker pool's (eh_worker_blocking while waiting on a connection); never the
+// reverse.
 #ifndef EVENTHTTP_INTERNAL_H
 #define EVENTHTTP_INTERNAL_H
 

@@ -58,7 +58,7 @@ public enum ThreadBridge {
     }
 
     /// Told when a thread is about to block in ``wait(_:)`` or ``blocking(_:)`` and when it goes on: the front end
-    /// passes `eh_worker_blocking`, so that its worker pool, which keeps about one worker per core running, wakes
+    /// passes `eh_worker_blocking`, so that its worker pool, which keeps only a few workers per core running, wakes
     /// another worker for queued requests while this one sleeps. Set once, before the threads it concerns start
     /// (a later set replaces it for the calls that follow).
     public static func setBlockingObserver(_ observer: @escaping @convention(c) (Int32) -> Void) {
