@@ -6,7 +6,7 @@ import Testing
 
 @testable import CloudletServer
 
-/// The front end's worker pool keeps two workers per core running (`HTTPListener.Options.runningThreads`):
+/// The front end's worker pool keeps four workers per core running (`HTTPListener.Options.runningThreads`):
 /// CPU-bound requests queue for the running workers instead of waking every worker, a worker that blocks (a
 /// suspended `ThreadBridge.wait`, `ThreadBridge.blocking`) makes room for another, and a queue that does not move
 /// wakes one more worker anyway. See docs/front-end.md.

@@ -59,7 +59,7 @@ typedef struct {
     /// Worker threads that run `on_request`, and their stack size in bytes.
     int workers;
     size_t worker_stack;
-    /// Workers kept running at once (0: two per online core). A queued request wakes a sleeping worker only while
+    /// Workers kept running at once (0: four per online core). A queued request wakes a sleeping worker only while
     /// fewer than this many run (not counting workers blocked in `eh_worker_blocking`); the others take it when
     /// they finish, so CPU-bound requests do not wake every worker only for them to fight over the cores. A queue
     /// that made no progress for 100 ms wakes one more worker anyway (a handler that blocked without saying so).

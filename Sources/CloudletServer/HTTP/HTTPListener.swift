@@ -28,7 +28,7 @@ final class HTTPListener: Sendable {
         var tls: TLSFiles?
         /// Worker threads: the most requests handled at once. Connections are not limited by it.
         var threads = 64
-        /// Workers kept running at once (0: two per core): more are woken only while some block (a commit, a slow
+        /// Workers kept running at once (0: four per core): more are woken only while some block (a commit, a slow
         /// reader; ``ThreadBridge/blocking(_:)``, a suspended ``ThreadBridge/wait(_:)``). docs/front-end.md.
         var runningThreads = 0
         /// Wake one more worker when queued requests made no progress for 100 ms (running workers blocked without
