@@ -73,14 +73,29 @@ metric() { curl -sf -H "Authorization: Bearer $admin" "$url/cloudlet/metrics" | 
 # to_us, wrk_summary
 source "$here/common.sh"
 
+# The server's CPU time so far in clock ticks (user + system, all threads), and its context switches (voluntary and
+# involuntary, summed over its threads): what a request costs the server, which a loaded machine disturbs far less
+# than requests/s.
+server_ticks() { awk '{ print $14 + $15 }' "/proc/$server_pid/stat"; }
+server_switches() { cat /proc/"$server_pid"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { s += $2 } END { print s + 0 }'; }
+ticks_per_second="$(getconf CLK_TCK)"
+costs="$work/costs.txt"  # route conns round cpu-µs-per-request switches-per-request
+
 # run NAME CONNS URL SCRIPT WARMUP_ARG ARG ROUND: a warm-up and a measured wrk run (the script gets WARMUP_ARG,
-# then ARG); prints "rps p50us p99us errors".
+# then ARG); prints "rps p50us p99us errors", and appends the server's cost per request to $costs.
 run() {
     local name="$1" conns="$2" target="$3" script="$4" warm_arg="$5" arg="$6" round="$7"
     local threads=$((conns < 2 ? 1 : 2))
     wrk -t"$threads" -c"$conns" -d"${warmup}s" -s "$here/$script" "$target" -- "$warm_arg" >/dev/null
     local out="$work/wrk-$name-$conns-$round.txt"
+    local t0 s0 t1 s1
+    t0="$(server_ticks)"; s0="$(server_switches)"
     wrk -t"$threads" -c"$conns" -d"${duration}s" --latency -s "$here/$script" "$target" -- "$arg" >"$out"
+    t1="$(server_ticks)"; s1="$(server_switches)"
+    local requests
+    requests="$(awk '/ requests in / { print $1 }' "$out")"
+    awk -v n="$name" -v c="$conns" -v r="$round" -v t=$((t1 - t0)) -v hz="$ticks_per_second" -v s=$((s1 - s0)) -v q="${requests:-0}" \
+        'BEGIN { if (q > 0) printf "%s %s %s %.1f %.2f\n", n, c, r, t * 1e6 / hz / q, s / q }' >>"$costs"
     wrk_summary "$out"
 }
 
@@ -101,9 +116,9 @@ for round in $(seq 1 "$rounds"); do
     done
 done
 
-# median COLUMN ROUTE CONNS
+# median COLUMN ROUTE CONNS [FILE]
 median() {
-    awk -v col="$1" -v r="$2" -v c="$3" '$1 == r && $2 == c { print $col }' "$results" | sort -g |
+    awk -v col="$1" -v r="$2" -v c="$3" '$1 == r && $2 == c { print $col }' "${4:-$results}" | sort -g |
         awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 errors() { awk -v r="$1" -v c="$2" '$1 == r && $2 == c { s += $6 } END { print s + 0 }' "$results"; }
@@ -115,17 +130,20 @@ label() {
     modify) echo "records/modify, 1 create ($durability)" ;;
     esac
 }
-printf '| route | connections | requests/s | p50 | p99 | vs health | errors | records/fsync |\n'
-printf '|---|---:|---:|---:|---:|---:|---:|---:|\n'
+printf '| route | connections | requests/s | p50 | p99 | vs health | errors | records/fsync | server CPU/request | switches/request | CPU vs health |\n'
+printf '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 for c in $connections; do
     ceiling="$(median 3 health "$c")"
+    ceiling_cpu="$(median 4 health "$c" "$costs")"
     for r in health lookup modify; do
         rps="$(median 3 "$r" "$c")"
         rpf="-"
         [[ "$r" == modify ]] && rpf="$(median 7 "$r" "$c")"
-        printf '| %s | %s | %.0f | %.0f µs | %.0f µs | %.2f | %s | %s |\n' "$(label "$r")" "$c" "$rps" \
+        cpu="$(median 4 "$r" "$c" "$costs")"
+        printf '| %s | %s | %.0f | %.0f µs | %.0f µs | %.2f | %s | %s | %.1f µs | %.2f | %.2f |\n' "$(label "$r")" "$c" "$rps" \
             "$(median 4 "$r" "$c")" "$(median 5 "$r" "$c")" "$(awk -v a="$rps" -v b="$ceiling" 'BEGIN { print a / b }')" \
-            "$(errors "$r" "$c")" "$rpf"
+            "$(errors "$r" "$c")" "$rpf" "$cpu" "$(median 5 "$r" "$c" "$costs")" \
+            "$(awk -v a="$cpu" -v b="$ceiling_cpu" 'BEGIN { if (a > 0) print b / a; else print 0 }')"
     done
 done
 echo "raw wrk output and the access log: $work (KEEP=1 to keep it)" >&2
