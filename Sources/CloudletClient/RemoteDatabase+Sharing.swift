@@ -24,7 +24,7 @@ extension RemoteDatabase {
                     w.object { w in
                         w.member("recordName", recordID.recordName)
                         w.key("zoneID")
-                        ZoneIDCoding.write(recordID.zoneID, to: &w)
+                        ZoneIDCoding.writeRequest(recordID.zoneID, to: &w)
                     }
                 }
             }

@@ -34,6 +34,7 @@ public struct RemoteDatabase: CloudletDatabase {
     /// Several records. The server answers at most ``CloudletLimits/lookupsPerRequest`` a request and each record
     /// once, so a longer list (or one naming a record twice) is sent as several requests of distinct names.
     public func records(for recordIDs: [RecordID]) async throws -> [Result<Record, CloudletError>] {
+        if recordIDs.count == 1 { return try await lookup(recordIDs[...]) }
         var unique: [RecordID] = []
         var slot: [RecordID: Int] = [:]
         for id in recordIDs where slot[id] == nil {
@@ -42,31 +43,35 @@ public struct RemoteDatabase: CloudletDatabase {
         }
         var found: [Result<Record, CloudletError>] = []
         found.reserveCapacity(unique.count)
-        for chunk in unique.chunked(CloudletLimits.lookupsPerRequest) {
-            let body = Self.json { w in
-                w.object { w in
-                    w.key("records")
-                    w.array { w in
-                        for id in chunk {
-                            w.object { w in
-                                w.member("recordName", id.recordName)
-                                w.key("zoneID")
-                                ZoneIDCoding.write(id.zoneID, to: &w)
-                            }
+        for chunk in unique.chunked(CloudletLimits.lookupsPerRequest) { found += try await lookup(chunk) }
+        return recordIDs.map { found[slot[$0]!] }
+    }
+
+    /// One `records/lookup` request for distinct names, at most ``CloudletLimits/lookupsPerRequest`` of them.
+    private func lookup(_ ids: ArraySlice<RecordID>) async throws -> [Result<Record, CloudletError>] {
+        let body = Self.json { w in
+            w.object { w in
+                w.key("records")
+                w.array { w in
+                    for id in ids {
+                        w.object { w in
+                            w.member("recordName", id.recordName)
+                            w.key("zoneID")
+                            ZoneIDCoding.writeRequest(id.zoneID, to: &w)
                         }
                     }
                 }
             }
-            let response = try await callForBytes("records/lookup", body: body, changesData: false)
-            for (id, result) in zip(chunk, try decoding { try ClientCoding.recordResults(response, for: Array(chunk)) }) {
-                switch result {
-                case .saved(let r): found.append(.success(r))
-                case .failed(_, let e): found.append(.failure(e))
-                case .deleted: found.append(.failure(CloudletError(.unknownItem, "record '\(id.recordName)' does not exist")))
-                }
+        }
+        let response = try await callForBytes("records/lookup", body: body, changesData: false)
+        let ids = Array(ids)
+        return try zip(ids, decoding { try ClientCoding.recordResults(response, for: ids) }).map { id, result in
+            switch result {
+            case .saved(let r): .success(r)
+            case .failed(_, let e): .failure(e)
+            case .deleted: .failure(CloudletError(.unknownItem, "record '\(id.recordName)' does not exist"))
             }
         }
-        return recordIDs.map { found[slot[$0]!] }
     }
 
     /// `records/modify`. A non-atomic batch over ``CloudletLimits/operationsPerRequest`` operations, or one the
@@ -153,7 +158,7 @@ public struct RemoteDatabase: CloudletDatabase {
             }
         }
         w.key("zoneID")
-        ZoneIDCoding.write(zoneID, to: &w)
+        ZoneIDCoding.writeRequest(zoneID, to: &w)
         w.member("zoneWide", zoneWide)
     }
 
@@ -174,7 +179,7 @@ public struct RemoteDatabase: CloudletDatabase {
         let body = Self.json { w in
             w.object { w in
                 w.key("zones")
-                w.array { w in ZoneIDCoding.write(zoneID, to: &w) }
+                w.array { w in ZoneIDCoding.writeRequest(zoneID, to: &w) }
             }
         }
         let response = try await call("zones/lookup", body: body, changesData: false)
@@ -191,7 +196,7 @@ public struct RemoteDatabase: CloudletDatabase {
         let body = Self.oneOperation(operation, "zone") { w in
             w.object { w in
                 w.key("zoneID")
-                ZoneIDCoding.write(zoneID, to: &w)
+                ZoneIDCoding.writeRequest(zoneID, to: &w)
             }
         }
         let response = try await call("zones/modify", body: body, changesData: true)
@@ -212,7 +217,7 @@ public struct RemoteDatabase: CloudletDatabase {
                 w.array { w in
                     w.object { w in
                         w.key("zoneID")
-                        ZoneIDCoding.write(zoneID, to: &w)
+                        ZoneIDCoding.writeRequest(zoneID, to: &w)
                         if let token { w.member("syncToken", token.base64) }
                         if let resultsLimit { w.member("resultsLimit", Int64(resultsLimit)) }
                         for (key, list) in [("desiredKeys", desiredKeys), ("desiredRecordTypes", desiredRecordTypes)] {
@@ -431,7 +436,7 @@ public struct RemoteDatabase: CloudletDatabase {
                 let body = Self.json { w in
                     w.object { w in
                         w.key("zoneID")
-                        ZoneIDCoding.write(zone, to: &w)
+                        ZoneIDCoding.writeRequest(zone, to: &w)
                         w.key("tokens")
                         w.array { w in
                             for i in chunk {

@@ -1,5 +1,6 @@
 extension Array {
     /// Consecutive slices of at most `size` elements, in order (a batch split to a per-request limit).
+    @inlinable
     public func chunked(_ size: Int) -> [ArraySlice<Element>] {
         precondition(size > 0, "chunk size must be positive")
         if count <= size { return isEmpty ? [] : [self[...]] }  // the usual case: one request

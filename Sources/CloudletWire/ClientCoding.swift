@@ -35,7 +35,7 @@ public enum ClientCoding {
                     w.member("recordName", id.recordName)
                 }
                 w.key("zoneID")
-                ZoneIDCoding.write(op.recordID.zoneID, to: &w)
+                ZoneIDCoding.writeRequest(op.recordID.zoneID, to: &w)
             }
         }
     }

@@ -111,7 +111,12 @@ public enum RecordCoding {
     {
         var name: String?, type: String?, tag: String?, parent: String?, zoneID: ZoneID?
         var created: RecordStamp?, modified: RecordStamp?
-        var fields: [(name: String, value: JSONValue, type: JSONValue?)] = []
+        // Fields are decoded as they are read, in `zone`: the record's own `zoneID` comes after them. Where it turns
+        // out to name another zone (only references depend on it), or a field did not decode, they are read again
+        // from `fieldsStart` in the record's zone, which then decides.
+        var fields: [String: FieldValue] = [:]
+        var fieldsStart: JSONParser?
+        var fieldFailed = false
         var seen: UInt16 = 0
         func once(_ bit: UInt16) throws {
             if seen & bit != 0 { throw NotPlain() }
@@ -124,19 +129,8 @@ public enum RecordCoding {
             case "recordChangeTag": try once(4); tag = try p.readString()
             case "fields":
                 try once(8)
-                try p.readObject { p, field in
-                    var value: JSONValue?, type: JSONValue?
-                    try p.readObject { p, key in
-                        switch key {
-                        case "value" where value == nil: value = try p.readValue()
-                        case "type" where type == nil: type = try p.readValue()
-                        case "value", "type": throw NotPlain()
-                        default: _ = try p.readValue()
-                        }
-                    }
-                    guard let value else { throw NotPlain() }
-                    fields.append((field, value, type))
-                }
+                fieldsStart = p
+                fieldFailed = try readFields(&p, into: &fields, at: path(), zone: zone, lossless: lossless, throwing: false)
             case "created": try once(16); created = try readStamp(&p)
             case "modified": try once(32); modified = try readStamp(&p)
             case "parent":
@@ -169,18 +163,48 @@ public enum RecordCoding {
         // A share's dictionary is decoded by the tree path (``ClientCoding/record(_:at:zone:)``) whatever it holds.
         guard let name, !name.isEmpty, let type, !type.isEmpty, type != Share.recordType else { throw NotPlain() }
         let z = zoneID ?? zone
-        var r = Record(recordType: type, recordName: name, zoneID: z)
-        r.fields.reserveCapacity(fields.count)
-        for f in fields {
-            r.fields[f.name] = try FieldCoding.decode(
-                value: f.value, type: f.type, at: [String: JSONValue].join(path(), "fields") + "." + f.name, schemaType: nil,
-                zone: z, lossless: lossless)
+        if var again = fieldsStart, fieldFailed || z.zoneName != zone.zoneName {
+            fields.removeAll(keepingCapacity: true)
+            _ = try readFields(&again, into: &fields, at: path(), zone: z, lossless: lossless, throwing: true)
         }
+        var r = Record(recordType: type, recordName: name, zoneID: z)
+        r.fields = fields
         r.changeTag = tag
         r.created = created
         r.modified = modified
         r.parent = parent.map { RecordID(recordName: $0, zoneID: z) }
         return r
+    }
+
+    /// Reads a record's `fields` object into `fields`, each decoded as ``FieldCoding/decode(value:type:at:schemaType:zone:lossless:)``
+    /// does. With `throwing` false a field that does not decode is left out and the answer is true (the caller
+    /// reads them again once it knows the record's zone); the object is read to its end either way.
+    private static func readFields(
+        _ p: inout JSONParser, into fields: inout [String: FieldValue], at path: @autoclosure () -> String, zone: ZoneID,
+        lossless: Bool, throwing: Bool
+    ) throws -> Bool {
+        var failed = false
+        try p.readObject { p, field in
+            var value: JSONValue?, type: JSONValue?
+            try p.readObject { p, key in
+                switch key {
+                case "value" where value == nil: value = try p.readValue()
+                case "type" where type == nil: type = try p.readValue()
+                case "value", "type": throw NotPlain()
+                default: _ = try p.readValue()
+                }
+            }
+            guard let value else { throw NotPlain() }
+            do {
+                fields[field] = try FieldCoding.decode(
+                    value: value, type: type, at: [String: JSONValue].join(path(), "fields") + "." + field, schemaType: nil,
+                    zone: zone, lossless: lossless)
+            } catch let e as APIError {
+                if throwing { throw e }
+                failed = true
+            }
+        }
+        return failed
     }
 
     /// A stamp `{timestamp, userRecordName, deviceID}` as the server writes it (anything else: ``NotPlain``).

@@ -42,6 +42,16 @@ public enum ZoneIDCoding {
         }
     }
 
+    /// Writes `zone` as a request names it: its name, and its owner only when that is not the caller's own
+    /// database's (a missing `ownerRecordName` means it, as in CloudKit JS; `zoneType` is for responses). The
+    /// shorter form is what the client sends.
+    public static func writeRequest(_ zone: ZoneID, to w: inout JSONWriter) {
+        w.object { w in
+            w.member("zoneName", zone.zoneName)
+            if zone.ownerName != defaultOwnerName { w.member("ownerRecordName", zone.ownerName) }
+        }
+    }
+
     /// Writes `zone` as a response of the database owned by `owner` names it: a zone of ``defaultOwnerName`` (a
     /// request's "the current user") as `owner`'s — the user's record name in a private database, `_defaultOwner`
     /// in the public one.

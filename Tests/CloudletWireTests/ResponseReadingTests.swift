@@ -111,6 +111,35 @@ import Testing
         }
     }
 
+    /// Fields are decoded as they are read, before the record's `zoneID` (written after them) is known; a record
+    /// of another zone than the one the caller expected (a zone-wide query) has them read again in its own zone.
+    @Test func aRecordOfAnotherZoneHasItsReferencesCheckedAgainstItsOwnZone() throws {
+        let other = ZoneID(zoneName: "Other", ownerName: "alice")
+        var r = Record(recordType: "Item", recordName: "x", zoneID: other)
+        r.fields["ref"] = .reference(Reference(recordName: "y", action: .deleteSelf))
+        r.fields["n"] = .int64(3)
+        let body = Self.response([{ RecordCoding.write(r, to: &$0, desiredKeys: nil, numbersAsStrings: false) }])
+        let (read, _) = try ClientCoding.queryResults(body, zone: Self.zone)
+        #expect(read == [r])
+        let id = [RecordID(recordName: "x", zoneID: Self.zone)]
+        #expect(Self.same(try ClientCoding.recordResults(body, for: id), try Self.viaTree(body, ids: id)))
+
+        // A reference into a third zone is refused whichever zone was expected.
+        let stray = #"{"records":[{"recordName":"x","recordType":"T","fields":{"ref":{"type":"REFERENCE","value":{"recordName":"y","action":"NONE","zoneID":{"zoneName":"Third"}}}},"zoneID":{"zoneName":"Other"}}]}"#
+        #expect(throws: APIError.self) { try ClientCoding.queryResults(Array(stray.utf8), zone: Self.zone) }
+        #expect(throws: APIError.self) { try ClientCoding.queryResults(Array(stray.utf8), zone: other) }
+    }
+
+    /// Requests name a zone the short way: no `zoneType`, and the owner only when it is not the caller's own.
+    @Test func requestsNameTheCallersOwnZonesWithoutAnOwner() {
+        var w = JSONWriter()
+        ZoneIDCoding.writeRequest(ZoneID(zoneName: "Z"), to: &w)
+        #expect(String(decoding: w.bytes, as: UTF8.self) == #"{"zoneName":"Z"}"#)
+        w = JSONWriter()
+        ZoneIDCoding.writeRequest(Self.zone, to: &w)
+        #expect(String(decoding: w.bytes, as: UTF8.self) == #"{"zoneName":"Z","ownerRecordName":"alice"}"#)
+    }
+
     @Test func aQueryAnswerGivesItsRecordsAndMarker() throws {
         let records = (0..<3).map { Self.richRecord("q\($0)") }
         let body = Self.response(
