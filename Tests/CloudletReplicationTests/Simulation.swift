@@ -280,8 +280,9 @@ final class Simulation {
                 if through > UInt64(nodes[i].durable), from <= through {
                     shippedUnsynced += 1
                     if now < healedAt, chance(options.crashAfterShippingRate) {
-                        // Before its fsync completes (1–6 ms).
-                        schedule(random(0...1), .crashAfterShipping(i, incarnation: nodes[i].incarnation))
+                        // Before its fsync completes (usually 1–6 ms, now and then 20–80 ms): at once, or once the
+                        // followers may have fsynced and reported the frames.
+                        schedule(chance(0.5) ? random(0...1) : random(2...60), .crashAfterShipping(i, incarnation: nodes[i].incarnation))
                     }
                 }
                 // What the server's shell does when the log no longer holds `from` as written.
@@ -374,7 +375,9 @@ final class Simulation {
         guard nodes[i].fsync == nil, nodes[i].log.count > nodes[i].durable else { return }
         nodes[i].fsyncGeneration += 1
         nodes[i].fsync = (nodes[i].log.count, nodes[i].fsyncGeneration)
-        schedule(random(1...6), .fsyncDone(i, generation: nodes[i].fsyncGeneration))
+        // Mostly quick; now and then a slow one (a disk's latency spike), which lets followers fsync a leader's
+        // frames before the leader does.
+        schedule(chance(0.05) ? random(20...80) : random(1...6), .fsyncDone(i, generation: nodes[i].fsyncGeneration))
     }
 
     private func acknowledge(_ id: UInt64, by i: Int) {
