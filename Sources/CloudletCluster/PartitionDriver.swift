@@ -339,7 +339,12 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
             var frames: [ReplicatedFrame] = []
             if through >= from {
                 let batch: Log.FrameBatch
-                do { batch = try await ThreadBridge.offload { try log.frames(from: from, maxBytes: 4 << 20) } } catch {
+                // A leader's frames may be written and not fsynced yet (`through` says how far the replica serves).
+                do {
+                    batch = try await ThreadBridge.offload {
+                        try log.frames(from: from, maxBytes: 4 << 20, includingUnsynced: true)
+                    }
+                } catch {
                     if (error as? CloudletError)?.code == .changeTokenExpired, let marker = log.compactionMarker {
                         ServerLog.warning(
                             "partition \(id): \(to) asks for frames from LSN \(from), which compaction rewrote (up to LSN "
@@ -484,6 +489,12 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
             if error.message.contains("out of step") { appender.async { [self] in resynchronize() } }
             throw error
         }
+    }
+
+    /// The committer wrote frames up to `lsn` and is about to fsync them: a leader serves its parked followers now,
+    /// so that they fsync while it does (docs/replication.md, "Throughput").
+    func framesWritten(through lsn: UInt64) {
+        feed(.written(lsn: lsn, now: node.now()))
     }
 
     func waitCommittedBlocking(_ lsn: UInt64) throws {

@@ -22,6 +22,7 @@ extension Replica {
                 out.append(.truncate(after: cut))
                 lastLSN = cut
                 durableLSN = min(durableLSN, cut)
+                writtenLSN = min(writtenLSN, cut)
                 history.truncate(after: cut)
             }
             fetchSentAt = nil
@@ -120,7 +121,7 @@ extension Replica {
             acknowledge(&out)
             advanceHorizon()
         }
-        if start <= durableLSN {
+        if start <= servableLSN {
             // A follower asks again from the same LSN once the frames arrived (it fetches ahead before its fsync)
             // and once they are fsynced (to report it): the frames already sent from there are not sent twice,
             // unless the follower asks after a retry interval (they may have been lost).
@@ -142,11 +143,12 @@ extension Replica {
         }
     }
 
-    /// The frames from `from` on for `node`, as many as a batch holds (fsynced ones only).
+    /// The frames from `from` on for `node`, as many as a batch holds (``servableLSN``: a leader's written ones,
+    /// anyone else's fsynced ones).
     func serve(_ node: NodeID, epoch: UInt64, from: UInt64) -> ReplicaAction {
         .serveFrames(
             to: node, epoch: epoch, previousEpoch: history.epoch(at: from - 1), from: from,
-            through: min(durableLSN, from + configuration.maxFramesPerFetch - 1), horizon: compactionHorizon)
+            through: min(servableLSN, from + configuration.maxFramesPerFetch - 1), horizon: compactionHorizon)
     }
 
     private mutating func onFrames(_ frames: [ReplicatedFrame], epoch: UInt64, _ out: inout [ReplicaAction]) {

@@ -20,6 +20,9 @@ public struct Replica: Sendable {
     public internal(set) var lastLSN: UInt64 = 0
     /// The last frame fsynced.
     public internal(set) var durableLSN: UInt64 = 0
+    /// The last frame written to the local log's files (readable, maybe not fsynced yet): a leader serves its
+    /// followers up to here, so they fsync its frames while it does (``servableLSN``).
+    public internal(set) var writtenLSN: UInt64 = 0
     public internal(set) var history = EpochHistory()
     /// The highest epoch seen or fenced: frames and leaders of older epochs are refused.
     public internal(set) var fence: UInt64 = 0
@@ -125,6 +128,7 @@ public struct Replica: Sendable {
             self.now = now
             self.lastLSN = lastLSN
             durableLSN = lastLSN
+            writtenLSN = lastLSN
             self.history = history
             fence = history.epoch(at: lastLSN)
             grantRequestedAt = now
@@ -163,7 +167,14 @@ public struct Replica: Sendable {
         case .durable(let lsn, let now):
             self.now = max(self.now, now)
             durableLSN = max(durableLSN, min(lsn, lastLSN))
+            writtenLSN = max(writtenLSN, durableLSN)
             onDurable(&out)
+        case .written(let lsn, let now):
+            self.now = max(self.now, now)
+            let written = max(writtenLSN, min(lsn, lastLSN))
+            guard written > writtenLSN else { break }
+            writtenLSN = written
+            serveParked(&out)
         case .write(let id, let payload, let now):
             self.now = max(self.now, now)
             onWrite(id, payload, &out)
@@ -348,14 +359,28 @@ public struct Replica: Sendable {
         case .candidate:
             if candidate.source != nil { sendFetch(&out) }
             evaluateCandidacy(&out)
-        case .leader(let epoch):
-            for (node, from) in leader.parked.sorted(by: { $0.key < $1.key }) where from <= durableLSN {
-                leader.parked[node] = nil
-                leader.served[node] = (from, now)
-                out.append(serve(node, epoch: epoch, from: from))
-            }
+        case .leader:
+            serveParked(&out)
             acknowledge(&out)
             advanceHorizon()
+        }
+    }
+
+    /// The last frame this node may serve: a leader, every frame written to its log (Raft's order: it ships frames
+    /// while it fsyncs them, and counts its own fsync as one vote like any replica's); anyone else, only fsynced
+    /// frames (a candidate catching up must not take frames the replica could still lose).
+    public var servableLSN: UInt64 {
+        guard case .leader = role else { return durableLSN }
+        return max(durableLSN, min(writtenLSN, lastLSN))
+    }
+
+    /// As leader, answers the parked fetches that the log now has frames for.
+    private mutating func serveParked(_ out: inout [ReplicaAction]) {
+        guard case .leader(let epoch) = role else { return }
+        for (node, from) in leader.parked.sorted(by: { $0.key < $1.key }) where from <= servableLSN {
+            leader.parked[node] = nil
+            leader.served[node] = (from, now)
+            out.append(serve(node, epoch: epoch, from: from))
         }
     }
 

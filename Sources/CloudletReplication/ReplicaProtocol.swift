@@ -57,6 +57,10 @@ public enum ReplicaEvent: Hashable, Sendable {
     case receive(from: NodeID, ReplicaMessage, now: Millis)
     /// The local log has every frame up to `lsn` fsynced.
     case durable(lsn: UInt64, now: Millis)
+    /// The local log has every frame up to `lsn` written (readable from its files), not necessarily fsynced: a
+    /// leader may ship them to its followers now. Optional — a shell that reports only ``durable(lsn:now:)`` gets
+    /// the old order (the leader's fsync, then the followers').
+    case written(lsn: UInt64, now: Millis)
     /// A client write to stage (leader) or refuse (anyone else).
     case write(id: UInt64, payload: [UInt8], now: Millis)
     /// The coordinator's replica set, changed by an operator (`cloudlet cluster remove`), `version` the revision
@@ -69,7 +73,8 @@ public enum ReplicaEvent: Hashable, Sendable {
 /// What to do: the shell performs these, in order.
 public enum ReplicaAction: Hashable, Sendable {
     case send(to: NodeID, ReplicaMessage)
-    /// Read the local log's fsynced frames `from...through` and send them to `to` as
+    /// Read the local log's frames `from...through` (a leader's: written, maybe not fsynced yet — see
+    /// ``Replica/servableLSN``; anyone else's: fsynced) and send them to `to` as
     /// ``ReplicaMessage/frames(epoch:previousEpoch:frames:leaderDurable:horizon:)`` of `epoch` (`through < from`:
     /// none) with `horizon`. If the log no longer holds `from` as written (compacted), send
     /// ``ReplicaMessage/compacted(epoch:through:)`` instead.

@@ -92,11 +92,26 @@ final class Committer: @unchecked Sendable {
             try current.write(group.bytes[chunk.start..<(chunk.start + chunk.count)], at: chunk.fileOffset)
             written += chunk.count
         }
+        announceWritten(group)
         if configuration.durability == .fsync {
             try current.fdatasync()
             fsyncs += 1
         }
         publish(group, fsyncs: fsyncs, written: written)
+    }
+
+    /// Records the group's frames as written (readable from the files, not yet fsynced) and tells the commit gate,
+    /// before the group's fdatasync: a replicated leader ships them to its followers while it syncs them itself.
+    private func announceWritten(_ group: borrowing Group) {
+        let chunks = group.chunks
+        let gate = monitor.withLock { s -> (any LogCommitGate)? in
+            for chunk in chunks {
+                s.written[chunk.segment] = (chunk.lastLSN, chunk.fileOffset + UInt64(chunk.count))
+            }
+            s.writtenLSN = chunks.last!.lastLSN
+            return s.gate
+        }
+        gate?.framesWritten(through: chunks.last!.lastLSN)
     }
 
     /// Makes the group's frames durable in the state and wakes whoever waited for them.
@@ -111,6 +126,7 @@ final class Committer: @unchecked Sendable {
             }
             let durable = chunks.last!.lastLSN
             s.durableLSN = durable
+            s.written = [:]
             s.inflightBytes = 0
             s.stats.groups += 1
             s.stats.fsyncs += fsyncs
@@ -149,6 +165,9 @@ final class Committer: @unchecked Sendable {
             s.pending = []
             s.chunks = []
             s.inflightBytes = 0
+            // Written but never synced: not served to anyone from now on.
+            s.written = [:]
+            s.writtenLSN = s.durableLSN
             let waiters = s.waiters
             s.waiters = []
             return (s.failure!, waiters, handler)

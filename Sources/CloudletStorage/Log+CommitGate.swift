@@ -15,6 +15,14 @@ public protocol LogCommitGate: AnyObject, Sendable {
     func waitCommitted(_ lsn: UInt64) async throws
     /// ``waitCommitted(_:)`` for threads that may block.
     func waitCommittedBlocking(_ lsn: UInt64) throws
+    /// The committer has written every frame up to `lsn` to the segment files and is about to fsync them: they can
+    /// be read with ``Log/frames(from:maxBytes:includingUnsynced:)`` now. Called on the committer's thread, outside
+    /// the log's lock, before the fsync (keep it short; never wait on the log from it).
+    func framesWritten(through lsn: UInt64)
+}
+
+extension LogCommitGate {
+    public func framesWritten(through lsn: UInt64) {}
 }
 
 extension Log {

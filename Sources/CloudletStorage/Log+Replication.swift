@@ -191,20 +191,26 @@ extension Log {
     /// `.changeTokenExpired` when `lsn` lies in a compacted prefix (those frames were rewritten or dropped: the
     /// follower needs a copy of the segments instead), `.corruption` for a bad stored frame, `.invalidArguments`
     /// for `lsn` 0.
-    public func frames(from lsn: UInt64, maxBytes: Int) throws -> FrameBatch {
+    ///
+    /// `includingUnsynced`: also the frames the committer has written to the files and not fsynced yet (a
+    /// replicated leader ships them while it syncs them; a crash of the machine may still lose them here). The
+    /// batch's ``FrameBatch/durableLSN`` stays the fsynced end.
+    public func frames(from lsn: UInt64, maxBytes: Int, includingUnsynced: Bool = false) throws -> FrameBatch {
         guard lsn > 0 else { throw CloudletError.invalid("LSNs start at 1") }
         ThreadBridge.checkMayBlock("reading frames of partition \(partition) for a follower")
-        let (segments, durable, hint) = monitor.withLock { s in
+        let (segments, durable, readable, hint) = monitor.withLock { s in
             (
                 s.segments.map {
-                    SegmentInfo(
-                        path: $0.path, firstLSN: $0.firstLSN, lastLSN: $0.lastLSN, size: $0.size, sealed: $0.sealed,
-                        generation: $0.generation)
-                }, s.durableLSN, s.serveHints[lsn]
+                    // A segment the in-flight group writes to holds more, readable, than its durable size.
+                    let written = includingUnsynced ? s.written[$0.firstLSN] : nil
+                    return SegmentInfo(
+                        path: $0.path, firstLSN: $0.firstLSN, lastLSN: max($0.lastLSN, written?.lastLSN ?? 0),
+                        size: max($0.size, written?.size ?? 0), sealed: $0.sealed, generation: $0.generation)
+                }, s.durableLSN, includingUnsynced ? max(s.durableLSN, s.writtenLSN) : s.durableLSN, s.serveHints[lsn]
             )
         }
         var batch = FrameBatch(bytes: [], firstLSN: lsn, lastLSN: lsn - 1, durableLSN: durable)
-        guard lsn <= durable, let start = segments.lastIndex(where: { $0.firstLSN <= lsn }) else { return batch }
+        guard lsn <= readable, let start = segments.lastIndex(where: { $0.firstLSN <= lsn }) else { return batch }
         if segments[start].isCompacted {
             throw CloudletError(
                 .changeTokenExpired,
@@ -224,7 +230,7 @@ extension Log {
             // `lsn` are read to skip them, unless a hint says where frame `lsn` starts.
             var offset = UInt64(SegmentHeader.size)
             if let h = useHint, h.segment == segment.firstLSN, h.offset < segment.size,
-                let head = try? readSegment(segment.firstLSN, offset: h.offset, count: FrameHeader.size),
+                let head = try? readSegment(segment.firstLSN, offset: h.offset, count: FrameHeader.size, includingUnsynced: includingUnsynced),
                 case .success(let header) = FrameHeader.check(head, at: 0, available: Int(clamping: segment.size - h.offset)),
                 header.lsn == lsn
             {
@@ -232,7 +238,7 @@ extension Log {
             }
             useHint = nil
             while offset < segment.size {
-                let head = try readSegment(segment.firstLSN, offset: offset, count: FrameHeader.size)
+                let head = try readSegment(segment.firstLSN, offset: offset, count: FrameHeader.size, includingUnsynced: includingUnsynced)
                 func corrupt(_ reason: String) -> CloudletError { .corruption(segment: segment.path, offset: offset, reason) }
                 let header: FrameHeader
                 switch FrameHeader.check(head, at: 0, available: Int(clamping: segment.size - offset)) {
@@ -241,11 +247,11 @@ extension Log {
                 }
                 defer { offset += UInt64(header.frameLength) }
                 guard header.lsn >= lsn else { continue }
-                if header.lsn > durable || (!batch.bytes.isEmpty && batch.bytes.count + header.frameLength > maxBytes) {
+                if header.lsn > readable || (!batch.bytes.isEmpty && batch.bytes.count + header.frameLength > maxBytes) {
                     hintNext(segment.firstLSN, offset)
                     return batch
                 }
-                let frame = try readSegment(segment.firstLSN, offset: offset, count: header.frameLength)
+                let frame = try readSegment(segment.firstLSN, offset: offset, count: header.frameLength, includingUnsynced: includingUnsynced)
                 if let defect = header.checkBody(frame, at: 0) { throw corrupt(defect.reason) }
                 guard header.lsn == batch.lastLSN + 1 else {
                     throw corrupt("frame has LSN \(header.lsn) where \(batch.lastLSN + 1) was expected")

@@ -367,8 +367,17 @@ public final class Log: Sendable {
         try read(segment: segment, offset: offset, count: count).bytes
     }
 
-    /// One positioned read of durable bytes of a segment, its file opened once and kept; returns them and the path.
-    private func read(segment: UInt64, offset: UInt64, count: Int) throws -> (bytes: [UInt8], path: String) {
+    /// ``readSegment(_:offset:count:)`` that may also read bytes written and not yet fsynced (a leader's frames in
+    /// flight to its followers).
+    func readSegment(_ segment: UInt64, offset: UInt64, count: Int, includingUnsynced: Bool) throws -> [UInt8] {
+        try read(segment: segment, offset: offset, count: count, includingUnsynced: includingUnsynced).bytes
+    }
+
+    /// One positioned read of durable bytes of a segment (or written ones, `includingUnsynced`), its file opened
+    /// once and kept; returns them and the path.
+    private func read(
+        segment: UInt64, offset: UInt64, count: Int, includingUnsynced: Bool = false
+    ) throws -> (bytes: [UInt8], path: String) {
         ThreadBridge.checkMayBlock("reading segment \(segment) of partition \(partition)")
         let (file, path) = try monitor.withLock { s throws -> (any File, String) in
             if s.closing { throw closedError() }
@@ -377,10 +386,11 @@ public final class Log: Sendable {
                     "segment \(segment) offset \(offset): partition \(partition) has no such segment in \(directory)")
             }
             let path = s.segments[i].path
-            guard offset >= UInt64(SegmentHeader.size), count >= 0, offset + UInt64(count) <= s.segments[i].size else {
+            let size = max(s.segments[i].size, includingUnsynced ? s.written[segment]?.size ?? 0 : 0)
+            guard offset >= UInt64(SegmentHeader.size), count >= 0, offset + UInt64(count) <= size else {
                 throw CloudletError.invalid(
-                    "bytes \(offset)..<\(offset + UInt64(max(count, 0))) are not inside the \(s.segments[i].size) "
-                        + "durable bytes of segment \(path)")
+                    "bytes \(offset)..<\(offset + UInt64(max(count, 0))) are not inside the \(size) "
+                        + "\(includingUnsynced ? "written" : "durable") bytes of segment \(path)")
             }
             let file: any File
             if let open = s.files[segment] {

@@ -71,6 +71,12 @@ struct LogState {
 
     // Durability, advanced by the committer.
     var durableLSN: UInt64
+    /// Frames the committer has written to their segment files (in the page cache, readable) but not yet fsynced:
+    /// the last such LSN and, per segment the in-flight group wrote to, its last LSN and size as written. Cleared
+    /// when the group is published durable (or the log fails). A leader serves them to its followers before its own
+    /// fsync (``Log/frames(from:maxBytes:includingUnsynced:)``).
+    var writtenLSN: UInt64 = 0
+    var written: [UInt64: (lastLSN: UInt64, size: UInt64)] = [:]
     var segments: [Segment]
     var waiters: [Waiter] = []
     /// Set once, by the first failed write or fdatasync; the log is read-only from then on.

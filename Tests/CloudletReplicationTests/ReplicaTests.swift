@@ -87,6 +87,50 @@ struct ReplicaTests {
         #expect(served(r.on(.receive(from: n2, .fetch(epoch: 5, from: 3, previousEpoch: 5, durable: 2), now: 40 + 500))))
     }
 
+    @Test("a leader serves a parked fetch once its frames are written, before its own fsync; a fenced replica serves only fsynced frames")
+    func servesBeforeFsync() {
+        var r = leader()
+        _ = r.on(.write(id: 41, payload: [1], now: 10))
+        // The follower's fetch parks: nothing is written yet.
+        #expect(r.on(.message(n2, .fetch(epoch: 5, from: 1, previousEpoch: 0, durable: 0))).isEmpty)
+        let served = r.on(.written(lsn: 1, now: 10))
+        #expect(served == [.serveFrames(to: n2, epoch: 5, previousEpoch: 0, from: 1, through: 1, horizon: 0)])
+        #expect(r.durableLSN == 0 && r.servableLSN == 1)
+        // Not yet fsynced on the leader: a fetch from where the log starts is served at once, up to what is written.
+        _ = r.on(.write(id: 42, payload: [2], now: 10))
+        #expect(r.on(.receive(from: n3, .fetch(epoch: 5, from: 1, previousEpoch: 0, durable: 0), now: 20)) == [
+            .serveFrames(to: n3, epoch: 5, previousEpoch: 0, from: 1, through: 1, horizon: 0)
+        ])
+        // A follower that appended frames it has not fsynced serves a candidate that fenced it none of them.
+        var f = replica(n2)
+        _ = f.on(.leaderKey(LeaderKey(node: n1, epoch: 5, lease: 7)))
+        _ = f.on(.message(n1, .frames(epoch: 5, previousEpoch: 0, frames: [frame(1, 5), frame(2, 5)], leaderDurable: 2, horizon: 0)))
+        _ = f.on(.written(lsn: 2, now: 10))
+        #expect(f.lastLSN == 2 && f.durableLSN == 0 && f.servableLSN == 0)
+        _ = f.on(.message(n3, .fence(epoch: 6)))
+        #expect(f.on(.message(n3, .fetch(epoch: 6, from: 1, previousEpoch: 0, durable: 0))) == [
+            .send(to: n3, .frames(epoch: 6, previousEpoch: 0, frames: [], leaderDurable: 0, horizon: 0))
+        ])
+    }
+
+    @Test("--ack quorum: a majority of fsyncs acknowledges a write, whether or not the leader's own fsync is one of them")
+    func quorumWithoutLeaderFsync() {
+        var r = leader()
+        _ = r.on(.message(n3, .fetch(epoch: 5, from: 1, previousEpoch: 0, durable: 0)))
+        _ = r.on(.write(id: 41, payload: [1], now: 10))
+        _ = r.on(.written(lsn: 1, now: 10))
+        // One follower's fsync and the leader's not: no majority.
+        #expect(acknowledged(r.on(.message(n2, .fetch(epoch: 5, from: 2, previousEpoch: 5, durable: 1)))).isEmpty)
+        // Both followers' fsyncs: a majority without the leader.
+        #expect(acknowledged(r.on(.message(n3, .fetch(epoch: 5, from: 2, previousEpoch: 5, durable: 1)))) == [41])
+        // And the leader's fsync with one follower's, in the other order.
+        var l = leader()
+        _ = l.on(.write(id: 42, payload: [2], now: 10))
+        _ = l.on(.written(lsn: 1, now: 10))
+        #expect(acknowledged(l.on(.message(n2, .fetch(epoch: 5, from: 2, previousEpoch: 5, durable: 1)))).isEmpty)
+        #expect(acknowledged(l.on(.durable(lsn: 1, now: 10))) == [42])
+    }
+
     @Test("--ack leader acknowledges on the leader's own fsync")
     func leaderAck() {
         var r = leader(ack: .leader)

@@ -89,5 +89,10 @@ struct ReplicationSimulationTests {
         #expect(runs.map(\.truncations).reduce(0, +) > 0)
         // Every node compacts behind the horizon as it goes (and no replica ever needs what was compacted).
         #expect(runs.allSatisfy { $0.compactions > 0 })
+        // Leaders ship frames before their own fsync, and crash right after doing so; some lose frames (never
+        // fsynced) that a follower holds — which the invariants above must survive.
+        #expect(runs.allSatisfy { $0.shippedUnsynced > 0 })
+        #expect(runs.map(\.crashesAfterShipping).reduce(0, +) >= 5)
+        #expect(runs.map(\.leaderLostShippedFrames).reduce(0, +) > 0)
     }
 }

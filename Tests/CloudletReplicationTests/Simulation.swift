@@ -19,6 +19,9 @@ struct SimulationOptions {
     /// Takes one replica out for good during the faults (`cloudlet cluster remove`): it crashes and never returns,
     /// the replica set without it is written to the coordinator, and each live node learns of it after its own delay.
     var removeReplica = false
+    /// During the faults, the chance that a leader crashes right after it shipped frames it has not fsynced itself
+    /// (Raft's order: it sends frames while it syncs them), before its fsync completes.
+    var crashAfterShippingRate = 0.02
 }
 
 final class Simulation {
@@ -28,6 +31,8 @@ final class Simulation {
         var replica: Replica
         var log: [ReplicatedFrame] = []
         var durable = 0
+        /// How far the replica was told its log is written (``ReplicaEvent/written(lsn:now:)``).
+        var written = 0
         var alive = true
         var incarnation = 0
         /// An fsync under way: it makes the frames up to `target` durable when it completes.
@@ -56,6 +61,10 @@ final class Simulation {
         case reply(to: Int, incarnation: Int, ReplicaEvent)
         case watch(to: Int, incarnation: Int, revision: UInt64, LeaderKey?, [NodeID: LogEnd])
         case fsyncDone(Int, generation: Int)
+        /// The log's frames up to the LSN are written (readable, not yet fsynced): the replica is told.
+        case writeDone(Int, incarnation: Int, lsn: Int)
+        /// A leader crashes just after shipping frames it had not fsynced.
+        case crashAfterShipping(Int, incarnation: Int)
         case coordinatorTick
         case write
         case fault
@@ -103,6 +112,13 @@ final class Simulation {
     var truncations = 0
     /// Compactions up to a new horizon, over all nodes.
     var compactions = 0
+    /// Frames a leader served before its own fsync; leaders crashed right after such a serve; and crashed leaders
+    /// that lost frames (never fsynced) which another replica holds.
+    var shippedUnsynced = 0
+    var crashesAfterShipping = 0
+    var leaderLostShippedFrames = 0
+    /// Frames (by LSN and epoch) a leader lost in a crash, never having fsynced them.
+    var lostByLeader: Set<LogEnd> = []
     /// How many trace lines a failure shows.
     var traceLength = 60
 
@@ -189,6 +205,16 @@ final class Simulation {
             nodes[i].durable = max(nodes[i].durable, min(f.target, nodes[i].log.count))
             deliver(i, .durable(lsn: UInt64(nodes[i].durable), now: localTime(i)))
             startFsync(i)
+        case .writeDone(let i, let incarnation, let lsn):
+            guard nodes[i].alive, nodes[i].incarnation == incarnation, lsn <= nodes[i].log.count else { return }
+            nodes[i].written = max(nodes[i].written, lsn)
+            deliver(i, .written(lsn: UInt64(lsn), now: localTime(i)))
+        case .crashAfterShipping(let i, let incarnation):
+            guard nodes[i].alive, nodes[i].incarnation == incarnation, nodes[i].log.count > nodes[i].durable else { return }
+            note("crash after shipping: \(nodes[i].id) crashes with frames it served and has not fsynced")
+            crashesAfterShipping += 1
+            crash(i)
+            schedule(random(50...2_000), .restart(i, incarnation: nodes[i].incarnation))
         case .coordinatorTick:
             schedule(10, .coordinatorTick)
             let lost = coordinator.expire(now: now)
@@ -244,9 +270,20 @@ final class Simulation {
             case .send(let to, let message):
                 send(from: i, to: index(of: to), message)
             case .serveFrames(let to, let epoch, let previousEpoch, let from, let through, let horizon):
-                guard through <= UInt64(nodes[i].durable), from >= 1 else {
-                    fail("\(nodes[i].id) serves frames \(from)…\(through) but has \(nodes[i].durable) fsynced")
+                // A leader serves what its log has written (maybe not fsynced); anyone else only fsynced frames.
+                let leading = nodes[i].replica.role == .leader(epoch: epoch)
+                let servable = leading ? max(nodes[i].durable, nodes[i].written) : nodes[i].durable
+                guard through <= UInt64(servable), from >= 1 else {
+                    fail("\(nodes[i].id) serves frames \(from)…\(through) but has \(nodes[i].durable) fsynced, \(nodes[i].written) written")
                     return
+                }
+                if through > UInt64(nodes[i].durable), from <= through {
+                    shippedUnsynced += 1
+                    if now < healedAt, chance(options.crashAfterShippingRate) {
+                        // Before its fsync completes (usually 1–6 ms, now and then 20–80 ms): at once, or once the
+                        // followers may have fsynced and reported the frames.
+                        schedule(chance(0.5) ? random(0...1) : random(2...60), .crashAfterShipping(i, incarnation: nodes[i].incarnation))
+                    }
                 }
                 // What the server's shell does when the log no longer holds `from` as written.
                 if from <= through, Int(from) <= nodes[i].compacted {
@@ -297,11 +334,17 @@ final class Simulation {
                 return
             }
             framesSeen[key] = frame.payload
+            if lostByLeader.remove(key) != nil {
+                leaderLostShippedFrames += 1
+                note("\(nodes[i].id) appends LSN \(frame.lsn) of epoch \(frame.epoch), which its leader shipped and then lost in a crash")
+            }
             if case .leader(let e) = nodes[i].replica.role, frame.epoch == e {
                 staged[Self.writeID(frame.payload)] = (frame.lsn, frame.epoch)
             }
             nodes[i].log.append(frame)
         }
+        // The committer writes what was staged (0–2 ms), then fsyncs it; a leader may serve it once written.
+        schedule(random(0...2), .writeDone(i, incarnation: nodes[i].incarnation, lsn: nodes[i].log.count))
         startFsync(i)
     }
 
@@ -324,6 +367,7 @@ final class Simulation {
         truncations += nodes[i].log.count - after
         nodes[i].log.removeLast(nodes[i].log.count - after)
         nodes[i].durable = min(nodes[i].durable, after)
+        nodes[i].written = min(nodes[i].written, after)
         if let f = nodes[i].fsync { nodes[i].fsync = (min(f.target, after), f.generation) }
     }
 
@@ -331,7 +375,9 @@ final class Simulation {
         guard nodes[i].fsync == nil, nodes[i].log.count > nodes[i].durable else { return }
         nodes[i].fsyncGeneration += 1
         nodes[i].fsync = (nodes[i].log.count, nodes[i].fsyncGeneration)
-        schedule(random(1...6), .fsyncDone(i, generation: nodes[i].fsyncGeneration))
+        // Mostly quick; now and then a slow one (a disk's latency spike), which lets followers fsync a leader's
+        // frames before the leader does.
+        schedule(chance(0.05) ? random(20...80) : random(1...6), .fsyncDone(i, generation: nodes[i].fsyncGeneration))
     }
 
     private func acknowledge(_ id: UInt64, by i: Int) {
@@ -509,8 +555,12 @@ final class Simulation {
         let unsynced = nodes[i].log.count - nodes[i].durable
         let kept = nodes[i].durable + (unsynced > 0 ? Int(rng.next() % UInt64(unsynced + 1)) : 0)
         note("crash: \(nodes[i].id) (keeps \(kept) of \(nodes[i].log.count) frames, \(nodes[i].durable) fsynced)")
+        if case .leader = nodes[i].replica.role {
+            for f in nodes[i].log[kept...] { lostByLeader.insert(LogEnd(epoch: f.epoch, lsn: f.lsn)) }
+        }
         nodes[i].log.removeLast(nodes[i].log.count - kept)
         nodes[i].durable = kept
+        nodes[i].written = kept
         nodes[i].alive = false
         nodes[i].fsync = nil
         nodes[i].incarnation += 1

@@ -1,6 +1,7 @@
 import CloudletCore
 import CloudletStorage
 import CloudletTestSupport
+import Foundation
 import Testing
 
 /// A leader's log with `count` frames (epoch `epoch`, small segments so that they roll), its frames read back
@@ -110,6 +111,38 @@ private final class StepLimitedFile: File, @unchecked Sendable {
     func close() throws(FileSystemError) { try base.close() }
 }
 
+/// A commit gate that admits every frame under epoch 3 and, each time the committer has written a group (before its
+/// fsync), reads the log's frames from LSN 1 with and without the unsynced ones.
+private final class WrittenFramesProbe: LogCommitGate, @unchecked Sendable {
+    // @unchecked: `reads` is guarded by `lock`.
+    struct Read {
+        var through: UInt64
+        var durable: UInt64
+        var unsynced: Log.FrameBatch
+        var fsyncedOnly: Log.FrameBatch
+    }
+    let lock = NSLock()
+    var reads: [Read] = []
+    var errors: [String] = []
+    weak var log: Log?
+
+    func admit(lsn: UInt64, fence: UInt64) throws -> UInt64 { max(fence, 3) }
+    func waitCommitted(_ lsn: UInt64) async throws {}
+    func waitCommittedBlocking(_ lsn: UInt64) throws {}
+    func framesWritten(through lsn: UInt64) {
+        guard let log else { return }
+        do {
+            let read = Read(
+                through: lsn, durable: log.durableLSN,
+                unsynced: try log.frames(from: 1, maxBytes: 1 << 20, includingUnsynced: true),
+                fsyncedOnly: try log.frames(from: 1, maxBytes: 1 << 20))
+            lock.withLock { reads.append(read) }
+        } catch {
+            lock.withLock { errors.append("\(error)") }
+        }
+    }
+}
+
 @Suite("Log replication API: verbatim append, fencing, frames for followers, truncation")
 struct LogReplicationTests {
     @Test("a follower that appends the leader's frames verbatim holds the same frames, byte for byte")
@@ -151,6 +184,32 @@ struct LogReplicationTests {
         let one = try leader.frames(from: 1, maxBytes: 1)
         #expect(one.firstLSN == 1 && one.lastLSN == 1)
         try leader.close()
+    }
+
+    @Test("frames(from:includingUnsynced:) serves frames written and not yet fsynced (a leader ships them while it syncs); the default stops at the durable end")
+    func framesBeforeFsync() throws {
+        let fs = InMemoryFileSystem()
+        let probe = WrittenFramesProbe()
+        // Small segments: groups roll into new segments, whose frames are readable before the group is published.
+        let (log, _) = try openCollecting("/leader/p7", config(segmentSize: 900), fileSystem: fs)
+        probe.log = log
+        log.setCommitGate(probe)
+        for i in 0..<60 { _ = try log.stage(type: 1, payload: compressibleBytes(120 + i, tag: i)) }
+        try log.flush()
+        let stored = try allFrames(log)
+        #expect(probe.errors.isEmpty, "\(probe.errors)")
+        #expect(!probe.reads.isEmpty)
+        for read in probe.reads {
+            // Called before the group's fsync: the group's frames are written, not durable.
+            #expect(read.durable < read.through)
+            #expect(read.unsynced.lastLSN == read.through && read.unsynced.durableLSN == read.durable)
+            #expect(read.fsyncedOnly.lastLSN == read.durable)
+            // The same bytes the log ends up holding durably.
+            #expect(read.unsynced.bytes == Array(stored.prefix(read.unsynced.bytes.count)))
+        }
+        #expect(probe.reads.last?.through == 60)
+        log.setCommitGate(nil)
+        try log.close()
     }
 
     @Test("a follower fetching frame after frame is served from where its last fetch stopped, not from the segment's start")
