@@ -3,8 +3,7 @@
 // Threads: one loop thread owns every uv handle, the parser and the TLS state of each connection; workers run
 // handlers. What workers and other threads hand to the loop (response bytes, "resume reading", "close") goes
 // through the connection's lock and the server's dirty list, then `uv_async_send`. Lock order: connection, then
-// the server's dirty-list lock or its worker pool's (eh_worker_blocking while waiting on a connection); never the
-// reverse.
+// the server's dirty-list lock; never the reverse.
 #ifndef EVENTHTTP_INTERNAL_H
 #define EVENTHTTP_INTERNAL_H
 
@@ -95,13 +94,7 @@ struct eh_server {
     pthread_cond_t qcond;
     pthread_cond_t idle;
     eh_request *qhead, *qtail;
-    size_t qlen;
     int busy;
-    /// Workers running a request and not blocked (eh_worker_blocking); asleep on qcond; signalled but not yet
-    /// awake; and the most to keep running (cfg.running_workers).
-    int running, sleeping, waking, running_target;
-    /// Requests taken by workers, and the count the loop's sweep saw last (a queue that does not move).
-    uint64_t dequeued, dequeued_seen;
     int quit;
     pthread_t *workers;
     int worker_count;
@@ -196,7 +189,6 @@ EHI void ehi_request_done(eh_conn *c);
 EHI void ehi_respond_now(eh_conn *c, const void *bytes, size_t len, int flags);
 EHI void ehi_start_reading(eh_conn *c);
 EHI void ehi_switch_to_ws(eh_conn *c);
-EHI void ehi_wake_workers(eh_server *s);
 EHI void ehi_tls_pump(eh_conn *c, size_t account);
 EHI void ehi_ws_input(eh_conn *c, const char *data, size_t n);
 EHI void ehi_ws_send_control(eh_conn *c, int opcode, const void *payload, size_t len, int flags);

@@ -45,10 +45,8 @@ int eh_conn_respond(eh_conn *c, const void *bytes, size_t length, int flags) {
         return 0;
     }
     ehi_mark_dirty(c);
-    if ((flags & EH_WAIT) && !c->closed && c->queued > c->server->cfg.output_cap) {
-        eh_worker_blocking(1);  // a slow reader: let another worker run meanwhile
+    if (flags & EH_WAIT) {
         while (!c->closed && c->queued > c->server->cfg.output_cap) pthread_cond_wait(&c->cond, &c->lock);
-        eh_worker_blocking(0);
     }
     int ok = !c->closed;
     pthread_mutex_unlock(&c->lock);

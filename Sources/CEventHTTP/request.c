@@ -81,8 +81,7 @@ static void dispatch(eh_conn *c) {
     if (s->qtail) s->qtail->next = r;
     else s->qhead = r;
     s->qtail = r;
-    s->qlen++;
-    ehi_wake_workers(s);
+    pthread_cond_signal(&s->qcond);
     pthread_mutex_unlock(&s->qlock);
 }
 
@@ -370,11 +369,7 @@ static void wait_for_body(eh_conn *c, size_t want) {
     if (want > STREAM_BUFFER_CAP) want = STREAM_BUFFER_CAP;
     if (want == 0) want = 1;
     c->swant = want;
-    if (c->slen < want && !c->sdone && !c->serror) {
-        eh_worker_blocking(1);  // lock order: the connection's, then the pool's
-        while (c->slen < want && !c->sdone && !c->serror) pthread_cond_wait(&c->cond, &c->lock);
-        eh_worker_blocking(0);
-    }
+    while (c->slen < want && !c->sdone && !c->serror) pthread_cond_wait(&c->cond, &c->lock);
     c->swant = 1;
 }
 

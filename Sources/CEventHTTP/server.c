@@ -8,7 +8,6 @@ static void plain_input(eh_conn *c, const char *data, size_t n);
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 static void on_connection(uv_stream_t *listener, int status);
 static void on_sweep(uv_timer_t *t);
-static void unstick_queue(eh_server *s);
 static void on_async(uv_async_t *a);
 static void *loop_main(void *arg);
 static void *worker_main(void *arg);
@@ -253,7 +252,6 @@ static void on_connection(uv_stream_t *listener, int status) {
 
 static void on_sweep(uv_timer_t *t) {
     eh_server *s = t->data;
-    unstick_queue(s);
     uint64_t now = uv_now(&s->loop);
     uint64_t ping_ms = (uint64_t)(s->cfg.idle_timeout_ms > 30000 ? s->cfg.idle_timeout_ms : 30000);
     for (eh_conn *c = s->conns, *next; c; c = next) {
@@ -353,62 +351,19 @@ static void *loop_main(void *arg) {
     return NULL;
 }
 
-/// The server whose worker the calling thread is (NULL elsewhere).
-static __thread eh_server *current_worker;
-
-/// Wakes sleeping workers for queued requests that the running and already woken workers will not take, while
-/// fewer than `running_target` run (qlock held). A worker that finishes a request takes the next without sleeping.
-void ehi_wake_workers(eh_server *s) {
-    while (s->qlen > (size_t)s->waking && s->running + s->waking < s->running_target && s->sleeping > s->waking) {
-        s->waking++;
-        pthread_cond_signal(&s->qcond);
-    }
-}
-
-void eh_worker_blocking(int blocking) {
-    eh_server *s = current_worker;
-    if (!s) return;
-    pthread_mutex_lock(&s->qlock);
-    if (blocking) {
-        s->running--;
-        ehi_wake_workers(s);
-    } else {
-        s->running++;
-    }
-    pthread_mutex_unlock(&s->qlock);
-}
-
-/// From the sweep: a queue that did not move since the last sweep wakes one more worker whatever runs (the running
-/// ones may be blocked without having said so).
-static void unstick_queue(eh_server *s) {
-    pthread_mutex_lock(&s->qlock);
-    if (s->qhead && s->dequeued == s->dequeued_seen && s->sleeping > s->waking && !s->cfg.no_stall_wake) {
-        s->waking++;
-        pthread_cond_signal(&s->qcond);
-    }
-    s->dequeued_seen = s->dequeued;
-    pthread_mutex_unlock(&s->qlock);
-}
-
 static void *worker_main(void *arg) {
     eh_server *s = arg;
-    current_worker = s;
-    pthread_mutex_lock(&s->qlock);
     for (;;) {
-        while (!s->qhead && !s->quit) {
-            s->sleeping++;
-            pthread_cond_wait(&s->qcond, &s->qlock);
-            s->sleeping--;
-            if (s->waking > 0) s->waking--;
-        }
+        pthread_mutex_lock(&s->qlock);
+        while (!s->qhead && !s->quit) pthread_cond_wait(&s->qcond, &s->qlock);
         eh_request *r = s->qhead;
-        if (!r) break;
+        if (!r) {
+            pthread_mutex_unlock(&s->qlock);
+            return NULL;
+        }
         s->qhead = r->next;
         if (!s->qhead) s->qtail = NULL;
-        s->qlen--;
-        s->dequeued++;
         s->busy++;
-        s->running++;
         pthread_mutex_unlock(&s->qlock);
         s->cfg.on_request(s->cfg.user, r);
         eh_conn *c = r->conn;
@@ -417,12 +372,9 @@ static void *worker_main(void *arg) {
         eh_conn_release(c);
         pthread_mutex_lock(&s->qlock);
         s->busy--;
-        s->running--;
         if (!s->qhead && s->busy == 0) pthread_cond_broadcast(&s->idle);
+        pthread_mutex_unlock(&s->qlock);
     }
-    pthread_mutex_unlock(&s->qlock);
-    current_worker = NULL;
-    return NULL;
 }
 
 int eh_server_start(const eh_config *cfg, eh_server **out, char *error, size_t error_size) {
@@ -464,9 +416,6 @@ int eh_server_start(const eh_config *cfg, eh_server **out, char *error, size_t e
     s->sweep.data = s;
     uv_timer_start(&s->sweep, on_sweep, 100, 100);
     s->worker_count = cfg->workers > 0 ? cfg->workers : 1;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    // Four per core by default: fewer cost writes under fsync durability at 32 connections; see docs/front-end.md.
-    s->running_target = cfg->running_workers > 0 ? cfg->running_workers : (cores > 0 ? 4 * (int)cores : 4);
     s->workers = calloc((size_t)s->worker_count, sizeof(pthread_t));
     pthread_attr_t attr;
     pthread_attr_init(&attr);

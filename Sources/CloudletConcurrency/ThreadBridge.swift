@@ -49,40 +49,8 @@ public enum ThreadBridge {
         }
         thread = outer
         admission.signal()
-        if done.wait(timeout: .now()) == .timedOut {  // the body suspended: this thread sleeps until it ends
-            observer.willBlock()
-            done.wait()
-            observer.didUnblock()
-        }
+        done.wait()
         return try result.withLock { $0! }.get()
-    }
-
-    /// Told when a thread is about to block in ``wait(_:)`` or ``blocking(_:)`` and when it goes on: the front end
-    /// passes `eh_worker_blocking`, so that its worker pool, which keeps only a few workers per core running, wakes
-    /// another worker for queued requests while this one sleeps. Set once, before the threads it concerns start
-    /// (a later set replaces it for the calls that follow).
-    public static func setBlockingObserver(_ observer: @escaping @convention(c) (Int32) -> Void) {
-        self.observer.set(observer)
-    }
-
-    static let observer = BlockingObserver()
-
-    /// A C function pointer in an atomic word (nil: none).
-    final class BlockingObserver: Sendable {
-        private let word = Atomic<UInt>(0)
-
-        func set(_ f: @escaping @convention(c) (Int32) -> Void) {
-            word.store(UInt(bitPattern: unsafeBitCast(f, to: Int.self)), ordering: .releasing)
-        }
-
-        private func call(_ blocking: Int32) {
-            let w = word.load(ordering: .acquiring)
-            guard w != 0 else { return }
-            unsafeBitCast(Int(bitPattern: w), to: (@convention(c) (Int32) -> Void).self)(blocking)
-        }
-
-        func willBlock() { call(1) }
-        func didUnblock() { call(0) }
     }
 
     /// One permit per core, shared by every waiting thread.
@@ -121,11 +89,8 @@ public enum ThreadBridge {
 
     /// Runs `body`, which blocks the calling thread for a while (a wait for a stalled writer, for a partition's
     /// writer to finish a job), giving the admission permit of a ``wait(_:)`` body back meanwhile, so that other
-    /// waiting threads are not held up by one that sleeps, and telling the blocking observer (a front-end worker
-    /// makes room for another). Elsewhere it just runs `body`.
+    /// waiting threads are not held up by one that sleeps. Elsewhere it just runs `body`.
     public static func blocking<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
-        observer.willBlock()
-        defer { observer.didUnblock() }
         guard thread == .waiting else { return try body() }
         admission.signal()
         defer { admission.wait() }

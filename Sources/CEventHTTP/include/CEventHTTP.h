@@ -59,13 +59,6 @@ typedef struct {
     /// Worker threads that run `on_request`, and their stack size in bytes.
     int workers;
     size_t worker_stack;
-    /// Workers kept running at once (0: four per online core). A queued request wakes a sleeping worker only while
-    /// fewer than this many run (not counting workers blocked in `eh_worker_blocking`); the others take it when
-    /// they finish, so CPU-bound requests do not wake every worker only for them to fight over the cores. A queue
-    /// that made no progress for 100 ms wakes one more worker anyway (a handler that blocked without saying so).
-    int running_workers;
-    /// 1: never wake a worker for a queue that does not move (tests of the rule above).
-    int no_stall_wake;
     /// Larger bodies are not kept (`oversized`).
     size_t max_body;
     /// Requests whose path starts with this have their bodies read by the handler (`streamed`); NULL for none.
@@ -132,11 +125,6 @@ int eh_conn_respond(eh_conn *conn, const void *bytes, size_t length, int flags);
 /// `length` closes the connection (its `Content-Length` cannot be kept). 1 when queued, 0 when the connection is
 /// closed. Thread-safe.
 int eh_conn_send_file(eh_conn *conn, int fd, int64_t offset, int64_t length, int flags);
-
-/// Tells the pool that the calling worker is about to block (`blocking` 1: waiting for a commit, for a body, for a
-/// slow reader) or runs again (0): another worker takes queued requests meanwhile. A no-op on any thread that is
-/// not one of a server's workers. Calls pair up.
-void eh_worker_blocking(int blocking);
 
 /// Reads the body of a `streamed` request into `buffer`: bytes read, 0 at its end, -1 when the client stopped
 /// sending (body timeout) or went away. Blocks until it can fill `buffer` (or 256 KiB of it, what the loop holds

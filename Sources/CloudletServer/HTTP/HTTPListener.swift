@@ -1,5 +1,4 @@
 import CEventHTTP
-import CloudletConcurrency
 import COpenSSL
 import Foundation
 import Synchronization
@@ -28,12 +27,6 @@ final class HTTPListener: Sendable {
         var tls: TLSFiles?
         /// Worker threads: the most requests handled at once. Connections are not limited by it.
         var threads = 64
-        /// Workers kept running at once (0: four per core): more are woken only while some block (a commit, a slow
-        /// reader; ``ThreadBridge/blocking(_:)``, a suspended ``ThreadBridge/wait(_:)``). docs/front-end.md.
-        var runningThreads = 0
-        /// Wake one more worker when queued requests made no progress for 100 ms (running workers blocked without
-        /// saying so). Off only in tests of the pool's rule.
-        var wakeForStalledQueue = true
         /// Larger bodies are not kept: the handler sees ``HTTPRequest/oversizedBodyLength``.
         var maxBodySize = 16 << 20
         /// Requests under this path have their bodies read by the handler (``HTTPRequest/bodyStream``), whatever
@@ -98,7 +91,6 @@ final class HTTPListener: Sendable {
 
     /// Binds and starts serving. - Throws: ``ServerSetupError`` naming what failed (port in use, bad certificate).
     func start() throws {
-        ThreadBridge.setBlockingObserver(eh_worker_blocking)
         let tls = try options.tls.map { try TLSContext.make($0) }
         let me = Unmanaged.passRetained(self)
         var server: OpaquePointer?
@@ -109,8 +101,6 @@ final class HTTPListener: Sendable {
                 config.host = host
                 config.port = Int32(options.port)
                 config.workers = Int32(options.threads)
-                config.running_workers = Int32(options.runningThreads)
-                config.no_stall_wake = options.wakeForStalledQueue ? 0 : 1
                 config.worker_stack = Self.workerStackSize
                 config.max_body = options.maxBodySize
                 config.streamed_prefix = prefix
