@@ -362,14 +362,9 @@ public final class Log: Sendable {
         ).bytes
     }
 
-    /// Reads `count` durable bytes of a segment at `offset` (frames and parts of frames; the caller checks them).
-    public func readSegment(_ segment: UInt64, offset: UInt64, count: Int) throws -> [UInt8] {
-        try read(segment: segment, offset: offset, count: count).bytes
-    }
-
-    /// ``readSegment(_:offset:count:)`` that may also read bytes written and not yet fsynced (a leader's frames in
-    /// flight to its followers).
-    func readSegment(_ segment: UInt64, offset: UInt64, count: Int, includingUnsynced: Bool) throws -> [UInt8] {
+    /// Reads `count` durable bytes of a segment at `offset` (frames and parts of frames; the caller checks them) —
+    /// with `includingUnsynced`, also bytes written and not yet fsynced (a leader's frames in flight to its followers).
+    public func readSegment(_ segment: UInt64, offset: UInt64, count: Int, includingUnsynced: Bool = false) throws -> [UInt8] {
         try read(segment: segment, offset: offset, count: count, includingUnsynced: includingUnsynced).bytes
     }
 

@@ -225,17 +225,7 @@ package final class BlobStore: Sendable {
         defer { if !kept { try? fileSystem.remove(temp) } }
         let file = try io { () throws(FileSystemError) in try fileSystem.open(temp, options: []) }
         defer { try? file.close() }
-        let hash = SHA256Stream()
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 16)
-        defer { buffer.deallocate() }
-        var length: Int64 = 0
-        while true {
-            let n = try io { () throws(FileSystemError) in try file.pread(into: buffer, at: UInt64(length)) }
-            if n == 0 { break }
-            hash.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-            length += Int64(n)
-        }
-        let actual = hash.finishHex()
+        let (length, actual) = try Self.contentHash(file)
         guard length == size, actual == checksum else {
             throw CloudletError.corruption(
                 "asset \(checksum): the copy received has \(length) bytes hashing to \(actual), not \(size) bytes hashing to its name")
@@ -438,18 +428,22 @@ package final class BlobStore: Sendable {
     package func verify(_ checksum: String) throws -> Bool {
         let file = try open(checksum)
         defer { try? file.close() }
+        return try Self.contentHash(file).checksum == checksum
+    }
+
+    /// A whole file's length and SHA-256 (lowercase hex), read in ``chunkSize`` pieces.
+    private static func contentHash(_ file: any File) throws -> (length: Int64, checksum: String) {
         let hash = SHA256Stream()
-        var buffer = [UInt8](repeating: 0, count: Self.chunkSize)
-        var offset: UInt64 = 0
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
+        defer { buffer.deallocate() }
+        var length: Int64 = 0
         while true {
-            let n = try buffer.withUnsafeMutableBytes { b in
-                try io { () throws(FileSystemError) in try file.pread(into: b, at: offset) }
-            }
+            let n = try io { () throws(FileSystemError) in try file.pread(into: buffer, at: UInt64(length)) }
             if n == 0 { break }
-            buffer.withUnsafeBytes { hash.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-            offset += UInt64(n)
+            hash.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            length += Int64(n)
         }
-        return hash.finishHex() == checksum
+        return (length, hash.finishHex())
     }
 }
 
