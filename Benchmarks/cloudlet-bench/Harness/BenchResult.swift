@@ -55,6 +55,7 @@ struct BenchResult: Sendable {
         switch metric {
         case .throughput: (median, unit)
         case .secondsPerMillion: (median > 0 ? 1e6 / median : 0, "s/1M records")
+        case .secondsPerOperation: (median > 0 ? 1 / median : 0, "s each")
         }
     }
 

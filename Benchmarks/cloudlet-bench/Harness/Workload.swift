@@ -13,6 +13,8 @@ enum Metric: String, Sendable, Codable {
     case throughput
     /// Seconds per million operations (1e6 / throughput): for `recover-*`, open time per million records.
     case secondsPerMillion
+    /// Seconds per operation (1 / throughput): for `failover`, the time one failover takes.
+    case secondsPerOperation
 }
 
 /// One benchmark on one engine, in LevelDB `db_bench` style: named, set up on a fresh directory, run, torn down.

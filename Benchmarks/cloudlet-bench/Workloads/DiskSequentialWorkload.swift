@@ -1,4 +1,5 @@
 import CloudletCore
+import Foundation
 
 /// The disk's sequential speed in 1 MiB pieces, MB/s (10^6 bytes):
 /// - `disk-seqwrite`: writes to a fresh file, one `fdatasync` at the end, included in the time. The ceiling for bulk
@@ -81,4 +82,15 @@ final class DiskSequentialWorkload: Workload {
     }
 
     func tearDown() throws { path = nil }
+
+    /// The disk's sequential write rate (MB/s) for `bytes` (rounded up to whole MiB), measured as `disk-seqwrite`
+    /// does, in a file under `dir` that is removed afterwards: for workloads that report themselves next to it in
+    /// the same run (`catchup`).
+    static func writeRate(bytes: Int, in dir: String) throws -> Double {
+        let w = DiskSequentialWorkload(.write, mebibytes: max(1, (bytes + chunkSize - 1) / chunkSize))
+        let path = dir + "/seq-\(getpid()).dat"
+        defer { unlink(path) }
+        w.path = path
+        return try w.run().throughput
+    }
 }

@@ -33,79 +33,42 @@ final class ReplicatedWorkload: Workload {
 
     let count: Int
     let writers: Int
-    let executable: String
-    private var processes: [ChildProcess] = []
-    private var etcdMembers: [String] = []
+    private let cluster: BenchCluster
     /// Where writes go, and the query string that authenticates them (Cloudlet) — or etcd's put URL.
     private var writeURL = ""
-    private let http: CurlTransport
+    private var http: CurlTransport { cluster.http }
 
     init(target: Target, count: Int, writers: Int, executable: String, singleRun: Bool) {
         self.target = target
         self.count = count
         self.writers = writers
-        self.executable = executable
         self.singleRun = singleRun
-        var options = CurlTransport.Options()
-        options.timeout = 30
-        options.connectTimeout = 5
-        options.maxIdleHandles = writers * 2
-        http = CurlTransport(options: options)
+        cluster = BenchCluster(executable: executable, label: "\(Self.listedName) on \(target.rawValue)", connections: writers)
     }
 
     /// The group, or nothing (with a notice) when `cloudlet` or etcd is missing.
     static func group(quick: Bool, sizes: WorkloadCatalog.Sizes) -> [any Workload] {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/etcd") else {
-            Console.error("note: replicated-fillsync-concurrent left out: /usr/bin/etcd is not installed (.ci/install-deps)")
-            return []
-        }
-        guard let cloudlet = findCloudlet() else {
-            Console.error(
-                "note: replicated-fillsync-concurrent left out: no cloudlet executable (set CLOUDLET_BIN, or build it: "
-                    + "swift build -c release --product cloudlet)")
+        if let missing = BenchCluster.missing(listedName) {
+            Console.error(missing)
             return []
         }
         return Target.allCases.map {
             ReplicatedWorkload(
-                target: $0, count: sizes.replicatedRecords, writers: sizes.writers, executable: cloudlet, singleRun: quick)
+                target: $0, count: sizes.replicatedRecords, writers: sizes.writers, executable: BenchCluster.findCloudlet()!,
+                singleRun: quick)
         }
-    }
-
-    static func findCloudlet() -> String? {
-        let cwd = FileManager.default.currentDirectoryPath
-        let candidates = [ProcessInfo.processInfo.environment["CLOUDLET_BIN"]].compactMap { $0 }
-            + ["\(cwd)/.build/release/cloudlet", "\(cwd)/.build/debug/cloudlet", "\(cwd)/../.build/release/cloudlet"]
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
     func setUp(in dir: String, fixtures: Fixtures) throws {
         switch target {
         case .etcd:
-            let members = try startEtcd(members: 3, in: dir)
-            writeURL = members[0] + "/v3/kv/put"
+            writeURL = try cluster.startEtcd(members: 3, in: dir)[0] + "/v3/kv/put"
         case .single:
-            let port = try freeLoopbackPort()
-            let node = try spawn(executable, ["serve", "--data", dir + "/node", "--port", String(port)])
-            let auth = try credentials(from: [node])
-            writeURL = "http://127.0.0.1:\(port)/database/1/iCloud.com.example.app/development/private/records/modify?\(auth)"
+            _ = try cluster.startSingle(in: dir)
+            writeURL = cluster.modifyURL(0)
         case .cluster:
-            let coordinator = try startEtcd(members: 1, in: dir)[0].replacingOccurrences(of: "http://", with: "etcd://")
-            var nodes: [ChildProcess] = []
-            var urls: [String] = []
-            for n in 1...3 {
-                let port = try freeLoopbackPort()
-                urls.append("http://127.0.0.1:\(port)")
-                nodes.append(
-                    try spawn(
-                        executable,
-                        [
-                            "serve", "--data", dir + "/n\(n)", "--port", String(port), "--cluster", coordinator, "--node", "n\(n)",
-                            "--ack", "quorum",
-                        ]))
-            }
-            let auth = try credentials(from: nodes)
-            let leader = try findLeader(urls)
-            writeURL = "\(leader)/database/1/iCloud.com.example.app/development/private/records/modify?\(auth)"
+            try cluster.startCluster(nodes: 3, in: dir)
+            writeURL = cluster.modifyURL(try cluster.leader())
         }
     }
 
@@ -145,84 +108,5 @@ final class ReplicatedWorkload: Workload {
         return RunMeasurement(operations: Double(perWriter * writers), seconds: seconds, latencies: latencies.flatMap { $0 })
     }
 
-    func tearDown() throws {
-        for p in processes { p.stopBlocking(SIGKILL) }
-        processes = []
-    }
-
-    // MARK: Processes
-
-    private func spawn(_ path: String, _ args: [String]) throws -> ChildProcess {
-        let p = try ChildProcess(path, args)
-        processes.append(p)
-        return p
-    }
-
-    /// Starts an etcd cluster of `members` on free loopback ports; returns the client URLs once it serves.
-    private func startEtcd(members: Int, in dir: String) throws -> [String] {
-        let clients = try (0..<members).map { _ in "http://127.0.0.1:\(try freeLoopbackPort())" }
-        let peers = try (0..<members).map { _ in "http://127.0.0.1:\(try freeLoopbackPort())" }
-        let initial = (0..<members).map { "e\($0)=\(peers[$0])" }.joined(separator: ",")
-        var started: [ChildProcess] = []
-        for m in 0..<members {
-            started.append(
-                try spawn(
-                    "/usr/bin/etcd",
-                    [
-                        "--name", "e\(m)", "--data-dir", dir + "/etcd\(m)", "--listen-client-urls", clients[m],
-                        "--advertise-client-urls", clients[m], "--listen-peer-urls", peers[m],
-                        "--initial-advertise-peer-urls", peers[m], "--initial-cluster", initial, "--initial-cluster-state", "new",
-                        "--logger", "zap", "--log-level", "info",
-                    ]))
-        }
-        try waitUntil("etcd serving clients", timeout: 90) {
-            started.allSatisfy { p in p.stderr.contains { $0.contains("serving client traffic") } }
-        }
-        return clients
-    }
-
-    /// `ckAPIToken=…&ckWebAuthToken=…` as the (first leader) node printed them on its first start.
-    private func credentials(from nodes: [ChildProcess]) throws -> String {
-        var auth: String?
-        try waitUntil("cloudlet printing its first credentials", timeout: 120) {
-            let lines = nodes.flatMap(\.stdout)
-            func value(_ key: String) -> String? {
-                lines.first { $0.contains(key) }.map { $0.components(separatedBy: key).last!.trimmingCharacters(in: .whitespaces) }
-            }
-            if let api = value("ckAPIToken:"), let web = value("ckWebAuthToken:") { auth = "ckAPIToken=\(api)&ckWebAuthToken=\(web)" }
-            return auth != nil
-        }
-        return auth!
-    }
-
-    /// The node whose `/cloudlet/cluster/status` says it leads partition 0 and the catalog.
-    private func findLeader(_ urls: [String]) throws -> String {
-        var leader: String?
-        let http = http
-        try waitUntil("a cluster leader", timeout: 60) {
-            for url in urls {
-                let request = HTTPClientRequest(method: "GET", url: url + "/cloudlet/cluster/status")
-                guard let r = try? ThreadBridge.wait({ try await http.send(request) }), r.status == 200,
-                    let json = try? JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any],
-                    let partitions = json["partitions"] as? [[String: Any]], !partitions.isEmpty,
-                    partitions.allSatisfy({ $0["role"] as? String == "leader" })
-                else { continue }
-                leader = url
-                return true
-            }
-            return false
-        }
-        return leader!
-    }
-
-    private func waitUntil(_ what: String, timeout: Double, _ done: () throws -> Bool) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while try !done() {
-            guard Date() < deadline else {
-                let tail = processes.flatMap { $0.stderr.suffix(3) }.joined(separator: "\n")
-                throw BenchError(.engine, "\(name) on \(engine): no \(what) within \(Int(timeout)) s; last lines:\n\(tail)")
-            }
-            usleep(50_000)
-        }
-    }
+    func tearDown() throws { cluster.stopAll() }
 }

@@ -38,6 +38,13 @@ enum WorkloadCatalog {
         var largeAssets = 3
         /// `replicated-fillsync-concurrent`: records per run, over all writers (HTTP, one per request).
         var replicatedRecords = 6_400
+        /// `catchup`: the records a replica that lost its store catches up on (issue 14: 1 M).
+        var catchupRecords = 1_000_000
+        /// `failover`: leader kills (issue 14: at least 20).
+        var failoverKills = 20
+        /// `replication-lag`: the steady write rate (issue 14: 5 k/s) and how long it lasts.
+        var lagRate = 5_000
+        var lagSeconds: Double = 10
         /// The records `scale` loads (issue 12: 10 M; `--scale-records`).
         var scaleRecords = 10_000_000
         /// The reads `scale` does in the reopened store (issue 12: 1 M; `--scale-reads`).
@@ -53,8 +60,8 @@ enum WorkloadCatalog {
             appendSyncs: 200, seqwriteMiB: 64, fillRecords: 10_000, fillsyncRecords: 100,
             concurrentRecords: 256, storeRecords: 10_000, reads: 10_000, overwrites: 5_000,
             recoverRecords: 10_000, changefeedRecords: 10_000, notifySeconds: 0.5, crowdSubscriptions: 1_000, crowdWrites: 20,
-            smallAssets: 16, largeAssetBytes: 16_000_000, largeAssets: 2, replicatedRecords: 640, scaleRecords: 50_000,
-            scaleReads: 20_000)
+            smallAssets: 16, largeAssetBytes: 16_000_000, largeAssets: 2, replicatedRecords: 640, catchupRecords: 20_000,
+            failoverKills: 3, lagRate: 2_000, lagSeconds: 1, scaleRecords: 50_000, scaleReads: 20_000)
     }
 
     struct Definition: Sendable {
@@ -190,7 +197,7 @@ enum WorkloadCatalog {
             + QueryWorkload.summaries.filter { $0.name != "readrandom" }.map { ($0.name, $0.summary) }
             + [SharedQueryWorkload.summary]
             + ClientWorkloads.summaries.map { ($0.name, $0.summary) }
-            + [(ReplicatedWorkload.listedName, ReplicatedWorkload.summary)]
+            + [(ReplicatedWorkload.listedName, ReplicatedWorkload.summary)] + ClusterRecovery.summaries
         return all.map { indent + $0.0.padding(toLength: 21, withPad: " ", startingAt: 0) + $0.1 }.joined(separator: "\n")
     }
 
@@ -211,7 +218,7 @@ enum WorkloadCatalog {
         // And the cluster's (processes: cloudlet serve --cluster, etcd).
         return (rows + QueryWorkload.groups(quick: quick, engines: engines)
             + [SharedQueryWorkload.group(quick: quick, engines: engines)] + ClientWorkloads.groups(quick: quick)
-            + [ReplicatedWorkload.group(quick: quick, sizes: s)])
+            + [ReplicatedWorkload.group(quick: quick, sizes: s)] + ClusterRecovery.groups(sizes: s))
             .filter { !$0.isEmpty }
     }
 
