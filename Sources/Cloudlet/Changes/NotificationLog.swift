@@ -263,28 +263,30 @@ final class NotificationLog: Sendable {
     static func encodeFrames(
         _ b: Batch, maxNotifications: Int = maxFrameNotifications, maxBytes: Int = maxFrameBytes
     ) -> [(payload: [UInt8], firstSequence: UInt64?)] {
-        var parts: [[(inbox: NotificationHub.Inbox, notification: RecordNotification, bytes: [UInt8])]] = [[]]
-        var size = 0
-        for (inbox, n) in b.notifications {
-            var w = ByteWriter(capacity: 96)
-            encode(n, of: inbox, into: &w)
-            if !parts[parts.count - 1].isEmpty && (parts[parts.count - 1].count >= maxNotifications || size + w.count > maxBytes) {
-                parts.append([])
-                size = 0
+        // Every notification encoded once, one after the other; a part is a range of them (and of these bytes).
+        var body = ByteWriter(capacity: 64 + b.notifications.count * 96)
+        var parts: [(items: Range<Int>, bytes: Range<Int>)] = []
+        var first = 0, firstByte = 0
+        for (i, (inbox, n)) in b.notifications.enumerated() {
+            let before = body.count
+            encode(n, of: inbox, into: &body)
+            if i > first && (i - first >= maxNotifications || body.count - firstByte > maxBytes) {
+                parts.append((first..<i, firstByte..<before))
+                (first, firstByte) = (i, before)
             }
-            parts[parts.count - 1].append((inbox, n, w.bytes))
-            size += w.count
         }
-        return parts.enumerated().map { i, items in
+        parts.append((first..<b.notifications.count, firstByte..<body.count))
+        return parts.enumerated().map { k, part in
+            let items = b.notifications[part.items]
             let inboxes = userTable(items.lazy.map { ($0.inbox, $0.notification.id.sequence) })
-            let flags = (i > 0 ? continuesFlag : 0) | (i < parts.count - 1 ? moreFlag : 0)
-            let sequences = items.isEmpty ? nil : items[0].notification.id.sequence...items[items.count - 1].notification.id.sequence
-            var w = ByteWriter(capacity: 64 + items.reduce(0) { $0 + $1.bytes.count })
+            let flags = (k > 0 ? continuesFlag : 0) | (k < parts.count - 1 ? moreFlag : 0)
+            let sequences = items.isEmpty ? nil : items.first!.notification.id.sequence...items.last!.notification.id.sequence
+            var w = ByteWriter(capacity: 64 + inboxes.count * 32 + part.bytes.count)
             encodeHeader(
                 Header(incarnation: b.incarnation, time: b.time, flags: flags, cursors: b.cursors, inboxes: inboxes, sequences: sequences),
                 into: &w)
             w.varint(items.count)
-            for item in items { w.raw(item.bytes) }
+            w.raw(body.bytes[part.bytes])
             return (w.bytes, sequences?.lowerBound)
         }
     }
