@@ -20,8 +20,8 @@ enum CrashWriter {
 
         --mode catalog keeps the catalog busy: the records go to custom zones C0…C7 (spread over the partitions of
         a store created with --partitions N, default 4), each of a writer's first 16 records adds a field
-        f_<P>_<writer>_<i> (INT64, just in time), and every 5th save also saves subscription s-<P>-<writer>-<i>,
-        printing "sub <id>" once it returns.
+        f_<P>_<writer>_<i> (INT64, just in time), and every 5th of its first 20 saves also saves zone subscription
+        s-<P>-<writer>-<i>, printing "sub <id>" once it returns.
 
         --mode assets saves records "Photo" with an asset (1 byte to 150 KB, one of 23 contents, so that the same bytes
         are saved again and again) into the default zone and 'Crash', printing "ack <zone> <name> <checksum>"; every
@@ -142,9 +142,6 @@ enum CrashWriter {
     static func catalog(dir: String, writers: Int, prefix: String, partitions: Int) async throws {
         var config = StoreConfiguration()
         config.partitions = partitions
-        // One user saves a subscription every 5th write, round after round against the same store: past the default
-        // per-user cap on a slow machine. The cap is not what this mode tests.
-        config.subscriptionsPerUser = .max
         let store = try await CloudletStore.open(at: dir, configuration: config)
         let db = try store.container("iCloud.com.example.crash").privateDatabase(user: "crash")
         for z in 0..<8 { try await db.createZone(ZoneID(zoneName: "C\(z)")) }
@@ -157,7 +154,10 @@ enum CrashWriter {
             r["f_\(prefix)_\(w)_\(i % 16)"] = .int64(Int64(i))
             _ = try await db.save(r)
             emit("ack \(zone.zoneName) \(name)")
-            if i % 5 == 0 {
+            // Subscriptions only among a writer's first 20 saves: every zone subscription is notified of every later
+            // save in its zone, so more would make the notifications grow with saves × subscriptions, round after
+            // round (once a log of 100 MB that took minutes to match and reopen), without testing anything more.
+            if i % 5 == 0 && i < 20 {
                 let id = "s-\(prefix)-\(w)-\(i)"
                 try await db.saveSubscription(Subscription(id: id, kind: .zone(zone)))
                 emit("sub \(id)")

@@ -118,6 +118,10 @@ public final class NotificationHub: Sendable {
     /// Commits matched again at open, after the durable log's cursor (a crash came between them and their
     /// notifications).
     let commitsRecovered = Atomic<Int>(0)
+    /// Frames of the durable log read at open (headers only), and those whose notifications were decoded to fill
+    /// the in-memory logs (tests: opening follows what is kept, not the log).
+    let framesScannedAtOpen: Int
+    let framesDecodedAtOpen: Int
     /// Batches the hub's thread has matched.
     let batchesMatched = Atomic<Int>(0)
     /// Readers waiting now in ``wait(_:after:limit:timeout:)`` (long polls, websocket pushers).
@@ -138,9 +142,13 @@ public final class NotificationHub: Sendable {
         var st = State()
         st.lastSequence = recovered?.lastSequence ?? 0
         st.floor = durable?.log.oldestSequence(next: st.lastSequence + 1) ?? 1
-        for (inbox, n) in recovered?.notifications ?? [] where n.id.sequence >= st.floor {
-            st.logs[inbox, default: InboxLog()].keep(n, capacity: capacity)
+        // The newest `capacity` of each user's (the log loads no more), and the newest it left out.
+        for (inbox, items) in recovered?.inboxes ?? [:] {
+            st.logs[inbox] = InboxLog(items: Array(items.filter { $0.id.sequence >= st.floor }.suffix(capacity)))
         }
+        for (inbox, sequence) in recovered?.trimmed ?? [:] { st.logs[inbox, default: InboxLog()].trimmedThrough = sequence }
+        framesScannedAtOpen = recovered?.framesScanned ?? 0
+        framesDecodedAtOpen = recovered?.framesDecoded ?? 0
         state.withLock { $0 = st }
         matcher.withLock { m in
             m.lastSequence = st.lastSequence
@@ -165,7 +173,7 @@ public final class NotificationHub: Sendable {
             if recover, durable != nil {
                 let missed = recoveredChanges()
                 commitsRecovered.store(missed.count, ordering: .relaxed)
-                if !missed.isEmpty { handle(missed, force: true) }
+                if !missed.isEmpty { handleInSteps(missed, force: true) }
             }
             do {
                 t = try NativeThread(name: "cloudlet-notify") { [self] in run() }
@@ -235,13 +243,27 @@ public final class NotificationHub: Sendable {
                     }
                 }
             }
-            if !changes.isEmpty || moved { handle(changes, force: moved) }
+            if !changes.isEmpty || moved { handleInSteps(changes, force: moved) }
             if stopping {
                 // The cursor of what was matched without a notification, so that the next open starts from here.
                 handle([], force: true)
                 return
             }
         }
+    }
+
+    /// The most commits matched as one batch: a backlog (a slow hub, or the commits after the cursor at open) is
+    /// matched in steps, so that no batch's notifications grow with it.
+    static let maxBatchCommits = 1024
+
+    /// ``handle(_:force:)`` for at most ``maxBatchCommits`` at a time (`force` on the last step).
+    private func handleInSteps(_ changes: [CommittedChange], force: Bool) {
+        var start = 0
+        repeat {
+            let end = min(start + Self.maxBatchCommits, changes.count)
+            handle(Array(changes[start..<end]), force: force && end == changes.count)
+            start = end
+        } while start < changes.count
     }
 
     /// Matches a batch of commits, numbers what they fire, makes it durable, then appends it to the logs and wakes

@@ -101,7 +101,7 @@ public final class CloudletStore: Sendable {
             if !configuration.readOnly {
                 durable = try NotificationLog.open(
                     directory: path + "/" + NotificationLog.directoryName, configuration: configuration, fileSystem: fs,
-                    partitions: parts.count)
+                    partitions: parts.count, keep: max(configuration.notificationsInMemory, 1))
                 openedNotifications = durable?.log
             }
             notificationLog = durable?.log
