@@ -473,7 +473,9 @@ package final class Partition: Sendable {
         if let newest = items.map(\.entry.lsn).max(), newest > log.durableLSN { return nil }
         var (results, misses) = cached(items)
         guard !misses.isEmpty else { return results.map { $0! } }
-        for (i, r) in zip(misses, readUncached(misses.map { items[$0] }, fillingCache: true)) { results[i] = r }
+        let wanted = misses.map { items[$0] }
+        // A read from the disk may sleep: an admitted caller (``ThreadBridge/admitted(_:)``) lets another run meanwhile.
+        for (i, r) in zip(misses, ThreadBridge.blocking { readUncached(wanted, fillingCache: true) }) { results[i] = r }
         return results.map { $0! }
     }
 
