@@ -53,6 +53,23 @@ public enum ThreadBridge {
         return try result.withLock { $0! }.get()
     }
 
+    /// Runs synchronous engine code (a blocking lookup, `Database.recordsBlocking`) on the calling thread under the
+    /// same admission as a ``wait(_:)`` body's first part: at most one such thread per core at a time, so that 32
+    /// front-end workers on 2 cores do not fight over a partition's lock (measured in issue 19: without it the lock's
+    /// slow path took 6.5 % of the server's CPU and lookups at 32 connections fell by a third). Work inside that may
+    /// sleep gives the permit back meanwhile (``blocking(_:)``). Only for threads that may block.
+    @available(*, noasync, message: "blocks the calling thread")
+    public static func admitted<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        admission.wait()
+        let outer = thread
+        thread = .waiting
+        defer {
+            thread = outer
+            admission.signal()
+        }
+        return try body()
+    }
+
     /// One permit per core, shared by every waiting thread.
     static let admission = DispatchSemaphore(value: ProcessInfo.processInfo.activeProcessorCount)
 

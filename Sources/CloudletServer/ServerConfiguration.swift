@@ -81,14 +81,20 @@ public struct ServerConfiguration: Sendable {
     public init() {}
 
     /// Writes a line to standard error with one `write(2)`, so lines from concurrent requests never interleave.
+    /// (The line and its newline are put together in a temporary buffer, on the stack for a line of an access log: no
+    /// allocation per line.)
     public static let standardError: @Sendable (String) -> Void = { line in
-        let bytes = Array((line + "\n").utf8)
-        bytes.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = write(2, raw.baseAddress! + offset, raw.count - offset)
-                if n <= 0 { return }
-                offset += n
+        var line = line
+        line.withUTF8 { text in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: text.count + 1) { bytes in
+                _ = bytes.initialize(fromContentsOf: text)
+                bytes[text.count] = 10
+                var offset = 0
+                while offset < bytes.count {
+                    let n = write(2, bytes.baseAddress! + offset, bytes.count - offset)
+                    if n <= 0 { return }
+                    offset += n
+                }
             }
         }
     }

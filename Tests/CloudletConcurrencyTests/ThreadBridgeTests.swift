@@ -178,4 +178,51 @@ struct ThreadBridgeTests {
         }
         #expect(all, "\(inside.value.load(ordering: .relaxed)) of \(count) got in")
     }
+
+    @Test("admitted runs at most one body per core at once, and a body that blocks inside gives its permit back")
+    func admittedBoundsConcurrentBodies() async {
+        final class Counter: Sendable {
+            let inside = Atomic<Int>(0)
+            let most = Atomic<Int>(0)
+            let blockedInside = Atomic<Int>(0)
+        }
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let count = cores * 4
+        // Each body stays a while (a read under a partition's lock standing in) and records how many are inside.
+        let c = Counter()
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<count {
+                group.addTask {
+                    await onThread {
+                        ThreadBridge.admitted {
+                            let now = c.inside.add(1, ordering: .relaxed).newValue
+                            c.most.max(now, ordering: .relaxed)
+                            usleep(2000)
+                            c.inside.subtract(1, ordering: .relaxed)
+                        }
+                    }
+                }
+            }
+        }
+        #expect(c.most.load(ordering: .relaxed) <= cores, "\(c.most.load(ordering: .relaxed)) bodies at once on \(cores) cores")
+        // Inside ThreadBridge.blocking (a disk read) the permit is given back: all of them get there at once.
+        let all = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<count {
+                group.addTask {
+                    await onThread {
+                        ThreadBridge.admitted {
+                            ThreadBridge.blocking {
+                                c.blockedInside.add(1, ordering: .relaxed)
+                                let deadline = Date().addingTimeInterval(10)
+                                while c.blockedInside.load(ordering: .relaxed) < count && Date() < deadline { usleep(1000) }
+                                return c.blockedInside.load(ordering: .relaxed) >= count
+                            }
+                        }
+                    }
+                }
+            }
+            return await group.allSatisfy { $0 }
+        }
+        #expect(all, "\(c.blockedInside.load(ordering: .relaxed)) of \(count) got in")
+    }
 }

@@ -189,9 +189,60 @@ public struct Database: CloudletDatabase {
     /// disk, if it must be read, read off the cooperative pool).
     private func liveEntries(_ recordIDs: [RecordID]) async throws -> [Result<(ZoneKey, RecordEntry), CloudletError>] {
         var out = [Result<(ZoneKey, RecordEntry), CloudletError>?](repeating: nil, count: recordIDs.count)
+        let (zones, byZone) = try zonesOf(recordIDs, failing: &out)
+        let security = self.security
+        for key in zones {
+            let items = byZone[key]!
+            let found: Result<ZoneEntries?, any Error>
+            do { found = .success(try await entries(key, items, recordIDs)) } catch { found = .failure(error) }
+            try judge(key, items, found, recordIDs, security: security, into: &out)
+        }
+        return out.map { $0! }
+    }
+
+    /// The entries of records `items` of zone `key` and whether the caller may see each (the shared database's
+    /// check; nil: all), or nil when the zone does not exist.
+    private typealias ZoneEntries = (found: [RecordEntry?], visible: [Bool]?)
+
+    private func entries(_ key: ZoneKey, _ items: [Int], _ recordIDs: [RecordID]) async throws -> ZoneEntries? {
+        guard let found = try await store.partition(for: key).currentEntries(key, items.map { recordIDs[$0].recordName }) else { return nil }
+        guard id.scope == .shared else { return (found, nil) }
+        var visible = [Bool](repeating: true, count: items.count)
+        let shared = sharedZone(key)
+        var memo: [String: Share.Permission] = [:]
+        for (j, (i, entry)) in zip(items, found).enumerated() where entry.map({ !$0.deleted }) ?? false {
+            visible[j] = false
+            if let shared { visible[j] = try await sharedPermission(shared, of: recordIDs[i].recordName, memo: &memo) != .none }
+        }
+        return (found, visible)
+    }
+
+    /// ``liveEntries(_:)`` without suspending, for a thread that may block (a front-end worker): the same checks
+    /// and answers, the entries looked up under the partitions' locks (from the entry cache, or the key directory,
+    /// which may read the disk). nil in the shared database, whose visibility checks are async: call
+    /// ``liveEntries(_:)`` there.
+    private func liveEntriesBlocking(_ recordIDs: [RecordID]) throws -> [Result<(ZoneKey, RecordEntry), CloudletError>]? {
+        guard id.scope != .shared else { return nil }
+        var out = [Result<(ZoneKey, RecordEntry), CloudletError>?](repeating: nil, count: recordIDs.count)
+        let (zones, byZone) = try zonesOf(recordIDs, failing: &out)
+        let security = self.security
+        for key in zones {
+            let items = byZone[key]!
+            let found = Result<ZoneEntries?, any Error> {
+                try store.partition(for: key).currentEntriesBlocking(key, items.map { recordIDs[$0].recordName }).map { ($0, nil) }
+            }
+            try judge(key, items, found, recordIDs, security: security, into: &out)
+        }
+        return out.map { $0! }
+    }
+
+    /// The first step of ``liveEntries(_:)``: each ID's zone, checked (access, the zone ID, the default zone's
+    /// existence), grouped by zone in the order zones first appear. An ID that fails a check gets its error in `out`.
+    private func zonesOf(
+        _ recordIDs: [RecordID], failing out: inout [Result<(ZoneKey, RecordEntry), CloudletError>?]
+    ) throws -> (zones: [ZoneKey], byZone: [ZoneKey: [Int]]) {
         var byZone: [ZoneKey: [Int]] = [:]
         var zones: [ZoneKey] = []
-        let security = self.security
         for (i, rid) in recordIDs.enumerated() {
             do {
                 try authorize(.read)
@@ -201,32 +252,31 @@ public struct Database: CloudletDatabase {
                 byZone[key, default: []].append(i)
             } catch let e as CloudletError { out[i] = .failure(e) }
         }
-        for key in zones {
-            let items = byZone[key]!
-            do {
-                guard let found = try await store.partition(for: key).currentEntries(key, items.map { recordIDs[$0].recordName })
-                else { throw zoneNotFound(key) }
-                let shared = sharedZone(key)
-                var memo: [String: Share.Permission] = [:]
-                for (i, entry) in zip(items, found) {
-                    var visible = true
-                    if id.scope == .shared, let entry, !entry.deleted {
-                        visible = false
-                        if let shared { visible = try await sharedPermission(shared, of: recordIDs[i].recordName, memo: &memo) != .none }
-                    }
-                    if let entry, !entry.deleted, visible {
-                        do {
-                            try requireReadable(
-                                recordIDs[i].recordName, recordType: entry.recordType, creator: entry.created?.userRecordName, in: security)
-                            out[i] = .success((key, entry))
-                        } catch let e as CloudletError { out[i] = .failure(e) }
-                    } else {
-                        out[i] = .failure(unknownItem(recordIDs[i].recordName, key))
-                    }
+        return (zones, byZone)
+    }
+
+    /// The last step of ``liveEntries(_:)`` for one zone: the result of each of its IDs (`items`) from what was
+    /// `found` — the entry, or `unknownItem` for none, a tombstone or a record the caller may not see, or what the
+    /// public database's security roles say; `zoneNotFound` for every ID when the zone does not exist, or the error
+    /// the lookup failed with (an error other than a ``CloudletError`` is thrown).
+    private func judge(
+        _ key: ZoneKey, _ items: [Int], _ found: Result<ZoneEntries?, any Error>, _ recordIDs: [RecordID], security: SecurityCatalog?,
+        into out: inout [Result<(ZoneKey, RecordEntry), CloudletError>?]
+    ) throws {
+        do {
+            guard let (entries, visible) = try found.get() else { throw zoneNotFound(key) }
+            for (j, (i, entry)) in zip(items, entries).enumerated() {
+                if let entry, !entry.deleted, visible?[j] ?? true {
+                    do {
+                        try requireReadable(
+                            recordIDs[i].recordName, recordType: entry.recordType, creator: entry.created?.userRecordName, in: security)
+                        out[i] = .success((key, entry))
+                    } catch let e as CloudletError { out[i] = .failure(e) }
+                } else {
+                    out[i] = .failure(unknownItem(recordIDs[i].recordName, key))
                 }
-            } catch let e as CloudletError { for i in items { out[i] = .failure(e) } }
-        }
-        return out.map { $0! }
+            }
+        } catch let e as CloudletError { for i in items { out[i] = .failure(e) } }
     }
 
     /// Fetches several records; one result per ID, in order.
@@ -241,11 +291,42 @@ public struct Database: CloudletDatabase {
     /// ``records(for:)`` within a byte budget (see below). The records of each partition are read together
     /// (``Partition/read(_:)``): those close to each other in its log with one read.
     public func records(for recordIDs: [RecordID], maxBytes: Int?) async throws -> [Result<Record, CloudletError>] {
+        var (out, reads) = try planReads(recordIDs, try await liveEntries(recordIDs), maxBytes: maxBytes)
+        for (p, items) in reads.values {
+            for (item, result) in zip(items, try await p.read(items.map { ($0.zone, $0.name, $0.entry) })) {
+                out[item.at] = result
+            }
+        }
+        return out.map { $0! }
+    }
+
+    /// ``records(for:maxBytes:)`` without an async hop, for a thread that may block (a front-end worker): the same
+    /// checks and answers (access, zones, deleted records, the byte budget, security roles), from the caches when
+    /// they hold what is asked for, else read from the disk right here. nil when the answer has to wait — a version
+    /// not yet durable, or the shared database, whose share checks are async —: call ``records(for:maxBytes:)``.
+    @available(*, noasync, message: "may block the calling thread; async code calls records(for:maxBytes:)")
+    public func recordsBlocking(for recordIDs: [RecordID], maxBytes: Int?) throws -> [Result<Record, CloudletError>]? {
+        guard let entries = try liveEntriesBlocking(recordIDs) else { return nil }
+        var (out, reads) = try planReads(recordIDs, entries, maxBytes: maxBytes)
+        for (p, items) in reads.values {
+            guard let read = p.readBlocking(items.map { ($0.zone, $0.name, $0.entry) }) else { return nil }
+            for (item, result) in zip(items, read) { out[item.at] = result }
+        }
+        return out.map { $0! }
+    }
+
+    /// What ``records(for:maxBytes:)`` reads, by partition, within the byte budget, and the results known without
+    /// reading (an ID without a live entry, or past the budget: `limitExceeded`).
+    private func planReads(
+        _ recordIDs: [RecordID], _ entries: [Result<(ZoneKey, RecordEntry), CloudletError>], maxBytes: Int?
+    ) throws -> (
+        out: [Result<Record, CloudletError>?],
+        reads: [ObjectIdentifier: (partition: Partition, items: [(at: Int, zone: ZoneKey, name: String, entry: RecordEntry)])]
+    ) {
         let budget = try Self.byteBudget(maxBytes)
         var spent = 0
         var out = [Result<Record, CloudletError>?](repeating: nil, count: recordIDs.count)
         var reads: [ObjectIdentifier: (partition: Partition, items: [(at: Int, zone: ZoneKey, name: String, entry: RecordEntry)])] = [:]
-        let entries = try await liveEntries(recordIDs)
         for (i, rid) in recordIDs.enumerated() {
             do {
                 let (key, entry) = try entries[i].get()
@@ -260,12 +341,7 @@ public struct Database: CloudletDatabase {
                 reads[ObjectIdentifier(p), default: (p, [])].items.append((i, key, rid.recordName, entry))
             } catch let e as CloudletError { out[i] = .failure(e) }
         }
-        for (p, items) in reads.values {
-            for (item, result) in zip(items, try await p.read(items.map { ($0.zone, $0.name, $0.entry) })) {
-                out[item.at] = result
-            }
-        }
-        return out.map { $0! }
+        return (out, reads)
     }
 
     /// Applies operations in order with CloudKit's `records/modify` semantics and returns one result per

@@ -466,6 +466,19 @@ package final class Partition: Sendable {
         return results.map { $0! }
     }
 
+    /// ``read(_:)-([(zone:name:entry:)])`` for a thread that may block: cached versions from the cache, the others
+    /// read right here (and cached). nil when a version is not durable yet (``read(_:)-([(zone:name:entry:)])``
+    /// waits for it).
+    func readBlocking(_ items: [(zone: ZoneKey, name: String, entry: RecordEntry)]) -> [Result<Record, CloudletError>]? {
+        if let newest = items.map(\.entry.lsn).max(), newest > log.durableLSN { return nil }
+        var (results, misses) = cached(items)
+        guard !misses.isEmpty else { return results.map { $0! } }
+        let wanted = misses.map { items[$0] }
+        // A read from the disk may sleep: an admitted caller (``ThreadBridge/admitted(_:)``) lets another run meanwhile.
+        for (i, r) in zip(misses, ThreadBridge.blocking { readUncached(wanted, fillingCache: true) }) { results[i] = r }
+        return results.map { $0! }
+    }
+
     /// The current versions of the records `names` of `zone` that are not cached, read before a batch is planned so
     /// that planning under the writer lock finds them in memory (``Prefetched/records``, keyed by version), and their
     /// entries. A name whose `fields` are not needed is read only if its entry lacks the creation stamp. A version
@@ -514,11 +527,7 @@ package final class Partition: Sendable {
     func currentEntriesAndEpoch(_ z: ZoneKey, _ names: [String]) async throws -> (entries: [RecordEntry?], epoch: UInt64)? {
         // A caller that may block looks up under the lock right away: no copy, no second lookup (the read path of
         // the server and of `ThreadBridge.wait` callers).
-        if ThreadBridge.mayBlock {
-            return try state.withLock { st in
-                st.zoneExists(z) ? (try names.map { try liveEntry(st, z, $0) }, entryCache.epoch) : nil
-            }
-        }
+        if ThreadBridge.mayBlock { return try currentEntriesBlockingAndEpoch(z, names) }
         let (exists, found, directory, epoch) = try state.withLock { st -> (Bool, [RecordEntry??], KeyDirectory?, UInt64) in
             guard st.zoneExists(z) else { return (false, [], nil, 0) }
             let found = try names.map { name in try entryCache.get(z, name).map { .some($0) } ?? st.keys.entryInMemory(z, name) }
@@ -535,6 +544,18 @@ package final class Partition: Sendable {
             entryCache.put(z, names[i], e, ifEpoch: epoch)
         }
         return (out, epoch)
+    }
+
+    /// ``currentEntries(_:_:)`` for threads that may block (a front-end worker's lookup): under the lock, the
+    /// entries from ``entryCache`` or else the key directory, which may read the disk.
+    func currentEntriesBlocking(_ z: ZoneKey, _ names: [String]) throws -> [RecordEntry?]? {
+        try currentEntriesBlockingAndEpoch(z, names)?.entries
+    }
+
+    private func currentEntriesBlockingAndEpoch(_ z: ZoneKey, _ names: [String]) throws -> (entries: [RecordEntry?], epoch: UInt64)? {
+        try state.withLock { st in
+            st.zoneExists(z) ? (try names.map { try liveEntry(st, z, $0) }, entryCache.epoch) : nil
+        }
     }
 
     /// The current entry of record `name` in zone `z`, from ``entryCache`` or else the key directory (then cached).

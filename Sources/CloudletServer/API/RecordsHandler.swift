@@ -117,7 +117,10 @@ struct RecordsHandler {
         let (ids, keys, numbersAsStrings) = (request.recordIDs, request.desiredKeys, request.numbersAsStrings)
         let db = context.database
         let budget = context.responseBudget
-        let results = try ThreadBridge.wait { try await db.records(for: ids, maxBytes: budget) }
+        // Straight from the engine on this worker when nothing has to be waited for (cached or on disk, durable, not the
+        // shared database): no task and no hop, under the same one-per-core admission; otherwise the async read.
+        let results = try ThreadBridge.admitted { try db.recordsBlocking(for: ids, maxBytes: budget) }
+            ?? ThreadBridge.wait { try await db.records(for: ids, maxBytes: budget) }
         let links = context.assetLinks
         // Shares are looked up by record name too: a name the zone has no record of may be one of its shares.
         let missing = ids.indices.filter { if case .failure(let e) = results[$0] { e.code == .unknownItem } else { false } }
