@@ -269,8 +269,8 @@ extension Log {
                 "partition \(partition): LSN \(lsn) was compacted (generation \(segments[start].generation!) covers up to \(segments[start].lastLSN)); copy the segments instead of tailing")
         }
         /// Remembers where the frame after the batch starts, for the next fetch from there. When 16 are kept, the
-        /// lowest LSN's goes (the follower furthest behind, or one that moved on): the others stay, so that two
-        /// tailing followers never lose each other's.
+        /// lowest LSN's goes (a place a follower already left, usually): clearing them all made a second tailing
+        /// follower lose its place, and its next fetch walk the segment's headers from the start.
         func hintNext(_ segment: UInt64, _ offset: UInt64) {
             let next = batch.lastLSN + 1
             monitor.withLock { s in
