@@ -53,6 +53,13 @@ public final class CurlTransport: HTTPTransport {
         }
     }
 
+    /// ``send(_:)`` on the calling thread, which it blocks until the answer (or the timeout): for a caller already on
+    /// a thread that may block (a ``BlockingThreads`` job), which then saves two thread switches per request.
+    public func sendBlocking(_ request: HTTPClientRequest) throws -> HTTPClientResponse {
+        ThreadBridge.checkMayBlock("an HTTP request to \(Self.redacted(request.url))")
+        return try perform(Exchange(request))
+    }
+
     // MARK: - The blocking part
 
     /// A `CURL *`, used by one request at a time.

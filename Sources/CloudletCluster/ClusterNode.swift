@@ -1,5 +1,6 @@
 import Cloudlet
 import CloudletClient
+import CloudletConcurrency
 import CloudletCore
 import CloudletReplication
 import CloudletServer
@@ -325,15 +326,21 @@ public final class ClusterNode: Sendable {
 
     // MARK: For the drivers
 
-    /// Sends a message to another node (fire and forget: the protocol retries what is lost).
+    /// Sends a message to another node (fire and forget: the protocol retries what is lost), from a thread of
+    /// ``BlockingThreads`` (one thread switch; not a task that waits for another thread).
     func send(to: NodeID, _ envelope: ReplicaEnvelope) {
+        BlockingThreads.shared.submit { [self] in sendBlocking(to: to, envelope) }
+    }
+
+    /// ``send(to:_:)`` on the calling thread, which may block (up to the peers' timeout, 5 s): for a job of
+    /// ``BlockingThreads`` that made the message (a leader serving frames), saving the switch to another thread.
+    func sendBlocking(to: NodeID, _ envelope: ReplicaEnvelope) {
         guard let url = peers.withLock({ $0[to] }), let sealer = authenticator.withLock({ $0 }) else { return }
         let request = HTTPClientRequest(
             method: "POST", url: url + ClusterNode.messagePath, headers: [("Content-Type", "application/octet-stream")],
             body: sealer.seal(envelope.encoded()))
         bytesSent.add(request.body?.count ?? 0, ordering: .relaxed)
-        let transport = peerTransport
-        Task { _ = try? await transport.send(request) }
+        _ = try? peerTransport.sendBlocking(request)
     }
 
     /// Restart requests: a partition's log must lose frames after an LSN (a divergent suffix) before it goes on.

@@ -335,36 +335,33 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
     /// `from`, ``ReplicaMessage/compacted(epoch:through:)``, which stops that replica naming the fix.
     private func serve(to: NodeID, epoch: UInt64, previousEpoch: UInt64, from: UInt64, through: UInt64, horizon: UInt64) {
         let (log, id, me) = (log, id, node.configuration.node)
-        Task {
+        // One job of the blocking pool reads the frames and sends them: no task waiting for a thread in between.
+        BlockingThreads.shared.submit { [node] in
             var frames: [ReplicatedFrame] = []
             if through >= from {
                 let batch: Log.FrameBatch
                 // A leader's frames may be written and not fsynced yet (`through` says how far the replica serves).
-                do {
-                    batch = try await ThreadBridge.offload {
-                        try log.frames(from: from, maxBytes: 4 << 20, includingUnsynced: true)
-                    }
-                } catch {
+                do { batch = try log.frames(from: from, maxBytes: 4 << 20, includingUnsynced: true) } catch {
                     if (error as? CloudletError)?.code == .changeTokenExpired, let marker = log.compactionMarker {
                         ServerLog.warning(
                             "partition \(id): \(to) asks for frames from LSN \(from), which compaction rewrote (up to LSN "
                                 + "\(marker.coveredThrough)): it must be re-seeded")
                         let message = ReplicaMessage.compacted(epoch: epoch, through: marker.coveredThrough)
-                        node.send(to: to, ReplicaEnvelope(log: id, from: me, message: message))
+                        node.sendBlocking(to: to, ReplicaEnvelope(log: id, from: me, message: message))
                         return
                     }
                     ServerLog.warning("partition \(id): cannot serve frames from LSN \(from) to \(to): \(error)")
                     return
                 }
-                guard let split = try? Log.splitVerbatim(batch.bytes, partition: id) else { return }
-                for f in split where f.lsn <= through {
+                // Checked as they were read (`batch.frames`): sent as they are stored.
+                for f in batch.frames where f.lsn <= through {
                     frames.append(ReplicatedFrame(lsn: f.lsn, epoch: f.epoch, payload: Array(batch.bytes[f.range])))
                 }
             }
             let message = ReplicaMessage.frames(
                 epoch: epoch, previousEpoch: previousEpoch, frames: frames, leaderDurable: log.durableLSN,
                 horizon: horizon)
-            node.send(to: to, ReplicaEnvelope(log: id, from: me, message: message))
+            node.sendBlocking(to: to, ReplicaEnvelope(log: id, from: me, message: message))
         }
     }
 

@@ -55,14 +55,35 @@ extension Log {
     /// ``appendVerbatim(_:leaderEpoch:)`` returning each frame appended, decoded (payload decompressed) and with
     /// its position in the log: what a follower applies to the state derived from the log.
     public func appendVerbatimFrames(_ bytes: [UInt8], leaderEpoch: UInt64) throws -> [Frame] {
+        try appendVerbatimFrames(try Self.checkVerbatim(bytes, partition: partition), leaderEpoch: leaderEpoch)
+    }
+
+    /// Whole frames as a leader stored them, each checked (header, checksum, fields) and decoded once
+    /// (``checkVerbatim(_:partition:)``): a follower looks into them before it appends them
+    /// (``appendVerbatimFrames(_:leaderEpoch:)-(CheckedFrames,_)``), which then neither checks nor decompresses
+    /// them again.
+    public struct CheckedFrames: Sendable {
+        public let bytes: [UInt8]
+        let slices: [FrameSlice]
+        /// The frames decoded (payload decompressed; positions not known: zero).
+        public let frames: [Frame]
+    }
+
+    /// Checks and decodes the frames in `bytes`; throws `.corruption` as ``appendVerbatim(_:leaderEpoch:)`` would.
+    public static func checkVerbatim(_ bytes: [UInt8], partition: UInt32) throws -> CheckedFrames {
+        let slices = try splitFrames(bytes, partition: partition)
+        return CheckedFrames(bytes: bytes, slices: slices, frames: try decode(bytes, slices, partition: partition))
+    }
+
+    /// ``appendVerbatimFrames(_:leaderEpoch:)-([UInt8],_)`` of frames checked already.
+    public func appendVerbatimFrames(_ checked: CheckedFrames, leaderEpoch: UInt64) throws -> [Frame] {
         if configuration.readOnly {
             throw CloudletError(.readOnly, "the log of partition \(partition) in \(directory) is open read-only")
         }
-        let frames = try Self.splitFrames(bytes, partition: partition)
+        let (bytes, frames, decoded) = (checked.bytes, checked.slices, checked.frames)
         ThreadBridge.checkMayBlock("appending frames to partition \(partition)'s log (backpressure)")
         let segmentSize = UInt64(configuration.segmentSize)
         let limit = configuration.maxPendingBytes
-        let decoded = try Self.decode(bytes, frames, partition: partition)
         let (wasIdle, positions) = try monitor.withLock(
             waitingOn: .progress,
             until: { s in s.failure != nil || s.closing || s.unwrittenBytes == 0 || s.unwrittenBytes + bytes.count <= limit }
@@ -115,7 +136,7 @@ extension Log {
     /// The frames in `bytes` (whole frames as ``frames(from:maxBytes:)`` returns them), checked and decoded (payload
     /// decompressed; positions are not known: zero). Throws `.corruption`.
     public static func decodeVerbatim(_ bytes: [UInt8], partition: UInt32) throws -> [Frame] {
-        try decode(bytes, try splitFrames(bytes, partition: partition), partition: partition)
+        try checkVerbatim(bytes, partition: partition).frames
     }
 
     private static func decode(_ bytes: [UInt8], _ frames: [FrameSlice], partition: UInt32) throws -> [Frame] {
@@ -184,6 +205,37 @@ extension Log {
         public var lastLSN: UInt64
         /// The log's durable LSN when the batch was read: the follower is caught up when `lastLSN` reaches it.
         public var durableLSN: UInt64
+        /// Each frame's LSN, epoch and bytes in `bytes` (checked as they were read: no need to split them again).
+        public var frames: [(lsn: UInt64, epoch: UInt64, range: Range<Int>)] = []
+    }
+
+    /// Reads one segment forward for ``frames(from:maxBytes:includingUnsynced:)``: a request outside what was read
+    /// last reads `chunk` bytes from there (more for a larger frame, less at the segment's end) in one go.
+    private struct SegmentReader {
+        let log: Log
+        let segment: UInt64
+        let size: UInt64
+        let chunk: Int
+        let includingUnsynced: Bool
+        private(set) var buffer: [UInt8] = []
+        private var start: UInt64 = 0
+
+        init(log: Log, segment: UInt64, size: UInt64, chunk: Int, includingUnsynced: Bool) {
+            self.log = log
+            self.segment = segment
+            self.size = size
+            self.chunk = chunk
+            self.includingUnsynced = includingUnsynced
+        }
+
+        /// Makes bytes `offset..<offset + count` of the segment readable in ``buffer``; returns where they start there.
+        mutating func bytes(at offset: UInt64, count: Int) throws -> Int {
+            if offset >= start, offset + UInt64(count) <= start + UInt64(buffer.count) { return Int(offset - start) }
+            let wanted = min(max(count, chunk), Int(clamping: size - min(offset, size)))
+            buffer = try log.readSegment(segment, offset: offset, count: max(wanted, count), includingUnsynced: includingUnsynced)
+            start = offset
+            return 0
+        }
     }
 
     /// The durable frames from LSN `lsn` on, verbatim (bytes, LZ4 and CRC32C as stored), at least one frame (when
@@ -216,32 +268,40 @@ extension Log {
                 .changeTokenExpired,
                 "partition \(partition): LSN \(lsn) was compacted (generation \(segments[start].generation!) covers up to \(segments[start].lastLSN)); copy the segments instead of tailing")
         }
-        /// Remembers where the frame after the batch starts, for the next fetch from there.
+        /// Remembers where the frame after the batch starts, for the next fetch from there. When 16 are kept, the
+        /// lowest LSN's goes (a place a follower already left, usually): clearing them all made a second tailing
+        /// follower lose its place, and its next fetch walk the segment's headers from the start.
         func hintNext(_ segment: UInt64, _ offset: UInt64) {
             let next = batch.lastLSN + 1
             monitor.withLock { s in
-                if s.serveHints.count >= 16 { s.serveHints.removeAll() }
+                if s.serveHints[next] == nil, s.serveHints.count >= 16, let lowest = s.serveHints.keys.min() {
+                    s.serveHints[lowest] = nil
+                }
                 s.serveHints[next] = (segment, offset)
             }
         }
         var useHint = hint
+        // Bytes are read forward in chunks of up to one batch (and a header): a follower tailing the leader gets its
+        // frames in one read, not a read per header and per frame.
+        let chunk = min(max(maxBytes, 0), 64 << 20) + FrameHeader.size
         for segment in segments[start...] where segment.lastLSN >= segment.firstLSN {
-            // Frame by frame through the log's own descriptors (durable bytes only); headers of the frames before
-            // `lsn` are read to skip them, unless a hint says where frame `lsn` starts.
+            var reader = SegmentReader(log: self, segment: segment.firstLSN, size: segment.size, chunk: chunk, includingUnsynced: includingUnsynced)
+            // Frame by frame (durable bytes only, unless `includingUnsynced`); headers of the frames before `lsn` are
+            // walked to skip them, unless a hint says where frame `lsn` starts.
             var offset = UInt64(SegmentHeader.size)
             if let h = useHint, h.segment == segment.firstLSN, h.offset < segment.size,
-                let head = try? readSegment(segment.firstLSN, offset: h.offset, count: FrameHeader.size, includingUnsynced: includingUnsynced),
-                case .success(let header) = FrameHeader.check(head, at: 0, available: Int(clamping: segment.size - h.offset)),
+                let at = try? reader.bytes(at: h.offset, count: FrameHeader.size),
+                case .success(let header) = FrameHeader.check(reader.buffer, at: at, available: Int(clamping: segment.size - h.offset)),
                 header.lsn == lsn
             {
                 offset = h.offset
             }
             useHint = nil
             while offset < segment.size {
-                let head = try readSegment(segment.firstLSN, offset: offset, count: FrameHeader.size, includingUnsynced: includingUnsynced)
+                let at = try reader.bytes(at: offset, count: min(FrameHeader.size, Int(clamping: segment.size - offset)))
                 func corrupt(_ reason: String) -> CloudletError { .corruption(segment: segment.path, offset: offset, reason) }
                 let header: FrameHeader
-                switch FrameHeader.check(head, at: 0, available: Int(clamping: segment.size - offset)) {
+                switch FrameHeader.check(reader.buffer, at: at, available: Int(clamping: segment.size - offset)) {
                 case .failure(let defect): throw corrupt(defect.reason)
                 case .success(let h): header = h
                 }
@@ -251,12 +311,13 @@ extension Log {
                     hintNext(segment.firstLSN, offset)
                     return batch
                 }
-                let frame = try readSegment(segment.firstLSN, offset: offset, count: header.frameLength, includingUnsynced: includingUnsynced)
-                if let defect = header.checkBody(frame, at: 0) { throw corrupt(defect.reason) }
+                let start = try reader.bytes(at: offset, count: header.frameLength)
+                if let defect = header.checkBody(reader.buffer, at: start) { throw corrupt(defect.reason) }
                 guard header.lsn == batch.lastLSN + 1 else {
                     throw corrupt("frame has LSN \(header.lsn) where \(batch.lastLSN + 1) was expected")
                 }
-                batch.bytes.append(contentsOf: frame)
+                batch.frames.append((header.lsn, header.epoch, batch.bytes.count..<(batch.bytes.count + header.frameLength)))
+                batch.bytes.append(contentsOf: reader.buffer[start..<(start + header.frameLength)])
                 batch.lastLSN = header.lsn
             }
         }

@@ -104,7 +104,9 @@ struct LogState {
     var highestGeneration: UInt32 = 0
     /// Where ``Log/frames(from:maxBytes:)`` stopped for each follower: the next LSN → the segment and offset of its
     /// frame, so that the next fetch reads on from there instead of scanning the segment's headers from its start.
-    /// A hint is checked against the frame header it points at before it is used. At most 16 are kept.
+    /// A hint is checked against the frame header it points at before it is used. At most 16 are kept; the lowest
+    /// LSN's goes first, so that places behind every follower (stale ones) go before a follower's own, which goes
+    /// only once 15 others lie ahead of it (a follower far behind while others fetch often).
     var serveHints: [UInt64: (segment: UInt64, offset: UInt64)] = [:]
     /// Set while a compaction of this log is between ``Log/beginCompaction()`` and its install or abandonment.
     var compacting = false

@@ -33,6 +33,10 @@ public final class InMemoryFileSystem: FileSystem {
     }
 
     let state = Mutex(State())
+    let preads = Atomic<Int>(0)
+
+    /// How many positioned reads files of this file system served (a test counts a reader's system calls).
+    public var readCalls: Int { preads.load(ordering: .relaxed) }
 
     public init() {}
 
@@ -233,7 +237,8 @@ final class InMemoryFile: File {
     }
 
     func pread(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(FileSystemError) -> Int {
-        try with("pread") { node in
+        fileSystem.preads.add(1, ordering: .relaxed)
+        return try with("pread") { node in
             guard buffer.count > 0, offset < UInt64(node.data.count) else { return 0 }
             let n = min(buffer.count, node.data.count - Int(offset))
             node.data.withUnsafeBytes { src in

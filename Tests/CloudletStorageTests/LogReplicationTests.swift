@@ -19,6 +19,17 @@ private func leaderLog(
     return (log, try stageAll(log, payloads))
 }
 
+/// A leader's log of `count` frames of epoch 3 in one large segment, flushed (what followers tail), and its file system.
+private func tailedLeader(frames count: Int) throws -> (Log, InMemoryFileSystem) {
+    let fs = InMemoryFileSystem()
+    var c = config(segmentSize: 1 << 20)
+    c.epoch = 3
+    let (log, _) = try openCollecting("/leader/p7", c, fileSystem: fs)
+    for i in 0..<count { _ = try log.stage(type: 1, payload: compressibleBytes(100, tag: i)) }
+    try log.flush()
+    return (log, fs)
+}
+
 /// Every stored frame of `log` from `lsn`, in batches of at most `maxBytes`, concatenated.
 private func allFrames(_ log: Log, from lsn: UInt64 = 1, maxBytes: Int = 1 << 20) throws -> [UInt8] {
     var bytes: [UInt8] = []
@@ -214,12 +225,7 @@ struct LogReplicationTests {
 
     @Test("a follower fetching frame after frame is served from where its last fetch stopped, not from the segment's start")
     func consecutiveFetchesReadOn() async throws {
-        let fs = InMemoryFileSystem()
-        var c = config(segmentSize: 1 << 20)
-        c.epoch = 3
-        let (log, _) = try openCollecting("/leader/p7", c, fileSystem: fs)
-        for i in 0..<300 { _ = try log.stage(type: 1, payload: compressibleBytes(100, tag: i)) }
-        try log.flush()
+        let (log, _) = try tailedLeader(frames: 300)
         let stored = try allFrames(log)
         let before = log.bytesRead
         // One frame per fetch, as a follower tailing a busy leader does.
@@ -228,6 +234,54 @@ struct LogReplicationTests {
         // Each fetch reads its frame and the next header: linear in the frames served. Rescanning every header from
         // the segment's start would read 300 × 150 headers.
         #expect(log.bytesRead - before < UInt64(3 * stored.count), "\(log.bytesRead - before) bytes read for \(stored.count) served")
+        try log.close()
+    }
+
+    @Test("two followers tailing one leader, fetch after fetch, are each served from where their last fetch stopped")
+    func twoTailingFollowersKeepTheirPlaces() async throws {
+        let (log, _) = try tailedLeader(frames: 2000)
+        // Two followers far into the segment, one frame per fetch each, taking turns (a leader's two followers do):
+        // every fetch leaves a place to read on from, and 16 places are kept; when one goes, the other follower's
+        // must stay.
+        var next: [UInt64] = [1500, 1495]
+        var served: [[UInt8]] = [[], []]
+        var before: UInt64 = 0
+        for turn in 0..<1002 {
+            // Their first fetches walk the headers from the segment's start (no place kept yet): not counted.
+            if turn == 2 { before = log.bytesRead }
+            let f = turn % 2
+            let batch = try log.frames(from: next[f], maxBytes: 1)
+            try #require(batch.lastLSN == next[f])
+            if turn >= 2 { served[f] += batch.bytes }
+            next[f] += 1
+        }
+        let read = log.bytesRead - before
+        let stored = try allFrames(log, from: 1501)
+        let behind = try log.frames(from: 1496, maxBytes: 1 << 20)
+        let lagging = Array(behind.bytes[..<behind.frames.first { $0.lsn == 1996 }!.range.lowerBound])
+        #expect(served[0] == stored && served[1] == lagging)
+        // Linear in the frames served: starting over from the segment's start even once in a while would read
+        // 1,500 headers each time.
+        #expect(read < UInt64(3 * (stored.count + lagging.count)), "\(read) bytes read for \(stored.count + lagging.count) served")
+        try log.close()
+    }
+
+    @Test("frames(from:) reads a tailing follower's batch in one go and names each frame of it as checked")
+    func batchReadsOnceAndListsItsFrames() async throws {
+        let (log, fs) = try tailedLeader(frames: 50)
+        let first = try log.frames(from: 1, maxBytes: 1 << 20)
+        #expect(first.lastLSN == 50)
+        #expect(first.frames.map(\.lsn) == Array(1...50))
+        #expect(first.frames.allSatisfy { $0.epoch == 3 })
+        #expect(first.frames.map(\.range.count).reduce(0, +) == first.bytes.count)
+        #expect(try Log.splitVerbatim(first.bytes, partition: 7).map(\.range) == first.frames.map(\.range))
+        for i in 50..<80 { _ = try log.stage(type: 1, payload: compressibleBytes(100, tag: i)) }
+        try log.flush()
+        let reads = fs.readCalls
+        let tail = try log.frames(from: 51, maxBytes: 1 << 20)
+        #expect(tail.lastLSN == 80)
+        // One positioned read for the 30 new frames (not one per header and one per frame).
+        #expect(fs.readCalls - reads == 1, "\(fs.readCalls - reads) reads")
         try log.close()
     }
 

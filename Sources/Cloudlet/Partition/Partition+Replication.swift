@@ -10,8 +10,9 @@ extension Partition {
     /// follower needs the assets they reference before it appends them, and the append then applies the commits
     /// decoded here instead of decoding each frame again.
     package struct FollowedFrames: Sendable {
-        /// Whole frames as the leader stored them (``Log/frames(from:maxBytes:)``).
-        package let bytes: [UInt8]
+        /// Whole frames as the leader stored them (``Log/frames(from:maxBytes:)``), checked and decoded once.
+        package let checked: Log.CheckedFrames
+        package var bytes: [UInt8] { checked.bytes }
         /// Each frame's decoded commit, in order; nil for a frame that is not a readable commit (the append then
         /// decodes it again and fails as it always did).
         let commits: [(commit: Commit, slots: [Int: Commit.Slot], sizes: [UInt32])?]
@@ -25,7 +26,8 @@ extension Partition {
     package static func decodeFollowed(_ bytes: [UInt8], partition: UInt32) throws -> FollowedFrames {
         var seen: Set<String> = []
         var assets: [AssetReference] = []
-        let commits = try Log.decodeVerbatim(bytes, partition: partition).map { frame in
+        let checked = try Log.checkVerbatim(bytes, partition: partition)
+        let commits = checked.frames.map { frame in
             guard frame.type == Commit.frameType, let decoded = try? Commit.decode(frame.payload) else { return nil }
             for case .putRecord(_, let record, _) in decoded.commit.mutations {
                 for value in record.fields.values {
@@ -34,12 +36,13 @@ extension Partition {
             }
             return decoded
         } as [(commit: Commit, slots: [Int: Commit.Slot], sizes: [UInt32])?]
-        return FollowedFrames(bytes: bytes, commits: commits, assets: assets)
+        return FollowedFrames(checked: checked, commits: commits, assets: assets)
     }
 
     /// ``appendFollowed(_:leaderEpoch:)-(FollowedFrames,_)`` of frames not decoded yet.
     package func appendFollowed(_ bytes: [UInt8], leaderEpoch: UInt64) throws -> UInt64 {
-        try appendFollowed(FollowedFrames(bytes: bytes, commits: [], assets: []), leaderEpoch: leaderEpoch)
+        try appendFollowed(
+            FollowedFrames(checked: try Log.checkVerbatim(bytes, partition: id), commits: [], assets: []), leaderEpoch: leaderEpoch)
     }
 
     /// Appends `followed` — whole frames as the leader stored them — verbatim
@@ -53,7 +56,7 @@ extension Partition {
     package func appendFollowed(_ followed: FollowedFrames, leaderEpoch: UInt64) throws -> UInt64 {
         let (last, written, memtableFull) = try writer.runBlocking {
             try state.withLock { st -> (UInt64, Int, Bool) in
-                let frames = try log.appendVerbatimFrames(followed.bytes, leaderEpoch: leaderEpoch)
+                let frames = try log.appendVerbatimFrames(followed.checked, leaderEpoch: leaderEpoch)
                 var written = 0
                 var memtableFull = false
                 for (i, frame) in frames.enumerated() {
