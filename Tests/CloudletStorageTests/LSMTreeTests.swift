@@ -120,7 +120,7 @@ struct LSMTreeTests {
         for _ in 0..<6000 {
             sequence += 1
             // Mostly new keys (so that the tables fill and sort into layers), some of the runs' keys.
-            let key = randomKey(&rng, maxLength: rng.chance(80) ? 8 : 4)
+            let key = rng.chance(80) ? randomBytes(1 + rng.int(8), &rng) : randomKey(&rng, maxLength: 4)
             if rng.chance(50) { older.apply(random(key, &rng)) }
             if rng.chance(50) { newer.apply(random(key, &rng)) }
         }
