@@ -95,14 +95,15 @@ extension LSMReadView {
 }
 
 /// One source's keys in a range, in order, for ``LSMReadView/count(_:limit:)``: stands on a key (``key``, whether
-/// its entry is a value) until ``done``.
+/// its entry is a value) until ``done``. A walk is used by the one call that made it, never shared, so its state
+/// opts out of Swift's dynamic exclusivity checks (`@exclusivity(unchecked)`), which showed in a count's profile.
 class KeyWalk {
     /// The current key (meaningless once ``done``).
-    final var key: [UInt8] = []
+    @exclusivity(unchecked) final var key: [UInt8] = []
     /// Whether the current entry is a value (not a tombstone).
-    final var isValue = false
+    @exclusivity(unchecked) final var isValue = false
     /// Past the range's end or the source's.
-    final var done = false
+    @exclusivity(unchecked) final var done = false
 
     /// Moves to the next key (``done`` past the range).
     func advance() throws { fatalError("KeyWalk.advance is abstract") }
@@ -115,7 +116,7 @@ class KeyWalk {
 /// binary searches, so no step compares with the bound.
 final class TableKeyWalk: KeyWalk {
     private let entries: [LSMEntry]
-    private var i: Int
+    @exclusivity(unchecked) private var i: Int
     private let end: Int
 
     init(_ entries: [LSMEntry], _ range: LSMKeyRange) {
@@ -150,16 +151,16 @@ final class TableKeyWalk: KeyWalk {
 final class RunKeyWalk: KeyWalk {
     private let runs: [LSMRunHandle]
     private let upper: [UInt8]?
-    private var run = 0
-    private var reader: SortedRunReader!
-    private var index: SortedRunReader.RunIndex!
-    private var blockIndex = 0
-    private var block: Block!
+    @exclusivity(unchecked) private var run = 0
+    @exclusivity(unchecked) private var reader: SortedRunReader!
+    @exclusivity(unchecked) private var index: SortedRunReader.RunIndex!
+    @exclusivity(unchecked) private var blockIndex = 0
+    @exclusivity(unchecked) private var block: Block!
     /// Where the current entry's value bytes lie in the block, and where the next entry starts.
-    private var value = 0..<0
-    private var next = 0
+    @exclusivity(unchecked) private var value = 0..<0
+    @exclusivity(unchecked) private var next = 0
     /// Whether keys of this block must be compared with the range's upper bound (its separator is not below it).
-    private var checkUpper = true
+    @exclusivity(unchecked) private var checkUpper = true
 
     /// `runs`: in key order, disjoint, each meeting `range`.
     init(_ runs: [LSMRunHandle], _ range: LSMKeyRange) throws {
