@@ -211,6 +211,12 @@ struct IndexCursor {
         guard let e = try keys.next() else { return nil }
         return try IndexKeyspace.entry(e.key, prefixCount: prefixCount)
     }
+
+    /// The next entry's record name (its value key left undecoded), nil after the last.
+    mutating func nextName() throws -> String? {
+        guard let e = try keys.next() else { return nil }
+        return try IndexKeyspace.name(e.key, prefixCount: prefixCount)
+    }
 }
 
 /// The secondary indexes' keys in a partition's key directory (docs/index-layer.md, "Secondary indexes"), under
@@ -305,17 +311,34 @@ enum IndexKeyspace {
 
     /// The (value key, name) of an index key whose subspace prefix is `prefixCount` bytes.
     static func entry(_ key: [UInt8], prefixCount: Int) throws -> IndexEntry {
+        let end = try terminator(key, prefixCount: prefixCount)
         var value: [UInt8] = []
+        value.reserveCapacity(end - prefixCount)
+        var i = prefixCount
+        while i < end {
+            value.append(key[i])
+            i += key[i] == 0 ? 2 : 1  // `00 FF` is an escaped `00`
+        }
+        return IndexEntry(valueKey: value, name: String(decoding: key[(end + 2)...], as: UTF8.self))
+    }
+
+    /// The record name of an index key (what follows its escaped value key), the value key not decoded.
+    static func name(_ key: [UInt8], prefixCount: Int) throws -> String {
+        String(decoding: key[(try terminator(key, prefixCount: prefixCount) + 2)...], as: UTF8.self)
+    }
+
+    /// Where the `00 00` that ends the escaped value key of index key `key` starts (the subspace's prefix is its
+    /// first `prefixCount` bytes).
+    private static func terminator(_ key: [UInt8], prefixCount: Int) throws -> Int {
         var i = prefixCount
         while i + 1 < key.count {
-            if key[i] == 0 {
-                if key[i + 1] == 0 { return IndexEntry(valueKey: value, name: String(decoding: key[(i + 2)...], as: UTF8.self)) }
-                guard key[i + 1] == 0xFF else { break }
-                value.append(0)
-                i += 2
-            } else {
-                value.append(key[i])
+            if key[i] != 0 {
                 i += 1
+            } else if key[i + 1] == 0 {
+                return i
+            } else {
+                guard key[i + 1] == 0xFF else { break }
+                i += 2
             }
         }
         throw CloudletError.corruption("secondary index key \(LSMKey.printable(key)) is malformed")

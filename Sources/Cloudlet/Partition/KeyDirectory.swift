@@ -414,6 +414,10 @@ package struct KeyDirectory: Sendable {
     /// Deletes a secondary-index key as of `sequence`.
     mutating func deleteIndexKey(_ key: [UInt8], sequence: UInt64) { memtable.delete(key, sequence: sequence) }
 
+    /// How many live keys `range` holds, counting at most `limit`: a walk that makes no entry of each key
+    /// (``LSMReadView/count(_:limit:)``).
+    func countKeys(_ range: LSMKeyRange, limit: Int = .max) throws -> Int { try view().count(range, limit: limit) }
+
     /// A walk through the live keys of `range`, in key order or (`reverse`) backwards.
     func indexCursor(_ range: LSMKeyRange, reverse: Bool = false) -> KeyCursor { KeyCursor(view(), range, reverse: reverse) }
 

@@ -35,10 +35,10 @@ final class PostingStream: NameStream {
 
     init(_ cursor: IndexCursor) throws {
         self.cursor = cursor
-        current = try self.cursor.next()?.name
+        current = try self.cursor.nextName()
     }
 
-    func advance() throws { current = try cursor.next()?.name }
+    func advance() throws { current = try cursor.nextName() }
 }
 
 /// The names of a key-directory cursor over the type index (`zone · 03 · type · name`), past its prefix.

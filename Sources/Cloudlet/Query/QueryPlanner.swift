@@ -264,10 +264,16 @@ struct QueryPlanner {
         _ field: String, _ kind: IndexKind, _ range: IndexKeyspace.ValueRange, after: IndexEntry? = nil, inclusive: Bool = false,
         reverse: Bool = false
     ) -> IndexCursor? {
+        guard let (d, subspace) = index(field, kind) else { return nil }
+        return d.maintainer.scan(st.keys, subspace, range, after: after, inclusive: inclusive, reverse: reverse)
+    }
+
+    /// Index (`field`, `kind`) and its keys in this zone; nil if the index is not defined.
+    private func index(_ field: String, _ kind: IndexKind) -> (IndexDefinition, IndexKeyspace.Subspace)? {
         let d = kind == .composite
             ? composite(field) : IndexDefinition(schema: q.schemaKey, recordType: q.query.recordType, field: field, kind: kind)
         guard let d, let subspace = st.indexes.subspace(d, zone: zone) else { return nil }
-        return d.maintainer.scan(st.keys, subspace, range, after: after, inclusive: inclusive, reverse: reverse)
+        return (d, subspace)
     }
 
     /// How many entries index (`field`, `kind`) holds in `range`, counting at most `cap`.
@@ -279,16 +285,21 @@ struct QueryPlanner {
     ) throws -> Int {
         let key = CountedRange(field: field, kind: kind, range: range)
         if let known = counted.ranges.withLock({ $0[key] }), known.names != nil || known.n >= cap { return min(known.n, cap) }
+        if !keepingNames {
+            // Each key is one (value key, record) pair: counted in the tree without decoding a name or making an entry.
+            guard let (_, subspace) = index(field, kind) else { return 0 }
+            let n = try st.keys.countKeys(subspace.keyRange(range), limit: cap)
+            if n >= cap { counted.ranges.withLock { $0[key] = Count(n: n, names: nil) } }
+            return n
+        }
         guard var c = scan(field, kind, range) else { return 0 }
         var names: Set<String> = []
         var n = 0
         while n < cap, let e = try c.next() {
-            if keepingNames { names.insert(e.name) }
+            names.insert(e.name)
             n += 1
         }
-        // Without its names, a count that read the range to its end is not memoized (the memo would take it for one
-        // stopped by its cap).
-        if keepingNames || n >= cap { counted.ranges.withLock { $0[key] = Count(n: n, names: n < cap ? names : nil) } }
+        counted.ranges.withLock { $0[key] = Count(n: n, names: n < cap ? names : nil) }
         return n
     }
 

@@ -4,8 +4,9 @@
 /// want and what a merge into the bottom level wants (nothing below can hold an older value to hide); without it
 /// winning tombstones are returned, as a merge into any other level must keep them.
 ///
-/// Each step compares the children's current keys one by one: a tree has few children (memtables, level-0 runs,
-/// one run a level), so a heap would not pay for itself.
+/// Choosing the winner compares the children's current keys one by one: a tree has few children (memtables, level-0
+/// runs, one run a level), so a heap would not pay for itself. That step also notes the runner-up key, and a step
+/// whose winner stays alone and before it advances only that child.
 public final class MergingIterator: LSMIterator {
     private let children: [any LSMIterator]
     public let dropTombstones: Bool
@@ -33,13 +34,33 @@ public final class MergingIterator: LSMIterator {
 
     public func advance() throws {
         guard current != nil else { return }
-        try advanceHolders()
+        if holders.count == 1 {
+            // The winner alone on its key: while its next key stays before the runner-up's, it wins again, and no
+            // other child need be looked at (a run walked after a flush, or keys that come in clusters per source).
+            let child = children[holders[0]]
+            while true {
+                try child.advance()
+                guard let entry = child.current else { break }
+                if let r = runnerUp, order(entry.key, r) >= 0 { break }
+                if dropTombstones, entry.isTombstone { continue }
+                current = entry
+                return
+            }
+        } else {
+            try advanceHolders()
+        }
         try settle()
     }
+
+    /// Negative if `a` comes before `b` in the iteration's direction, zero if equal, positive if after.
+    @inline(__always)
+    private func order(_ a: [UInt8], _ b: [UInt8]) -> Int { descending ? LSMKey.compare(b, a) : LSMKey.compare(a, b) }
 
     /// The children standing on ``current``'s key, found by the step that chose it: advancing past the key moves
     /// exactly these, with no second comparison of every child's key.
     private var holders: [Int] = []
+    /// The next key after ``current``'s that another child stands on (nil: none), found by the same step.
+    private var runnerUp: [UInt8]?
 
     private func advanceHolders() throws {
         for i in holders { try children[i].advance() }
@@ -50,6 +71,7 @@ public final class MergingIterator: LSMIterator {
     private func settle() throws {
         while true {
             var winner: LSMEntry?
+            var second: [UInt8]?
             holders.removeAll(keepingCapacity: true)
             for (i, child) in children.enumerated() {
                 guard let entry = child.current else { continue }
@@ -58,16 +80,20 @@ public final class MergingIterator: LSMIterator {
                     holders.append(i)
                     continue
                 }
-                let c = descending ? LSMKey.compare(w.key, entry.key) : LSMKey.compare(entry.key, w.key)
+                let c = order(entry.key, w.key)
                 if c < 0 {
+                    second = w.key
                     winner = entry
                     holders.removeAll(keepingCapacity: true)
                     holders.append(i)
                 } else if c == 0 {
                     holders.append(i)
                     if entry.sequence > w.sequence { winner = entry }
+                } else if second.map({ order(entry.key, $0) < 0 }) ?? true {
+                    second = entry.key
                 }
             }
+            runnerUp = second
             guard let winner, dropTombstones, winner.isTombstone else {
                 current = winner
                 return
