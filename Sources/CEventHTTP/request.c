@@ -81,9 +81,8 @@ static void dispatch(eh_conn *c) {
     if (s->qtail) s->qtail->next = r;
     else s->qhead = r;
     s->qtail = r;
-    pthread_mutex_unlock(&s->qlock);
-    // Signalled after the unlock: the worker it wakes does not then wait for the lock the loop still holds.
     pthread_cond_signal(&s->qcond);
+    pthread_mutex_unlock(&s->qlock);
 }
 
 static eh_conn *conn_of(http_parser *p) { return p->data; }

@@ -353,9 +353,8 @@ static void *loop_main(void *arg) {
 
 static void *worker_main(void *arg) {
     eh_server *s = arg;
-    // The queue's lock is taken once per request: the section that counts a request done also takes the next.
-    pthread_mutex_lock(&s->qlock);
     for (;;) {
+        pthread_mutex_lock(&s->qlock);
         while (!s->qhead && !s->quit) pthread_cond_wait(&s->qcond, &s->qlock);
         eh_request *r = s->qhead;
         if (!r) {
@@ -374,6 +373,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_lock(&s->qlock);
         s->busy--;
         if (!s->qhead && s->busy == 0) pthread_cond_broadcast(&s->idle);
+        pthread_mutex_unlock(&s->qlock);
     }
 }
 
