@@ -137,11 +137,9 @@ final class FailoverWorkload: Workload {
             var failed = 0
         }
         let state = Mutex(State())
-        let start = ContinuousClock.now
-        func now() -> Double {
-            let d = ContinuousClock.now - start
-            return Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
-        }
+        let stopwatch = Stopwatch()
+        /// Seconds since the run began.
+        func now() -> Double { stopwatch.elapsed }
     }
 
     func run() throws -> RunMeasurement {
@@ -245,12 +243,10 @@ final class ReplicationLagWorkload: Workload {
     private final class Samples: Sendable {
         let series: Mutex<[[(time: Double, lsn: Int)]]>
         let stop = Atomic<Bool>(false)
-        let start = ContinuousClock.now
+        let stopwatch = Stopwatch()
         init(followers: Int) { series = Mutex(Array(repeating: [], count: followers)) }
-        func now() -> Double {
-            let d = ContinuousClock.now - start
-            return Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
-        }
+        /// Seconds since the run began.
+        func now() -> Double { stopwatch.elapsed }
     }
 
     func run() throws -> RunMeasurement {
