@@ -140,7 +140,7 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
             next = marker.coveredThrough + 1
         }
         while next <= log.durableLSN {
-            let batch = try log.frames(from: next, maxBytes: 8 << 20)
+            let batch = try log.frames(from: next, maxBytes: 8 << 20, reader: "epoch history")
             guard batch.lastLSN >= batch.firstLSN else { break }
             for frame in try Log.splitVerbatim(batch.bytes, partition: log.partition) {
                 history.record(epoch: frame.epoch, at: frame.lsn)
@@ -341,7 +341,7 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
             if through >= from {
                 let batch: Log.FrameBatch
                 // A leader's frames may be written and not fsynced yet (`through` says how far the replica serves).
-                do { batch = try log.frames(from: from, maxBytes: 4 << 20, includingUnsynced: true) } catch {
+                do { batch = try log.frames(from: from, maxBytes: 4 << 20, includingUnsynced: true, reader: to.description) } catch {
                     if (error as? CloudletError)?.code == .changeTokenExpired, let marker = log.compactionMarker {
                         ServerLog.warning(
                             "partition \(id): \(to) asks for frames from LSN \(from), which compaction rewrote (up to LSN "

@@ -247,7 +247,10 @@ extension Log {
     /// `includingUnsynced`: also the frames the committer has written to the files and not fsynced yet (a
     /// replicated leader ships them while it syncs them; a crash of the machine may still lose them here). The
     /// batch's ``FrameBatch/durableLSN`` stays the fsynced end.
-    public func frames(from lsn: UInt64, maxBytes: Int, includingUnsynced: Bool = false) throws -> FrameBatch {
+    ///
+    /// `reader` names who reads (a follower's node): a reader's next fetch from where its last batch ended reads on
+    /// from there, whatever other readers fetch in between.
+    public func frames(from lsn: UInt64, maxBytes: Int, includingUnsynced: Bool = false, reader: String = "") throws -> FrameBatch {
         guard lsn > 0 else { throw CloudletError.invalid("LSNs start at 1") }
         ThreadBridge.checkMayBlock("reading frames of partition \(partition) for a follower")
         let (segments, durable, readable, hint) = monitor.withLock { s in
@@ -258,7 +261,8 @@ extension Log {
                     return SegmentInfo(
                         path: $0.path, firstLSN: $0.firstLSN, lastLSN: max($0.lastLSN, written?.lastLSN ?? 0),
                         size: max($0.size, written?.size ?? 0), sealed: $0.sealed, generation: $0.generation)
-                }, s.durableLSN, includingUnsynced ? max(s.durableLSN, s.writtenLSN) : s.durableLSN, s.serveHints[lsn]
+                }, s.durableLSN, includingUnsynced ? max(s.durableLSN, s.writtenLSN) : s.durableLSN,
+                s.serveHints[reader].flatMap { $0.lsn == lsn ? (segment: $0.segment, offset: $0.offset) : nil }
             )
         }
         var batch = FrameBatch(bytes: [], firstLSN: lsn, lastLSN: lsn - 1, durableLSN: durable)
@@ -268,16 +272,17 @@ extension Log {
                 .changeTokenExpired,
                 "partition \(partition): LSN \(lsn) was compacted (generation \(segments[start].generation!) covers up to \(segments[start].lastLSN)); copy the segments instead of tailing")
         }
-        /// Remembers where the frame after the batch starts, for the next fetch from there. When 16 are kept, the
-        /// lowest LSN's goes (a place a follower already left, usually): clearing them all made a second tailing
-        /// follower lose its place, and its next fetch walk the segment's headers from the start.
+        /// Remembers where the frame after the batch starts, for `reader`'s next fetch from there. When 64 readers
+        /// have places, the one that fetched longest ago loses its place.
         func hintNext(_ segment: UInt64, _ offset: UInt64) {
-            let next = batch.lastLSN + 1
             monitor.withLock { s in
-                if s.serveHints[next] == nil, s.serveHints.count >= 16, let lowest = s.serveHints.keys.min() {
-                    s.serveHints[lowest] = nil
+                if s.serveHints[reader] == nil, s.serveHints.count >= 64,
+                    let oldest = s.serveHints.min(by: { $0.value.stamp < $1.value.stamp })?.key
+                {
+                    s.serveHints[oldest] = nil
                 }
-                s.serveHints[next] = (segment, offset)
+                s.serveHintClock += 1
+                s.serveHints[reader] = (batch.lastLSN + 1, segment, offset, s.serveHintClock)
             }
         }
         var useHint = hint

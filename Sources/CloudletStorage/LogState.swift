@@ -102,12 +102,14 @@ struct LogState {
     var compactionLimit: UInt64 = .max
     /// The highest compaction generation used in the directory.
     var highestGeneration: UInt32 = 0
-    /// Where ``Log/frames(from:maxBytes:)`` stopped for each follower: the next LSN → the segment and offset of its
-    /// frame, so that the next fetch reads on from there instead of scanning the segment's headers from its start.
-    /// A hint is checked against the frame header it points at before it is used. At most 16 are kept; the lowest
-    /// LSN's goes first, so that places behind every follower (stale ones) go before a follower's own, which goes
-    /// only once 15 others lie ahead of it (a follower far behind while others fetch often).
-    var serveHints: [UInt64: (segment: UInt64, offset: UInt64)] = [:]
+    /// Where ``Log/frames(from:maxBytes:includingUnsynced:reader:)`` stopped for each reader (a follower): the next
+    /// LSN, and the segment and offset of its frame, so that the reader's next fetch from that LSN reads on from there
+    /// instead of walking the segment's headers from its start. A hint is checked against the frame header it points
+    /// at before it is used. Keyed by reader, so followers at any distance from each other (or fetching the same LSN)
+    /// keep their own places; at most 64 are kept, past that the one used longest ago goes (by `stamp`, from
+    /// ``serveHintClock``).
+    var serveHints: [String: (lsn: UInt64, segment: UInt64, offset: UInt64, stamp: UInt64)] = [:]
+    var serveHintClock: UInt64 = 0
     /// Set while a compaction of this log is between ``Log/beginCompaction()`` and its install or abandonment.
     var compacting = false
 

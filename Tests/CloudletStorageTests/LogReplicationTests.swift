@@ -250,7 +250,7 @@ struct LogReplicationTests {
             // Their first fetches walk the headers from the segment's start (no place kept yet): not counted.
             if turn == 2 { before = log.bytesRead }
             let f = turn % 2
-            let batch = try log.frames(from: next[f], maxBytes: 1)
+            let batch = try log.frames(from: next[f], maxBytes: 1, reader: f == 0 ? "a" : "b")
             try #require(batch.lastLSN == next[f])
             if turn >= 2 { served[f] += batch.bytes }
             next[f] += 1
@@ -263,6 +263,43 @@ struct LogReplicationTests {
         // Linear in the frames served: starting over from the segment's start even once in a while would read
         // 1,500 headers each time.
         #expect(read < UInt64(3 * (stored.count + lagging.count)), "\(read) bytes read for \(stored.count + lagging.count) served")
+        try log.close()
+    }
+
+    @Test("a follower far behind keeps its place however often the followers ahead of it fetch, and two followers at one LSN both read on")
+    func farBehindFollowerKeepsItsPlace() async throws {
+        let (log, _) = try tailedLeader(frames: 2000)
+        // Two followers near the end fetch 40 times (one frame each) between each fetch of a third, 1,000 frames
+        // behind them — more fetches than a table of places keyed by LSN kept. A third reader, "twin", fetches the
+        // same LSNs as "a", right after it.
+        var next: [String: UInt64] = ["a": 1500, "b": 1495, "twin": 1500, "far": 500]
+        var served: [String: [UInt8]] = [:]
+        var before: UInt64 = 0
+        func fetch(_ reader: String, counted: Bool) throws {
+            let batch = try log.frames(from: next[reader]!, maxBytes: 1, reader: reader)
+            try #require(batch.lastLSN == next[reader]!)
+            if counted { served[reader, default: []] += batch.bytes }
+            next[reader]! += 1
+        }
+        // The first fetch of each walks its segment's headers from the start (no place kept yet): not counted.
+        for reader in ["a", "b", "twin", "far"] { try fetch(reader, counted: false) }
+        before = log.bytesRead
+        for _ in 0..<25 {
+            for _ in 0..<20 {
+                try fetch("a", counted: true)
+                try fetch("twin", counted: true)
+                try fetch("b", counted: true)
+            }
+            try fetch("far", counted: true)
+        }
+        let read = log.bytesRead - before
+        let farFrames = try log.frames(from: 501, maxBytes: 1 << 20)
+        let expectedFar = Array(farFrames.bytes[..<farFrames.frames.first { $0.lsn == 526 }!.range.lowerBound])
+        #expect(served["far"] == expectedFar && served["a"] == served["twin"])
+        let total = served.values.reduce(0) { $0 + $1.count }
+        // Linear in the frames served: losing the far follower's place would walk 500 headers on each of its 25
+        // fetches, and the twin's (a table keyed by LSN that takes a place out when it is used) 1,500 on each of its.
+        #expect(read < UInt64(3 * total), "\(read) bytes read for \(total) served")
         try log.close()
     }
 

@@ -86,7 +86,7 @@ extension NotificationHub {
             let end = p.log.durableLSN
             while next <= end {
                 do {
-                    let batch = try p.log.frames(from: next, maxBytes: 4 << 20)
+                    let batch = try p.log.frames(from: next, maxBytes: 4 << 20, reader: "notifications")
                     guard batch.lastLSN >= next else { break }
                     for frame in try Log.decodeVerbatim(batch.bytes, partition: p.id) where frame.type == Commit.frameType {
                         var change = CommittedChange(partition: Int(p.id), lsn: frame.lsn, events: [])
