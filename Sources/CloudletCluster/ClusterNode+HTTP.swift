@@ -35,6 +35,10 @@ extension ClusterNode {
         case Self.statusPath: return HTTPResponse(status: 200, body: Array(statusJSON().serialized().utf8))
         default: break
         }
+        // An asset URL or receipt is checked with the cluster's asset key, which comes with the cluster's key.
+        if request.path.hasPrefix("/cloudlet/assets/"), authenticator.withLock({ $0 }) == nil {
+            return Self.unavailable("node \(configuration.node) has not joined cluster \(configuration.name) yet").response
+        }
         guard request.path.hasPrefix("/database/") else { return next(request) }
         if Self.isWrite(request.path) { return write(request, next: next) }
         if let wanted = request.queryParameter(Self.positionParameter), let failure = waitForPosition(wanted) {

@@ -59,7 +59,13 @@ public final class ClusterNode: Sendable {
         public var after: UInt64
     }
 
-    public init(configuration: ClusterConfiguration, store: CloudletStore) {
+    /// Told the cluster's asset signing key once the node has the cluster's key (``start()``, before it registers).
+    private let assetKeyReceiver: (@Sendable ([UInt8]) -> Void)?
+
+    /// `assetKeys`: told the key the cluster's nodes sign asset URLs and receipts with, as the node starts
+    /// (`cloudlet serve --cluster` gives it to its server: `Server.useAssetSigningKey(_:)`).
+    public init(configuration: ClusterConfiguration, store: CloudletStore, assetKeys: (@Sendable ([UInt8]) -> Void)? = nil) {
+        assetKeyReceiver = assetKeys
         self.configuration = configuration
         self.store = store
         etcd = EtcdClient(url: configuration.etcd)
@@ -207,6 +213,14 @@ public final class ClusterNode: Sendable {
             throw CloudletError(.serviceUnavailable, "etcd at \(etcd.endpoint) holds no usable cluster key at \(key)")
         }
         authenticator.withLock { $0 = MessageAuthenticator(key: bytes) }
+        assetKeyReceiver?(Self.assetSigningKey(clusterKey: bytes))
+    }
+
+    /// The key every node of the cluster signs asset URLs and receipts with: derived from the cluster's key
+    /// (HMAC-SHA256 of a fixed label), so it is the same on every node, changes when the cluster's key does, and is
+    /// not the key that seals messages between nodes.
+    static func assetSigningKey(clusterKey: [UInt8]) -> [UInt8] {
+        MessageAuthenticator(key: clusterKey).tag(Array("cloudlet asset tickets v1".utf8))
     }
 
     private static func unhex(_ text: [UInt8]) -> [UInt8]? {

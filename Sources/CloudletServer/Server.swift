@@ -28,6 +28,8 @@ public final class Server: Sendable {
     let courier: NotificationCourier
     /// The request counters and gauges of `/cloudlet/metrics`.
     let metrics: Metrics
+    /// Signs and checks asset upload URLs, receipts and download URLs.
+    private let assetSigner: AssetSigner
     /// The periodic asset garbage collection (``ServerConfiguration/assetCollectionInterval``), while started.
     private let collector = Mutex<Task<Void, Never>?>(nil)
 
@@ -54,6 +56,7 @@ public final class Server: Sendable {
         let log = configuration.log ?? { _ in }
         courier = router.courier
         metrics = router.metrics
+        assetSigner = router.assets.signer
         let feed = WebSocketFeed(courier: router.courier, metrics: router.metrics)
         let changes = ConsoleChangeFeed(router: router)
         let handler: @Sendable (HTTPRequest) -> HTTPResponse
@@ -66,6 +69,11 @@ public final class Server: Sendable {
             options: options, log: { log("http: " + $0) }, webSockets: [feed.endpoint, changes.endpoint],
             handler: handler)
     }
+
+    /// Signs and checks asset URLs and receipts with `key` (at least 16 bytes) instead of the store's own secret
+    /// (`assets/signing.key`): the nodes of a cluster use one key derived from the cluster's, so a download URL or an
+    /// upload receipt one node issued is taken by any other. What was signed with the previous key is refused.
+    public func useAssetSigningKey(_ key: [UInt8]) { assetSigner.rekey(key) }
 
     /// Binds the port and starts serving. - Throws: ``ServerSetupError`` (port in use, bad certificate, no TLS).
     public func start() throws {

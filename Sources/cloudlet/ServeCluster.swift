@@ -77,7 +77,10 @@ enum ServeCluster {
             serverConfig.additionalMetrics = { current.withLock { $0 }?.metricsText() ?? "" }
             serverConfig.interceptor = { request, next in
                 guard let node = current.withLock({ $0 }) else {
-                    guard request.path.hasPrefix("/database/") || request.path.hasPrefix("/cloudlet/cluster/") else {
+                    // Asset URLs too: until the node has the cluster's key it would check them with its own.
+                    guard request.path.hasPrefix("/database/") || request.path.hasPrefix("/cloudlet/cluster/")
+                        || request.path.hasPrefix("/cloudlet/assets/")
+                    else {
                         return next(request)
                     }
                     return ClusterNode.unavailableResponse("the node is joining its cluster")
@@ -93,7 +96,8 @@ enum ServeCluster {
                 say("listening on \(server.url)")
                 var c = cluster
                 if c.advertise.isEmpty { c.advertise = server.url }
-                node = ClusterNode(configuration: c, store: store)
+                // Asset URLs and receipts signed with the cluster's key, so that every node takes what another issued.
+                node = ClusterNode(configuration: c, store: store, assetKeys: { [server] in server.useAssetSigningKey($0) })
                 current.withLock { $0 = node }
                 try await node.start()
             } catch {

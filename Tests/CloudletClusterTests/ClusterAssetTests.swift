@@ -34,13 +34,18 @@ struct ClusterAssetTests {
         return try #require(file["fileChecksum"]?.stringValue)
     }
 
-    /// The record's file as `node` serves it (a lookup there, then its download URL).
-    private func download(_ cluster: ClusterHarness, _ node: String, _ name: String) async throws -> [UInt8] {
+    /// The record's download URL as `node` signs it (a lookup there), `${f}` filled in.
+    private func downloadURL(_ cluster: ClusterHarness, _ node: String, _ name: String) async throws -> String {
         let r = try await cluster.post(node, "records/lookup", #"{"records":[{"recordName":"\#(name)"}]}"#)
         let url = try #require(
             try JSONParser.parse(r.body)["records"]?.arrayValue?.first?["fields"]?["image"]?["value"]?["downloadURL"]?.stringValue,
             "lookup of \(name) on \(node): \(String(decoding: r.body.prefix(400), as: UTF8.self))")
-        let got = try await cluster.http.send(HTTPClientRequest(method: "GET", url: url.replacingOccurrences(of: "${f}", with: "photo.jpg")))
+        return url.replacingOccurrences(of: "${f}", with: "photo.jpg")
+    }
+
+    /// The record's file as `node` serves it (a lookup there, then its download URL).
+    private func download(_ cluster: ClusterHarness, _ node: String, _ name: String) async throws -> [UInt8] {
+        let got = try await cluster.http.send(HTTPClientRequest(method: "GET", url: try await downloadURL(cluster, node, name)))
         #expect(got.status == 200, "download of \(name) on \(node): \(got.status)")
         return got.body
     }
@@ -90,10 +95,22 @@ struct ClusterAssetTests {
         #expect(SHA256Stream.hex(of: try await download(cluster, next, "p1")) == SHA256Stream.hex(of: first))
         #expect(SHA256Stream.hex(of: try await download(cluster, next, "p2")) == secondChecksum)
 
+        // A download URL signed by the new leader, kept for later.
+        let signedByNext = try await downloadURL(cluster, next, "p2")
+
         // The old leader returns; every node ends with every file, and `verify` finds them all.
         try await cluster.start(leader)
         _ = try await cluster.createRetrying(next, "after")  // a write of the new epoch commits the older frames
         try await cluster.waitConverged()
+        // Every node signs asset URLs with the cluster's key: the URL another node signed (before this one
+        // restarted) works here too, as behind a load balancer; changed by one byte, it is refused.
+        let path = String(signedByNext.drop { $0 != "/" }.dropFirst(2).drop { $0 != "/" })
+        let elsewhere = try await cluster.http.send(HTTPClientRequest(method: "GET", url: cluster.url(leader) + path))
+        #expect(elsewhere.status == 200 && SHA256Stream.hex(of: elsewhere.body) == secondChecksum, "\(elsewhere.status) for \(path)")
+        let token = path.dropLast("/photo.jpg".count)  // …/<payload>.<signature>
+        let forged = token.dropLast() + (token.hasSuffix("A") ? "B" : "A") + "/photo.jpg"
+        let refused = try await cluster.http.send(HTTPClientRequest(method: "GET", url: cluster.url(leader) + forged))
+        #expect(refused.status == 403, "\(refused.status) for a changed signature")
         await cluster.stopAll()
         for node in cluster.names {
             #expect(hasBlob(cluster, node, firstChecksum) && hasBlob(cluster, node, secondChecksum), "\(node) lacks a file")

@@ -2,6 +2,7 @@ import Cloudlet
 import CloudletWire
 import COpenSSL
 import Foundation
+import Synchronization
 
 /// What an asset upload URL, upload receipt or download URL grants, signed so that it cannot be forged or changed:
 /// `base64url(JSON payload) "." base64url(HMAC-SHA256(store secret, payload))` (`docs/assets.md`).
@@ -88,11 +89,18 @@ struct AssetTicket: Sendable, Equatable {
 
 /// Signs and checks ``AssetTicket``s with the store's secret: 32 random bytes in `assets/signing.key` (mode 0600),
 /// made the first time a server serves the store. Whoever holds the file can forge tickets; deleting it revokes
-/// every URL and receipt issued so far.
+/// every URL and receipt issued so far. A node of a cluster signs with a key every node derives from the cluster's
+/// key in etcd instead (``rekey(_:)``, `Server.useAssetSigningKey(_:)`), so that any node takes what another issued.
 final class AssetSigner: Sendable {
-    private let key: [UInt8]
+    private let key: Mutex<[UInt8]>
 
-    init(key: [UInt8]) { self.key = key }
+    init(key: [UInt8]) { self.key = Mutex(key) }
+
+    /// Signs and checks with `key` from now on: what was signed with the previous key is refused.
+    func rekey(_ key: [UInt8]) {
+        precondition(key.count >= 16, "an asset signing key needs at least 128 bits")
+        self.key.withLock { $0 = key }
+    }
 
     /// The signer of the store at `storePath`, creating its secret if it has none.
     convenience init(storePath: String) throws {
@@ -146,7 +154,7 @@ final class AssetSigner: Sendable {
 
     static func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 
-    private func mac(_ data: [UInt8]) -> [UInt8] { Secrets.hmacSHA256(key: key, data) }
+    private func mac(_ data: [UInt8]) -> [UInt8] { Secrets.hmacSHA256(key: key.withLock { $0 }, data) }
 
     static func base64url(_ bytes: [UInt8]) -> String {
         var s = Base64.encode(bytes)

@@ -15,7 +15,10 @@ public struct MessageAuthenticator: Sendable {
     public static func newKey() throws -> String { try Secrets.newToken() }
 
     /// The message with its tag in front.
-    public func seal(_ message: [UInt8]) -> [UInt8] { Secrets.hmacSHA256(key: key, message) + message }
+    public func seal(_ message: [UInt8]) -> [UInt8] { tag(message) + message }
+
+    /// The tag of `message` alone: HMAC-SHA256 under the key (also a way to derive another key from this one).
+    public func tag(_ message: [UInt8]) -> [UInt8] { Secrets.hmacSHA256(key: key, message) }
 
     /// The message, if `sealed` carries a tag made with this key for exactly these bytes; nil otherwise.
     public func open(_ sealed: [UInt8]) -> ArraySlice<UInt8>? {
