@@ -49,4 +49,49 @@ import Testing
         index.apply(.deleteSubscription(carol, id: "d"))
         #expect(!index.hasShared(SchemaKey(carol.database)))
     }
+
+    @Test("candidates come in subscriber-then-ID order, each once, through random saves, moves and deletes (model check)")
+    func candidatesMatchAModelThroughRandomChanges() {
+        var random = SeededRandom(seed: 12)
+        var index = SubscriptionIndex()
+        // The model: every subscription and the bucket it is filed in.
+        var model: [SubscriptionIndex.Entry: (SubscriptionIndex.Key, Subscription)] = [:]
+        let users = ["ann", "bo", "cy", "Dee", "é"]
+        let zones = ["A", "B"]
+        let types = ["Note", "Task"]
+        func pick<T>(_ xs: [T]) -> T { xs[Int(random.next() % UInt64(xs.count))] }
+        for step in 0..<3000 {
+            let who = SubscriberID(database: alice.database, user: pick(users))
+            let id = "s\(random.next() % 40)"
+            if random.next() % 4 == 0 {
+                index.delete(who, id: id)
+                model[SubscriptionIndex.Entry(who: who, id: id)] = nil
+            } else {
+                let sub: Subscription
+                switch random.next() % 4 {
+                case 0: sub = Subscription(id: id, kind: .database)
+                case 1: sub = Subscription(id: id, kind: .zone(ZoneID(zoneName: pick(zones))))
+                case 2: sub = query(id, pick(types))
+                default: sub = query(id, pick(types), zone: pick(zones))
+                }
+                index.save(who, sub)
+                model[SubscriptionIndex.Entry(who: who, id: id)] = (SubscriptionIndex.key(of: sub, in: who.database), sub)
+            }
+            guard step % 50 == 0 else { continue }
+            #expect(index.count == model.count)
+            for zone in zones + ["C"] {
+                for type in types + ["Other"] {
+                    var expected: [(user: String, id: String)] = []
+                    for (entry, (key, _)) in model
+                    where (key.zoneName == nil || key.zoneName == zone) && (key.recordType == nil || key.recordType == type) {
+                        expected.append((entry.who.user, entry.id))
+                    }
+                    expected.sort { a, b in a.user == b.user ? a.id < b.id : a.user < b.user }
+                    let got: [String] = index.candidates(in: alice.database, zoneName: zone, recordType: type).map { c in c.0.user + "/" + c.1.id }
+                    let want: [String] = expected.map { e in e.user + "/" + e.id }
+                    #expect(got == want, "step \(step), \(zone)/\(type)")
+                }
+            }
+        }
+    }
 }

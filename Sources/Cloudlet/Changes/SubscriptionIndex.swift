@@ -21,7 +21,9 @@ struct SubscriptionIndex {
         var id: String
     }
 
-    private(set) var buckets: [Key: [Entry: Subscription]] = [:]
+    /// Each bucket's subscriptions in candidate order — subscriber's user, then ID (one bucket holds one database)
+    /// — so that ``candidates(in:zoneName:recordType:)`` merges at most four sorted lists instead of sorting per event.
+    private(set) var buckets: [Key: [(entry: Entry, sub: Subscription)]] = [:]
     /// Where each subscription is filed, for replacing and deleting it.
     private var filed: [Entry: Key] = [:]
     /// Subscribers in shared databases, per (container, environment): a record of a private database notifies them
@@ -54,7 +56,9 @@ struct SubscriptionIndex {
         let entry = Entry(who: who, id: sub.id)
         if filed[entry] != nil { delete(who, id: sub.id) }
         let key = Self.key(of: sub, in: who.database)
-        buckets[key, default: [:]][entry] = sub
+        var bucket = buckets.removeValue(forKey: key) ?? []
+        bucket.insert((entry, sub), at: Self.position(of: entry, in: bucket))
+        buckets[key] = bucket
         filed[entry] = key
         if who.database.scope == .shared { shared[SchemaKey(who.database), default: 0] += 1 }
     }
@@ -62,9 +66,10 @@ struct SubscriptionIndex {
     /// Removes a subscription (nothing if it is not there).
     mutating func delete(_ who: SubscriberID, id: String) {
         let entry = Entry(who: who, id: id)
-        guard let key = filed.removeValue(forKey: entry) else { return }
-        buckets[key]?[entry] = nil
-        if buckets[key]?.isEmpty == true { buckets[key] = nil }
+        guard let key = filed.removeValue(forKey: entry), var bucket = buckets.removeValue(forKey: key) else { return }
+        let at = Self.position(of: entry, in: bucket)
+        if at < bucket.count, bucket[at].entry == entry { bucket.remove(at: at) }
+        if !bucket.isEmpty { buckets[key] = bucket }
         if who.database.scope == .shared {
             let k = SchemaKey(who.database)
             shared[k, default: 1] -= 1
@@ -85,21 +90,44 @@ struct SubscriptionIndex {
     func hasShared(_ key: SchemaKey) -> Bool { shared[key] != nil }
 
     /// The subscriptions of `database` that a change of a `recordType` record in zone `zoneName` may fire, in a
-    /// stable order (subscriber, then ID).
+    /// stable order (subscriber, then ID): the up to four buckets, each in that order already, merged.
     func candidates(in database: DatabaseID, zoneName: String, recordType: String) -> [(SubscriberID, Subscription)] {
-        var out: [(SubscriberID, Subscription)] = []
+        var lists: [[(entry: Entry, sub: Subscription)]] = []
         for key in [
             Key(database: database), Key(database: database, zoneName: zoneName),
             Key(database: database, recordType: recordType), Key(database: database, zoneName: zoneName, recordType: recordType),
         ] {
-            guard let bucket = buckets[key] else { continue }
-            for (entry, sub) in bucket { out.append((entry.who, sub)) }
+            if let bucket = buckets[key] { lists.append(bucket) }
         }
-        if out.count > 1 {
-            // Every candidate is of `database`: the user and the ID tell them apart.
-            out.sort { a, b in a.0.user == b.0.user ? a.1.id < b.1.id : a.0.user < b.0.user }
+        if lists.count == 1 { return lists[0].map { ($0.entry.who, $0.sub) } }
+        var out: [(SubscriberID, Subscription)] = []
+        out.reserveCapacity(lists.reduce(0) { $0 + $1.count })
+        var next = [Int](repeating: 0, count: lists.count)
+        while true {
+            var best = -1
+            for l in lists.indices where next[l] < lists[l].count {
+                if best < 0 || Self.precedes(lists[l][next[l]].entry, lists[best][next[best]].entry) { best = l }
+            }
+            guard best >= 0 else { return out }
+            let e = lists[best][next[best]]
+            out.append((e.entry.who, e.sub))
+            next[best] += 1
         }
-        return out
+    }
+
+    /// Candidate order within one database: the subscriber's user, then the subscription's ID.
+    private static func precedes(_ a: Entry, _ b: Entry) -> Bool {
+        a.who.user == b.who.user ? a.id < b.id : a.who.user < b.who.user
+    }
+
+    /// Where `entry` is, or would go, in `bucket` (binary search in candidate order).
+    private static func position(of entry: Entry, in bucket: [(entry: Entry, sub: Subscription)]) -> Int {
+        var (low, high) = (0, bucket.count)
+        while low < high {
+            let mid = (low + high) / 2
+            if precedes(bucket[mid].entry, entry) { low = mid + 1 } else { high = mid }
+        }
+        return low
     }
 }
 
