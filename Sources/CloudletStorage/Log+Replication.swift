@@ -209,35 +209,6 @@ extension Log {
         public var frames: [(lsn: UInt64, epoch: UInt64, range: Range<Int>)] = []
     }
 
-    /// Reads one segment forward for ``frames(from:maxBytes:includingUnsynced:)``: a request outside what was read
-    /// last reads `chunk` bytes from there (more for a larger frame, less at the segment's end) in one go.
-    private struct SegmentReader {
-        let log: Log
-        let segment: UInt64
-        let size: UInt64
-        let chunk: Int
-        let includingUnsynced: Bool
-        private(set) var buffer: [UInt8] = []
-        private var start: UInt64 = 0
-
-        init(log: Log, segment: UInt64, size: UInt64, chunk: Int, includingUnsynced: Bool) {
-            self.log = log
-            self.segment = segment
-            self.size = size
-            self.chunk = chunk
-            self.includingUnsynced = includingUnsynced
-        }
-
-        /// Makes bytes `offset..<offset + count` of the segment readable in ``buffer``; returns where they start there.
-        mutating func bytes(at offset: UInt64, count: Int) throws -> Int {
-            if offset >= start, offset + UInt64(count) <= start + UInt64(buffer.count) { return Int(offset - start) }
-            let wanted = min(max(count, chunk), Int(clamping: size - min(offset, size)))
-            buffer = try log.readSegment(segment, offset: offset, count: max(wanted, count), includingUnsynced: includingUnsynced)
-            start = offset
-            return 0
-        }
-    }
-
     /// The durable frames from LSN `lsn` on, verbatim (bytes, LZ4 and CRC32C as stored), at least one frame (when
     /// there is one) and then as many as fit in `maxBytes`. Empty when `lsn` is past the durable end. Throws
     /// `.changeTokenExpired` when `lsn` lies in a compacted prefix (those frames were rewritten or dropped: the
@@ -290,12 +261,14 @@ extension Log {
         // frames in one read, not a read per header and per frame.
         let chunk = min(max(maxBytes, 0), 64 << 20) + FrameHeader.size
         for segment in segments[start...] where segment.lastLSN >= segment.firstLSN {
-            var reader = SegmentReader(log: self, segment: segment.firstLSN, size: segment.size, chunk: chunk, includingUnsynced: includingUnsynced)
+            var reader = SegmentReader(path: segment.path, size: segment.size, window: chunk) { [self] offset, count in
+                try readSegment(segment.firstLSN, offset: offset, count: count, includingUnsynced: includingUnsynced)
+            }
             // Frame by frame (durable bytes only, unless `includingUnsynced`); headers of the frames before `lsn` are
             // walked to skip them, unless a hint says where frame `lsn` starts.
             var offset = UInt64(SegmentHeader.size)
             if let h = useHint, h.segment == segment.firstLSN, h.offset < segment.size,
-                let at = try? reader.bytes(at: h.offset, count: FrameHeader.size),
+                let at = try? reader.load(h.offset, count: FrameHeader.size),
                 case .success(let header) = FrameHeader.check(reader.buffer, at: at, available: Int(clamping: segment.size - h.offset)),
                 header.lsn == lsn
             {
@@ -303,7 +276,7 @@ extension Log {
             }
             useHint = nil
             while offset < segment.size {
-                let at = try reader.bytes(at: offset, count: min(FrameHeader.size, Int(clamping: segment.size - offset)))
+                let at = try reader.load(offset, count: FrameHeader.size)
                 func corrupt(_ reason: String) -> CloudletError { .corruption(segment: segment.path, offset: offset, reason) }
                 let header: FrameHeader
                 switch FrameHeader.check(reader.buffer, at: at, available: Int(clamping: segment.size - offset)) {
@@ -316,7 +289,7 @@ extension Log {
                     hintNext(segment.firstLSN, offset)
                     return batch
                 }
-                let start = try reader.bytes(at: offset, count: header.frameLength)
+                let start = try reader.load(offset, count: header.frameLength)
                 if let defect = header.checkBody(reader.buffer, at: start) { throw corrupt(defect.reason) }
                 guard header.lsn == batch.lastLSN + 1 else {
                     throw corrupt("frame has LSN \(header.lsn) where \(batch.lastLSN + 1) was expected")

@@ -1,25 +1,47 @@
 import CloudletCore
 
-/// Reads a segment file through a window of at least 1 MiB, so that scanning many small frames costs few `pread`s;
-/// checks frames the way every reader of the log must (``FrameHeader``).
+/// Reads a segment forward through a window (1 MiB for a file, or what the caller chooses), so that scanning many
+/// small frames costs few reads; checks frames the way every reader of the log must (``FrameHeader``). The bytes
+/// come from a segment file (recovery, repair, the walker) or from any bounded read of one — a live log's
+/// ``Log/readSegment(_:offset:count:includingUnsynced:)``, which serves followers (``Log/frames(from:maxBytes:includingUnsynced:reader:)``).
 struct SegmentReader {
     static let window = 1 << 20
 
-    let file: any File
     let path: String
-    /// The file's size when the reader was made.
+    /// The segment's size when the reader was made (or the part of it that may be read).
     let size: UInt64
-    /// The bytes read last; ``load(_:count:)`` says where in it an offset of the file is.
+    /// Bytes read at once, at least.
+    let window: Int
+    /// The bytes read last; ``load(_:count:)`` says where in it an offset of the segment is.
     private(set) var buffer: [UInt8] = []
     private var bufferStart: UInt64 = 0
+    private let read: (_ offset: UInt64, _ count: Int) throws -> [UInt8]
+    private let prefetch: ((_ offset: UInt64, _ count: Int) -> Void)?
 
+    /// A reader of the segment file `file` (its size now), with read-ahead.
     init(file: any File, path: String) throws {
-        self.file = file
-        self.path = path
+        let size: UInt64
         do { size = try file.size() } catch { throw CloudletError.io(error, "reading the size of segment \(path)") }
+        self.init(path: path, size: size, window: Self.window, prefetch: { file.prefetch(at: $0, count: $1) }) { offset, count in
+            do throws(FileSystemError) { return try file.read(at: offset, count: count) } catch {
+                throw CloudletError.io(error, "reading segment \(path) at offset \(offset)")
+            }
+        }
     }
 
-    /// Makes the file's bytes `offset ..< offset + count` (cut at end of file) available in ``buffer`` and returns
+    /// A reader of `size` bytes of a segment that `read` gives (its errors passed on as they are).
+    init(
+        path: String, size: UInt64, window: Int, prefetch: ((UInt64, Int) -> Void)? = nil,
+        read: @escaping (_ offset: UInt64, _ count: Int) throws -> [UInt8]
+    ) {
+        self.path = path
+        self.size = size
+        self.window = max(window, 1)
+        self.prefetch = prefetch
+        self.read = read
+    }
+
+    /// Makes the segment's bytes `offset ..< offset + count` (cut at its end) available in ``buffer`` and returns
     /// the index of `offset` in it.
     mutating func load(_ offset: UInt64, count: Int) throws -> Int {
         precondition(offset <= size, "read past the end of a segment")
@@ -27,12 +49,10 @@ struct SegmentReader {
         if offset >= bufferStart && offset + UInt64(count) <= bufferStart + UInt64(buffer.count) {
             return Int(offset - bufferStart)
         }
-        let want = Int(min(UInt64(max(count, Self.window)), size - offset))
-        do { buffer = try file.read(at: offset, count: want) } catch {
-            throw CloudletError.io(error, "reading segment \(path) at offset \(offset)")
-        }
+        let want = Int(min(UInt64(max(count, window)), size - offset))
+        buffer = try read(offset, want)
         // Scans go forward: let the disk fetch the next windows while this one is checked.
-        if offset + UInt64(want) < size { file.prefetch(at: offset + UInt64(want), count: 4 * Self.window) }
+        if let prefetch, offset + UInt64(want) < size { prefetch(offset + UInt64(want), 4 * window) }
         bufferStart = offset
         guard buffer.count >= count else {
             throw CloudletError(.io, "segment \(path) shrank while being read: \(buffer.count) bytes at offset \(offset)")
