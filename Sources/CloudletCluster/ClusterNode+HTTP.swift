@@ -48,7 +48,8 @@ extension ClusterNode {
     }
 
     static func isWrite(_ path: String) -> Bool {
-        path.hasSuffix("/modify") || path.hasSuffix("/assets/upload")
+        // `assets/rereference` too: it restarts the file's grace window where the save will check the file.
+        path.hasSuffix("/modify") || path.hasSuffix("/assets/upload") || path.hasSuffix("/assets/rereference")
     }
 
     private func receive(_ request: HTTPRequest) -> HTTPResponse {

@@ -80,6 +80,8 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
         /// Own frames whose outcome became unknown, with why.
         var abandoned: [UInt64: String] = [:]
         var reportedDurable: UInt64 = 0
+        /// The progress line of a catch-up (``CatchUpProgress``).
+        var catchUp = CatchUpProgress()
         var progress: [NodeID: LogEnd] = [:]
         /// Set once a truncation was asked for: nothing more is appended until the node restarts.
         var stopped = false
@@ -237,12 +239,19 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
 
     private func reportDurable() {
         let durable = log.durableLSN
-        let moved = state.withLock { s -> Bool in
-            guard durable > s.reportedDurable else { return false }
+        let now = node.now()
+        let name = id == Catalog.logPartition ? "catalog" : "partition \(id)"
+        let (moved, line) = state.withLock { s -> (Bool, String?) in
+            guard durable > s.reportedDurable else { return (false, nil) }
             s.reportedDurable = durable
-            return true
+            // A follower far behind the leader's published end says how its catch-up goes.
+            guard case .follower = s.replica.role, let leader = s.replica.leaderKey, let end = s.progress[leader.node] else {
+                return (true, nil)
+            }
+            return (true, s.catchUp.note(log: name, durable: durable, leaderEnd: end.lsn, leader: leader.node.name, now: now))
         }
-        if moved { feed(.durable(lsn: durable, now: node.now())) }
+        if let line { ServerLog.note(line) }
+        if moved { feed(.durable(lsn: durable, now: now)) }
     }
 
     /// The partition's keys as etcd holds them now.

@@ -365,4 +365,67 @@ import FoundationNetworking
             #expect(try await Self.send("GET", url).status == 404)
         }
     }
+
+    // MARK: - assets/rereference
+
+    @Test func rereferencedAssetsGoIntoAnotherRecordWithoutAnUploadAndOnlyForTheirCaller() async throws {
+        try await withServer { s in
+            let content = bytes(300_000, seed: 31)
+            let up = try await upload(s, content)
+            #expect(try await savePhoto(s, "orig", assetJSON: up.json).records.first?["serverErrorCode"] == nil)
+            let a = try await upload(s, [1, 2, 3], field: "pages")
+            let b = try await upload(s, [4, 5], field: "pages")
+            let al = try await savePhoto(s, "al", assetJSON: "[\(a.json),\(b.json)]", field: "pages", type: "ASSET_LIST")
+            #expect(al.records.first?["serverErrorCode"] == nil, "\(al)")
+
+            let r = try await HTTP.post(
+                s.url("assets/rereference"),
+                #"{"assets":[{"recordName":"orig","fieldName":"image"},{"recordName":"al","fieldName":"pages"},"#
+                    + #"{"recordName":"nope","fieldName":"image"},{"recordName":"orig","fieldName":"title"}]}"#)
+            #expect(r.status == 200, "\(r)")
+            let items = r.json["assets"]?.arrayValue ?? []
+            #expect(items.count == 5, "\(r)")
+            guard items.count == 5 else { return }
+            // The single field's asset: its checksum and size, a receipt, and a download URL of the same bytes.
+            #expect(items[0]["recordName"]?.stringValue == "orig" && items[0]["fieldName"]?.stringValue == "image")
+            #expect(items[0]["fileChecksum"]?.stringValue == up.checksum && items[0]["size"]?.int64Value == Int64(content.count))
+            let url = try #require(items[0]["downloadURL"]?.stringValue).replacingOccurrences(of: "${f}", with: "x")
+            #expect(try await Self.send("GET", url).body == content)
+            // The list's members, in order, each with its index.
+            #expect(items[1]["fileChecksum"]?.stringValue == a.checksum && items[1]["index"]?.int64Value == 0)
+            #expect(items[2]["fileChecksum"]?.stringValue == b.checksum && items[2]["index"]?.int64Value == 1)
+            // A record that is not there, a field that holds no asset: per-item errors.
+            #expect(items[3]["recordName"]?.stringValue == "nope" && items[3]["serverErrorCode"]?.stringValue == "NOT_FOUND", "\(r)")
+            #expect(items[4]["serverErrorCode"]?.stringValue == "BAD_REQUEST", "\(r)")
+            #expect(items[4]["reason"]?.stringValue?.contains("'title'") == true, "\(r)")
+
+            // The receipt puts the file into another record's field of another name — no upload.
+            let receipt = try #require(items[0]["receipt"]?.stringValue)
+            let value = #"{"fileChecksum":"\#(up.checksum)","size":\#(content.count),"receipt":"\#(receipt)"}"#
+            let copy = try await savePhoto(s, "copy", assetJSON: value, field: "cover")
+            #expect(copy.records.first?["serverErrorCode"] == nil, "\(copy)")
+            let copied = try #require(downloadURL(try await lookup(s, "copy").records.first, field: "cover"))
+            #expect(try await Self.send("GET", copied).body == content)
+            #expect(try await s.store.assetStatistics().files == 3, "the copy takes no space of its own")
+            // With the original gone, the copy keeps the file.
+            let deleted = try await HTTP.post(
+                s.url("records/modify"), #"{"operations":[{"operationType":"forceDelete","record":{"recordName":"orig"}}]}"#)
+            #expect(deleted.status == 200, "\(deleted)")
+            #expect(try await s.store.collectAssetGarbage(gracePeriod: -10).deletedFiles == 0)
+            #expect(try await Self.send("GET", copied).body == content)
+
+            // Bob cannot rereference Alice's records (his database has no such record), nor use her receipt.
+            let his = try await HTTP.post(
+                s.url("assets/rereference", as: "bob"), #"{"assets":[{"recordName":"copy","fieldName":"cover"}]}"#)
+            #expect(his.json["assets"]?.arrayValue?.first?["serverErrorCode"]?.stringValue == "NOT_FOUND", "\(his)")
+            let stolen = try await savePhoto(s, "stolen", assetJSON: value, as: "bob")
+            #expect(stolen.records.first?["serverErrorCode"]?.stringValue == "ACCESS_DENIED", "\(stolen)")
+
+            // Requests that name nothing, or leave out a field's name, are refused whole, naming what is missing.
+            let empty = try await HTTP.post(s.url("assets/rereference"), #"{"assets":[]}"#)
+            #expect(empty.status == 400 && empty.json["serverErrorCode"]?.stringValue == "BAD_REQUEST", "\(empty)")
+            let unnamed = try await HTTP.post(s.url("assets/rereference"), #"{"assets":[{"recordName":"copy"}]}"#)
+            #expect(unnamed.status == 400 && unnamed.json["reason"]?.stringValue?.contains("assets[0].fieldName") == true, "\(unnamed)")
+        }
+    }
 }

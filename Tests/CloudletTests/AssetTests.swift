@@ -186,6 +186,33 @@ import Testing
         try await store.close()
     }
 
+    @Test("refreshing a blob (assets/rereference) starts its grace window again, and a sweep under way keeps it")
+    func refreshingABlobStartsItsGraceWindowAgain() async throws {
+        let dir = TempDir()
+        let store = try await openStore(dir)
+        let blob = try store.assets.importBytes([7, 7, 7])
+        let path = store.assets.path(of: blob.checksum)
+        // An hour old, unreferenced: a collection with a 10-minute grace window would take it…
+        var old = [timespec(tv_sec: time(nil) - 3600, tv_nsec: 0), timespec(tv_sec: time(nil) - 3600, tv_nsec: 0)]
+        #expect(utimensat(AT_FDCWD, path, &old, 0) == 0)
+        // …but it was refreshed: its window starts now.
+        #expect(store.assets.refresh(blob.checksum))
+        #expect(try store.assets.collect(referenced: { [] }, cutoff: Date().timeIntervalSince1970 - 600).deleted == 0)
+        // Refreshed while a sweep is between taking the references and deleting: kept too.
+        #expect(utimensat(AT_FDCWD, path, &old, 0) == 0)
+        let report = try store.assets.collect(
+            referenced: {
+                #expect(store.assets.refresh(blob.checksum))
+                #expect(utimensat(AT_FDCWD, path, &old, 0) == 0)  // even if its time were old again
+                return []
+            }, cutoff: Date().timeIntervalSince1970 - 600)
+        #expect(report.deleted == 0 && store.assets.exists(blob.checksum))
+        // Not refreshed, it goes; and a blob the store lacks cannot be refreshed.
+        #expect(try store.assets.collect(referenced: { [] }, cutoff: Date().timeIntervalSince1970 - 600).deleted == 1)
+        #expect(!store.assets.refresh(blob.checksum))
+        try await store.close()
+    }
+
     @Test func collectionsAtTheSameTimeTakeTurns() async throws {
         let dir = TempDir()
         let store = try await openStore(dir)

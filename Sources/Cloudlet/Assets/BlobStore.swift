@@ -303,6 +303,20 @@ package final class BlobStore: Sendable {
         state.withLock { st in st.unsynced.subtract(pending) }
     }
 
+    /// Starts the blob's grace window again, as uploading its bytes again would (`assets/rereference` hands out a
+    /// receipt for it): its modification time becomes now, and a sweep under way keeps it. False when the store
+    /// has no such blob.
+    package func refresh(_ checksum: String) -> Bool {
+        guard Self.isChecksum(checksum) else { return false }
+        return state.withLock { st in
+            st.touched?.insert(checksum)
+            let path = path(of: checksum)
+            guard fileSystem.fileExists(path) else { return false }
+            Self.touch(path)
+            return true
+        }
+    }
+
     /// Sets the file's modification time to now (`utimensat`; the file-system seam has no times).
     private static func touch(_ path: String) { _ = utimensat(AT_FDCWD, path, nil, 0) }
 

@@ -190,6 +190,7 @@ final class APIRouter: Sendable {
         case .tokensCreate: return try courier.createToken(context, request: request)
         case .tokensRegister: return try courier.registerToken(context, request: request)
         case .assetsUpload: return try assets.uploadURLs(context)
+        case .assetsRereference: return try assets.rereference(context)
         case .recordsResolve: return try SharesHandler(context: context).resolve()
         case .recordsAccept: return try SharesHandler(context: context).accept()
         default: preconditionFailure("\(op) is not a database operation")

@@ -26,6 +26,7 @@ enum Route: String, CaseIterable, Sendable {
     case tokensRegister = "tokens/register"
     /// Upload URLs for asset fields.
     case assetsUpload = "assets/upload"
+    case assetsRereference = "assets/rereference"
     /// Share metadata by short GUID (public database).
     case recordsResolve = "records/resolve"
     /// Accepts shares by short GUID (public database).
@@ -68,7 +69,7 @@ enum Route: String, CaseIterable, Sendable {
         .recordsModify, .recordsLookup, .recordsQuery, .recordsCount, .zonesList, .zonesLookup, .zonesModify,
         .usersCaller, .usersCurrent, .usersDiscover, .usersLookupEmail, .usersLookupID, .usersLookupContacts, .changesZone, .changesDatabase, .recordsChanges, .zonesChanges,
         .subscriptionsList, .subscriptionsLookup, .subscriptionsModify, .tokensCreate, .tokensRegister, .assetsUpload,
-        .recordsResolve, .recordsAccept,
+        .assetsRereference, .recordsResolve, .recordsAccept,
     ]
 
     /// The operation named by the path after the database segment (`records/modify`), if we serve it.
@@ -91,6 +92,7 @@ enum Route: String, CaseIterable, Sendable {
     /// Whether the operation changes data (a public-database write needs a signed-in user).
     var isWrite: Bool {
         self == .recordsModify || self == .zonesModify || self == .subscriptionsModify || self == .assetsUpload
+            || self == .assetsRereference
     }
 
     /// `users/*`: about users, so for a signed-in user.

@@ -62,7 +62,8 @@ final class AssetTransfer: Sendable {
     }
 
     /// The rule `records/modify` saves assets under: an asset with a receipt needs a genuine, unexpired one issued
-    /// to this caller for this database, zone, record type and field and for these bytes; an asset without one
+    /// to this caller for this database, zone, record type and field (an `assets/rereference` receipt: any field of
+    /// the database) and for these bytes; an asset without one
     /// must be the one the record's field already holds (a record fetched and saved back).
     func receiptRule(_ context: RequestContext) -> AssetRule {
         let expected = ticket(.receipt, context)
@@ -91,7 +92,9 @@ final class AssetTransfer: Sendable {
                     "\(what): the asset receipt was issued to '\(t.user)' for the \(t.database) database of \(t.container) "
                         + "(\(t.environment)), not to this caller and database")
             }
-            guard t.zone == use.recordID.zoneID.zoneName, t.recordType == use.recordType, t.field == use.field,
+            // A receipt of `assets/rereference` names no field: the file may go into any asset field of the database.
+            let anyField = t.field.isEmpty && t.recordType.isEmpty
+            guard anyField || (t.zone == use.recordID.zoneID.zoneName && t.recordType == use.recordType && t.field == use.field),
                 t.recordName.isEmpty || t.recordName == use.recordID.recordName
             else {
                 throw CloudletError.invalid(
@@ -126,13 +129,7 @@ final class AssetTransfer: Sendable {
         for (i, json) in tokens.enumerated() {
             let path = "tokens[\(i)]"
             let o = try json.requireObject(at: path)
-            guard let type = try o.string("recordType", at: path), !type.isEmpty else {
-                throw APIError.badRequest("\(path).recordType is missing")
-            }
-            guard let field = try o.string("fieldName", at: path), !field.isEmpty else {
-                throw APIError.badRequest("\(path).fieldName is missing")
-            }
-            requested.append((try o.string("recordName", at: path), type, field))
+            requested.append((try o.string("recordName", at: path), try Self.name("recordType", of: o, at: path), try Self.name("fieldName", of: o, at: path)))
         }
         var out = JSONWriter()
         out.object { w in
@@ -154,6 +151,12 @@ final class AssetTransfer: Sendable {
             }
         }
         return out.bytes
+    }
+
+    /// The non-empty string `key` of a request item at `path`. - Throws: `BAD_REQUEST` naming `path.key`.
+    static func name(_ key: String, of item: [String: JSONValue], at path: String) throws -> String {
+        guard let value = try item.string(key, at: path), !value.isEmpty else { throw APIError.badRequest("\(path).\(key) is missing") }
+        return value
     }
 
     // MARK: - Upload
