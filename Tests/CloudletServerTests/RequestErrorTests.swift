@@ -101,8 +101,8 @@ import Testing
         Case(name: "JSON nested 64 deep (parsed, then refused as a record)", path: { $0.url("records/modify") },
              body: #"{"operations":[{"operationType":"create","record":{"recordName":"deep","recordType":"Note","fields":{"f":{"value":\#(String(repeating: "[", count: 58))1\#(String(repeating: "]", count: 58))}}}}]}"#,
              status: 400, code: "BAD_REQUEST", reasonContains: "a list cannot contain a list"),
-        Case(name: "an operation we do not serve", path: { $0.url("assets/rereference") }, body: "{}", status: 404,
-             code: "NOT_FOUND", reasonContains: "'assets/rereference' is not supported"),
+        Case(name: "an operation we do not serve", path: { $0.url("assets/download") }, body: "{}", status: 404,
+             code: "NOT_FOUND", reasonContains: "'assets/download' is not supported"),
         Case(name: "a path outside the API", path: { "\($0.server.url)/nothing/here" }, body: "{}", status: 404,
              code: "NOT_FOUND", reasonContains: "no endpoint at '/nothing/here'"),
     ]
