@@ -43,6 +43,28 @@ import Testing
         }
     }
 
+    /// The token cache is keyed by the token's text: once a token is cached, one that differs from it (a character
+    /// changed, added or dropped) still gets the store's answer, and the same token spelled with percent-escapes is
+    /// the same token.
+    @Test func aCachedTokenMatchesOnlyItself() async throws {
+        let s = try live
+        let body = #"{"records":[]}"#
+        #expect(try await HTTP.post(s.url("records/lookup"), body).status == 200)  // both tokens cached now
+        let (api, web) = (s.apiToken, s.alice.token)
+        func changed(_ t: String) -> String { String(t.dropLast()) + (t.last == "0" ? "1" : "0") }
+        for bad in [changed(api), String(api.dropLast()), api + "0", String(api.dropFirst()), api.uppercased()] {
+            let r = try await HTTP.post(s.url("records/lookup", apiToken: bad), body)
+            #expect(r.status == 401 && r.serverErrorCode == "AUTHENTICATION_FAILED" && r.reason.contains("ckAPIToken"), "\(bad): \(r)")
+        }
+        for bad in [changed(web), String(web.dropLast()), web + "0", String(web.dropFirst()), web.uppercased()] {
+            let r = try await HTTP.post(s.url("records/lookup", as: bad), body)
+            #expect(r.status == 401 && r.serverErrorCode == "AUTHENTICATION_FAILED" && r.reason.contains("ckWebAuthToken"), "\(bad): \(r)")
+        }
+        let escaped = { (t: String) in t.utf8.map { String(format: "%%%02X", $0) }.joined() }
+        let r = try await HTTP.post(s.url("records/lookup", as: escaped(web), apiToken: escaped(api)), body)
+        #expect(r.status == 200, "\(r)")
+    }
+
     @Test(arguments: [
         ("records/lookup", "private", #"{"records":[]}"#), ("zones/list", "private", "{}"), ("records/lookup", "shared", #"{"records":[]}"#),
         ("records/modify", "public", #"{"operations":[]}"#), ("zones/modify", "public", #"{"operations":[]}"#),

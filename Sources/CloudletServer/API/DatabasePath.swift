@@ -23,28 +23,30 @@ struct DatabasePath: Sendable {
     /// Parses a path that starts with ``prefix``. - Throws: `BAD_REQUEST` naming the segment that is wrong (the
     /// container's syntax is the engine's to check).
     init(_ path: String) throws {
-        // Split by UTF-8 bytes: by `Character`, the split cost ~30 k instructions a request (callgrind).
-        let parts = path.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).dropFirst(2)
-            .map { Substring($0) }[...]  // after "", "database"
-        guard parts.count >= 5 else {
+        // Segment by segment over the UTF-8 bytes: by `Character` the split cost ~30 k instructions a request
+        // (callgrind), and an array of the slices ~1 % of a lookup's server CPU (perf).
+        var segments = Segments(rest: path.utf8[...])
+        _ = segments.next()  // "" before the first slash
+        _ = segments.next()  // "database"
+        let version = segments.next(), container = segments.next(), env = segments.next()
+        let databaseStart = segments.rest.startIndex
+        let db = segments.next()
+        // At least one segment after the database's: what is left is the operation.
+        guard let version, let container, let env, let db, !segments.ended else {
             throw APIError.badRequest(
                 "path '\(path)' is incomplete: expected /database/1/{container}/{environment}/{database}/{operation}")
         }
-        var it = parts.makeIterator()
-        let version = it.next()!
         guard version == "1" else {
             throw APIError.badRequest("protocol version '\(version)' in the path is not supported; use /database/1/")
         }
-        container = String(it.next()!)  // validated by CloudletStore.container(_:)
-        let env = it.next()!
+        self.container = String(container)  // validated by CloudletStore.container(_:)
         guard let e = Environment(rawValue: String(env)) else {
             throw APIError.badRequest("environment '\(env)' is not 'development' or 'production'")
         }
         environment = e
-        let db = it.next()!
         if db == "tokens" {
             scope = .private
-            operation = String(Substring(path.utf8[parts[parts.startIndex + 3].startIndex...]))
+            operation = String(Substring(path.utf8[databaseStart...]))
             return
         }
         guard let s = DatabaseScope(rawValue: String(db)) else {
@@ -52,6 +54,25 @@ struct DatabasePath: Sendable {
         }
         scope = s
         // The rest of the path as it is (its segments joined again cost ~2 % of a lookup's CPU, perf).
-        operation = String(Substring(path.utf8[parts[parts.startIndex + 4].startIndex...]))
+        operation = String(Substring(segments.rest))
+    }
+
+    /// The segments of a path, one by one. A struct, not a nested function: captured variables put the state in a
+    /// heap box behind dynamic exclusivity checks, which cost more than the split it replaces (perf).
+    private struct Segments {
+        var rest: Substring.UTF8View
+        /// The last segment was returned: nothing is left, not even an empty segment.
+        var ended = false
+
+        /// The next segment (empty between two slashes, or after a trailing one), nil once none is left.
+        mutating func next() -> Substring? {
+            guard !ended else { return nil }
+            guard let slash = rest.firstIndex(of: UInt8(ascii: "/")) else {
+                ended = true
+                return Substring(rest)
+            }
+            defer { rest = rest[rest.index(after: slash)...] }
+            return Substring(rest[..<slash])
+        }
     }
 }
