@@ -13,7 +13,7 @@ struct SegmentReader {
     private(set) var buffer: [UInt8] = []
     private var bufferStart: UInt64 = 0
     /// Whether reads go through the 1 MiB window and prefetch the next ones (a scan), or read just what is asked
-    /// (`headerOnly`: an open that checks the headers of segments it does not replay reads 64 bytes of each, not
+    /// (`headerOnly`: an open that checks the headers of segments it does not replay reads 48 bytes of each, not
     /// 1 MiB plus 4 MiB of read-ahead — at 10 M records, 60 segments).
     private let scanning: Bool
 

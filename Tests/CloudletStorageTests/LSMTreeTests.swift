@@ -460,6 +460,42 @@ struct LSMTreeTests {
         reopened.close()
     }
 
+    @Test("a flush with waitForMerges false (a partition's last, at close) returns with level 0 at its stop trigger")
+    func closingFlushDoesNotWait() throws {
+        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
+        var configuration = smallConfiguration(background: true)
+        configuration.level0MergeTrigger = 2
+        configuration.level0StopTrigger = 3
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration)
+        func memtable(_ round: Int) -> Memtable {
+            var m = Memtable()
+            for i in 0..<50 { m.put(Array("k\(i)".utf8), [UInt8(round)], sequence: UInt64(round * 100 + i + 1)) }
+            return m
+        }
+        try tree.flush(memtable(1), logPosition: [1])
+        // The merge that the second flush starts writes the next file number after that flush's run: hold its
+        // fdatasync, so that level 0 stays where the flushes leave it.
+        let first = try #require(tree.runs.first?.fileNumber)
+        let held = SortedRunFile.name(first + 2)
+        fs.stallFdatasync(matching: { $0.contains(held) })
+        try tree.flush(memtable(2), logPosition: [2])
+        var polls = 0
+        while fs.stalledFdatasyncCalls == 0, polls < 20_000 {
+            usleep(1000)
+            polls += 1
+        }
+        try #require(fs.stalledFdatasyncCalls == 1, "the merge of level 0 is held")
+        try tree.flush(memtable(3), logPosition: [3], waitForMerges: false)  // would wait for the held merge otherwise
+        #expect(tree.runs.filter { $0.level == 0 }.count == 3, "returned at the stop trigger")
+        #expect(tree.logPosition == [3])
+        fs.resumeFdatasync()
+        tree.close()
+        #expect(tree.backgroundError == nil)
+        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        #expect(try reopened.get(Array("k7".utf8)) == [3])
+        reopened.close()
+    }
+
     @Test("background merges keep the data intact and report no error", arguments: ["posix", "memory"])
     func background(fileSystemKind: String) throws {
         let (fs, dir, temp) = testFileSystem(fileSystemKind)
