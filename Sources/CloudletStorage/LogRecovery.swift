@@ -92,7 +92,7 @@ struct LogRecovery {
         for i in 0..<start.index {
             let file = try openSegment(files[i].path, writable: false)
             defer { try? file.close() }
-            var reader = try SegmentReader(file: file, path: files[i].path)
+            var reader = try SegmentReader(file: file, path: files[i].path, headerOnly: true)
             guard
                 case .valid(let header) = try checkHeader(
                     &reader, firstLSN: files[i].lsn, generation: files[i].generation, marker: layout.marker,

@@ -34,6 +34,7 @@ public final class FaultInjectingFileSystem: FileSystem {
         var fdatasyncCallsByPath: [String: Int] = [:]
         var writeCalls = 0
         var directorySyncCalls = 0
+        var bytesReadByPath: [String: Int] = [:]
     }
 
     /// The file system underneath, where the bytes really go.
@@ -128,6 +129,8 @@ public final class FaultInjectingFileSystem: FileSystem {
     public func fdatasyncCount(of path: String) -> Int { faults.withLock { $0.fdatasyncCallsByPath[path] ?? 0 } }
     /// How many pwrite calls went through this wrapper (failed ones included).
     public var writeCount: Int { faults.withLock { $0.writeCalls } }
+    /// Bytes read (pread) from the file at `path` through this wrapper.
+    public func bytesRead(of path: String) -> Int { faults.withLock { $0.bytesReadByPath[path] ?? 0 } }
 
     /// `fsyncDirectory` calls so far (counted whether or not a fault is armed).
     public var directorySyncCount: Int { faults.withLock { $0.directorySyncCalls } }
@@ -214,7 +217,9 @@ final class FaultyFile: File {
     var path: String { base.path }
 
     func pread(into buffer: UnsafeMutableRawBufferPointer, at offset: UInt64) throws(FileSystemError) -> Int {
-        try base.pread(into: buffer, at: offset)
+        let n = try base.pread(into: buffer, at: offset)
+        fileSystem.faults.withLock { $0.bytesReadByPath[path, default: 0] += n }
+        return n
     }
 
     func pwrite(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(FileSystemError) {

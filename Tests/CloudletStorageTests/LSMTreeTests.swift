@@ -380,6 +380,122 @@ struct LSMTreeTests {
         tree.close()
     }
 
+    @Test("a merge's output runs grow with the level they go to: targetRunSize at level 1, times the multiplier a level")
+    func runSizePerLevel() throws {
+        var configuration = smallConfiguration()
+        configuration.targetRunSizeMultiplier = 4
+        configuration.maxTargetRunSize = 40 << 10
+        let targets: [UInt64] = (1...5).map { configuration.targetRunSize(level: $0) }
+        let expected: [UInt64] = [4 << 10, 16 << 10, 40 << 10, 40 << 10, 40 << 10]
+        #expect(targets == expected)
+        let tree = try LSMTree(directory: "/tree", fileSystem: InMemoryFileSystem(), configuration: configuration)
+        var rng = SeededRandom(seed: SeededRandom.testSeed())
+        var sequence: UInt64 = 0
+        for round in 0..<40 {
+            for _ in 0..<100 {
+                sequence += 1
+                try tree.put(randomKey(&rng, maxLength: 8), randomBytes(40, &rng), sequence: sequence)
+            }
+            try tree.flush(logPosition: [UInt8(round)])
+            try tree.mergeUntilIdle()
+        }
+        let levels = Set(tree.runs.map(\.level)).filter { $0 >= 1 }
+        #expect(levels.count >= 2, "\(tree.statistics.runsPerLevel) runs per level")
+        // A run is closed once its data reach its level's target; its index and filter come on top.
+        for run in tree.runs where run.level >= 1 {
+            let target = configuration.targetRunSize(level: run.level)
+            #expect(run.fileSize <= target + target / 4 + 1024, "level \(run.level)")
+        }
+        let deeper = tree.runs.filter { $0.level >= 2 }.map(\.fileSize).max() ?? 0
+        #expect(deeper > 2 * configuration.targetRunSize(level: 1), "level 2 runs are larger than level 1's")
+        tree.close()
+    }
+
+    @Test("close abandons a rate-limited merge under way: nothing of it is installed or left behind, the data intact")
+    func closeAbandonsMerge() throws {
+        let fs = InMemoryFileSystem()
+        var configuration = smallConfiguration(background: true)
+        configuration.level0MergeTrigger = 2
+        configuration.level0StopTrigger = 100
+        configuration.mergeBytesPerSecond = 1  // a merge between levels ≥ 1 would take hours
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration)
+        var model: [[UInt8]: [UInt8]] = [:]
+        var rng = SeededRandom(seed: SeededRandom.testSeed())
+        for round in 0..<4 {
+            for i in 0..<150 {
+                let key = Array("k\(round)-\(i)".utf8)
+                let value = randomBytes(40, &rng)  // incompressible: level 1 ends up well over its 12 KiB
+                try tree.put(key, value, sequence: UInt64(round * 1000 + i + 1))
+                model[key] = value
+            }
+            try tree.flush(logPosition: [UInt8(round)])
+        }
+        // Level 1 (over its 12 KiB budget) starts merging into level 2: wait until its first output file (a
+        // `.run.tmp` while it is written) exists.
+        func strayRuns() throws -> [String] {
+            let live = Set(tree.runs.map { SortedRunFile.name($0.fileNumber) })
+            return try fs.listDirectory("/tree").filter { name in
+                name.hasSuffix(".run.tmp") || (SortedRunFile.number(fileName: name) != nil && !live.contains(name))
+            }
+        }
+        // (Level 0 first: once it is empty, every merge that starts is held by the limit.)
+        var polls = 0
+        func mergeUnderWay() throws -> Bool { try !tree.runs.contains(where: { $0.level == 0 }) && !strayRuns().isEmpty }
+        while try !mergeUnderWay(), polls < 20_000 {
+            usleep(1000)
+            polls += 1
+        }
+        let listing = try fs.listDirectory("/tree")
+        try #require(try !strayRuns().isEmpty, "a merge of level 1 into level 2 is under way (bytes per level \(tree.statistics.bytesPerLevel), files \(listing))")
+        let before = tree.runs
+        let merges = tree.statistics.merges
+        tree.close()  // returns although the merge is far from done (the test would hang otherwise)
+        #expect(tree.backgroundError == nil, "an abandoned merge is not an error")
+        #expect(tree.statistics.merges == merges, "the merge was not installed")
+        #expect(tree.runs == before)
+        #expect(try strayRuns().isEmpty, "the abandoned merge's output was deleted")
+        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        #expect(reopened.runs == before)
+        #expect(Dictionary(uniqueKeysWithValues: try reopened.scan().map { ($0.key, $0.value) }) == model)
+        reopened.close()
+    }
+
+    @Test("a flush with waitForMerges false (a partition's last, at close) returns with level 0 at its stop trigger")
+    func closingFlushDoesNotWait() throws {
+        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
+        var configuration = smallConfiguration(background: true)
+        configuration.level0MergeTrigger = 2
+        configuration.level0StopTrigger = 3
+        let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration)
+        func memtable(_ round: Int) -> Memtable {
+            var m = Memtable()
+            for i in 0..<50 { m.put(Array("k\(i)".utf8), [UInt8(round)], sequence: UInt64(round * 100 + i + 1)) }
+            return m
+        }
+        try tree.flush(memtable(1), logPosition: [1])
+        // The merge that the second flush starts writes the next file number after that flush's run: hold its
+        // fdatasync, so that level 0 stays where the flushes leave it.
+        let first = try #require(tree.runs.first?.fileNumber)
+        let held = SortedRunFile.name(first + 2)
+        fs.stallFdatasync(matching: { $0.contains(held) })
+        try tree.flush(memtable(2), logPosition: [2])
+        var polls = 0
+        while fs.stalledFdatasyncCalls == 0, polls < 20_000 {
+            usleep(1000)
+            polls += 1
+        }
+        try #require(fs.stalledFdatasyncCalls == 1, "the merge of level 0 is held")
+        try tree.flush(memtable(3), logPosition: [3], waitForMerges: false)  // would wait for the held merge otherwise
+        #expect(tree.runs.filter { $0.level == 0 }.count == 3, "returned at the stop trigger")
+        #expect(tree.logPosition == [3])
+        fs.resumeFdatasync()
+        tree.close()
+        #expect(tree.backgroundError == nil)
+        let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
+        #expect(try reopened.get(Array("k7".utf8)) == [3])
+        reopened.close()
+    }
+
     @Test("background merges keep the data intact and report no error", arguments: ["posix", "memory"])
     func background(fileSystemKind: String) throws {
         let (fs, dir, temp) = testFileSystem(fileSystemKind)

@@ -150,6 +150,30 @@ struct LogTests {
         }
     }
 
+    @Test("an open with a start hint reads only the header of each segment before the replay start")
+    func segmentsBeforeHintReadHeadersOnly() throws {
+        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
+        var rng = SeededRandom(seed: 7)
+        let payloads = (0..<60).map { _ in randomBytes(Int.random(in: 30..<90, using: &rng), &rng) }
+        var (log, _) = try openCollecting("/log", config(segmentSize: 600), fileSystem: fs)
+        let staged = try stageAll(log, payloads)
+        let segments = log.segments()
+        try log.close()
+        try #require(segments.count >= 4)
+        let checkpoint = staged.last!
+        (log, _) = try openCollecting(
+            "/log", config(segmentSize: 600), fileSystem: fs, afterLSN: checkpoint.lsn, startHint: checkpoint.position.next)
+        #expect(log.recovery.usedStartHint)
+        // Every segment before the one the hint points into (where replay starts) is checked by its header alone.
+        let hinted = try #require(checkpoint.position.next).segment
+        let before = segments.filter { $0.firstLSN < hinted }
+        #expect(before.count >= 3)
+        for segment in before {
+            #expect(fs.bytesRead(of: segment.path) <= 48, "\(segment.path): its header, not a 1 MiB window")
+        }
+        try log.close()
+    }
+
     @Test("a checkpoint beyond the end of the log is corruption")
     func afterLSNBeyondLog() async throws {
         try await withTempDirectory { dir in

@@ -112,8 +112,8 @@ struct ManifestTests {
         let reopened = try Manifest(directory: "/t", fileSystem: fs)
         #expect(
             reopened.openReport.removedFiles.sorted() == [
-                SortedRunFile.name(6), SortedRunFile.name(7), SortedRunFile.name(8) + ".tmp",
-                "MANIFEST-00000000000000000001", "MANIFEST-00000000000000000099",
+                SortedRunFile.name(6), SortedRunFile.name(7), SortedRunFile.name(8) + ".tmp", "CURRENT.tmp",
+                "MANIFEST-00000000000000000099",
             ]
         )
         let names = Set(try fs.listDirectory("/t"))
@@ -121,6 +121,44 @@ struct ManifestTests {
         #expect(!names.contains("CURRENT.tmp"))
         #expect(names.filter { $0.hasPrefix("MANIFEST-") }.count == 1 && !names.contains("MANIFEST-00000000000000000099"))
         #expect(reopened.current.runs.map(\.fileNumber) == [5])
+    }
+
+    @Test("an intact manifest under the rewrite size is reopened without writing anything and takes the next edits; a longer one is rewritten at open")
+    func reopenWritesNothing() throws {
+        let fs = InMemoryFileSystem()
+        let manifest = try Manifest(directory: "/t", fileSystem: fs)
+        for n in UInt64(1)...4 {
+            touch(fs, n)
+            try manifest.apply(ManifestEdit(logPosition: [UInt8(n)], addedRuns: [run(n, sequence: n)]))
+        }
+        manifest.close()
+        func snapshot() -> [String: [UInt8]] {
+            let names = (try? fs.listDirectory("/t")) ?? []
+            return Dictionary(uniqueKeysWithValues: names.map { ($0, fs.contents(of: "/t/" + $0) ?? []) })
+        }
+        let before = snapshot()
+        let reopened = try Manifest(directory: "/t", fileSystem: fs)
+        #expect(reopened.openReport.reused && reopened.openReport.removedFiles.isEmpty)
+        #expect(snapshot() == before, "opening wrote, renamed or deleted nothing")
+        #expect(Set(reopened.current.runs.map(\.fileNumber)) == [1, 2, 3, 4] && reopened.current.logPosition == [4])
+        touch(fs, 5)
+        try reopened.apply(ManifestEdit(logPosition: [5], removedRuns: [1]))
+        reopened.close()
+        let manifests = try fs.listDirectory("/t").filter { $0.hasPrefix("MANIFEST-") }
+        #expect(manifests == before.keys.filter { $0.hasPrefix("MANIFEST-") }, "the edit went into the same manifest")
+
+        // Past the rewrite size, the open writes a fresh manifest of one snapshot.
+        var small = Manifest.Configuration()
+        small.rewriteSize = 40
+        let third = try Manifest(directory: "/t", fileSystem: fs, configuration: small)
+        #expect(!third.openReport.reused && third.openReport.editCount == 6)
+        #expect(Set(third.current.runs.map(\.fileNumber)) == [2, 3, 4] && third.current.logPosition == [5])
+        let fresh = try fs.listDirectory("/t").filter { $0.hasPrefix("MANIFEST-") }
+        #expect(fresh.count == 1 && fresh != manifests)
+        third.close()
+        let fourth = try Manifest(directory: "/t", fileSystem: fs)
+        #expect(fourth.openReport.editCount == 1 && Set(fourth.current.runs.map(\.fileNumber)) == [2, 3, 4])
+        fourth.close()
     }
 
     @Test("a large manifest is rewritten as one snapshot, and reopens the same")

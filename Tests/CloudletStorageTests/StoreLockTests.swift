@@ -14,11 +14,16 @@ struct StoreLockTests {
             let error = cloudletError { _ = try StoreLock(directory: store) }
             #expect(error?.code == .locked)
             #expect(error?.message.contains("\(store) is locked by another process (pid \(getpid()))") == true)
+            // The pid's line, padded to 16 bytes (written over the old content, no truncation).
             let pid = try String(contentsOfFile: store + "/LOCK", encoding: .utf8)
-            #expect(pid == "\(getpid())\n")
+            #expect(pid.split(separator: "\n").first.map(String.init) == "\(getpid())" && pid.utf8.count == 16)
             first.release()
             first.release()
+            // A longer line left by an older holder is overwritten whole.
+            try Array("123456789012345\n".utf8).withUnsafeBytes { try Data($0).write(to: URL(fileURLWithPath: store + "/LOCK")) }
             let second = try StoreLock(directory: store)
+            let after = try String(contentsOfFile: store + "/LOCK", encoding: .utf8)
+            #expect(after.split(separator: "\n").first.map(String.init) == "\(getpid())")
             second.release()
         }
     }

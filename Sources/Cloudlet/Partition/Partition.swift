@@ -789,9 +789,10 @@ package final class Partition: Sendable {
     /// Flushes the key directory's memtable, with the rest of the state, to a run of the index, once everything it
     /// covers is durable: the next open reads it and replays only the log after it. Returns false when nothing
     /// changed since the last flush (or there is no index: a read-only open of a format-3 store). `force` (after a
-    /// compaction moved frames, or after opening without a flushed state) flushes anyway.
+    /// compaction moved frames, or after opening without a flushed state) flushes anyway. `closing` (the flush of
+    /// ``close(checkpoint:)``) does not wait for merges to bring level 0 below its stop trigger: no write follows.
     @discardableResult
-    func flushIndex(force: Bool = false) throws -> Bool {
+    func flushIndex(force: Bool = false, closing: Bool = false) throws -> Bool {
         guard let index else { return false }
         return try checkpointWriter.withLock { _ in
             let frozen: (Memtable, PartitionState)? = state.withLock { st in
@@ -807,7 +808,7 @@ package final class Partition: Sendable {
                 memtable.put(DirectoryKey.state, snapshot.encodeState(), sequence: snapshot.lastLSN)
                 let position = FlushPosition(
                     generation: snapshot.compactionGeneration, lastLSN: snapshot.lastLSN, next: snapshot.nextPosition)
-                try index.flush(memtable, logPosition: position.encoded)
+                try index.flush(memtable, logPosition: position.encoded, waitForMerges: !closing)
             } catch {
                 state.withLock { $0.directoryFlushFailed() }
                 // The index cannot take writes any more (a failed write or fdatasync is final for it, as for the
@@ -844,7 +845,7 @@ package final class Partition: Sendable {
         writer.close()
         try log.flush()
         defer { index?.close() }
-        if checkpoint && log.failure == nil { try flushIndex() }
+        if checkpoint && log.failure == nil { try flushIndex(closing: true) }
         // Let go of runs merged away since the directory last looked, so that their files go now, not at the next open.
         if let index { state.withLock { $0.rebaseDirectory(index.runsView()) } }
         try log.close()

@@ -100,30 +100,37 @@ final class LSMErrorSink: Sendable {
 
 /// Limits how fast merges write: after each chunk, sleeps until the bytes so far are no more than the rate allows
 /// since the merge started — unless `urgent` says the merge is holding others up (flushes piling up in level 0
-/// behind it), in which case it goes at full speed and the rate counts from then on.
+/// behind it), in which case it goes at full speed and the rate counts from then on. A sleep goes in slices of at
+/// most ``slice`` seconds, asking `urgent` and `cancelled` (the tree is closing) again after each, so that neither
+/// waits out a long sleep.
 struct RateLimiter {
     let bytesPerSecond: Int?
     private let urgent: (() -> Bool)?
+    private let cancelled: (() -> Bool)?
     private var start = Self.now()
     private var bytes = 0
+    static let slice = 0.05
 
-    init(bytesPerSecond: Int?, urgent: (() -> Bool)? = nil) {
+    init(bytesPerSecond: Int?, urgent: (() -> Bool)? = nil, cancelled: (() -> Bool)? = nil) {
         self.bytesPerSecond = bytesPerSecond
         self.urgent = urgent
+        self.cancelled = cancelled
     }
 
     mutating func consumed(_ n: Int) {
         guard let rate = bytesPerSecond, rate > 0 else { return }
         bytes += n
         let due = Double(bytes) / Double(rate)
-        let elapsed = Self.now() - start
-        guard due > elapsed else { return }
-        if let urgent, urgent() {
-            start = Self.now()
-            bytes = 0
-            return
+        while true {
+            let elapsed = Self.now() - start
+            guard due > elapsed, cancelled?() != true else { return }
+            if let urgent, urgent() {
+                start = Self.now()
+                bytes = 0
+                return
+            }
+            Self.sleep(min(due - elapsed, Self.slice))
         }
-        Self.sleep(due - elapsed)
     }
 
     private static func now() -> Double {

@@ -20,7 +20,12 @@ extension LSMTree {
     /// Merges until none is due, in the calling thread (also what the background thread does). Throws the first
     /// error, which also stops the tree's writes.
     public func mergeUntilIdle() throws {
-        while try mergeOnce() {}
+        do { while try mergeOnce() {} } catch is MergeAbandoned { throw closedError() }
+    }
+
+    /// What a merge stopped by ``close()`` throws to a caller.
+    private func closedError() -> CloudletError {
+        CloudletError(.readOnly, "LSM tree \(directory) closed while a merge ran; the merge was abandoned")
     }
 
     /// Merges every run into the deepest level in use (at least 1), dropping tombstones and overwritten versions:
@@ -33,7 +38,9 @@ extension LSMTree {
                 let bottom = max(1, s.runs.map(\.metadata.level).max() ?? 1)
                 return MergePlan(inputs: s.runs, outputLevel: bottom, dropTombstones: true)
             }
-            if let plan { try merge(plan, bytesPerSecond: nil) }
+            if let plan {
+                do { try merge(plan, bytesPerSecond: nil) } catch is MergeAbandoned { throw closedError() }
+            }
         }
     }
 
@@ -63,13 +70,14 @@ extension LSMTree {
             // Level 0 reaching its merge trigger while this merge runs means flushes are coming faster than merges
             // go: the limit gives way, so that it never throttles writes (a flush waits at the stop trigger).
             let trigger = max(1, configuration.level0MergeTrigger)
-            var limiter = RateLimiter(bytesPerSecond: bytesPerSecond) { [state] in
-                state.withLock { s in s.version.runs(atLevel: 0).count >= trigger }
-            }
+            var limiter = RateLimiter(
+                bytesPerSecond: bytesPerSecond,
+                urgent: { [state] in state.withLock { s in s.version.runs(atLevel: 0).count >= trigger } },
+                cancelled: { [self] in closing.load(ordering: .relaxed) })
             let from = plan.inputs.map(\.metadata.level).min() ?? 0
             outputs = try writeRuns(
                 iterator, level: plan.outputLevel, creator: "merge L\(from)→L\(plan.outputLevel)",
-                split: configuration.targetRunSize, limiter: &limiter)
+                split: configuration.targetRunSize(level: plan.outputLevel), limiter: &limiter, abandonOnClose: true)
             CrashPoint.reached("lsm.merge.written")
             let edit = ManifestEdit(
                 addedRuns: outputs.map(\.metadata), removedRuns: plan.inputs.map(\.metadata.fileNumber))
@@ -78,6 +86,9 @@ extension LSMTree {
                 s.merges += 1
                 s.mergeBytesWritten += outputs.reduce(0) { $0 + $1.metadata.fileSize }
             }
+        } catch is MergeAbandoned {
+            discard(outputs, edited: false)
+            throw MergeAbandoned()
         } catch {
             discard(outputs, edited: edited)
             throw fail(error)
@@ -128,6 +139,8 @@ extension LSMTree {
             guard go else { return }
             do {
                 while !state.withLock({ $0.closed }), try mergeOnce() { state.broadcast(.progress) }
+            } catch is MergeAbandoned {
+                return  // closing
             } catch {
                 state.broadcast(.progress)  // a stalled flush wakes up to the error
                 return  // recorded by mergeOnce (fail); writes now stop with it

@@ -42,6 +42,9 @@ public final class LSMTree: Sendable {
     let state: Monitor<State>
     private let mergeThread = Mutex<NativeThread?>(nil)
     private let installs = Atomic<UInt64>(0)
+    /// Set by ``close()``: a merge under way stops at its next entry and leaves nothing behind (its inputs stay
+    /// live), so that closing never waits for a long, rate-limited merge to finish.
+    let closing = Atomic<Bool>(false)
 
     struct State {
         var memtable = Memtable()
@@ -77,14 +80,9 @@ public final class LSMTree: Sendable {
         }
         manifest = try Manifest(directory: directory, fileSystem: fileSystem, configuration: configuration.manifest)
         let version = manifest.current
-        var runs: [LSMRunHandle] = []
-        do {
-            for metadata in version.runs {
-                runs.append(try Self.openRun(metadata, directory, fileSystem, cache, cacheNamespace, errors, configuration))
-            }
-        } catch {
-            manifest.close()
-            throw error
+        let (dir, cache, namespace, errors) = (self.directory, cache, cacheNamespace, errors)
+        let runs = version.runs.map { metadata in
+            Self.openRun(metadata, dir, fileSystem, cache, namespace, errors, configuration)
         }
         state = Monitor(State(version: version, runs: runs))
         if configuration.backgroundMerges && !configuration.manifest.readOnly {
@@ -101,6 +99,7 @@ public final class LSMTree: Sendable {
             return !s.closed
         }
         guard first else { return }
+        closing.store(true, ordering: .releasing)
         state.broadcast(.work)
         state.broadcast(.progress)
         mergeThread.withLock { $0 }?.join()
@@ -157,17 +156,21 @@ public final class LSMTree: Sendable {
     /// Writes `memtable` — one the caller kept itself rather than the tree's (``put(_:_:sequence:)`` is not used
     /// then) — as a level-0 run and records it in the manifest with `logPosition`, as ``flush(logPosition:)`` does.
     /// The caller keeps reading `memtable` until this returns, then reads the runs (``runsView()``), which hold it.
-    /// An empty memtable records only the position.
-    public func flush(_ memtable: Memtable, logPosition: [UInt8]) throws {
+    /// An empty memtable records only the position. `waitForMerges` false (the last flush before ``close()``) skips
+    /// the wait at ``LSMTreeConfiguration/level0StopTrigger``: nothing will write after it, and the next open's
+    /// merges catch up.
+    public func flush(_ memtable: Memtable, logPosition: [UInt8], waitForMerges: Bool = true) throws {
         try flushLock.withLock { _ in
             try checkWritable()
-            try writeFlush(memtable.isEmpty ? nil : memtable, logPosition: logPosition) { _ in }
+            try writeFlush(memtable.isEmpty ? nil : memtable, logPosition: logPosition, waitForMerges: waitForMerges) { _ in }
         }
     }
 
     /// The body of both flushes, under the flush lock: writes `frozen` (if any), installs it with `logPosition`,
     /// then (background merges on) waits while level 0 is at its stop trigger.
-    private func writeFlush(_ frozen: Memtable?, logPosition: [UInt8], _ update: (inout State) -> Void) throws {
+    private func writeFlush(
+        _ frozen: Memtable?, logPosition: [UInt8], waitForMerges: Bool = true, _ update: (inout State) -> Void
+    ) throws {
         var outputs: [LSMRunHandle] = []
         var edited = false
         do {
@@ -191,7 +194,7 @@ public final class LSMTree: Sendable {
             throw fail(error)
         }
         state.signal(.work)
-        if configuration.backgroundMerges {
+        if configuration.backgroundMerges && waitForMerges {
             let stop = configuration.level0StopTrigger
             state.withLock(
                 waitingOn: .progress,
@@ -319,14 +322,17 @@ public final class LSMTree: Sendable {
     }
 
     /// Writes the entries of `iterator` (positioned) as runs of `level`, a new run every `split` bytes; returns
-    /// them open. On failure the runs written so far are deleted.
+    /// them open. On failure the runs written so far are deleted. `abandonOnClose` (merges): throws
+    /// ``MergeAbandoned`` once ``close()`` has begun.
     func writeRuns(
-        _ iterator: any LSMIterator, level: Int, creator: String, split: UInt64?, limiter: inout RateLimiter
+        _ iterator: any LSMIterator, level: Int, creator: String, split: UInt64?, limiter: inout RateLimiter,
+        abandonOnClose: Bool = false
     ) throws -> [LSMRunHandle] {
         var outputs: [LSMRunHandle] = []
         var writer: SortedRunWriter?
         do {
             while let entry = iterator.current {
+                if abandonOnClose && closing.load(ordering: .relaxed) { throw MergeAbandoned() }
                 if writer == nil {
                     let number = manifest.newFileNumber()
                     writer = try SortedRunWriter(
@@ -384,17 +390,15 @@ public final class LSMTree: Sendable {
         }
     }
 
-    /// The handle of a live run of the manifest, opened on first use (``LSMRunHandle/reader()``). Only the file's
-    /// existence is checked now (missing fails the tree's open); the header, footer and properties are checked
-    /// against `metadata` when the run is first read, and damage then is reported through the tree's damage marker.
+    /// The handle of a live run of the manifest, opened on first use (``LSMRunHandle/reader()``). Nothing is read
+    /// now: the manifest's open has checked that the file exists (one directory listing for every run, not a
+    /// call per run); the header, footer and properties are checked against `metadata` when the run is first
+    /// read, and damage then is reported through the tree's damage marker.
     static func openRun(
         _ metadata: LSMRunMetadata, _ directory: String, _ fileSystem: any FileSystem, _ cache: BlockCache,
         _ namespace: UInt64, _ errors: LSMErrorSink, _ configuration: LSMTreeConfiguration
-    ) throws -> LSMRunHandle {
+    ) -> LSMRunHandle {
         let path = Path.join(directory, SortedRunFile.name(metadata.fileNumber))
-        guard fileSystem.fileExists(path) else {
-            throw CloudletError.corruption(run: path, offset: 0, "the manifest names this run but the file is missing")
-        }
         let onCorruption = damageMarker(directory, fileSystem, configuration)
         return LSMRunHandle(
             metadata: metadata, path: path, cacheID: SortedRunReader.cacheID(namespace, metadata.fileNumber),
@@ -420,3 +424,7 @@ public final class LSMTree: Sendable {
         }
     }
 }
+
+/// A merge stopped because its tree is closing: not an error of the tree's (its inputs stay live, its outputs are
+/// deleted).
+struct MergeAbandoned: Error {}

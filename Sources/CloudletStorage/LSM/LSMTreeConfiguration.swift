@@ -22,8 +22,17 @@ public struct LSMTreeConfiguration: Sendable {
     public var level1Size: UInt64 = 10 << 20
     /// Default 10.
     public var levelSizeMultiplier: UInt64 = 10
-    /// A merge closes an output run once it reaches about this size and starts the next. Default 2 MiB.
+    /// A merge into level 1 closes an output run once it reaches about this size and starts the next; each deeper
+    /// level's runs are ``targetRunSizeMultiplier`` times larger (``targetRunSize(level:)``). Default 2 MiB.
     public var targetRunSize: UInt64 = 2 << 20
+    /// How much larger a level's runs are than the level above's (RocksDB's `target_file_size_multiplier`), so that
+    /// a large tree has tens of runs, not hundreds: with the defaults, 2 MiB at level 1, 8 at 2, 32 at 3, 64 from
+    /// 4 on (``maxTargetRunSize``). A merge streams its inputs; what it holds grows with its output run: the run's
+    /// index and a key hash per entry for the filter (8 bytes an entry, ~1 % of the run's bytes at index sizes),
+    /// so the cap bounds a merge's memory. 1: every level alike. Default 4.
+    public var targetRunSizeMultiplier: UInt64 = 4
+    /// The largest ``targetRunSize(level:)``. Default 64 MiB.
+    public var maxTargetRunSize: UInt64 = 64 << 20
     /// Merges between levels ≥ 1 write at most this many bytes a second (nil: as fast as they can) while level 0
     /// is below ``level0MergeTrigger``; merges out of level 0, which flushes wait for, and any merge while level 0 is
     /// at its trigger, are never limited. Default 16 MiB/s.
@@ -33,6 +42,19 @@ public struct LSMTreeConfiguration: Sendable {
     public var backgroundMerges = true
 
     public init() {}
+
+    /// The size at which a merge into `level` (≥ 1) closes an output run: ``targetRunSize`` times
+    /// ``targetRunSizeMultiplier`` for each level below 1, at most ``maxTargetRunSize`` (and at least
+    /// ``targetRunSize``).
+    public func targetRunSize(level: Int) -> UInt64 {
+        var size = targetRunSize
+        let cap = max(targetRunSize, maxTargetRunSize)
+        for _ in 1..<max(1, level) {
+            let (next, overflow) = size.multipliedReportingOverflow(by: max(1, targetRunSizeMultiplier))
+            size = overflow ? cap : min(next, cap)
+        }
+        return size
+    }
 
     /// The byte budget of level `level` (≥ 1).
     func maxBytes(level: Int) -> UInt64 {

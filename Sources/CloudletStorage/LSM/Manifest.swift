@@ -10,8 +10,9 @@ import Synchronization
 /// Each ``apply(_:)`` appends one record (length, CRC32C, edit) and fdatasyncs it before the new version is
 /// returned. Opening replays the records; a damaged *last* record with nothing intact after it is a torn append
 /// (ignored and reported in ``openReport``), any other damage is corruption and the open fails. A read-write
-/// open then writes a fresh manifest holding one snapshot record, points `CURRENT` at it (``FileReplacement``) and
-/// deletes the leftovers: run files the version does not list, temp files, older manifests. A manifest that grows
+/// open of an intact manifest no longer than ``Configuration/rewriteSize`` appends to it and writes nothing; any
+/// other writes a fresh manifest holding one snapshot record, points `CURRENT` at it (``FileReplacement``). Either
+/// way it deletes the leftovers: run files the version does not list, temp files, older manifests. A manifest that grows
 /// past ``Configuration/rewriteSize`` is rewritten the same way.
 ///
 /// The first failed write or fdatasync is final: the manifest refuses every later edit (`readOnly`), since what
@@ -19,8 +20,10 @@ import Synchronization
 public final class Manifest: Sendable {
     /// How the manifest is kept.
     public struct Configuration: Sendable, Hashable {
-        /// A manifest longer than this is rewritten as one snapshot record after the next edit. Default 4 MiB.
-        public var rewriteSize: UInt64 = 4 << 20
+        /// A manifest longer than this is rewritten as one snapshot record after the next edit, or when the tree
+        /// opens; a shorter one is kept and appended to, so that an open replays at most this many bytes of
+        /// edits. Default 256 KiB (about a thousand flushes and merges).
+        public var rewriteSize: UInt64 = 256 << 10
         /// Open without writing anything: no fresh manifest, no deletions, ``apply(_:)`` refused. Default false.
         public var readOnly = false
 
@@ -37,6 +40,9 @@ public final class Manifest: Sendable {
         public var editCount = 0
         /// Leftover files deleted (names).
         public var removedFiles: [String] = []
+        /// Whether the manifest that was read takes the next edits (intact and short: nothing written at open),
+        /// rather than a fresh one holding a snapshot.
+        public var reused = false
     }
 
     static let currentName = "CURRENT"
@@ -81,11 +87,12 @@ public final class Manifest: Sendable {
             throw CloudletError.io(error, "listing LSM directory \(directory)")
         }
         var version = LSMVersion()
+        var length: UInt64 = 0
         if names.contains(Self.currentName) {
             let name = try Self.readCurrent(directory, fileSystem)
             let path = Path.join(directory, name)
             report.manifest = path
-            (version, report.tornTail, report.editCount) = try Self.replay(path, fileSystem)
+            (version, report.tornTail, report.editCount, length) = try Self.replay(path, fileSystem)
             for run in version.runs where !names.contains(SortedRunFile.name(run.fileNumber)) {
                 throw CloudletError.corruption("manifest \(path) lists run \(run.fileNumber), whose file is missing")
             }
@@ -97,9 +104,26 @@ public final class Manifest: Sendable {
             openReport = report
             return
         }
-        let (file, path, size) = try Self.writeFresh(&version, directory, fileSystem)
+        // An intact manifest under the rewrite size takes the next edits as it is: opening then writes nothing (a
+        // fresh manifest costs an fdatasync, a replacement of CURRENT and two directory fsyncs). A new tree, a torn
+        // last edit or a long manifest gets a fresh one.
+        let file: any File, path: String, size: UInt64
+        if let existing = report.manifest, report.tornTail == nil, length <= configuration.rewriteSize {
+            do throws(FileSystemError) { file = try fileSystem.open(existing, options: []) } catch {
+                throw CloudletError.io(error, "opening manifest \(existing) for appending")
+            }
+            (path, size) = (existing, length)
+            report.reused = true
+        } else {
+            (file, path, size) = try Self.writeFresh(&version, directory, fileSystem)
+        }
         state = Mutex(State(version: version, file: file, path: path, size: size, failure: nil))
-        report.removedFiles = try Self.removeLeftovers(version, keeping: Path.name(path), directory, fileSystem)
+        do {
+            report.removedFiles = try Self.removeLeftovers(version, keeping: Path.name(path), directory, fileSystem)
+        } catch {
+            try? file.close()
+            throw error
+        }
         openReport = report
     }
 
@@ -222,8 +246,9 @@ public final class Manifest: Sendable {
         }
     }
 
-    /// Applies every record of the manifest at `path`: the version, a torn tail if there was one, the edit count.
-    static func replay(_ path: String, _ fileSystem: any FileSystem) throws -> (LSMVersion, String?, Int) {
+    /// Applies every record of the manifest at `path`: the version, a torn tail if there was one, the edit count,
+    /// and the length of the intact part (header and whole records).
+    static func replay(_ path: String, _ fileSystem: any FileSystem) throws -> (LSMVersion, String?, Int, UInt64) {
         let bytes = try readAll(path, fileSystem)
         func corrupt(_ offset: Int, _ what: String) -> CloudletError {
             .corruption("manifest \(path) offset \(offset): \(what)")
@@ -242,7 +267,7 @@ public final class Manifest: Sendable {
                 if let later = (offset + 1..<bytes.count).first(where: { intactRecord(bytes, at: $0) != nil }) {
                     throw corrupt(offset, "damaged edit, but an intact edit follows at offset \(later)")
                 }
-                return (version, "offset \(offset): \(bytes.count - offset) bytes of a torn edit ignored", count)
+                return (version, "offset \(offset): \(bytes.count - offset) bytes of a torn edit ignored", count, UInt64(offset))
             }
             let decoded: ManifestEdit
             do { decoded = try ManifestEdit(decoding: edit) } catch let error as CloudletError {
@@ -255,7 +280,7 @@ public final class Manifest: Sendable {
             offset += recordHeaderSize + edit.count
             count += 1
         }
-        return (version, nil, count)
+        return (version, nil, count, UInt64(offset))
     }
 
     /// The payload of the record at `offset` if its length fits the file and its CRC matches.
@@ -301,9 +326,9 @@ public final class Manifest: Sendable {
         return (file, path, UInt64(bytes.count))
     }
 
-    /// Deletes run files `version` does not list, run temp files and manifests other than `keeping` (a
-    /// `CURRENT.tmp` was just reused by the replacement of `CURRENT`); fsyncs the directory if it deleted anything.
-    /// Returns the names deleted.
+    /// Deletes run files `version` does not list, run temp files, manifests other than `keeping` and a `CURRENT`
+    /// temp file a crash left (the replacement of `CURRENT` reuses it, but an open that keeps its manifest makes
+    /// none); fsyncs the directory if it deleted anything. Returns the names deleted.
     static func removeLeftovers(
         _ version: LSMVersion, keeping: String, _ directory: String, _ fileSystem: any FileSystem
     ) throws -> [String] {
@@ -312,7 +337,7 @@ public final class Manifest: Sendable {
         do throws(FileSystemError) {
             let leftovers = try fileSystem.listDirectory(directory).filter { name in
                 if let number = SortedRunFile.number(fileName: name) { return !live.contains(number) }
-                if name.hasSuffix(SortedRunFile.suffix + tmp) { return true }
+                if name.hasSuffix(SortedRunFile.suffix + tmp) || name == currentName + tmp { return true }
                 return manifestNumber(name) != nil && name != keeping
             }
             guard !leftovers.isEmpty else { return [] }
