@@ -183,10 +183,7 @@ final class AssetTransfer: Sendable {
             let blob: BlobStore.StoredBlob
             do {
                 // The name is synced by the save that references the file (BlobStore.makeDurable): one sync per upload.
-                // With a Content-Length the stream knows its last piece: its fdatasync starts beside its hashing.
-                blob = try store.assets.write(
-                    maxSize: min(maxAssetSize, allowance ?? .max), syncName: false, ended: { stream.finished }
-                ) {
+                blob = try store.assets.write(maxSize: min(maxAssetSize, allowance ?? .max), syncName: false) {
                     try stream.nextPiece(atLeast: BlobStore.chunkSize)  // the front end's buffer: no copy
                 }
             } catch is BlobStore.TooLarge {
