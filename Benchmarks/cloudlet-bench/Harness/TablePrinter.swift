@@ -34,6 +34,7 @@ struct TablePrinter {
             out.append("notes (last run):")
             out += notes
         }
+        out += diskAnchorLines(results)
         out.append("")
         out += ratioMatrix(results)
         out += scaleTables(results)
