@@ -5,8 +5,8 @@ import CloudletReplication
 /// ``threshold`` LSNs it says how far it is, at most every ``interval``; once within it, how long it took.
 /// No I/O: the driver feeds it its durable LSN, the leader's published end and the time, and logs what it returns.
 struct CatchUpProgress {
-    /// Behind by more than this many LSNs is catching up. Default 10,000.
-    var threshold: UInt64 = 10_000
+    /// Behind by more than this many LSNs (commits, of one record or of hundreds) is catching up. Default 1,000.
+    var threshold: UInt64 = 1_000
     /// Milliseconds between two lines while catching up. Default 5 s.
     var interval: Millis = 5_000
 

@@ -100,6 +100,9 @@ try cloudletExecutable(), serveArguments(node))
         lock.withLock { truncationLines += cut }
     }
 
+    /// What the node (running or stopped) has written to its standard error so far.
+    func stderr(_ node: String) -> [String] { lock.withLock { processes[node]?.stderr ?? [] } }
+
     /// Lines of killed nodes saying they truncated a divergent suffix of their log and restarted.
     private(set) var truncationLines: [String] = []
 
