@@ -82,6 +82,8 @@ struct eh_server {
     // Loop thread only.
     eh_conn *conns;
     size_t conn_count;
+    /// Where the next sweep tick goes on in `conns` (NULL: from the head); moved on when that connection unlinks.
+    eh_conn *sweep_next;
     int stop_phase_seen;
     peer *peers[1024];
     char readbuf[64 << 10];

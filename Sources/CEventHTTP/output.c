@@ -443,6 +443,7 @@ void ehi_conn_close(eh_conn *c) {
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
     eh_server *s = c->server;
+    if (s->sweep_next == c) s->sweep_next = c->next;
     if (c->prev) c->prev->next = c->next;
     else s->conns = c->next;
     if (c->next) c->next->prev = c->prev;

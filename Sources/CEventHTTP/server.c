@@ -250,12 +250,18 @@ static void on_connection(uv_stream_t *listener, int status) {
     ehi_start_reading(c);
 }
 
+// Every 100 ms: timeouts, stalled writers, websocket pings — for at most `sweep_budget` connections, going on round
+// robin from where the last tick stopped. Walking all of them each tick stalled the loop for ~1.7 ms every 100 ms
+// with 10,000 idle websockets open (a lookup's p99 2.4-3.4x its idle value, issue 19's goal is 2x).
 static void on_sweep(uv_timer_t *t) {
     eh_server *s = t->data;
     uint64_t now = uv_now(&s->loop);
     uint64_t ping_ms = (uint64_t)(s->cfg.idle_timeout_ms > 30000 ? s->cfg.idle_timeout_ms : 30000);
-    for (eh_conn *c = s->conns, *next; c; c = next) {
+    int budget = s->cfg.sweep_budget > 0 ? s->cfg.sweep_budget : 1024;
+    eh_conn *c = s->sweep_next ? s->sweep_next : s->conns;
+    for (eh_conn *next; c && budget > 0; c = next, budget--) {
         next = c->next;
+        s->sweep_next = next;  // before c may close (its unlink then leaves the cursor alone)
         if (c->write_deadline && now > c->write_deadline) {  // the client stopped reading
             ehi_conn_close(c);
             continue;
@@ -287,6 +293,7 @@ static void on_sweep(uv_timer_t *t) {
         default: ehi_conn_close(c); break;
         }
     }
+    if (!c) s->sweep_next = NULL;  // the end: the next tick starts at the head (new connections are added there)
 }
 
 void ehi_close_server_handles(eh_server *s) {

@@ -192,6 +192,47 @@ import Testing
         }
     }
 
+    @Test("the timeout sweep looks at a few connections per tick, round robin, and still times out every one, also as others leave")
+    func aSweepInSlicesStillTimesOutEveryConnection() async throws {
+        try await Self.onThread { c in
+            // 4 connections a 100 ms tick, 40 half-sent requests: each is looked at once a second.
+            let l = try Self.listener {
+                $0.headerTimeoutMs = 300
+                $0.keepAliveTimeoutMs = 60_000
+                $0.sweepBudget = 4
+            }
+            defer { l.stop() }
+            var held: [RawSocket] = []
+            for i in 0..<40 {
+                let s = try RawSocket(port: l.port, receiveTimeout: 20)
+                try s.send("GET /slow\(i) HTTP/1.1\r\nHost: test\r\nX-Slow: ")
+                held.append(s)
+            }
+            // Then 8 keep-alive connections with nothing due for a minute, ahead of the slow ones in the server's
+            // list: a sweep that started over from the head each tick would never get past them.
+            var idle: [RawSocket] = []
+            for i in 0..<8 {
+                let s = try RawSocket(port: l.port, receiveTimeout: 20)
+                try s.send("GET /idle\(i) HTTP/1.1\r\nHost: test\r\n\r\n")
+                c.expect(s.read(until: "ok").hasPrefix("HTTP/1.1 200 "))
+                idle.append(s)
+            }
+            // Every fifth client leaves: its connection unlinks, wherever the sweep's place is.
+            var left = Set<Int>()
+            for i in stride(from: 0, to: 40, by: 5) {
+                _ = shutdown(held[i].fd, Int32(SHUT_RDWR))
+                left.insert(i)
+            }
+            for (i, s) in held.enumerated() where !left.contains(i) {
+                let answer = s.readToEnd()
+                c.expect(answer.hasPrefix("HTTP/1.1 408 "), "connection \(i): \(answer)")
+            }
+            // And the server still answers.
+            let fresh = try Self.get(l.port, "/fresh")
+            c.expect(fresh.hasPrefix("HTTP/1.1 200 "), "\(fresh)")
+        }
+    }
+
     @Test func threeHundredSlowlorisConnectionsFromOnePeerLeaveANewClientServed() async throws {
         try await Self.onThread { c in
             let l = try Self.listener()

@@ -76,6 +76,10 @@ typedef struct {
     size_t max_header_bytes;
     /// Bytes queued for one connection before a streamed writer waits and a websocket send fails.
     size_t output_cap;
+    /// Connections the 100 ms timeout sweep looks at per tick, round robin (0: 1,024): a server holding 10,000 idle
+    /// websockets then spends a bounded moment per tick, and each connection's timeouts are checked every
+    /// ceil(N / budget) ticks.
+    int sweep_budget;
     /// An `SSL_CTX *` for HTTPS, or NULL.
     void *tls_context;
     eh_request_fn on_request;
