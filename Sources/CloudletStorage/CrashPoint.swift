@@ -19,6 +19,8 @@ import Synchronization
 /// - `replace.renamed` — renamed, the directory not fsynced yet;
 /// - `lsm.flush.written` — an LSM flush's level-0 run is durable, its manifest edit not appended yet;
 /// - `lsm.merge.written` — an LSM merge's output runs are durable, its manifest edit not appended yet;
+/// - `notifications.matched` — the notification hub matched durable commits, their notifications are not written
+///   to the notification log yet (reopening re-matches them);
 /// - `lsm.manifest.appended` — an LSM manifest edit is durable, the tree has not acted on it yet (memtable still
 ///   held, merge inputs not deleted).
 package enum CrashPoint {

@@ -37,10 +37,10 @@ public final class ChildProcess: @unchecked Sendable {
     private var err: [String] = []
     private let drained = DispatchGroup()
 
-    /// Starts `executable` with `args`.
-    public init(_ executable: String, _ args: [String]) throws {
+    /// Starts `executable` with `args` and `environment` (nil: this process's).
+    public init(_ executable: String, _ args: [String], environment: [String: String]? = nil) throws {
         process = try SpawnedProcess(
-            executable, args, stdout: outPipe.fileHandleForWriting.fileDescriptor,
+            executable, args, environment: environment, stdout: outPipe.fileHandleForWriting.fileDescriptor,
             stderr: errPipe.fileHandleForWriting.fileDescriptor)
         // The child has its own copies: the readers see end of file once it exits.
         try outPipe.fileHandleForWriting.close()

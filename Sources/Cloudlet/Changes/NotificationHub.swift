@@ -291,6 +291,7 @@ public final class NotificationHub: Sendable {
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             do {
                 if !out.isEmpty || (moved > 0 && (force || moved >= Self.cursorInterval)) {
+                    if !out.isEmpty { CrashPoint.reached("notifications.matched") }  // commits durable, their notifications not
                     try durable.write(NotificationLog.Batch(incarnation: incarnation, time: now, cursors: m.cursors, notifications: out))
                     m.writtenCursors = m.cursors
                     m.writesSinceCompaction += 1
