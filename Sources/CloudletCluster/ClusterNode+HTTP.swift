@@ -36,7 +36,7 @@ extension ClusterNode {
         default: break
         }
         // An asset URL or receipt is checked with the cluster's asset key, which comes with the cluster's key.
-        if request.path.hasPrefix("/cloudlet/assets/"), authenticator.withLock({ $0 }) == nil {
+        if request.path.hasPrefix(Server.assetPathPrefix), authenticator.withLock({ $0 }) == nil {
             return Self.unavailable("node \(configuration.node) has not joined cluster \(configuration.name) yet").response
         }
         guard request.path.hasPrefix("/database/") else { return next(request) }

@@ -240,7 +240,7 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
     private func reportDurable() {
         let durable = log.durableLSN
         let now = node.now()
-        let name = id == Catalog.logPartition ? "catalog" : "partition \(id)"
+        let id = id
         let (moved, line) = state.withLock { s -> (Bool, String?) in
             guard durable > s.reportedDurable else { return (false, nil) }
             s.reportedDurable = durable
@@ -248,6 +248,7 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
             guard case .follower = s.replica.role, let leader = s.replica.leaderKey, let end = s.progress[leader.node] else {
                 return (true, nil)
             }
+            let name = id == Catalog.logPartition ? "catalog" : "partition \(id)"
             return (true, s.catchUp.note(log: name, durable: durable, leaderEnd: end.lsn, leader: leader.node.name, now: now))
         }
         if let line { ServerLog.note(line) }

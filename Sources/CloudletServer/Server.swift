@@ -20,6 +20,9 @@ import Synchronization
 /// Connections are held by the event-driven front end (``HTTPListener``); requests run on its worker threads
 /// (``ServerConfiguration/threads``); engine calls go to Swift tasks. The server never closes the store: stop the server, then close the store.
 public final class Server: Sendable {
+    /// Where asset upload and download URLs live (checked with the asset signing key; streamed, not read whole).
+    public static let assetPathPrefix = AssetTransfer.streamedPrefix
+
     public let store: CloudletStore
     public let configuration: ServerConfiguration
     /// The users and API tokens of this store.

@@ -239,6 +239,12 @@ final class FaultyFile: File {
         try base.fdatasync()
     }
 
+    // Hints pass through to the file underneath (the defaults of `File` would drop them).
+    func startWriteback(at offset: UInt64, count: Int) { base.startWriteback(at: offset, count: count) }
+
+    func prefetch(at offset: UInt64, count: Int) { base.prefetch(at: offset, count: count) }
+    func duplicateDescriptor() -> Int32? { base.duplicateDescriptor() }
+
     func truncate(to size: UInt64) throws(FileSystemError) { try base.truncate(to: size) }
     func size() throws(FileSystemError) -> UInt64 { try base.size() }
     func close() throws(FileSystemError) { try base.close() }

@@ -79,7 +79,7 @@ enum ServeCluster {
                 guard let node = current.withLock({ $0 }) else {
                     // Asset URLs too: until the node has the cluster's key it would check them with its own.
                     guard request.path.hasPrefix("/database/") || request.path.hasPrefix("/cloudlet/cluster/")
-                        || request.path.hasPrefix("/cloudlet/assets/")
+                        || request.path.hasPrefix(Server.assetPathPrefix)
                     else {
                         return next(request)
                     }

@@ -272,10 +272,8 @@ package final class BlobStore: Sendable {
         let final = path(of: checksum)
         let shard = Path.parent(final)
         try state.withLock { st in
-            st.touched?.insert(checksum)
             if pin { st.pins[checksum, default: 0] += 1 }
-            if fileSystem.fileExists(final) {
-                Self.touch(final)
+            if keep(checksum, &st) {
                 try? fileSystem.remove(temp)
                 return
             }
@@ -308,13 +306,17 @@ package final class BlobStore: Sendable {
     /// has no such blob.
     package func refresh(_ checksum: String) -> Bool {
         guard Self.isChecksum(checksum) else { return false }
-        return state.withLock { st in
-            st.touched?.insert(checksum)
-            let path = path(of: checksum)
-            guard fileSystem.fileExists(path) else { return false }
-            Self.touch(path)
-            return true
-        }
+        return state.withLock { st in keep(checksum, &st) }
+    }
+
+    /// Under the lock: a sweep under way keeps the blob, and if its file exists its grace window starts again.
+    /// Whether it exists.
+    private func keep(_ checksum: String, _ st: inout PinState) -> Bool {
+        st.touched?.insert(checksum)
+        let path = path(of: checksum)
+        guard fileSystem.fileExists(path) else { return false }
+        Self.touch(path)
+        return true
     }
 
     /// Sets the file's modification time to now (`utimensat`; the file-system seam has no times).
