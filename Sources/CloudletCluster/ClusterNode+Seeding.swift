@@ -34,27 +34,49 @@ extension ClusterNode {
     final class SeedSession: Sendable {
         let id: String
         let node: NodeID
-        /// Per log: its directory in the store (`p0000`, `catalog`) and its snapshot.
-        let logs: [(directory: String, snapshot: LogSnapshot)]
+        /// Per log: its directory in the store (`p0000`, `catalog`) and its durable end in the copy.
+        let logs: [(directory: String, durableLSN: UInt64)]
+        /// What `chunk` copies, by index: path in the store, and the file held.
+        let files: [(path: String, file: HeldFile)]
+        /// Small files made at the moment (`CLOUDLET`, markers, horizons, the indexes' manifests), sent with the plan.
+        let inline: [(path: String, bytes: [UInt8])]
         /// Blobs pinned for the session (unpinned by ``release(_:)``).
         let blobs: [BlobStore.Entry]
-        let metadata: [UInt8]
+        private let snapshots: [LogSnapshot]
+        private let indexes: [IndexSnapshot]
         let lastUsed: Atomic<Int64>
 
-        init(id: String, node: NodeID, logs: [(directory: String, snapshot: LogSnapshot)], blobs: [BlobStore.Entry], metadata: [UInt8], now: Millis) {
+        init(
+            id: String, node: NodeID, snapshots: [(directory: String, log: LogSnapshot, index: IndexSnapshot?)],
+            blobs: [BlobStore.Entry], metadata: [UInt8], now: Millis
+        ) {
             self.id = id
             self.node = node
-            self.logs = logs
             self.blobs = blobs
-            self.metadata = metadata
+            self.snapshots = snapshots.map(\.log)
+            indexes = snapshots.compactMap(\.index)
+            logs = snapshots.map { ($0.directory, $0.log.durableLSN) }
+            var files: [(String, HeldFile)] = []
+            var inline: [(String, [UInt8])] = [(StoreMetadata.fileName, metadata)]
+            for (dir, log, index) in snapshots {
+                files += log.segments.map { (dir + "/" + $0.name, $0) }
+                if let m = log.marker { inline.append((dir + "/" + CompactionMarker.fileName, m)) }
+                if let h = log.horizon { inline.append((dir + "/" + CompactionHorizon.fileName, h)) }
+                if let index {
+                    let indexDir = dir + "/" + Partition.indexDirectoryName
+                    files += index.runs.map { (indexDir + "/" + $0.name, $0) }
+                    inline.append((indexDir + "/" + index.manifest.name, index.manifest.bytes))
+                    inline.append((indexDir + "/CURRENT", index.current))
+                }
+            }
+            self.files = files
+            self.inline = inline
             lastUsed = Atomic(Int64(now))
         }
 
-        /// Every segment of every log, in a fixed order (what `chunk` numbers).
-        var files: [(log: Int, segment: Int, path: String, size: UInt64)] {
-            logs.enumerated().flatMap { l, entry in
-                entry.snapshot.segments.enumerated().map { i, s in (l, i, entry.directory + "/" + s.name, s.size) }
-            }
+        func close() {
+            for s in snapshots { s.close() }
+            for i in indexes { i.close() }
         }
     }
 
@@ -87,14 +109,12 @@ extension ClusterNode {
             guard let session = seedSessions.withLock({ $0[parts[2]] }), session.node == from else {
                 return APIError("NOT_FOUND", "no seed session \(parts[2]) for \(from) (it timed out?)", status: 404).response
             }
-            let files = session.files
-            guard let index = Int(parts[3]), files.indices.contains(index), let offset = UInt64(parts[4]) else {
+            guard let index = Int(parts[3]), session.files.indices.contains(index), let offset = UInt64(parts[4]) else {
                 return APIError.badRequest("no file \(parts[3]) at offset \(parts[4]) in seed session \(parts[2])").response
             }
             session.lastUsed.store(Int64(now()), ordering: .relaxed)
-            let f = files[index]
             do {
-                let bytes = try session.logs[f.log].snapshot.read(segment: f.segment, offset: offset, count: Self.seedChunkSize)
+                let bytes = try session.files[index].file.read(offset: offset, count: Self.seedChunkSize)
                 seedBytesServed.add(bytes.count, ordering: .relaxed)
                 return HTTPResponse(
                     status: 200, contentType: "application/octet-stream",
@@ -110,17 +130,35 @@ extension ClusterNode {
         }
     }
 
-    /// Takes the snapshot: every partition's log, the catalog's, then the blobs (pinned: no collection deletes them
-    /// while the session holds them), then `CLOUDLET`.
+    /// Takes the snapshot: per partition its index (the runs of one version: the copy opens with them instead of
+    /// replaying the whole log), then its log (at or past the index's flushed LSN); the catalog's log; then the
+    /// blobs (pinned: no collection deletes them while the session holds them); then `CLOUDLET`.
     private func beginSeed(for node: NodeID) throws -> SeedSession {
-        var logs: [(directory: String, snapshot: LogSnapshot)] = []
+        var taken: [(directory: String, log: LogSnapshot, index: IndexSnapshot?)] = []
+        func closeTaken() {
+            for t in taken {
+                t.log.close()
+                t.index?.close()
+            }
+        }
         do {
             for p in store.partitions {
-                logs.append((StoreMetadata.partitionDirectoryName(Int(p.id)), try p.log.snapshotForSeeding()))
+                var index = try p.index?.snapshotForSeeding()
+                let log = try p.log.snapshotForSeeding()
+                // An index flushed under another compaction generation (a compaction installed in between), or past
+                // the log's copy, would be set aside at the other end: leave it out, the copy rebuilds it.
+                if let i = index {
+                    let position = try? Partition.FlushPosition(decoding: i.logPosition)
+                    if position == nil || position!.generation != log.generation || position!.lastLSN > log.durableLSN {
+                        i.close()
+                        index = nil
+                    }
+                }
+                taken.append((StoreMetadata.partitionDirectoryName(Int(p.id)), log, index))
             }
-            if let log = store.catalog.log { logs.append((Catalog.directoryName, try log.snapshotForSeeding())) }
+            if let log = store.catalog.log { taken.append((Catalog.directoryName, try log.snapshotForSeeding(), nil)) }
         } catch {
-            for l in logs { l.snapshot.close() }
+            closeTaken()
             throw error
         }
         let blobs: [BlobStore.Entry]
@@ -130,21 +168,21 @@ extension ClusterNode {
             _ = store.assets.pin(blobs.map(\.checksum))
             metadata = Array(try Data(contentsOf: URL(fileURLWithPath: store.path + "/" + StoreMetadata.fileName)))
         } catch {
-            for l in logs { l.snapshot.close() }
+            closeTaken()
             throw error
         }
         let session = SeedSession(
-            id: UUID().uuidString.lowercased(), node: node, logs: logs, blobs: blobs, metadata: metadata, now: now())
+            id: UUID().uuidString.lowercased(), node: node, snapshots: taken, blobs: blobs, metadata: metadata, now: now())
         seedSessions.withLock { $0[session.id] = session }
-        let bytes = session.files.reduce(0) { $0 + $1.size }
+        let bytes = session.files.reduce(0) { $0 + $1.file.size }
         ServerLog.note(
-            "seeding \(node): \(logs.count) logs (\(session.files.count) files, \(Self.megabytes(bytes)) MB) and \(blobs.count) blobs, "
-                + "session \(session.id)")
+            "seeding \(node): \(taken.count) logs (\(session.files.count) files, \(Self.megabytes(bytes)) MB, "
+                + "\(taken.filter { $0.index != nil }.count) indexes) and \(blobs.count) blobs, session \(session.id)")
         return session
     }
 
     private func release(_ session: SeedSession) {
-        for l in session.logs { l.snapshot.close() }
+        session.close()
         store.assets.unpin(session.blobs.map(\.checksum))
     }
 
@@ -168,22 +206,11 @@ extension ClusterNode {
     }
 
     private static func describe(_ session: SeedSession) -> JSONValue {
-        var inline: [JSONValue] = [
-            .members(["path": .string(StoreMetadata.fileName), "data": .string(Base64.encode(session.metadata))])
-        ]
-        for (dir, snapshot) in session.logs {
-            if let m = snapshot.marker {
-                inline.append(.members(["path": .string(dir + "/" + CompactionMarker.fileName), "data": .string(Base64.encode(m))]))
-            }
-            if let h = snapshot.horizon {
-                inline.append(.members(["path": .string(dir + "/" + CompactionHorizon.fileName), "data": .string(Base64.encode(h))]))
-            }
-        }
-        return .members([
+        .members([
             "session": .string(session.id),
-            "logs": .array(session.logs.map { .members(["directory": .string($0.directory), "durableLSN": .int($0.snapshot.durableLSN)]) }),
-            "files": .array(session.files.map { .members(["path": .string($0.path), "size": .int($0.size)]) }),
-            "inline": .array(inline),
+            "logs": .array(session.logs.map { .members(["directory": .string($0.directory), "durableLSN": .int($0.durableLSN)]) }),
+            "files": .array(session.files.map { .members(["path": .string($0.path), "size": .int($0.file.size)]) }),
+            "inline": .array(session.inline.map { .members(["path": .string($0.path), "data": .string(Base64.encode($0.bytes))]) }),
             "blobs": .array(session.blobs.map { .members(["checksum": .string($0.checksum), "size": .int($0.size)]) }),
         ])
     }
@@ -263,6 +290,15 @@ extension ClusterNode {
                 guard let d = l["directory"]?.stringValue, StoreSeeding.isStoreEntry(d) else { continue }
                 try fs.createDirectory(staging + "/" + d)
                 directories.insert(staging + "/" + d)
+            }
+            // The indexes' directories, for the runs and manifests the plan names.
+            for f in files + inline {
+                guard let path = f["path"]?.stringValue, StoreSeeding.isSafeRelativePath(path) else { continue }
+                let parent = Path.parent(staging + "/" + path)
+                if !directories.contains(parent) {
+                    try fs.createDirectory(parent)
+                    directories.insert(parent)
+                }
             }
         }
         let total = files.reduce(UInt64(0)) { $0 + UInt64($1["size"]?.int64Value ?? 0) }
@@ -429,12 +465,16 @@ public enum StoreSeeding {
             || (name.count == 5 && name.hasPrefix("p") && name.dropFirst().allSatisfy(\.isNumber))
     }
 
-    /// `dir/file` or `file` with no `..`, no absolute path: what a seed plan may name.
+    /// `CLOUDLET`, `<log>/<file>` or `<log>/index/<file>` with no `.`, `..` or empty part: what a seed plan may name.
     static func isSafeRelativePath(_ path: String) -> Bool {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
-        guard (1...2).contains(parts.count), !path.hasPrefix("/"), let first = parts.first, isStoreEntry(String(first)) || parts.count == 1
-        else { return false }
-        return parts.allSatisfy { !$0.isEmpty && $0 != "." && $0 != ".." }
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard parts.allSatisfy({ !$0.isEmpty && $0 != "." && $0 != ".." }), isStoreEntry(parts[0]) else { return false }
+        switch parts.count {
+        case 1: return parts[0] == StoreMetadata.fileName
+        case 2: return parts[0] != StoreMetadata.fileName
+        case 3: return parts[0] != StoreMetadata.fileName && parts[1] == Partition.indexDirectoryName
+        default: return false
+        }
     }
 
     static func writeDurably(_ bytes: [UInt8], to path: String, fileSystem fs: any FileSystem) throws {

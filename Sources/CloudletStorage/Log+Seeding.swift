@@ -6,49 +6,66 @@ import CloudletCore
 /// marker and horizon in force then, as bytes. A compaction or a truncation that deletes a segment afterwards does
 /// not take it from the snapshot: its descriptor stays open until ``close()``.
 public final class LogSnapshot: Sendable {
-    /// A segment as the snapshot holds it: its file name in the log's directory and how many of its bytes to copy.
-    public struct Segment: Sendable {
-        public var name: String
-        public var size: UInt64
-        let file: any File
-    }
-
     public let partition: UInt32
-    public let segments: [Segment]
+    /// The segments, each up to its durable size then.
+    public let segments: [HeldFile]
     /// The log's durable end at the moment: the last LSN of the copy.
     public let durableLSN: UInt64
+    /// The compaction generation in force (0: never compacted); an index flushed under another one is not used.
+    public let generation: UInt32
     /// The `COMPACTED` file's bytes for the marker in force (nil: never compacted).
     public let marker: [UInt8]?
     /// The `HORIZON` file's bytes: the compaction horizon (nil: none, an unreplicated log or one never raised).
     public let horizon: [UInt8]?
 
-    init(partition: UInt32, segments: [Segment], durableLSN: UInt64, marker: [UInt8]?, horizon: [UInt8]?) {
+    init(partition: UInt32, segments: [HeldFile], durableLSN: UInt64, generation: UInt32, marker: [UInt8]?, horizon: [UInt8]?) {
         self.partition = partition
         self.segments = segments
         self.durableLSN = durableLSN
+        self.generation = generation
         self.marker = marker
         self.horizon = horizon
     }
 
-    /// Up to `count` bytes of segment `index` from `offset`, never past the snapshot's size of it. Throws `.io`.
-    public func read(segment index: Int, offset: UInt64, count: Int) throws -> [UInt8] {
-        let s = segments[index]
-        guard offset < s.size else { return [] }
-        let n = Int(min(UInt64(count), s.size - offset))
+    /// Closes the segments' descriptors (deleted files go then).
+    public func close() {
+        for s in segments { s.close() }
+    }
+}
+
+/// A file held open for a seed (``LogSnapshot``, ``IndexSnapshot``): its name in its directory and how many of its
+/// bytes to copy. Deleting its name does not take its bytes while it is held.
+public struct HeldFile: Sendable {
+    public var name: String
+    public var size: UInt64
+    let file: any File
+
+    /// Opens `path` for reading; `size` nil: the whole file as it is now.
+    static func open(_ path: String, size: UInt64?, fileSystem: any FileSystem) throws(FileSystemError) -> HeldFile {
+        let file = try fileSystem.open(path, options: .readOnly)
+        do throws(FileSystemError) {
+            let length: UInt64
+            if let size { length = size } else { length = try file.size() }
+            return HeldFile(name: Path.name(path), size: length, file: file)
+        } catch {
+            try? file.close()
+            throw error
+        }
+    }
+
+    /// Up to `count` bytes from `offset`, never past ``size``. Throws `.io`, also when the file is shorter than that.
+    public func read(offset: UInt64, count: Int) throws -> [UInt8] {
+        guard offset < size else { return [] }
+        let n = Int(min(UInt64(count), size - offset))
         let bytes: [UInt8]
-        do throws(FileSystemError) { bytes = try s.file.read(at: offset, count: n) } catch {
-            throw CloudletError.io(error, "reading segment \(s.name) of partition \(partition) for a seed")
+        do throws(FileSystemError) { bytes = try file.read(at: offset, count: n) } catch {
+            throw CloudletError.io(error, "reading \(name) for a seed")
         }
-        guard bytes.count == n else {
-            throw CloudletError(.io, "segment \(s.name) of partition \(partition) is shorter than the \(s.size) bytes it had")
-        }
+        guard bytes.count == n else { throw CloudletError(.io, "\(name) is shorter than the \(size) bytes it had") }
         return bytes
     }
 
-    /// Closes the segments' descriptors (deleted files go then).
-    public func close() {
-        for s in segments { try? s.file.close() }
-    }
+    public func close() { try? file.close() }
 }
 
 extension Log {
@@ -57,23 +74,23 @@ extension Log {
     public func snapshotForSeeding() throws -> LogSnapshot {
         try monitor.withLock { s throws -> LogSnapshot in
             if let failure = s.failure { throw failure }
-            var taken: [LogSnapshot.Segment] = []
+            var taken: [HeldFile] = []
             do throws(FileSystemError) {
                 // A segment the committer created for frames not yet durable is left out: the copy ends at a
                 // frame boundary at the durable end, and the segments before it stay contiguous.
                 for segment in s.segments where segment.firstLSN <= s.durableLSN {
-                    let file = try fileSystem.open(segment.path, options: .readOnly)
-                    taken.append(LogSnapshot.Segment(name: Path.name(segment.path), size: segment.size, file: file))
+                    taken.append(try HeldFile.open(segment.path, size: segment.size, fileSystem: fileSystem))
                 }
             } catch {
-                for t in taken { try? t.file.close() }
+                for t in taken { t.close() }
                 throw CloudletError.io(error, "opening the segments of partition \(partition) for a seed")
             }
             var horizon: UInt64?
             if s.compactionLimit != .max && s.compactionLimit > 0 { horizon = min(s.compactionLimit, s.durableLSN) }
             if let m = s.marker { horizon = max(horizon ?? 0, m.coveredThrough) }
             return LogSnapshot(
-                partition: partition, segments: taken, durableLSN: s.durableLSN, marker: s.marker?.encoded(),
+                partition: partition, segments: taken, durableLSN: s.durableLSN, generation: s.marker?.generation ?? 0,
+                marker: s.marker?.encoded(),
                 horizon: horizon.map { CompactionHorizon.encoded($0) })
         }
     }

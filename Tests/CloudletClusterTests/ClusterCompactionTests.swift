@@ -131,6 +131,10 @@ struct ClusterCompactionTests {
         let seededLines = cluster.stderr(lost)
         #expect(seededLines.contains { $0.contains("seeded from \(source)") }, "\(seededLines.suffix(8))")
         #expect(!seededLines.contains { $0.contains("halting") }, "\(seededLines.suffix(8))")
+        // The leader's index went with the logs (its runs as of one version), and the copy opened with it rather than
+        // setting it aside and replaying the whole log.
+        #expect(cluster.stderr(source).contains { $0.contains("seeding \(lost): ") && $0.contains(", 1 indexes)") })
+        #expect(!seededLines.contains { $0.contains("set aside the index") }, "\(seededLines.filter { $0.contains("index") })")
         await cluster.stopAll()
         let seededMarker = try #require(try marker(cluster, lost), "the seed copied the leader's compaction marker")
         #expect(seededMarker.epochs != nil)
