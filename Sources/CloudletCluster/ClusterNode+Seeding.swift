@@ -229,6 +229,17 @@ extension ClusterNode {
         store.partitions.allSatisfy { $0.log.lastLSN == 0 } && (store.catalog.log?.lastLSN ?? 0) == 0
     }
 
+    /// ``seedIfEmpty()``, tried up to 5 times 1 s apart (the leader may be changing); throws the last failure.
+    func seedWithRetries() async throws -> Bool {
+        for attempt in 1... {
+            do { return try await seedIfEmpty() } catch where attempt < 5 {
+                ServerLog.warning("seeding this empty store failed (attempt \(attempt) of 5): \(error); trying again")
+                try await Task.sleep(for: .seconds(1))
+            }
+        }
+        return false
+    }
+
     /// A node with an empty store in a cluster whose partition 0 has a leader with data copies that leader's files
     /// into the staging directory (``StoreSeeding``); true when it did (the caller restarts the node, which moves
     /// them into place). False when there is nothing to copy (no leader, this node leads, the leader is empty too).

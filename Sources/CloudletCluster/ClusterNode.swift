@@ -148,7 +148,7 @@ public final class ClusterNode: Sendable {
         replicaSet.withLock { $0 = replicas }
         try await etcd.put(keys.applied + me.name, Array(String(placementVersion.withLock { $0 }).utf8), lease: lease)
         // An empty store in a cluster that holds data is seeded from files, not replayed record by record.
-        if try await seedIfEmpty() {
+        if try await seedWithRetries() {
             restartContinuation.yield(RestartRequest(partition: 0, after: 0, seeded: true))
             return
         }
