@@ -429,12 +429,17 @@ public enum StoreSeeding {
         case installed
     }
 
-    /// Finishes or discards a staged seed of the store at `directory`. Throws `.io`.
+    /// Finishes or discards a staged seed of the store at `directory`, holding its lock. Throws `.io`, or `.locked`
+    /// when another process has the store open.
     @discardableResult
     public static func finish(at directory: String) throws -> Outcome {
         let staging = directory + "/" + stagingName
         let fs = PosixFileSystem()
         guard fs.fileExists(staging) else { return .nothing }
+        // Under the store's lock: no other process has the store open meanwhile (one copying into this very
+        // directory, started by mistake on the same store, keeps its staging).
+        let lock = try StoreLock(directory: directory, fileSystem: fs)
+        defer { lock.release() }
         guard fs.fileExists(staging + "/" + completeName) else {
             do { try FileManager.default.removeItem(atPath: staging) } catch {
                 throw CloudletError(.io, "removing the interrupted seed \(staging): \(error)")

@@ -75,6 +75,17 @@ struct StoreSeedingTests {
         #expect(try StoreSeeding.finish(at: target) == .nothing)
     }
 
+    @Test func aStoreAnotherProcessHasOpenIsLeftAlone() async throws {
+        let dir = TempDir("store-seeding-locked")
+        _ = try await source(dir.sub("source"), count: 3)
+        let target = dir.sub("target")
+        let open = try await CloudletStore.open(at: target)
+        try stage(from: dir.sub("source"), into: target, complete: false)
+        #expect(throws: CloudletError.self) { try StoreSeeding.finish(at: target) }
+        #expect(FileManager.default.fileExists(atPath: target + "/" + StoreSeeding.stagingName), "the copy under way is kept")
+        try await open.close()
+    }
+
     @Test func aPlanMayNameOnlyTheStoresOwnFiles() {
         for ok in ["CLOUDLET", "p0000/00000000000000000001.seg", "catalog/COMPACTED", "p0003/index/000001.run"] {
             #expect(StoreSeeding.isSafeRelativePath(ok), "\(ok)")
