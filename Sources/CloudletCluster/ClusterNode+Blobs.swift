@@ -21,12 +21,10 @@ extension ClusterNode {
 
     /// `POST /cloudlet/cluster/blob`: a blob, to a replica of this cluster.
     func serveBlob(_ request: HTTPRequest) -> HTTPResponse {
-        guard request.method == "POST" else { return APIError.badRequest("\(Self.blobPath) takes POST").response }
-        guard let opener = authenticator.withLock({ $0 }) else {
-            return Self.unavailable("node \(configuration.node) has not joined cluster \(configuration.name) yet").response
-        }
-        guard let message = opener.open(request.body) else {
-            return APIError("AUTHENTICATION_FAILED", "blob request not sealed with the key of cluster \(configuration.name)").response
+        let message: ArraySlice<UInt8>
+        switch openPeerRequest(request, Self.blobPath, "blob request") {
+        case .success(let opened): message = opened.message
+        case .failure(let refusal): return refusal.response
         }
         let parts = String(decoding: message, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
         guard parts.count == 2, BlobStore.isChecksum(String(parts[1])) else {
@@ -44,6 +42,30 @@ extension ClusterNode {
             return APIError(error as? CloudletError ?? CloudletError(.io, "opening asset \(checksum): \(error)")).response
         }
         return .blob(file, range: 0..<file.size, headers: [("ETag", "\"\(checksum)\"")])
+    }
+
+    /// Why a request from another node is refused (``openPeerRequest(_:_:_:)``).
+    struct PeerRefusal: Error {
+        var response: HTTPResponse
+    }
+
+    /// The body of a `POST` from another node to `path`, opened with the cluster's message key (and the key, to seal
+    /// an answer with); else the answer refusing it: not a POST, the node has not joined yet (no key), or not sealed
+    /// with the cluster's key (`AUTHENTICATION_FAILED`).
+    func openPeerRequest(_ request: HTTPRequest, _ path: String, _ what: String)
+        -> Result<(sealer: MessageAuthenticator, message: ArraySlice<UInt8>), PeerRefusal>
+    {
+        guard request.method == "POST" else { return .failure(PeerRefusal(response: APIError.badRequest("\(path) takes POST").response)) }
+        guard let sealer = authenticator.withLock({ $0 }) else {
+            return .failure(
+                PeerRefusal(response: Self.unavailable("node \(configuration.node) has not joined cluster \(configuration.name) yet").response))
+        }
+        guard let message = sealer.open(request.body) else {
+            return .failure(
+                PeerRefusal(
+                    response: APIError("AUTHENTICATION_FAILED", "\(what) not sealed with the key of cluster \(configuration.name)").response))
+        }
+        return .success((sealer, message))
     }
 
     /// What asking one peer for a blob gave.

@@ -11,6 +11,7 @@ import Foundation
 ///
 /// - `POST /cloudlet/cluster/message`: a ``ReplicaEnvelope`` from another node (binary; frames verbatim).
 /// - `POST /cloudlet/cluster/blob`: an asset file, to another replica (``serveBlob(_:)``, ClusterNode+Blobs.swift).
+/// - `POST /cloudlet/cluster/seed`: a store's files, to an empty replica (``serveSeed(_:)``, ClusterNode+Seeding.swift).
 /// - `GET /cloudlet/cluster/status`: this node's view of the cluster as JSON (what `cloudlet cluster status` shows).
 /// - writes (`…/modify`, asset upload requests) on a node that does not lead are **forwarded** to the leader and its
 ///   answer relayed: CloudKit clients (CloudKit JS, the Web Services examples) do not follow redirects for POSTs,
@@ -32,6 +33,7 @@ extension ClusterNode {
         switch request.path {
         case Self.messagePath: return receive(request)
         case Self.blobPath: return serveBlob(request)
+        case Self.seedPath: return serveSeed(request)
         case Self.statusPath: return HTTPResponse(status: 200, body: Array(statusJSON().serialized().utf8))
         default: break
         }
@@ -72,6 +74,15 @@ extension ClusterNode {
         }
         guard let driver = drivers.withLock({ $0[envelope.log] }) else {
             return Self.unavailable("node \(configuration.node) is not replicating partition \(envelope.log) yet").response
+        }
+        // An empty store behind the compaction horizon (it started before the leader had data, or had none then) is
+        // seeded from files: the node restarts to copy them. A store that holds frames still halts (the replica).
+        if case .compacted = envelope.message, storeIsEmpty {
+            if !seedRequested.exchange(true, ordering: .relaxed) {
+                ServerLog.note("partition \(envelope.log): \(envelope.from) compacted what this empty store lacks; restarting to seed it from files")
+                restartContinuation.yield(RestartRequest(partition: Int(envelope.log), after: 0, seeded: true))
+            }
+            return HTTPResponse(status: 204, contentType: "application/octet-stream", body: [])
         }
         driver.feed(.receive(from: envelope.from, envelope.message, now: now()))
         return HTTPResponse(status: 204, contentType: "application/octet-stream", body: [])
@@ -208,6 +219,10 @@ extension ClusterNode {
             # HELP cloudlet_cluster_blobs_skipped_total Asset files of followed frames that no replica had (collected at the leader).
             # TYPE cloudlet_cluster_blobs_skipped_total counter
             cloudlet_cluster_blobs_skipped_total \(blobsSkipped.load(ordering: .relaxed))
+            # HELP cloudlet_cluster_seed_bytes_total Bytes of store files this node copied from another replica to seed its empty store (received), or sent to seed another's (sent).
+            # TYPE cloudlet_cluster_seed_bytes_total counter
+            cloudlet_cluster_seed_bytes_total{direction="received"} \(Self.seedBytesReceived.load(ordering: .relaxed))
+            cloudlet_cluster_seed_bytes_total{direction="sent"} \(seedBytesServed.load(ordering: .relaxed))
 
             """
         for (id, driver) in drivers.withLock({ $0 }).sorted(by: { $0.key < $1.key }) {

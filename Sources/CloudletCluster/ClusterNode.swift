@@ -48,15 +48,26 @@ public final class ClusterNode: Sendable {
     let blobsFetched = Atomic<Int>(0)
     let blobBytesFetched = Atomic<Int>(0)
     let blobsSkipped = Atomic<Int>(0)
+    /// Seeds this node serves to empty replicas (ClusterNode+Seeding.swift), by id; bytes of their files sent, and
+    /// bytes of a seed this node copied.
+    let seedSessions = Mutex<[String: SeedSession]>([:])
+    let seedBytesServed = Atomic<Int>(0)
+    /// Per process, not per node: the node that copied a seed is replaced by a new one when the process reopens its
+    /// store, and the counter must survive that.
+    static let seedBytesReceived = Atomic<Int>(0)
+    /// Set once this node asked to restart for a seed (an empty store told `compacted`).
+    let seedRequested = Atomic<Bool>(false)
     /// Seals and opens messages between nodes with the cluster's key (from etcd, once the node joined).
     let authenticator = Mutex<MessageAuthenticator?>(nil)
     private let restartStream: AsyncStream<RestartRequest>
-    private let restartContinuation: AsyncStream<RestartRequest>.Continuation
+    let restartContinuation: AsyncStream<RestartRequest>.Continuation
 
-    /// A divergent suffix to cut from a partition's log before the node runs again.
+    /// A divergent suffix to cut from a partition's log before the node runs again — or, with `seeded`, a seed
+    /// staged (or wanted) for an empty store: the node reopens its store (``StoreSeeding/finish(at:)`` first).
     public struct RestartRequest: Sendable {
         public var partition: Int
         public var after: UInt64
+        public var seeded = false
     }
 
     /// Told the cluster's asset signing key once the node has the cluster's key (``start()``, before it registers).
@@ -136,6 +147,11 @@ public final class ClusterNode: Sendable {
         }
         replicaSet.withLock { $0 = replicas }
         try await etcd.put(keys.applied + me.name, Array(String(placementVersion.withLock { $0 }).utf8), lease: lease)
+        // An empty store in a cluster that holds data is seeded from files, not replayed record by record.
+        if try await seedWithRetries() {
+            restartContinuation.yield(RestartRequest(partition: 0, after: 0, seeded: true))
+            return
+        }
         ServerLog.note("cluster \(configuration.name): node \(me), replicas \(replicas.map(\.name).joined(separator: ", ")), ack \(configuration.ackMode.rawValue)")
         var started: [UInt32: PartitionDriver] = [:]
         let first = PartitionDriver(target: .partition(store.partitions[0]), node: self, replicas: replicas) { [weak self] driver in
@@ -320,6 +336,7 @@ public final class ClusterNode: Sendable {
             if let first = all[0] { observeLeadership(first.status) }
             for driver in all.values { driver.tick() }
             repairSharesWhenLeading()
+            expireSeedSessions()
             try? await Task.sleep(for: .milliseconds(Int(configuration.tickInterval)))
         }
     }
@@ -335,6 +352,7 @@ public final class ClusterNode: Sendable {
             if let lease = driver.currentLease { leases.append(Int64(bitPattern: lease)) }
         }
         for lease in leases { try? await etcd.revokeLease(lease) }
+        releaseSeedSessions()
         restartContinuation.finish()
     }
 

@@ -22,7 +22,9 @@ import Synchronization
 /// - `notifications.matched` — the notification hub matched durable commits, their notifications are not written
 ///   to the notification log yet (reopening re-matches them);
 /// - `lsm.manifest.appended` — an LSM manifest edit is durable, the tree has not acted on it yet (memtable still
-///   held, merge inputs not deleted).
+///   held, merge inputs not deleted);
+/// - `seed.chunk` — a node seeding its empty store from another's files wrote a chunk of one into its staging
+///   directory (docs/replication.md, "Seeding a node from files"), the copy is not complete.
 package enum CrashPoint {
     private struct Target {
         var name: String

@@ -71,6 +71,12 @@ enum ServeCluster {
         while true {
             var storeConfig = baseConfig
             storeConfig.replicated = true
+            // A seed copied before the last restart is moved into place (or, interrupted, discarded) first.
+            switch try StoreSeeding.finish(at: dir) {
+            case .installed: ServerConfiguration.standardError("cloudlet: installed the seed copied into \(dir)/seeding")
+            case .discarded: ServerConfiguration.standardError("cloudlet: discarded an interrupted seed in \(dir)/seeding")
+            case .nothing: break
+            }
             let store = try await StoreAccess.open(dir, configuration: storeConfig, hint: "One server per data directory")
             let current = Mutex<ClusterNode?>(nil)
             var serverConfig = config
@@ -119,6 +125,8 @@ enum ServeCluster {
             case .signal(let s):
                 ServerConfiguration.standardError("cloudlet: \(s == SIGINT ? "SIGINT" : "SIGTERM"): stopped; store closed")
                 return
+            case .restart(let r) where r.seeded:
+                ServerConfiguration.standardError("cloudlet: reopening the store to seed it from another replica")
             case .restart(let r):
                 let t = try await ThreadBridge.offload {
                     r.partition == Int(Catalog.logPartition)

@@ -120,6 +120,51 @@ struct ClusterAssetTests {
         await cluster.etcd.stop()
     }
 
+    /// A node started with an empty store seeds itself from the leader's files (docs/replication.md, "Seeding a node
+    /// from files"): killed part-way through the copy, it is left empty (the staged copy is discarded at the next
+    /// start, never opened); the copy then completes, brings the asset files along, and the seeded node alone serves
+    /// the asset and holds every acknowledged record.
+    @Test func anEmptyNodeSeedsFromFilesAndServesTheAssetAndACrashMidSeedLeavesItEmpty() async throws {
+        let (cluster, leader, down, up) = try await started()
+        defer { withExtendedLifetime(cluster) {} }
+        await cluster.kill(down)
+        try FileManager.default.removeItem(atPath: cluster.store(down))
+        let photo = content(5, 300_000)
+        let checksum = try await savePhoto(cluster, via: leader, "photo", photo)
+        var acked: Set<String> = []
+        for i in 0..<30 where await cluster.create(leader, "s\(i)", value: "v\(i)").acked { acked.insert("s\(i)") }
+        #expect(acked.count == 30)
+
+        // Killed after the first chunk of the copy: a staged copy without its COMPLETE mark, and an empty store.
+        var environment = ProcessInfo.processInfo.environment
+        environment["CLOUDLET_CRASH_AT"] = "seed.chunk"
+        let crashed = try await cluster.startUntilExit(down, timeout: 60, environment: environment)
+        #expect(crashed.status == SIGKILL, "the node died at the crash point: \(crashed.status) \(crashed.stderr.suffix(5))")
+        let staging = cluster.store(down) + "/seeding"
+        #expect(FileManager.default.fileExists(atPath: staging) && !FileManager.default.fileExists(atPath: staging + "/COMPLETE"))
+        #expect(try await cluster.recordNames(down).isEmpty, "the store of a node killed mid-seed holds nothing")
+
+        try await cluster.start(down)
+        try await cluster.waitConverged()
+        let lines = cluster.stderr(down)
+        #expect(lines.contains { $0.contains("discarded an interrupted seed") }, "\(lines.suffix(8))")
+        #expect(lines.contains { $0.contains("seeded from \(leader)") }, "\(lines.suffix(8))")
+        #expect(!FileManager.default.fileExists(atPath: staging))
+        #expect(hasBlob(cluster, down, checksum), "the seed brought the asset file")
+
+        // The others stop: the seeded node serves the record and its file from its own store.
+        await cluster.kill(leader, SIGTERM)
+        await cluster.kill(up, SIGTERM)
+        #expect(SHA256Stream.hex(of: try await download(cluster, down, "photo")) == checksum)
+        await cluster.stopAll()
+        let names = try await cluster.recordNames(down)
+        #expect(acked.subtracting(names).isEmpty, "the seeded node lacks \(acked.subtracting(names).sorted().prefix(5))")
+        var hashes: Set<String> = []
+        for n in cluster.names { hashes.insert(try await cluster.contentHash(n)) }
+        #expect(hashes.count == 1, "the seeded replica's content differs: \(hashes)")
+        await cluster.etcd.stop()
+    }
+
     /// `POST /cloudlet/cluster/blob` as another node sends it: the body `<node>\n<checksum>`, sealed with the
     /// cluster's message key (read from etcd, as the nodes do).
     private func askForBlob(_ cluster: ClusterHarness, _ node: String, as asker: String, _ checksum: String, sealed: Bool = true)

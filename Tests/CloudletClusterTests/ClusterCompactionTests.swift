@@ -6,8 +6,8 @@ import Testing
 
 /// Compaction on a real cluster (three `cloudlet serve --cluster` processes with 4 KiB segments, a real etcd): nodes
 /// compact in the background up to the compaction horizon, the offline tool compacts a stopped node, compacted
-/// nodes restart and fail over, a follower down across compactions catches up, and a node that lost its store is
-/// refused by name until it is re-seeded.
+/// nodes restart and fail over, a follower down across compactions catches up, and a node that lost its store seeds
+/// itself from the leader's files and follows.
 @Suite(.serialized, .enabled(if: EtcdProcess.isInstalled, "etcd-server is not installed (.ci/install-deps)"))
 struct ClusterCompactionTests {
     /// Creates `count` new `Item` records (recorded in `sent`/`acked`) and overwrites a few `Hot` ones many times, so
@@ -47,7 +47,7 @@ struct ClusterCompactionTests {
         try CompactionMarker.load(directory: cluster.store(node) + "/p0000")
     }
 
-    @Test func compactedNodesRestartFailOverAndCatchUpAndAStoreBehindTheHorizonIsRefused() async throws {
+    @Test func compactedNodesRestartFailOverAndCatchUpAndAnEmptyStoreBehindTheHorizonIsSeeded() async throws {
         let cluster = try await ClusterHarness(extraArguments: ["--segment-size", "4096"])
         defer { withExtendedLifetime(cluster) {} }
         try await cluster.startAll()
@@ -119,25 +119,50 @@ struct ClusterCompactionTests {
         }
         #expect(hashes.count == 1, "replicas' content differs: \(hashes)")
 
-        // A node whose store is lost starts empty: the others compacted what it needs, so it is refused by name.
+        // A node whose store is lost starts empty: the others compacted what it lacks, so it seeds itself from the
+        // leader's files (its compacted segments and marker included), then tails it like any follower.
         let lost = cluster.names.first { $0 != follower }!
         try FileManager.default.removeItem(atPath: cluster.store(lost))
         for n in cluster.names where n != lost { try await cluster.start(n) }
-        _ = try await cluster.leader()
-        let seeded = try await cluster.startUntilExit(lost, timeout: 60)
-        #expect(seeded.status == 70, "the empty node halts")
-        #expect(seeded.stderr.contains { $0.contains("must be re-seeded") }, "\(seeded.stderr.suffix(5))")
-        // Re-seeding as the docs say: a stopped replica's store copied over, then it starts and follows.
-        await cluster.kill(follower, SIGTERM)
-        try FileManager.default.removeItem(atPath: cluster.store(lost))
-        try FileManager.default.copyItem(atPath: cluster.store(follower), toPath: cluster.store(lost))
-        try await cluster.start(follower)
+        let source = try await cluster.leader()
         try await cluster.start(lost)
-        let last = try await cluster.leader()
-        await write(cluster, "e", count: 20, via: { last }, sent: &sent, acked: &acked)
+        await write(cluster, "e", count: 20, via: { source }, sent: &sent, acked: &acked)
         try await cluster.waitConverged()
+        let seededLines = cluster.stderr(lost)
+        #expect(seededLines.contains { $0.contains("seeded from \(source)") }, "\(seededLines.suffix(8))")
+        #expect(!seededLines.contains { $0.contains("halting") }, "\(seededLines.suffix(8))")
+        // The leader's index went with the logs (its runs as of one version), and the copy opened with it rather than
+        // setting it aside and replaying the whole log.
+        #expect(cluster.stderr(source).contains { $0.contains("seeding \(lost): ") && $0.contains(", 1 indexes)") })
+        #expect(!seededLines.contains { $0.contains("set aside the index") }, "\(seededLines.filter { $0.contains("index") })")
         await cluster.stopAll()
-        #expect(Set(try await cluster.recordNames(lost)).isSuperset(of: acked))
+        let seededMarker = try #require(try marker(cluster, lost), "the seed copied the leader's compaction marker")
+        #expect(seededMarker.epochs != nil)
+        let names = try await cluster.recordNames(lost)
+        #expect(acked.subtracting(names).isEmpty, "the seeded node lacks acknowledged writes: \(acked.subtracting(names).sorted().prefix(5))")
+        #expect(names.subtracting(sent).isEmpty, "the seeded node holds records no client sent")
+        var after: Set<String> = []
+        for n in cluster.names { after.insert(try await cluster.contentHash(n)) }
+        #expect(after.count == 1, "the seeded replica's content differs from the others': \(after)")
+
+        // An empty node that starts while no node leads cannot seed at start (there is no source yet); once one
+        // leads, it asks for LSN 1, is told the log was compacted, and restarts to seed itself instead of halting.
+        let early = cluster.names.first { $0 != lost }!
+        try FileManager.default.removeItem(atPath: cluster.store(early))
+        try await cluster.start(early)
+        let joined = Date().addingTimeInterval(30)
+        while !cluster.stderr(early).contains(where: { $0.contains("node \(early), replicas") }) && Date() < joined {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        for n in cluster.names where n != early { try await cluster.start(n) }
+        let lead = try await cluster.leader()
+        await write(cluster, "f", count: 20, via: { lead }, sent: &sent, acked: &acked)
+        try await cluster.waitConverged()
+        let earlyLines = cluster.stderr(early)
+        #expect(earlyLines.contains { $0.contains("compacted what this empty store lacks; restarting to seed it") }, "\(earlyLines.suffix(8))")
+        #expect(earlyLines.contains { $0.contains("seeded from ") } && !earlyLines.contains { $0.contains("halting") })
+        await cluster.stopAll()
+        #expect(acked.subtracting(try await cluster.recordNames(early)).isEmpty, "the node seeded after `compacted` lacks acknowledged writes")
         await cluster.etcd.stop()
     }
 }

@@ -80,9 +80,8 @@ try cloudletExecutable(), serveArguments(node))
 
     /// Starts a node that is expected to stop by itself (a refusal): its exit status and standard error, or a
     /// failure if it still runs after `timeout` seconds (it is killed then).
-    func startUntilExit(_ node: String, timeout: Double) async throws -> (status: Int32, stderr: [String]) {
-        let c = try ChildProcess(
-try cloudletExecutable(), serveArguments(node))
+    func startUntilExit(_ node: String, timeout: Double, environment: [String: String]? = nil) async throws -> (status: Int32, stderr: [String]) {
+        let c = try ChildProcess(try cloudletExecutable(), serveArguments(node), environment: environment)
         let deadline = Date().addingTimeInterval(timeout)
         while c.process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
         guard !c.process.isRunning else {

@@ -217,7 +217,8 @@ package final class Partition: Sendable {
     }
 
     /// The partition's index directory (`DIR/index`): an LSM tree of the key directory (KeyDirectory.swift).
-    package static func indexDirectory(_ directory: String) -> String { Path.join(directory, "index") }
+    package static func indexDirectory(_ directory: String) -> String { Path.join(directory, indexDirectoryName) }
+    package static let indexDirectoryName = "index"
 
     /// Opens the partition's index and the state flushed with it. No state: a store of format 3 (no index yet), an
     /// index of another compaction generation, or a damaged one — each of the last two is set aside (deleted)

@@ -174,6 +174,16 @@ public final class Manifest: Sendable {
         }
     }
 
+    /// Runs `body` with the current version under the manifest's lock (no edit applies meanwhile); returns the
+    /// version and what `body` made. Throws `.io` for what `body` throws.
+    func withVersionLocked<T>(_ body: (LSMVersion) throws(FileSystemError) -> T) throws -> (LSMVersion, T) {
+        try state.withLock { s throws(CloudletError) -> (LSMVersion, T) in
+            do throws(FileSystemError) { return (s.version, try body(s.version)) } catch {
+                throw CloudletError.io(error, "holding the runs of \(directory)")
+            }
+        }
+    }
+
     /// Closes the manifest file.
     public func close() {
         state.withLock { s in
