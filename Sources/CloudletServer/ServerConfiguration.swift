@@ -10,6 +10,12 @@ public struct ServerConfiguration: Sendable {
     public var tlsCertificatePath: String?
     /// PEM private key for HTTPS.
     public var tlsKeyPath: String?
+    /// Whether the server speaks HTTPS (``tlsCertificatePath`` is set).
+    var tls: Bool { tlsCertificatePath != nil }
+    /// The origin (and optional path prefix) of every URL the server hands out: sign-in `redirectURL`, courier
+    /// `webcourierURL` / `websocketURL`, asset upload and download URLs, share URLs (`cloudlet serve --public-url`).
+    /// Default nil: the address the server listens on (``Server/url``). Never the request's `Host` header.
+    public var publicURL: PublicURL?
     /// Worker threads: requests handled at once. Connections are not limited by it (an idle keep-alive, a waiting
     /// long poll or an open websocket holds no thread). Default 64.
     public var threads = 64

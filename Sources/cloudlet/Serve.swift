@@ -10,7 +10,7 @@ enum Serve {
     static let firstUserName = "user"
 
     static let help = """
-        USAGE: cloudlet serve [--data DIR] [--host H] [--port P] [--tls-cert FILE --tls-key FILE]
+        USAGE: cloudlet serve [--data DIR] [--host H] [--port P] [--tls-cert FILE --tls-key FILE] [--public-url URL]
                               [--durability fsync|os] [--container ID] [--threads N] [--response-budget BYTES]
                               [--max-asset-size BYTES] [--asset-url-lifetime SECONDS] [--asset-gc-interval SECONDS]
                               [--rate-limit REQUESTS_PER_SECOND [--burst N]] [--user-quota BYTES]
@@ -28,6 +28,11 @@ enum Serve {
           --port P            TCP port (default 8080; 0 picks a free port, printed as "listening on URL")
           --tls-cert FILE     PEM certificate (and chain): serve HTTPS (needs --tls-key)
           --tls-key FILE      PEM private key
+          --public-url URL    the origin of every URL the server hands out (sign-in redirectURL, webcourierURL,
+                              websocketURL, asset upload/download and share URLs): http(s)://HOST[:PORT][/PREFIX],
+                              no query or fragment; set it when clients reach the server through another name
+                              or a reverse proxy. Default: the address listened on (127.0.0.1 for 0.0.0.0), or
+                              --advertise in a cluster. The request's Host header is never used
           --durability D      fsync (default): a write is acknowledged once fdatasync'ed;
                               os: once written to the OS (survives a process crash, not a power cut)
           --container ID      on a fresh store, the container of the first API token (default \(defaultContainer))
@@ -80,7 +85,7 @@ enum Serve {
         let o = try CommandLineOptions(
             args,
             valued: Set([
-                "--data", "--host", "--port", "--tls-cert", "--tls-key", "--durability", "--container", "--threads",
+                "--data", "--host", "--port", "--tls-cert", "--tls-key", "--public-url", "--durability", "--container", "--threads",
                 "--response-budget", "--max-asset-size", "--asset-url-lifetime", "--asset-gc-interval", "--rate-limit", "--burst",
                 "--user-quota", "--max-connections-per-peer", "--header-timeout", "--body-timeout", "--keep-alive-timeout",
                 "--max-subscriptions-per-user", "--segment-size",
@@ -116,6 +121,7 @@ enum Serve {
             throw UsageError(message: "--burst goes with --rate-limit")
         }
         config.userQuota = try o.integer("--user-quota", in: 1...Int.max, "a number of bytes")
+        config.publicURL = try publicURL(o["--public-url"], option: "--public-url")
         config.tlsCertificatePath = o["--tls-cert"]
         config.tlsKeyPath = o["--tls-key"]
         guard (config.tlsCertificatePath == nil) == (config.tlsKeyPath == nil) else {
@@ -144,6 +150,10 @@ enum Serve {
         let stop = SignalWaiter([SIGTERM, SIGINT])
 
         if let cluster = try ServeCluster.configuration(o) {
+            // A node hands out URLs to itself: its advertised address, unless a public URL is given.
+            if config.publicURL == nil, !cluster.advertise.isEmpty {
+                config.publicURL = try publicURL(cluster.advertise, option: "--advertise")
+            }
             try await ServeCluster.run(
                 dir: dir, server: config, store: storeConfig, container: container, cluster: cluster, stop: stop)
             return
@@ -172,6 +182,14 @@ enum Serve {
         await ThreadBridge.offload { server.stop() }
         try await store.close()
         ServerConfiguration.standardError("cloudlet: stopped; store closed")
+    }
+
+    /// `text` checked as a public URL (``PublicURL``); a usage error naming `option` and what is wrong.
+    static func publicURL(_ text: String?, option: String) throws -> PublicURL? {
+        guard let text else { return nil }
+        do { return try PublicURL(text) } catch let e as ServerSetupError {
+            throw UsageError(message: "\(option): \(e.message)")
+        }
     }
 
     static func printBootstrap(_ b: Credentials.Bootstrap, admin: String, url: String) {

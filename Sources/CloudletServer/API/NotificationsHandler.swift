@@ -19,20 +19,26 @@ final class NotificationCourier: Sendable {
     let store: CloudletStore
     static let maxPollSeconds = 60.0
 
-    init(store: CloudletStore) { self.store = store }
+    /// Where `webcourierURL` and `websocketURL` point.
+    let origin: ServerOrigin
+
+    init(store: CloudletStore, origin: ServerOrigin) {
+        self.store = store
+        self.origin = origin
+    }
 
     /// `tokens/create`: `{apnsEnvironment?}` → `{apnsEnvironment, apnsToken, webcourierURL, websocketURL}`.
-    func createToken(_ context: RequestContext, request: HTTPRequest) throws -> [UInt8] {
+    func createToken(_ context: RequestContext) throws -> [UInt8] {
         let env = try apnsEnvironment(context)
         let token = try createToken(inbox(context))
-        return describe(token, env: env, request: request)
+        return describe(token, env: env)
     }
 
     /// `tokens/register` (`{apnsToken, apnsEnvironment?}`): Cloudlet cannot push through APNs, so the token is
     /// registered as a web courier token of the caller's notifications (a token `tokens/create` gave them, or one of
     /// their own making: 16–256 printable ASCII characters) → the same answer as `tokens/create`. A token that is
     /// another user's is `ACCESS_DENIED`.
-    func registerToken(_ context: RequestContext, request: HTTPRequest) throws -> [UInt8] {
+    func registerToken(_ context: RequestContext) throws -> [UInt8] {
         let env = try apnsEnvironment(context)
         guard let token = try context.body.string("apnsToken", at: "") else { throw APIError.badRequest("apnsToken is missing") }
         guard (16...256).contains(token.utf8.count), token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "&") }) else {
@@ -45,7 +51,7 @@ final class NotificationCourier: Sendable {
             return false
         }
         if taken { throw APIError("ACCESS_DENIED", "apnsToken is registered to another user or container") }
-        return describe(token, env: env, request: request)
+        return describe(token, env: env)
     }
 
     private func apnsEnvironment(_ context: RequestContext) throws -> String {
@@ -60,15 +66,14 @@ final class NotificationCourier: Sendable {
         NotificationHub.Inbox(container: context.path.container, environment: context.path.environment, user: context.database.user)
     }
 
-    private func describe(_ token: String, env: String, request: HTTPRequest) -> [UInt8] {
-        let scheme = request.isTLS ? "https" : "http"
-        let host = request.host ?? "localhost"
+    private func describe(_ token: String, env: String) -> [UInt8] {
+        let origin = origin.url
         var w = JSONWriter()
         w.object { w in
             w.member("apnsEnvironment", env)
             w.member("apnsToken", token)
-            w.member("webcourierURL", "\(scheme)://\(host)/cloudlet/notifications/poll?token=\(token)")
-            w.member("websocketURL", "\(scheme == "https" ? "wss" : "ws")://\(host)/cloudlet/notifications/ws?token=\(token)")
+            w.member("webcourierURL", "\(origin)/cloudlet/notifications/poll?token=\(token)")
+            w.member("websocketURL", origin.webSocket("/cloudlet/notifications/ws?token=\(token)"))
         }
         return w.bytes
     }
