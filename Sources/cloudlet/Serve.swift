@@ -13,6 +13,7 @@ enum Serve {
         USAGE: cloudlet serve [--data DIR] [--host H] [--port P] [--tls-cert FILE --tls-key FILE] [--public-url URL]
                               [--durability fsync|os] [--container ID] [--threads N] [--response-budget BYTES]
                               [--max-asset-size BYTES] [--asset-url-lifetime SECONDS] [--asset-gc-interval SECONDS]
+                              [--courier-token-lifetime SECONDS]
                               [--rate-limit REQUESTS_PER_SECOND [--burst N]] [--user-quota BYTES]
                               [--max-connections-per-peer N] [--header-timeout MS] [--body-timeout MS]
                               [--keep-alive-timeout MS] [--max-subscriptions-per-user N] [--segment-size BYTES]
@@ -57,6 +58,11 @@ enum Serve {
                               how long asset upload URLs, receipts and download URLs stay valid (default 900)
           --asset-gc-interval SECONDS
                               seconds between collections of asset files no record references (default 3600; 0: off)
+          --courier-token-lifetime SECONDS
+                              a notification courier token (tokens/create, tokens/register) expires SECONDS after its
+                              last use: creating it, a long-poll or a websocket opened with it (default 86400 = 24 h;
+                              60 to 31536000). A user holds at most 64 per container and environment (the least
+                              recently used goes). Open websockets and long-polls are not cut when it expires
           --rate-limit R      per-caller request rate limit (a user, a server-to-server key, or an API token used
                               alone, each on its own): R requests a second sustained; over it, 429 THROTTLED with
                               retryAfter. Default: no limit
@@ -86,7 +92,7 @@ enum Serve {
             args,
             valued: Set([
                 "--data", "--host", "--port", "--tls-cert", "--tls-key", "--public-url", "--durability", "--container", "--threads",
-                "--response-budget", "--max-asset-size", "--asset-url-lifetime", "--asset-gc-interval", "--rate-limit", "--burst",
+                "--response-budget", "--max-asset-size", "--asset-url-lifetime", "--asset-gc-interval", "--courier-token-lifetime", "--rate-limit", "--burst",
                 "--user-quota", "--max-connections-per-peer", "--header-timeout", "--body-timeout", "--keep-alive-timeout",
                 "--max-subscriptions-per-user", "--segment-size",
             ] + ServeCluster.options), positional: true, help: help + "\n\n" + ServeCluster.help)
@@ -111,6 +117,8 @@ enum Serve {
             try o.integer("--asset-url-lifetime", in: 1...(7 * 24 * 3600), "seconds") ?? Int(config.assetURLLifetime))
         config.assetCollectionInterval = Double(
             try o.integer("--asset-gc-interval", in: 0...(30 * 24 * 3600), "seconds") ?? Int(config.assetCollectionInterval))
+        config.courierTokenLifetime = Double(
+            try o.integer("--courier-token-lifetime", in: 60...(365 * 24 * 3600), "seconds") ?? Int(config.courierTokenLifetime))
         if let r = o["--rate-limit"] {
             guard let rate = Double(r), rate > 0, rate.isFinite, rate <= 1_000_000 else {
                 throw UsageError(message: "--rate-limit needs a number of requests a second above 0, not '\(r)'")

@@ -36,7 +36,11 @@ final class APIRouter: Sendable {
         responseBudget = configuration.responseBudget
         let origin = ServerOrigin(configuration)
         self.origin = origin
-        courier = NotificationCourier(store: store, origin: origin)
+        courier = NotificationCourier(
+            store: store, origin: origin,
+            tokens: CourierTokens(
+                lifetime: configuration.courierTokenLifetime, perInboxCap: configuration.courierTokensPerUser,
+                now: configuration.courierClock))
         let quota = configuration.userQuota.map { UserQuota(bytes: $0) }
         self.quota = quota
         assets = try AssetTransfer(store: store, configuration: configuration, quota: quota)
