@@ -100,7 +100,7 @@ final class APIRouter: Sendable {
             // Admin-only: per-route counts and store sizes are not for the world (docs/access-control.md).
             do { try authenticator.authenticateAdmin(request, for: "/cloudlet/metrics") } catch let e as APIError {
                 return (.metrics, e.response)
-            } catch { return (.metrics, APIError("INTERNAL_ERROR", "\(error)").response) }
+            } catch { return (.metrics, APIError(answering: error).response) }
             return (.metrics, metricsResponse())
         case "/cloudlet/signin": return (.signIn, signIn(request))
         case "/cloudlet/auth/refresh": return (.authRefresh, refresh(request))
