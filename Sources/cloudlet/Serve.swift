@@ -176,6 +176,9 @@ enum Serve {
             server = try Server(store: store, configuration: config)
             try server.start()
             say("cloudlet: serving store \(dir) (id \(store.metadata.storeID), durability \(o["--durability"] ?? "fsync"))")
+            if config.publicURL == nil && config.host == "0.0.0.0" {
+                say("cloudlet: URLs in answers (courier, asset, sign-in) name \(server.publicURL); set --public-url for clients on other machines")
+            }
             if let bootstrap, let admin { printBootstrap(bootstrap, admin: admin, url: server.url) }
             // Last: a script waiting for this line has everything above it.
             say("listening on \(server.url)")
