@@ -83,7 +83,7 @@ import Testing
     @Test func anEngineErrorNamingAStoreFileIsAnsweredRelativeToTheStore() async throws {
         let dir = TempDir("host-path-edge")
         let store = try await CloudletStore.open(at: dir.sub("store"), configuration: StoreConfiguration(durability: .os))
-        try await withCleanup({ try? await store.close() }) {
+        await withCleanup({ try? await store.close() }) {
             let root = store.path
             for (error, told) in [
                 (CloudletError(.corruption, "segment \(root)/p0001/00000000000000000003.seg offset 4096: checksum mismatch"),
