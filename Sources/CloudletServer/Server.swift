@@ -126,7 +126,7 @@ public final class Server: Sendable {
     public var url: String { PublicURL(listening: configuration.host, port: port, tls: configuration.tls).description }
 
     /// The origin of the URLs the server hands out: ``ServerConfiguration/publicURL``, else ``url``.
-    public var publicURL: String { origin.url.description }
+    public var publicURL: String { origin.text }
 }
 
 extension Server {

@@ -266,7 +266,7 @@ final class APIRouter: Sendable {
     }
 
     /// `scheme://host[:port][/prefix]` of the URLs this server hands out (``origin``; never the `Host` header).
-    var baseURL: String { origin.url.description }
+    var baseURL: String { origin.text }
 
     /// Where `AUTHENTICATION_REQUIRED` sends a client: this server's sign-in page.
     private func signInURL(container: String) -> String {
