@@ -29,6 +29,8 @@ public final class Server: Sendable {
     public var credentials: Credentials { Credentials(store: store) }
     private let listener: HTTPListener
     let courier: NotificationCourier
+    /// Where the URLs in answers point, once bound (``ServerConfiguration/publicURL``).
+    private let origin: ServerOrigin
     /// The request counters and gauges of `/cloudlet/metrics`.
     let metrics: Metrics
     /// Signs and checks asset upload URLs, receipts and download URLs.
@@ -58,6 +60,7 @@ public final class Server: Sendable {
         options.streamedPathPrefix = AssetTransfer.streamedPrefix
         let log = configuration.log ?? { _ in }
         courier = router.courier
+        origin = router.origin
         metrics = router.metrics
         assetSigner = router.assets.signer
         let feed = WebSocketFeed(courier: router.courier, metrics: router.metrics)
@@ -81,6 +84,7 @@ public final class Server: Sendable {
     /// Binds the port and starts serving. - Throws: ``ServerSetupError`` (port in use, bad certificate, no TLS).
     public func start() throws {
         try listener.start()
+        origin.bind(port: listener.port)
         startAssetCollection()
     }
 
@@ -120,11 +124,12 @@ public final class Server: Sendable {
     /// The port listened on (the real one when configured with 0); 0 before ``start()``.
     public var port: Int { listener.port }
 
-    /// The base URL, e.g. `https://127.0.0.1:8443` (with `127.0.0.1` for a server listening on `0.0.0.0`).
-    public var url: String {
-        let host = configuration.host == "0.0.0.0" ? "127.0.0.1" : configuration.host
-        return "\(configuration.tlsCertificatePath != nil ? "https" : "http")://\(host):\(port)"
-    }
+    /// The address listened on as a URL, e.g. `https://127.0.0.1:8443` (with `127.0.0.1` for a server listening on
+    /// `0.0.0.0`).
+    public var url: String { PublicURL(listening: configuration.host, port: port, tls: configuration.tls).description }
+
+    /// The origin of the URLs the server hands out: ``ServerConfiguration/publicURL``, else ``url``.
+    public var publicURL: String { origin.text }
 }
 
 extension Server {

@@ -10,6 +10,12 @@ public struct ServerConfiguration: Sendable {
     public var tlsCertificatePath: String?
     /// PEM private key for HTTPS.
     public var tlsKeyPath: String?
+    /// Whether the server speaks HTTPS (``tlsCertificatePath`` is set).
+    var tls: Bool { tlsCertificatePath != nil }
+    /// The origin (and optional path prefix) of every URL the server hands out: sign-in `redirectURL`, courier
+    /// `webcourierURL` / `websocketURL`, asset upload and download URLs, share URLs (`cloudlet serve --public-url`).
+    /// Default nil: the address the server listens on (``Server/url``). Never the request's `Host` header.
+    public var publicURL: PublicURL?
     /// Worker threads: requests handled at once. Connections are not limited by it (an idle keep-alive, a waiting
     /// long poll or an open websocket holds no thread). Default 64.
     public var threads = 64
@@ -33,6 +39,14 @@ public struct ServerConfiguration: Sendable {
     /// Seconds an asset upload URL, upload receipt or download URL stays valid. Keep it shorter than the store's
     /// ``StoreConfiguration/assetGracePeriod``. Default 15 minutes.
     public var assetURLLifetime: Double = 15 * 60
+    /// Seconds a courier token (`tokens/create`, `tokens/register`) stays valid after its last use (creating or
+    /// registering it, a long-poll or websocket opened with it). Default 24 hours.
+    public var courierTokenLifetime: Double = CourierTokens.defaultLifetime
+    /// Courier tokens one user holds in one container and environment; one more evicts the least recently used.
+    /// Default 64.
+    public var courierTokensPerUser = CourierTokens.defaultPerInboxCap
+    /// The monotonic clock of courier token expiry, in seconds (tests move it).
+    var courierClock: @Sendable () -> Double = RateLimiter.monotonicSeconds
     /// Seconds between the server's asset garbage collections (``CloudletStore/collectAssetGarbage(gracePeriod:)``);
     /// 0 turns them off. Default 1 hour.
     public var assetCollectionInterval: Double = 3600

@@ -25,9 +25,10 @@ public struct APIError: Error, Sendable, CustomStringConvertible {
         self.redirectURL = redirectURL
     }
 
-    /// The engine's error at the server edge: its code's `serverErrorCode` and message.
+    /// The engine's error at the server edge: its code's `serverErrorCode` and message, with the files it names
+    /// relative to their store and no other host path (``HostPaths/redact(_:)``).
     public init(_ error: CloudletError) {
-        self.init(error.code.serverErrorCode, error.message)
+        self.init(error.code.serverErrorCode, HostPaths.redact(error.message))
         code = error.code
         // A client told to come back later is told when, as CloudKit does: a write the cluster could not acknowledge
         // (no leader, no quorum) reached here without one.

@@ -10,9 +10,10 @@ enum Serve {
     static let firstUserName = "user"
 
     static let help = """
-        USAGE: cloudlet serve [--data DIR] [--host H] [--port P] [--tls-cert FILE --tls-key FILE]
+        USAGE: cloudlet serve [--data DIR] [--host H] [--port P] [--tls-cert FILE --tls-key FILE] [--public-url URL]
                               [--durability fsync|os] [--container ID] [--threads N] [--response-budget BYTES]
                               [--max-asset-size BYTES] [--asset-url-lifetime SECONDS] [--asset-gc-interval SECONDS]
+                              [--courier-token-lifetime SECONDS]
                               [--rate-limit REQUESTS_PER_SECOND [--burst N]] [--user-quota BYTES]
                               [--max-connections-per-peer N] [--header-timeout MS] [--body-timeout MS]
                               [--keep-alive-timeout MS] [--max-subscriptions-per-user N] [--segment-size BYTES]
@@ -28,6 +29,11 @@ enum Serve {
           --port P            TCP port (default 8080; 0 picks a free port, printed as "listening on URL")
           --tls-cert FILE     PEM certificate (and chain): serve HTTPS (needs --tls-key)
           --tls-key FILE      PEM private key
+          --public-url URL    the origin of every URL the server hands out (sign-in redirectURL, webcourierURL,
+                              websocketURL, asset upload/download and share URLs): http(s)://HOST[:PORT][/PREFIX],
+                              no query or fragment; set it when clients reach the server through another name
+                              or a reverse proxy. Default: the address listened on (127.0.0.1 for 0.0.0.0), or
+                              --advertise in a cluster. The request's Host header is never used
           --durability D      fsync (default): a write is acknowledged once fdatasync'ed;
                               os: once written to the OS (survives a process crash, not a power cut)
           --container ID      on a fresh store, the container of the first API token (default \(defaultContainer))
@@ -52,6 +58,11 @@ enum Serve {
                               how long asset upload URLs, receipts and download URLs stay valid (default 900)
           --asset-gc-interval SECONDS
                               seconds between collections of asset files no record references (default 3600; 0: off)
+          --courier-token-lifetime SECONDS
+                              a notification courier token (tokens/create, tokens/register) expires SECONDS after its
+                              last use: creating it, a long-poll or a websocket opened with it (default 86400 = 24 h;
+                              60 to 31536000). A user holds at most 64 per container and environment (the least
+                              recently used goes). Open websockets and long-polls are not cut when it expires
           --rate-limit R      per-caller request rate limit (a user, a server-to-server key, or an API token used
                               alone, each on its own): R requests a second sustained; over it, 429 THROTTLED with
                               retryAfter. Default: no limit
@@ -80,8 +91,8 @@ enum Serve {
         let o = try CommandLineOptions(
             args,
             valued: Set([
-                "--data", "--host", "--port", "--tls-cert", "--tls-key", "--durability", "--container", "--threads",
-                "--response-budget", "--max-asset-size", "--asset-url-lifetime", "--asset-gc-interval", "--rate-limit", "--burst",
+                "--data", "--host", "--port", "--tls-cert", "--tls-key", "--public-url", "--durability", "--container", "--threads",
+                "--response-budget", "--max-asset-size", "--asset-url-lifetime", "--asset-gc-interval", "--courier-token-lifetime", "--rate-limit", "--burst",
                 "--user-quota", "--max-connections-per-peer", "--header-timeout", "--body-timeout", "--keep-alive-timeout",
                 "--max-subscriptions-per-user", "--segment-size",
             ] + ServeCluster.options), positional: true, help: help + "\n\n" + ServeCluster.help)
@@ -106,6 +117,8 @@ enum Serve {
             try o.integer("--asset-url-lifetime", in: 1...(7 * 24 * 3600), "seconds") ?? Int(config.assetURLLifetime))
         config.assetCollectionInterval = Double(
             try o.integer("--asset-gc-interval", in: 0...(30 * 24 * 3600), "seconds") ?? Int(config.assetCollectionInterval))
+        config.courierTokenLifetime = Double(
+            try o.integer("--courier-token-lifetime", in: 60...(365 * 24 * 3600), "seconds") ?? Int(config.courierTokenLifetime))
         if let r = o["--rate-limit"] {
             guard let rate = Double(r), rate > 0, rate.isFinite, rate <= 1_000_000 else {
                 throw UsageError(message: "--rate-limit needs a number of requests a second above 0, not '\(r)'")
@@ -116,6 +129,7 @@ enum Serve {
             throw UsageError(message: "--burst goes with --rate-limit")
         }
         config.userQuota = try o.integer("--user-quota", in: 1...Int.max, "a number of bytes")
+        config.publicURL = try publicURL(o["--public-url"], option: "--public-url")
         config.tlsCertificatePath = o["--tls-cert"]
         config.tlsKeyPath = o["--tls-key"]
         guard (config.tlsCertificatePath == nil) == (config.tlsKeyPath == nil) else {
@@ -144,6 +158,10 @@ enum Serve {
         let stop = SignalWaiter([SIGTERM, SIGINT])
 
         if let cluster = try ServeCluster.configuration(o) {
+            // A node hands out URLs to itself: its advertised address, unless a public URL is given.
+            if config.publicURL == nil, !cluster.advertise.isEmpty {
+                config.publicURL = try publicURL(cluster.advertise, option: "--advertise")
+            }
             try await ServeCluster.run(
                 dir: dir, server: config, store: storeConfig, container: container, cluster: cluster, stop: stop)
             return
@@ -158,6 +176,9 @@ enum Serve {
             server = try Server(store: store, configuration: config)
             try server.start()
             say("cloudlet: serving store \(dir) (id \(store.metadata.storeID), durability \(o["--durability"] ?? "fsync"))")
+            if config.publicURL == nil && config.host == "0.0.0.0" {
+                say("cloudlet: URLs in answers (courier, asset, sign-in) name \(server.publicURL); set --public-url for clients on other machines")
+            }
             if let bootstrap, let admin { printBootstrap(bootstrap, admin: admin, url: server.url) }
             // Last: a script waiting for this line has everything above it.
             say("listening on \(server.url)")
@@ -172,6 +193,14 @@ enum Serve {
         await ThreadBridge.offload { server.stop() }
         try await store.close()
         ServerConfiguration.standardError("cloudlet: stopped; store closed")
+    }
+
+    /// `text` checked as a public URL (``PublicURL``); a usage error naming `option` and what is wrong.
+    static func publicURL(_ text: String?, option: String) throws -> PublicURL? {
+        guard let text else { return nil }
+        do { return try PublicURL(text) } catch let e as ServerSetupError {
+            throw UsageError(message: "\(option): \(e.message)")
+        }
     }
 
     static func printBootstrap(_ b: Credentials.Bootstrap, admin: String, url: String) {

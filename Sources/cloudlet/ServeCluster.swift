@@ -16,7 +16,8 @@ enum ServeCluster {
         CLUSTER OPTIONS (docs/replication.md, README "Cluster"):
           --cluster URL       etcd's client URL (etcd://127.0.0.1:2379): join the cluster it coordinates
           --node NAME         this node's name in the cluster (required with --cluster)
-          --advertise URL     where other nodes reach this one (default: the URL it listens on)
+          --advertise URL     where other nodes reach this one (default: the URL it listens on); also the
+                              default --public-url of the node
           --replicas N        replicas of every partition (default 3); the first N nodes to register form the set
           --ack MODE          quorum (default): acknowledge a write once a majority of replicas fsynced it;
                               leader: once the leader fsynced it (a failover can lose acknowledged writes)

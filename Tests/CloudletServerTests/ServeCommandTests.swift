@@ -23,6 +23,8 @@ import Testing
         (["serve", "--port", "http"], Int32(64), "--port must be a number"),
         (["serve", "--durability", "never"], 64, "--durability must be fsync or os"),
         (["serve", "--tls-cert", "/nonexistent.pem"], 64, "--tls-cert and --tls-key go together"),
+        (["serve", "--public-url", "ftp://db.example.com"], 64, "--public-url: public URL 'ftp://db.example.com' has scheme 'ftp'"),
+        (["serve", "--public-url", "https://db.example.com/?to=evil"], 64, "has a query"),
         (["token", "add"], 64, "--container ID is required"),
         (["token", "frobnicate"], 64, "unknown token subcommand"),
         (["user", "add"], 64, "user add needs a NAME"),

@@ -115,6 +115,8 @@ public final class CloudletStore: Sendable {
             }
             try reconcileShareRecords()
             try openIndexes()
+            // Errors answered to clients name its files relative to it (HostPaths).
+            HostPaths.register(store: path)
         } catch {
             // Close what opened (without checkpoints: nothing new to keep), so that the files are not left open.
             for p in parts { p.abandon() }
@@ -148,6 +150,7 @@ public final class CloudletStore: Sendable {
     /// Blocking form of ``close()``, for the package's synchronous tools.
     package func closeNow() throws {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        defer { HostPaths.unregister(store: path) }
         indexBuilder.stop()
         // Before the partitions close: the hub's thread finishes the commits already queued.
         notificationHub.stop()

@@ -3,12 +3,12 @@ import CloudletWire
 
 extension APIError {
     /// `error` as the API answers it: an ``APIError`` as it is, a `CloudletError` by its code (``init(_:)``),
-    /// anything else as `INTERNAL_ERROR` naming it. Every handler's last `catch`.
+    /// anything else as `INTERNAL_ERROR` naming it (without host paths, ``HostPaths``). Every handler's last `catch`.
     init(answering error: any Error) {
         switch error {
         case let e as APIError: self = e
         case let e as CloudletError: self.init(e)
-        default: self.init("INTERNAL_ERROR", "\(error)")
+        default: self.init("INTERNAL_ERROR", HostPaths.redact("\(error)"))
         }
     }
 

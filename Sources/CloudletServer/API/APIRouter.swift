@@ -18,6 +18,8 @@ final class APIRouter: Sendable {
     let maxBodySize: Int
     let responseBudget: Int
     let courier: NotificationCourier
+    /// Where the URLs in answers point (``ServerConfiguration/publicURL``, else the listening address).
+    let origin: ServerOrigin
     let assets: AssetTransfer
     /// Per-caller request rate limits; nil: none (``ServerConfiguration/rateLimit``).
     let limiter: RateLimiter?
@@ -32,7 +34,13 @@ final class APIRouter: Sendable {
         log = configuration.log.map(RequestLog.init)
         maxBodySize = configuration.maxBodySize
         responseBudget = configuration.responseBudget
-        courier = NotificationCourier(store: store)
+        let origin = ServerOrigin(configuration)
+        self.origin = origin
+        courier = NotificationCourier(
+            store: store, origin: origin,
+            tokens: CourierTokens(
+                lifetime: configuration.courierTokenLifetime, perInboxCap: configuration.courierTokensPerUser,
+                now: configuration.courierClock))
         let quota = configuration.userQuota.map { UserQuota(bytes: $0) }
         self.quota = quota
         assets = try AssetTransfer(store: store, configuration: configuration, quota: quota)
@@ -92,7 +100,7 @@ final class APIRouter: Sendable {
             // Admin-only: per-route counts and store sizes are not for the world (docs/access-control.md).
             do { try authenticator.authenticateAdmin(request, for: "/cloudlet/metrics") } catch let e as APIError {
                 return (.metrics, e.response)
-            } catch { return (.metrics, APIError("INTERNAL_ERROR", "\(error)").response) }
+            } catch { return (.metrics, APIError(answering: error).response) }
             return (.metrics, metricsResponse())
         case "/cloudlet/signin": return (.signIn, signIn(request))
         case "/cloudlet/auth/refresh": return (.authRefresh, refresh(request))
@@ -154,7 +162,7 @@ final class APIRouter: Sendable {
                 let what = path.scope != .public ? "the \(path.scope.rawValue) database" : op.isWrite ? "writing to the public database" : op.rawValue
                 throw APIError(
                     "AUTHENTICATION_REQUIRED", "\(what) needs a signed-in user: add the ckWebAuthToken query parameter",
-                    redirectURL: signInURL(request, container: path.container))
+                    redirectURL: signInURL(container: path.container))
             }
             let context = try self.context(path, container: container, principal: principal, body: try body(request, op), request: request)
             let bytes = try perform(op, context: context, request: request)
@@ -187,8 +195,8 @@ final class APIRouter: Sendable {
         case .subscriptionsList: return try SubscriptionsHandler(context: context).list()
         case .subscriptionsLookup: return try SubscriptionsHandler(context: context).lookup()
         case .subscriptionsModify: return try SubscriptionsHandler(context: context).modify()
-        case .tokensCreate: return try courier.createToken(context, request: request)
-        case .tokensRegister: return try courier.registerToken(context, request: request)
+        case .tokensCreate: return try courier.createToken(context)
+        case .tokensRegister: return try courier.registerToken(context)
         case .assetsUpload: return try assets.uploadURLs(context)
         case .assetsRereference: return try assets.rereference(context)
         case .recordsResolve: return try SharesHandler(context: context).resolve()
@@ -205,7 +213,7 @@ final class APIRouter: Sendable {
     ) throws -> RequestContext {
         var context = try RequestContext(
             path: path, container: container, principal: principal, body: body, responseBudget: responseBudget,
-            baseURL: baseURL(request), assets: assets)
+            baseURL: baseURL, assets: assets)
         context.quota = quota
         context.credentials = authenticator.credentials
         return context
@@ -235,7 +243,7 @@ final class APIRouter: Sendable {
         guard let (container, environment) = store.shareLocation(shortGUID: guid) else {
             return APIError("NOT_FOUND", "no share has short GUID '\(guid)'").response
         }
-        let base = "\(baseURL(request))/database/1/\(container)/\(environment.rawValue)/public/records/"
+        let base = "\(baseURL)/database/1/\(container)/\(environment.rawValue)/public/records/"
         var w = JSONWriter()
         w.object { w in
             w.member("shortGUID", guid)
@@ -257,17 +265,13 @@ final class APIRouter: Sendable {
         return HTTPResponse(status: 200, body: w.bytes)
     }
 
-    /// `scheme://host` as the client addressed this server (the `Host` header; else the address it listens on).
-    func baseURL(_ request: HTTPRequest) -> String {
-        (request.isTLS ? "https" : "http") + "://" + (request.host ?? "localhost")
-    }
+    /// `scheme://host[:port][/prefix]` of the URLs this server hands out (``origin``; never the `Host` header).
+    var baseURL: String { origin.text }
 
     /// Where `AUTHENTICATION_REQUIRED` sends a client: this server's sign-in page.
-    private func signInURL(_ request: HTTPRequest, container: String) -> String {
-        let scheme = request.isTLS ? "https" : "http"
-        let host = request.host ?? "localhost"
+    private func signInURL(container: String) -> String {
         let c = container.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? container
-        return "\(scheme)://\(host)/cloudlet/signin?container=\(c)"
+        return "\(baseURL)/cloudlet/signin?container=\(c)"
     }
 
     /// `POST /cloudlet/auth/refresh?ckWebAuthToken=T` → `{ckWebAuthToken, expires?}`: a new token for the same user

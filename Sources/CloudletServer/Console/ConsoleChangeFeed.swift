@@ -34,7 +34,7 @@ final class ConsoleChangeFeed: Sendable {
                 do {
                     try await Self.push(request, router: router, to: connection)
                 } catch {
-                    let reason = (error as? APIError)?.reason ?? (error as? CloudletError)?.message ?? "\(error)"
+                    let reason = APIError(answering: error).reason
                     var w = JSONWriter()
                     w.object { w in w.member("error", reason) }
                     _ = connection.send(w.bytes)
