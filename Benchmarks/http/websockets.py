@@ -5,7 +5,11 @@ Starts the given `cloudlet` binary on a temporary store, creates the record the 
 (`tokens/create`), then for each N opens N websockets to /cloudlet/notifications/ws (from 200 loopback source
 addresses, so a per-peer connection cap does not refuse them; the fd limit is raised to the hard limit), checks each
 got `101`, runs `wrk -t1 -c1` with lookup.lua for DURATION seconds and reports requests/s, p50 and p99 next to the
-N = 0 row measured first, and the server's RSS per open websocket. Prints a table, or JSON with --json.
+N = 0 row measured first, and the server's RSS per open websocket. Also the CPU time the server used, by thread,
+between the last websocket's `101` and wrk (SETTLE seconds) and during wrk, and this process's own CPU during wrk
+(it holds the websockets: a holder that woke up would compete with the server for the cores). Prints a table, or
+JSON (every thread's CPU) with --json. --rt PRIO runs the server and wrk at SCHED_FIFO priority, so that on a shared
+machine the other processes do not set the p99 (what is left is the server's own doing).
 
     Benchmarks/http/websockets.py --cloudlet .build/release/cloudlet --clients 0,1000,5000 --duration 5
 """
@@ -44,6 +48,27 @@ def start(cloudlet, work, extra):
     raise SystemExit("error: the server did not start")
 
 
+def thread_cpu_ms(pid):
+    """CPU time (user + system, ms) of each of `pid`'s threads, by thread name (threads of one name summed)."""
+    tick = 1000.0 / os.sysconf("SC_CLK_TCK")
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+        except OSError:
+            continue  # the thread ended
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) * tick
+    return out
+
+
+def cpu_delta(before, after):
+    return {k: round(v - before.get(k, 0.0), 1) for k, v in after.items() if v - before.get(k, 0.0) > 0}
+
+
 def post(url, body):
     req = urllib.request.Request(url, data=body.encode(), method="POST")
     with urllib.request.urlopen(req) as r:
@@ -72,9 +97,11 @@ def open_websockets(port, token, n):
     return held
 
 
-def wrk_lookup(url, duration):
-    out = subprocess.run(["wrk", "-t1", "-c1", f"-d{duration}s", "--latency", "-s", os.path.join(HERE, "lookup.lua"),
-                          url, "--", "bench-lookup"], capture_output=True, text=True, check=True).stdout
+def wrk_lookup(url, duration, rt=None):
+    command = ["wrk", "-t1", "-c1", f"-d{duration}s", "--latency", "-s", os.path.join(HERE, "lookup.lua"), url, "--",
+               "bench-lookup"]
+    out = subprocess.run((["chrt", "-f", str(rt)] if rt else []) + command, capture_output=True, text=True,
+                         check=True).stdout
 
     def us(v):
         for suffix, scale in (("us", 1), ("ms", 1000), ("s", 1000000)):
@@ -95,6 +122,9 @@ def main():
     p.add_argument("--clients", default="0,1000,5000", help="comma-separated websocket counts (0 first: the anchor)")
     p.add_argument("--duration", type=int, default=5, help="seconds of wrk per row")
     p.add_argument("--serve-arg", action="append", default=[], help="extra argument for `cloudlet serve`")
+    p.add_argument("--rt", type=int, help="run the server and wrk at this SCHED_FIFO priority (root; a shared "
+                   "machine's other processes then do not set the p99)")
+    p.add_argument("--settle", type=float, default=1.0, help="seconds between the last websocket and wrk")
     p.add_argument("--json", action="store_true", help="print JSON")
     a = p.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -110,15 +140,25 @@ def main():
                  '{"recordName":"bench-lookup","recordType":"Bench","fields":{"title":{"value":"hello"}}}}]}')
             token = post(f"{db}/tokens/create?{auth}", "{}")["apnsToken"]
             lookup = f"{db}/records/lookup?{auth}"
-            wrk_lookup(lookup, 1)  # warm-up
+            if a.rt:  # every thread of the server, those it starts later included (they inherit it)
+                subprocess.run(["chrt", "-a", "-f", "-p", str(a.rt), str(proc.pid)], check=True)
+            wrk_lookup(lookup, 1, a.rt)  # warm-up
             for n in [int(x) for x in a.clients.split(",") if x]:
                 before = rss_kib(proc.pid)
                 held = open_websockets(port, token, n)
-                time.sleep(1.0)
+                settle0 = thread_cpu_ms(proc.pid)
+                time.sleep(a.settle)
                 after = rss_kib(proc.pid)
-                rps, p50, p99, errors = wrk_lookup(lookup, a.duration)
+                cpu0, own0 = thread_cpu_ms(proc.pid), os.times()
+                rps, p50, p99, errors = wrk_lookup(lookup, a.duration, a.rt)
+                cpu1, own1 = thread_cpu_ms(proc.pid), os.times()
                 rows.append({"websockets": n, "lookup_rps": rps, "p50_us": p50, "p99_us": p99, "errors": errors,
-                             "rss_per_websocket_bytes": round((after - before) * 1024 / n) if n else None})
+                             "rss_per_websocket_bytes": round((after - before) * 1024 / n) if n else None,
+                             # CPU over the settle pause and over wrk, by server thread; the holder's own CPU
+                             # (this process, which holds the websockets) over wrk.
+                             "server_cpu_settle_ms": cpu_delta(settle0, cpu0),
+                             "server_cpu_wrk_ms": cpu_delta(cpu0, cpu1),
+                             "holder_cpu_wrk_ms": round((own1.user + own1.system - own0.user - own0.system) * 1000, 1)})
                 for s in held:
                     s.close()
                 time.sleep(1.0)
@@ -129,12 +169,15 @@ def main():
     if a.json:
         print(json.dumps(rows, indent=2))
         return
-    print("| websockets open | lookup req/s | p50 | p99 | p99 vs first row | errors | RSS per websocket |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| websockets open | lookup req/s | p50 | p99 | p99 vs first row | errors | RSS per websocket | "
+          "server CPU in the settle | holder CPU in wrk |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         per = "-" if r["rss_per_websocket_bytes"] is None else f"{r['rss_per_websocket_bytes']} B"
+        settle = sum(r["server_cpu_settle_ms"].values())
         print(f"| {r['websockets']} | {r['lookup_rps']:.0f} | {r['p50_us']:.0f} µs | {r['p99_us']:.0f} µs | "
-              f"{r['p99_us'] / anchor:.2f} | {r['errors']} | {per} |")
+              f"{r['p99_us'] / anchor:.2f} | {r['errors']} | {per} | {settle:.0f} ms | "
+              f"{r['holder_cpu_wrk_ms']:.0f} ms |")
 
 
 if __name__ == "__main__":

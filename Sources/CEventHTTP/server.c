@@ -352,14 +352,18 @@ static void on_async(uv_async_t *a) {
     if (s->stop_phase_seen == 2 && s->conns == NULL) ehi_close_server_handles(s);
 }
 
+// Threads are named (else they inherit the starting thread's name) so that `top -H`, perf and /proc tell the loop
+// from the workers.
 static void *loop_main(void *arg) {
     eh_server *s = arg;
+    pthread_setname_np(pthread_self(), "cloudlet-loop");
     uv_run(&s->loop, UV_RUN_DEFAULT);
     return NULL;
 }
 
 static void *worker_main(void *arg) {
     eh_server *s = arg;
+    pthread_setname_np(pthread_self(), "cloudlet-http");
     for (;;) {
         pthread_mutex_lock(&s->qlock);
         while (!s->qhead && !s->quit) pthread_cond_wait(&s->qcond, &s->qlock);

@@ -131,6 +131,25 @@ import Testing
         try await store.close()
     }
 
+    /// Many readers of one user's log (a user's websockets, one per device) wait at once: each is registered next to
+    /// the others (none replaces or loses another), a cancelled one leaves, and one notification wakes every other.
+    @Test(.timeLimit(.minutes(1))) func manyReadersOfOneLogAreAllWokenByOneNotification() async throws {
+        let store = try await openStore(dir)
+        let db = try await db(store)
+        try await db.saveSubscription(Subscription(id: "zone", kind: .zone(zone)))
+        let start = await inbox(store, after: nil, timeout: 0)
+        let hub = store.notificationHub
+        let readers = (0..<500).map { _ in Task { await inbox(store, after: start.next, timeout: 3600) } }
+        while hub.waitingReaders.load(ordering: .relaxed) < readers.count { try await Task.sleep(for: .milliseconds(10)) }
+        for r in readers.prefix(100) { r.cancel() }
+        for r in readers.prefix(100) { #expect(await r.value.notifications.isEmpty) }
+        #expect(hub.waitingReaders.load(ordering: .relaxed) == 400)
+        _ = try await db.save(note("late", zone: zone))
+        for r in readers.dropFirst(100) { #expect(await r.value.notifications.map(\.recordID.recordName) == ["late"]) }
+        #expect(hub.waitingReaders.load(ordering: .relaxed) == 0)
+        try await store.close()
+    }
+
     /// The index: a commit is matched against the subscriptions that can fire on it (its database, zone and record
     /// type), not against every subscription of the store.
     @Test func aCommitIsMatchedOnlyAgainstTheSubscriptionsThatCanFire() async throws {

@@ -391,16 +391,7 @@ public final class NotificationHub: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
                 let registered = self.state.withLock { s -> Bool in
-                    var log = s.logs[inbox] ?? InboxLog()
-                    // Something may have arrived between the first read and now; a cancellation before this point
-                    // found no waiter to end (the flag is set before the handler runs).
-                    if log.head < log.items.count, let last = log.items.last,
-                        position == nil || last.id.sequence > position!.sequence
-                    { return false }
-                    if Task.isCancelled { return false }
-                    log.waiters[id] = Waiter(continuation: c)
-                    s.logs[inbox] = log
-                    return true
+                    s.logs[inbox, default: InboxLog()].register(id, Waiter(continuation: c), after: position)
                 }
                 guard registered else { return c.resume() }
                 guard let wait else { return }
@@ -422,6 +413,22 @@ public final class NotificationHub: Sendable {
 }
 
 extension NotificationHub.InboxLog {
+    /// Adds a reader waiting for a notification after `position`, in place: false (nothing added) when one has
+    /// arrived since its first read, or when its task was cancelled (a cancellation before this point found no
+    /// waiter to end; the flag is set before the handler runs). Taking the log out of the table, adding and putting
+    /// it back copied every waiter already there for each new one: the 10,000 websockets of one user cost the push
+    /// threads ~2.5 s of CPU to open, most of it after their handshakes were answered.
+    fileprivate mutating func register(
+        _ id: UUID, _ waiter: NotificationHub.Waiter, after position: NotificationID?
+    ) -> Bool {
+        if head < items.count, let last = items.last, position == nil || last.id.sequence > position!.sequence {
+            return false
+        }
+        if Task.isCancelled { return false }
+        waiters[id] = waiter
+        return true
+    }
+
     /// The index of the first live notification with a sequence after `sequence` (`items.count`: none): a binary
     /// search, since sequences increase along the log (a reader of a 10,000-long log scanned it all on every read).
     fileprivate func firstIndex(after sequence: UInt64) -> Int {
