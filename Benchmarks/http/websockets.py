@@ -9,7 +9,9 @@ N = 0 row measured first, and the server's RSS per open websocket. Also the CPU 
 between the last websocket's `101` and wrk (SETTLE seconds) and during wrk, and this process's own CPU during wrk
 (it holds the websockets: a holder that woke up would compete with the server for the cores). Prints a table, or
 JSON (every thread's CPU) with --json. --rt PRIO runs the server and wrk at SCHED_FIFO priority, so that on a shared
-machine the other processes do not set the p99 (what is left is the server's own doing).
+machine the other processes do not set the p99 (what is left is the server's own doing). A count written xN holds N
+idle loopback connections to a listener of this process instead of websockets to the server: the same number of
+sockets on the machine with none of them the server's, the anchor for the N-websocket row (docs/front-end.md).
 
     Benchmarks/http/websockets.py --cloudlet .build/release/cloudlet --clients 0,1000,5000 --duration 5
 """
@@ -97,6 +99,40 @@ def open_websockets(port, token, n):
     return held
 
 
+ACCEPTOR = """
+import socket, sys
+listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+listener.bind(("127.0.0.1", 0))
+listener.listen(4096)
+print(listener.getsockname()[1], flush=True)
+held = []
+while True:
+    held.append(listener.accept()[0])
+"""
+
+
+class Elsewhere:
+    """N idle loopback connections to a listener of a child process (which accepts and holds its ends; this process
+    holds the others: the fd limit is per process), not to the server: the machine's own cost of N more open
+    connections with the server holding none of them (the anchor row `xN`)."""
+
+    def __init__(self, n):
+        self.child = subprocess.Popen([sys.executable, "-c", ACCEPTOR], stdout=subprocess.PIPE, text=True)
+        port = int(self.child.stdout.readline())
+        self.held = []
+        for i in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((f"127.0.0.{2 + i % 200}", 0))
+            s.connect(("127.0.0.1", port))
+            self.held.append(s)
+
+    def close(self):
+        for s in self.held:
+            s.close()
+        self.child.kill()
+        self.child.wait()
+
+
 def wrk_lookup(url, duration, rt=None):
     command = ["wrk", "-t1", "-c1", f"-d{duration}s", "--latency", "-s", os.path.join(HERE, "lookup.lua"), url, "--",
                "bench-lookup"]
@@ -119,7 +155,9 @@ def wrk_lookup(url, duration, rt=None):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cloudlet", required=True, help="the cloudlet binary to start")
-    p.add_argument("--clients", default="0,1000,5000", help="comma-separated websocket counts (0 first: the anchor)")
+    p.add_argument("--clients", default="0,1000,5000", help="comma-separated websocket counts (0 first: the anchor); "
+                   "xN holds N idle connections to another listener of this process instead (the server holds none: "
+                   "what N more loopback connections cost the machine, the anchor for the N-websocket row)")
     p.add_argument("--duration", type=int, default=5, help="seconds of wrk per row")
     p.add_argument("--serve-arg", action="append", default=[], help="extra argument for `cloudlet serve`")
     p.add_argument("--rt", type=int, help="run the server and wrk at this SCHED_FIFO priority (root; a shared "
@@ -128,7 +166,7 @@ def main():
     p.add_argument("--json", action="store_true", help="print JSON")
     a = p.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # inherited by the xN rows' acceptor
     rows = []
     with tempfile.TemporaryDirectory(prefix="cloudlet-ws-bench.") as work:
         proc, url, api, web = start(a.cloudlet, work, a.serve_arg)
@@ -143,17 +181,20 @@ def main():
             if a.rt:  # every thread of the server, those it starts later included (they inherit it)
                 subprocess.run(["chrt", "-a", "-f", "-p", str(a.rt), str(proc.pid)], check=True)
             wrk_lookup(lookup, 1, a.rt)  # warm-up
-            for n in [int(x) for x in a.clients.split(",") if x]:
+            for spec in [x for x in a.clients.split(",") if x]:
+                elsewhere = spec.startswith("x")
+                n = int(spec.lstrip("x"))
                 before = rss_kib(proc.pid)
-                held = open_websockets(port, token, n)
+                held = [Elsewhere(n)] if elsewhere else open_websockets(port, token, n)
                 settle0 = thread_cpu_ms(proc.pid)
                 time.sleep(a.settle)
                 after = rss_kib(proc.pid)
                 cpu0, own0 = thread_cpu_ms(proc.pid), os.times()
                 rps, p50, p99, errors = wrk_lookup(lookup, a.duration, a.rt)
                 cpu1, own1 = thread_cpu_ms(proc.pid), os.times()
-                rows.append({"websockets": n, "lookup_rps": rps, "p50_us": p50, "p99_us": p99, "errors": errors,
-                             "rss_per_websocket_bytes": round((after - before) * 1024 / n) if n else None,
+                rows.append({"websockets": 0 if elsewhere else n, "connections_elsewhere": n if elsewhere else 0,
+                             "lookup_rps": rps, "p50_us": p50, "p99_us": p99, "errors": errors,
+                             "rss_per_websocket_bytes": round((after - before) * 1024 / n) if n and not elsewhere else None,
                              # CPU over the settle pause and over wrk, by server thread; the holder's own CPU
                              # (this process, which holds the websockets) over wrk.
                              "server_cpu_settle_ms": cpu_delta(settle0, cpu0),
@@ -169,13 +210,14 @@ def main():
     if a.json:
         print(json.dumps(rows, indent=2))
         return
-    print("| websockets open | lookup req/s | p50 | p99 | p99 vs first row | errors | RSS per websocket | "
+    print("| websockets open (xN: N connections held to another listener) | lookup req/s | p50 | p99 | p99 vs first row | errors | RSS per websocket | "
           "server CPU in the settle | holder CPU in wrk |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         per = "-" if r["rss_per_websocket_bytes"] is None else f"{r['rss_per_websocket_bytes']} B"
         settle = sum(r["server_cpu_settle_ms"].values())
-        print(f"| {r['websockets']} | {r['lookup_rps']:.0f} | {r['p50_us']:.0f} µs | {r['p99_us']:.0f} µs | "
+        what = f"x{r['connections_elsewhere']}" if r["connections_elsewhere"] else f"{r['websockets']}"
+        print(f"| {what} | {r['lookup_rps']:.0f} | {r['p50_us']:.0f} µs | {r['p99_us']:.0f} µs | "
               f"{r['p99_us'] / anchor:.2f} | {r['errors']} | {per} | {settle:.0f} ms | "
               f"{r['holder_cpu_wrk_ms']:.0f} ms |")
 
