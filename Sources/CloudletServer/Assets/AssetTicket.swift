@@ -162,10 +162,14 @@ final class AssetSigner: Sendable {
         return String(s.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
     }
 
+    /// The bytes of unpadded base64url text — only of its one canonical spelling: the last character's bits past
+    /// the data must be zero, so that no two texts of a signature or payload decode to the same bytes (a changed
+    /// signature character is always refused, never a harmless alias).
     static func unbase64url(_ s: Substring) -> [UInt8]? {
         guard !s.contains("+"), !s.contains("/"), !s.contains("=") else { return nil }
         var t = String(s.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
         while t.utf8.count % 4 != 0 { t += "=" }
-        return Base64.decode(t)
+        guard let bytes = Base64.decode(t), base64url(bytes) == s else { return nil }
+        return bytes
     }
 }
