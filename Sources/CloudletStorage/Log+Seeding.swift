@@ -53,6 +53,19 @@ public struct HeldFile: Sendable {
         }
     }
 
+    /// Opens every one of `files` (a path and the bytes to copy, nil: the whole file), or none: on a failure the ones
+    /// opened already are closed again.
+    static func openAll(_ files: [(path: String, size: UInt64?)], fileSystem: any FileSystem) throws(FileSystemError) -> [HeldFile] {
+        var held: [HeldFile] = []
+        do throws(FileSystemError) {
+            for f in files { held.append(try open(f.path, size: f.size, fileSystem: fileSystem)) }
+        } catch {
+            for h in held { h.close() }
+            throw error
+        }
+        return held
+    }
+
     /// Up to `count` bytes from `offset`, never past ``size``. Throws `.io`, also when the file is shorter than that.
     public func read(offset: UInt64, count: Int) throws -> [UInt8] {
         guard offset < size else { return [] }
@@ -74,15 +87,13 @@ extension Log {
     public func snapshotForSeeding() throws -> LogSnapshot {
         try monitor.withLock { s throws -> LogSnapshot in
             if let failure = s.failure { throw failure }
-            var taken: [HeldFile] = []
+            let taken: [HeldFile]
             do throws(FileSystemError) {
                 // A segment the committer created for frames not yet durable is left out: the copy ends at a
                 // frame boundary at the durable end, and the segments before it stay contiguous.
-                for segment in s.segments where segment.firstLSN <= s.durableLSN {
-                    taken.append(try HeldFile.open(segment.path, size: segment.size, fileSystem: fileSystem))
-                }
+                let durable = s.segments.filter { $0.firstLSN <= s.durableLSN }
+                taken = try HeldFile.openAll(durable.map { ($0.path, $0.size) }, fileSystem: fileSystem)
             } catch {
-                for t in taken { t.close() }
                 throw CloudletError.io(error, "opening the segments of partition \(partition) for a seed")
             }
             var horizon: UInt64?

@@ -30,17 +30,8 @@ extension Manifest {
     /// deleted only after an edit that removes it, which cannot come in between. Throws `.io`.
     func snapshotForSeeding() throws -> IndexSnapshot {
         let (version, runs) = try withVersionLocked { version throws(FileSystemError) -> [HeldFile] in
-            var held: [HeldFile] = []
-            do throws(FileSystemError) {
-                for run in version.runs {
-                    held.append(
-                        try HeldFile.open(Path.join(directory, SortedRunFile.name(run.fileNumber)), size: nil, fileSystem: fileSystem))
-                }
-            } catch {
-                for h in held { h.close() }
-                throw error
-            }
-            return held
+            try HeldFile.openAll(
+                version.runs.map { (Path.join(directory, SortedRunFile.name($0.fileNumber)), nil) }, fileSystem: fileSystem)
         }
         var fresh = version
         let number = fresh.nextFileNumber
