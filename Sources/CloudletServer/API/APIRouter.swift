@@ -213,7 +213,7 @@ final class APIRouter: Sendable {
     ) throws -> RequestContext {
         var context = try RequestContext(
             path: path, container: container, principal: principal, body: body, responseBudget: responseBudget,
-            baseURL: baseURL, assets: assets)
+            origin: origin, assets: assets)
         context.quota = quota
         context.credentials = authenticator.credentials
         return context

@@ -13,8 +13,11 @@ struct RequestContext: Sendable {
     let body: [String: JSONValue]
     /// The byte budget of the response's records (``ServerConfiguration/responseBudget``).
     let responseBudget: Int
-    /// `scheme://host` as the client reached the server: where asset URLs point.
-    let baseURL: String
+    /// Where the URLs in answers point (asset, share and sign-in URLs); nil in tests of other handlers. Read only
+    /// by the answers that carry a URL, not by every request.
+    let origin: ServerOrigin?
+    /// `scheme://host[:port][/prefix]` of the URLs this server hands out ("" without an ``origin``).
+    var baseURL: String { origin?.text ?? "" }
     /// Who share dictionaries are written for (`currentUserParticipant`, `url`).
     var shareViewer: ShareCoding.Viewer { ShareCoding.Viewer(caller: principal.access.userRecordName, baseURL: baseURL) }
     /// Signs and checks asset URLs and receipts; nil where assets are not served (tests of other handlers).
@@ -26,10 +29,10 @@ struct RequestContext: Sendable {
 
     init(
         path: DatabasePath, container: Container, principal: Principal, body: [String: JSONValue],
-        responseBudget: Int = ServerConfiguration.defaultResponseBudget, baseURL: String = "", assets: AssetTransfer? = nil
+        responseBudget: Int = ServerConfiguration.defaultResponseBudget, origin: ServerOrigin? = nil, assets: AssetTransfer? = nil
     ) throws {
         self.path = path
-        self.baseURL = baseURL
+        self.origin = origin
         self.assets = assets
         self.responseBudget = responseBudget
         self.container = container

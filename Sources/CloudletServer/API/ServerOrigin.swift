@@ -25,7 +25,7 @@ final class ServerOrigin: Sendable {
 
     var url: PublicURL { current.url }
 
-    /// ``url`` as text, built once: what every database request's context carries.
+    /// ``url`` as text, built once (read by the answers that hand out a URL).
     var text: String { current.text }
 
     private var current: (url: PublicURL, text: String) {
