@@ -5,11 +5,13 @@ import Synchronization
 /// it reads. In memory: a server restart forgets them (clients create a new token and keep their `after`).
 ///
 /// A token expires ``lifetime`` seconds after its last use (sliding: creating or registering it, and every
-/// long-poll or websocket opened with it, is a use). An inbox (a user of a container and environment) holds at
-/// most ``perInboxCap`` tokens; one more evicts the one used least recently. Expired tokens are dropped when looked
-/// up, and swept from the front of a queue ordered by when they are due, at most ``sweepBudget`` a call, so no
-/// request walks the whole table. A websocket or long-poll already open is not cut when its token expires or is
-/// swept: it resolved its inbox when it began.
+/// long-poll or websocket opened with it, is a use), and never while a websocket opened with it is open (``hold``):
+/// its last use is when the last such websocket closes, so a client that kept one open for days can reconnect with
+/// the same token. An inbox (a user of a container and environment) holds at most ``perInboxCap`` tokens; one more
+/// evicts the one used least recently, held ones last. Expired tokens are dropped when looked up, and swept from
+/// the front of a queue ordered by when they are due, at most ``sweepBudget`` a call, so no request walks the whole
+/// table. A long-poll (at most 60 s) does not hold its token; like a websocket, it is not cut when its token
+/// expires or is evicted: it resolved its inbox when it began.
 final class CourierTokens: Sendable {
     /// Default ``lifetime``: 24 hours since the last use.
     static let defaultLifetime: Double = 24 * 3600
@@ -27,8 +29,12 @@ final class CourierTokens: Sendable {
     private struct Entry {
         var inbox: NotificationHub.Inbox
         var lastUsed: Double
+        /// Websockets open with it (``hold``): while any is, it does not expire.
+        var held = 0
         /// Which insertion this is (a token registered again after it expired is a new entry).
         var serial: UInt64
+
+        func expired(now: Double, lifetime: Double) -> Bool { held == 0 && now - lastUsed > lifetime }
     }
 
     private struct Due {
@@ -63,10 +69,10 @@ final class CourierTokens: Sendable {
                 let d = due[dueStart]
                 dueStart += 1
                 guard let e = entries[d.token], e.serial == d.serial else { continue }  // removed already
-                if now - e.lastUsed > lifetime {
+                if e.expired(now: now, lifetime: lifetime) {
                     remove(d.token)
                 } else {
-                    enqueue(d.token, serial: e.serial, at: e.lastUsed + lifetime)
+                    enqueue(d.token, serial: e.serial, at: max(e.lastUsed, e.held > 0 ? now : 0) + lifetime)
                 }
             }
             // Drop the consumed front once it is half the array (amortized O(1)).
@@ -93,14 +99,17 @@ final class CourierTokens: Sendable {
         let t = now()
         return state.withLock { s in
             s.sweep(now: t, lifetime: lifetime, budget: Self.sweepBudget)
-            if let e = s.entries[token], t - e.lastUsed <= lifetime {
+            if let e = s.entries[token], !e.expired(now: t, lifetime: lifetime) {
                 guard e.inbox == inbox else { return false }
                 s.entries[token]?.lastUsed = t
                 return true
             }
             s.remove(token)  // an expired one
-            if let held = s.byInbox[inbox], held.count >= perInboxCap,
-                let oldest = held.min(by: { s.entries[$0]!.lastUsed < s.entries[$1]!.lastUsed })
+            if let tokens = s.byInbox[inbox], tokens.count >= perInboxCap,
+                let oldest = tokens.min(by: { a, b in
+                    let (x, y) = (s.entries[a]!, s.entries[b]!)
+                    return (x.held > 0 ? 1 : 0, x.lastUsed) < (y.held > 0 ? 1 : 0, y.lastUsed)
+                })
             {
                 s.remove(oldest)
             }
@@ -118,7 +127,7 @@ final class CourierTokens: Sendable {
         return state.withLock { s in
             s.sweep(now: t, lifetime: lifetime, budget: Self.sweepBudget)
             guard let e = s.entries[token] else { return nil }
-            guard t - e.lastUsed <= lifetime else {
+            guard !e.expired(now: t, lifetime: lifetime) else {
                 s.remove(token)
                 return nil
             }
@@ -126,6 +135,26 @@ final class CourierTokens: Sendable {
             return e.inbox
         }
     }
+
+    /// A websocket opened with `token` for `inbox` begins: the token does not expire until ``release(_:)`` (put
+    /// back if it was swept or evicted since the handshake resolved it).
+    func hold(_ token: String, for inbox: NotificationHub.Inbox) {
+        guard insert(token, for: inbox) else { return }
+        state.withLock { $0.entries[token]?.held += 1 }
+    }
+
+    /// The websocket ``hold(_:for:)`` began has closed: a use of the token now.
+    func release(_ token: String) {
+        let t = now()
+        state.withLock { s in
+            guard let e = s.entries[token], e.held > 0 else { return }  // evicted (and maybe re-added) meanwhile
+            s.entries[token]?.held -= 1
+            s.entries[token]?.lastUsed = max(e.lastUsed, t)
+        }
+    }
+
+    /// Websockets holding `token` open (``hold(_:for:)``).
+    func holders(_ token: String) -> Int { state.withLock { $0.entries[token]?.held ?? 0 } }
 
     /// Live tokens in the table (expired ones not yet swept included).
     var count: Int { state.withLock { $0.entries.count } }

@@ -25,14 +25,19 @@ final class WebSocketFeed: Sendable {
     var endpoint: WebSocketEndpoint {
         let (courier, metrics) = (courier, metrics)
         return WebSocketEndpoint(path: Self.path) { request in
-            guard let inbox = courier.inbox(token: request.queryParameter("token")) else { return nil }
+            guard let token = request.queryParameter("token"), let inbox = courier.inbox(token: token) else { return nil }
             var after: NotificationID?
             if let a = request.queryParameter("after"), !a.isEmpty {
                 guard let id = NotificationID(a) else { return nil }
                 after = id
             }
             let start = after
-            return { connection in await Self.push(inbox, after: start, store: courier.store, metrics: metrics, to: connection) }
+            return { connection in
+                // The token stays live while the websocket is open (a client may reconnect with it days later).
+                courier.tokens.hold(token, for: inbox)
+                defer { courier.tokens.release(token) }
+                await Self.push(inbox, after: start, store: courier.store, metrics: metrics, to: connection)
+            }
         }
     }
 
