@@ -108,30 +108,90 @@ public struct ClusterAdmin: Sendable {
                     + "partitions could neither elect a leader nor acknowledge writes, and a down replica may hold acknowledged "
                     + "writes the live ones lack; bring replicas back first")
         }
-        if placement.modRevision != placement.createRevision {
-            let version = String(placement.modRevision)
-            for n in liveLeft where value(keys.applied + n.name) != version {
-                throw CloudletError(
-                    .serviceUnavailable,
-                    "\(n) has not applied the last change of the replica set yet: retry in a moment")
-            }
-            let logs = Set(listing.compactMap { kv -> UInt32? in
-                let prefix = keys.root + "partitions/"
-                guard kv.key.hasPrefix(prefix) else { return nil }
-                return kv.key.dropFirst(prefix.count).split(separator: "/").first.flatMap { UInt32($0) }
-            })
-            for log in logs.sorted() where value(keys.settled(log)) != version {
-                throw CloudletError(
-                    .serviceUnavailable,
-                    "\(log == Catalog.logPartition ? "the catalog" : "partition \(log)") has not settled the last change of the "
-                        + "replica set yet (its leader has not heard from a majority of the new set): retry in a moment")
-            }
-        }
+        try checkSettled(placement, listing)
         guard try await etcd.put(keys.placement, Array(left.map(\.name).joined(separator: ",").utf8), ifModifiedAt: placement.modRevision) != nil
         else {
             throw CloudletError(.serviceUnavailable, "the replica set of cluster \(name) changed meanwhile: retry")
         }
         return left
+    }
+
+    /// Adds `node` — a live node outside the replica set, started with an empty store (it waits to be added) — to
+    /// the replica set of every partition. Returns the new set. The node then seeds itself from the leader's files
+    /// and tails; meanwhile it counts towards the majority like any replica that is behind (with 3 replicas and one
+    /// added, 3 of 4 must have a write: the others alone still make it while it catches up).
+    ///
+    /// Refused (`.invalidArguments`, naming why) when `node` is already a replica or is not live (start it first:
+    /// `cloudlet serve --cluster … --node NODE` on an empty store registers it and waits); and (`.serviceUnavailable`,
+    /// retry) while the previous change of the set is not settled. One node at a time, as for ``remove(_:)``: any
+    /// majority of S and any majority of S + {x} share a member (⌊n/2⌋+1 + ⌊(n+1)/2⌋+1 > n+1), so nodes may learn of
+    /// the change at different moments.
+    @discardableResult
+    public func add(_ node: NodeID) async throws -> [NodeID] {
+        guard let placement = try await etcd.get(keys.placement) else {
+            throw CloudletError(.invalidArguments, "etcd at \(etcd.endpoint) holds no cluster named \(name) (no \(keys.placement))")
+        }
+        let replicas = ClusterNode.replicaList(placement.value)
+        guard !replicas.contains(node) else {
+            throw CloudletError(
+                .invalidArguments,
+                "\(node) is already a replica of cluster \(name): its replicas are \(replicas.map(\.name).joined(separator: ", "))")
+        }
+        guard !node.name.isEmpty, !node.name.contains(",") else {
+            throw CloudletError(.invalidArguments, "'\(node.name)' is not a node name")
+        }
+        let listing = try await etcd.list(prefix: keys.root)
+        guard listing.contains(where: { $0.key == keys.node(node) }) else {
+            throw CloudletError(
+                .invalidArguments,
+                "\(node) is not live in cluster \(name): start it first (`cloudlet serve --cluster … --node \(node.name)` on an "
+                    + "empty store registers it and waits to be added), then add it")
+        }
+        let grown = replicas + [node]
+        let live = Set(listing.filter { $0.key.hasPrefix(keys.nodes) }.map { NodeID(String($0.key.dropFirst(keys.nodes.count))) })
+        let down = replicas.filter { !live.contains($0) }
+        guard grown.count - down.count >= grown.count / 2 + 1 else {
+            throw CloudletError(
+                .invalidArguments,
+                "adding \(node) would make \(grown.count) replicas of which \(down.map(\.name).joined(separator: ", ")) "
+                    + "\(down.count == 1 ? "is" : "are") down: the live ones, the new node included, would not be a majority, so no "
+                    + "write could be acknowledged; bring the down replicas back or remove them first")
+        }
+        try checkSettled(placement, listing)
+        guard try await etcd.put(keys.placement, Array(grown.map(\.name).joined(separator: ",").utf8), ifModifiedAt: placement.modRevision) != nil
+        else {
+            throw CloudletError(.serviceUnavailable, "the replica set of cluster \(name) changed meanwhile: retry")
+        }
+        return grown
+    }
+
+    /// Throws `.serviceUnavailable` (retry) while the replica set's last change is not settled: a live replica has not
+    /// applied it, or a log's leader has not yet heard from a majority of the new set that it holds everything the
+    /// leader held (docs/replication.md, "Membership").
+    private func checkSettled(_ placement: EtcdClient.KeyValue, _ listing: [EtcdClient.KeyValue]) throws {
+        guard placement.modRevision != placement.createRevision else { return }
+        func value(_ key: String) -> String? {
+            listing.first { $0.key == key }.map { String(decoding: $0.value, as: UTF8.self) }
+        }
+        let replicas = ClusterNode.replicaList(placement.value)
+        let live = Set(listing.filter { $0.key.hasPrefix(keys.nodes) }.map { NodeID(String($0.key.dropFirst(keys.nodes.count))) })
+        let version = String(placement.modRevision)
+        for n in replicas where live.contains(n) && value(keys.applied + n.name) != version {
+            throw CloudletError(
+                .serviceUnavailable,
+                "\(n) has not applied the last change of the replica set yet: retry in a moment")
+        }
+        let logs = Set(listing.compactMap { kv -> UInt32? in
+            let prefix = keys.root + "partitions/"
+            guard kv.key.hasPrefix(prefix) else { return nil }
+            return kv.key.dropFirst(prefix.count).split(separator: "/").first.flatMap { UInt32($0) }
+        })
+        for log in logs.sorted() where value(keys.settled(log)) != version {
+            throw CloudletError(
+                .serviceUnavailable,
+                "\(log == Catalog.logPartition ? "the catalog" : "partition \(log)") has not settled the last change of the "
+                    + "replica set yet (its leader has not heard from a majority of the new set): retry in a moment")
+        }
     }
 
     private func checkReplica(_ node: NodeID) async throws -> [NodeID] {

@@ -106,8 +106,9 @@ public final class ClusterNode: Sendable {
     // MARK: Joining
 
     /// Registers the node, waits for the replica set (the first ``ClusterConfiguration/replicas`` nodes to
-    /// register), and starts replicating every partition. Throws when etcd cannot be reached, or this node is not
-    /// in the replica set (naming it).
+    /// register), and starts replicating every partition. A node outside the set waits to be added when its store is
+    /// empty (``waitToBeAdded(_:)``). Throws when etcd cannot be reached, or this node is outside the replica set
+    /// with data (naming it); `CancellationError` when cancelled while it waits.
     public func start() async throws {
         let me = configuration.node
         try await checkClusterIdentity()
@@ -140,10 +141,8 @@ public final class ClusterNode: Sendable {
             waited += 1
             try await Task.sleep(for: .milliseconds(100))
         }
-        guard replicas.contains(me) else {
-            throw CloudletError(
-                .invalidArguments,
-                "node \(me) is not a replica of cluster \(configuration.name): its replica set is \(replicas.map(\.name).joined(separator: ", "))")
+        if !replicas.contains(me) {
+            replicas = try await waitToBeAdded(replicas)
         }
         replicaSet.withLock { $0 = replicas }
         try await etcd.put(keys.applied + me.name, Array(String(placementVersion.withLock { $0 }).utf8), lease: lease)
@@ -306,11 +305,38 @@ public final class ClusterNode: Sendable {
         }
     }
 
+    /// A node outside the replica set: with an empty store it stays registered and waits until `cloudlet cluster add`
+    /// puts it in the set (then it seeds itself and tails like any replica); with data it refuses to start (a
+    /// removed replica may not come back as it was). Returns the set that holds it.
+    private func waitToBeAdded(_ replicas: [NodeID]) async throws -> [NodeID] {
+        let me = configuration.node
+        let set = replicas.map(\.name).joined(separator: ", ")
+        guard storeIsEmpty else {
+            throw CloudletError(
+                .invalidArguments,
+                "node \(me) is not a replica of cluster \(configuration.name): its replica set is \(set); a node outside it "
+                    + "starts only with an empty store, to be added with `cloudlet cluster add \(me.name)`")
+        }
+        ServerLog.note(
+            "cluster \(configuration.name): node \(me) is not a replica (the set is \(set)); waiting to be added: "
+                + "cloudlet cluster add \(me.name)")
+        while true {
+            try await Task.sleep(for: .milliseconds(Int(configuration.pollInterval)))
+            guard let placement = try await etcd.get(keys.placement) else { continue }
+            let now = Self.replicaList(placement.value)
+            if now.contains(me) {
+                placementVersion.withLock { $0 = placement.modRevision }
+                ServerLog.note("cluster \(configuration.name): node \(me) added; replicas \(now.map(\.name).joined(separator: ", "))")
+                return now
+            }
+        }
+    }
+
     static func replicaList(_ value: [UInt8]) -> [NodeID] {
         String(decoding: value, as: UTF8.self).split(separator: ",").map { NodeID(String($0)) }
     }
 
-    /// A replica set changed in etcd (`cloudlet cluster remove`): every driver learns it (a node taken out halts),
+    /// A replica set changed in etcd (`cloudlet cluster add|remove`): every driver learns it (a node taken out halts),
     /// and the node records, under its lease, that it runs with it.
     private func applyPlacement(_ placement: EtcdClient.KeyValue) async {
         let changed = placementVersion.withLock { v in
@@ -320,10 +346,12 @@ public final class ClusterNode: Sendable {
         guard changed else { return }
         let replicas = Self.replicaList(placement.value)
         ServerLog.note("cluster \(configuration.name): replica set now \(replicas.map(\.name).joined(separator: ", "))")
-        if replicas.contains(configuration.node) { replicaSet.withLock { $0 = replicas } }
+        // The drivers first: a node added to the set is served a seed only once it is in `replicaSet`, and by then
+        // every log's replica counts it, so no compaction horizon passes what the seed gives it.
         for driver in drivers.withLock({ Array($0.values) }) {
             driver.feed(.membership(replicas: replicas, version: UInt64(placement.modRevision)))
         }
+        if replicas.contains(configuration.node) { replicaSet.withLock { $0 = replicas } }
         if let lease = nodeLease.withLock({ $0 }) {
             _ = try? await etcd.put(
                 keys.applied + configuration.node.name, Array(String(placement.modRevision).utf8), lease: lease)

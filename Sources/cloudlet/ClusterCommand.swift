@@ -11,6 +11,7 @@ enum ClusterCommand {
                cloudlet cluster drain NODE [--force] [--etcd URL] [--cluster-name NAME]
                cloudlet cluster undrain NODE [--etcd URL] [--cluster-name NAME]
                cloudlet cluster promote NODE|--none [--etcd URL] [--cluster-name NAME]
+               cloudlet cluster add NODE [--etcd URL] [--cluster-name NAME] [--json]
                cloudlet cluster remove NODE [--etcd URL] [--cluster-name NAME] [--json]
 
         status   asks a node of a cluster (`cloudlet serve --cluster …`) for its view: the nodes and their URLs, and
@@ -24,12 +25,19 @@ enum ClusterCommand {
         undrain  NODE may lead again.
         promote  NODE becomes the preferred leader: the leader hands over as soon as NODE has caught up, and the
                  others do not campaign while NODE is live. `--none` removes the preference.
+        add      puts NODE in the replica set: a node started with an empty store (`cloudlet serve --cluster …
+                 --node NODE`) that is not a replica registers and waits; once added it copies the leader's files
+                 and tails like any replica (watch it catch up in `status`). It counts towards the majority at once,
+                 so the live replicas with it must be a majority of the new set. To replace a dead replica: remove
+                 it, then add the new node. One change at a time: asks to retry while the previous one has not
+                 settled.
         remove   takes NODE, a replica that is gone for good (its disk lost, the machine retired), out of the replica
                  set: it no longer counts towards the majority that elects leaders and acknowledges writes, nor holds
                  back compaction. Refused for a live node (stop it first; its lease lapses within the lease TTL), the
                  last replica, or when the replicas left would not have a live majority; asks to retry while the
                  previous removal has not settled (every live node applied it, and each partition's leader heard from a
-                 majority of the new set). One node at a time. A removed node refuses to start again.
+                 majority of the new set). One node at a time. A removed node refuses to start again (with its old
+                 store; empty, it may be added again).
         Preferences live in etcd and never leave a partition without a leader: after two lease TTLs without one,
         any replica campaigns. Writes in flight during a handover get SERVICE_UNAVAILABLE (retry them).
 
@@ -44,14 +52,14 @@ enum ClusterCommand {
     static func run(_ args: [String]) async throws {
         guard let sub = args.first, sub != "--help", sub != "-h" else {
             print(help)
-            if args.isEmpty { throw UsageError(message: "cluster needs a subcommand: status, drain, undrain, promote or remove") }
+            if args.isEmpty { throw UsageError(message: "cluster needs a subcommand: status, drain, undrain, promote, add or remove") }
             return
         }
         let rest = Array(args.dropFirst())
         switch sub {
         case "status": try await status(rest)
         case "drain", "undrain", "promote": try await steer(sub, rest)
-        case "remove": try await remove(rest)
+        case "add", "remove": try await change(sub, rest)
         default: throw UsageError(message: "unknown cluster subcommand '\(sub)'; see `cloudlet cluster --help`")
         }
     }
@@ -94,18 +102,20 @@ enum ClusterCommand {
     }
 
     /// remove: takes a dead replica out of the replica set in etcd and prints the set left.
-    static func remove(_ args: [String]) async throws {
+    /// add / remove: changes the replica set in etcd and prints the set now in force.
+    static func change(_ sub: String, _ args: [String]) async throws {
         let o = try CommandLineOptions(args, valued: ["--etcd", "--cluster-name"], flags: ["--json"], positional: true, help: help)
         guard o.positional.count == 1 else {
-            throw UsageError(message: "cluster remove takes one node, not \(o.positional.count)")
+            throw UsageError(message: "cluster \(sub) takes one node, not \(o.positional.count)")
         }
         let node = NodeID(o.positional[0])
         let admin = ClusterAdmin(etcd: o["--etcd"] ?? "etcd://127.0.0.1:2379", name: o["--cluster-name"] ?? "cloudlet")
-        let left = try await admin.remove(node)
+        let replicas = sub == "add" ? try await admin.add(node) : try await admin.remove(node)
+        let done = sub == "add" ? "added" : "removed"
         if o.has("--json") {
-            print(JSONValue.members(["removed": .string(node.name), "replicas": .array(left.map { .string($0.name) })]).serialized())
+            print(JSONValue.members([done: .string(node.name), "replicas": .array(replicas.map { .string($0.name) })]).serialized())
         } else {
-            print("removed \(node.name); replicas: \(left.map(\.name).joined(separator: ", "))")
+            print("\(done) \(node.name); replicas: \(replicas.map(\.name).joined(separator: ", "))")
         }
     }
 

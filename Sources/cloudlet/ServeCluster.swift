@@ -67,7 +67,13 @@ enum ServeCluster {
         cluster: ClusterConfiguration, stop: SignalWaiter
     ) async throws {
         let (events, sink) = AsyncStream.makeStream(of: Event.self)
-        Task { sink.yield(.signal(await stop.wait())) }
+        // A signal while the node joins (waiting for the other nodes, or to be added to the replica set) stops it too.
+        let joining = Mutex<Task<Void, any Error>?>(nil)
+        Task {
+            let s = await stop.wait()
+            joining.withLock { $0?.cancel() }
+            sink.yield(.signal(s))
+        }
         var iterator = events.makeAsyncIterator()
         while true {
             var storeConfig = baseConfig
@@ -96,6 +102,7 @@ enum ServeCluster {
             }
             let server: Server
             let node: ClusterNode
+            var stoppedWhileJoining = false
             do {
                 server = try Server(store: store, configuration: serverConfig)
                 try server.start()
@@ -106,10 +113,20 @@ enum ServeCluster {
                 // Asset URLs and receipts signed with the cluster's key, so that every node takes what another issued.
                 node = ClusterNode(configuration: c, store: store, assetKeys: { [server] in server.useAssetSigningKey($0) })
                 current.withLock { $0 = node }
-                try await node.start()
+                let join = Task { try await node.start() }
+                joining.withLock { $0 = join }
+                defer { joining.withLock { $0 = nil } }
+                do { try await join.value } catch is CancellationError { stoppedWhileJoining = true }
             } catch {
                 try? await store.close()
                 throw error
+            }
+            if stoppedWhileJoining {
+                await node.stop()
+                await ThreadBridge.offload { server.stop() }
+                try await store.close()
+                ServerConfiguration.standardError("cloudlet: stopped while joining the cluster; store closed")
+                return
             }
             say("cloudlet: serving store \(dir) (id \(store.metadata.storeID)) as node \(cluster.node) of cluster \(cluster.name)")
             let restarts = Task {

@@ -44,9 +44,9 @@ final class ClusterHarness: @unchecked Sendable {
     func url(_ node: String) -> String { "http://127.0.0.1:\(ports[node]!)" }
     func store(_ node: String) -> String { dir.sub(node) }
 
-    /// Starts every node and waits for the credentials the first leader prints.
-    func startAll() async throws {
-        for n in names { try await start(n) }
+    /// Starts every node (or those of `only`) and waits for the credentials the first leader prints.
+    func startAll(only: [String]? = nil) async throws {
+        for n in only ?? names { try await start(n) }
         let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
             let lines = lock.withLock { processes.values.flatMap(\.stdout) }
@@ -92,11 +92,14 @@ try cloudletExecutable(), serveArguments(node))
         return (c.process.terminationStatus, c.stderr)
     }
 
-    func kill(_ node: String, _ signal: Int32 = SIGKILL) async {
-        guard let c = lock.withLock({ processes.removeValue(forKey: node) }) else { return }
+    /// Stops `node` with `signal` and waits for it to exit; returns its standard error.
+    @discardableResult
+    func kill(_ node: String, _ signal: Int32 = SIGKILL) async -> [String] {
+        guard let c = lock.withLock({ processes.removeValue(forKey: node) }) else { return [] }
         await c.stop(signal)
         let cut = c.stderr.filter { $0.contains("a divergent suffix") }
         lock.withLock { truncationLines += cut }
+        return c.stderr
     }
 
     /// What the node (running or stopped) has written to its standard error so far.
@@ -191,11 +194,12 @@ try cloudletExecutable(), serveArguments(node))
         throw ChildProcess.Failure(message: "no leader within \(timeout) s; \(diagnostics())")
     }
 
-    /// Waits until, for every replicated log (partition 0 and the catalog), every node is durable at the same LSN,
-    /// and partition 0's leader has committed it.
-    func waitConverged(timeout: Double = 60, logs: Int = 2) async throws {
+    /// Waits until, for every replicated log (partition 0 and the catalog), every node (of `among`, else all) is
+    /// durable at the same LSN, and partition 0's leader has committed it.
+    func waitConverged(timeout: Double = 60, logs: Int = 2, among: [String]? = nil) async throws {
         let deadline = Date().addingTimeInterval(timeout)
         var last = ""
+        let names = among ?? self.names
         while Date() < deadline {
             var ends: [String: [UInt64]] = [:]
             var committed: [String: UInt64] = [:]

@@ -4,8 +4,10 @@ import CloudletWire
 import Foundation
 import Testing
 
-/// `cloudlet cluster remove` on three real nodes and a real etcd: what it refuses, and what a removal changes — the
-/// dead replica no longer holds the compaction horizon back nor counts towards the majority, and may not rejoin.
+/// `cloudlet cluster remove` and `add` on real nodes and a real etcd: what each refuses, and what a change does — a
+/// removed replica no longer holds the compaction horizon back nor counts towards the majority, and may not rejoin
+/// with its old store; an added one seeds itself, tails, holds every acknowledged write and counts towards the
+/// majority.
 @Suite(.serialized, .enabled(if: EtcdProcess.isInstalled, "etcd-server is not installed (.ci/install-deps)"))
 struct ClusterMembershipTests {
     @Test func removingADeadReplicaTakesItOutOfTheMajorityAndTheCompactionHorizon() async throws {
@@ -100,6 +102,69 @@ struct ClusterMembershipTests {
         await cluster.stopAll()
         let names = try await cluster.recordNames(leader)
         #expect(Set(written).isSubset(of: names), "\(leader) lacks \(Set(written).subtracting(names).sorted())")
+        await cluster.etcd.stop()
+    }
+
+    @Test func anEmptyNodeWaitsToBeAddedThenSeedsItselfTailsAndCountsTowardsTheMajority() async throws {
+        let cluster = try await ClusterHarness(nodes: 4)
+        let (old, new) = (["n1", "n2", "n3"], "n4")
+        try await cluster.startAll(only: old)
+        defer { withExtendedLifetime(cluster) {} }
+        let etcd = cluster.etcd.url.replacingOccurrences(of: "http://", with: "etcd://")
+        func add(_ node: String) async throws -> (status: Int32, out: [String], err: [String]) {
+            try await ChildProcess.run(try cloudletExecutable(), ["cluster", "add", node, "--etcd", etcd, "--json"])
+        }
+        var written: [String] = []
+        func write(_ name: String, via node: String) async throws {
+            if try await cluster.createRetrying(node, name) { written.append(name) }
+        }
+        let leader = try await cluster.leader()
+        for i in 0..<20 { try await write("before-\(i)", via: leader) }
+        try await cluster.waitConverged(among: old)
+
+        // Refused: a node that has not started (not live), a replica.
+        let notLive = try await add(new)
+        #expect(notLive.status != 0)
+        #expect(notLive.err.joined().contains("\(new) is not live"), "\(notLive.err)")
+        let already = try await add(leader)
+        #expect(already.status != 0)
+        #expect(already.err.joined().contains("\(leader) is already a replica"), "\(already.err)")
+
+        // Started empty outside the set, it registers and waits; writes go on without it.
+        try await cluster.start(new)
+        let waiting = Date().addingTimeInterval(30)
+        while !cluster.stderr(new).joined().contains("waiting to be added"), Date() < waiting {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(cluster.stderr(new).joined().contains("waiting to be added"), "\(cluster.stderr(new).suffix(5))")
+        // SIGTERM while it waits stops it cleanly; started again, it waits again.
+        let stopped = await cluster.kill(new, SIGTERM)
+        #expect(stopped.joined().contains("stopped while joining the cluster"), "\(stopped.suffix(5))")
+        try await cluster.start(new)
+        for i in 0..<10 { try await write("waiting-\(i)", via: leader) }
+
+        let added = try await add(new)
+        #expect(added.status == 0, "\(added.err)")
+        let answer = try JSONParser.parse(Array((added.out.last ?? "").utf8))
+        #expect(answer["added"]?.stringValue == new)
+        #expect(answer["replicas"]?.arrayValue?.compactMap(\.stringValue) == old + [new])
+        for i in 0..<10 { try await write("added-\(i)", via: leader) }
+        try await cluster.waitConverged(timeout: 90)
+        #expect(cluster.stderr(new).joined().contains("seed"), "n4 did not seed itself: \(cluster.stderr(new).suffix(8))")
+
+        // One old follower down: the leader and the other old follower are 2 of 4, not a majority; only with the new
+        // node counted (3 of 4) are writes acknowledged.
+        let followers = old.filter { $0 != leader }
+        await cluster.kill(followers[0])
+        for i in 0..<10 { try await write("one-down-\(i)", via: leader) }
+        #expect(written.filter { $0.hasPrefix("one-down-") }.count == 10, "writes with the new node as the third of four were not acknowledged")
+
+        await cluster.stopAll()
+        for node in [leader, new] {
+            let names = try await cluster.recordNames(node)
+            #expect(Set(written).isSubset(of: names), "\(node) lacks \(Set(written).subtracting(names).sorted())")
+        }
+        #expect(try await cluster.contentHash(new) == cluster.contentHash(leader), "the added replica's content differs")
         await cluster.etcd.stop()
     }
 }

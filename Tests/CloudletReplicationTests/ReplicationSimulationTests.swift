@@ -60,11 +60,21 @@ struct ReplicationSimulationTests {
 
     @Test("3 and 5 replicas, one taken out during the faults: the same invariants, and its set settles")
     func removeReplica() async {
+        await runMembershipChange(\.removeReplica, label: "removeReplica")
+    }
+
+    @Test("3 and 5 replicas, one added during the faults: it seeds from the leader, tails, the same invariants, its set settles")
+    func addReplica() async {
+        await runMembershipChange(\.addReplica, label: "addReplica")
+    }
+
+    /// 100 seeds of 3 replicas and 30 of 5 with one change of the replica set (`change` on).
+    private func runMembershipChange(_ change: WritableKeyPath<SimulationOptions, Bool>, label: String) async {
         var options = SimulationOptions()
-        options.removeReplica = true
-        await runSeeds(options, label: "removeReplica", seeds: 100)
+        options[keyPath: change] = true
+        await runSeeds(options, label: label, seeds: 100)
         options.nodes = 5
-        await runSeeds(options, label: "removeReplica", seeds: 30)
+        await runSeeds(options, label: label, seeds: 30)
     }
 
     @Test("the same seed gives the same run")

@@ -19,6 +19,10 @@ struct SimulationOptions {
     /// Takes one replica out for good during the faults (`cloudlet cluster remove`): it crashes and never returns,
     /// the replica set without it is written to the coordinator, and each live node learns of it after its own delay.
     var removeReplica = false
+    /// Adds one replica during the faults (`cloudlet cluster add`): a node beyond ``nodes`` starts outside the set,
+    /// is written into it, seeds its log from the leader's fsynced frames (the shell copies the leader's files) and
+    /// tails; each live node learns of the change after its own delay.
+    var addReplica = false
     /// During the faults, the chance that a leader crashes right after it shipped frames it has not fsynced itself
     /// (Raft's order: it sends frames while it syncs them), before its fsync completes.
     var crashAfterShippingRate = 0.02
@@ -71,6 +75,7 @@ final class Simulation {
         case restart(Int, incarnation: Int)
         case heal
         case remove
+        case add
         case membership(to: Int, incarnation: Int, version: UInt64)
     }
 
@@ -90,6 +95,10 @@ final class Simulation {
     var placementVersion: UInt64 = 0
     /// The replica taken out (``SimulationOptions/removeReplica``), and the replica sets leaders reported settled.
     var removed: Int?
+    /// The node outside the set until ``SimulationOptions/addReplica``'s change adds it (nil once added).
+    var spare: Int?
+    /// Whether the added node was added (``SimulationOptions/addReplica``).
+    var added = false
     var settledVersions: Set<UInt64> = []
     /// Links that are cut, as (min, max) endpoint pairs.
     var cuts: Set<[Int]> = []
@@ -134,11 +143,12 @@ final class Simulation {
         timing.electionJitter = 100
         timing.maxFramesPerFetch = 16
         coordinator = SimulatedCoordinator(ttl: timing.leaseTTL)
-        let ids = (1...options.nodes).map { NodeID("n\($0)") }
-        configurations = ids.enumerated().map { i, id in
+        let all = (1...(options.nodes + (options.addReplica ? 1 : 0))).map { NodeID("n\($0)") }
+        let ids = Array(all.prefix(options.nodes))
+        configurations = all.enumerated().map { i, id in
             var c = timing
             c.node = id
-            c.replicas = ids
+            c.replicas = ids.contains(id) ? ids : ids + [id]
             c.ackMode = options.ackMode
             c.seed = SplitMix64.mix(seed &+ UInt64(i))
             return c
@@ -147,13 +157,17 @@ final class Simulation {
         writesStopAt = options.chaos + options.healed
         nodes = configurations.map { Node(id: $0.node, replica: Replica(configuration: $0)) }
         placement = ids
+        if options.addReplica {
+            spare = nodes.count - 1
+            nodes[nodes.count - 1].alive = false
+        }
     }
 
     // MARK: Running
 
     /// Runs the whole scenario; returns nil, or what went wrong with the end of the trace.
     func run() -> String? {
-        for i in nodes.indices {
+        for i in nodes.indices where i != spare {
             schedule(Millis(i) * 7, .tick(i))
             perform(i, nodes[i].replica.on(.start(now: 0, lastLSN: 0, history: EpochHistory())))
         }
@@ -162,6 +176,7 @@ final class Simulation {
         schedule(100 + random(200...1_200), .fault)
         schedule(healedAt, .heal)
         if options.removeReplica { schedule(random(500...(healedAt - 500)), .remove) }
+        if options.addReplica { schedule(random(500...(healedAt - 500)), .add) }
         let deadline = writesStopAt + options.convergeWithin
         while failure == nil, let (time, step) = queue.pop() {
             now = time
@@ -197,6 +212,12 @@ final class Simulation {
         case .watch(let to, let incarnation, let revision, let key, let progress):
             guard nodes[to].alive, nodes[to].incarnation == incarnation, revision >= nodes[to].watchRevision else { return }
             nodes[to].watchRevision = revision
+            // The shell reads the replica set in the same etcd read as the leader key and the progress (one list of
+            // the cluster's keys), so a node that learns of a leader (or of none, and campaigns) knows the set as of
+            // then. The added node's change is delivered that way too, besides the delayed notice of `.add`.
+            if added, nodes[to].replica.membershipVersion < placementVersion {
+                deliver(to, .membership(replicas: placement, version: placementVersion))
+            }
             deliver(to, .progress(progress))
             deliver(to, .leaderKey(key))
         case .fsyncDone(let i, let generation):
@@ -228,7 +249,7 @@ final class Simulation {
             schedule(random(200...1_500), .fault)
             injectFault()
         case .restart(let i, let incarnation):
-            guard !nodes[i].alive, nodes[i].incarnation == incarnation, i != removed else { return }
+            guard !nodes[i].alive, nodes[i].incarnation == incarnation, i != removed, i != spare else { return }
             restart(i)
         case .remove:
             let i = Int(rng.next() % UInt64(nodes.count))
@@ -240,6 +261,8 @@ final class Simulation {
             for j in nodes.indices where nodes[j].alive {
                 schedule(chance(0.2) ? random(100...800) : random(1...40), .membership(to: j, incarnation: nodes[j].incarnation, version: placementVersion))
             }
+        case .add:
+            addSpare()
         case .membership(let to, let incarnation, let version):
             guard nodes[to].alive, nodes[to].incarnation == incarnation else { return }
             deliver(to, .membership(replicas: placement, version: version))
@@ -249,7 +272,7 @@ final class Simulation {
             for i in nodes.indices {
                 nodes[i].clockLag = 0
                 nodes[i].watchStalledUntil = 0
-                if !nodes[i].alive && i != removed { restart(i) }
+                if !nodes[i].alive && i != removed && i != spare { restart(i) }
             }
         }
     }
@@ -436,7 +459,7 @@ final class Simulation {
         }
         let prefix = nodes[i].log[0..<horizon]
         if let j = nodes.indices.first(where: {
-            $0 != removed && (nodes[$0].durable < horizon || nodes[$0].log[0..<horizon] != prefix)
+            $0 != removed && $0 != spare && (nodes[$0].durable < horizon || nodes[$0].log[0..<horizon] != prefix)
         }) {
             fail("\(nodes[i].id) compacts through LSN \(horizon), but \(nodes[j].id) does not hold those frames fsynced and equal")
             return
@@ -471,14 +494,15 @@ final class Simulation {
     /// Everything healed has converged: one leader, every log equal to its log and fsynced, every acknowledged write
     /// in it, no write twice, nothing no client sent.
     func converged() -> Bool {
-        let members = nodes.indices.filter { $0 != removed }.map { nodes[$0] }
+        let members = nodes.indices.filter { $0 != removed && $0 != spare }.map { nodes[$0] }
         guard members.allSatisfy(\.alive), let leader = nodes.firstIndex(where: { n in
             if n.alive, case .leader = n.replica.role { return n.replica.ownEpoch == coordinator.leaderKey?.epoch } else { return false }
         }) else { return false }
         let log = nodes[leader].log
         guard members.allSatisfy({ $0.log == log && $0.durable == log.count }) else { return false }
         // Once a replica was taken out, its set must end up settled (its leader heard from a majority of it).
-        if removed != nil && !settledVersions.contains(placementVersion) { return false }
+        if (removed != nil || added) && !settledVersions.contains(placementVersion) { return false }
+        if spare != nil { return false }  // not added yet
         var ids: Set<UInt64> = []
         for frame in log {
             let id = Self.writeID(frame.payload)
@@ -547,6 +571,35 @@ final class Simulation {
         default:
             note("links restored")
             cuts = []
+        }
+    }
+
+    /// `cloudlet cluster add`: once the partition has a live leader, the spare node is written into the replica set,
+    /// the leader learns of it, the spare copies the leader's fsynced frames (and how far they are compacted) as its
+    /// store and starts; each other live node learns of the new set after its own delay. Without a live leader (the seed has no source), tried again later.
+    private func addSpare() {
+        guard let i = spare else { return }
+        guard let key = coordinator.leaderKey, let source = nodes.firstIndex(where: { $0.id == key.node }), nodes[source].alive
+        else {
+            schedule(100, .add)
+            return
+        }
+        spare = nil
+        added = true
+        placement.append(nodes[i].id)
+        placementVersion = coordinator.revision + 1_000_000
+        // The source serves the seed only once it counts the new node (the shell updates the drivers before the set
+        // the seed endpoint checks), so its compaction horizon holds from there.
+        deliver(source, .membership(replicas: placement, version: placementVersion))
+        nodes[i].log = Array(nodes[source].log.prefix(nodes[source].durable))
+        nodes[i].durable = nodes[i].log.count
+        nodes[i].written = nodes[i].log.count
+        nodes[i].compacted = nodes[source].compacted
+        note("add: \(nodes[i].id) joins with \(nodes[i].log.count) frames seeded from \(nodes[source].id); replica set \(placement.map(\.name)) (version \(placementVersion))")
+        restart(i)
+        schedule(Millis(i) * 7, .tick(i))
+        for j in nodes.indices where j != i && j != source && nodes[j].alive {
+            schedule(chance(0.2) ? random(100...800) : random(1...40), .membership(to: j, incarnation: nodes[j].incarnation, version: placementVersion))
         }
     }
 
