@@ -291,11 +291,13 @@ int ehi_body_direct(eh_conn *c, uv_buf_t *buf) {
     return ok;
 }
 
-/// The direct read ehi_body_direct set up has been parsed (or failed): the handler may take the buffer again.
+/// The direct read ehi_body_direct set up has been parsed (or failed): the handler may take the buffer again. It is
+/// woken only if what it waits for is there now (wait_for_body), as on_body would have: once per piece, not once
+/// per socket read.
 void ehi_body_direct_done(eh_conn *c) {
     pthread_mutex_lock(&c->lock);
     c->filling = 0;
-    pthread_cond_broadcast(&c->cond);
+    if (c->slen >= c->swant || c->sdone || c->serror) pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
 }
 
