@@ -31,6 +31,10 @@
 enum { ST_IDLE, ST_HEAD, ST_BODY, ST_DISPATCHED, ST_WS, ST_LINGER };
 enum { KIND_DATA, KIND_WS_UPGRADE, KIND_FILE };
 enum { FILE_CHUNK = 512 << 10, STREAM_BUFFER_CAP = 256 << 10, PENDING_CAP = 64 << 10, WS_FRAME_CAP = 64 << 10, LINGER_MS = 2000 };
+/// How far the loop reads a streamed body ahead of its handler before it stops reading: the handler is woken at
+/// STREAM_BUFFER_CAP, and while it hashes and writes that piece the loop goes on to this much rather than stop, so
+/// that a handler slower than the socket does not cost a stop and a restart of reading for every piece.
+enum { STREAM_READ_AHEAD = 2 * STREAM_BUFFER_CAP };
 
 typedef struct outbuf {
     struct outbuf *next;

@@ -240,7 +240,9 @@ static int on_body(http_parser *p, const char *at, size_t len) {
         } else {
             c->serror = 1;
         }
-        int full = c->slen >= STREAM_BUFFER_CAP;
+        // A direct read stops at STREAM_READ_AHEAD, its buffer's size; a copy at STREAM_BUFFER_CAP, so that growing
+        // the buffer for the last read never doubles it past STREAM_READ_AHEAD.
+        int full = c->slen >= (c->filling ? STREAM_READ_AHEAD : STREAM_BUFFER_CAP);
         // Wake the handler only once it has what it waits for (eh_body_read): one wake-up per buffer it fills,
         // not one per socket read. During a direct read the handler cannot take the buffer yet: the read's end
         // wakes it (ehi_body_direct_done).
@@ -280,7 +282,7 @@ int ehi_body_direct(eh_conn *c, uv_buf_t *buf) {
     if ((p->flags & F_CHUNKED) || !(p->flags & F_CONTENTLENGTH) || p->content_length == 0) return 0;
     if (HTTP_PARSER_ERRNO(p) != HPE_OK) return 0;
     pthread_mutex_lock(&c->lock);
-    int ok = grow((void **)&c->sbuf, &c->scap, STREAM_BUFFER_CAP, 1) && c->slen < c->scap && !c->serror;
+    int ok = grow((void **)&c->sbuf, &c->scap, STREAM_READ_AHEAD, 1) && c->slen < c->scap && !c->serror;
     if (ok) {
         size_t room = c->scap - c->slen;
         size_t n = room < p->content_length ? room : (size_t)p->content_length;
