@@ -31,6 +31,10 @@
 enum { ST_IDLE, ST_HEAD, ST_BODY, ST_DISPATCHED, ST_WS, ST_LINGER };
 enum { KIND_DATA, KIND_WS_UPGRADE, KIND_FILE };
 enum { FILE_CHUNK = 512 << 10, STREAM_BUFFER_CAP = 256 << 10, PENDING_CAP = 64 << 10, WS_FRAME_CAP = 64 << 10, LINGER_MS = 2000 };
+/// How far the loop reads a streamed body ahead of its handler before it stops reading: the handler is woken at
+/// STREAM_BUFFER_CAP, and while it hashes and writes that piece the loop goes on to this much rather than stop, so
+/// that a handler slower than the socket does not cost a stop and a restart of reading for every piece.
+enum { STREAM_READ_AHEAD = 2 * STREAM_BUFFER_CAP };
 
 typedef struct outbuf {
     struct outbuf *next;
@@ -120,6 +124,9 @@ struct eh_conn {
     /// How many buffered body bytes the handler waits for (eh_body_read); the loop wakes it at that many.
     size_t swant;
     int sdone, serror, reader_paused;
+    /// The loop is reading the socket straight into `sbuf` after its `slen` bytes (ehi_body_direct): until the read
+    /// is parsed, the handler neither takes nor moves the buffer.
+    int filling;
     /// The client has gone (closed, or half-closed while its answer was awaited), and who to tell once.
     int gone;
     eh_gone_fn gone_fn;
@@ -174,6 +181,8 @@ typedef struct {
 // Functions one file of the front end calls in another (hidden: not part of the library's API).
 #define EHI __attribute__((visibility("hidden")))
 EHI void ehi_append_pending(eh_conn *c, const char *data, size_t n);
+EHI int ehi_body_direct(eh_conn *c, uv_buf_t *buf);
+EHI void ehi_body_direct_done(eh_conn *c);
 EHI void ehi_close_server_handles(eh_server *s);
 EHI void ehi_conn_close(eh_conn *c);
 EHI void ehi_conn_flush(eh_conn *c);

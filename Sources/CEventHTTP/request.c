@@ -232,16 +232,21 @@ static int on_body(http_parser *p, const char *at, size_t len) {
     c->deadline = uv_now(&s->loop) + (uint64_t)s->cfg.body_timeout_ms;
     if (c->streamed) {
         pthread_mutex_lock(&c->lock);
-        if (grow((void **)&c->sbuf, &c->scap, c->slen + len, 1)) {
+        if (c->filling && at == (const char *)c->sbuf + c->slen) {
+            c->slen += len;  // read there by the socket (ehi_body_direct)
+        } else if (grow((void **)&c->sbuf, &c->scap, c->slen + len, 1)) {
             memcpy(c->sbuf + c->slen, at, len);
             c->slen += len;
         } else {
             c->serror = 1;
         }
-        int full = c->slen > STREAM_BUFFER_CAP;
+        // A direct read stops at STREAM_READ_AHEAD, its buffer's size; a copy at STREAM_BUFFER_CAP, so that growing
+        // the buffer for the last read never doubles it past STREAM_READ_AHEAD.
+        int full = c->slen >= (c->filling ? STREAM_READ_AHEAD : STREAM_BUFFER_CAP);
         // Wake the handler only once it has what it waits for (eh_body_read): one wake-up per buffer it fills,
-        // not one per socket read.
-        if (c->slen >= c->swant || full || c->serror) pthread_cond_broadcast(&c->cond);
+        // not one per socket read. During a direct read the handler cannot take the buffer yet: the read's end
+        // wakes it (ehi_body_direct_done).
+        if (!c->filling && (c->slen >= c->swant || full || c->serror)) pthread_cond_broadcast(&c->cond);
         if (full) c->reader_paused = 1;
         pthread_mutex_unlock(&c->lock);
         if (full && c->reading) {
@@ -264,6 +269,38 @@ static int on_body(http_parser *p, const char *at, size_t len) {
     memcpy(c->body + c->blen, at, len);
     c->blen += len;
     return 0;
+}
+
+/// Where the loop reads next from a connection whose streamed body is being received: straight into the handler's
+/// buffer after the bytes it holds, so that on_body has nothing to copy (the body's bytes are copied once, by the
+/// kernel, before the handler writes them). Only for a plain connection (TLS decrypts into a buffer of its own) and
+/// a body with a Content-Length, and never past the body's end (a pipelined request after it goes through the read
+/// buffer). 1 when `buf` was set; then the buffer stays the loop's until ehi_body_direct_done.
+int ehi_body_direct(eh_conn *c, uv_buf_t *buf) {
+    http_parser *p = &c->parser;
+    if (c->ssl || c->state != ST_DISPATCHED || !c->streamed || c->message_done || c->closing) return 0;
+    if ((p->flags & F_CHUNKED) || !(p->flags & F_CONTENTLENGTH) || p->content_length == 0) return 0;
+    if (HTTP_PARSER_ERRNO(p) != HPE_OK) return 0;
+    pthread_mutex_lock(&c->lock);
+    int ok = grow((void **)&c->sbuf, &c->scap, STREAM_READ_AHEAD, 1) && c->slen < c->scap && !c->serror;
+    if (ok) {
+        size_t room = c->scap - c->slen;
+        size_t n = room < p->content_length ? room : (size_t)p->content_length;
+        *buf = uv_buf_init((char *)c->sbuf + c->slen, (unsigned)n);
+        c->filling = 1;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return ok;
+}
+
+/// The direct read ehi_body_direct set up has been parsed (or failed): the handler may take the buffer again. It is
+/// woken only if what it waits for is there now (wait_for_body), as on_body would have: once per piece, not once
+/// per socket read.
+void ehi_body_direct_done(eh_conn *c) {
+    pthread_mutex_lock(&c->lock);
+    c->filling = 0;
+    if (c->slen >= c->swant || c->sdone || c->serror) pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->lock);
 }
 
 static int on_message_complete(http_parser *p) {
@@ -369,7 +406,7 @@ static void wait_for_body(eh_conn *c, size_t want) {
     if (want > STREAM_BUFFER_CAP) want = STREAM_BUFFER_CAP;
     if (want == 0) want = 1;
     c->swant = want;
-    while (c->slen < want && !c->sdone && !c->serror) pthread_cond_wait(&c->cond, &c->lock);
+    while ((c->slen < want && !c->sdone && !c->serror) || c->filling) pthread_cond_wait(&c->cond, &c->lock);
     c->swant = 1;
 }
 

@@ -6,6 +6,7 @@ static unsigned peer_hash(const char *s);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void plain_input(eh_conn *c, const char *data, size_t n);
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+static void handle_read(eh_conn *c, ssize_t nread, const uv_buf_t *buf);
 static void on_connection(uv_stream_t *listener, int status);
 static void on_sweep(uv_timer_t *t);
 static void on_async(uv_async_t *a);
@@ -112,6 +113,7 @@ void ehi_mark_dirty(eh_conn *c) {
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     (void)suggested;
     eh_conn *c = h->data;
+    if (ehi_body_direct(c, buf)) return;  // a streamed body: into the handler's buffer, no copy
     *buf = uv_buf_init(c->server->readbuf, sizeof c->server->readbuf);
 }
 
@@ -130,12 +132,17 @@ static void plain_input(eh_conn *c, const char *data, size_t n) {
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     eh_conn *c = stream->data;
+    handle_read(c, nread, buf);
+    if (c->filling) ehi_body_direct_done(c);  // libuv calls this after every on_alloc, even for nothing read
+}
+
+static void handle_read(eh_conn *c, ssize_t nread, const uv_buf_t *buf) {
     if (nread == 0 || c->closing) return;
     if (nread < 0) {
         if (c->state == ST_DISPATCHED && c->message_done && nread == UV_EOF) {
             // The client sent its request and half-closed: answer, then close. A long poll or pusher sees it
             // closed (the client cannot read a later answer on most clients anyway).
-            uv_read_stop(stream);
+            uv_read_stop((uv_stream_t *)&c->tcp);
             c->reading = 0;
             c->close_after_write = 1;
             pthread_mutex_lock(&c->lock);

@@ -28,9 +28,23 @@ final class BlockingHTTPConnection {
 
     /// POSTs `body` to `path` (with its query string); returns the status and body.
     func post(_ path: String, _ body: String) throws -> (status: Int, body: [UInt8]) {
-        let payload = Array(body.utf8)
-        let head = "POST \(path) HTTP/1.1\r\nHost: \(host)\r\nContent-Type: text/plain\r\nContent-Length: \(payload.count)\r\n\r\n"
-        try send(Array(head.utf8) + payload)
+        try send(Self.postRequest(path, Array(body.utf8), host: host))
+        return try readResponse()
+    }
+
+    /// Sends these POSTs in one go, each right behind the one before (pipelined), and reads their answers in order.
+    func pipeline(_ posts: [(path: String, body: [UInt8])]) throws -> [(status: Int, body: [UInt8])] {
+        try send(posts.flatMap { Self.postRequest($0.path, $0.body, host: host) })
+        return try posts.map { _ in try readResponse() }
+    }
+
+    private static func postRequest(_ path: String, _ body: [UInt8], host: String) -> [UInt8] {
+        let head = "POST \(path) HTTP/1.1\r\nHost: \(host)\r\nContent-Type: text/plain\r\nContent-Length: \(body.count)\r\n\r\n"
+        return Array(head.utf8) + body
+    }
+
+    /// The next response's status and body (a `Content-Length` one).
+    private func readResponse() throws -> (status: Int, body: [UInt8]) {
         let headerEnd = try readUntilHeaderEnd()
         let header = String(decoding: buffer[0..<headerEnd], as: UTF8.self)
         buffer.removeFirst(headerEnd + 4)

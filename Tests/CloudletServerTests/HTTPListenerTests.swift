@@ -1,3 +1,5 @@
+import Cloudlet
+import CloudletCore
 import CloudletTestSupport
 import Foundation
 import Testing
@@ -14,6 +16,17 @@ import Testing
         options.port = 0
         options.threads = 4
         options.maxBodySize = maxBody
+        let l = HTTPListener(options: options, log: { _ in }, handler: respond)
+        try l.start()
+        return l
+    }
+
+    /// A started listener on port 0 that streams the bodies of paths under `/up/` to `respond`.
+    static func streamingListener(_ respond: @escaping @Sendable (HTTPRequest) -> HTTPResponse) throws -> HTTPListener {
+        var options = HTTPListener.Options()
+        options.port = 0
+        options.threads = 2
+        options.streamedPathPrefix = "/up/"
         let l = HTTPListener(options: options, log: { _ in }, handler: respond)
         try l.start()
         return l
@@ -46,13 +59,9 @@ import Testing
     }
 
     /// A streamed body's handler gets full pieces: every read but the last fills its 256 KiB buffer, however the
-    /// bytes arrived (the loop reads the socket 64 KiB at a time and wakes the handler only once a piece is there).
+    /// bytes arrived (the loop wakes the handler only once a piece is there, not once per socket read).
     @Test func aStreamedBodyIsReadInFullPieces() async throws {
-        var options = HTTPListener.Options()
-        options.port = 0
-        options.threads = 2
-        options.streamedPathPrefix = "/up/"
-        let l = HTTPListener(options: options, log: { _ in }) { req in
+        let l = try Self.streamingListener { req in
             guard let stream = req.bodyStream else { return .text("not streamed") }
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 << 10, alignment: 16)
             defer { buffer.deallocate() }
@@ -60,11 +69,42 @@ import Testing
             while let n = try? stream.read(into: buffer), n > 0 { sizes.append(n) }
             return .text(sizes.map(String.init).joined(separator: ","))
         }
-        try l.start()
         defer { l.stop() }
         let size = 5 * (256 << 10) + 1000
         let r = try await HTTP.send("POST", "http://127.0.0.1:\(l.port)/up/x", body: [UInt8](repeating: 7, count: size))
         #expect(r.text == Array(repeating: String(256 << 10), count: 5).joined(separator: ",") + ",1000", "\(r.text)")
+    }
+
+    /// The loop reads a streamed body straight into the buffer the handler takes (`eh_body_take`), never past the
+    /// body's end: every byte arrives once and in order, in pieces of at least what the handler asked for (at most
+    /// what the loop reads ahead), and a request pipelined right behind the body on the same connection is read as a
+    /// request of its own.
+    @Test func aStreamedBodyIsTakenWholeAndTheNextRequestAfterIt() throws {
+        let l = try Self.streamingListener { req in
+            guard let stream = req.bodyStream else { return .text("plain \(String(decoding: req.body, as: UTF8.self))") }
+            let hash = SHA256Stream()
+            var sizes: [Int] = []
+            while let piece = try? stream.nextPiece(atLeast: 256 << 10), piece.count > 0 {
+                hash.update(piece)
+                sizes.append(piece.count)
+            }
+            return .text("\(sizes.map(String.init).joined(separator: ",")) \(hash.finishHex())")
+        }
+        defer { l.stop() }
+        var rng = SplitMix64(state: 8)
+        let body = (0..<(3 * (256 << 10) + 12_345)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+        let connection = try BlockingHTTPConnection("http://127.0.0.1:\(l.port)")
+        for _ in 0..<2 {  // twice: the connection is kept, and its second body goes the same way
+            let answers = try connection.pipeline([("/up/x", body), ("/after", Array("next".utf8))])
+            #expect(answers.map(\.status) == [200, 200])
+            let answer = String(decoding: answers[0].body, as: UTF8.self).split(separator: " ")
+            // Every piece but the last has the 256 KiB asked for, and none more than the 512 KiB the loop reads ahead.
+            let pieces = answer.first?.split(separator: ",").compactMap { Int($0) } ?? []
+            #expect(pieces.reduce(0, +) == body.count && pieces.allSatisfy { $0 <= 512 << 10 }, "\(pieces)")
+            #expect(pieces.dropLast().allSatisfy { $0 >= 256 << 10 }, "\(pieces)")
+            #expect(answer.last.map(String.init) == SHA256Stream.hex(of: body))
+            #expect(String(decoding: answers[1].body, as: UTF8.self) == "plain next")
+        }
     }
 
     @Test func queryParametersArePercentDecoded() {

@@ -156,20 +156,10 @@ final class AssetSigner: Sendable {
 
     private func mac(_ data: [UInt8]) -> [UInt8] { Secrets.hmacSHA256(key: key.withLock { $0 }, data) }
 
-    static func base64url(_ bytes: [UInt8]) -> String {
-        var s = Base64.encode(bytes)
-        while s.hasSuffix("=") { s.removeLast() }
-        return String(s.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
-    }
+    static func base64url(_ bytes: [UInt8]) -> String { Base64.encodeURL(bytes) }
 
-    /// The bytes of unpadded base64url text — only of its one canonical spelling: the last character's bits past
-    /// the data must be zero, so that no two texts of a signature or payload decode to the same bytes (a changed
-    /// signature character is always refused, never a harmless alias).
-    static func unbase64url(_ s: Substring) -> [UInt8]? {
-        guard !s.contains("+"), !s.contains("/"), !s.contains("=") else { return nil }
-        var t = String(s.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
-        while t.utf8.count % 4 != 0 { t += "=" }
-        guard let bytes = Base64.decode(t), base64url(bytes) == s else { return nil }
-        return bytes
-    }
+    /// The bytes of unpadded base64url text — only of its one canonical spelling (``Base64/decodeURL(_:)``), so that
+    /// no two texts of a signature or payload decode to the same bytes (a changed signature character is always
+    /// refused, never a harmless alias).
+    static func unbase64url(_ s: Substring) -> [UInt8]? { Base64.decodeURL(s) }
 }
