@@ -25,6 +25,9 @@ public final class LSMKeyScan {
     private let shared: Int
     /// Per walk: the 8 bytes of its key after ``shared``, big-endian (missing bytes as zeros).
     @exclusivity(unchecked) private var heads: [UInt64]
+    /// Per walk: whether it is past its end (``KeyWalk/done``), kept here with the heads so that most comparisons
+    /// read two plain arrays and touch no walk.
+    @exclusivity(unchecked) private var ended: [Bool]
     /// The loser tree over the walks: `tree[0]` is the winner (the smallest key, its newest entry); inner node `n`
     /// (1 ..< k) keeps the loser of its match; walk `i` is leaf `k + i`, and node `n`'s parent is `n / 2`.
     @exclusivity(unchecked) private var tree: [Int]
@@ -32,6 +35,7 @@ public final class LSMKeyScan {
     @exclusivity(unchecked) private var winner = -1
     /// The key last stepped past (its older entries, in other walks, are skipped), and whether there is one.
     @exclusivity(unchecked) private var last: [UInt8] = []
+    @exclusivity(unchecked) private var lastHead: UInt64 = 0
     @exclusivity(unchecked) private var hasLast = false
 
     /// `walks`: positioned, newest source first, all within `range`.
@@ -43,6 +47,7 @@ public final class LSMKeyScan {
             shared = 0
         }
         heads = [UInt64](repeating: 0, count: walks.count)
+        ended = [Bool](repeating: false, count: walks.count)
         tree = [Int](repeating: 0, count: max(walks.count, 1))
         last.reserveCapacity(64)
         for i in walks.indices { updateHead(i) }
@@ -73,6 +78,12 @@ public final class LSMKeyScan {
     /// Moves forward to the first live key at least `target`; stays if the current key is already there.
     public func seek(_ target: [UInt8]) throws {
         guard winner >= 0, LSMKey.compare(walks[winner].key, target) < 0 else { return }
+        // A target a few keys ahead (a join of two common tokens' postings) is reached sooner by stepping — one path
+        // replayed a step — than by seeking every walk and playing the whole tournament again.
+        for _ in 0..<Self.stepsBeforeSeeking {
+            try advance()
+            guard winner >= 0, LSMKey.compare(walks[winner].key, target) < 0 else { return }
+        }
         for i in walks.indices where !walks[i].done && LSMKey.compare(walks[i].key, target) < 0 {
             try walks[i].seek(target)
             updateHead(i)
@@ -84,15 +95,18 @@ public final class LSMKeyScan {
         try settle()
     }
 
+    /// How many steps ``seek(_:)`` tries before it seeks.
+    static let stepsBeforeSeeking = 8
+
     /// Makes the tree's winner the current key if it is live and new; else steps past it until one is.
     private func settle() throws {
         while true {
             let w = tree[0]
-            guard !walks.isEmpty, !walks[w].done else {
+            guard !walks.isEmpty, !ended[w] else {
                 winner = -1
                 return
             }
-            if hasLast && LSMKey.compare(walks[w].key, last) == 0 {
+            if hasLast && heads[w] == lastHead && LSMKey.compare(walks[w].key, last) == 0 {
                 // An older entry of the key just stepped past.
                 try walks[w].advance()
                 updateHead(w)
@@ -110,6 +124,7 @@ public final class LSMKeyScan {
     private func stepPast(_ w: Int) throws {
         last.removeAll(keepingCapacity: true)
         last.append(contentsOf: walks[w].key)
+        lastHead = heads[w]
         hasLast = true
         try walks[w].advance()
         updateHead(w)
@@ -117,16 +132,18 @@ public final class LSMKeyScan {
     }
 
     private func updateHead(_ i: Int) {
-        heads[i] = walks[i].done ? 0 : walks[i].key.withUnsafeBytes { LSMKey.bigEndianWindow($0, from: shared) }
+        let w = walks[i]
+        ended[i] = w.done
+        heads[i] = w.done ? 0 : w.key.withUnsafeBytes { LSMKey.bigEndianWindow($0, from: shared) }
     }
 
     /// Whether walk `a`'s entry comes before walk `b`'s: a smaller key; for equal keys the higher sequence, then the
     /// newer source. A walk past its end comes after every other.
     private func precedes(_ a: Int, _ b: Int) throws -> Bool {
-        let wa = walks[a], wb = walks[b]
-        if wb.done { return !wa.done }
-        if wa.done { return false }
+        if ended[b] { return !ended[a] }
+        if ended[a] { return false }
         if heads[a] != heads[b] { return heads[a] < heads[b] }
+        let wa = walks[a], wb = walks[b]
         let c = LSMKey.compare(wa.key, wb.key)
         if c != 0 { return c < 0 }
         let sa = try wa.sequence(), sb = try wb.sequence()
