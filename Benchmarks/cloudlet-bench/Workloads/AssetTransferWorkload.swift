@@ -94,7 +94,7 @@ final class AssetTransferWorkload: Workload {
         // Downloads read from the disk, as `disk-seqread` does (the files were just written: they are in the cache).
         for f in files { _ = try PosixFile(readingFrom: f).dropCachedPages() }
         let before = try ProcessMemory.current()
-        let cpuBefore = (process: Self.cpuSeconds(thread: false), client: Self.cpuSeconds(thread: true))
+        let cpuBefore = (process: CPUClock.seconds(thread: false), client: CPUClock.seconds(thread: true))
         var latencies: [Double] = []
         let clock = Stopwatch()
         for (i, url) in urls.enumerated() {
@@ -116,8 +116,8 @@ final class AssetTransferWorkload: Workload {
         // CPU per MB, less sensitive to a loaded machine than MB/s: the process's minus the calling thread's (the
         // client: its sends and receives, loopback's kernel work mostly with them) is the server's.
         let megabytes = Double(size * count) / 1e6
-        let process = Self.cpuSeconds(thread: false) - cpuBefore.process
-        let client = Self.cpuSeconds(thread: true) - cpuBefore.client
+        let process = CPUClock.seconds(thread: false) - cpuBefore.process
+        let client = CPUClock.seconds(thread: true) - cpuBefore.client
         let cpu = String(
             format: "server CPU %.2f ms/MB, client CPU %.2f ms/MB", (process - client) * 1e3 / megabytes, client * 1e3 / megabytes)
         return RunMeasurement(
@@ -125,15 +125,6 @@ final class AssetTransferWorkload: Workload {
             note: direction == .upload
                 ? "\(name): \(cpu); peak resident memory grew \(String(format: "%.1f", max(growth, 0))) MB over \(label(size * count)) uploaded"
                 : "\(name): \(cpu)")
-    }
-
-    /// User and system CPU seconds of the process (`RUSAGE_SELF`) or of the calling thread (`RUSAGE_THREAD`, 1,
-    /// which Glibc's module leaves out: it is declared only under `_GNU_SOURCE`).
-    private static func cpuSeconds(thread: Bool) -> Double {
-        var usage = rusage()
-        guard getrusage(thread ? 1 : __rusage_who_t(RUSAGE_SELF.rawValue), &usage) == 0 else { return 0 }
-        func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
-        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
     func tearDown() throws {

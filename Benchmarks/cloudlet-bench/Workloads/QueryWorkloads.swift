@@ -86,6 +86,7 @@ final class QueryWorkload: Workload {
         latencies.reserveCapacity(n)
         var rows = 0
         let clock = Stopwatch()
+        let cpu = CPUClock.seconds()
         for i in 0..<n {
             let t = Stopwatch()
             switch kind {
@@ -104,9 +105,13 @@ final class QueryWorkload: Workload {
             latencies.append(t.elapsed)
         }
         let seconds = clock.elapsed
+        // The whole process's CPU (the engine's threads and background work included): on a shared machine, what a
+        // query costs is steadier than its latency.
+        let cpuPerOperation = (CPUClock.seconds() - cpu) / Double(n)
         if kind == .readRandom && rows != n { throw BenchError(.engine, "\(engine) readrandom found \(rows) of \(n) records") }
         if rows == 0 { throw BenchError(.engine, "\(engine) \(name) returned no rows") }
-        return RunMeasurement(operations: Double(n), seconds: seconds, latencies: latencies)
+        let note = String(format: "CPU %.1f µs a %@", cpuPerOperation * 1e6, kind == .count ? "count" : kind == .readRandom ? "lookup" : "query")
+        return RunMeasurement(operations: Double(n), seconds: seconds, latencies: latencies, note: note)
     }
 
     func tearDown() throws { fixture = nil }

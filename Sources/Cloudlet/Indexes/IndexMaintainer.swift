@@ -70,7 +70,13 @@ extension IndexMaintainer {
                 keys.lower = bound
             }
         }
-        return IndexCursor(directory.indexCursor(keys, reverse: reverse), prefixCount: subspace.prefix.count)
+        var namePrefix: [UInt8]?
+        if !reverse, case .exactly(let v) = range {
+            namePrefix = subspace.prefix
+            IndexKeyspace.escape(v, into: &namePrefix!)
+        }
+        return IndexCursor(
+            directory.indexCursor(keys, reverse: reverse), prefixCount: subspace.prefix.count, namePrefix: namePrefix)
     }
 }
 
@@ -200,22 +206,36 @@ struct IndexEntry: Sendable, Hashable, Comparable {
 struct IndexCursor {
     private var keys: KeyDirectory.KeyCursor
     private let prefixCount: Int
+    /// For a forward walk of one value key's entries: the key that value key's names follow
+    /// (`prefix · esc(value key)`), which ``seek(name:)`` appends a name to. Nil otherwise.
+    private let namePrefix: [UInt8]?
 
-    fileprivate init(_ keys: KeyDirectory.KeyCursor, prefixCount: Int) {
+    fileprivate init(_ keys: KeyDirectory.KeyCursor, prefixCount: Int, namePrefix: [UInt8]? = nil) {
         self.keys = keys
         self.prefixCount = prefixCount
+        self.namePrefix = namePrefix
     }
 
     /// The next entry, nil after the last.
     mutating func next() throws -> IndexEntry? {
-        guard let e = try keys.next() else { return nil }
-        return try IndexKeyspace.entry(e.key, prefixCount: prefixCount)
+        guard let key = try keys.nextKey() else { return nil }
+        return try IndexKeyspace.entry(key, prefixCount: prefixCount)
     }
 
     /// The next entry's record name (its value key left undecoded), nil after the last.
     mutating func nextName() throws -> String? {
-        guard let e = try keys.next() else { return nil }
-        return try IndexKeyspace.name(e.key, prefixCount: prefixCount)
+        guard let key = try keys.nextKey() else { return nil }
+        if let namePrefix { return String(decoding: key[namePrefix.count...], as: UTF8.self) }
+        return try IndexKeyspace.name(key, prefixCount: prefixCount)
+    }
+
+    /// Whether ``seek(name:)`` may be called: a forward walk of one value key's entries.
+    var seeksByName: Bool { namePrefix != nil }
+
+    /// Makes the next ``nextName()`` return the first name at least `name` (in byte order) filed under the value
+    /// key, without stepping through those before it; never moves back. Requires ``seeksByName``.
+    mutating func seek(name: String) throws {
+        try keys.seek(namePrefix! + name.utf8)
     }
 }
 

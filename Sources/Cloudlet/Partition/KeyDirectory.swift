@@ -434,6 +434,20 @@ package struct KeyDirectory: Sendable {
             backward = reverse ? view.makeReverseIterator() : nil
         }
 
+        /// The next live key in the range, nil after the last (forwards: the scan's buffer, to let go of before the
+        /// next call).
+        mutating func nextKey() throws -> [UInt8]? {
+            guard backward != nil else { return try forward!.nextKey() }
+            return try next()?.key
+        }
+
+        /// Forwards only: makes the next call return the first live key at least `key` (or the one after the last
+        /// returned, if that is further on).
+        mutating func seek(_ key: [UInt8]) throws {
+            precondition(backward == nil, "a backward cursor does not seek")
+            try forward!.seek(key)
+        }
+
         /// The next live entry in the range, nil after the last.
         mutating func next() throws -> LSMEntry? {
             guard let backward else { return try forward!.next() }
@@ -475,23 +489,52 @@ extension DirectorySequence {
     }
 }
 
-/// A walk through one key range of a read view, positioned at its first call.
+/// A walk through one key range of a read view, positioned at its first call: an ``LSMKeyScan``, which steps
+/// without making an entry of each key (``nextKey()``) and seeks forward without stepping (``seek(_:)``).
 struct RangeCursor {
     let range: LSMKeyRange
-    private let it: MergingIterator?
-    private var started = false
+    private let view: LSMReadView?
+    private var scan: LSMKeyScan?
+    /// Whether the scan stands on the entry the next call returns (made or sought, not yet returned).
+    private var pending = false
 
     init(_ view: LSMReadView?, _ range: LSMKeyRange) {
         self.range = range
-        it = view?.makeIterator()
+        self.view = view
+    }
+
+    /// Moves to the next live key; false after the last.
+    private mutating func step() throws -> Bool {
+        if pending {
+            pending = false
+        } else if let scan {
+            try scan.advance()
+        } else if let view {
+            scan = try view.makeKeyScan(range)
+        } else {
+            return false
+        }
+        return !scan!.done
     }
 
     /// The next live entry in the range, nil after the last.
-    mutating func next() throws -> LSMEntry? {
-        guard let it else { return nil }
-        if started { try it.advance() } else { try it.seek(to: range); started = true }
-        guard let e = it.current, range.contains(e.key) else { return nil }
-        return e
+    mutating func next() throws -> LSMEntry? { try step() ? try scan!.entry() : nil }
+
+    /// The next live key in the range, nil after the last: the scan's own buffer, to let go of before the next call
+    /// (or that call copies it).
+    mutating func nextKey() throws -> [UInt8]? { try step() ? scan!.key : nil }
+
+    /// Makes the next call return the first live key at least `key`, or the one after the last returned if that is
+    /// further on (the cursor never moves back).
+    mutating func seek(_ key: [UInt8]) throws {
+        if scan == nil {
+            guard let view else { return }
+            scan = try view.makeKeyScan(range)
+            pending = true
+        }
+        guard let scan, !scan.done, scan.compareKey(with: key) < 0 else { return }
+        try scan.seek(key)
+        pending = true
     }
 }
 

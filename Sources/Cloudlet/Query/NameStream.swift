@@ -13,6 +13,15 @@ protocol NameStream: AnyObject {
     var current: String? { get }
     /// Moves to the next name.
     func advance() throws
+    /// Moves forward to the first name at least `name` (in byte order); stays if the current one is already there.
+    func seek(atLeast name: String) throws
+}
+
+extension NameStream {
+    /// ``NameStream/seek(atLeast:)`` by stepping: for streams that cannot jump.
+    func stepForward(to name: String) throws {
+        while let n = current, NameOrder.compare(n, name) < 0 { try advance() }
+    }
 }
 
 /// Record names compared as the key directory orders them: by their UTF-8 bytes (Swift's `String` comparison
@@ -39,6 +48,14 @@ final class PostingStream: NameStream {
     }
 
     func advance() throws { current = try cursor.nextName() }
+
+    /// Jumps in the tree (whole blocks and runs skipped by binary search) when the cursor walks one value key.
+    func seek(atLeast name: String) throws {
+        guard let n = current, NameOrder.compare(n, name) < 0 else { return }
+        guard cursor.seeksByName else { return try stepForward(to: name) }
+        try cursor.seek(name: name)
+        current = try cursor.nextName()
+    }
 }
 
 /// The names of a key-directory cursor over the type index (`zone · 03 · type · name`), past its prefix.
@@ -54,8 +71,10 @@ final class TypeNameStream: NameStream {
     }
 
     func advance() throws {
-        current = try cursor.next().map { String(decoding: $0.key[prefixCount...], as: UTF8.self) }
+        current = try cursor.nextKey().map { String(decoding: $0[prefixCount...], as: UTF8.self) }
     }
+
+    func seek(atLeast name: String) throws { try stepForward(to: name) }
 }
 
 /// Every name of any child, once.
@@ -74,6 +93,12 @@ final class UnionStream: NameStream {
         settle()
     }
 
+    func seek(atLeast name: String) throws {
+        guard let c = current, NameOrder.compare(c, name) < 0 else { return }
+        for child in children { try child.seek(atLeast: name) }
+        settle()
+    }
+
     private func settle() {
         current = nil
         for child in children {
@@ -83,7 +108,9 @@ final class UnionStream: NameStream {
     }
 }
 
-/// The names every child has: each child skips up to the largest name the others are at (a merge join).
+/// The names every child has: a leapfrog merge join — each child seeks to the largest name the others are at,
+/// jumping over the entries in between (a posting's cursor skips whole blocks and runs) instead of stepping through
+/// them, until all agree.
 final class IntersectionStream: NameStream {
     private let children: [any NameStream]
     private(set) var current: String?
@@ -99,27 +126,37 @@ final class IntersectionStream: NameStream {
         try settle()
     }
 
+    func seek(atLeast name: String) throws {
+        guard let c = current, NameOrder.compare(c, name) < 0, let first = children.first else { return }
+        try first.seek(atLeast: name)
+        try settle()
+    }
+
     private func settle() throws {
         current = nil
         guard !children.isEmpty else { return }
-        while true {
-            // The largest name any child is at: no common name comes before it.
-            var target: String?
-            for child in children {
-                guard let n = child.current else { return }
-                if target.map({ NameOrder.compare(n, $0) > 0 }) ?? true { target = n }
-            }
-            guard let target else { return }
-            var agreed = true
-            for child in children {
-                while let n = child.current, NameOrder.compare(n, target) < 0 { try child.advance() }
-                guard let n = child.current else { return }
-                if NameOrder.compare(n, target) != 0 { agreed = false }
-            }
-            if agreed {
-                current = target
-                return
-            }
+        // The largest name any child is at: no common name comes before it.
+        var target: String?
+        for child in children {
+            guard let n = child.current else { return }
+            if target.map({ NameOrder.compare(n, $0) > 0 }) ?? true { target = n }
         }
+        // Each child in turn seeks to the target; one that lands past it raises the target, and the round goes on
+        // until a full turn of children all stand on it.
+        var agreed = 0
+        var i = 0
+        while agreed < children.count {
+            let child = children[i]
+            try child.seek(atLeast: target!)
+            guard let n = child.current else { return }
+            if NameOrder.compare(n, target!) == 0 {
+                agreed += 1
+            } else {
+                target = n
+                agreed = 1
+            }
+            i = (i + 1) % children.count
+        }
+        current = target
     }
 }

@@ -65,6 +65,31 @@ public enum LSMKey {
         }
     }
 
+    /// How many leading bytes `a` and `b` share, counting at most `limit`.
+    static func commonPrefix(_ a: [UInt8], _ b: [UInt8], upTo limit: Int = .max) -> Int {
+        a.withUnsafeBytes { pa in
+            b.withUnsafeBytes { pb in
+                let n = min(limit, pa.count, pb.count)
+                var i = 0
+                while i + 8 <= n && pa.loadUnaligned(fromByteOffset: i, as: UInt64.self) == pb.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
+                    i += 8
+                }
+                while i < n && pa[i] == pb[i] { i += 1 }
+                return i
+            }
+        }
+    }
+
+    /// The 8 bytes of `key` from `offset` as a big-endian integer, missing bytes as zeros: integers that order as
+    /// the bytes do (keys equal in them, or differing only in trailing zeros, need a whole comparison).
+    @inline(__always)
+    static func bigEndianWindow(_ key: UnsafeRawBufferPointer, from offset: Int) -> UInt64 {
+        if offset + 8 <= key.count { return UInt64(bigEndian: key.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
+        var v: UInt64 = 0
+        for i in 0..<8 { v = v << 8 | UInt64(offset + i < key.count ? key[offset + i] : 0) }
+        return v
+    }
+
     /// Whether `a` sorts before `b`.
     @inline(__always)
     public static func less(_ a: [UInt8], _ b: [UInt8]) -> Bool { compare(a, b) < 0 }

@@ -173,7 +173,7 @@ public struct Memtable: Sendable {
     static func keyOrder(_ entries: [LSMEntry]) -> [Int32] {
         guard let first = entries.first?.key else { return [] }
         var shared = first.count
-        for e in entries.dropFirst() where shared > 0 { shared = min(shared, commonPrefix(first, e.key, upTo: shared)) }
+        for e in entries.dropFirst() where shared > 0 { shared = min(shared, LSMKey.commonPrefix(first, e.key, upTo: shared)) }
         var items = entries.indices.map { (window: window(entries[$0].key, after: shared), index: Int32($0)) }
         items.sort { a, b in
             if a.window != b.window { return a.window < b.window }
@@ -186,31 +186,7 @@ public struct Memtable: Sendable {
     /// order as the keys do, except that keys equal in them (or differing only in trailing zeros) need a whole
     /// comparison.
     private static func window(_ key: [UInt8], after shared: Int) -> (UInt64, UInt64) {
-        key.withUnsafeBytes { (bigEndian($0, from: shared), bigEndian($0, from: shared + 8)) }
-    }
-
-    /// How many leading bytes `a` and `b` share, counting at most `limit`.
-    private static func commonPrefix(_ a: [UInt8], _ b: [UInt8], upTo limit: Int) -> Int {
-        a.withUnsafeBytes { pa in
-            b.withUnsafeBytes { pb in
-                let n = min(limit, pa.count, pb.count)
-                var i = 0
-                while i + 8 <= n && pa.loadUnaligned(fromByteOffset: i, as: UInt64.self) == pb.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
-                    i += 8
-                }
-                while i < n && pa[i] == pb[i] { i += 1 }
-                return i
-            }
-        }
-    }
-
-    /// The 8 bytes of `key` from `offset` as a big-endian integer, missing bytes as zeros: integers that order as
-    /// the bytes do.
-    private static func bigEndian(_ key: UnsafeRawBufferPointer, from offset: Int) -> UInt64 {
-        if offset + 8 <= key.count { return UInt64(bigEndian: key.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
-        var v: UInt64 = 0
-        for i in 0..<8 { v = v << 8 | UInt64(offset + i < key.count ? key[offset + i] : 0) }
-        return v
+        key.withUnsafeBytes { (LSMKey.bigEndianWindow($0, from: shared), LSMKey.bigEndianWindow($0, from: shared + 8)) }
     }
 
     /// Layers of one size class that merge into one.
@@ -242,8 +218,8 @@ public struct Memtable: Sendable {
             let first = lists.first { !$0.isEmpty }?.first?.key ?? []
             var shared = Int.max
             for list in lists where !list.isEmpty {
-                shared = min(shared, commonPrefix(list.first!.key, list.last!.key, upTo: shared))
-                shared = min(shared, commonPrefix(first, list.first!.key, upTo: shared))
+                shared = min(shared, LSMKey.commonPrefix(list.first!.key, list.last!.key, upTo: shared))
+                shared = min(shared, LSMKey.commonPrefix(first, list.first!.key, upTo: shared))
             }
             var positions = [Int](repeating: 0, count: lists.count)
             var heads = lists.map { $0.isEmpty ? (0, 0) : window($0[0].key, after: shared) }
