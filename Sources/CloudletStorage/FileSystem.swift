@@ -101,12 +101,17 @@ public protocol File: AnyObject, Sendable {
     /// A new descriptor of the same open file (close-on-exec), for code that hands the file to C (the HTTP front end
     /// sends asset downloads from it); the caller closes it. Nil where the file has no descriptor (in memory).
     func duplicateDescriptor() -> Int32?
+    /// The file's first `count` bytes mapped read-only (``MappedRegion``), for reads without a system call; nil where
+    /// the file system cannot map (in memory, fault-injecting) or `mmap` fails — the caller then reads with ``pread(into:at:)``.
+    /// Only for files that do not shrink while mapped.
+    func mapReadOnly(count: Int) -> MappedRegion?
 }
 
 extension File {
     public func prefetch(at offset: UInt64, count: Int) {}
     public func startWriteback(at offset: UInt64, count: Int) {}
     public func duplicateDescriptor() -> Int32? { nil }
+    public func mapReadOnly(count: Int) -> MappedRegion? { nil }
 }
 
 extension File {

@@ -161,7 +161,11 @@ extension Log {
         return monitor.withLock { s -> [String] in
             let old = s.segments.prefix { $0.firstLSN <= marker.coveredThrough }
             // Readers holding a replaced file finish with it; the descriptor closes with its last reference.
-            for o in old { s.files[o.firstLSN] = nil }
+            for o in old {
+                s.files[o.firstLSN] = nil
+                s.mappings[o.firstLSN] = nil
+                s.unmappable.remove(o.firstLSN)
+            }
             let new = writer.segments.map {
                 LogState.Segment(
                     firstLSN: $0.firstLSN, lastLSN: $0.lastLSN, size: $0.size, sealed: true, path: $0.path,

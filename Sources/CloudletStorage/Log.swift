@@ -83,6 +83,7 @@ public final class Log: Sendable {
             throw CloudletError.invalid("compressionThreshold \(c.compressionThreshold) is negative")
         }
         guard c.maxPendingBytes > 0 else { throw CloudletError.invalid("maxPendingBytes must be positive") }
+        guard c.mappedSegments >= 0 else { throw CloudletError.invalid("mappedSegments \(c.mappedSegments) is negative") }
     }
 
     private init(
@@ -348,6 +349,9 @@ public final class Log: Sendable {
     /// since the log was opened (recovery's reads not included).
     public var bytesRead: UInt64 { readCounter.load(ordering: .relaxed) }
 
+    /// Segments mapped for reads now (at most ``LogConfiguration/mappedSegments``).
+    public var mappedSegmentCount: Int { monitor.withLock { $0.mappings.count } }
+
     /// Reads `range` of the payload of the frame at `position` as it is stored, with one `pread` and no check of the
     /// frame: for payloads staged uncompressed whose parts carry checksums of their own (record blocks), so that a
     /// point read costs those bytes and not the frame's. Throws `.invalidArguments` for a range outside the frame
@@ -369,12 +373,17 @@ public final class Log: Sendable {
     }
 
     /// One positioned read of durable bytes of a segment (or written ones, `includingUnsynced`), its file opened
-    /// once and kept; returns them and the path.
+    /// once and kept; returns them and the path. A copy out of the segment's mapping where it is mapped
+    /// (``LogConfiguration/mappedSegments``), else a `pread`.
     private func read(
         segment: UInt64, offset: UInt64, count: Int, includingUnsynced: Bool = false
     ) throws -> (bytes: [UInt8], path: String) {
         ThreadBridge.checkMayBlock("reading segment \(segment) of partition \(partition)")
-        let (file, path) = try monitor.withLock { s throws -> (any File, String) in
+        enum Source {
+            case mapped(MappedRegion)
+            case file(any File)
+        }
+        let (source, path) = try monitor.withLock { s throws -> (Source, String) in
             if s.closing { throw closedError() }
             guard let i = s.segmentIndex(segment) else {
                 throw CloudletError.invalid(
@@ -396,19 +405,27 @@ public final class Log: Sendable {
                 }
                 s.files[segment] = file
             }
-            s.activeReads += 1
-            return (file, path)
-        }
-        defer {
-            let last = monitor.withLock { s in
-                s.activeReads -= 1
-                return s.activeReads == 0 && s.closing
+            if let region = mapping(&s, segment, file, path: path, covering: offset + UInt64(count)) {
+                return (.mapped(region), path)
             }
-            if last { monitor.broadcast(.progress) }
+            s.activeReads += 1
+            return (.file(file), path)
         }
         let bytes: [UInt8]
-        do throws(FileSystemError) { bytes = try file.read(at: offset, count: count) } catch {
-            throw CloudletError.io(error, "reading segment \(path) at offset \(offset)")
+        switch source {
+        case .mapped(let region):
+            bytes = region.bytes(at: Int(offset), count: count)
+        case .file(let file):
+            defer {
+                let last = monitor.withLock { s in
+                    s.activeReads -= 1
+                    return s.activeReads == 0 && s.closing
+                }
+                if last { monitor.broadcast(.progress) }
+            }
+            do throws(FileSystemError) { bytes = try file.read(at: offset, count: count) } catch {
+                throw CloudletError.io(error, "reading segment \(path) at offset \(offset)")
+            }
         }
         readCounter.add(UInt64(bytes.count), ordering: .relaxed)
         guard bytes.count == count else {
@@ -416,6 +433,33 @@ public final class Log: Sendable {
                 segment: path, offset: offset, "\(bytes.count) bytes where \(count) were expected (the file ends)")
         }
         return (bytes, path)
+    }
+
+    /// The mapping of `segment` (whose file is `file`) if it covers its first `end` bytes, mapped now if needed
+    /// (``LogConfiguration/segmentSize`` at least, so that the segment being written is not remapped as it grows);
+    /// nil where nothing is mapped (``LogConfiguration/mappedSegments`` 0, a file system that cannot map). Past the
+    /// bound, the mapping read least recently is dropped (a reader holding it finishes first: it is unmapped with
+    /// its last reference). Under the lock.
+    private func mapping(
+        _ s: inout LogState, _ segment: UInt64, _ file: any File, path: String, covering end: UInt64
+    ) -> MappedRegion? {
+        guard configuration.mappedSegments > 0, !s.unmappable.contains(segment) else { return nil }
+        s.mapClock += 1
+        if let m = s.mappings[segment], m.path == path, UInt64(m.region.count) >= end {
+            s.mappings[segment]!.used = s.mapClock
+            return m.region
+        }
+        guard let region = file.mapReadOnly(count: max(Int(end), configuration.segmentSize)) else {
+            s.unmappable.insert(segment)
+            return nil
+        }
+        if s.mappings[segment] == nil, s.mappings.count >= configuration.mappedSegments,
+            let oldest = s.mappings.min(by: { $0.value.used < $1.value.used })?.key
+        {
+            s.mappings[oldest] = nil
+        }
+        s.mappings[segment] = LogState.Mapping(region: region, path: path, used: s.mapClock)
+        return region
     }
 
     // MARK: Closing
@@ -446,6 +490,7 @@ public final class Log: Sendable {
         let files = monitor.withLock(waitingOn: .progress, until: { $0.activeReads == 0 }) { s in
             let files = s.files
             s.files = [:]
+            s.mappings = [:]
             return files
         }
         // Everything was synced above; an error closing a descriptor can lose nothing more.

@@ -31,6 +31,12 @@ public struct LogConfiguration: Sendable {
     /// ``Log/compactionLimit``, which starts at the directory's ``CompactionHorizon`` (0 without one) and is raised by
     /// the replication layer (``Log/raiseCompactionLimit(to:persist:)``). Default false: no limit.
     public var boundedCompaction: Bool = false
+    /// Reads of records and frames load from a read-only mapping of their segment (``MappedRegion``) instead of a
+    /// `pread` each, for at most this many segments at a time (the least recently read one is unmapped past that):
+    /// at most this many × ``segmentSize`` bytes of address space, whose pages are the OS page cache's — counted in
+    /// the process's `RssFile`, never in `RssAnon`, and given back by the kernel under memory pressure. 0: never map.
+    /// Only where the file system maps (``File/mapReadOnly(count:)``). Default 8.
+    public var mappedSegments: Int = 8
 
     public init() {}
 }

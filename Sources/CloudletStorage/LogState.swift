@@ -34,6 +34,13 @@ struct LogState {
         var generation: UInt32? = nil
     }
 
+    /// A segment's mapping and the file it maps.
+    struct Mapping {
+        var region: MappedRegion
+        var path: String
+        var used: UInt64
+    }
+
     /// An `async` caller of ``Log/waitDurable(_:)``.
     struct Waiter {
         var lsn: UInt64
@@ -90,6 +97,12 @@ struct LogState {
     // Readers and lifecycle.
     /// Open segment files by id: the one being written, and sealed ones opened by readFrame.
     var files: [UInt64: any File] = [:]
+    /// Segments mapped for reads (``Log/mapping(_:_:_:path:covering:)``), at most
+    /// ``LogConfiguration/mappedSegments``; `used` is ``mapClock`` at the last read, for dropping the oldest.
+    var mappings: [UInt64: Mapping] = [:]
+    var mapClock: UInt64 = 0
+    /// Segments whose file could not be mapped: read with `pread` from then on.
+    var unmappable: Set<UInt64> = []
     /// readFrame calls between taking a file and finishing its pread; close() waits for them.
     var activeReads = 0
     var closing = false

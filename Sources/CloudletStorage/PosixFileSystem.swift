@@ -145,6 +145,10 @@ final class PosixFile: File {
         return done
     }
 
+    func mapReadOnly(count: Int) -> MappedRegion? {
+        closed.load(ordering: .acquiring) ? nil : MappedRegion(fd: fd, count: count)
+    }
+
     func pwrite(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws(FileSystemError) {
         try checkOpen("pwrite")
         ThreadBridge.checkMayBlock("pwrite of \(path)")

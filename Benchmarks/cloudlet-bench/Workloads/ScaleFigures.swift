@@ -67,7 +67,7 @@ extension ScaleFigures: Encodable {
     }
 
     private enum PerRecord: String, CodingKey {
-        case disk, loadPeak, openedResident, readPeak, afterReadsResident
+        case disk, loadPeak, openedResident, readPeak, afterReadsResident, afterReadsAnonymous, afterReadsFile
     }
 
     /// The raw figures, then the derived ones (rates, and bytes per record under `bytesPerRecord`).
@@ -90,5 +90,7 @@ extension ScaleFigures: Encodable {
         try p.encode(perRecord(read.opened.residentBytes), forKey: .openedResident)
         try p.encode(perRecord(read.afterReads.peakBytes), forKey: .readPeak)
         try p.encode(perRecord(read.afterReads.residentBytes), forKey: .afterReadsResident)
+        try p.encode(perRecord(read.afterReads.anonymousBytes), forKey: .afterReadsAnonymous)
+        try p.encode(perRecord(read.afterReads.fileBytes), forKey: .afterReadsFile)
     }
 }

@@ -222,7 +222,7 @@ package struct Commit: Sendable {
         guard range.upperBound <= payload.count else {
             throw CloudletError.corruption("\(what): bytes \(range) are outside the \(payload.count) bytes read")
         }
-        if slot.block { return ByteReader(try RecordBlock.unwrap(payload, range), what: what) }
+        if slot.block { return try RecordBlock.reader(payload, range, what: what) }
         return ByteReader(payload, from: range.lowerBound, to: range.upperBound, what: what)
     }
 

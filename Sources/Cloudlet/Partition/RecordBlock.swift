@@ -37,6 +37,14 @@ enum RecordBlock {
     /// The record bytes of the block `bytes[range]`, its checksum checked and decompressed. Throws `.corruption`
     /// saying what is wrong (the caller adds where).
     static func unwrap(_ bytes: [UInt8], _ range: Range<Int>) throws -> [UInt8] {
+        let r = try reader(bytes, range, what: "record block")
+        return r.offset == 0 && r.end == r.buffer.count ? r.buffer : Array(r.buffer[r.offset..<r.end])
+    }
+
+    /// A reader of the record bytes of the block `bytes[range]`, its checksum checked: over `bytes` itself when the
+    /// block is stored as it is (no copy), over the decompressed bytes otherwise. Throws `.corruption` saying what is
+    /// wrong (the caller adds where).
+    static func reader(_ bytes: [UInt8], _ range: Range<Int>, what: String) throws -> ByteReader {
         guard range.count >= minimumLength, range.lowerBound >= 0, range.upperBound <= bytes.count else {
             throw CloudletError.corruption("record block of \(range.count) bytes")
         }
@@ -52,13 +60,13 @@ enum RecordBlock {
         guard flags & ~lz4Flag == 0 else {
             throw CloudletError.corruption("record block has unknown flags 0x\(String(flags, radix: 16))")
         }
-        guard flags & lz4Flag != 0 else { return Array(bytes[r.offset..<body.upperBound]) }
+        guard flags & lz4Flag != 0 else { return ByteReader(bytes, from: r.offset, to: body.upperBound, what: what) }
         let length = try r.varint()
         guard length > 0, length <= UInt64(BatchPlanner.maxRecordSize) * 2 else {
             throw CloudletError.corruption("record block claims \(length) uncompressed bytes")
         }
         switch LZ4Block.decompress(bytes[r.offset..<body.upperBound], expected: Int(length)) {
-        case .success(let out): return out
+        case .success(let out): return ByteReader(out, what: what)
         case .failure(let failure):
             throw CloudletError.corruption(
                 "record block does not decompress to its \(length) bytes (LZ4_decompress_safe returned \(failure.returned))")
