@@ -38,7 +38,7 @@ package final class Catalog: Sendable {
     /// The newest staged state: what writers plan against.
     private let writer: Mutex<CatalogState>
     /// What readers see, and the staged states waiting for durability (in LSN order).
-    private let visible: Mutex<Visible>
+    private let visible: ReadWriteLock<Visible>
     /// Subscription changes by catalog version, oldest first, until the notification hub takes them
     /// (``subscriptionChanges(after:through:)``): its index follows the catalog without copying it.
     private let subscriptionJournal = Mutex<[(version: UInt64, mutation: Mutation)]>([])
@@ -54,17 +54,29 @@ package final class Catalog: Sendable {
     private let backgroundErrors: BackgroundErrors?
 
     private struct Visible {
-        var current: CatalogState
+        /// Boxed, so that a snapshot takes one reference under the lock and copies the state's many members outside
+        /// it.
+        var current: Published
         var pending: [CatalogState] = []
+
+        init(current: CatalogState) { self.current = Published(current) }
+
+        /// Whether no pending state is durable at `durable` (so `current` is what a snapshot gives).
+        func isCurrent(at durable: UInt64) -> Bool { pending.first.map { $0.version > durable } ?? true }
 
         /// Makes the newest pending state at or below `durable` current.
         mutating func advance(to durable: UInt64) {
-            var n = 0
+            guard let first = pending.first, first.version <= durable else { return }
+            var n = 1
             while n < pending.count && pending[n].version <= durable { n += 1 }
-            guard n > 0 else { return }
-            current = pending[n - 1]
+            current = Published(pending[n - 1])
             pending.removeFirst(n)
         }
+    }
+
+    private final class Published: Sendable {
+        let state: CatalogState
+        init(_ state: CatalogState) { self.state = state }
     }
 
     /// Opens (creating if needed, unless read-only) the catalog in `directory`: loads the newest valid checkpoint,
@@ -118,7 +130,7 @@ package final class Catalog: Sendable {
         recoveryFindings = Partition.recoveryFindings(
             rejected: rejected, recovery: opened.recovery, of: "catalog", readOnly: configuration.readOnly)
         writer = Mutex(state)
-        visible = Mutex(Visible(current: state))
+        visible = ReadWriteLock(Visible(current: state))
         checkpointTrigger.reset(bytes: replayedBytes, lastLSN: usedCheckpoint ?? 0)
         opened.onFailure { failure in backgroundErrors.record(.flush, in: "catalog", failure) }
     }
@@ -134,7 +146,7 @@ package final class Catalog: Sendable {
         recoveryFindings = []
         backgroundErrors = nil
         writer = Mutex(state)
-        visible = Mutex(Visible(current: state))
+        visible = ReadWriteLock(Visible(current: state))
     }
 
     /// Decodes a catalog frame; `.corruption` naming `lsn` and `place` for anything else.
@@ -156,10 +168,14 @@ package final class Catalog: Sendable {
     /// The catalog as of its newest durable commit. Never blocks on a writer.
     package func snapshot() -> CatalogState {
         let durable = log?.durableLSN ?? 0
-        return visible.withLock { v in
+        // Every request reads the catalog: readers share the lock, and only one that finds a newly durable state
+        // waiting takes it alone to make it current.
+        let current = visible.read { v in v.isCurrent(at: durable) ? v.current : nil }
+        if let current { return current.state }
+        return visible.write { v in
             v.advance(to: durable)
             return v.current
-        }
+        }.state
     }
 
     // MARK: - Writing
@@ -218,7 +234,7 @@ package final class Catalog: Sendable {
             st.apply(commit, lsn: lsn, position: position)
             journal(commit.mutations, version: lsn)
             let staged = st
-            visible.withLock { $0.pending.append(staged) }
+            visible.write { $0.pending.append(staged) }
             return (result, lsn, Int(position.length))
         }
         if bytes > 0 { noteWritten(bytes) }
@@ -244,7 +260,7 @@ package final class Catalog: Sendable {
                 st.apply(commit, lsn: frame.lsn, position: frame.position)
                 journal(commit.mutations, version: frame.lsn)
                 let staged = st
-                visible.withLock { $0.pending.append(staged) }
+                visible.write { $0.pending.append(staged) }
                 written += Int(frame.position.length)
             }
             return (st.version, written)
@@ -295,7 +311,7 @@ package final class Catalog: Sendable {
     private func publish() {
         guard let log else { return }
         let durable = log.durableLSN
-        visible.withLock { $0.advance(to: durable) }
+        visible.write { $0.advance(to: durable) }
     }
 
     // MARK: - Checkpoints
