@@ -12,13 +12,28 @@ struct BlockingThreadsTests {
         func open(_ waiters: Int) { for _ in 0..<waiters { semaphore.signal() } }
     }
 
+    final class Counter: Sendable {
+        private let count = Atomic<Int>(0)
+        func add() { count.add(1, ordering: .relaxed) }
+        var value: Int { count.load(ordering: .relaxed) }
+    }
+
     @Test("a job never waits behind blocked ones while the pool is under its cap: 50 blocked jobs, then one more runs")
     func jobsDoNotWaitBehindBlockedOnes() async throws {
         let pool = BlockingThreads(name: "test.blocking", maxThreads: 64)
         let gate = Gate()
         let blocked = 50
-        let tasks = (0..<blocked).map { _ in Task { await pool.run { gate.wait() } } }
-        while pool.threadCount < blocked { try? await Task.sleep(for: .milliseconds(1)) }
+        let running = Counter()
+        let tasks = (0..<blocked).map { _ in
+            Task {
+                await pool.run {
+                    running.add()
+                    gate.wait()
+                }
+            }
+        }
+        // Until every job runs (a thread counted but not yet in its job would be idle, and could take the next one).
+        while running.value < blocked { try? await Task.sleep(for: .milliseconds(1)) }
         // Every blocked job holds a thread, and the next one still runs (on a thread of its own) before any ends.
         let ran = await pool.run { ThreadBridge.thread }
         #expect(ran == .blocking, "a pool thread is one that may block")
