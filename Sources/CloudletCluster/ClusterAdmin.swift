@@ -18,10 +18,7 @@ public struct ClusterAdmin: Sendable {
 
     /// The replica set, once the cluster formed. - Throws: `.invalidArguments` when it has not formed (yet).
     public func replicas() async throws -> [NodeID] {
-        guard let placement = try await etcd.get(keys.placement) else {
-            throw CloudletError(.invalidArguments, "etcd at \(etcd.endpoint) holds no cluster named \(name) (no \(keys.placement))")
-        }
-        return String(decoding: placement.value, as: UTF8.self).split(separator: ",").map { NodeID(String($0)) }
+        ClusterNode.replicaList(try await placement().value)
     }
 
     /// The preferences as etcd holds them now.
@@ -75,9 +72,7 @@ public struct ClusterAdmin: Sendable {
     /// majority of the new one overlapping, so nodes may learn of the change at different moments.
     @discardableResult
     public func remove(_ node: NodeID) async throws -> [NodeID] {
-        guard let placement = try await etcd.get(keys.placement) else {
-            throw CloudletError(.invalidArguments, "etcd at \(etcd.endpoint) holds no cluster named \(name) (no \(keys.placement))")
-        }
+        let placement = try await placement()
         let replicas = ClusterNode.replicaList(placement.value)
         guard replicas.contains(node) else {
             throw CloudletError(
@@ -91,7 +86,7 @@ public struct ClusterAdmin: Sendable {
         func value(_ key: String) -> String? {
             listing.first { $0.key == key }.map { String(decoding: $0.value, as: UTF8.self) }
         }
-        let live = Set(listing.filter { $0.key.hasPrefix(keys.nodes) }.map { NodeID(String($0.key.dropFirst(keys.nodes.count))) })
+        let live = liveNodes(listing)
         if live.contains(node) {
             throw CloudletError(
                 .invalidArguments,
@@ -109,10 +104,7 @@ public struct ClusterAdmin: Sendable {
                     + "writes the live ones lack; bring replicas back first")
         }
         try checkSettled(placement, listing)
-        guard try await etcd.put(keys.placement, Array(left.map(\.name).joined(separator: ",").utf8), ifModifiedAt: placement.modRevision) != nil
-        else {
-            throw CloudletError(.serviceUnavailable, "the replica set of cluster \(name) changed meanwhile: retry")
-        }
+        try await write(left, over: placement)
         return left
     }
 
@@ -128,9 +120,7 @@ public struct ClusterAdmin: Sendable {
     /// the change at different moments.
     @discardableResult
     public func add(_ node: NodeID) async throws -> [NodeID] {
-        guard let placement = try await etcd.get(keys.placement) else {
-            throw CloudletError(.invalidArguments, "etcd at \(etcd.endpoint) holds no cluster named \(name) (no \(keys.placement))")
-        }
+        let placement = try await placement()
         let replicas = ClusterNode.replicaList(placement.value)
         guard !replicas.contains(node) else {
             throw CloudletError(
@@ -148,7 +138,7 @@ public struct ClusterAdmin: Sendable {
                     + "empty store registers it and waits to be added), then add it")
         }
         let grown = replicas + [node]
-        let live = Set(listing.filter { $0.key.hasPrefix(keys.nodes) }.map { NodeID(String($0.key.dropFirst(keys.nodes.count))) })
+        let live = liveNodes(listing)
         let down = replicas.filter { !live.contains($0) }
         guard grown.count - down.count >= grown.count / 2 + 1 else {
             throw CloudletError(
@@ -158,11 +148,30 @@ public struct ClusterAdmin: Sendable {
                     + "write could be acknowledged; bring the down replicas back or remove them first")
         }
         try checkSettled(placement, listing)
-        guard try await etcd.put(keys.placement, Array(grown.map(\.name).joined(separator: ",").utf8), ifModifiedAt: placement.modRevision) != nil
+        try await write(grown, over: placement)
+        return grown
+    }
+
+    /// The replica set's key. - Throws: `.invalidArguments` when the cluster has not formed (yet).
+    private func placement() async throws -> EtcdClient.KeyValue {
+        guard let placement = try await etcd.get(keys.placement) else {
+            throw CloudletError(.invalidArguments, "etcd at \(etcd.endpoint) holds no cluster named \(name) (no \(keys.placement))")
+        }
+        return placement
+    }
+
+    /// Replaces the replica set `placement` held with `replicas`, by compare-and-swap on its mod revision.
+    /// - Throws: `.serviceUnavailable` (retry) when it changed meanwhile.
+    private func write(_ replicas: [NodeID], over placement: EtcdClient.KeyValue) async throws {
+        guard try await etcd.put(keys.placement, Array(replicas.map(\.name).joined(separator: ",").utf8), ifModifiedAt: placement.modRevision) != nil
         else {
             throw CloudletError(.serviceUnavailable, "the replica set of cluster \(name) changed meanwhile: retry")
         }
-        return grown
+    }
+
+    /// The nodes registered under their leases in `listing` (the cluster's keys).
+    private func liveNodes(_ listing: [EtcdClient.KeyValue]) -> Set<NodeID> {
+        Set(listing.filter { $0.key.hasPrefix(keys.nodes) }.map { NodeID(String($0.key.dropFirst(keys.nodes.count))) })
     }
 
     /// Throws `.serviceUnavailable` (retry) while the replica set's last change is not settled: a live replica has not
@@ -174,7 +183,7 @@ public struct ClusterAdmin: Sendable {
             listing.first { $0.key == key }.map { String(decoding: $0.value, as: UTF8.self) }
         }
         let replicas = ClusterNode.replicaList(placement.value)
-        let live = Set(listing.filter { $0.key.hasPrefix(keys.nodes) }.map { NodeID(String($0.key.dropFirst(keys.nodes.count))) })
+        let live = liveNodes(listing)
         let version = String(placement.modRevision)
         for n in replicas where live.contains(n) && value(keys.applied + n.name) != version {
             throw CloudletError(
