@@ -67,11 +67,15 @@ enum ServeCluster {
         cluster: ClusterConfiguration, stop: SignalWaiter
     ) async throws {
         let (events, sink) = AsyncStream.makeStream(of: Event.self)
-        // A signal while the node joins (waiting for the other nodes, or to be added to the replica set) stops it too.
-        let joining = Mutex<Task<Void, any Error>?>(nil)
+        // A signal while the node joins (waiting for the other nodes, or to be added to the replica set) stops it too,
+        // also one that came before the join began.
+        let joining = Mutex<(task: Task<Void, any Error>?, signalled: Bool)>((nil, false))
         Task {
             let s = await stop.wait()
-            joining.withLock { $0?.cancel() }
+            joining.withLock {
+                $0.signalled = true
+                $0.task?.cancel()
+            }
             sink.yield(.signal(s))
         }
         var iterator = events.makeAsyncIterator()
@@ -114,8 +118,11 @@ enum ServeCluster {
                 node = ClusterNode(configuration: c, store: store, assetKeys: { [server] in server.useAssetSigningKey($0) })
                 current.withLock { $0 = node }
                 let join = Task { try await node.start() }
-                joining.withLock { $0 = join }
-                defer { joining.withLock { $0 = nil } }
+                joining.withLock {
+                    $0.task = join
+                    if $0.signalled { join.cancel() }
+                }
+                defer { joining.withLock { $0.task = nil } }
                 do { try await join.value } catch is CancellationError { stoppedWhileJoining = true }
             } catch {
                 try? await store.close()
