@@ -148,7 +148,7 @@ public enum FieldOrder {
 
 /// Great-circle distances.
 public enum Geo {
-    static let earthRadiusKm = 6371.0088
+    public static let earthRadiusKm = 6371.0088
 
     public static func distanceKilometres(_ a: Location, _ b: Location) -> Double {
         let toRad = Double.pi / 180

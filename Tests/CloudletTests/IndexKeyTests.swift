@@ -61,4 +61,42 @@ import Testing
         #expect(here.map { Self.parts($0).level } == GeoCells.levels)
         #expect(covering.contains(here[2]))
     }
+
+    /// The order a query sorted by distance visits cells in: a cell's lower bound never exceeds the distance to any
+    /// location in it (else a nearer record could be read after a farther one), is 0 for a point inside, and is not
+    /// vacuous (a bound of 0 everywhere would read every cell).
+    @Test(arguments: [4 as UInt64, 5])
+    func aCellsLowerBoundNeverExceedsTheDistanceToALocationInIt(seed: UInt64) {
+        var rng = SeededRandom(seed: seed)
+        func anywhere() -> Location {
+            Location(latitude: Double(rng.int(180_000)) / 1000 - 90, longitude: Double(rng.int(360_000)) / 1000 - 180)
+        }
+        var informative = 0
+        for i in 0..<3000 {
+            // Half the points near the cell (the bound matters most there), half anywhere (poles, antimeridian).
+            let inCell = anywhere()
+            let level = GeoCells.levels[rng.int(GeoCells.levels.count)]
+            let cell = GeoCells.cells(inCell)[GeoCells.levels.firstIndex(of: level)!]
+            let box = GeoCells.box(cell)
+            let point = i % 2 == 0
+                ? anywhere()
+                : destination(from: inCell, km: Double(rng.int(3_000_000)) / 1000 * GeoCells.size(level) / 10, bearing: Double(rng.int(3600)) / 10)
+            let bound = GeoCells.lowerBoundKm(from: point, to: cell)
+            var nearest = Double.infinity
+            for _ in 0..<40 {
+                let l = Location(
+                    latitude: box.latitude.lowerBound + (box.latitude.upperBound - box.latitude.lowerBound) * Double(rng.int(1001)) / 1000,
+                    longitude: box.longitude.lowerBound + (box.longitude.upperBound - box.longitude.lowerBound) * Double(rng.int(1001)) / 1000)
+                nearest = min(nearest, Geo.distanceKilometres(point, l))
+            }
+            nearest = min(nearest, Geo.distanceKilometres(point, inCell))
+            #expect(bound <= nearest, "seed \(seed): \(point) to cell \(box): bound \(bound) km, a location at \(nearest) km")
+            if bound > nearest { return }
+            if box.latitude.contains(point.latitude) && box.longitude.contains(point.longitude) {
+                #expect(bound == 0, "\(point) lies in \(box), bound \(bound)")
+            }
+            if nearest > 50 && bound > nearest / 3 { informative += 1 }
+        }
+        #expect(informative > 500, "bounds within a factor 3 of the distance to a cell over 50 km away: \(informative)")
+    }
 }

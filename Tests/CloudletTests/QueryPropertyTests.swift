@@ -224,6 +224,8 @@ import Testing
         /// Zone plans that read a composite index, and counts read off an index.
         var composite = 0
         var countedInIndex = 0
+        /// Zone plans that visited a NEAR circle's cells nearest first (a sort by distance).
+        var nearest = 0
     }
 
     /// Makes a query's predicate and sorts (nil: ``predicate(_:depth:)`` or ``nearPredicate(_:)``, ``sorts(_:)``).
@@ -273,6 +275,7 @@ import Testing
                 tally.indexed += page.plan.zones.filter(\.usesIndex).count
                 tally.spatial += page.plan.zones.filter { $0.access.contains("spatial index") }.count
                 tally.composite += page.plan.zones.filter { $0.access.contains("composite index") }.count
+                tally.nearest += page.plan.zones.filter { $0.order.hasPrefix("spatial index cells in distance order") }.count
             } while cursor != nil && pages.count < 300
             // The brute force answer, with the fields the query itself may have made SEARCHABLE just in time.
             let searchable = try searchableFields(db)
@@ -430,6 +433,39 @@ import Testing
         let reopened = try await check(db, records: Array(records.values), seed: seed, phase: "reopened", count: 25, &rng)
         #expect(reopened.indexed > reopened.plans / 6, "plans using an index after reopening: \(reopened.indexed) of \(reopened.plans)")
         #expect(built.spatial + changed.spatial + reopened.spatial > 0, "no NEAR query used the spatial index")
+        try await store.close()
+    }
+
+    /// Pages sorted by distance that visit a NEAR circle's cells nearest first (``NearestWalk``): NEAR alone or ANDed
+    /// with another predicate, sorted by the distance from its own centre or from another point, against the brute
+    /// force answer — with the spatial index built, after the data changed, while records come and go between pages,
+    /// and after the store reopened.
+    @Test(arguments: [21 as UInt64, 22])
+    func distanceSortedPagesVisitingCellsNearestFirstMatchABruteForceScan(seed: UInt64) async throws {
+        var rng = SeededRandom(seed: seed)
+        let dir = TempDir("query-property-nearest")
+        var (store, db, records) = try await randomStore(dir, &rng)
+        let queries: Queries = { rng in
+            while true {
+                let center = self.point(&rng)
+                let near = Predicate.comparison(Comparison("loc", .near, .location(center), distance: self.radius(&rng)))
+                let p = rng.chance(60) ? near : .and([near, self.predicate(&rng, depth: 1)])
+                if Self.refused(p) == nil { return (p, [.distance("loc", from: rng.chance(60) ? center : self.point(&rng))]) }
+            }
+        }
+        // The first query adds the spatial index just in time; then it is built.
+        _ = try await check(db, records: Array(records.values), seed: seed, phase: "building", count: 1, queries: queries, &rng)
+        await store.waitForIndexBuilds()
+        let built = try await check(db, records: Array(records.values), seed: seed, phase: "built", count: 40, queries: queries, &rng)
+        #expect(built.nearest > 20, "pages that visited cells nearest first: \(built.nearest) of \(built.plans)")
+        try await checkWhileChanging(db, records: &records, seed: seed, count: 15, queries: queries, &rng)
+        await store.waitForIndexBuilds()
+        try await store.close()
+        store = try await openStore(dir, partitions: 2)
+        db = try store.container(testContainer).privateDatabase(user: "u")
+        await store.waitForIndexBuilds()
+        let reopened = try await check(db, records: Array(records.values), seed: seed, phase: "reopened", count: 30, queries: queries, &rng)
+        #expect(reopened.nearest > 10, "after reopening: \(reopened.nearest) of \(reopened.plans)")
         try await store.close()
     }
 }

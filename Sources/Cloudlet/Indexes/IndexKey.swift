@@ -189,8 +189,9 @@ enum GeoCells {
         }
     }
 
-    /// Cells that together contain every location within `km` of `center` (a superset), at one level.
-    static func covering(_ center: Location, km: Double) -> [UInt64] {
+    /// Cells that together contain every location within `km` of `center` (a superset), at one level: the finest
+    /// whose cells number at most `maxCells` (the coarsest level whatever their number).
+    static func covering(_ center: Location, km: Double, maxCells: Int = maxCellsPerQuery) -> [UInt64] {
         guard center.latitude.isFinite, center.longitude.isFinite, km.isFinite, km >= 0 else { return [] }
         // Angular radius, with a little slack for rounding.
         let delta = km / 6371.0088 * (180 / Double.pi) * 1.0001 + 1e-9
@@ -232,7 +233,7 @@ enum GeoCells {
                 xs.append((x0, x1))
                 n += (x1 - x0 + 1) * (y1 - y0 + 1)
             }
-            if n > maxCellsPerQuery && !chosen.isEmpty { break }
+            if n > maxCells && !chosen.isEmpty { break }
             var cells: [UInt64] = []
             cells.reserveCapacity(n)
             for (x0, x1) in xs {
@@ -241,8 +242,45 @@ enum GeoCells {
                 }
             }
             chosen = cells
-            if n > maxCellsPerQuery { break }
+            if n > maxCells { break }
         }
         return chosen
+    }
+
+    /// A query sorted by distance visits its circle's cells nearest first and stops once its page is known, so it can
+    /// afford finer cells than one that reads them all: at most this many (a posting seek each, made only for the
+    /// cells it reaches).
+    static let maxCellsInDistanceOrder = 1024
+
+    /// The bounds of `cell` in degrees: `latitude` and `longitude` ranges (closed).
+    static func box(_ cell: UInt64) -> (latitude: ClosedRange<Double>, longitude: ClosedRange<Double>) {
+        let s = size(Int(cell >> 56))
+        let x = Double((cell >> 28) & 0x0FFF_FFFF)
+        let y = Double(cell & 0x0FFF_FFFF)
+        return ((y * s - 90)...((y + 1) * s - 90), (x * s - 180)...((x + 1) * s - 180))
+    }
+
+    /// A lower bound of the distance in km from `point` to every location in `cell` (0 when it lies inside): the
+    /// larger of two bounds. Along a great circle latitude changes by at most the arc's length, so the gap to the
+    /// cell's latitudes is one; a path into the cell's longitudes meets one of its two edge meridians (or a pole,
+    /// which is on both), so the smaller distance to those meridians' great circles — `asin(|sin Δλ| · cos φ)` — is
+    /// the other. Slightly low rather than high (rounding), so that a visit in this order never passes a nearer
+    /// location.
+    static func lowerBoundKm(from point: Location, to cell: UInt64) -> Double {
+        let b = box(cell)
+        let latitudeGap = max(0, b.latitude.lowerBound - point.latitude, point.latitude - b.latitude.upperBound)
+        var offset = (point.longitude - b.longitude.lowerBound).truncatingRemainder(dividingBy: 360)
+        if offset < 0 { offset += 360 }
+        var meridianGap = 0.0
+        if offset > b.longitude.upperBound - b.longitude.lowerBound {
+            let toRadians = Double.pi / 180
+            let cosLatitude = cos(point.latitude * toRadians)
+            func gap(_ edge: Double) -> Double {
+                asin(min(1, abs(sin((point.longitude - edge) * toRadians)) * cosLatitude)) / toRadians
+            }
+            meridianGap = min(gap(b.longitude.lowerBound), gap(b.longitude.upperBound))
+        }
+        let km = max(latitudeGap, meridianGap) * Double.pi / 180 * Geo.earthRadiusKm
+        return max(0, km * (1 - 1e-9) - 1e-6)
     }
 }

@@ -256,6 +256,18 @@ extension Database {
         }
         var examined = 0
         var matched = 0
+        /// Reads a candidate in the query's order and adds it to the page if it matches and fits; false once the
+        /// page is full (or its budget spent).
+        func take(_ name: String, _ entry: RecordEntry, _ position: QueryPosition) async throws -> Bool {
+            let r = try await partition.read(key, name, entry)
+            examined += 1
+            guard visible(r) else { return true }
+            if shared != nil, try await hidden(r) { return true }
+            let cost = entry.pageCost(name)
+            guard fits(cost) else { return false }
+            rows.append(QueryRow(record: r, position: position, cost: cost))
+            return rows.count != limit
+        }
         switch execution {
         case .empty:
             break
@@ -273,14 +285,7 @@ extension Database {
                 from = last
                 batch = min(batch * 2, Self.walkBatch.last)
                 for item in items {
-                    let r = try await partition.read(key, item.name, item.entry)
-                    examined += 1
-                    guard visible(r) else { continue }
-                    if shared != nil, try await hidden(r) { continue }
-                    let cost = item.entry.pageCost(item.name)
-                    guard fits(cost) else { break walking }
-                    rows.append(QueryRow(record: r, position: item.position, cost: cost))
-                    if rows.count == limit { break walking }
+                    guard try await take(item.name, item.entry, item.position) else { break walking }
                 }
             } while from != nil
         case .keyed(var candidates, let view):
@@ -294,16 +299,42 @@ extension Database {
                 let entries = try await ThreadBridge.offload { try chunk.map { try view.cachedEntry(key, $0.name) } }
                 for (c, entry) in zip(chunk, entries) {
                     guard let entry, !entry.deleted else { continue }
-                    let r = try await partition.read(key, c.name, entry)
-                    examined += 1
-                    guard visible(r) else { continue }
-                    if shared != nil, try await hidden(r) { continue }
-                    let cost = entry.pageCost(c.name)
-                    guard fits(cost) else { break reading }
-                    rows.append(QueryRow(record: r, position: c.position, cost: cost))
-                    if rows.count == limit { break reading }
+                    guard try await take(c.name, entry, c.position) else { break reading }
                 }
             }
+        case .nearest(let n):
+            // Placed records, nearest first, not read yet; each is read once no cell left to visit can hold a nearer
+            // one (its lower bound is past the record's distance: a tie could still come before it by name).
+            var pending: [(name: String, entry: RecordEntry, position: QueryPosition)] = []
+            var visited = 0
+            var step = 4
+            var scanned = 0
+            reading: while true {
+                let bound = visited < n.cells.count ? SortKey.distance(n.cells[visited].lowerKm) : nil
+                var taken = 0
+                for item in pending {
+                    if let bound, SortKey.compare(item.position.keys[0], bound) >= 0 { break }
+                    taken += 1
+                    guard try await take(item.name, item.entry, item.position) else { break reading }
+                }
+                pending.removeFirst(taken)
+                guard visited < n.cells.count else { break }
+                let cells = visited..<min(visited + step, n.cells.count)
+                visited = cells.upperBound
+                step = min(step * 2, 64)
+                let (placed, unplaced) = try await ThreadBridge.offload {
+                    try QueryPlanner(state: partition.queryView(), zone: key, query: query).nearestBatch(n, cells, after: after)
+                }
+                scanned += placed.count + unplaced.count
+                pending += placed
+                for u in unplaced {
+                    let p = pq.order.position(try await partition.read(key, u.name, u.entry), zoneName: key.zoneName)
+                    if let after, pq.order.compare(p, after) <= 0 { continue }
+                    pending.append((u.name, u.entry, p))
+                }
+                pending.sort { pq.order.less($0.position, $1.position) }
+            }
+            plan.candidates = scanned
         case .readAll(let candidates):
             // Matching records are kept while their total stays within the budget (all of them without one); past
             // it only their positions are, so memory stays bounded, and those of the page are read again (usually

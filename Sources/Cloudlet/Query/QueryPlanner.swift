@@ -51,6 +51,19 @@ enum ZoneExecution: Sendable {
     case readAll([(name: String, entry: RecordEntry)])
     /// A count answered by an index: this many records match (``QueryPlanner/exactCount(_:)``).
     case counted(Int)
+    /// A NEAR query sorted by distance: its circle's cells visited nearest first, a page's records read as soon as
+    /// no unvisited cell can hold a nearer one.
+    case nearest(NearestWalk)
+}
+
+/// A query with a NEAR on `field`, sorted by the distance of `field` from `center` (ascending, alone): the cells
+/// covering the NEAR circle, by a lower bound of their distance from `center` (``GeoCells/lowerBoundKm(from:to:)``).
+/// A record is placed by its kept location (no read), and read once every cell left is farther than it: an
+/// incremental nearest-neighbour search, so a page of the nearest 100 reads about 100 records.
+struct NearestWalk: Sendable {
+    var field: String
+    var center: Location
+    var cells: [(cell: UInt64, lowerKm: Double)]
 }
 
 /// An ordered walk: the type's record names (`field` nil) or a SORTABLE index, forwards or backwards.
@@ -503,6 +516,11 @@ struct QueryPlanner {
             info.order = "none needed (count)"
             return (.readAll(try withEntries(candidates(src))), info)
         }
+        if let n = nearestWalk(src) {
+            info.order = "spatial index cells in distance order (\(n.cells.count) cells)"
+            if let src { info.candidates = explaining ? try estimate(src, cap: cap) : 0 }
+            return (.nearest(n), info)
+        }
         var walk: WalkSource?
         if descriptors.isEmpty {
             walk = WalkSource(field: nil, ascending: true, keyed: false)
@@ -619,6 +637,53 @@ struct QueryPlanner {
             out.append((name, p))
         }
         return out
+    }
+
+    /// The cells-in-distance-order plan, when `src` is a NEAR's spatial index and the query is sorted by distance
+    /// alone, ascending, on the same field, whose locations the index keeps.
+    private func nearestWalk(_ src: CandidateSource?) -> NearestWalk? {
+        guard case .spatial(let f, _)? = src, q.order.descriptors.count == 1, let d = q.order.descriptors.first,
+            d.field == f, d.ascending, let center = d.relativeLocation, valuesKept(f),
+            let circle = Self.nearCircle(q.query.predicate, field: f)
+        else { return nil }
+        let cells = GeoCells.covering(circle.center, km: circle.km, maxCells: GeoCells.maxCellsInDistanceOrder)
+        return NearestWalk(
+            field: f, center: center,
+            cells: cells.map { ($0, GeoCells.lowerBoundKm(from: center, to: $0)) }.sorted { $0.lowerKm < $1.lowerKm })
+    }
+
+    /// A NEAR on `field` that every match satisfies (the predicate itself, or one of its AND's terms).
+    static func nearCircle(_ p: Predicate, field: String) -> (center: Location, km: Double)? {
+        switch p {
+        case .comparison(let c) where c.comparator == .near && c.field == field:
+            guard case .location(let l) = c.value, let km = c.distance else { return nil }
+            return (l, km)
+        case .and(let parts): return parts.lazy.compactMap { nearCircle($0, field: field) }.first
+        default: return nil
+        }
+    }
+
+    /// The live records filed under `n`'s cells `range`, past `after`, placed by their kept locations; those whose
+    /// location is not kept (it should be: the plan needs the values kept) come as `unplaced`, for the caller to read
+    /// and place.
+    func nearestBatch(_ n: NearestWalk, _ range: Range<Int>, after: QueryPosition?) throws -> (
+        placed: [(name: String, entry: RecordEntry, position: QueryPosition)], unplaced: [(name: String, entry: RecordEntry)]
+    ) {
+        var placed: [(name: String, entry: RecordEntry, position: QueryPosition)] = []
+        var unplaced: [(name: String, entry: RecordEntry)] = []
+        for (cell, _) in n.cells[range] {
+            for name in try names(n.field, .spatial, .exactly(IndexKeyspace.cellKey(cell))) {
+                guard let entry = try st.cachedEntry(zone, name), !entry.deleted else { continue }
+                guard let kept = try IndexState.storedValues(st.keys, zonePrefix, q.query.recordType, name)?[n.field] else {
+                    unplaced.append((name, entry))
+                    continue
+                }
+                let p = QueryPosition(keys: [q.order.key(0, kept)], recordName: name, zoneName: zone.zoneName)
+                if let after, q.order.compare(p, after) <= 0 { continue }
+                placed.append((name, entry, p))
+            }
+        }
+        return (placed, unplaced)
     }
 
     /// The next `max` records of a walk after `from` (the last entry visited) — or, at the start, after the
