@@ -303,34 +303,44 @@ extension Database {
                 }
             }
         case .nearest(let n):
-            // Placed records, nearest first, not read yet; each is read once no cell left to visit can hold a nearer
-            // one (its lower bound is past the record's distance: a tie could still come before it by name).
-            var pending: [(name: String, entry: RecordEntry, position: QueryPosition)] = []
+            // Records placed by their kept locations, nearest first, not read yet, each with the read view that
+            // placed it (its entry is looked up there, once it is read); a record is read once no cell left to visit
+            // can hold a nearer one (the next cell's lower bound is past its distance: a tie could still come before
+            // it by name).
+            var pending: [(name: String, position: QueryPosition, view: Int)] = []
+            var views: [PartitionReadView] = []
             var visited = 0
             var step = 4
             var scanned = 0
             reading: while true {
                 let bound = visited < n.cells.count ? SortKey.distance(n.cells[visited].lowerKm) : nil
+                let ready = bound.map { b in pending.firstIndex { SortKey.compare($0.position.keys[0], b) >= 0 } ?? pending.count } ?? pending.count
                 var taken = 0
-                for item in pending {
-                    if let bound, SortKey.compare(item.position.keys[0], bound) >= 0 { break }
-                    taken += 1
-                    guard try await take(item.name, item.entry, item.position) else { break reading }
+                while taken < ready {
+                    let chunk = Array(pending[taken..<min(ready, taken + max(16, (limit ?? Self.keyedChunk) - rows.count))])
+                    let placedIn = views
+                    let entries = try await ThreadBridge.offload { try chunk.map { try placedIn[$0.view].cachedEntry(key, $0.name) } }
+                    for (c, entry) in zip(chunk, entries) {
+                        taken += 1
+                        guard let entry, !entry.deleted else { continue }
+                        guard try await take(c.name, entry, c.position) else { break reading }
+                    }
                 }
                 pending.removeFirst(taken)
                 guard visited < n.cells.count else { break }
                 let cells = visited..<min(visited + step, n.cells.count)
                 visited = cells.upperBound
-                step = min(step * 2, 64)
-                let (placed, unplaced) = try await ThreadBridge.offload {
+                step = min(step * 2, 16)
+                let (placed, unplaced, view) = try await ThreadBridge.offload {
                     try QueryPlanner(state: partition.queryView(), zone: key, query: query).nearestBatch(n, cells, after: after)
                 }
+                views.append(view)
                 scanned += placed.count + unplaced.count
-                pending += placed
+                pending += placed.map { ($0.name, $0.position, views.count - 1) }
                 for u in unplaced {
                     let p = pq.order.position(try await partition.read(key, u.name, u.entry), zoneName: key.zoneName)
                     if let after, pq.order.compare(p, after) <= 0 { continue }
-                    pending.append((u.name, u.entry, p))
+                    pending.append((u.name, p, views.count - 1))
                 }
                 pending.sort { pq.order.less($0.position, $1.position) }
             }

@@ -663,27 +663,49 @@ struct QueryPlanner {
         }
     }
 
-    /// The live records filed under `n`'s cells `range`, past `after`, placed by their kept locations; those whose
-    /// location is not kept (it should be: the plan needs the values kept) come as `unplaced`, for the caller to read
-    /// and place.
+    /// The records filed under `n`'s cells `range`, past `after`, placed by their kept locations (no entry looked
+    /// up: a record's kept values exist while it lives), and the view they were read in. Those whose location is
+    /// not kept (it should be: the plan needs the values kept) come as `unplaced`, with their live entries, for the
+    /// caller to read and place.
     func nearestBatch(_ n: NearestWalk, _ range: Range<Int>, after: QueryPosition?) throws -> (
-        placed: [(name: String, entry: RecordEntry, position: QueryPosition)], unplaced: [(name: String, entry: RecordEntry)]
+        placed: [(name: String, position: QueryPosition)], unplaced: [(name: String, entry: RecordEntry)], view: PartitionReadView
     ) {
-        var placed: [(name: String, entry: RecordEntry, position: QueryPosition)] = []
+        var placed: [(name: String, position: QueryPosition)] = []
         var unplaced: [(name: String, entry: RecordEntry)] = []
-        for (cell, _) in n.cells[range] {
-            for name in try names(n.field, .spatial, .exactly(IndexKeyspace.cellKey(cell))) {
-                guard let entry = try st.cachedEntry(zone, name), !entry.deleted else { continue }
+        guard let (_, subspace) = index(n.field, .spatial), !range.isEmpty else { return ([], [], st) }
+        // The cells' keys in key order, read with one cursor that seeks to each cell's (`prefix · esc(cell) · 00 00`,
+        // names follow): one scan of the tree for the batch, not one a cell.
+        let prefixes = n.cells[range].map(\.cell).sorted().map { cell in
+            var p = subspace.prefix
+            IndexKeyspace.escape(IndexKeyspace.cellKey(cell), into: &p)
+            return p
+        }
+        var cursor = st.keys.indexCursor(LSMKeyRange(lower: prefixes[0], upper: DirectoryKey.successor(prefixes[prefixes.count - 1])))
+        // The key the last cell's walk stopped at (the first past it), which may be a later cell's first.
+        var held: [UInt8]?
+        for prefix in prefixes {
+            var key: [UInt8]?
+            if let h = held, !LSMKey.less(h, prefix) {
+                key = h
+            } else {
+                try cursor.seek(prefix)
+                key = try cursor.nextKey()
+            }
+            while let k = key, k.starts(with: prefix) {
+                let name = String(decoding: k[prefix.count...], as: UTF8.self)
+                key = try cursor.nextKey()
                 guard let kept = try IndexState.storedValues(st.keys, zonePrefix, q.query.recordType, name)?[n.field] else {
-                    unplaced.append((name, entry))
+                    if let entry = try st.cachedEntry(zone, name), !entry.deleted { unplaced.append((name, entry)) }
                     continue
                 }
                 let p = QueryPosition(keys: [q.order.key(0, kept)], recordName: name, zoneName: zone.zoneName)
                 if let after, q.order.compare(p, after) <= 0 { continue }
-                placed.append((name, entry, p))
+                placed.append((name, p))
             }
+            guard key != nil else { break }
+            held = key
         }
-        return (placed, unplaced)
+        return (placed, unplaced, st)
     }
 
     /// The next `max` records of a walk after `from` (the last entry visited) — or, at the start, after the
