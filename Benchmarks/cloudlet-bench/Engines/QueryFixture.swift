@@ -18,6 +18,7 @@ import Synchronization
 /// | `count` | QUERYABLE SORTABLE | `CREATE INDEX … (count)` |
 /// | `created` | SORTABLE | `CREATE INDEX … (created)` |
 /// | `title` | SEARCHABLE | FTS5 external-content table over `title` |
+/// | `place` (LOCATION, ``QueryFixtures/place(_:)``) | QUERYABLE SORTABLE (the spatial index; a sort by distance needs SORTABLE) | an R*Tree of the points (`rtree`) |
 /// | `category`, `count` | `INDEX byCategoryCount (category, count DESC)` | `CREATE INDEX … (category, count DESC)` |
 ///
 /// Loading is not timed and happens once per process per engine (the first `setUp` of any read workload); the
@@ -34,6 +35,8 @@ protocol QueryFixture: AnyObject, Sendable {
     func fullText(_ words: [String]) throws -> Int
     /// How many records have `count >= lo AND count < hi` (no rows read out).
     func count(_ lo: Int64, _ hi: Int64) throws -> Int
+    /// The records whose `place` lies within `km` of `center`, nearest first, `LIMIT 100`.
+    func near(_ center: Location, km: Double) throws -> Int
     /// The record named `name` (1 row).
     func lookup(_ name: String) throws -> Int
 }
@@ -91,6 +94,38 @@ enum QueryFixtures {
     }
 
     static func category(_ g: GeneratedRecord) -> String { String(g.title.split(separator: " ")[0]) }
+
+    /// The region the records' places are spread over, uniformly: a degree of latitude by one of longitude (about
+    /// 111 × 85 km, 9,400 km²) around New York.
+    static let region = (latitude: 40.0...41.0, longitude: -74.5 ... -73.5)
+
+    /// Record `i`'s place: a pseudo-random point of ``region`` (the same in every engine and run).
+    static func place(_ i: Int) -> Location {
+        var z = UInt64(i) &+ 0x9E37_79B9_7F4A_7C15
+        func next() -> Double {
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            z ^= z >> 31
+            return Double(z >> 11) / Double(1 << 53)
+        }
+        let a = next(), b = next()
+        return Location(
+            latitude: region.latitude.lowerBound + a * (region.latitude.upperBound - region.latitude.lowerBound),
+            longitude: region.longitude.lowerBound + b * (region.longitude.upperBound - region.longitude.lowerBound))
+    }
+
+    /// The radius in km of a circle holding about `matches` of `records` places (ten pages of 100 at the default):
+    /// 5.5 km at 100 k records, 1.7 km at 1 M.
+    static func nearRadius(records: Int, matches: Int = 1_000) -> Double {
+        let area = 111.2 * 111.2 * cos(40.5 * Double.pi / 180)  // km² of the region
+        return (Double(matches) / Double(max(records, 1)) * area / Double.pi).squareRoot()
+    }
+
+    /// The `i`th query's centre: a pseudo-random point of the region's middle half, so that its circle lies inside.
+    static func nearCenter(_ i: Int) -> Location {
+        let p = place(1_000_003 &* (i + 1))
+        return Location(latitude: 40.25 + (p.latitude - 40.0) / 2, longitude: -74.25 + (p.longitude + 74.5) / 2)
+    }
     /// The 24 title words, in order.
     static let words = [
         "alpha", "bravo", "cloud", "delta", "echo", "field", "grove", "harbor", "island", "jade", "kite", "lumen",
@@ -115,7 +150,7 @@ final class CloudletQueryFixture: QueryFixture {
                 DEFINE SCHEMA
                 RECORD TYPE \(QueryFixtures.recordType) (
                     category STRING QUERYABLE, title STRING SEARCHABLE, count INT64 QUERYABLE SORTABLE,
-                    score DOUBLE, created TIMESTAMP SORTABLE, tags LIST<STRING>, payload BYTES,
+                    score DOUBLE, created TIMESTAMP SORTABLE, tags LIST<STRING>, payload BYTES, place LOCATION QUERYABLE SORTABLE,
                     INDEX byCategoryCount (category, count DESC)
                 );
                 """)
@@ -125,7 +160,7 @@ final class CloudletQueryFixture: QueryFixture {
         }
         let db = self.db
         for start in stride(from: 0, to: records.count, by: 200) {
-            let ops = records[start..<min(start + 200, records.count)].map { g in
+            let ops = records[start..<min(start + 200, records.count)].enumerated().map { k, g in
                 RecordOperation.create(
                     Record(
                         recordType: QueryFixtures.recordType, recordName: g.recordName, zoneID: zone,
@@ -133,13 +168,15 @@ final class CloudletQueryFixture: QueryFixture {
                             "category": .string(QueryFixtures.category(g)), "title": .string(g.title),
                             "count": .int64(g.count), "score": .double(g.score), "created": .timestamp(g.created),
                             "tags": .list(.string, g.tags.map { .string($0) }), "payload": .bytes(g.payload),
+                            "place": .location(QueryFixtures.place(start + k)),
                         ]))
             }
             let results = try ThreadBridge.wait { try await db.modify(ops, atomic: true) }
             if let failure = results.first(where: { $0.error != nil }) { throw failure.error! }
         }
         // Every query must use its index: wait for any still being built.
-        for q in [eqSortQuery("alpha"), eqSortCompositeQuery("alpha"), rangeQuery(0, 1), textQuery(["alpha"])] {
+        let nearCheck = nearQuery(QueryFixtures.nearCenter(0), km: 1)
+        for q in [eqSortQuery("alpha"), eqSortCompositeQuery("alpha"), rangeQuery(0, 1), textQuery(["alpha"]), nearCheck] {
             var tries = 0
             while true {
                 let plan = try ThreadBridge.wait { try await db.explain(q, zoneID: zone) }
@@ -182,6 +219,13 @@ final class CloudletQueryFixture: QueryFixture {
             predicate: .comparison(Comparison("title", .containsAllTokens, .string(words.joined(separator: " ")))))
     }
 
+    private func nearQuery(_ center: Location, km: Double) -> Query {
+        Query(
+            recordType: QueryFixtures.recordType,
+            predicate: .comparison(Comparison("place", .near, .location(center), distance: km)),
+            sortDescriptors: [.distance("place", from: center)])
+    }
+
     private func run(_ q: Query) throws -> Int {
         let db = self.db, zone = self.zone
         return try ThreadBridge.wait { try await db.query(q, zoneID: zone, resultsLimit: QueryFixtures.limit).records.count }
@@ -191,6 +235,7 @@ final class CloudletQueryFixture: QueryFixture {
     func eqSortComposite(_ category: String) throws -> Int { try run(eqSortCompositeQuery(category)) }
     func range(_ lo: Int64, _ hi: Int64) throws -> Int { try run(rangeQuery(lo, hi)) }
     func fullText(_ words: [String]) throws -> Int { try run(textQuery(words)) }
+    func near(_ center: Location, km: Double) throws -> Int { try run(nearQuery(center, km: km)) }
     func count(_ lo: Int64, _ hi: Int64) throws -> Int {
         let db = self.db, zone = self.zone, q = rangeQuery(lo, hi)
         return try ThreadBridge.wait { try await db.count(Query(recordType: q.recordType, predicate: q.predicate), zoneID: zone) }
@@ -243,6 +288,8 @@ final class SQLiteQueryFixture: QueryFixture, @unchecked Sendable {
     private var fts: OpaquePointer?
     private var get: OpaquePointer?
     private var cnt: OpaquePointer?
+    private var box: OpaquePointer?
+    private var byRowid: OpaquePointer?
 
     static let columns = "r.recordName, r.recordType, r.title, r.count, r.score, r.created, r.tags, r.payload"
 
@@ -265,12 +312,18 @@ final class SQLiteQueryFixture: QueryFixture, @unchecked Sendable {
         } catch {
             throw BenchError(.engine, "this SQLite has no FTS5 (query-fulltext needs it): \(error)")
         }
+        do {
+            try exec("CREATE VIRTUAL TABLE places USING rtree(id, minLat, maxLat, minLon, maxLon)")
+        } catch {
+            throw BenchError(.engine, "this SQLite has no R*Tree module (query-near needs it): \(error)")
+        }
+        let place = try prepare("INSERT INTO places(id, minLat, maxLat, minLon, maxLon) VALUES (?1, ?2, ?2, ?3, ?3)")
         let insert = try prepare(
             "INSERT INTO records(recordName, recordType, category, title, count, score, created, tags, payload) "
                 + "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")
         try exec("BEGIN")
         let transient = csqlite_transient()
-        for r in records {
+        for (i, r) in records.enumerated() {
             sqlite3_bind_text(insert, 1, r.recordName, -1, transient)
             sqlite3_bind_text(insert, 2, QueryFixtures.recordType, -1, transient)
             sqlite3_bind_text(insert, 3, QueryFixtures.category(r), -1, transient)
@@ -282,6 +335,12 @@ final class SQLiteQueryFixture: QueryFixture, @unchecked Sendable {
             r.payload.withUnsafeBytes { _ = sqlite3_bind_blob(insert, 9, $0.baseAddress, Int32($0.count), transient) }
             guard sqlite3_step(insert) == SQLITE_DONE else { throw BenchError(.engine, "insert: \(message)") }
             sqlite3_reset(insert)
+            let p = QueryFixtures.place(i)
+            sqlite3_bind_int64(place, 1, sqlite3_last_insert_rowid(db))
+            sqlite3_bind_double(place, 2, p.latitude)
+            sqlite3_bind_double(place, 3, p.longitude)
+            guard sqlite3_step(place) == SQLITE_DONE else { throw BenchError(.engine, "insert into places: \(message)") }
+            sqlite3_reset(place)
         }
         try exec("INSERT INTO titles(rowid, title) SELECT rowid, title FROM records")
         try exec("COMMIT")
@@ -296,6 +355,8 @@ final class SQLiteQueryFixture: QueryFixture, @unchecked Sendable {
             "SELECT \(c) FROM titles JOIN records r ON r.rowid = titles.rowid WHERE titles MATCH ?1 LIMIT \(QueryFixtures.limit)")
         get = try prepare("SELECT \(c) FROM records r WHERE recordName = ?1")
         cnt = try prepare("SELECT COUNT(*) FROM records WHERE count >= ?1 AND count < ?2")
+        box = try prepare("SELECT id, minLat, minLon FROM places WHERE minLat >= ?1 AND maxLat <= ?2 AND minLon >= ?3 AND maxLon <= ?4")
+        byRowid = try prepare("SELECT \(c) FROM records r WHERE rowid = ?1")
     }
 
     private var message: String { db.map { String(cString: sqlite3_errmsg($0)) } ?? "no connection" }
@@ -368,6 +429,34 @@ final class SQLiteQueryFixture: QueryFixture, @unchecked Sendable {
     func lookup(_ name: String) throws -> Int {
         sqlite3_bind_text(get, 1, name, -1, csqlite_transient())
         return try rows(get)
+    }
+
+    /// The R*Tree's points in the circle's bounding box, their distances computed here (haversine, as Cloudlet's
+    /// NEAR), those within `km` sorted nearest first; then the first 100 rows read by rowid.
+    func near(_ center: Location, km: Double) throws -> Int {
+        let dLat = km / Geo.earthRadiusKm * 180 / Double.pi
+        let dLon = dLat / cos(center.latitude * Double.pi / 180)
+        sqlite3_bind_double(box, 1, center.latitude - dLat)
+        sqlite3_bind_double(box, 2, center.latitude + dLat)
+        sqlite3_bind_double(box, 3, center.longitude - dLon)
+        sqlite3_bind_double(box, 4, center.longitude + dLon)
+        var hits: [(km: Double, rowid: Int64)] = []
+        while true {
+            let rc = sqlite3_step(box)
+            if rc == SQLITE_DONE { break }
+            guard rc == SQLITE_ROW else { throw BenchError(.engine, "near: \(message)") }
+            let d = Geo.distanceKilometres(
+                Location(latitude: sqlite3_column_double(box, 1), longitude: sqlite3_column_double(box, 2)), center)
+            if d <= km { hits.append((d, sqlite3_column_int64(box, 0))) }
+        }
+        sqlite3_reset(box)
+        hits.sort { $0.km < $1.km }
+        var n = 0
+        for h in hits.prefix(QueryFixtures.limit) {
+            sqlite3_bind_int64(byRowid, 1, h.rowid)
+            n += try rows(byRowid)
+        }
+        return n
     }
 
     func close() {

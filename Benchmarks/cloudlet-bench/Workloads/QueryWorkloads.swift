@@ -6,6 +6,9 @@
 ///   index (Cloudlet's `INDEX`, SQLite's two-column B-tree index): one range of it.
 /// - `query-range`: `count >= lo AND count < lo + w ORDER BY count LIMIT 100`, `w` chosen for ~100 matches.
 /// - `query-fulltext`: titles containing two given words, `LIMIT 100` (Cloudlet's SEARCHABLE index, SQLite FTS5).
+/// - `query-near`: records within a radius of a point (about 1,000 of them whatever the size), nearest first,
+///   `LIMIT 100` (Cloudlet's spatial index, NEAR sorted by distance; SQLite's R*Tree module: the circle's bounding
+///   box, distances computed by the caller).
 /// - `query-count`: how many records have `count >= lo AND count < lo + 1000` (~10 % of them), counted without
 ///   reading records (Cloudlet's count off the ordered index, SQLite's `COUNT(*)` over its index).
 /// - `readrandom`: point lookups of whole records by record name, in a scattered order.
@@ -15,6 +18,7 @@ final class QueryWorkload: Workload {
         case eqSortComposite = "query-eq-sort-composite"
         case range = "query-range"
         case fullText = "query-fulltext"
+        case near = "query-near"
         case count = "query-count"
         case readRandom = "readrandom"
     }
@@ -34,6 +38,7 @@ final class QueryWorkload: Workload {
         ("query-eq-sort-composite", "equality + sort + LIMIT 100 on a composite index of the two fields (per engine)"),
         ("query-range", "range on an indexed INT64, sorted, LIMIT 100 (per engine)"),
         ("query-fulltext", "two-word full-text search, LIMIT 100; SQLite FTS5 (per engine)"),
+        ("query-near", "NEAR a point sorted by distance, LIMIT 100 of ~1,000 within the radius; SQLite R*Tree (per engine)"),
         ("query-count", "count of a range on an indexed INT64 matching ~10% of the records (per engine)"),
         ("readrandom", "point lookups of whole records by name, scattered order (per engine)"),
     ]
@@ -100,6 +105,7 @@ final class QueryWorkload: Workload {
             case .fullText:
                 let a = words[i % words.count], b = words[(i / words.count + i + 1) % words.count]
                 rows += try f.fullText([a, b])
+            case .near: rows += try f.near(QueryFixtures.nearCenter(i), km: QueryFixtures.nearRadius(records: sizes.records))
             case .readRandom: rows += try f.lookup(names[(i &* 7_919) % names.count])
             }
             latencies.append(t.elapsed)

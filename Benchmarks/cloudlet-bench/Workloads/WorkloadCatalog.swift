@@ -198,7 +198,8 @@ enum WorkloadCatalog {
             + [SharedQueryWorkload.summary]
             + ClientWorkloads.summaries.map { ($0.name, $0.summary) }
             + [(ReplicatedWorkload.listedName, ReplicatedWorkload.summary)] + ClusterRecovery.summaries
-        return all.map { indent + $0.0.padding(toLength: 21, withPad: " ", startingAt: 0) + $0.1 }.joined(separator: "\n")
+        let width = (all.map(\.0.count).max() ?? 0) + 2  // the longest name and two spaces: no name runs into its summary
+        return all.map { indent + $0.0.padding(toLength: width, withPad: " ", startingAt: 0) + $0.1 }.joined(separator: "\n")
     }
 
     /// The workloads to run, grouped by name: every engine's instance of a workload is in the same group. `sizes`:
