@@ -221,7 +221,12 @@ extension Log {
     ///
     /// `reader` names who reads (a follower's node): a reader's next fetch from where its last batch ended reads on
     /// from there, whatever other readers fetch in between.
-    public func frames(from lsn: UInt64, maxBytes: Int, includingUnsynced: Bool = false, reader: String = "") throws -> FrameBatch {
+    ///
+    /// `through`: the batch stops after this LSN (a leader serves what it had written when it decided to, and the
+    /// reader's place is kept after the last frame it is sent, where its next fetch starts).
+    public func frames(
+        from lsn: UInt64, through: UInt64 = .max, maxBytes: Int, includingUnsynced: Bool = false, reader: String = ""
+    ) throws -> FrameBatch {
         guard lsn > 0 else { throw CloudletError.invalid("LSNs start at 1") }
         ThreadBridge.checkMayBlock("reading frames of partition \(partition) for a follower")
         let (segments, durable, readable, hint) = monitor.withLock { s in
@@ -232,7 +237,7 @@ extension Log {
                     return SegmentInfo(
                         path: $0.path, firstLSN: $0.firstLSN, lastLSN: max($0.lastLSN, written?.lastLSN ?? 0),
                         size: max($0.size, written?.size ?? 0), sealed: $0.sealed, generation: $0.generation)
-                }, s.durableLSN, includingUnsynced ? max(s.durableLSN, s.writtenLSN) : s.durableLSN,
+                }, s.durableLSN, min(includingUnsynced ? max(s.durableLSN, s.writtenLSN) : s.durableLSN, through),
                 s.serveHints[reader].flatMap { $0.lsn == lsn ? (lsn: lsn, segment: $0.segment, offset: $0.offset) : nil }
                     ?? s.recentStart(atOrBefore: lsn)
             )

@@ -331,6 +331,23 @@ struct LogReplicationTests {
         try log.close()
     }
 
+    @Test("frames(from:through:) stops after `through`, and the reader's next fetch from there reads on from its kept place")
+    func batchStopsAtThrough() async throws {
+        let (log, fs) = try tailedLeader(frames: 50)
+        // A leader decided to serve through LSN 30; 20 more frames were written before it read.
+        let first = try log.frames(from: 1, through: 30, maxBytes: 1 << 20, reader: "a")
+        #expect(first.firstLSN == 1 && first.lastLSN == 30 && first.frames.map(\.lsn) == Array(1...30))
+        let all = try log.frames(from: 1, maxBytes: 1 << 20)
+        #expect(first.bytes == Array(all.bytes[..<all.frames[30].range.lowerBound]))
+        // The follower's next fetch starts at 31: one read from the kept place, frames 31…50.
+        let reads = fs.readCalls
+        let next = try log.frames(from: 31, maxBytes: 1 << 20, reader: "a")
+        #expect(next.firstLSN == 31 && next.lastLSN == 50)
+        #expect(fs.readCalls - reads == 1, "\(fs.readCalls - reads) reads")
+        #expect(try log.frames(from: 51, through: 50, maxBytes: 1 << 20, reader: "a").frames.isEmpty)
+        try log.close()
+    }
+
     @Test("frames(from:) reads a tailing follower's batch in one go and names each frame of it as checked")
     func batchReadsOnceAndListsItsFrames() async throws {
         let (log, fs) = try tailedLeader(frames: 50)
