@@ -10,7 +10,11 @@
 # build's cluster and single node in the same session (default: this checkout's release build).
 #
 # Environment: BINS, DURATION (seconds per run, default 10), WARMUP (default 2), ROUNDS (default 2),
-# CONNECTIONS (default 32), ETCD=0 leaves the etcd anchor out, KEEP=1 keeps the work directory.
+# CONNECTIONS (default 32), ETCD=0 leaves the etcd anchor out, KEEP=1 keeps the work directory, CPU=1 adds a
+# table of the CPU time (user + system, from /proc/PID/stat and wrk's rusage) each process spent per acknowledged
+# write in the measured run: leader, followers, the coordinating etcd, one node, etcd members and wrk itself. On a
+# machine whose cores are all busy, throughput is bounded by that total, and it is far less load-sensitive than
+# records/s.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -96,16 +100,48 @@ sys.exit(0 if s["partitions"] and all(p["role"] == "leader" for p in s["partitio
 # to_us, wrk_summary
 source "$here/common.sh"
 
-# measure NAME URL SCRIPT ARG: a warm-up and a measured run; prints "rps p50us p99us errors".
+# ticks PID: user + system CPU time of a process so far, in clock ticks (0 once it is gone).
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+
+# role PID LEADER-URL: what a started process is in the CPU table — leader, follower, node (no cluster), etcd.
+role() {
+    local args
+    args="$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)" || return 0
+    case "$args" in
+    *" serve "*--cluster*) if [[ -n "$2" && "$args" == *"--port ${2##*:} "* ]]; then echo leader; else echo follower; fi ;;
+    *" serve "*) echo node ;;
+    *) echo etcd ;;
+    esac
+}
+
+# measure NAME URL SCRIPT ARG [LEADER-URL]: a warm-up and a measured run; prints "rps p50us p99us errors". With
+# CPU=1 it also appends to $cpu one line per process started for the cell (and one for wrk): "NAME ROLE µs", the
+# CPU time (user + system) it used per request of the measured run.
 measure() {
-    local name="$1" target="$2" script="$3" arg="$4" out="$work/wrk-$1.txt"
+    local name="$1" target="$2" script="$3" arg="$4" lead="${5:-}" out="$work/wrk-$1.txt"
     wrk -t2 -c"$conns" -d"${warmup}s" -s "$here/$script" "$target" -- "warm-$arg" >/dev/null
-    wrk -t2 -c"$conns" -d"${duration}s" --latency -s "$here/$script" "$target" -- "$arg" >"$out"
+    local before=() p i
+    for p in "${pids[@]}"; do before+=("$(ticks "$p")"); done
+    /usr/bin/time -f '%U %S' -o "$out.time" \
+        wrk -t2 -c"$conns" -d"${duration}s" --latency -s "$here/$script" "$target" -- "$arg" >"$out"
     grep -q '^Requests/sec:' "$out" || echo "warning: $name: wrk measured nothing; its output: $(tr '\n' ' ' <"$out")" >&2
+    if [[ "${CPU:-0}" == 1 ]]; then
+        local requests tick_us=$((1000000 / $(getconf CLK_TCK)))
+        requests="$(awk '/ requests in / { print $1 }' "$out")"
+        if [[ "${requests:-0}" -gt 0 ]]; then
+            for i in "${!pids[@]}"; do
+                p="${pids[i]}"
+                echo "${name%-*} ${name##*-} $(role "$p" "$lead") $(( ($(ticks "$p") - before[i]) * tick_us / requests ))" >>"$cpu"
+            done
+            awk -v n="${name%-*}" -v k="${name##*-}" -v r="$requests" '{ printf "%s %s wrk %d\n", n, k, ($1 + $2) * 1000000 / r }' \
+                "$out.time" >>"$cpu"
+        fi
+    fi
     wrk_summary "$out"
 }
 
 results="$work/results.txt"  # cell rps p50 p99 errors
+cpu="$work/cpu.txt"  # cell round role µs-per-request, one line per process and run (CPU=1)
 db=database/1/iCloud.com.example.app/development/private
 echo "wrk ${duration}s per run after ${warmup}s, $conns connections, $rounds rounds; $(nproc) cores;" \
     "load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
@@ -128,7 +164,7 @@ for round in $(seq 1 "$rounds"); do
         done
         auth="$(credentials "$d")"
         lead="$(leader "${urls[@]}")"
-        echo "$label-cluster $(measure "$label-cluster-$round" "$lead/$db/records/modify?$auth" modify.lua "c$round")" >>"$results"
+        echo "$label-cluster $(measure "$label-cluster-$round" "$lead/$db/records/modify?$auth" modify.lua "c$round" "$lead")" >>"$results"
         stop_all
         # One node.
         d="$work/$label-single-$round"
@@ -162,3 +198,18 @@ for cell in $(awk '{ print $1 }' "$results" | awk '!seen[$0]++'); do
         "$(awk -v v="$(median 4 "$cell")" 'BEGIN { print v / 1000 }')" \
         "$(awk -v r="$cell" '$1 == r { s += $5 } END { print s + 0 }' "$results")"
 done
+
+if [[ "${CPU:-0}" == 1 && -s "$cpu" ]]; then
+    # Per cell: each role's CPU µs per acknowledged write (the median over the rounds and over the processes of
+    # that role: two followers, three etcd members), and the total over all the cell's processes (median over rounds).
+    printf '\n| target | CPU µs per write, per process | total |\n|---|---|---:|\n'
+    for cell in $(awk '{ print $1 }' "$cpu" | awk '!seen[$0]++'); do
+        per="$(awk -v c="$cell" '$1 == c { print $3 }' "$cpu" | awk '!seen[$0]++' | while read -r r; do
+            printf '%s %s · ' "$r" "$(awk -v c="$cell" -v r="$r" '$1 == c && $3 == r { print $4 }' "$cpu" | sort -g |
+                awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')"
+        done)"
+        total="$(awk -v c="$cell" '$1 == c { s[$2] += $4 } END { for (k in s) print s[k] }' "$cpu" | sort -g |
+            awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }')"
+        printf '| %s | %s | %.0f |\n' "$cell" "${per% · }" "$total"
+    done
+fi

@@ -351,7 +351,10 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
             if through >= from {
                 let batch: Log.FrameBatch
                 // A leader's frames may be written and not fsynced yet (`through` says how far the replica serves).
-                do { batch = try log.frames(from: from, maxBytes: 4 << 20, includingUnsynced: true, reader: to.description) } catch {
+                do {
+                    batch = try log.frames(
+                        from: from, through: through, maxBytes: 4 << 20, includingUnsynced: true, reader: to.description)
+                } catch {
                     if (error as? CloudletError)?.code == .changeTokenExpired, let marker = log.compactionMarker {
                         ServerLog.warning(
                             "partition \(id): \(to) asks for frames from LSN \(from), which compaction rewrote (up to LSN "
@@ -363,7 +366,9 @@ final class PartitionDriver: LogCommitGate, @unchecked Sendable {
                     ServerLog.warning("partition \(id): cannot serve frames from LSN \(from) to \(to): \(error)")
                     return
                 }
-                // Checked as they were read (`batch.frames`): sent as they are stored.
+                // Checked as they were read (`batch.frames`): sent as they are stored. The batch stops at `through`
+                // (frames written since are the next fetch's: stopping there keeps this follower's place where that
+                // fetch starts — a batch read past it left the place past it, and the next fetch missed it).
                 for f in batch.frames where f.lsn <= through {
                     frames.append(ReplicatedFrame(lsn: f.lsn, epoch: f.epoch, payload: Array(batch.bytes[f.range])))
                 }

@@ -48,7 +48,9 @@ public struct Replica: Sendable {
     var leaseSafeUntil: Millis = 0
     public internal(set) var leaderKey: LeaderKey?
     var progress: [NodeID: LogEnd] = [:]
+    /// The log end last published under the lease, and when.
     var published: LogEnd?
+    var publishedAt: Millis = 0
     var campaignAt: Millis?
     var campaigning = false
     var campaignSentAt: Millis = 0
@@ -140,6 +142,8 @@ public struct Replica: Sendable {
             // A second grant (an answer to a retried request) is left to expire.
             guard self.lease == nil else { break }
             self.lease = lease
+            // What was published lived under the previous lease (if any): publish again under this one.
+            published = nil
             lastRenewSent = sentAt
             leaseSafeUntil = sentAt + configuration.leaseTTL - configuration.clockSkewMargin
             grantRequestedAt = nil
@@ -237,9 +241,17 @@ public struct Replica: Sendable {
             lastRenewSent = now
             out.append(.renewLease(lease: lease, now: now))
         }
+        // The durable end is published when it moves, at most once per `publishInterval` while it only grows
+        // within an epoch (each publish is a put the coordinator commits and fsyncs); at once when there is none
+        // under this lease yet or its epoch changed. Elections read it only once a leader key is gone, a lease
+        // TTL after the last renewal, by when the last end has long been published.
         if lease != nil, published != durableEnd {
-            published = durableEnd
-            out.append(.publish(durableEnd))
+            let sameEpoch = published.map { $0.epoch == durableEnd.epoch } ?? false
+            if !sameEpoch || now >= publishedAt + configuration.publishInterval {
+                published = durableEnd
+                publishedAt = now
+                out.append(.publish(durableEnd))
+            }
         }
         switch role {
         case .leader:

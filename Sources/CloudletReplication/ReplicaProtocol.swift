@@ -133,6 +133,9 @@ public struct ReplicaConfiguration: Hashable, Sendable {
     /// A node waits up to this long (at random) before it campaigns for a free leader key, less when it is the most
     /// caught-up replica. Default 300 ms.
     public var electionJitter: Millis = 300
+    /// How often, at most, a durable end that moves within one epoch is published to the coordinator (the
+    /// replicas' progress: status, lag metrics, who campaigns first). Default 500 ms.
+    public var publishInterval: Millis = 500
     /// Frames per ``ReplicaMessage/frames(epoch:previousEpoch:frames:leaderDurable:horizon:)``. Default 256.
     public var maxFramesPerFetch: UInt64 = 256
     /// Seeds the node's randomness (election jitter).

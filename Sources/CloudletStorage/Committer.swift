@@ -105,6 +105,7 @@ final class Committer: @unchecked Sendable {
     private func announceWritten(_ group: borrowing Group) {
         let chunks = group.chunks
         let gate = monitor.withLock { s -> (any LogCommitGate)? in
+            s.noteStarts(of: chunks, after: max(s.writtenLSN, s.durableLSN))
             for chunk in chunks {
                 s.written[chunk.segment] = (chunk.lastLSN, chunk.fileOffset + UInt64(chunk.count))
             }

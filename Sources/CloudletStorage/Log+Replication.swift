@@ -221,7 +221,12 @@ extension Log {
     ///
     /// `reader` names who reads (a follower's node): a reader's next fetch from where its last batch ended reads on
     /// from there, whatever other readers fetch in between.
-    public func frames(from lsn: UInt64, maxBytes: Int, includingUnsynced: Bool = false, reader: String = "") throws -> FrameBatch {
+    ///
+    /// `through`: the batch stops after this LSN (a leader serves what it had written when it decided to, and the
+    /// reader's place is kept after the last frame it is sent, where its next fetch starts).
+    public func frames(
+        from lsn: UInt64, through: UInt64 = .max, maxBytes: Int, includingUnsynced: Bool = false, reader: String = ""
+    ) throws -> FrameBatch {
         guard lsn > 0 else { throw CloudletError.invalid("LSNs start at 1") }
         ThreadBridge.checkMayBlock("reading frames of partition \(partition) for a follower")
         let (segments, durable, readable, hint) = monitor.withLock { s in
@@ -232,8 +237,9 @@ extension Log {
                     return SegmentInfo(
                         path: $0.path, firstLSN: $0.firstLSN, lastLSN: max($0.lastLSN, written?.lastLSN ?? 0),
                         size: max($0.size, written?.size ?? 0), sealed: $0.sealed, generation: $0.generation)
-                }, s.durableLSN, includingUnsynced ? max(s.durableLSN, s.writtenLSN) : s.durableLSN,
-                s.serveHints[reader].flatMap { $0.lsn == lsn ? (segment: $0.segment, offset: $0.offset) : nil }
+                }, s.durableLSN, min(includingUnsynced ? max(s.durableLSN, s.writtenLSN) : s.durableLSN, through),
+                s.serveHints[reader].flatMap { $0.lsn == lsn ? (lsn: lsn, segment: $0.segment, offset: $0.offset) : nil }
+                    ?? s.recentStart(atOrBefore: lsn)
             )
         }
         var batch = FrameBatch(bytes: [], firstLSN: lsn, lastLSN: lsn - 1, durableLSN: durable)
@@ -265,12 +271,13 @@ extension Log {
                 try readSegment(segment.firstLSN, offset: offset, count: count, includingUnsynced: includingUnsynced)
             }
             // Frame by frame (durable bytes only, unless `includingUnsynced`); headers of the frames before `lsn` are
-            // walked to skip them, unless a hint says where frame `lsn` starts.
+            // walked to skip them, from the segment's start or from where a hint says a frame at or before `lsn`
+            // starts (the reader's place, else the start of a recently written run).
             var offset = UInt64(SegmentHeader.size)
             if let h = useHint, h.segment == segment.firstLSN, h.offset < segment.size,
                 let at = try? reader.load(h.offset, count: FrameHeader.size),
                 case .success(let header) = FrameHeader.check(reader.buffer, at: at, available: Int(clamping: segment.size - h.offset)),
-                header.lsn == lsn
+                header.lsn == h.lsn
             {
                 offset = h.offset
             }

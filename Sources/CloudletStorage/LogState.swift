@@ -123,6 +123,34 @@ struct LogState {
     /// ``serveHintClock``).
     var serveHints: [String: (lsn: UInt64, segment: UInt64, offset: UInt64, stamp: UInt64)] = [:]
     var serveHintClock: UInt64 = 0
+    /// Where the frames of the groups written last start: the first LSN of each run the committer wrote, with its
+    /// segment and offset, in LSN order (at most ``recentStartsLimit``, the oldest dropped in halves). A fetch that
+    /// matches no reader's place — a follower re-fetching after a lost answer, one fetch overtaking another —
+    /// reads on from the run at or before its LSN instead of walking the segment from its start.
+    var recentStarts: [(lsn: UInt64, segment: UInt64, offset: UInt64)] = []
+    static let recentStartsLimit = 8_192
+
+    /// The entry of ``recentStarts`` with the highest LSN at or below `lsn`, if any.
+    func recentStart(atOrBefore lsn: UInt64) -> (lsn: UInt64, segment: UInt64, offset: UInt64)? {
+        var low = 0
+        var high = recentStarts.count
+        while low < high {
+            let mid = (low + high) / 2
+            if recentStarts[mid].lsn <= lsn { low = mid + 1 } else { high = mid }
+        }
+        return low > 0 ? recentStarts[low - 1] : nil
+    }
+
+    /// Records where the runs of a group the committer wrote start (`chunks`, following LSN `previous`).
+    mutating func noteStarts(of chunks: [Chunk], after previous: UInt64) {
+        var first = previous + 1
+        for chunk in chunks where chunk.count > 0 {
+            if let last = recentStarts.last, last.lsn >= first { recentStarts.removeAll() }
+            recentStarts.append((first, chunk.segment, chunk.fileOffset))
+            first = chunk.lastLSN + 1
+        }
+        if recentStarts.count > Self.recentStartsLimit { recentStarts.removeFirst(Self.recentStartsLimit / 2) }
+    }
     /// Set while a compaction of this log is between ``Log/beginCompaction()`` and its install or abandonment.
     var compacting = false
 

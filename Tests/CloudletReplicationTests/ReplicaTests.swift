@@ -138,6 +138,37 @@ struct ReplicaTests {
         #expect(acknowledged(r.on(.durable(lsn: 1, now: 10))) == [41])
     }
 
+    @Test("a moving durable end is published at once in a new epoch or under a new lease, else at most once per publishInterval")
+    func publishThrottled() {
+        func published(_ actions: [ReplicaAction]) -> [LogEnd] {
+            actions.compactMap { action -> LogEnd? in
+                if case .publish(let end) = action { return end }
+                return nil
+            }
+        }
+        var r = leader(ack: .leader)
+        #expect(r.configuration.publishInterval == 500)
+        #expect(published(r.on(.tick(now: 20))) == [LogEnd(epoch: 0, lsn: 0)])
+        // LSN 1 is the first of epoch 5: at once.
+        _ = r.on(.write(id: 41, payload: [1], now: 30))
+        _ = r.on(.durable(lsn: 1, now: 30))
+        #expect(published(r.on(.tick(now: 40))) == [LogEnd(epoch: 5, lsn: 1)])
+        // Within epoch 5 it waits 500 ms from that publish, and then publishes where the end is.
+        _ = r.on(.write(id: 42, payload: [2], now: 50))
+        _ = r.on(.durable(lsn: 2, now: 50))
+        #expect(published(r.on(.tick(now: 60))).isEmpty)
+        _ = r.on(.write(id: 43, payload: [3], now: 100))
+        _ = r.on(.durable(lsn: 3, now: 100))
+        _ = r.on(.leaseRenewed(lease: 7, sentAt: 500))
+        #expect(published(r.on(.tick(now: 539))).isEmpty)
+        #expect(published(r.on(.tick(now: 540))) == [LogEnd(epoch: 5, lsn: 3)])
+        #expect(published(r.on(.tick(now: 1_100))).isEmpty)
+        // A new lease holds no published end: the same end goes out under it at the next tick.
+        _ = r.on(.leaseLost(lease: 7))
+        _ = r.on(.leaseGranted(lease: 8, sentAt: 1_150))
+        #expect(published(r.on(.tick(now: 1_160))) == [LogEnd(epoch: 5, lsn: 3)])
+    }
+
     @Test("a leader stops acknowledging before its lease could lapse: it steps down and abandons pending writes")
     func leaseLapse() {
         var r = leader()

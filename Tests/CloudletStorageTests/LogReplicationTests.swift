@@ -303,6 +303,51 @@ struct LogReplicationTests {
         try log.close()
     }
 
+    @Test("a fetch that matches no reader's place reads on from the recently written run at or before its LSN, not from the segment's start")
+    func fetchWithoutPlaceStartsAtARecentRun() async throws {
+        let fs = InMemoryFileSystem()
+        var c = config(segmentSize: 1 << 20)
+        c.epoch = 3
+        let (log, _) = try openCollecting("/leader/p7", c, fileSystem: fs)
+        // 200 groups of 10 frames (LSNs 1, 11, 21, … start the committer's runs), all in one segment.
+        for group in 0..<200 {
+            for i in 0..<10 { _ = try log.stage(type: 1, payload: compressibleBytes(100, tag: group * 10 + i)) }
+            try log.flush()
+        }
+        let stored = try log.frames(from: 1, maxBytes: 1 << 20)
+        try #require(stored.lastLSN == 2000 && log.segments().count == 1)
+        let frameSize = stored.bytes.count / 2000
+        // Fresh readers (a follower's first fetch, a re-fetch after a lost answer): a run's first LSN, and an LSN
+        // inside a run, far into the segment.
+        for (reader, lsn) in [("a", UInt64(1501)), ("b", 1507), ("c", 1991), ("d", 1000)] {
+            let before = log.bytesRead
+            let batch = try log.frames(from: lsn, maxBytes: 1, reader: reader)
+            let read = log.bytesRead - before
+            let frame = stored.frames.first { $0.lsn == lsn }!
+            #expect(batch.firstLSN == lsn && batch.lastLSN == lsn && batch.bytes == Array(stored.bytes[frame.range]))
+            // Walking every header from the segment's start would read ~1,000–2,000 headers.
+            #expect(read < UInt64(12 * frameSize), "LSN \(lsn): \(read) bytes read, frames of ~\(frameSize) bytes")
+        }
+        try log.close()
+    }
+
+    @Test("frames(from:through:) stops after `through`, and the reader's next fetch from there reads on from its kept place")
+    func batchStopsAtThrough() async throws {
+        let (log, fs) = try tailedLeader(frames: 50)
+        // A leader decided to serve through LSN 30; 20 more frames were written before it read.
+        let first = try log.frames(from: 1, through: 30, maxBytes: 1 << 20, reader: "a")
+        #expect(first.firstLSN == 1 && first.lastLSN == 30 && first.frames.map(\.lsn) == Array(1...30))
+        let all = try log.frames(from: 1, maxBytes: 1 << 20)
+        #expect(first.bytes == Array(all.bytes[..<all.frames[30].range.lowerBound]))
+        // The follower's next fetch starts at 31: one read from the kept place, frames 31…50.
+        let reads = fs.readCalls
+        let next = try log.frames(from: 31, maxBytes: 1 << 20, reader: "a")
+        #expect(next.firstLSN == 31 && next.lastLSN == 50)
+        #expect(fs.readCalls - reads == 1, "\(fs.readCalls - reads) reads")
+        #expect(try log.frames(from: 51, through: 50, maxBytes: 1 << 20, reader: "a").frames.isEmpty)
+        try log.close()
+    }
+
     @Test("frames(from:) reads a tailing follower's batch in one go and names each frame of it as checked")
     func batchReadsOnceAndListsItsFrames() async throws {
         let (log, fs) = try tailedLeader(frames: 50)
