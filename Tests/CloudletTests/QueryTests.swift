@@ -201,6 +201,13 @@ import Testing
             (try Query(recordType: "Book", format: "kind == 'novel'", sortDescriptors: [.ascending("recordName")]), "postings merged", 40),
             (try Query(recordType: "Book", format: "kind == 'novel'", sortDescriptors: [.descending("price")]), "skipping non-candidates", 5),
         ]
+        // The records a page reads, counted by the record cache (each read looks there once): the page's records are
+        // read in groups, never more of them than it evaluates.
+        let partition = store.partition(for: try db.key(.default))
+        func lookups() -> Int { partition.cache.counts.hits + partition.cache.counts.misses }
+        // And the entries it looks up (the entry cache counts each): those of the records it reads, and the marker's
+        // (the walk resumes on it, then steps past it).
+        func entryLookups() -> Int { partition.entryCache.counts.hits + partition.entryCache.counts.misses }
         for (q, order, limit) in cases {
             let expected = books.filter { q.predicate.matches($0, searchable: ["title"]) }.sorted { a, b in
                 guard let d = q.sortDescriptors.first, d.field == "price" else { return a.recordName < b.recordName }
@@ -212,14 +219,44 @@ import Testing
             var seen: [String] = []
             var cursor: QueryCursor?
             repeat {
+                let (before, entriesBefore) = (lookups(), entryLookups())
                 let page = try await db.query(q, resultsLimit: limit, continuationMarker: cursor)
                 let zone = page.plan.zones[0]
                 #expect(zone.order.contains(order), "\(q.predicate): \(page.plan)")
                 #expect((zone.examined ?? .max) <= limit + 1, "\(q.predicate) read \(zone.examined ?? -1) records for a page of \(limit)")
+                #expect(lookups() - before == zone.examined, "\(q.predicate): records read vs evaluated: \(page.plan)")
+                let entries = entryLookups() - entriesBefore
+                #expect(entries <= limit + 2, "\(q.predicate): \(entries) entries looked up for a page of \(limit)")
                 seen += names(page.records)
                 cursor = page.cursor
             } while cursor != nil && seen.count <= expected.count
             #expect(seen == names(expected), "\(q.predicate)")
+        }
+        // A plan whose candidates the rest of the predicate rejects reads more groups, each no larger than what the
+        // page still lacks, and reads nothing past the record that fills it.
+        for q in [
+            try Query(recordType: "Book", format: "price >= 11 AND title == 'Swift in Depth'", sortDescriptors: [.ascending("price")]),
+            try Query(recordType: "Book", format: "price >= 12 AND kind == 'manual' AND title != 'Swift in Depth'", sortDescriptors: [.descending("price")]),
+        ] {
+            let expected = books.filter { q.predicate.matches($0, searchable: ["title"]) }.sorted { a, b in
+                let (x, y) = (a["price"]!.int64Value!, b["price"]!.int64Value!)
+                let ascending = q.sortDescriptors[0].ascending
+                return x != y ? (ascending ? x < y : x > y) : (ascending ? a.recordName < b.recordName : a.recordName > b.recordName)
+            }
+            var seen: [String] = []
+            var cursor: QueryCursor?
+            var examined = 0
+            repeat {
+                let before = lookups()
+                let page = try await db.query(q, resultsLimit: 7, continuationMarker: cursor)
+                let zone = page.plan.zones[0]
+                #expect(lookups() - before == zone.examined, "\(q.predicate): records read vs evaluated: \(page.plan)")
+                examined += zone.examined ?? 0
+                seen += names(page.records)
+                cursor = page.cursor
+            } while cursor != nil && seen.count <= expected.count
+            #expect(expected.count > 14 && seen == names(expected), "\(q.predicate)")
+            #expect(examined > seen.count + 20, "\(q.predicate): the case needs candidates the predicate rejects")
         }
         try await store.close()
     }

@@ -16,6 +16,8 @@ struct BenchOptions: Equatable {
     /// `--scale-records` and `--scale-reads`: nil for the sizes of `--quick` or the full run.
     var scaleRecords: Int?
     var scaleReads: Int?
+    /// `--query-records`: nil for the query rows' full (100,000) or `--quick` (10,000) data set.
+    var queryRecords: Int?
 
     var measuredRuns: Int { runs ?? (quick ? 3 : 5) }
 
@@ -24,12 +26,13 @@ struct BenchOptions: Equatable {
         var s = quick ? WorkloadCatalog.Sizes.quick : .full
         if let scaleRecords { s.scaleRecords = scaleRecords }
         if let scaleReads { s.scaleReads = scaleReads }
+        if let queryRecords { s.queryRecords = queryRecords }
         return s
     }
 
     static let usage = """
         USAGE: cloudlet-bench [--quick] [--json] [--filter NAME]... [--engine NAME]... [--runs N] [--dir PATH]
-                              [--scale-records N] [--scale-reads N]
+                              [--scale-records N] [--scale-reads N] [--query-records N]
 
         Runs Cloudlet's benchmarks side by side with their anchors (the bare disk, SQLite, RocksDB) in one
         process and prints median throughput, p50/p99 latency and the ratio Cloudlet / anchor. Build with
@@ -52,6 +55,9 @@ struct BenchOptions: Equatable {
                            Records scale loads per engine (default 10,000,000; 50,000 with --quick).
           --scale-reads N  Random reads scale does in the reopened store (default 1,000,000; 20,000
                            with --quick). For scale alone: --filter scale.
+          --query-records N
+                           Records in the data set of the query-* rows and query-shared (default
+                           100,000; 10,000 with --quick). Issue 13's second size: --query-records 1000000.
           --list           List the workloads and engines, then exit.
           -h, --help       Show this help.
 
@@ -66,7 +72,8 @@ struct BenchOptions: Equatable {
         let c: CommandLineOptions
         do {
             c = try CommandLineOptions(
-                parsing: arguments, valued: ["--filter", "--engine", "--runs", "--dir", "--scale-records", "--scale-reads"],
+                parsing: arguments, valued: ["--filter", "--engine", "--runs", "--dir", "--scale-records", "--scale-reads",
+                    "--query-records"],
                 flags: ["--quick", "--json", "--list"])
         } catch {
             throw BenchError(.usage, "\(error.message) (see --help)")
@@ -85,6 +92,7 @@ struct BenchOptions: Equatable {
             o.runs = try c.integer("--runs", in: 1...Int.max, "a whole number")
             o.scaleRecords = try c.integer("--scale-records", in: 1...Int.max, "a whole number")
             o.scaleReads = try c.integer("--scale-reads", in: 1...Int.max, "a whole number")
+            o.queryRecords = try c.integer("--query-records", in: 1...Int.max, "a whole number")
         } catch {
             throw BenchError(.usage, error.message)
         }

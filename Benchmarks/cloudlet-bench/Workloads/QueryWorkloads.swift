@@ -31,6 +31,13 @@ final class QueryWorkload: Workload {
 
         static let full = Sizes(records: 100_000, queries: 500, lookups: 1_000_000)
         static let quick = Sizes(records: 10_000, queries: 300, lookups: 20_000)
+
+        /// The full or quick sizes with `records` records (`--query-records`).
+        static func of(quick: Bool, records: Int) -> Sizes {
+            var s = quick ? Sizes.quick : Sizes.full
+            s.records = records
+            return s
+        }
     }
 
     static let summaries: [(name: String, summary: String)] = [
@@ -63,8 +70,8 @@ final class QueryWorkload: Workload {
     }
 
     /// One workload per read kind and engine that has a fixture.
-    static func groups(quick: Bool, engines: [EngineRegistry.Entry]) -> [[any Workload]] {
-        let sizes = quick ? Sizes.quick : Sizes.full
+    static func groups(quick: Bool, records: Int, engines: [EngineRegistry.Entry]) -> [[any Workload]] {
+        let sizes = Sizes.of(quick: quick, records: records)
         // `readrandom` is the catalog's own workload (on its reopened store); the query set adds the queries.
         return Kind.allCases.filter { $0 != .readRandom }.map { kind in
             engines.filter { QueryFixtures.engines.contains($0.name) && $0.runs(kind.rawValue, needing: []) }.map {
@@ -148,9 +155,9 @@ final class SharedQueryWorkload: Workload {
         role = asParticipant ? .subject : .anchor
     }
 
-    static func group(quick: Bool, engines: [EngineRegistry.Entry]) -> [any Workload] {
+    static func group(quick: Bool, records: Int, engines: [EngineRegistry.Entry]) -> [any Workload] {
         guard engines.contains(where: { $0.name == "cloudlet" }) else { return [] }
-        let sizes = quick ? QueryWorkload.Sizes.quick : QueryWorkload.Sizes.full
+        let sizes = QueryWorkload.Sizes.of(quick: quick, records: records)
         return [SharedQueryWorkload(asParticipant: true, sizes: sizes), SharedQueryWorkload(asParticipant: false, sizes: sizes)]
     }
 

@@ -49,6 +49,8 @@ enum WorkloadCatalog {
         var scaleRecords = 10_000_000
         /// The reads `scale` does in the reopened store (issue 12: 1 M; `--scale-reads`).
         var scaleReads = 1_000_000
+        /// The data set of the `query-*` rows and `query-shared` (issue 13: 100 k and 1 M; `--query-records`).
+        var queryRecords = 100_000
 
         static let full = Sizes(
             appendSyncs: 5_000, seqwriteMiB: 256, fillRecords: 100_000, fillsyncRecords: 2_000,
@@ -61,7 +63,8 @@ enum WorkloadCatalog {
             concurrentRecords: 256, storeRecords: 10_000, reads: 10_000, overwrites: 5_000,
             recoverRecords: 10_000, changefeedRecords: 10_000, notifySeconds: 0.5, crowdSubscriptions: 1_000, crowdWrites: 20,
             smallAssets: 16, largeAssetBytes: 16_000_000, largeAssets: 2, replicatedRecords: 640, catchupRecords: 20_000,
-            failoverKills: 3, lagRate: 2_000, lagSeconds: 1, scaleRecords: 50_000, scaleReads: 20_000)
+            failoverKills: 3, lagRate: 2_000, lagSeconds: 1, scaleRecords: 50_000, scaleReads: 20_000,
+            queryRecords: 10_000)
     }
 
     struct Definition: Sendable {
@@ -217,8 +220,8 @@ enum WorkloadCatalog {
         // The query workloads bring their own data set (QueryFixtures).
         // So do the client's (an in-process server over loopback, and the raw HTTP anchor).
         // And the cluster's (processes: cloudlet serve --cluster, etcd).
-        return (rows + QueryWorkload.groups(quick: quick, engines: engines)
-            + [SharedQueryWorkload.group(quick: quick, engines: engines)] + ClientWorkloads.groups(quick: quick)
+        return (rows + QueryWorkload.groups(quick: quick, records: s.queryRecords, engines: engines)
+            + [SharedQueryWorkload.group(quick: quick, records: s.queryRecords, engines: engines)] + ClientWorkloads.groups(quick: quick)
             + [ReplicatedWorkload.group(quick: quick, sizes: s)] + ClusterRecovery.groups(sizes: s))
             .filter { !$0.isEmpty }
     }
