@@ -35,8 +35,10 @@ public struct LogConfiguration: Sendable {
     /// `pread` each, for at most this many segments at a time (the least recently read one is unmapped past that):
     /// at most this many × ``segmentSize`` bytes of address space, whose pages are the OS page cache's — counted in
     /// the process's `RssFile`, never in `RssAnon`, and given back by the kernel under memory pressure. 0: never map.
-    /// Only where the file system maps (``File/mapReadOnly(count:)``). Default 8.
-    public var mappedSegments: Int = 8
+    /// Only where the file system maps (``File/mapReadOnly(count:)``). Default 1,024 (64 GiB of address space at the
+    /// default segment size): a bound of 8 made uniform reads of a 10 M-record log (~70 segments) map one segment and
+    /// unmap another on almost every read (Benchmarks/README.md, "Mapping every segment").
+    public var mappedSegments: Int = 1024
 
     public init() {}
 }
