@@ -75,9 +75,10 @@ extension ClusterNode {
         guard let driver = drivers.withLock({ $0[envelope.log] }) else {
             return Self.unavailable("node \(configuration.node) is not replicating partition \(envelope.log) yet").response
         }
-        // An empty store behind the compaction horizon (it started before the leader had data, or had none then) is
-        // seeded from files: the node restarts to copy them. A store that holds frames still halts (the replica).
-        if case .compacted = envelope.message, storeIsEmpty {
+        // A store without records behind the compaction horizon (it started before the leader had data, or had none
+        // then; its catalog may have tailed frames since) is seeded from files: the node restarts to copy them. A
+        // store that holds records still halts (the replica).
+        if case .compacted = envelope.message, holdsNoRecords {
             if !seedRequested.exchange(true, ordering: .relaxed) {
                 ServerLog.note("partition \(envelope.log): \(envelope.from) compacted what this empty store lacks; restarting to seed it from files")
                 restartContinuation.yield(RestartRequest(partition: Int(envelope.log), after: 0, seeded: true))

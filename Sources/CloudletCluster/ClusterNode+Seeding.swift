@@ -226,8 +226,14 @@ extension ClusterNode {
 extension ClusterNode {
     /// Whether no log of the store holds a frame: a node started with an empty store (or one that lost it).
     var storeIsEmpty: Bool {
-        store.partitions.allSatisfy { $0.log.lastLSN == 0 } && (store.catalog.log?.lastLSN ?? 0) == 0
+        holdsNoRecords && (store.catalog.log?.lastLSN ?? 0) == 0
     }
+
+    /// Whether no partition's log holds a frame: what a seed from another replica's files may replace. The catalog's
+    /// log may hold frames: a node that started empty tails the catalog as soon as it joins, and may hear that
+    /// partition 0 is compacted past what it lacks only after that (its catalog frames came from a leader, whose files
+    /// hold them too).
+    var holdsNoRecords: Bool { store.partitions.allSatisfy { $0.log.lastLSN == 0 } }
 
     /// ``seedIfEmpty()``, tried up to 5 times 1 s apart (the leader may be changing); throws the last failure.
     func seedWithRetries() async throws -> Bool {
@@ -245,7 +251,7 @@ extension ClusterNode {
     /// them into place). False when there is nothing to copy (no leader, this node leads, the leader is empty too).
     /// Throws when the copy failed (nothing of it is kept: the store is empty as before).
     func seedIfEmpty() async throws -> Bool {
-        guard storeIsEmpty else { return false }
+        guard holdsNoRecords else { return false }
         guard let leaderKey = try await etcd.get(keys.leader(0)) else { return false }
         let leader = NodeID(String(decoding: leaderKey.value, as: UTF8.self))
         guard leader != configuration.node, let address = try await etcd.get(keys.node(leader)) else { return false }

@@ -1,23 +1,38 @@
 import Foundation
+import Synchronization
 
-/// A free TCP port on 127.0.0.1 (bound to port 0, read back, released): for a child that cannot pick its own, such
-/// as etcd. Another process could take it before the child binds it; callers start the child and retry on failure.
+/// A free TCP port on 127.0.0.1 for a child that cannot pick its own (etcd) or a server that must come back on the
+/// same port after a restart (the cluster tests' nodes). The port is drawn from below the kernel's ephemeral range
+/// (`/proc/sys/net/ipv4/ip_local_port_range`): a port from inside it (what binding port 0 gives) is also what the
+/// kernel hands outgoing connections — a node's connection to etcd or to a peer could hold it when the node that
+/// owns it restarts, and the restart fails with "address already in use". A port is checked free by binding it,
+/// and never handed out twice by one process.
 public func freeLoopbackPort() throws -> Int {
+    let ephemeralLow = (try? String(contentsOfFile: "/proc/sys/net/ipv4/ip_local_port_range", encoding: .utf8))
+        .flatMap { $0.split(whereSeparator: \.isWhitespace).first.flatMap { Int($0) } } ?? 32768
+    let range = 10_000..<max(10_001, min(ephemeralLow, 65_536))
+    for _ in 0..<1_000 {
+        let port = Int.random(in: range)
+        guard handedOutPorts.withLock({ $0.insert(port).inserted }) else { continue }
+        if loopbackPortIsFree(port) { return port }
+    }
+    throw ChildProcess.Failure(message: "no free loopback port in \(range.lowerBound)…\(range.upperBound - 1) after 1,000 tries")
+}
+
+private let handedOutPorts = Mutex<Set<Int>>([])
+
+/// Whether 127.0.0.1:`port` can be bound now (without `SO_REUSEADDR`, so that a connection lingering on it counts).
+private func loopbackPortIsFree(_ port: Int) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw ChildProcess.Failure(message: "socket: errno \(errno)") }
+    guard fd >= 0 else { return false }
     defer { close(fd) }
     var addr = sockaddr_in()
     addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_port = 0
+    addr.sin_port = UInt16(port).bigEndian
     addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p -> Bool in
-            bind(fd, p, len) == 0 && getsockname(fd, p, &len) == 0
-        }
+    return withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
     }
-    guard bound else { throw ChildProcess.Failure(message: "bind 127.0.0.1:0: errno \(errno)") }
-    return Int(UInt16(bigEndian: addr.sin_port))
 }
 
 /// A real etcd (Debian's `etcd-server`, `/usr/bin/etcd`) on free loopback ports with a data directory of its own,
