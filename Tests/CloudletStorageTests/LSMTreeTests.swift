@@ -460,40 +460,80 @@ struct LSMTreeTests {
         reopened.close()
     }
 
-    @Test("a flush with waitForMerges false (a partition's last, at close) returns with level 0 at its stop trigger")
-    func closingFlushDoesNotWait() throws {
+    /// Memtable `round`: keys k0…k49, every value `[round]`.
+    private func roundMemtable(_ round: Int) -> Memtable {
+        var m = Memtable()
+        for i in 0..<50 { m.put(Array("k\(i)".utf8), [UInt8(round)], sequence: UInt64(round * 100 + i + 1)) }
+        return m
+    }
+
+    /// A tree with background merges and level 0's stop trigger at 3, after two flushes: the merge of level 0 that
+    /// the second starts is held in its run's `fdatasync` (until `fs.resumeFdatasync()`), so level 0 stays at 2.
+    private func treeWithHeldLevel0Merge() throws -> (FaultInjectingFileSystem, LSMTree) {
         let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
         var configuration = smallConfiguration(background: true)
         configuration.level0MergeTrigger = 2
         configuration.level0StopTrigger = 3
         let tree = try LSMTree(directory: "/tree", fileSystem: fs, configuration: configuration)
-        func memtable(_ round: Int) -> Memtable {
-            var m = Memtable()
-            for i in 0..<50 { m.put(Array("k\(i)".utf8), [UInt8(round)], sequence: UInt64(round * 100 + i + 1)) }
-            return m
-        }
-        try tree.flush(memtable(1), logPosition: [1])
-        // The merge that the second flush starts writes the next file number after that flush's run: hold its
-        // fdatasync, so that level 0 stays where the flushes leave it.
+        try tree.flush(roundMemtable(1), logPosition: [1])
+        // The merge writes the next file number after the second flush's run.
         let first = try #require(tree.runs.first?.fileNumber)
-        let held = SortedRunFile.name(first + 2)
-        fs.stallFdatasync(matching: { $0.contains(held) })
-        try tree.flush(memtable(2), logPosition: [2])
+        fs.stallFdatasync(matching: { $0.contains(SortedRunFile.name(first + 2)) })
+        try tree.flush(roundMemtable(2), logPosition: [2])
         var polls = 0
         while fs.stalledFdatasyncCalls == 0, polls < 20_000 {
             usleep(1000)
             polls += 1
         }
         try #require(fs.stalledFdatasyncCalls == 1, "the merge of level 0 is held")
-        try tree.flush(memtable(3), logPosition: [3], waitForMerges: false)  // would wait for the held merge otherwise
-        #expect(tree.runs.filter { $0.level == 0 }.count == 3, "returned at the stop trigger")
-        #expect(tree.logPosition == [3])
-        fs.resumeFdatasync()
+        return (fs, tree)
+    }
+
+    /// Closes `tree`, then checks that a reopened tree has flush 3's value.
+    private func closeAndCheckThirdFlush(_ tree: LSMTree, _ fs: FaultInjectingFileSystem) throws {
         tree.close()
         #expect(tree.backgroundError == nil)
         let reopened = try LSMTree(directory: "/tree", fileSystem: fs, configuration: smallConfiguration())
         #expect(try reopened.get(Array("k7".utf8)) == [3])
         reopened.close()
+    }
+
+    @Test("a flush with waitForMerges false (a partition's last, at close) returns with level 0 at its stop trigger")
+    func closingFlushDoesNotWait() throws {
+        let (fs, tree) = try treeWithHeldLevel0Merge()
+        try tree.flush(roundMemtable(3), logPosition: [3], waitForMerges: false)  // would wait for the held merge otherwise
+        #expect(tree.runs.filter { $0.level == 0 }.count == 3, "returned at the stop trigger")
+        #expect(tree.logPosition == [3])
+        fs.resumeFdatasync()
+        try closeAndCheckThirdFlush(tree, fs)
+    }
+
+    @Test("prepareToClose releases a flush already waiting for merges at level 0's stop trigger (a partition's close used to wait behind it)")
+    func prepareToCloseReleasesAWaitingFlush() throws {
+        let (fs, tree) = try treeWithHeldLevel0Merge()
+        // A flush that waits for merges (a checkpoint's), on a thread of its own: it installs its run, then waits.
+        let returned = DispatchSemaphore(value: 0)
+        let failure = Mutex<(any Error)?>(nil)
+        let third = roundMemtable(3)
+        Thread.detachNewThread {
+            do { try tree.flush(third, logPosition: [3]) } catch { failure.withLock { $0 = error } }
+            returned.signal()
+        }
+        var polls = 0
+        while tree.runs.filter({ $0.level == 0 }).count < 3, polls < 20_000 {
+            usleep(1000)
+            polls += 1
+        }
+        try #require(tree.runs.filter { $0.level == 0 }.count == 3, "the third flush installed its run")
+        #expect(returned.wait(timeout: .now() + 0.2) == .timedOut, "the flush waits while the merge is held")
+        tree.prepareToClose()
+        let released = returned.wait(timeout: .now() + 30) == .success
+        #expect(released, "prepareToClose released the waiting flush while the merge was still held")
+        fs.resumeFdatasync()
+        if !released { returned.wait() }
+        #expect(failure.withLock { $0 } == nil)
+        #expect(tree.logPosition == [3])
+        try closeAndCheckThirdFlush(tree, fs)
     }
 
     @Test("background merges keep the data intact and report no error", arguments: ["posix", "memory"])

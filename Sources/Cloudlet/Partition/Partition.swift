@@ -841,6 +841,9 @@ package final class Partition: Sendable {
     }
 
     func close(checkpoint: Bool) throws {
+        // First: a flush under way (a checkpoint, or one a stalled commit waits for) may be waiting for merges to
+        // bring level 0 down; it returns now, so the queued commits and the closing flush do not wait for merges.
+        index?.prepareToClose()
         compaction.cancelAndWait()
         // Queued commits run first; later ones are refused.
         writer.close()

@@ -91,6 +91,16 @@ public final class LSMTree: Sendable {
         }
     }
 
+    /// Gets the tree ready for its owner's last flush: a merge under way is abandoned (its inputs stay live), no new
+    /// one starts, and a flush waiting for merges to bring level 0 under its stop trigger returns — so that closing
+    /// never waits for merges, also not behind a flush (or a commit stalled on one) that began before. Reads and
+    /// flushes go on until ``close()``. Idempotent.
+    public func prepareToClose() {
+        closing.store(true, ordering: .releasing)
+        state.broadcast(.work)
+        state.broadcast(.progress)
+    }
+
     /// Stops background merging (waiting for a merge under way) and closes the manifest. Read views taken before
     /// keep working; their runs' files close when the last view goes.
     public func close() {
@@ -198,7 +208,10 @@ public final class LSMTree: Sendable {
             let stop = configuration.level0StopTrigger
             state.withLock(
                 waitingOn: .progress,
-                until: { s in s.closed || s.version.runs(atLevel: 0).count < stop || errors.fatal != nil }
+                until: { s in
+                    s.closed || closing.load(ordering: .acquiring) || s.version.runs(atLevel: 0).count < stop
+                        || errors.fatal != nil
+                }
             ) { _ in }
         }
     }
