@@ -4,7 +4,8 @@ import CloudletCore
 /// with disjoint key ranges and a byte budget ten times the previous one's. When level 0 has
 /// ``LSMTreeConfiguration/level0MergeTrigger`` runs, all of them merge with the level-1 runs they overlap into
 /// new level-1 runs; when a level ≥ 1 is over its budget, one of its runs merges with the runs it overlaps one
-/// level down. Leveled rather than tiered because the tree serves point reads (the key directory) far more than it
+/// level down. Of the levels due, the one furthest over (run count over the trigger at level 0, bytes over the
+/// budget below) goes first. Leveled rather than tiered because the tree serves point reads (the key directory) far more than it
 /// takes writes: a key is in at most one run a level ≥ 1, and space overhead stays near 10%; the extra rewriting
 /// is small at index sizes.
 ///
@@ -113,19 +114,29 @@ extension LSMTree {
             }
             return MergePlan(inputs: upper + lower, outputLevel: level, dropTombstones: !deeper)
         }
+        // The level furthest over its budget goes first (LevelDB's compaction score): level 0's score is its run
+        // count over the merge trigger, a deeper level's its bytes over its budget. Level 0 first whenever it was
+        // due let level 1 grow without bound under a steady load (every level-0 merge also rewrites the level-1
+        // runs it overlaps — with random keys, all of level 1 — so a 10 M-record load ended with ~1 GB at level 1,
+        // 100 times its budget, and each merge rewrote it).
+        var best: (score: Double, level: Int)?
         let level0 = runs.filter { $0.metadata.level == 0 }
-        if level0.count >= max(1, configuration.level0MergeTrigger) { return plan(level0, into: 1) }
+        let trigger = max(1, configuration.level0MergeTrigger)
+        if level0.count >= trigger { best = (Double(level0.count) / Double(trigger), 0) }
         let deepest = runs.map(\.metadata.level).max() ?? 0
-        guard deepest >= 1 else { return nil }
-        for level in 1...deepest {
-            let here = runs.filter { $0.metadata.level == level }
-            let bytes = here.reduce(0) { $0 + $1.metadata.fileSize }
-            // The largest run goes down: it frees the most of the budget.
-            if bytes > configuration.maxBytes(level: level), let run = here.max(by: { $0.metadata.fileSize < $1.metadata.fileSize }) {
-                return plan([run], into: level + 1)
-            }
+        for level in stride(from: 1, through: deepest, by: 1) {
+            let bytes = runs.reduce(UInt64(0)) { $0 + ($1.metadata.level == level ? $1.metadata.fileSize : 0) }
+            let budget = configuration.maxBytes(level: level)
+            guard bytes > budget else { continue }
+            let score = Double(bytes) / Double(max(budget, 1))
+            if score > best?.score ?? 0 { best = (score, level) }
         }
-        return nil
+        guard let best else { return nil }
+        if best.level == 0 { return plan(level0, into: 1) }
+        // The largest run goes down: it frees the most of the budget.
+        let here = runs.filter { $0.metadata.level == best.level }
+        guard let run = here.max(by: { $0.metadata.fileSize < $1.metadata.fileSize }) else { return nil }
+        return plan([run], into: best.level + 1)
     }
 
     /// The background thread: waits for a flush (or close), merges while merges are due (waking flushes stalled on
