@@ -116,11 +116,7 @@ extension QueryPropertyTests {
         #expect(built.composite > built.plans / 4, "plans using a composite index: \(built.composite) of \(built.plans)")
         #expect(built.countedInIndex > 0, "no count was read off an index")
         try await checkWhileChanging(db, records: &records, seed: seed, count: 10, queries: queries, &rng)
-        await store.waitForIndexBuilds()
-        try await store.close()
-        store = try await openStore(dir, partitions: 2)
-        db = try store.container(testContainer).privateDatabase(user: "u")
-        await store.waitForIndexBuilds()
+        (store, db) = try await reopened(store, dir)
         let reopened = try await check(
             db, records: records.values.compactMap { $0 }, seed: seed, phase: "reopened", count: 30, queries: queries, &rng)
         #expect(reopened.composite > reopened.plans / 4, "plans using a composite index after reopening: \(reopened.composite) of \(reopened.plans)")

@@ -388,6 +388,16 @@ import Testing
         return (store, db, records)
     }
 
+    /// `store` closed once its index builds are done, and opened again from `dir` (its indexes as flushed), its builds
+    /// done; with the test database.
+    func reopened(_ store: CloudletStore, _ dir: TempDir) async throws -> (CloudletStore, Database) {
+        await store.waitForIndexBuilds()
+        try await store.close()
+        let again = try await openStore(dir, partitions: 2)
+        await again.waitForIndexBuilds()
+        return (again, try again.container(testContainer).privateDatabase(user: "u"))
+    }
+
     @Test(arguments: [11 as UInt64, 12])
     func queriesMatchABruteForceScan(seed: UInt64) async throws {
         var rng = SeededRandom(seed: seed)
@@ -425,11 +435,7 @@ import Testing
         // Phase 4: records inserted and deleted between the pages of a query.
         try await checkWhileChanging(db, records: &records, seed: seed, count: 8, &rng)
         // Phase 5: the store reopened, its indexes rebuilt from the checkpoint.
-        await store.waitForIndexBuilds()
-        try await store.close()
-        store = try await openStore(dir, partitions: 2)
-        db = try store.container(testContainer).privateDatabase(user: "u")
-        await store.waitForIndexBuilds()
+        (store, db) = try await reopened(store, dir)
         let reopened = try await check(db, records: Array(records.values), seed: seed, phase: "reopened", count: 25, &rng)
         #expect(reopened.indexed > reopened.plans / 6, "plans using an index after reopening: \(reopened.indexed) of \(reopened.plans)")
         #expect(built.spatial + changed.spatial + reopened.spatial > 0, "no NEAR query used the spatial index")
@@ -459,11 +465,7 @@ import Testing
         let built = try await check(db, records: Array(records.values), seed: seed, phase: "built", count: 40, queries: queries, &rng)
         #expect(built.nearest > 20, "pages that visited cells nearest first: \(built.nearest) of \(built.plans)")
         try await checkWhileChanging(db, records: &records, seed: seed, count: 15, queries: queries, &rng)
-        await store.waitForIndexBuilds()
-        try await store.close()
-        store = try await openStore(dir, partitions: 2)
-        db = try store.container(testContainer).privateDatabase(user: "u")
-        await store.waitForIndexBuilds()
+        (store, db) = try await reopened(store, dir)
         let reopened = try await check(db, records: Array(records.values), seed: seed, phase: "reopened", count: 30, queries: queries, &rng)
         #expect(reopened.nearest > 10, "after reopening: \(reopened.nearest) of \(reopened.plans)")
         try await store.close()
