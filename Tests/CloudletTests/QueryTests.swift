@@ -256,7 +256,9 @@ import Testing
                 cursor = page.cursor
             } while cursor != nil && seen.count <= expected.count
             #expect(expected.count > 14 && seen == names(expected), "\(q.predicate)")
-            #expect(examined > seen.count + 20, "\(q.predicate): the case needs candidates the predicate rejects")
+            // (How many it rejects depends on the plan the counts choose — 19 to 320 in runs of the same build — so
+            // the case asks only that there be some.)
+            #expect(examined > seen.count, "\(q.predicate): the case needs candidates the predicate rejects")
         }
         try await store.close()
     }
