@@ -471,12 +471,8 @@ struct LSMTreeTests {
             }
         }
         // (Level 0 first: once it is empty, every merge that starts is held by the limit.)
-        var polls = 0
         func mergeUnderWay() throws -> Bool { try !tree.runs.contains(where: { $0.level == 0 }) && !strayRuns().isEmpty }
-        while try !mergeUnderWay(), polls < 20_000 {
-            usleep(1000)
-            polls += 1
-        }
+        try pollUntil { try mergeUnderWay() }
         let listing = try fs.listDirectory("/tree")
         try #require(try !strayRuns().isEmpty, "a merge of level 1 into level 2 is under way (bytes per level \(tree.statistics.bytesPerLevel), files \(listing))")
         let before = tree.runs
@@ -490,6 +486,15 @@ struct LSMTreeTests {
         #expect(reopened.runs == before)
         #expect(Dictionary(uniqueKeysWithValues: try reopened.scan().map { ($0.key, $0.value) }) == model)
         reopened.close()
+    }
+
+    /// Checks `condition` every millisecond until it holds, for at most 20 s (a background merge's progress); the
+    /// caller's `#require` says what it waited for.
+    private func pollUntil(_ condition: () throws -> Bool) rethrows {
+        for _ in 0..<20_000 {
+            if try condition() { return }
+            usleep(1000)
+        }
     }
 
     /// Memtable `round`: keys k0…k49, every value `[round]`.
@@ -512,11 +517,7 @@ struct LSMTreeTests {
         let first = try #require(tree.runs.first?.fileNumber)
         fs.stallFdatasync(matching: { $0.contains(SortedRunFile.name(first + 2)) })
         try tree.flush(roundMemtable(2), logPosition: [2])
-        var polls = 0
-        while fs.stalledFdatasyncCalls == 0, polls < 20_000 {
-            usleep(1000)
-            polls += 1
-        }
+        pollUntil { fs.stalledFdatasyncCalls > 0 }
         try #require(fs.stalledFdatasyncCalls == 1, "the merge of level 0 is held")
         return (fs, tree)
     }
@@ -551,11 +552,7 @@ struct LSMTreeTests {
             do { try tree.flush(third, logPosition: [3]) } catch { failure.withLock { $0 = error } }
             returned.signal()
         }
-        var polls = 0
-        while tree.runs.filter({ $0.level == 0 }).count < 3, polls < 20_000 {
-            usleep(1000)
-            polls += 1
-        }
+        pollUntil { tree.runs.filter { $0.level == 0 }.count >= 3 }
         try #require(tree.runs.filter { $0.level == 0 }.count == 3, "the third flush installed its run")
         #expect(returned.wait(timeout: .now() + 0.2) == .timedOut, "the flush waits while the merge is held")
         tree.prepareToClose()
