@@ -22,6 +22,17 @@ struct ManifestTests {
         for n in numbers { fs.setContents(of: "/t/" + SortedRunFile.name(n), to: [1]) }
     }
 
+    /// One edit per `i` in `edits`: adds a new run (log position `[i]`) and drops the oldest once more than `keeping`
+    /// would be live.
+    private func addRuns(_ edits: Range<Int>, to manifest: Manifest, _ fs: InMemoryFileSystem, keeping: Int) throws {
+        for i in edits {
+            let n = manifest.newFileNumber()
+            touch(fs, n)
+            let removed = manifest.current.runs.count >= keeping ? [manifest.current.runs[0].fileNumber] : []
+            try manifest.apply(ManifestEdit(logPosition: [UInt8(i)], addedRuns: [run(n, sequence: UInt64(i))], removedRuns: removed))
+        }
+    }
+
     @Test("reopening applies every edit: runs, log position, counters")
     func reopen() throws {
         let fs = InMemoryFileSystem()
@@ -167,12 +178,7 @@ struct ManifestTests {
         var configuration = Manifest.Configuration()
         configuration.rewriteSize = 2000
         let manifest = try Manifest(directory: "/t", fileSystem: fs, configuration: configuration)
-        for i in 0..<200 {
-            let n = manifest.newFileNumber()
-            touch(fs, n)
-            let removed = manifest.current.runs.count > 3 ? [manifest.current.runs[0].fileNumber] : []
-            try manifest.apply(ManifestEdit(logPosition: [UInt8(i)], addedRuns: [run(n, sequence: UInt64(i))], removedRuns: removed))
-        }
+        try addRuns(0..<200, to: manifest, fs, keeping: 4)
         let version = manifest.current
         let manifests = try fs.listDirectory("/t").filter { $0.hasPrefix("MANIFEST-") }
         #expect(manifests.count == 1)
@@ -180,6 +186,36 @@ struct ManifestTests {
         manifest.close()
         let reopened = try Manifest(directory: "/t", fileSystem: fs, configuration: configuration)
         #expect(reopened.current.runs == version.runs && reopened.current.logPosition == [199])
+    }
+
+    @Test("a clean close rewrites a manifest of many edits as its snapshot (the next open replays one record); a short one is kept")
+    func closeRewritesALongManifest() throws {
+        let fs = InMemoryFileSystem()
+        var configuration = Manifest.Configuration()
+        configuration.closeRewriteSize = 50
+        let manifest = try Manifest(directory: "/t", fileSystem: fs, configuration: configuration)
+        // Each edit adds a run and drops the oldest past 3: the edits outgrow a snapshot of 3 runs.
+        try addRuns(0..<40, to: manifest, fs, keeping: 3)
+        let version = manifest.current
+        let before = try fs.listDirectory("/t").filter { $0.hasPrefix("MANIFEST-") }
+        manifest.close()
+        let after = try fs.listDirectory("/t").filter { $0.hasPrefix("MANIFEST-") }
+        #expect(after.count == 1 && after != before, "close wrote a fresh manifest and removed the old one")
+        let reopened = try Manifest(directory: "/t", fileSystem: fs, configuration: configuration)
+        #expect(reopened.openReport.editCount == 1 && reopened.openReport.reused)
+        #expect(reopened.current.runs == version.runs && reopened.current.logPosition == [39])
+        #expect(reopened.current.nextFileNumber >= version.nextFileNumber)
+        let snapshotLength = try #require(fs.contents(of: "/t/" + after[0])).count
+
+        // One more edit: not twice the snapshot — kept as it is (however short the size limit).
+        try addRuns(40..<41, to: reopened, fs, keeping: 3)
+        let grown = try #require(fs.contents(of: "/t/" + after[0])).count
+        #expect(grown > 50 && grown - snapshotLength < snapshotLength / 2, "over the close rewrite size, far from twice the snapshot (\(grown), \(snapshotLength))")
+        reopened.close()
+        #expect(try fs.listDirectory("/t").filter { $0.hasPrefix("MANIFEST-") } == after)
+        let third = try Manifest(directory: "/t", fileSystem: fs, configuration: configuration)
+        #expect(third.openReport.editCount == 2 && third.current.logPosition == [40])
+        third.close()
     }
 
     @Test("a failed fdatasync fails the edit, refuses later ones, and the edit is not there after a crash")

@@ -13,7 +13,9 @@ import Synchronization
 /// open of an intact manifest no longer than ``Configuration/rewriteSize`` appends to it and writes nothing; any
 /// other writes a fresh manifest holding one snapshot record, points `CURRENT` at it (``FileReplacement``). Either
 /// way it deletes the leftovers: run files the version does not list, temp files, older manifests. A manifest that grows
-/// past ``Configuration/rewriteSize`` is rewritten the same way.
+/// past ``Configuration/rewriteSize`` is rewritten the same way, and so is one that ``close()`` finds longer than
+/// ``Configuration/closeRewriteSize`` and more than twice its snapshot (so that an open after a clean close replays
+/// one record).
 ///
 /// The first failed write or fdatasync is final: the manifest refuses every later edit (`readOnly`), since what
 /// reached the disk is unknown; reopen to go on.
@@ -24,6 +26,10 @@ public final class Manifest: Sendable {
         /// opens; a shorter one is kept and appended to, so that an open replays at most this many bytes of
         /// edits. Default 256 KiB (about a thousand flushes and merges).
         public var rewriteSize: UInt64 = 256 << 10
+        /// ``close()`` rewrites a manifest longer than this and more than twice the length of its snapshot record as
+        /// that one record, so that the next open replays one record rather than the edits. Default 16 KiB (a
+        /// replay of ~0.3 ms; below it a rewrite's three fsyncs would cost more at close than they save at open).
+        public var closeRewriteSize: UInt64 = 16 << 10
         /// Open without writing anything: no fresh manifest, no deletions, ``apply(_:)`` refused. Default false.
         public var readOnly = false
 
@@ -184,9 +190,17 @@ public final class Manifest: Sendable {
         }
     }
 
-    /// Closes the manifest file.
+    /// Closes the manifest file. A manifest longer than ``Configuration/closeRewriteSize`` and more than twice its
+    /// snapshot's length (edits the next open would replay one by one: ~240 KB of them at 10 M records) is first
+    /// rewritten as one snapshot record, so that the next open reads a few kilobytes; a failure to do so is harmless
+    /// (the old manifest stays in place, whole).
     public func close() {
         state.withLock { s in
+            if !configuration.readOnly, s.failure == nil, s.file != nil, s.size > configuration.closeRewriteSize,
+                s.size > UInt64(Self.headerSize + 2 * Self.record(s.version.snapshot).count)
+            {
+                rewrite(&s)
+            }
             try? s.file?.close()
             s.file = nil
             if s.failure == nil { s.failure = "closed" }
