@@ -392,7 +392,7 @@ import Testing
         let it = reader.makeIterator()
         try it.seek(indexKey)
         #expect(it.current?.key == indexKey)
-        let target = try reader.dataBlocks[SortedRunReader.blockIndex(for: indexKey, in: try reader.runIndex().separators)]
+        let target = try reader.dataBlocks[try reader.runIndex().separators.firstAtLeast(indexKey)]
         reader.close()
         var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: indexDir + "/" + run)))
         bytes[Int(target.offset + target.size / 2)] ^= 0x10

@@ -106,7 +106,7 @@ final class RunKeyWalk: KeyWalk {
             run = r
             reader = try runs[r].reader()
             index = try reader.runIndex()
-            let first = lower.map { SortedRunReader.blockIndex(for: $0, in: index.separators) } ?? 0
+            let first = lower.map { index.separators.firstAtLeast($0) } ?? 0
             if try load(block: first, seekingTo: lower) { return }
             lower = nil
             r += 1
@@ -131,7 +131,7 @@ final class RunKeyWalk: KeyWalk {
                 }
                 block = c.block
                 blockIndex = i
-                checkUpper = upper.map { LSMKey.compare(index.separators[i], $0) >= 0 } ?? false
+                checkUpper = upper.map { index.separators.compare(i, $0) >= 0 } ?? false
                 key = e.key
                 value = e.value
                 next = e.next
@@ -180,20 +180,14 @@ final class RunKeyWalk: KeyWalk {
 
     override func seek(_ target: [UInt8]) throws {
         guard !done, LSMKey.compare(key, target) < 0 else { return }
-        if LSMKey.compare(target, index.separators[blockIndex]) <= 0 {
+        if index.separators.compare(blockIndex, target) >= 0 {
             // In this block (its separator is at least every key in it): stepping on in place reaches it.
             while !done, LSMKey.compare(key, target) < 0 { try advance() }
             return
         }
         // A later block of this run (a binary search of its separators), or of a later run.
         if LSMKey.compare(target, runs[run].metadata.largestKey) <= 0 {
-            var lo = blockIndex + 1
-            var hi = index.separators.count
-            while lo < hi {
-                let mid = (lo + hi) / 2
-                if LSMKey.compare(index.separators[mid], target) < 0 { lo = mid + 1 } else { hi = mid }
-            }
-            if try load(block: lo, seekingTo: target) { return }
+            if try load(block: index.separators.firstAtLeast(target, from: blockIndex + 1), seekingTo: target) { return }
             try open(run: run + 1, seekingTo: nil)
             return
         }

@@ -73,7 +73,7 @@ final class SortedRunReverseIterator: LSMIterator {
     /// Positions at the last entry whose key is below `key`.
     func seek(_ key: [UInt8]) throws {
         let index = try reader.runIndex()
-        let i = min(SortedRunReader.blockIndex(for: key, in: index.separators), index.handles.count - 1)
+        let i = min(index.separators.firstAtLeast(key), index.handles.count - 1)
         try load(block: i, before: key)
     }
 
@@ -124,10 +124,11 @@ final class SortedRunReverseIterator: LSMIterator {
     /// Decodes the entry at ``position`` into ``current``.
     private func settle() throws {
         let (key, value) = entries[position]
-        guard LSMKey.compare(key, try reader.runIndex().separators[blockIndex]) <= 0 else {
+        let separators = try reader.runIndex().separators
+        guard separators.compare(blockIndex, key) >= 0 else {
             throw reader.defect(Block.Defect("key past its block's index separator"), block: blockIndex)
         }
-        if blockIndex > 0, position == 0, LSMKey.compare(key, try reader.runIndex().separators[blockIndex - 1]) <= 0 {
+        if blockIndex > 0, position == 0, separators.compare(blockIndex - 1, key) >= 0 {
             throw reader.defect(Block.Defect("block's first key does not follow the previous block's separator"), block: blockIndex)
         }
         current = try reader.entry(key: key, value: value, block: blockIndex)

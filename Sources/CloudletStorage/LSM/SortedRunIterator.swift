@@ -6,9 +6,9 @@ public final class SortedRunIterator: LSMIterator {
     private let fillCache: Bool
     private var blockIndex = 0
     private var cursor: BlockCursor?
-    /// The index separator of block ``blockIndex``, kept when the block is loaded: every step checks its key
-    /// against it, and the run's index need not be fetched for that each time.
-    private var separator: [UInt8] = []
+    /// The run's index, kept when a block is loaded: every step checks its key against the block's separator, and the
+    /// index need not be fetched for that each time.
+    private var index: SortedRunReader.RunIndex?
     public private(set) var current: LSMEntry?
 
     init(_ reader: SortedRunReader, fillCache: Bool) {
@@ -21,7 +21,7 @@ public final class SortedRunIterator: LSMIterator {
     }
 
     public func seek(_ key: [UInt8]) throws {
-        let block = SortedRunReader.blockIndex(for: key, in: try reader.runIndex().separators)
+        let block = try reader.runIndex().separators.firstAtLeast(key)
         try load(block: block, after: nil) { cursor throws(Block.Defect) in try cursor.seek(key) }
     }
 
@@ -55,7 +55,7 @@ public final class SortedRunIterator: LSMIterator {
                     throw reader.defect(Block.Defect("block's first key does not follow the previous block's"), block: i)
                 }
                 blockIndex = i
-                separator = index.separators[i]
+                self.index = index
                 cursor = c
                 try settle()
                 return
@@ -70,7 +70,7 @@ public final class SortedRunIterator: LSMIterator {
 
     /// Decodes the cursor's entry into ``current``.
     private func settle() throws {
-        guard LSMKey.compare(cursor!.key, separator) <= 0 else {
+        guard index!.separators.compare(blockIndex, cursor!.key) >= 0 else {
             throw reader.defect(Block.Defect("key past its block's index separator"), block: blockIndex)
         }
         current = try reader.entry(key: cursor!.key, value: cursor!.value, block: blockIndex)

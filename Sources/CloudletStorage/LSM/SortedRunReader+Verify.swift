@@ -39,7 +39,15 @@ extension SortedRunReader {
             note(0, "\(error)")
             return findings
         }
-        let (separators, filter) = (index.separators, index.filter)
+        let separators = index.separators
+        let filter: BloomFilter
+        do { filter = try self.filter() } catch let error as CloudletError {
+            note(footer.filter.offset, error.message)
+            return findings
+        } catch {
+            note(footer.filter.offset, "\(error)")
+            return findings
+        }
         for (i, handle) in index.handles.enumerated() {
             do {
                 let contents = try Self.readBlockContents(file, path, handle)
@@ -55,7 +63,7 @@ extension SortedRunReader {
                     if let previous, LSMKey.compare(key, previous) <= 0 {
                         note(handle.offset, "key \(LSMKey.printable(key)) does not follow the previous key")
                     }
-                    if LSMKey.compare(key, separators[i]) > 0 {
+                    if separators.compare(i, key) < 0 {
                         note(handle.offset, "key \(LSMKey.printable(key)) is past the block's separator")
                     }
                     if !filter.mayContain(key) { note(footer.filter.offset, "bloom filter misses \(LSMKey.printable(key))") }

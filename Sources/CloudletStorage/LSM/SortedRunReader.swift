@@ -15,21 +15,26 @@ public final class SortedRunReader: Sendable {
     public let fileSize: UInt64
     public let properties: SortedRunProperties
     let file: any File
-    /// The index and the filter, loaded on first use. A class, read without a lock once loaded: every point read and
-    /// every iterator step asks for it.
+    /// The index, loaded on first use. A class, read without a lock once loaded: every point read and every iterator
+    /// step asks for it.
     final class RunIndex: Sendable {
         /// Data block `i` holds the keys in (separator `i - 1`, separator `i`].
-        let separators: [[UInt8]]
+        let separators: SeparatorIndex
         let handles: [BlockHandle]
-        let filter: BloomFilter
 
-        init(separators: [[UInt8]], handles: [BlockHandle], filter: BloomFilter) {
+        init(separators: SeparatorIndex, handles: [BlockHandle]) {
             self.separators = separators
             self.handles = handles
-            self.filter = filter
         }
     }
+    /// The bloom filter, loaded by the first point read (scans never need it).
+    final class LoadedFilter: Sendable {
+        let filter: BloomFilter
+
+        init(_ filter: BloomFilter) { self.filter = filter }
+    }
     private let loaded = AtomicLazyReference<RunIndex>()
+    private let loadedFilter = AtomicLazyReference<LoadedFilter>()
     let footer: SortedRunFooter
     let cache: BlockCache?
 
@@ -100,16 +105,30 @@ public final class SortedRunReader: Sendable {
         }
     }
 
-    /// The index and the bloom filter, read and checked the first time (damage throws, and is reported).
+    /// The index, read and checked the first time (damage throws, and is reported).
     func runIndex() throws -> RunIndex {
         if let index = loaded.load() { return index }
-        do {
+        return try reportingCorruption {
             let (separators, handles) = try Self.loadIndex(try Self.readBlockContents(file, path, footer.index), path, footer)
+            return loaded.storeIfNil(RunIndex(separators: separators, handles: handles))
+        }
+    }
+
+    /// The bloom filter, read and checked the first time (damage throws, and is reported). Only point reads load it:
+    /// a scan (a query, the open-time share check, a merge) reads a run's index and blocks, never its filter.
+    func filter() throws -> BloomFilter {
+        if let loaded = loadedFilter.load() { return loaded.filter }
+        return try reportingCorruption {
             guard let filter = BloomFilter(encoded: try Self.readBlockContents(file, path, footer.filter)) else {
                 throw CloudletError.corruption(run: path, offset: footer.filter.offset, "malformed bloom filter")
             }
-            return loaded.storeIfNil(RunIndex(separators: separators, handles: handles, filter: filter))
-        } catch let error as CloudletError where error.code == .corruption {
+            return loadedFilter.storeIfNil(LoadedFilter(filter)).filter
+        }
+    }
+
+    /// Runs `body`, telling ``onCorruption`` of a corruption error it throws.
+    private func reportingCorruption<T>(_ body: () throws -> T) throws -> T {
+        do { return try body() } catch let error as CloudletError where error.code == .corruption {
             onCorruption?(error)
             throw error
         }
@@ -127,9 +146,9 @@ public final class SortedRunReader: Sendable {
         guard properties.entryCount > 0, LSMKey.compare(key, properties.smallestKey) >= 0,
             LSMKey.compare(key, properties.largestKey) <= 0
         else { return nil }
+        guard try filter().mayContain(key) else { return nil }
         let index = try runIndex()
-        guard index.filter.mayContain(key) else { return nil }
-        let i = Self.blockIndex(for: key, in: index.separators)
+        let i = index.separators.firstAtLeast(key)
         guard i < index.handles.count else { return nil }
         var cursor = BlockCursor(try block(i))
         do throws(Block.Defect) { try cursor.seek(key) } catch { throw defect(error, block: i) }
@@ -138,7 +157,7 @@ public final class SortedRunReader: Sendable {
     }
 
     /// Whether the bloom filter lets `key` through (false: certainly not in the run).
-    public func mayContain(_ key: [UInt8]) throws -> Bool { try runIndex().filter.mayContain(key) }
+    public func mayContain(_ key: [UInt8]) throws -> Bool { try filter().mayContain(key) }
 
     /// A new iterator over the run's entries (not positioned yet). With `fillCache` false, blocks it reads that are
     /// not cached are not added to the cache (for merges and verification, which read everything once).
@@ -147,16 +166,8 @@ public final class SortedRunReader: Sendable {
     /// The data blocks, in order (for tools).
     public var dataBlocks: [BlockHandle] { get throws { try runIndex().handles } }
 
-    /// The first block whose separator is at least `key` (`separators.count` if none).
-    static func blockIndex(for key: [UInt8], in separators: [[UInt8]]) -> Int {
-        var lo = 0
-        var hi = separators.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if LSMKey.compare(separators[mid], key) < 0 { lo = mid + 1 } else { hi = mid }
-        }
-        return lo
-    }
+    /// Where the bloom filter block lies (for tools).
+    public var filterBlock: BlockHandle { footer.filter }
 
     /// Data block `i`, from the cache or the file (checked, decompressed, then cached if `fillCache`).
     func block(_ i: Int, fillCache: Bool = true) throws -> Block {
@@ -179,21 +190,12 @@ public final class SortedRunReader: Sendable {
 
     /// Decodes a data entry's value bytes: kind, sequence, value.
     func entry(key: [UInt8], value bytes: ArraySlice<UInt8>, block i: Int) throws -> LSMEntry {
-        if let kindByte = bytes.first, let kind = LSMEntry.Kind(rawValue: kindByte) {
-            // The sequence: a varint of at most ten bytes after the kind.
-            var at = bytes.startIndex + 1
-            var sequence: UInt64 = 0
-            var shift: UInt64 = 0
-            while at < bytes.endIndex, shift < 64 {
-                let b = bytes[at]
-                at += 1
-                sequence |= UInt64(b & 0x7F) << shift
-                if b & 0x80 == 0 {
-                    guard kind == .value || at == bytes.endIndex else { break }
-                    return LSMEntry(key: key, kind: kind, sequence: sequence, value: Array(bytes[at...]))
-                }
-                shift += 7
-            }
+        // The kind, then the sequence (a varint), then the value (a tombstone has none).
+        var at = bytes.startIndex + 1
+        if let kindByte = bytes.first, let kind = LSMEntry.Kind(rawValue: kindByte),
+            let sequence = Self.varint(bytes, &at, end: bytes.endIndex), kind == .value || at == bytes.endIndex
+        {
+            return LSMEntry(key: key, kind: kind, sequence: sequence, value: Array(bytes[at...]))
         }
         let error = CloudletError.corruption(run: path, offset: blockOffset(i), "entry \(LSMKey.printable(key)) is malformed")
         onCorruption?(error)
@@ -222,19 +224,29 @@ public final class SortedRunReader: Sendable {
 
     /// Decodes the index block: separators must increase, data blocks must tile the space between the header and
     /// the index block, and there must be as many as the footer says.
+    /// Entries are decoded where they lie: each separator's bytes go straight into the ``SeparatorIndex`` buffer.
     static func loadIndex(_ contents: [UInt8], _ path: String, _ footer: SortedRunFooter) throws -> (
-        [[UInt8]], [BlockHandle]
+        SeparatorIndex, [BlockHandle]
     ) {
         let offset = footer.index.offset
-        var separators: [[UInt8]] = []
+        let blockCount = Int(footer.dataBlockCount)
+        var separators = SeparatorIndex(reservingCapacity: blockCount, bytes: contents.count)
         var handles: [BlockHandle] = []
+        handles.reserveCapacity(blockCount)
         do throws(Block.Defect) {
-            var cursor = BlockCursor(try Block(contents))
-            try cursor.seekToFirst()
+            let block = try Block(contents)
             var expected = UInt64(SortedRunLayout.headerSize)
-            while cursor.current != nil {
-                var r = ByteReader(Array(cursor.value), what: "index entry")
-                guard let blockOffset = try? r.varint(), let size = try? r.varint(), r.isAtEnd else {
+            var at = 0
+            while at < block.restartsStart {
+                let l = try block.layout(at: at, previousKeyCount: separators.lastCount)
+                let rest = contents[l.unshared]
+                guard separators.follows(sharing: l.shared, rest) else {
+                    throw Block.Defect("index entry \(separators.count) does not follow the one before")
+                }
+                var v = l.value.lowerBound
+                guard let blockOffset = varint(contents[...], &v, end: l.value.upperBound),
+                    let size = varint(contents[...], &v, end: l.value.upperBound), v == l.value.upperBound
+                else {
                     throw Block.Defect("malformed index entry \(separators.count)")
                 }
                 let handle = BlockHandle(offset: blockOffset, size: size)
@@ -242,9 +254,9 @@ public final class SortedRunReader: Sendable {
                     throw Block.Defect("index entry \(separators.count) points at \(blockOffset), expected \(expected)")
                 }
                 expected = handle.end
-                separators.append(cursor.key)
+                separators.append(sharing: l.shared, rest)
                 handles.append(handle)
-                try cursor.advance()
+                at = l.next
             }
             guard expected == footer.index.offset, handles.count == Int(footer.dataBlockCount) else {
                 throw Block.Defect("index does not cover the data blocks the footer counts")
@@ -253,6 +265,20 @@ public final class SortedRunReader: Sendable {
             throw CloudletError.corruption(run: path, offset: offset, "index block: \(error.reason)")
         }
         return (separators, handles)
+    }
+
+    /// A LEB128 varint of at most ten bytes at `at` (moved past it) before `end`; nil if cut off or too long.
+    private static func varint(_ bytes: ArraySlice<UInt8>, _ at: inout Int, end: Int) -> UInt64? {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while at < end, shift < 64 {
+            let b = bytes[at]
+            at += 1
+            result |= UInt64(b & 0x7F) << shift
+            if b & 0x80 == 0 { return result }
+            shift += 7
+        }
+        return nil
     }
 }
 
