@@ -2,8 +2,9 @@ import CloudletCore
 import Synchronization
 
 /// Reads a sorted run file (SortedRunFormat.md). Opening checks the header and footer and reads the properties;
-/// the index and the bloom filter are loaded the first time a read needs them (``runIndex()``) and then stay in
-/// memory, so that opening a tree of many runs costs a few small reads a run, not its indexes and filters; data
+/// the index is loaded the first time a read needs it (``runIndex()``), the bloom filter the first time a point read
+/// does (``filter()``), and both then stay in memory, so that opening a tree of many runs costs a few small reads a
+/// run, not its indexes and filters; data
 /// blocks are read on demand through the shared ``BlockCache``. Every block's checksum and structure is checked before anything in it is used: a
 /// defect throws a `corruption` error naming the file and the block's offset, never a wrong answer.
 ///
