@@ -178,8 +178,9 @@ package struct KeyDirectory: Sendable {
 
     /// The newest value of `key` (nil: none or deleted): the memtables, then the runs.
     private func lookup(_ key: [UInt8]) throws -> [UInt8]? {
-        if let e = memtable.get(key) ?? flushing?.get(key) { return e.isTombstone ? nil : e.value }
-        guard let base, let e = try base.entry(key), !e.isTombstone else { return nil }
+        let hash = KeyHash.hash(key)
+        if let e = memtable.get(key, hash: hash) ?? flushing?.get(key, hash: hash) { return e.isTombstone ? nil : e.value }
+        guard let base, let e = try base.entry(key, hash: hash), !e.isTombstone else { return nil }
         return e.value
     }
 

@@ -43,19 +43,22 @@ public final class LSMReadView: Sendable {
     /// The newest entry of `key`, a tombstone included, or nil if no source has one. Looks at the memtables, then
     /// the level-0 runs whose key range holds the key, newest first, then in each deeper level the one run whose
     /// range may hold it (a binary search), each run through its bloom filter; stops at the first hit.
-    public func entry(_ key: [UInt8]) throws -> LSMEntry? {
+    public func entry(_ key: [UInt8]) throws -> LSMEntry? { try entry(key, hash: KeyHash.hash(key)) }
+
+    /// ``entry(_:)`` of a key whose ``KeyHash`` the caller has: every memtable and run probes its filter with it.
+    public func entry(_ key: [UInt8], hash: UInt64) throws -> LSMEntry? {
         for memtable in memtables {
-            if let e = memtable.get(key) { return e }
+            if let e = memtable.get(key, hash: hash) { return e }
         }
         for run in level0 {
             let m = run.metadata
             guard LSMKey.compare(key, m.smallestKey) >= 0, LSMKey.compare(key, m.largestKey) <= 0 else { continue }
-            if let e = try run.reader().get(key) { return e }
+            if let e = try run.reader().get(key, hash: hash) { return e }
         }
         for level in levels {
             let i = Self.firstRun(endingAtOrAfter: key, in: level)
             guard i < level.count, LSMKey.compare(key, level[i].metadata.smallestKey) >= 0 else { continue }
-            if let e = try level[i].reader().get(key) { return e }
+            if let e = try level[i].reader().get(key, hash: hash) { return e }
         }
         return nil
     }

@@ -94,8 +94,10 @@ public struct Memtable: Sendable {
     public mutating func delete(_ key: [UInt8], sequence: UInt64) { apply(.delete(key, sequence: sequence)) }
 
     /// The entry of `key` (a tombstone included), or nil if the memtable has none.
-    public func get(_ key: [UInt8]) -> LSMEntry? {
-        let hash = KeyHash.hash(key)
+    public func get(_ key: [UInt8]) -> LSMEntry? { get(key, hash: KeyHash.hash(key)) }
+
+    /// ``get(_:)`` of a key whose ``KeyHash`` the caller has (a read through several memtables and runs hashes once).
+    public func get(_ key: [UInt8], hash: UInt64) -> LSMEntry? {
         if let i = recent.find(key, hash: hash) { return recent.entries[i] }
         return layersGet(key, hash: hash)
     }

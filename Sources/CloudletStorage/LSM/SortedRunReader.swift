@@ -143,11 +143,14 @@ public final class SortedRunReader: Sendable {
 
     /// The newest entry of `key` in this run — a value or a tombstone — or nil if the run has none. Consults the
     /// bloom filter first, then reads at most one block.
-    public func get(_ key: [UInt8]) throws -> LSMEntry? {
+    public func get(_ key: [UInt8]) throws -> LSMEntry? { try get(key, hash: KeyHash.hash(key)) }
+
+    /// ``get(_:)`` of a key whose ``KeyHash`` the caller has (a read through several runs hashes once).
+    public func get(_ key: [UInt8], hash: UInt64) throws -> LSMEntry? {
         guard properties.entryCount > 0, LSMKey.compare(key, properties.smallestKey) >= 0,
             LSMKey.compare(key, properties.largestKey) <= 0
         else { return nil }
-        guard try filter().mayContain(key) else { return nil }
+        guard try filter().mayContain(hash: hash) else { return nil }
         let index = try runIndex()
         let i = index.separators.firstAtLeast(key)
         guard i < index.handles.count else { return nil }
