@@ -92,7 +92,7 @@ struct LogRecovery {
         for i in 0..<start.index {
             let file = try openSegment(files[i].path, writable: false)
             defer { try? file.close() }
-            var reader = try SegmentReader(file: file, path: files[i].path, headerOnly: true)
+            var reader = try SegmentReader(file: file, path: files[i].path)  // reads the 48-byte header only
             guard
                 case .valid(let header) = try checkHeader(
                     &reader, firstLSN: files[i].lsn, generation: files[i].generation, marker: layout.marker,
@@ -241,7 +241,7 @@ struct LogRecovery {
     ) throws -> HeaderCheck {
         let path = reader.path
         let n = Int(min(UInt64(SegmentHeader.size), reader.size))
-        let i = try reader.load(0, count: n)
+        let i = try reader.load(0, count: n, exact: true)
         switch SegmentHeader.parse(Array(reader.buffer[i..<(i + n)])) {
         case .success(let header):
             if let problem = SegmentHeader.mismatch(header, firstLSN: firstLSN, generation: generation, partition: partition, marker: marker) {

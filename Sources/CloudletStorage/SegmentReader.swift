@@ -18,14 +18,12 @@ struct SegmentReader {
     private let read: (_ offset: UInt64, _ count: Int) throws -> [UInt8]
     private let prefetch: ((_ offset: UInt64, _ count: Int) -> Void)?
 
-    /// A reader of the segment file `file` (its size now): a scan, through the 1 MiB window with read-ahead — or,
-    /// `headerOnly`, reading just what is asked (an open that checks the headers of segments it does not replay
-    /// reads 48 bytes of each, not 1 MiB plus 4 MiB of read-ahead — at 10 M records, 60 segments).
-    init(file: any File, path: String, headerOnly: Bool = false) throws {
+    /// A reader of the segment file `file` (its size now), through the 1 MiB window with read-ahead (a header is
+    /// read exactly: ``load(_:count:exact:)``).
+    init(file: any File, path: String) throws {
         let size: UInt64
         do { size = try file.size() } catch { throw CloudletError.io(error, "reading the size of segment \(path)") }
-        let prefetch: ((UInt64, Int) -> Void)? = headerOnly ? nil : { file.prefetch(at: $0, count: $1) }
-        self.init(path: path, size: size, window: headerOnly ? 1 : Self.window, prefetch: prefetch) { offset, count in
+        self.init(path: path, size: size, window: Self.window, prefetch: { file.prefetch(at: $0, count: $1) }) { offset, count in
             do throws(FileSystemError) { return try file.read(at: offset, count: count) } catch {
                 throw CloudletError.io(error, "reading segment \(path) at offset \(offset)")
             }
@@ -45,17 +43,19 @@ struct SegmentReader {
     }
 
     /// Makes the segment's bytes `offset ..< offset + count` (cut at its end) available in ``buffer`` and returns
-    /// the index of `offset` in it.
-    mutating func load(_ offset: UInt64, count: Int) throws -> Int {
+    /// the index of `offset` in it. `exact`: read just those bytes, no window and no read-ahead (a segment's header,
+    /// when the scan that follows may start far from it: an open after a clean close enters the last segment at its
+    /// end, and read 1 MiB of its start and advised 4 MiB more for 48 bytes).
+    mutating func load(_ offset: UInt64, count: Int, exact: Bool = false) throws -> Int {
         precondition(offset <= size, "read past the end of a segment")
         let count = Int(min(UInt64(count), size - offset))
         if offset >= bufferStart && offset + UInt64(count) <= bufferStart + UInt64(buffer.count) {
             return Int(offset - bufferStart)
         }
-        let want = Int(min(UInt64(max(count, window)), size - offset))
+        let want = exact ? count : Int(min(UInt64(max(count, window)), size - offset))
         buffer = try read(offset, want)
         // Scans go forward: let the disk fetch the next windows while this one is checked.
-        if let prefetch, offset + UInt64(want) < size { prefetch(offset + UInt64(want), 4 * window) }
+        if !exact, let prefetch, offset + UInt64(want) < size { prefetch(offset + UInt64(want), 4 * window) }
         bufferStart = offset
         guard buffer.count >= count else {
             throw CloudletError(.io, "segment \(path) shrank while being read: \(buffer.count) bytes at offset \(offset)")
