@@ -60,24 +60,27 @@ struct SortedRunTests {
         }
     }
 
-    @Test("a damaged byte anywhere is detected: get and scans answer right or throw corruption; verify names it")
-    func corruptionDetected() throws {
+    /// On "posix" the run file is mapped and blocks are checked where they lie; on "memory" they are read.
+    @Test(
+        "a damaged byte anywhere is detected: get and scans answer right or throw corruption; verify names it",
+        arguments: ["posix", "memory"])
+    func corruptionDetected(fileSystemKind: String) throws {
         let seed = SeededRandom.testSeed()
         var rng = SeededRandom(seed: seed)
-        let fs = InMemoryFileSystem()
-        try fs.createDirectory("/lsm")
+        let (fs, dir, temp) = testFileSystem(fileSystemKind)
+        defer { withExtendedLifetime(temp) {} }
         let entries = randomEntries(1500, &rng)
         var configuration = SortedRunConfiguration()
         configuration.blockSize = 512
-        let path = try writeRun(entries, directory: "/lsm", fileSystem: fs, configuration: configuration)
-        let pristine = try #require(fs.contents(of: path))
+        let path = try writeRun(entries, directory: dir, fileSystem: fs, configuration: configuration)
+        let pristine = try fs.readFile(path)
         let model = Dictionary(uniqueKeysWithValues: entries.map { ($0.key, $0) })
 
         for trial in 0..<150 {
             var damaged = pristine
             let offset = trial < 16 ? pristine.count - 1 - rng.int(64) : rng.int(pristine.count)  // footer often
             damaged[offset] ^= UInt8(1 + rng.int(255))
-            fs.setContents(of: path, to: damaged)
+            try fs.replaceFile(path, with: damaged)
             let context = "seed \(seed) trial \(trial) offset \(offset)"
 
             let reader: SortedRunReader

@@ -45,21 +45,26 @@ enum SortedRunLayout {
 
     /// The contents of a block read with its trailer (`bytes` = stored bytes + 5): checksum checked, decompressed.
     /// The error says what is wrong; the caller names the file and offset.
-    static func unseal(_ bytes: [UInt8]) -> Result<[UInt8], BlockDefect> {
+    static func unseal(_ bytes: [UInt8]) -> Result<[UInt8], BlockDefect> { bytes.withUnsafeBytes { unseal($0) } }
+
+    /// ``unseal(_:)`` of bytes where they lie (a mapped run file): checked and decompressed into a new array.
+    static func unseal(_ bytes: UnsafeRawBufferPointer) -> Result<[UInt8], BlockDefect> {
         guard bytes.count >= trailerSize else { return .failure(BlockDefect("block shorter than its trailer")) }
         let n = bytes.count - trailerSize
-        let expected = bytes.loadLE(UInt32.self, at: n + 1)
-        guard CRC32C.checksum(bytes[0...n]) == expected else { return .failure(BlockDefect("block CRC mismatch")) }
+        let expected = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: n + 1, as: UInt32.self))
+        guard CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0...n])) == expected else {
+            return .failure(BlockDefect("block CRC mismatch"))
+        }
         switch bytes[n] {
         case uncompressed:
             return .success(Array(bytes[0..<n]))
         case lz4:
             guard n >= 4 else { return .failure(BlockDefect("compressed block too short")) }
-            let length = Int(bytes.loadLE(UInt32.self, at: 0))
+            let length = Int(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: 0, as: UInt32.self)))
             guard length <= maxBlockSize, UInt64(length) <= UInt64(n - 4) * 255 + 255 else {
                 return .failure(BlockDefect("compressed block of \(n) bytes claims \(length) bytes"))
             }
-            switch LZ4Block.decompress(bytes[4..<n], expected: length) {
+            switch LZ4Block.decompress(UnsafeRawBufferPointer(rebasing: bytes[4..<n]), expected: length) {
             case .success(let out): return .success(out)
             case .failure(let f):
                 return .failure(BlockDefect("LZ4 block does not decompress to \(length) bytes (returned \(f.returned))"))

@@ -16,6 +16,10 @@ public final class SortedRunReader: Sendable {
     public let fileSize: UInt64
     public let properties: SortedRunProperties
     let file: any File
+    /// The whole file mapped read-only, where the file system can (``File/mapReadOnly(count:)``): a block is then
+    /// checked and decompressed where it lies in the page cache, with no `pread` and no copy (a run never changes
+    /// after it is written and is only ever deleted, which leaves a mapping valid). Nil: blocks are read with `pread`.
+    private let mapping: MappedRegion?
     /// The index, loaded on first use. A class, read without a lock once loaded: every point read and every iterator
     /// step asks for it.
     final class RunIndex: Sendable {
@@ -93,6 +97,7 @@ public final class SortedRunReader: Sendable {
                 throw CloudletError.corruption(run: path, offset: footer.properties.offset, error.message)
             }
             self.properties = properties
+            mapping = file.mapReadOnly(count: Int(fileSize))
             guard properties.dataBlockCount == UInt64(footer.dataBlockCount),
                 properties.entryCount >= properties.dataBlockCount,
                 properties.entryCount > 0 || properties.smallestKey.isEmpty && properties.largestKey.isEmpty
@@ -110,7 +115,7 @@ public final class SortedRunReader: Sendable {
     func runIndex() throws -> RunIndex {
         if let index = loaded.load() { return index }
         return try reportingCorruption {
-            let (separators, handles) = try Self.loadIndex(try Self.readBlockContents(file, path, footer.index), path, footer)
+            let (separators, handles) = try Self.loadIndex(try blockContents(footer.index), path, footer)
             return loaded.storeIfNil(RunIndex(separators: separators, handles: handles))
         }
     }
@@ -120,7 +125,7 @@ public final class SortedRunReader: Sendable {
     func filter() throws -> BloomFilter {
         if let loaded = loadedFilter.load() { return loaded.filter }
         return try reportingCorruption {
-            guard let filter = BloomFilter(encoded: try Self.readBlockContents(file, path, footer.filter)) else {
+            guard let filter = BloomFilter(encoded: try blockContents(footer.filter)) else {
                 throw CloudletError.corruption(run: path, offset: footer.filter.offset, "malformed bloom filter")
             }
             return loadedFilter.storeIfNil(LoadedFilter(filter)).filter
@@ -182,7 +187,7 @@ public final class SortedRunReader: Sendable {
         let contents: [UInt8]
         let block: Block
         do {
-            contents = try Self.readBlockContents(file, path, handle)
+            contents = try blockContents(handle)
             do throws(Block.Defect) { block = try Block(contents) } catch { throw defect(error, block: i) }
         } catch let error as CloudletError where error.code == .corruption {
             onCorruption?(error)
@@ -212,6 +217,19 @@ public final class SortedRunReader: Sendable {
 
     /// Where data block `i` starts (0 if the index is not loaded: only blocks of a loaded index are ever read).
     private func blockOffset(_ i: Int) -> UInt64 { loaded.load()?.handles[i].offset ?? 0 }
+
+    /// A block's contents, checked and decompressed: from the mapping where there is one, else read.
+    func blockContents(_ handle: BlockHandle) throws -> [UInt8] {
+        guard let mapping else { return try Self.readBlockContents(file, path, handle) }
+        let length = Int(handle.size) + SortedRunLayout.trailerSize
+        guard handle.offset <= fileSize, UInt64(length) <= fileSize - handle.offset else {
+            throw CloudletError.corruption(run: path, offset: handle.offset, "block runs past the end of the file")
+        }
+        switch SortedRunLayout.unseal(UnsafeRawBufferPointer(start: mapping.base + Int(handle.offset), count: length)) {
+        case .success(let contents): return contents
+        case .failure(let defect): throw CloudletError.corruption(run: path, offset: handle.offset, defect.reason)
+        }
+    }
 
     /// Reads a block and its trailer, checks and decompresses it.
     static func readBlockContents(_ file: any File, _ path: String, _ handle: BlockHandle) throws -> [UInt8] {
