@@ -18,7 +18,10 @@ final class LSMRunHandle: Sendable {
     /// The run's key in the tree's block cache (``SortedRunReader/cacheID``).
     let cacheID: UInt64
     private let open: @Sendable () throws -> SortedRunReader
-    private let opened: Mutex<SortedRunReader?>
+    /// The reader once open: read without a lock (every point read asks each run it probes for it).
+    private let opened = AtomicLazyReference<SortedRunReader>()
+    /// Held while opening, so that two first reads open the file once.
+    private let opening = Mutex(())
     private let cache: BlockCache?
     private let fileSystem: any FileSystem
     private let errors: LSMErrorSink
@@ -31,7 +34,7 @@ final class LSMRunHandle: Sendable {
         cacheID = reader.cacheID
         cache = reader.cache
         open = { reader }
-        opened = Mutex(reader)
+        _ = opened.storeIfNil(reader)
         self.fileSystem = fileSystem
         self.errors = errors
     }
@@ -46,18 +49,16 @@ final class LSMRunHandle: Sendable {
         self.cacheID = cacheID
         self.cache = cache
         self.open = open
-        opened = Mutex(nil)
         self.fileSystem = fileSystem
         self.errors = errors
     }
 
     /// The run's reader, opened now if this is the first use (a damaged file throws `corruption`, every time).
     func reader() throws -> SortedRunReader {
-        try opened.withLock { r in
-            if let r { return r }
-            let reader = try open()
-            r = reader
-            return reader
+        if let r = opened.load() { return r }
+        return try opening.withLock { _ in
+            if let r = opened.load() { return r }
+            return opened.storeIfNil(try open())
         }
     }
 
@@ -65,7 +66,7 @@ final class LSMRunHandle: Sendable {
     func markObsolete() { obsolete.store(true, ordering: .releasing) }
 
     deinit {
-        opened.withLock { $0 }?.close()
+        opened.load()?.close()
         guard obsolete.load(ordering: .acquiring) else { return }
         cache?.removeAll(fileNumber: cacheID)
         do throws(FileSystemError) { try fileSystem.remove(path) } catch {

@@ -122,13 +122,16 @@ public final class SortedRunReader: Sendable {
 
     /// The bloom filter, read and checked the first time (damage throws, and is reported). Only point reads load it:
     /// a scan (a query, the open-time share check, a merge) reads a run's index and blocks, never its filter.
-    func filter() throws -> BloomFilter {
-        if let loaded = loadedFilter.load() { return loaded.filter }
+    func filter() throws -> BloomFilter { try filterObject().filter }
+
+    /// The loaded filter's box (probing through it copies no array).
+    private func filterObject() throws -> LoadedFilter {
+        if let loaded = loadedFilter.load() { return loaded }
         return try reportingCorruption {
             guard let filter = BloomFilter(encoded: try blockContents(footer.filter)) else {
                 throw CloudletError.corruption(run: path, offset: footer.filter.offset, "malformed bloom filter")
             }
-            return loadedFilter.storeIfNil(LoadedFilter(filter)).filter
+            return loadedFilter.storeIfNil(LoadedFilter(filter))
         }
     }
 
@@ -155,7 +158,7 @@ public final class SortedRunReader: Sendable {
         guard properties.entryCount > 0, LSMKey.compare(key, properties.smallestKey) >= 0,
             LSMKey.compare(key, properties.largestKey) <= 0
         else { return nil }
-        guard try filter().mayContain(hash: hash) else { return nil }
+        guard try filterObject().filter.mayContain(hash: hash) else { return nil }
         let index = try runIndex()
         let i = index.separators.firstAtLeast(key)
         guard i < index.handles.count else { return nil }
