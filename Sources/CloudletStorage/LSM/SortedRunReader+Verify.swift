@@ -50,7 +50,7 @@ extension SortedRunReader {
         }
         for (i, handle) in index.handles.enumerated() {
             do {
-                let contents = try blockContents(handle)
+                let contents = try Self.readBlockContents(file, path, handle)  // once, in order: no mapping
                 var cursor = BlockCursor(try Self.block(contents, path, handle))
                 do throws(Block.Defect) { try cursor.seekToFirst() } catch { throw defect(error, block: i) }
                 var restart = 0

@@ -181,7 +181,10 @@ public final class SortedRunReader: Sendable {
     /// Where the bloom filter block lies (for tools).
     public var filterBlock: BlockHandle { footer.filter }
 
-    /// Data block `i`, from the cache or the file (checked, decompressed, then cached if `fillCache`).
+    /// Data block `i`, from the cache or the file (checked, decompressed, then cached if `fillCache`). A read that
+    /// does not fill the cache (a merge's, which reads the run once from end to end) reads with `pread`, not through
+    /// the mapping: the kernel's read-ahead serves it (the mapping is `MADV_RANDOM`), and the pages it reads do not
+    /// join the process's resident set.
     func block(_ i: Int, fillCache: Bool = true) throws -> Block {
         let handle = try runIndex().handles[i]
         let key = BlockCache.Key(fileNumber: cacheID, offset: handle.offset)
@@ -190,7 +193,7 @@ public final class SortedRunReader: Sendable {
         let contents: [UInt8]
         let block: Block
         do {
-            contents = try blockContents(handle)
+            contents = fillCache ? try blockContents(handle) : try Self.readBlockContents(file, path, handle)
             do throws(Block.Defect) { block = try Block(contents) } catch { throw defect(error, block: i) }
         } catch let error as CloudletError where error.code == .corruption {
             onCorruption?(error)
