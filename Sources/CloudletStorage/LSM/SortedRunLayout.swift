@@ -43,11 +43,9 @@ enum SortedRunLayout {
         return stored
     }
 
-    /// The contents of a block read with its trailer (`bytes` = stored bytes + 5): checksum checked, decompressed.
-    /// The error says what is wrong; the caller names the file and offset.
-    static func unseal(_ bytes: [UInt8]) -> Result<[UInt8], BlockDefect> { bytes.withUnsafeBytes { unseal($0) } }
-
-    /// ``unseal(_:)`` of bytes where they lie (a mapped run file): checked and decompressed into a new array.
+    /// The contents of a block read with its trailer (`bytes` = stored bytes + 5, read or where they lie in a mapped
+    /// run file): checksum checked, decompressed into a new array. The error says what is wrong; the caller names the
+    /// file and offset.
     static func unseal(_ bytes: UnsafeRawBufferPointer) -> Result<[UInt8], BlockDefect> {
         guard bytes.count >= trailerSize else { return .failure(BlockDefect("block shorter than its trailer")) }
         let n = bytes.count - trailerSize

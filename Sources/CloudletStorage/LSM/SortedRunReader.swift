@@ -208,7 +208,7 @@ public final class SortedRunReader: Sendable {
         // The kind, then the sequence (a varint), then the value (a tombstone has none).
         var at = bytes.startIndex + 1
         if let kindByte = bytes.first, let kind = LSMEntry.Kind(rawValue: kindByte),
-            let sequence = Self.varint(bytes, &at, end: bytes.endIndex), kind == .value || at == bytes.endIndex
+            let sequence = Self.varint(bytes, &at), kind == .value || at == bytes.endIndex
         {
             return LSMEntry(key: key, kind: kind, sequence: sequence, value: Array(bytes[at...]))
         }
@@ -231,10 +231,7 @@ public final class SortedRunReader: Sendable {
         guard handle.offset <= fileSize, UInt64(length) <= fileSize - handle.offset else {
             throw CloudletError.corruption(run: path, offset: handle.offset, "block runs past the end of the file")
         }
-        switch SortedRunLayout.unseal(UnsafeRawBufferPointer(start: mapping.base + Int(handle.offset), count: length)) {
-        case .success(let contents): return contents
-        case .failure(let defect): throw CloudletError.corruption(run: path, offset: handle.offset, defect.reason)
-        }
+        return try Self.unsealed(UnsafeRawBufferPointer(start: mapping.base + Int(handle.offset), count: length), path, handle)
     }
 
     /// Reads a block and its trailer, checks and decompresses it.
@@ -244,6 +241,11 @@ public final class SortedRunReader: Sendable {
         guard bytes.count == length else {
             throw CloudletError.corruption(run: path, offset: handle.offset, "block runs past the end of the file")
         }
+        return try bytes.withUnsafeBytes { try unsealed($0, path, handle) }
+    }
+
+    /// Block `handle`'s stored bytes and trailer, checked and decompressed; a defect is corruption at its offset.
+    private static func unsealed(_ bytes: UnsafeRawBufferPointer, _ path: String, _ handle: BlockHandle) throws -> [UInt8] {
         switch SortedRunLayout.unseal(bytes) {
         case .success(let contents): return contents
         case .failure(let defect): throw CloudletError.corruption(run: path, offset: handle.offset, defect.reason)
@@ -272,8 +274,8 @@ public final class SortedRunReader: Sendable {
                     throw Block.Defect("index entry \(separators.count) does not follow the one before")
                 }
                 var v = l.value.lowerBound
-                guard let blockOffset = varint(contents[...], &v, end: l.value.upperBound),
-                    let size = varint(contents[...], &v, end: l.value.upperBound), v == l.value.upperBound
+                let value = contents[l.value]
+                guard let blockOffset = varint(value, &v), let size = varint(value, &v), v == value.endIndex
                 else {
                     throw Block.Defect("malformed index entry \(separators.count)")
                 }
@@ -295,11 +297,11 @@ public final class SortedRunReader: Sendable {
         return (separators, handles)
     }
 
-    /// A LEB128 varint of at most ten bytes at `at` (moved past it) before `end`; nil if cut off or too long.
-    private static func varint(_ bytes: ArraySlice<UInt8>, _ at: inout Int, end: Int) -> UInt64? {
+    /// A LEB128 varint of at most ten bytes at index `at` of `bytes` (moved past it); nil if cut off or too long.
+    static func varint(_ bytes: ArraySlice<UInt8>, _ at: inout Int) -> UInt64? {
         var result: UInt64 = 0
         var shift: UInt64 = 0
-        while at < end, shift < 64 {
+        while at < bytes.endIndex, shift < 64 {
             let b = bytes[at]
             at += 1
             result |= UInt64(b & 0x7F) << shift
