@@ -207,15 +207,7 @@ final class RunKeyWalk: KeyWalk {
     override func sequence() throws -> UInt64 {
         // The varint after the kind byte (settle checked that there is one), read in place.
         var at = value.lowerBound + 1
-        var sequence: UInt64 = 0
-        var shift: UInt64 = 0
-        while at < value.upperBound, shift < 64 {
-            let b = block.contents[at]
-            at += 1
-            sequence |= UInt64(b & 0x7F) << shift
-            if b & 0x80 == 0 { return sequence }
-            shift += 7
-        }
+        if let sequence = SortedRunReader.varint(block.contents[value], &at) { return sequence }
         return try entry().sequence  // malformed: the entry's decoding names the run
     }
 }

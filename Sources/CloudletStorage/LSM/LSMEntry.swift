@@ -115,6 +115,9 @@ public protocol ContiguousByteCollection {
 
 extension Array: ContiguousByteCollection where Element == UInt8 {}
 extension ArraySlice: ContiguousByteCollection where Element == UInt8 {}
+extension UnsafeRawBufferPointer: ContiguousByteCollection {
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try body(self) }
+}
 extension UnsafeBufferPointer: ContiguousByteCollection where Element == UInt8 {
     public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(self))

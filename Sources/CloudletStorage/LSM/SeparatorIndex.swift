@@ -71,7 +71,3 @@ struct SeparatorIndex: Sendable {
         }
     }
 }
-
-extension UnsafeRawBufferPointer: ContiguousByteCollection {
-    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try body(self) }
-}
