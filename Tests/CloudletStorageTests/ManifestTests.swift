@@ -14,7 +14,12 @@ struct ManifestTests {
     }
 
     private func manifestPath(_ fs: InMemoryFileSystem) throws -> String {
-        "/t/" + (try #require(try fs.listDirectory("/t").first { $0.hasPrefix("MANIFEST-") }))
+        "/t/" + (try #require(try manifestNames(fs).first))
+    }
+
+    /// The names of the manifests in `/t`.
+    private func manifestNames(_ fs: InMemoryFileSystem) throws -> [String] {
+        try fs.listDirectory("/t").filter { $0.hasPrefix("MANIFEST-") }
     }
 
     /// Creates an (empty) run file for each number, so that the manifest finds them live.
@@ -155,7 +160,7 @@ struct ManifestTests {
         touch(fs, 5)
         try reopened.apply(ManifestEdit(logPosition: [5], removedRuns: [1]))
         reopened.close()
-        let manifests = try fs.listDirectory("/t").filter { $0.hasPrefix("MANIFEST-") }
+        let manifests = try manifestNames(fs)
         #expect(manifests == before.keys.filter { $0.hasPrefix("MANIFEST-") }, "the edit went into the same manifest")
 
         // Past the rewrite size, the open writes a fresh manifest of one snapshot.
@@ -164,7 +169,7 @@ struct ManifestTests {
         let third = try Manifest(directory: "/t", fileSystem: fs, configuration: small)
         #expect(!third.openReport.reused && third.openReport.editCount == 6)
         #expect(Set(third.current.runs.map(\.fileNumber)) == [2, 3, 4] && third.current.logPosition == [5])
-        let fresh = try fs.listDirectory("/t").filter { $0.hasPrefix("MANIFEST-") }
+        let fresh = try manifestNames(fs)
         #expect(fresh.count == 1 && fresh != manifests)
         third.close()
         let fourth = try Manifest(directory: "/t", fileSystem: fs)
@@ -180,7 +185,7 @@ struct ManifestTests {
         let manifest = try Manifest(directory: "/t", fileSystem: fs, configuration: configuration)
         try addRuns(0..<200, to: manifest, fs, keeping: 4)
         let version = manifest.current
-        let manifests = try fs.listDirectory("/t").filter { $0.hasPrefix("MANIFEST-") }
+        let manifests = try manifestNames(fs)
         #expect(manifests.count == 1)
         #expect(try #require(fs.contents(of: "/t/" + manifests[0])).count <= 2000 + 200)
         manifest.close()
@@ -197,9 +202,9 @@ struct ManifestTests {
         // Each edit adds a run and drops the oldest past 3: the edits outgrow a snapshot of 3 runs.
         try addRuns(0..<40, to: manifest, fs, keeping: 3)
         let version = manifest.current
-        let before = try fs.listDirectory("/t").filter { $0.hasPrefix("MANIFEST-") }
+        let before = try manifestNames(fs)
         manifest.close()
-        let after = try fs.listDirectory("/t").filter { $0.hasPrefix("MANIFEST-") }
+        let after = try manifestNames(fs)
         #expect(after.count == 1 && after != before, "close wrote a fresh manifest and removed the old one")
         let reopened = try Manifest(directory: "/t", fileSystem: fs, configuration: configuration)
         #expect(reopened.openReport.editCount == 1 && reopened.openReport.reused)
@@ -212,7 +217,7 @@ struct ManifestTests {
         let grown = try #require(fs.contents(of: "/t/" + after[0])).count
         #expect(grown > 50 && grown - snapshotLength < snapshotLength / 2, "over the close rewrite size, far from twice the snapshot (\(grown), \(snapshotLength))")
         reopened.close()
-        #expect(try fs.listDirectory("/t").filter { $0.hasPrefix("MANIFEST-") } == after)
+        #expect(try manifestNames(fs) == after)
         let third = try Manifest(directory: "/t", fileSystem: fs, configuration: configuration)
         #expect(third.openReport.editCount == 2 && third.current.logPosition == [40])
         third.close()
