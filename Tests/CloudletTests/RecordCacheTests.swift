@@ -42,4 +42,59 @@ import Testing
         let readmitted = keys.filter { doorkeeper.admits($0) }.count
         #expect(readmitted < 150, "\(readmitted) of 3,000 keys from before the window passed for seen ones")
     }
+
+    /// Reads each of `keys` as the partition does: a lookup, and on a miss the version read from disk offered to the
+    /// cache. Returns the hits.
+    func read(_ cache: RecordCache, _ keys: some Sequence<Int>) -> Int {
+        var hits = 0
+        for i in keys {
+            let key = RecordCache.Key(lsn: UInt64(i), index: 0)
+            if cache.get(key) != nil { hits += 1 } else { cache.putRead(key, record: record(i)) }
+        }
+        return hits
+    }
+
+    @Test func readsCyclingOverMoreVersionsThanTheCacheHoldsKeepWhatItHasAndHitItsShare() {
+        // A query's pages run again and again over 300 versions with room for 100 (within the doorkeeper's window of
+        // 400): least-recently-used alone admits each on its second read and evicts one for it, so a round finds
+        // none of what the last one left; admission by frequency keeps the 100 it has (read as often as any newcomer),
+        // which a round then hits.
+        let cache = RecordCache(capacity: 100)
+        for _ in 0..<4 { _ = read(cache, 0..<300) }
+        let hits = read(cache, 0..<300)
+        #expect(hits >= 90, "\(hits) hits in a round of 300 reads with 100 cached")
+    }
+
+    @Test func aVersionReadMoreOftenThanTheOneItWouldEvictGetsIn() {
+        let cache = RecordCache(capacity: 100)
+        for _ in 0..<2 { _ = read(cache, 0..<100) }  // full: each read twice
+        let hot = 5000
+        var reads = 0
+        while cache.get(RecordCache.Key(lsn: UInt64(hot), index: 0)) == nil && reads < 10 {
+            cache.putRead(RecordCache.Key(lsn: UInt64(hot), index: 0), record: record(hot))
+            reads += 1
+        }
+        #expect(reads <= 3, "a version read \(reads) times is still not cached")
+        // One read once more than the others is not enough to push them out, one read once is kept out.
+        _ = read(cache, [7000])
+        #expect(!cache.contains(RecordCache.Key(lsn: 7000, index: 0)))
+    }
+
+    @Test func theFrequencySketchNeverCountsAKeyLowAndForgetsByHalves() {
+        var sketch = FrequencySketch(capacity: 1000)
+        var random = SplitMix64(seed: 11)
+        let keys = (0..<1000).map { _ in random.next() }
+        var truth: [UInt64: Int] = [:]
+        for (n, k) in keys.enumerated() {
+            for _ in 0..<(n % 8) { sketch.increment(k) }  // 3,500 counts: under the 10,000 that halve
+            truth[k] = n % 8
+        }
+        #expect(keys.allSatisfy { sketch.frequency($0) >= truth[$0]! }, "a count-min sketch never counts low")
+        let exact = keys.filter { sketch.frequency($0) == truth[$0]! }.count
+        #expect(exact > 900, "only \(exact) of 1,000 keys counted exactly with 16 counters a key")
+        // 6,500 counts of other keys reach the sample of 10,000: every counter halves.
+        for _ in 0..<6500 { sketch.increment(random.next()) }
+        let halved = keys.filter { truth[$0]! >= 2 }.filter { sketch.frequency($0) <= (truth[$0]! + 1) / 2 + 1 }.count
+        #expect(halved > 600, "\(halved) of ~750 counted keys halved")
+    }
 }

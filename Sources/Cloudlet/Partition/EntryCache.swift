@@ -11,7 +11,8 @@ import Synchronization
 /// deletion or a compaction's swap clears it. A reader that looked an entry up in a copy of the directory outside
 /// the lock adds it only if nothing was invalidated since it took the copy (``epoch``), so it cannot bring back what a
 /// later write replaced. Only live versions are kept (a tombstone is as cheap to find again as to keep). An entry a
-/// read looked up is kept on its second lookup within a window (a ``Doorkeeper``): uniform reads of a store much
+/// read looked up is kept on its second lookup within a window (a ``Doorkeeper``) and, once the cache is full, only if
+/// looked up more often lately than the entry it would evict (``CacheAdmission``): uniform reads of a store much
 /// larger than the cache would otherwise pay an insertion and an eviction each for entries never read again.
 final class EntryCache: Sendable {
     /// What the cache keeps under a record's hashed key (``key(_:_:)``): the zone and name too, so that a lookup
@@ -26,7 +27,7 @@ final class EntryCache: Sendable {
 
     private struct State {
         var lru: LRUList<UInt64, Held>
-        var doorkeeper: Doorkeeper
+        var admission: CacheAdmission
         var epoch: UInt64 = 0
         var hits = 0
         var misses = 0
@@ -37,7 +38,7 @@ final class EntryCache: Sendable {
 
     init(capacity: Int) {
         self.capacity = max(capacity, 0)
-        state = Mutex(State(lru: LRUList(capacity: capacity), doorkeeper: Doorkeeper(capacity: capacity)))
+        state = Mutex(State(lru: LRUList(capacity: capacity), admission: CacheAdmission(capacity: capacity)))
     }
 
     /// A record's key in the cache: its zone's fingerprint and a hash of its name's bytes (FNV-1a), mixed. Hashing
@@ -57,6 +58,7 @@ final class EntryCache: Sendable {
         let k = Self.key(z, name)
         return state.withLock { s in
             if let atEpoch, atEpoch != s.epoch { return nil }
+            s.admission.noteLookup(k)
             guard let held = s.lru.get(k), held.holds(z, name) else {
                 s.misses += 1
                 return nil
@@ -82,13 +84,14 @@ final class EntryCache: Sendable {
 
     /// Keeps `entry` (if live) as record `name`'s in zone `z`: the caller found it in the live state under the lock,
     /// or (`ifEpoch`) in a copy taken when the cache was at that epoch — kept only if nothing was invalidated since,
-    /// and only if the doorkeeper saw it before (its second lookup in a window).
+    /// and only if ``CacheAdmission`` lets it in (its second lookup in a window and, in a full cache, looked up more
+    /// often lately than the entry it would evict). An entry held under the same key is replaced.
     func put(_ z: ZoneKey, _ name: String, _ entry: RecordEntry?, ifEpoch: UInt64? = nil) {
         guard capacity > 0, let entry, !entry.deleted else { return }
         let k = Self.key(z, name)
         state.withLock { s in
             if let ifEpoch, ifEpoch != s.epoch { return }
-            guard s.doorkeeper.admits(k) else { return }
+            guard s.lru.contains(k) || s.admission.admits(k, evicting: s.lru.victim) else { return }
             s.lru.put(k, Held(zone: z, name: name, entry: entry))
         }
     }

@@ -28,6 +28,9 @@ struct LRUList<Key: Hashable, Value> {
         return nodes[i].value
     }
 
+    /// The key a ``put(_:_:)`` of a new key would evict: the least recently used, when the list is full.
+    var victim: Key? { capacity > 0 && index.count >= capacity && tail >= 0 ? nodes[tail].key : nil }
+
     /// Whether `key` is present (it does not become the most recently used).
     func contains(_ key: Key) -> Bool { index[key] != nil }
 

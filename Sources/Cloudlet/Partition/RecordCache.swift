@@ -7,8 +7,9 @@ import Synchronization
 ///
 /// Versions read from disk are admitted on their second read within a window (``putRead(_:record:)``, through a
 /// ``Doorkeeper``): a one-off read then costs neither an insertion nor the eviction (and the deallocation of a
-/// decoded record) it would force, which was a fifth of a random read's time. Versions just written are cached at
-/// once (``put(_:record:)``).
+/// decoded record) it would force, which was a fifth of a random read's time — and, once the cache is full, only if
+/// read more often lately than the version they would evict (``CacheAdmission``). Versions just written are cached
+/// at once (``put(_:record:)``).
 final class RecordCache: Sendable {
     struct Key: Hashable, Sendable {
         var lsn: UInt64
@@ -29,7 +30,7 @@ final class RecordCache: Sendable {
         var lru: LRUList<Key, Record>
         var hits = 0
         var misses = 0
-        var doorkeeper: Doorkeeper
+        var admission: CacheAdmission
     }
 
     private let capacity: Int
@@ -37,16 +38,19 @@ final class RecordCache: Sendable {
 
     init(capacity: Int) {
         self.capacity = max(capacity, 0)
-        state = Mutex(State(lru: LRUList(capacity: capacity), doorkeeper: Doorkeeper(capacity: capacity)))
+        state = Mutex(State(lru: LRUList(capacity: capacity), admission: CacheAdmission(capacity: capacity)))
     }
 
-    /// Caches a version just read from disk if it was read before within the doorkeeper's window; otherwise only
-    /// notes that it was read.
+    /// Caches a version just read from disk if ``CacheAdmission`` lets it in (read before within the doorkeeper's
+    /// window and, in a full cache, more often lately than the version it would evict); otherwise only notes that
+    /// it was read.
     func putRead(_ key: Key, record: Record) {
         guard capacity > 0 else { return }
         let hash = Self.mix(key)
-        let admit = state.withLock { $0.doorkeeper.admits(hash) }
-        if admit { put(key, record: record) }
+        state.withLock { s in
+            guard !s.lru.contains(key) else { return }
+            if s.admission.admits(hash, evicting: s.lru.victim.map(Self.mix)) { s.lru.put(key, record) }
+        }
     }
 
     /// A 64-bit mix of a key (SplitMix64's finalizer over LSN and index).
@@ -54,7 +58,9 @@ final class RecordCache: Sendable {
 
     /// The cached record version, if present.
     func get(_ key: Key) -> Record? {
-        state.withLock { s in
+        let hash = Self.mix(key)
+        return state.withLock { s in
+            s.admission.noteLookup(hash)
             guard let r = s.lru.get(key) else {
                 s.misses += 1
                 return nil
