@@ -187,16 +187,7 @@ import Testing
             return (try #require(try cursor.next()).key, "\(d)")
         }
         try await store.close()
-        let indexDir = Partition.indexDirectory(path + "/" + StoreMetadata.partitionDirectoryName(0))
-        var config = LSMTreeConfiguration()
-        config.backgroundMerges = false
-        let tree = try LSMTree(directory: indexDir, fileSystem: PosixFileSystem(), configuration: config)
-        let base = tree.runsView()
-        let state = try PartitionState.decodeState(try #require(try base.get(DirectoryKey.state)), base: base)
-        var memtable = Memtable()
-        memtable.delete(lost, sequence: state.lastLSN)
-        try tree.flush(memtable, logPosition: tree.logPosition)
-        tree.close()
+        try rewritePartitionDirectory(path) { state, memtable in memtable.delete(lost, sequence: state.lastLSN) }
         let bad = try await tool("verify", "--data", path, "--deep")
         #expect(bad.code != 0 && bad.stdout.contains("the \(definition) lacks record"), "\(bad)")
     }

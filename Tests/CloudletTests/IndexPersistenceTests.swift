@@ -29,10 +29,15 @@ extension PartitionState {
                 let subspace = IndexKeyspace.Subspace(zone: zone, id: info.id)
                 var c = d.maintainer.scan(keys, subspace, .all)
                 var entries: [String] = []
-                while let e = try c.next() {
-                    entries.append(d.kind == .ordered ? "\(e.valueKey):\(e.name)" : "\(e.valueKey)=\(e.name)")
+                while let (e, value) = try c.nextWithValue() {
+                    // A full-text key's posting (its frequency and the field's length) too.
+                    let posting = value.isEmpty ? "" : "\(value)"
+                    entries.append(d.kind == .ordered ? "\(e.valueKey):\(e.name)" : "\(e.valueKey)=\(e.name)\(posting)")
                 }
                 if !entries.isEmpty { lines.append("\(z) \(d.kind) \(d.recordType).\(d.field) \(entries)") }
+                if let t = indexes.textTotals(d, zone: z), t != TextTotals() {
+                    lines.append("\(z) totals \(d.recordType).\(d.field) \(t.documents) records \(t.tokens) tokens")
+                }
             }
         }
         return lines.joined(separator: "\n")

@@ -353,21 +353,13 @@ import Testing
         #expect(clean.code == 0, "\(clean)")
 
         // Lose one index key, as a bug in maintenance would.
-        let indexDir = Partition.indexDirectory(dir.sub("store") + "/" + StoreMetadata.partitionDirectoryName(0))
-        var config = LSMTreeConfiguration()
-        config.backgroundMerges = false
-        let tree = try LSMTree(directory: indexDir, fileSystem: PosixFileSystem(), configuration: config)
-        let base = tree.runsView()
-        let state = try PartitionState.decodeState(try #require(try base.get(DirectoryKey.state)), base: base)
-        let d = try #require(state.indexes.definitions.keys.first { $0.field == "price" })
-        let zone = try #require(state.keys.zoneKeys.first)
-        let subspace = try #require(state.indexes.subspace(d, zone: zone))
-        var c = state.keys.indexCursor(subspace.keyRange(.all))
-        let lost = try #require(try c.next()).key
-        var memtable = Memtable()
-        memtable.delete(lost, sequence: state.lastLSN)
-        try tree.flush(memtable, logPosition: tree.logPosition)
-        tree.close()
+        try rewritePartitionDirectory(dir.sub("store")) { state, memtable in
+            let d = try #require(state.indexes.definitions.keys.first { $0.field == "price" })
+            let zone = try #require(state.keys.zoneKeys.first)
+            let subspace = try #require(state.indexes.subspace(d, zone: zone))
+            var c = state.keys.indexCursor(subspace.keyRange(.all))
+            memtable.delete(try #require(try c.next()).key, sequence: state.lastLSN)
+        }
         let bad = try await tool("verify", "--data", dir.sub("store"), "--deep")
         #expect(bad.code != 0 && (bad.stdout + bad.stderr).contains("secondary indexes") && (bad.stdout + bad.stderr).contains("lacks record"), "\(bad)")
     }

@@ -1,4 +1,5 @@
 import CloudletCore
+import CloudletStorage
 import CloudletTestSupport
 import Foundation
 import Testing
@@ -49,4 +50,22 @@ func crashWriterOutput(_ exe: String, _ arguments: [String], lines: Int, round: 
     await child.stop(SIGKILL)
     #expect(child.process.terminationReason == .uncaughtSignal, "round \(round): writer died on its own; stderr: \(child.stderr)")
     return child.stdout
+}
+
+/// Rewrites partition 0's key directory of the closed store at `storePath`, as a bug or an older release would have
+/// left it: `body` gets the flushed state (over the directory's runs) and fills a memtable, which is flushed over them.
+func rewritePartitionDirectory(_ storePath: String, _ body: (PartitionState, inout Memtable) throws -> Void) throws {
+    let indexDir = Partition.indexDirectory(storePath + "/" + StoreMetadata.partitionDirectoryName(0))
+    var config = LSMTreeConfiguration()
+    config.backgroundMerges = false
+    let tree = try LSMTree(directory: indexDir, fileSystem: PosixFileSystem(), configuration: config)
+    let base = tree.runsView()
+    guard let bytes = try base.get(DirectoryKey.state) else {
+        throw CloudletError.corruption("partition 0 of \(storePath) has no flushed state")
+    }
+    let state = try PartitionState.decodeState(bytes, base: base)
+    var memtable = Memtable()
+    try body(state, &memtable)
+    try tree.flush(memtable, logPosition: tree.logPosition)
+    tree.close()
 }

@@ -222,6 +222,13 @@ struct IndexCursor {
         return try IndexKeyspace.entry(key, prefixCount: prefixCount)
     }
 
+    /// The next entry with the value its key holds (a full-text index's ``TextPosting``; empty for other kinds), nil
+    /// after the last.
+    mutating func nextWithValue() throws -> (IndexEntry, [UInt8])? {
+        guard let e = try keys.next() else { return nil }
+        return (try IndexKeyspace.entry(e.key, prefixCount: prefixCount), e.value)
+    }
+
     /// The next entry's record name (its value key left undecoded), nil after the last.
     mutating func nextName() throws -> String? {
         guard let key = try keys.nextKey() else { return nil }

@@ -70,14 +70,31 @@ extension PartitionState {
                     }
                 }
             }
-            // Every index key is called for by its record's stored value.
+            // Every index key is called for by its record's stored value; a full-text key holds the posting the value
+            // gives, and the index's totals are its records'.
             for (d, info) in defs {
                 let subspace = IndexKeyspace.Subspace(zone: zone, id: info.id)
                 var c = d.maintainer.scan(keys, subspace, .all)
-                while let e = try c.next() {
-                    let filed = d.valueKeys(try IndexState.storedValues(keys, zone, d.recordType, e.name), name: e.name)
-                    if filed?.contains(e.valueKey) == true { continue }
-                    guard problem("\(zoneName): the \(d) files '\(e.name)' under \(LSMKey.printable(e.valueKey)), which its stored values do not") else { return problems }
+                var totals = TextTotals()
+                while let (e, value) = try c.nextWithValue() {
+                    let values = try IndexState.storedValues(keys, zone, d.recordType, e.name)
+                    let filed = d.valueKeys(values, name: e.name)
+                    guard filed?.contains(e.valueKey) == true else {
+                        guard problem("\(zoneName): the \(d) files '\(e.name)' under \(LSMKey.printable(e.valueKey)), which its stored values do not") else { return problems }
+                        continue
+                    }
+                    guard d.kind == .text else { continue }
+                    let doc = TextDocument(values?[d.field] ?? nil)
+                    let token = String(decoding: e.valueKey, as: UTF8.self)
+                    if try TextPosting.decode(value) != doc.posting(token) {
+                        let want = doc.posting(token).map { "\($0.frequency) of \($0.length)" } ?? "none"
+                        guard problem("\(zoneName): the \(d)'s posting of '\(e.name)' under '\(token)' is \(LSMKey.printable(value)), its stored value gives \(want)") else { return problems }
+                    }
+                    // Each record once: under its probe token.
+                    if doc.probe == token { totals.add(doc, 1) }
+                }
+                if d.kind == .text, let kept = indexes.textTotals(d, zone: z), kept != totals {
+                    guard problem("\(zoneName): the \(d) counts \(kept.documents) records of \(kept.tokens) tokens, its keys hold \(totals.documents) of \(totals.tokens)") else { return problems }
                 }
             }
         }

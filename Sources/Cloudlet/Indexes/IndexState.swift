@@ -40,6 +40,8 @@ struct IndexState: Sendable {
     private(set) var nextID: UInt32 = 1
     /// Live records per zone and type: what a scan of the type reads, without counting them.
     private(set) var recordCounts: [ZoneKey: [String: Int]] = [:]
+    /// Each full-text index's totals per zone, by index id (BM25's average length; ``TextPosting``).
+    private(set) var textTotals: [ZoneKey: [UInt32: TextTotals]] = [:]
 
     /// The indexes defined for records of `type` in zone `z`.
     func fields(_ z: ZoneKey, _ type: String) -> [TypeIndex] {
@@ -61,6 +63,21 @@ struct IndexState: Sendable {
 
     /// How many live records of `type` zone `z` holds.
     func recordCount(_ z: ZoneKey, _ type: String) -> Int { recordCounts[z]?[type] ?? 0 }
+
+    /// Full-text index `d`'s totals in zone `z` (zero when it files nothing there); nil if `d` is not a defined text
+    /// index.
+    func textTotals(_ d: IndexDefinition, zone z: ZoneKey) -> TextTotals? {
+        guard d.kind == .text, let info = definitions[d] else { return nil }
+        return textTotals[z]?[info.id] ?? TextTotals()
+    }
+
+    private mutating func addText(_ z: ZoneKey, _ id: UInt32, _ d: TextDocument, _ sign: Int) {
+        guard d.length > 0 else { return }
+        var t = textTotals[z]?[id] ?? TextTotals()
+        t.add(d, sign)
+        textTotals[z, default: [:]][id] = t.documents == 0 && t.tokens == 0 ? nil : t
+        if textTotals[z]?.isEmpty == true { textTotals[z] = nil }
+    }
 
     private mutating func count(_ z: ZoneKey, _ type: String, _ delta: Int) {
         let n = recordCount(z, type) + delta
@@ -87,10 +104,10 @@ struct IndexState: Sendable {
         }
         let sameType = live?.recordType == r.recordType
         if sameType {
-            for i in newIndexes { write(i, old: oldValues, new: newValues, name, zone, lsn, &keys) }
+            for i in newIndexes { try write(i, old: oldValues, new: newValues, name, z, lsn, &keys) }
         } else {
-            for i in oldIndexes { write(i, old: oldValues, new: nil, name, zone, lsn, &keys) }
-            for i in newIndexes { write(i, old: nil, new: newValues, name, zone, lsn, &keys) }
+            for i in oldIndexes { try write(i, old: oldValues, new: nil, name, z, lsn, &keys) }
+            for i in newIndexes { try write(i, old: nil, new: newValues, name, z, lsn, &keys) }
             if !oldIndexes.isEmpty { keys.deleteIndexKey(IndexKeyspace.values(zone, live!.recordType, name), sequence: lsn) }
         }
         if newIndexes.isEmpty {
@@ -108,24 +125,54 @@ struct IndexState: Sendable {
         guard !indexes.isEmpty else { return }
         let zone = DirectoryKey.zone(z)
         let values = try Self.storedValues(keys, zone, old.recordType, name)
-        for i in indexes { write(i, old: values, new: nil, name, zone, lsn, &keys) }
+        for i in indexes { try write(i, old: values, new: nil, name, z, lsn, &keys) }
         keys.deleteIndexKey(IndexKeyspace.values(zone, old.recordType, name), sequence: lsn)
     }
 
     /// The zone was deleted: the key directory deleted every key of it, index keys included.
-    mutating func dropZone(_ z: ZoneKey) { recordCounts[z] = nil }
+    mutating func dropZone(_ z: ZoneKey) {
+        recordCounts[z] = nil
+        textTotals[z] = nil
+    }
 
     /// Applies one index's ``IndexMaintainer/update(old:new:name:in:)`` for a record whose stored values go from
     /// `old` to `new` (nil: not in the index) to the directory.
-    private func write(
-        _ i: TypeIndex, old: StoredValues.Values?, new: StoredValues.Values?, _ name: String, _ zone: [UInt8], _ lsn: UInt64,
+    private mutating func write(
+        _ i: TypeIndex, old: StoredValues.Values?, new: StoredValues.Values?, _ name: String, _ z: ZoneKey, _ lsn: UInt64,
         _ keys: inout KeyDirectory
-    ) {
+    ) throws {
         let d = i.definition
-        let u = d.maintainer.update(
-            old: d.valueKeys(old, name: name), new: d.valueKeys(new, name: name), name: name, in: IndexKeyspace.Subspace(zone: zone, id: i.id))
+        let subspace = IndexKeyspace.Subspace(zone: DirectoryKey.zone(z), id: i.id)
+        if d.kind == .text { return try writeText(i, old: old?[d.field], new: new?[d.field], name, z, subspace, lsn, &keys) }
+        let u = d.maintainer.update(old: d.valueKeys(old, name: name), new: d.valueKeys(new, name: name), name: name, in: subspace)
         for k in u.deletes { keys.deleteIndexKey(k, sequence: lsn) }
         for k in u.puts { keys.putIndexKey(k, [], sequence: lsn) }
+    }
+
+    /// A full-text index's part of a change whose field value goes from `old` to `new` (`.none`: no value stored, the
+    /// record is not in the index by its stored values; `.some(nil)`: the record lacks the field). Every key of the
+    /// new value is put, with its ``TextPosting`` (a new length changes them all), so a record is filed under all its
+    /// tokens or none; the totals lose the old document if the record was filed (its ``TextDocument/probe`` key is
+    /// there: a record that predates a building index may have stored values without being filed yet) and gain the
+    /// new one.
+    private mutating func writeText(
+        _ i: TypeIndex, old: FieldValue??, new: FieldValue??, _ name: String, _ z: ZoneKey, _ subspace: IndexKeyspace.Subspace,
+        _ lsn: UInt64, _ keys: inout KeyDirectory
+    ) throws {
+        if let old, let new, old == new { return }
+        let before = old.map { TextDocument($0) }
+        let after = new.map { TextDocument($0) }
+        if let before, let probe = before.probe, try keys.indexValue(subspace.key(Array(probe.utf8), name)) != nil {
+            addText(z, i.id, before, -1)
+        }
+        for t in (before?.frequencies.keys).map(Array.init) ?? [] where after?.frequencies[t] == nil {
+            keys.deleteIndexKey(subspace.key(Array(t.utf8), name), sequence: lsn)
+        }
+        guard let after else { return }
+        for (t, n) in after.frequencies {
+            keys.putIndexKey(subspace.key(Array(t.utf8), name), TextPosting(frequency: n, length: after.length).encoded, sequence: lsn)
+        }
+        addText(z, i.id, after, 1)
     }
 
     mutating func apply(_ m: IndexMutation, lsn: UInt64, keys: inout KeyDirectory) throws {
@@ -139,6 +186,10 @@ struct IndexState: Sendable {
         case .drop(let d):
             guard let info = definitions.removeValue(forKey: d) else { return }
             refresh(d.typeKey)
+            for z in textTotals.keys {
+                textTotals[z]?[info.id] = nil
+                if textTotals[z]?.isEmpty == true { textTotals[z] = nil }
+            }
             // Its keys go now (there are no range deletions): a drop is rare (a development schema reset) and costs
             // what deleting a zone of its size costs. A type left without indexes loses its stored values too, so
             // that writes of unindexed types never look for any.
@@ -171,7 +222,7 @@ struct IndexState: Sendable {
     /// it under its `values` of the index's fields and stores them — except those the record has a stored value for
     /// already (a commit indexed it since, and that value is current). Idempotent. The caller has checked, under the
     /// lock, that the record is still at the version `values` were read from.
-    func buildInsert(
+    mutating func buildInsert(
         _ d: IndexDefinition, zone z: ZoneKey, name: String, values read: [String: FieldValue?], keys: inout KeyDirectory,
         sequence: UInt64
     ) throws {
@@ -187,6 +238,16 @@ struct IndexState: Sendable {
             keys.putIndexKey(IndexKeyspace.values(zone, d.recordType, name), StoredValues.encode(values), sequence: sequence)
         }
         let subspace = IndexKeyspace.Subspace(zone: zone, id: info.id)
+        if d.kind == .text {
+            // Filed already (a commit since, or an earlier pass of the build): its keys and the totals are current.
+            let doc = TextDocument(values[d.field] ?? nil)
+            guard let probe = doc.probe, try keys.indexValue(subspace.key(Array(probe.utf8), name)) == nil else { return }
+            for (t, n) in doc.frequencies {
+                keys.putIndexKey(subspace.key(Array(t.utf8), name), TextPosting(frequency: n, length: doc.length).encoded, sequence: sequence)
+            }
+            addText(z, info.id, doc, 1)
+            return
+        }
         for k in d.valueKeys(values, name: name) ?? [] { keys.putIndexKey(subspace.key(k, name), [], sequence: sequence) }
     }
 
@@ -223,10 +284,26 @@ struct IndexState: Sendable {
                 w.varint(n)
             }
         }
+        encodeTextTotals(into: &w)
     }
 
-    /// Reads what ``encode(into:)`` wrote.
-    static func decode(_ r: inout ByteReader) throws -> IndexState {
+    /// The flushed state's last section: each full-text index's totals per zone.
+    func encodeTextTotals(into w: inout ByteWriter) {
+        w.varint(textTotals.count)
+        for (z, byID) in textTotals {
+            Commit.encode(z, into: &w)
+            w.varint(byID.count)
+            for (id, t) in byID {
+                w.u32(id)
+                w.varint(t.documents)
+                w.varint(t.tokens)
+            }
+        }
+    }
+
+    /// Reads what ``encode(into:)`` wrote — without the full-text totals for a state of version 7, which
+    /// ``migrateTextPostings(keys:sequence:)`` then derives.
+    static func decode(_ r: inout ByteReader, textTotals withTotals: Bool = true) throws -> IndexState {
         var s = IndexState()
         for _ in 0..<(try r.length()) {
             let d = try IndexMutation.decodeDefinition(&r)
@@ -244,7 +321,49 @@ struct IndexState: Sendable {
             for _ in 0..<(try r.length()) { types[try r.string()] = Int(try r.varint()) }
             s.recordCounts[z] = types
         }
+        guard withTotals else { return s }
+        for _ in 0..<(try r.length()) {
+            let z = try Commit.decodeZone(&r)
+            var byID: [UInt32: TextTotals] = [:]
+            for _ in 0..<(try r.length(unit: 6)) {
+                let id = try r.u32()
+                byID[id] = TextTotals(documents: Int(try r.varint()), tokens: Int(try r.varint()))
+            }
+            s.textTotals[z] = byID
+        }
         return s
+    }
+
+    /// Gives every full-text index's keys their ``TextPosting`` and derives the indexes' totals (``textTotals``), for a
+    /// state read from a version that had neither (7 and before): each record of a text index's type with stored
+    /// values, if filed (its ``TextDocument/probe`` key is there), has its keys put again with their postings and is
+    /// counted. Work proportional to the text indexes, once: the caller flushes the result.
+    mutating func migrateTextPostings(keys: inout KeyDirectory, sequence: UInt64) throws {
+        textTotals = [:]
+        let text = definitions.filter { $0.key.kind == .text }
+        guard !text.isEmpty else { return }
+        for z in keys.zoneKeys {
+            let zone = DirectoryKey.zone(z)
+            let schema = SchemaKey(zone: z)
+            for (d, info) in text where d.schema == schema {
+                let subspace = IndexKeyspace.Subspace(zone: zone, id: info.id)
+                let prefix = IndexKeyspace.valuesPrefix(zone, d.recordType)
+                var stored = keys.indexCursor(LSMKeyRange(lower: prefix, upper: DirectoryKey.successor(prefix)))
+                var filed: [(name: String, doc: TextDocument)] = []
+                while let e = try stored.next() {
+                    let name = String(decoding: e.key[prefix.count...], as: UTF8.self)
+                    let doc = TextDocument(try StoredValues.decode(e.value)[d.field] ?? nil)
+                    guard let probe = doc.probe, try keys.indexValue(subspace.key(Array(probe.utf8), name)) != nil else { continue }
+                    filed.append((name, doc))
+                }
+                for (name, doc) in filed {
+                    for (t, n) in doc.frequencies {
+                        keys.putIndexKey(subspace.key(Array(t.utf8), name), TextPosting(frequency: n, length: doc.length).encoded, sequence: sequence)
+                    }
+                    addText(z, info.id, doc, 1)
+                }
+            }
+        }
     }
 
     private static func decodeStatus(_ r: inout ByteReader) throws -> IndexStatus {

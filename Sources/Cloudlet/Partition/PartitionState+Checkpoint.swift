@@ -18,10 +18,12 @@ extension PartitionState {
     /// The partition's state besides the key directory's records: written into the directory's memtable at each
     /// flush (``KeyDirectory/freeze(state:sequence:)``), so it lands in the same run as the records it goes with,
     /// and read back on open (docs/index-layer.md, "Flushed state"). Small: a few words per zone, per segment and
-    /// per index. Version 7 (this one) holds index definitions and record counts only, the indexes' contents being
-    /// key ranges of the directory; version 6 held every indexed record's values, and is migrated when read
-    /// (``migrateIndexes(_:checkpoint:)``).
-    static let stateVersion: UInt8 = 7
+    /// per index. Version 8 (this one) adds each full-text index's totals per zone, with the postings' values
+    /// (``TextPosting``) that version 7 lacked: a version-7 state is read and its text indexes given both
+    /// (``IndexState/migrateTextPostings(keys:sequence:)``). Version 7 held index definitions and record counts only,
+    /// the indexes' contents being key ranges of the directory; version 6 held every indexed record's values, and is
+    /// migrated when read (``migrateIndexes(_:checkpoint:)``).
+    static let stateVersion: UInt8 = 8
     /// The oldest flushed state read.
     static let oldestReadableStateVersion: UInt8 = 6
 
@@ -111,7 +113,11 @@ extension PartitionState {
             s.catalogMark = CatalogMark(
                 version: try r.u64(), lsn: try r.u64(), span: LiveSpan(segment: try r.u64(), cost: try r.u32()))
         }
-        if v == stateVersion { s.indexes = try IndexState.decode(&r) } else { try s.migrateIndexes(&r, checkpoint: false) }
+        switch v {
+        case stateVersion: s.indexes = try IndexState.decode(&r)
+        case 7: try s.migrateTextPostings(try IndexState.decode(&r, textTotals: false))
+        default: try s.migrateIndexes(&r, checkpoint: false)
+        }
         guard r.isAtEnd else { throw CloudletError.corruption("flushed partition state: \(r.remaining) trailing bytes") }
         return s
     }

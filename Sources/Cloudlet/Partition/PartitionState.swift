@@ -168,7 +168,13 @@ package struct PartitionState: Sendable {
     /// Reads the secondary indexes of a version-6 flushed state or a format-3 checkpoint into the key directory
     /// (``IndexState/migrate(_:keys:sequence:checkpoint:)``).
     mutating func migrateIndexes(_ r: inout ByteReader, checkpoint: Bool) throws {
-        indexes = try IndexState.migrate(&r, keys: &keys, sequence: lastLSN, checkpoint: checkpoint)
+        try migrateTextPostings(try IndexState.migrate(&r, keys: &keys, sequence: lastLSN, checkpoint: checkpoint))
+    }
+
+    /// Installs `read` (indexes of a state older than version 8) with its full-text postings and totals derived.
+    mutating func migrateTextPostings(_ read: IndexState) throws {
+        indexes = read
+        try indexes.migrateTextPostings(keys: &keys, sequence: lastLSN)
         indexesMigrated = true
     }
 
