@@ -226,6 +226,8 @@ import Testing
         var countedInIndex = 0
         /// Zone plans that visited a NEAR circle's cells nearest first (a sort by distance).
         var nearest = 0
+        /// Queries ranked by BM25 (token searches without sorts).
+        var ranked = 0
     }
 
     /// Makes a query's predicate and sorts (nil: ``predicate(_:depth:)`` or ``nearPredicate(_:)``, ``sorts(_:)``).
@@ -279,8 +281,12 @@ import Testing
             } while cursor != nil && pages.count < 300
             // The brute force answer, with the fields the query itself may have made SEARCHABLE just in time.
             let searchable = try searchableFields(db)
-            let expected = records.filter { (zoneWide || $0.id.zoneID.zoneName == zone.zoneName) && p.matches($0, searchable: searchable) }
-                .sorted { modelLess($0, $1, s) }
+            let corpus = records.filter { zoneWide || $0.id.zoneID.zoneName == zone.zoneName }
+            // Without sorts a token search is ranked (BM25 over the zones' records), otherwise the model order.
+            let ranking = modelRanking(p, sorts: s, searchable: searchable, corpus: corpus)
+            let expected = corpus.filter { p.matches($0, searchable: searchable) }
+                .sorted { a, b in ranking.map { rankedLess(a, b, $0) } ?? modelLess(a, b, s) }
+            if ranking != nil { tally.ranked += 1 }
             #expect(got.map(\.id) == expected.map(\.id), "\(context)")
             // A marker on exactly the pages that leave matches, and those pages full.
             var seen = 0
@@ -305,8 +311,9 @@ import Testing
     func checkWhileChanging(
         _ db: Database, records: inout [String: Record], seed: UInt64, count: Int, queries: Queries? = nil,
         _ rng: inout SeededRandom
-    ) async throws {
+    ) async throws -> Int {
         var inserted = 0
+        var ranked = 0
         for i in 0..<count {
             var p: Predicate
             let s: [QuerySort]
@@ -358,7 +365,12 @@ import Testing
             }
             let ids = got.map { $0.id.zoneID.zoneName + "/" + $0.recordName }
             #expect(Set(ids).count == ids.count, "a record came twice: \(context)")
-            let inOrder = zip(got, got.dropFirst()).allSatisfy { modelLess($0, $1, s) }
+            // A ranked query scores every page with the statistics of its first (its marker carries them): those of
+            // the records before any change.
+            let ranking = modelRanking(
+                p, sorts: s, searchable: searchable, corpus: before.values.filter { zoneWide || $0.id.zoneID.zoneName == zone.zoneName })
+            if ranking != nil { ranked += 1 }
+            let inOrder = zip(got, got.dropFirst()).allSatisfy { a, b in ranking.map { rankedLess(a, b, $0) } ?? modelLess(a, b, s) }
             #expect(inOrder, "pages out of order: \(context)")
             let stayed = before.filter { !deleted.contains($0.key) && matches($0.value) }.keys
             let missing = Set(stayed).subtracting(ids)
@@ -367,6 +379,7 @@ import Testing
             #expect(foreign.isEmpty, "records that never matched: \(foreign.prefix(3)): \(context)")
             if !missing.isEmpty || !foreign.isEmpty || !inOrder { break }
         }
+        return ranked
     }
 
     /// A store of two partitions whose database has zone `Z`, with 160 random records `t0…` in the default zone and
@@ -433,12 +446,14 @@ import Testing
         }
         let changed = try await check(db, records: Array(records.values), seed: seed, phase: "changed", count: 25, &rng)
         // Phase 4: records inserted and deleted between the pages of a query.
-        try await checkWhileChanging(db, records: &records, seed: seed, count: 8, &rng)
+        let rankedWhileChanging = try await checkWhileChanging(db, records: &records, seed: seed, count: 8, &rng)
         // Phase 5: the store reopened, its indexes rebuilt from the checkpoint.
         (store, db) = try await reopened(store, dir)
         let reopened = try await check(db, records: Array(records.values), seed: seed, phase: "reopened", count: 25, &rng)
         #expect(reopened.indexed > reopened.plans / 6, "plans using an index after reopening: \(reopened.indexed) of \(reopened.plans)")
         #expect(built.spatial + changed.spatial + reopened.spatial > 0, "no NEAR query used the spatial index")
+        #expect(building.ranked > 0 && built.ranked + changed.ranked + reopened.ranked > 0, "no token search was ranked")
+        #expect(rankedWhileChanging > 0, "no ranked query was paged while records changed")
         try await store.close()
     }
 
@@ -464,7 +479,7 @@ import Testing
         await store.waitForIndexBuilds()
         let built = try await check(db, records: Array(records.values), seed: seed, phase: "built", count: 40, queries: queries, &rng)
         #expect(built.nearest > 20, "pages that visited cells nearest first: \(built.nearest) of \(built.plans)")
-        try await checkWhileChanging(db, records: &records, seed: seed, count: 15, queries: queries, &rng)
+        _ = try await checkWhileChanging(db, records: &records, seed: seed, count: 15, queries: queries, &rng)
         (store, db) = try await reopened(store, dir)
         let reopened = try await check(db, records: Array(records.values), seed: seed, phase: "reopened", count: 30, queries: queries, &rng)
         #expect(reopened.nearest > 10, "after reopening: \(reopened.nearest) of \(reopened.plans)")

@@ -55,3 +55,28 @@ func destination(from: Location, km: Double, bearing: Double) -> Location {
     while lon < -180 { lon += 360 }
     return Location(latitude: lat2 * 180 / .pi, longitude: lon)
 }
+
+/// The brute-force ranking of a query without sort descriptors whose predicate searches tokens (nil for any other):
+/// BM25 with the statistics of `corpus` (the live records of the zones searched), counted here record by record.
+func modelRanking(_ p: Predicate, sorts: [QuerySort], searchable: Set<String>, corpus: [Record]) -> BM25? {
+    let terms = RankTerm.of(p, searchable: searchable)
+    guard sorts.isEmpty, !terms.isEmpty else { return nil }
+    var stats = RankStats(records: corpus.count)
+    for f in Set(terms.map(\.field)) {
+        var totals = TextTotals()
+        for r in corpus { totals.add(TextDocument(IndexedField.value(f, in: r)), 1) }
+        stats.fields[f] = totals
+    }
+    for t in terms {
+        stats.frequencies[t] = corpus.filter { TextDocument(IndexedField.value(t.field, in: $0)).frequencies[t.token] != nil }.count
+    }
+    return BM25(terms: terms, stats: stats)
+}
+
+/// The order of a ranked query: higher scores first, ties by record name, then zone name.
+func rankedLess(_ a: Record, _ b: Record, _ bm25: BM25) -> Bool {
+    let (x, y) = (bm25.score(a), bm25.score(b))
+    if x != y { return x > y }
+    if a.recordName != b.recordName { return a.recordName < b.recordName }
+    return a.id.zoneID.zoneName < b.id.zoneID.zoneName
+}

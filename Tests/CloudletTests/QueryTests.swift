@@ -196,7 +196,7 @@ import Testing
         let cases: [(Query, String, Int)] = [
             (try Query(recordType: "Book", format: "price >= 14 AND price < 20", sortDescriptors: [.ascending("price")]), "within the range", 9),
             (try Query(recordType: "Book", format: "price >= 13", sortDescriptors: [.descending("price")]), "within the range, backwards", 25),
-            (Query(recordType: "Book", predicate: text), "postings merged in record-name order", 11),
+            (Query(recordType: "Book", predicate: text, sortDescriptors: [.ascending("recordName")]), "postings merged in record-name order", 11),
             (try Query(recordType: "Book", format: "ANY tags IN {'t1', 't3'}"), "postings merged in record-name order", 30),
             (try Query(recordType: "Book", format: "kind == 'novel'", sortDescriptors: [.ascending("recordName")]), "postings merged", 40),
             (try Query(recordType: "Book", format: "kind == 'novel'", sortDescriptors: [.descending("price")]), "skipping non-candidates", 5),

@@ -44,8 +44,12 @@ extension Database {
         let budget = try Self.byteBudget(maxBytes)
         let zones = try queryZones(zoneID: zoneID, zoneWide: zoneWide)
         let fingerprint = query.fingerprint(store: store.fingerprint, database: id, zone: zoneWide ? nil : zones[0].zoneName)
-        let after = try continuationMarker.map { try $0.position(query: fingerprint, keyCount: query.sortDescriptors.count) }
-        let (pq, prepared) = try await prepare(query, addIndexes: true)
+        var (pq, prepared) = try await prepare(query, addIndexes: true)
+        let resumed = try continuationMarker.map {
+            try $0.resume(query: fingerprint, keyCount: pq.order.keyCount, ranked: pq.order.ranked)
+        }
+        let after = resumed?.0
+        try await rank(&pq, in: zones, stats: resumed?.1)
         let readable = readScope(query.recordType, in: security)
         if readable == .none {
             return QueryResults(
@@ -86,8 +90,48 @@ extension Database {
             for i in records.indices { records[i].fields = records[i].fields.filter { keep.contains($0.key) } }
         }
         return QueryResults(
-            records: records, cursor: more ? QueryCursor(query: fingerprint, after: rows[rows.count - 1].position) : nil,
+            records: records,
+            cursor: more ? QueryCursor(query: fingerprint, after: rows[rows.count - 1].position, ranking: pq.scorer?.stats) : nil,
             plan: QueryPlan(zones: plans, notes: notes))
+    }
+
+    /// Gives a ranked query (``PreparedQuery/rankTerms``) its scorer: with `stats` (a continuation marker's), or with
+    /// the statistics of `zones` now.
+    private func rank(_ pq: inout PreparedQuery, in zones: [ZoneKey], stats: RankStats?) async throws {
+        guard let terms = pq.rankTerms else { return }
+        if let stats { return pq.scorer = BM25(terms: terms, stats: stats) }
+        var sum = RankStats()
+        for z in zones {
+            let partition = store.partition(for: z)
+            let query = pq
+            let (zoneStats, unindexed, records) = try await ThreadBridge.offload {
+                let planner = QueryPlanner(state: partition.queryView(), zone: z, query: query)
+                let (stats, unindexed) = try planner.rankStatistics(terms)
+                return (stats, unindexed, unindexed.isEmpty ? [] : try planner.typeRecords())
+            }
+            // A term whose index is not ready (development, while it builds) is counted in the records, so that the
+            // ranking does not depend on how far a build got.
+            var stats = zoneStats
+            for chunk in stride(from: 0, to: records.count, by: Self.walkBatch.last) {
+                let group = records[chunk..<min(chunk + Self.walkBatch.last, records.count)].map { (z, $0.name, $0.entry) }
+                for read in try await partition.read(group) {
+                    let r = try read.get()
+                    var docs: [String: TextDocument] = [:]
+                    for t in unindexed {
+                        let d = docs[t.field] ?? TextDocument(IndexedField.value(t.field, in: r))
+                        if docs[t.field] == nil {
+                            docs[t.field] = d
+                            stats.fields[t.field, default: TextTotals()].add(d, 1)
+                        }
+                        if d.frequencies[t.token] != nil { stats.frequencies[t, default: 0] += 1 }
+                    }
+                }
+            }
+            for t in unindexed where stats.frequencies[t] == nil { stats.frequencies[t] = 0 }
+            for t in unindexed where stats.fields[t.field] == nil { stats.fields[t.field] = TextTotals() }
+            sum.add(stats)
+        }
+        pq.scorer = BM25(terms: terms, stats: sum)
     }
 
     /// How many records match, without returning them (beyond CloudKit). A query without comparisons counts record
@@ -149,7 +193,9 @@ extension Database {
     private func explain(_ query: Query, zoneID: ZoneID, zoneWide: Bool, limit: Int?) async throws -> QueryPlan {
         try authorize(.read)
         let zones = try queryZones(zoneID: zoneID, zoneWide: zoneWide)
-        let (pq, notes) = try await prepare(query, addIndexes: false)
+        var (prepared, notes) = try await prepare(query, addIndexes: false)
+        if limit != nil { try await rank(&prepared, in: zones, stats: nil) }
+        let pq = prepared
         var plans: [QueryPlan.Zone] = []
         var allNotes = notes
         for z in zones {
@@ -363,7 +409,7 @@ extension Database {
                 scanned += placed.count + unplaced.count
                 pending += placed.map { ($0.name, $0.position, views.count - 1) }
                 for u in unplaced {
-                    let p = pq.order.position(try await partition.read(key, u.name, u.entry), zoneName: key.zoneName)
+                    let p = pq.position(try await partition.read(key, u.name, u.entry), zoneName: key.zoneName)
                     if let after, pq.order.compare(p, after) <= 0 { continue }
                     pending.append((u.name, p, views.count - 1))
                 }
@@ -385,7 +431,7 @@ extension Database {
                     matched += 1
                     continue
                 }
-                let p = pq.order.position(r, zoneName: key.zoneName)
+                let p = pq.position(r, zoneName: key.zoneName)
                 if let after, pq.order.compare(p, after) <= 0 { continue }
                 let cost = c.entry.pageCost(c.name)
                 let keep = held <= budget - min(cost, budget)

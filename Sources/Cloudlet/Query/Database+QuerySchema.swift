@@ -99,12 +99,17 @@ extension Database {
             needed[field, default: []].formUnion(IndexKind.kinds(for: flag, type: ft, field: field))
         }
         let searchable = Set(type.indexes.filter { $0.value.contains(.searchable) }.keys)
-        return (
-            PreparedQuery(
-                query: query, schemaKey: key, order: SortOrder(descriptors: query.sortDescriptors), searchable: searchable,
-                needed: needed, recordSchema: type),
-            notes
-        )
+        var pq = PreparedQuery(
+            query: query, schemaKey: key, order: SortOrder(descriptors: query.sortDescriptors), searchable: searchable,
+            needed: needed, recordSchema: type)
+        // Without sort descriptors, a token search ranks its matches (even terms whose field is unindexed, or not a
+        // text field: they match nothing and score nothing, whatever the index's state — the order must not
+        // depend on it, for markers to hold).
+        if query.sortDescriptors.isEmpty, case let terms = RankTerm.of(query.predicate, searchable: searchable), !terms.isEmpty {
+            pq.rankTerms = terms
+            pq.order.ranked = true
+        }
+        return (pq, notes)
     }
 
     /// A query of `cloudkit.share`, the shares of a zone as records (docs/sharing.md, "Querying shares"). The type is

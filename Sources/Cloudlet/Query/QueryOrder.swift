@@ -12,10 +12,17 @@ struct QueryPosition: Sendable, Hashable {
 /// its index backwards.
 struct SortOrder: Sendable {
     var descriptors: [QuerySort]
+    /// A full-text query without descriptors: by score (``BM25``), whose ``BM25/key(_:)`` is each position's only key,
+    /// then record name and zone ascending.
+    var ranked = false
 
     var tiesAscending: Bool { descriptors.last?.ascending ?? true }
 
+    /// How many keys a position holds.
+    var keyCount: Int { ranked ? 1 : descriptors.count }
+
     func compare(_ a: QueryPosition, _ b: QueryPosition) -> Int {
+        if ranked, case let c = SortKey.compare(a.keys[0], b.keys[0]), c != 0 { return c }
         for (i, d) in descriptors.enumerated() {
             let c = SortKey.compare(a.keys[i], b.keys[i])
             if c != 0 { return d.ascending ? c : -c }
@@ -51,8 +58,8 @@ extension QueryCursor {
     static let version: UInt8 = 1
 
     /// `version u8 · query fingerprint u64 · key count varint · keys (bytes) · recordName string · zoneName string ·
-    /// CRC32C u32`, base64.
-    init(query: UInt64, after p: QueryPosition) {
+    /// [ranking statistics (``RankStats``), for a ranked query] · CRC32C u32`, base64.
+    init(query: UInt64, after p: QueryPosition, ranking: RankStats? = nil) {
         var w = ByteWriter(capacity: 64)
         w.u8(Self.version)
         w.u64(query)
@@ -60,12 +67,16 @@ extension QueryCursor {
         for k in p.keys { w.bytes(k) }
         w.string(p.recordName)
         w.string(p.zoneName)
+        ranking?.encode(into: &w)
         w.u32(CRC32C.checksum(w.bytes))
         self.init(marker: Base64.encode(w.bytes))
     }
 
     /// The position this cursor resumes after, checked against the query it must belong to.
-    func position(query: UInt64, keyCount: Int) throws -> QueryPosition {
+    func position(query: UInt64, keyCount: Int) throws -> QueryPosition { try resume(query: query, keyCount: keyCount, ranked: false).0 }
+
+    /// The position this cursor resumes after and, for a `ranked` query, the statistics its pages score with.
+    func resume(query: UInt64, keyCount: Int, ranked: Bool) throws -> (QueryPosition, RankStats?) {
         let bad = CloudletError.invalid("the continuation marker is malformed")
         guard let bytes = Base64.decode(marker), bytes.count >= 1 + 8 + 4 else { throw bad }
         let body = Array(bytes[..<(bytes.count - 4)])
@@ -82,8 +93,9 @@ extension QueryCursor {
         var keys: [[UInt8]] = []
         for _ in 0..<n { keys.append(try r.bytes()) }
         let p = QueryPosition(keys: keys, recordName: try r.string(), zoneName: try r.string())
+        let stats = ranked ? try RankStats.decode(&r) : nil
         guard r.isAtEnd else { throw bad }
-        return p
+        return (p, stats)
     }
 }
 

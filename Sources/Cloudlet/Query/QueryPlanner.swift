@@ -13,8 +13,19 @@ struct PreparedQuery: Sendable {
     var needed: [String: Set<IndexKind>]
     /// The record type's schema (its fields' types, for the exact keys of composite ranges and counts).
     var recordSchema: RecordTypeSchema? = nil
+    /// A full-text query without sort descriptors: the terms it ranks its matches by (``BM25``; the order is then
+    /// ``SortOrder/ranked``), nil otherwise.
+    var rankTerms: [RankTerm]? = nil
+    /// The scorer of a ranked query, once its statistics are known (``Database``'s `query`).
+    var scorer: BM25? = nil
 
     func fieldType(_ field: String) -> FieldType? { recordSchema?.type(of: field) }
+
+    /// Where `r` goes in the query's order.
+    func position(_ r: Record, zoneName: String) -> QueryPosition {
+        guard order.ranked else { return order.position(r, zoneName: zoneName) }
+        return QueryPosition(keys: [BM25.key(scorer?.score(r) ?? 0)], recordName: r.recordName, zoneName: zoneName)
+    }
 
     func matches(_ r: Record) -> Bool { query.predicate.matches(r, searchable: searchable) }
 }
@@ -516,6 +527,20 @@ struct QueryPlanner {
             info.order = "none needed (count)"
             return (.readAll(try withEntries(candidates(src))), info)
         }
+        // (A ranked query is given its scorer before it is planned; one that was not scores with this zone's statistics.)
+        if let terms = q.rankTerms {
+            let scorer = try q.scorer ?? BM25(terms: terms, stats: rankStatistics(terms).stats)
+            if let ranked = try rankedCandidates(scorer, src, after: after) {
+                info.candidates = ranked.candidates.count
+                info.order = "ranked by BM25 from \(ranked.scored) posting\(ranked.scored == 1 ? "" : "s") (no record read), sorted in memory"
+                info.sortedInMemory = true
+                return (.keyed(ranked.candidates, view: st), info)
+            }
+            if let src { info.candidates = try estimate(src, cap: cap) }
+            info.order = "ranked by BM25 from the records read (a full-text index is not ready)"
+            info.sortedInMemory = true
+            return (.readAll(try withEntries(candidates(src))), info)
+        }
         if let n = nearestWalk(src) {
             info.order = "spatial index cells in distance order (\(n.cells.count) cells)"
             if let src { info.candidates = explaining ? try estimate(src, cap: cap) : 0 }
@@ -637,6 +662,82 @@ struct QueryPlanner {
             out.append((name, p))
         }
         return out
+    }
+
+    // MARK: - Ranking
+
+    /// This zone's part of a ranked query's statistics (``RankStats``): the type's records, and for each term whose
+    /// full-text index is ready its field's totals and its postings counted. `unindexed`: the terms whose index is not
+    /// ready, for the caller to count in the records (``typeRecords()``).
+    func rankStatistics(_ terms: [RankTerm]) throws -> (stats: RankStats, unindexed: [RankTerm]) {
+        var s = RankStats(records: recordsOfType)
+        var unindexed: [RankTerm] = []
+        for t in terms {
+            let d = IndexDefinition(schema: q.schemaKey, recordType: q.query.recordType, field: t.field, kind: .text)
+            guard ready(d), let totals = st.indexes.textTotals(d, zone: zone) else {
+                unindexed.append(t)
+                continue
+            }
+            s.fields[t.field] = totals
+            s.frequencies[t] = try count(t.field, .text, .exactly(Array(t.token.utf8)), cap: .max, keepingNames: false)
+        }
+        return (s, unindexed)
+    }
+
+    /// Every live record of the type, with its entry, in name order.
+    func typeRecords() throws -> [(name: String, entry: RecordEntry)] { try withEntries(candidates(nil)) }
+
+    /// A ranked query's candidates past `after`, each placed by its score, read off the terms' postings (no record
+    /// read); nil when a term's index is not ready. The candidates are the postings' names (any token, or every one
+    /// for CONTAINS_ALL_TOKENS) when `src` is the terms' own full-text lookup, `src`'s names otherwise (a record
+    /// without the terms scores 0). `scored`: the postings read.
+    private func rankedCandidates(_ scorer: BM25, _ src: CandidateSource?, after: QueryPosition?) throws -> (
+        candidates: [(name: String, position: QueryPosition)], scored: Int
+    )? {
+        guard scorer.terms.allSatisfy({ ready($0.field, .text) }) else { return nil }
+        // The lookup's tokens by bit, when the postings read are its candidates.
+        var bits: [String: UInt64]?
+        var all = false
+        if case .text(let fields, let tokens, let a)? = src, tokens.count <= 64,
+            fields.allSatisfy({ f in tokens.allSatisfy { scorer.terms.contains(RankTerm(field: f, token: $0)) } })
+        {
+            bits = Dictionary(uniqueKeysWithValues: tokens.enumerated().map { ($1, UInt64(1) << UInt64($0)) })
+            all = a
+        }
+        var scores: [String: (score: Double, tokens: UInt64)] = [:]
+        var scored = 0
+        for (i, t) in scorer.terms.enumerated() {
+            guard var c = scan(t.field, .text, .exactly(Array(t.token.utf8))) else { continue }
+            let bit = bits?[t.token] ?? 0
+            while let (e, value) = try c.nextWithValue() {
+                scored += 1
+                let p = try TextPosting.decode(value) ?? unvaluedPosting(t, e.name)
+                scores[e.name, default: (0, 0)].score += scorer.weight(i, p)
+                scores[e.name]!.tokens |= bit
+            }
+        }
+        let names: [String]
+        if let bits {
+            let full = bits.values.reduce(0, |)
+            names = scores.compactMap { (all ? $0.value.tokens == full : $0.value.tokens != 0) ? $0.key : nil }
+        } else {
+            names = try candidates(src)
+        }
+        var out: [(name: String, position: QueryPosition)] = []
+        out.reserveCapacity(names.count)
+        for name in names {
+            let p = QueryPosition(keys: [BM25.key(scores[name]?.score ?? 0)], recordName: name, zoneName: zone.zoneName)
+            if let after, q.order.compare(p, after) <= 0 { continue }
+            out.append((name, p))
+        }
+        return (out, scored)
+    }
+
+    /// The posting of a key written without one (before flushed-state version 8, not yet rewritten), from the
+    /// record's stored value.
+    private func unvaluedPosting(_ t: RankTerm, _ name: String) throws -> TextPosting {
+        let value = try IndexState.storedValues(st.keys, zonePrefix, q.query.recordType, name)?[t.field] ?? nil
+        return TextDocument(value).posting(t.token) ?? TextPosting(frequency: 1, length: 1)
     }
 
     /// The cells-in-distance-order plan, when `src` is a NEAR's spatial index and the query is sorted by distance
