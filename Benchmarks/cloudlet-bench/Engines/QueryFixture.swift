@@ -17,7 +17,7 @@ import Synchronization
 /// | `category` | QUERYABLE | `CREATE INDEX … (category)` |
 /// | `count` | QUERYABLE SORTABLE | `CREATE INDEX … (count)` |
 /// | `created` | SORTABLE | `CREATE INDEX … (created)` |
-/// | `title` | SEARCHABLE | FTS5 external-content table over `title` |
+/// | `title` | SEARCHABLE | FTS5 external-content table over `title`; matches `ORDER BY rank` (FTS5's BM25), as Cloudlet ranks a token search without sorts |
 /// | `place` (LOCATION, ``QueryFixtures/place(_:)``) | QUERYABLE SORTABLE (the spatial index; a sort by distance needs SORTABLE) | an R*Tree of the points (`rtree`) |
 /// | `category`, `count` | `INDEX byCategoryCount (category, count DESC)` | `CREATE INDEX … (category, count DESC)` |
 ///
@@ -352,7 +352,7 @@ final class SQLiteQueryFixture: QueryFixture, @unchecked Sendable {
         rng = try prepare(
             "SELECT \(c) FROM records r WHERE count >= ?1 AND count < ?2 ORDER BY count LIMIT \(QueryFixtures.limit)")
         fts = try prepare(
-            "SELECT \(c) FROM titles JOIN records r ON r.rowid = titles.rowid WHERE titles MATCH ?1 LIMIT \(QueryFixtures.limit)")
+            "SELECT \(c) FROM titles JOIN records r ON r.rowid = titles.rowid WHERE titles MATCH ?1 ORDER BY rank LIMIT \(QueryFixtures.limit)")
         get = try prepare("SELECT \(c) FROM records r WHERE recordName = ?1")
         cnt = try prepare("SELECT COUNT(*) FROM records WHERE count >= ?1 AND count < ?2")
         box = try prepare("SELECT id, minLat, minLon FROM places WHERE minLat >= ?1 AND maxLat <= ?2 AND minLon >= ?3 AND maxLon <= ?4")

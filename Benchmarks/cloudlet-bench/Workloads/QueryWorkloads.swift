@@ -5,7 +5,8 @@
 /// - `query-eq-sort-composite`: `category = c ORDER BY count DESC LIMIT 100` on a composite (category, count DESC)
 ///   index (Cloudlet's `INDEX`, SQLite's two-column B-tree index): one range of it.
 /// - `query-range`: `count >= lo AND count < lo + w ORDER BY count LIMIT 100`, `w` chosen for ~100 matches.
-/// - `query-fulltext`: titles containing two given words, `LIMIT 100` (Cloudlet's SEARCHABLE index, SQLite FTS5).
+/// - `query-fulltext`: titles containing two given words, best first by BM25, `LIMIT 100` (Cloudlet's SEARCHABLE
+///   index, ranked; SQLite FTS5 `ORDER BY rank`).
 /// - `query-near`: records within a radius of a point (about 1,000 of them whatever the size), nearest first,
 ///   `LIMIT 100` (Cloudlet's spatial index, NEAR sorted by distance; SQLite's R*Tree module: the circle's bounding
 ///   box, distances computed by the caller).
