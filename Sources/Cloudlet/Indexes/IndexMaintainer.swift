@@ -229,6 +229,13 @@ struct IndexCursor {
         return (try IndexKeyspace.entry(e.key, prefixCount: prefixCount), e.value)
     }
 
+    /// For a forward walk of one value key's entries (``seeksByName``): the next entry's record name (UTF-8) and the
+    /// value its key holds, nil after the last.
+    mutating func nextPosting() throws -> (name: ArraySlice<UInt8>, value: [UInt8])? {
+        guard let e = try keys.next() else { return nil }
+        return (e.key[namePrefix!.count...], e.value)
+    }
+
     /// The next entry's record name (its value key left undecoded), nil after the last.
     mutating func nextName() throws -> String? {
         guard let key = try keys.nextKey() else { return nil }

@@ -363,8 +363,8 @@ extension Database {
                 batch = min(batch * 2, Self.walkBatch.last)
                 guard try await takeInGroups(items) else { break walking }
             } while from != nil
-        case .keyed(var candidates, let view):
-            candidates.sort { pq.order.less($0.position, $1.position) }
+        case .keyed(var candidates, let view, let sorted):
+            if !sorted { candidates.sort { pq.order.less($0.position, $1.position) } }
             // Entries are looked up in the plan's view (off the pool: perhaps from disk) a chunk at a time, as reading
             // gets to them.
             var next = 0

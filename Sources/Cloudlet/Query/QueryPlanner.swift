@@ -57,7 +57,8 @@ enum ZoneExecution: Sendable {
     /// Candidates with their positions (sort keys from the indexes' kept values), already past the continuation
     /// point: sort them, then read in order until enough match.
     /// Their entries are looked up in `view` (the plan's read view) only for those read: most are never read.
-    case keyed([(name: String, position: QueryPosition)], view: PartitionReadView)
+    /// `sorted`: the candidates come in the query's order already (a ranked query's, sorted by score as it scored them).
+    case keyed([(name: String, position: QueryPosition)], view: PartitionReadView, sorted: Bool = false)
     /// Candidates to read and evaluate; the matches are sorted in memory.
     case readAll([(name: String, entry: RecordEntry)])
     /// A count answered by an index: this many records match (``QueryPlanner/exactCount(_:)``).
@@ -534,7 +535,7 @@ struct QueryPlanner {
                 info.candidates = ranked.candidates.count
                 info.order = "ranked by BM25 from \(ranked.scored) posting\(ranked.scored == 1 ? "" : "s") (no record read), sorted in memory"
                 info.sortedInMemory = true
-                return (.keyed(ranked.candidates, view: st), info)
+                return (.keyed(ranked.candidates, view: st, sorted: true), info)
             }
             if let src { info.candidates = try estimate(src, cap: cap) }
             info.order = "ranked by BM25 from the records read (a full-text index is not ready)"
@@ -691,6 +692,9 @@ struct QueryPlanner {
     /// read); nil when a term's index is not ready. The candidates are the postings' names (any token, or every one
     /// for CONTAINS_ALL_TOKENS) when `src` is the terms' own full-text lookup, `src`'s names otherwise (a record
     /// without the terms scores 0). `scored`: the postings read.
+    ///
+    /// The terms' postings, each in name order, are merged: a name's score adds its terms' weights in term order (as
+    /// ``BM25/score(_:)`` does, so the two agree to the bit), with no table of names.
     private func rankedCandidates(_ scorer: BM25, _ src: CandidateSource?, after: QueryPosition?) throws -> (
         candidates: [(name: String, position: QueryPosition)], scored: Int
     )? {
@@ -704,29 +708,67 @@ struct QueryPlanner {
             bits = Dictionary(uniqueKeysWithValues: tokens.enumerated().map { ($1, UInt64(1) << UInt64($0)) })
             all = a
         }
-        var scores: [String: (score: Double, tokens: UInt64)] = [:]
-        var scored = 0
+        let full = bits?.values.reduce(0, |) ?? 0
+        var cursors: [IndexCursor] = []
+        // Each term's current posting (its name, UTF-8, and value); `live`: the terms not yet done.
+        var names: [ArraySlice<UInt8>] = []
+        var values: [[UInt8]] = []
+        var live: [Int] = []
+        var termBits: [UInt64] = []
         for (i, t) in scorer.terms.enumerated() {
-            guard var c = scan(t.field, .text, .exactly(Array(t.token.utf8))) else { continue }
-            let bit = bits?[t.token] ?? 0
-            while let (e, value) = try c.nextWithValue() {
-                scored += 1
-                let p = try TextPosting.decode(value) ?? unvaluedPosting(t, e.name)
-                scores[e.name, default: (0, 0)].score += scorer.weight(i, p)
-                scores[e.name]!.tokens |= bit
+            guard var c = scan(t.field, .text, .exactly(Array(t.token.utf8))) else { return nil }
+            let head = try c.nextPosting()
+            names.append(head?.name ?? [])
+            values.append(head?.value ?? [])
+            if head != nil { live.append(i) }
+            cursors.append(c)
+            termBits.append(bits?[t.token] ?? 0)
+        }
+        var scored = 0
+        var ranked: [(score: Double, name: String)] = []
+        var here: [Int] = []
+        while !live.isEmpty {
+            // The terms at the least name, in term order (`live` stays sorted).
+            here.removeAll(keepingCapacity: true)
+            for i in live {
+                let c = here.isEmpty ? -1 : LSMKey.compare(names[i], names[here[0]])
+                if c < 0 {
+                    here.removeAll(keepingCapacity: true)
+                    here.append(i)
+                } else if c == 0 {
+                    here.append(i)
+                }
+            }
+            let name = names[here[0]]
+            var score = 0.0
+            var has: UInt64 = 0
+            for i in here {
+                let p = try TextPosting.decode(values[i]) ?? unvaluedPosting(scorer.terms[i], String(decoding: name, as: UTF8.self))
+                score += scorer.weight(i, p)
+                has |= termBits[i]
+            }
+            scored += here.count
+            if bits == nil || (all ? has == full : has != 0) { ranked.append((score, String(decoding: name, as: UTF8.self))) }
+            for i in here {
+                if let next = try cursors[i].nextPosting() {
+                    names[i] = next.name
+                    values[i] = next.value
+                } else {
+                    live.removeAll { $0 == i }
+                }
             }
         }
-        let names: [String]
-        if let bits {
-            let full = bits.values.reduce(0, |)
-            names = scores.compactMap { (all ? $0.value.tokens == full : $0.value.tokens != 0) ? $0.key : nil }
-        } else {
-            names = try candidates(src)
+        if bits == nil {
+            // Another lookup's candidates: each with its score (0 without the terms).
+            let byName = Dictionary(ranked.map { ($0.name, $0.score) }, uniquingKeysWith: { a, _ in a })
+            ranked = try candidates(src).map { (byName[$0] ?? 0, $0) }
         }
+        // Best first, ties by name: the query's order within a zone (``SortOrder/ranked``).
+        ranked.sort { $0.score != $1.score ? $0.score > $1.score : NameOrder.compare($0.name, $1.name) < 0 }
         var out: [(name: String, position: QueryPosition)] = []
-        out.reserveCapacity(names.count)
-        for name in names {
-            let p = QueryPosition(keys: [BM25.key(scores[name]?.score ?? 0)], recordName: name, zoneName: zone.zoneName)
+        out.reserveCapacity(ranked.count)
+        for (score, name) in ranked {
+            let p = QueryPosition(keys: [BM25.key(score)], recordName: name, zoneName: zone.zoneName)
             if let after, q.order.compare(p, after) <= 0 { continue }
             out.append((name, p))
         }
