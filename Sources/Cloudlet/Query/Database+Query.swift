@@ -91,7 +91,11 @@ extension Database {
         }
         return QueryResults(
             records: records,
-            cursor: more ? QueryCursor(query: fingerprint, after: rows[rows.count - 1].position, ranking: pq.scorer?.stats) : nil,
+            cursor: more
+                ? QueryCursor(
+                    query: fingerprint, after: rows[rows.count - 1].position,
+                    ranking: (pq.scorer ?? pq.rankedBy?.scorer.withLock { $0 })?.stats)
+                : nil,
             plan: QueryPlan(zones: plans, notes: notes))
     }
 
@@ -100,6 +104,20 @@ extension Database {
     private func rank(_ pq: inout PreparedQuery, in zones: [ZoneKey], stats: RankStats?) async throws {
         guard let terms = pq.rankTerms else { return }
         if let stats { return pq.scorer = BM25(terms: terms, stats: stats) }
+        // One zone whose terms are all indexed: its plan counts their frequencies as it merges their postings.
+        if zones.count == 1 {
+            let z = zones[0]
+            let partition = store.partition(for: z)
+            let query = pq
+            let (partial, unindexed) = try await ThreadBridge.offload {
+                try QueryPlanner(state: partition.queryView(), zone: z, query: query).rankStatistics(terms, frequencies: false)
+            }
+            if unindexed.isEmpty {
+                pq.pendingStats = partial
+                pq.rankedBy = RankedBy()
+                return
+            }
+        }
         var sum = RankStats()
         for z in zones {
             let partition = store.partition(for: z)

@@ -18,12 +18,17 @@ struct PreparedQuery: Sendable {
     var rankTerms: [RankTerm]? = nil
     /// The scorer of a ranked query, once its statistics are known (``Database``'s `query`).
     var scorer: BM25? = nil
+    /// A ranked query's statistics but the terms' document frequencies, which its one zone's plan counts as it merges
+    /// the postings (one walk of them, not a count and then a merge), leaving the scorer it made in `rankedBy`.
+    var pendingStats: RankStats? = nil
+    var rankedBy: RankedBy? = nil
 
     func fieldType(_ field: String) -> FieldType? { recordSchema?.type(of: field) }
 
     /// Where `r` goes in the query's order.
     func position(_ r: Record, zoneName: String) -> QueryPosition {
         guard order.ranked else { return order.position(r, zoneName: zoneName) }
+        let scorer = self.scorer ?? rankedBy?.scorer.withLock { $0 }
         return QueryPosition(keys: [BM25.key(scorer?.score(r) ?? 0)], recordName: r.recordName, zoneName: zoneName)
     }
 
@@ -528,14 +533,20 @@ struct QueryPlanner {
             info.order = "none needed (count)"
             return (.readAll(try withEntries(candidates(src))), info)
         }
-        // (A ranked query is given its scorer before it is planned; one that was not scores with this zone's statistics.)
+        // (A ranked query is given its scorer, or its statistics but the frequencies, before it is planned; one that
+        // was not scores with this zone's statistics.)
         if let terms = q.rankTerms {
-            let scorer = try q.scorer ?? BM25(terms: terms, stats: rankStatistics(terms).stats)
-            if let ranked = try rankedCandidates(scorer, src, after: after) {
+            let given = try q.scorer ?? (q.pendingStats == nil ? BM25(terms: terms, stats: rankStatistics(terms).stats) : nil)
+            if let ranked = try rankedCandidates(terms, given, src, after: after) {
+                q.rankedBy?.scorer.withLock { $0 = ranked.scorer }
                 info.candidates = ranked.candidates.count
                 info.order = "ranked by BM25 from \(ranked.scored) posting\(ranked.scored == 1 ? "" : "s") (no record read), sorted in memory"
                 info.sortedInMemory = true
                 return (.keyed(ranked.candidates, view: st, sorted: true), info)
+            }
+            if given == nil {
+                let made = BM25(terms: terms, stats: try rankStatistics(terms).stats)
+                q.rankedBy?.scorer.withLock { $0 = made }
             }
             if let src { info.candidates = try estimate(src, cap: cap) }
             info.order = "ranked by BM25 from the records read (a full-text index is not ready)"
@@ -668,9 +679,9 @@ struct QueryPlanner {
     // MARK: - Ranking
 
     /// This zone's part of a ranked query's statistics (``RankStats``): the type's records, and for each term whose
-    /// full-text index is ready its field's totals and its postings counted. `unindexed`: the terms whose index is not
-    /// ready, for the caller to count in the records (``typeRecords()``).
-    func rankStatistics(_ terms: [RankTerm]) throws -> (stats: RankStats, unindexed: [RankTerm]) {
+    /// full-text index is ready its field's totals and (`frequencies`) its postings counted. `unindexed`: the terms
+    /// whose index is not ready, for the caller to count in the records (``typeRecords()``).
+    func rankStatistics(_ terms: [RankTerm], frequencies: Bool = true) throws -> (stats: RankStats, unindexed: [RankTerm]) {
         var s = RankStats(records: recordsOfType)
         var unindexed: [RankTerm] = []
         for t in terms {
@@ -680,6 +691,7 @@ struct QueryPlanner {
                 continue
             }
             s.fields[t.field] = totals
+            guard frequencies else { continue }
             s.frequencies[t] = try count(t.field, .text, .exactly(Array(t.token.utf8)), cap: .max, keepingNames: false)
         }
         return (s, unindexed)
@@ -694,16 +706,18 @@ struct QueryPlanner {
     /// without the terms scores 0). `scored`: the postings read.
     ///
     /// The terms' postings, each in name order, are merged: a name's score adds its terms' weights in term order (as
-    /// ``BM25/score(_:)`` does, so the two agree to the bit), with no table of names.
-    private func rankedCandidates(_ scorer: BM25, _ src: CandidateSource?, after: QueryPosition?) throws -> (
-        candidates: [(name: String, position: QueryPosition)], scored: Int
+    /// ``BM25/score(_:)`` does, so the two agree to the bit), with no table of names. Without a `given` scorer the
+    /// terms' frequencies are counted in the same walk (``PreparedQuery/pendingStats``), the postings kept until they
+    /// are known; the scorer used is returned.
+    private func rankedCandidates(_ terms: [RankTerm], _ given: BM25?, _ src: CandidateSource?, after: QueryPosition?) throws -> (
+        candidates: [(name: String, position: QueryPosition)], scored: Int, scorer: BM25
     )? {
-        guard scorer.terms.allSatisfy({ ready($0.field, .text) }) else { return nil }
+        guard terms.allSatisfy({ ready($0.field, .text) }) else { return nil }
         // The lookup's tokens by bit, when the postings read are its candidates.
         var bits: [String: UInt64]?
         var all = false
         if case .text(let fields, let tokens, let a)? = src, tokens.count <= 64,
-            fields.allSatisfy({ f in tokens.allSatisfy { scorer.terms.contains(RankTerm(field: f, token: $0)) } })
+            fields.allSatisfy({ f in tokens.allSatisfy { terms.contains(RankTerm(field: f, token: $0)) } })
         {
             bits = Dictionary(uniqueKeysWithValues: tokens.enumerated().map { ($1, UInt64(1) << UInt64($0)) })
             all = a
@@ -715,7 +729,7 @@ struct QueryPlanner {
         var values: [[UInt8]] = []
         var live: [Int] = []
         var termBits: [UInt64] = []
-        for (i, t) in scorer.terms.enumerated() {
+        for (i, t) in terms.enumerated() {
             guard var c = scan(t.field, .text, .exactly(Array(t.token.utf8))) else { return nil }
             let head = try c.nextPosting()
             names.append(head?.name ?? [])
@@ -727,6 +741,10 @@ struct QueryPlanner {
         var scored = 0
         var ranked: [(score: Double, name: String)] = []
         var here: [Int] = []
+        // Without a scorer: each term's postings counted, and each kept name's postings (in term order) held.
+        var frequencies = [Int](repeating: 0, count: terms.count)
+        var held: [(term: Int, posting: TextPosting)] = []
+        var heldFrom: [Int] = []
         while !live.isEmpty {
             // The terms at the least name, in term order (`live` stays sorted).
             here.removeAll(keepingCapacity: true)
@@ -740,15 +758,23 @@ struct QueryPlanner {
                 }
             }
             let name = names[here[0]]
-            var score = 0.0
             var has: UInt64 = 0
-            for i in here {
-                let p = try TextPosting.decode(values[i]) ?? unvaluedPosting(scorer.terms[i], String(decoding: name, as: UTF8.self))
-                score += scorer.weight(i, p)
-                has |= termBits[i]
-            }
+            for i in here { has |= termBits[i] }
             scored += here.count
-            if bits == nil || (all ? has == full : has != 0) { ranked.append((score, String(decoding: name, as: UTF8.self))) }
+            let kept = bits == nil || (all ? has == full : has != 0)
+            var score = 0.0
+            if given == nil { heldFrom.append(held.count) }
+            for i in here {
+                if given == nil { frequencies[i] += 1 }
+                guard kept else { continue }
+                let p = try TextPosting.decode(values[i]) ?? unvaluedPosting(terms[i], String(decoding: name, as: UTF8.self))
+                if let given { score += given.weight(i, p) } else { held.append((i, p)) }
+            }
+            if kept {
+                ranked.append((score, String(decoding: name, as: UTF8.self)))
+            } else if given == nil {
+                heldFrom.removeLast()
+            }
             for i in here {
                 if let next = try cursors[i].nextPosting() {
                     names[i] = next.name
@@ -756,6 +782,20 @@ struct QueryPlanner {
                 } else {
                     live.removeAll { $0 == i }
                 }
+            }
+        }
+        let scorer: BM25
+        if let given {
+            scorer = given
+        } else {
+            var stats = q.pendingStats ?? RankStats()
+            for (i, t) in terms.enumerated() { stats.frequencies[t] = frequencies[i] }
+            scorer = BM25(terms: terms, stats: stats)
+            heldFrom.append(held.count)
+            for k in ranked.indices {
+                var score = 0.0
+                for (i, p) in held[heldFrom[k]..<heldFrom[k + 1]] { score += scorer.weight(i, p) }
+                ranked[k].score = score
             }
         }
         if bits == nil {
@@ -772,7 +812,7 @@ struct QueryPlanner {
             if let after, q.order.compare(p, after) <= 0 { continue }
             out.append((name, p))
         }
-        return (out, scored)
+        return (out, scored, scorer)
     }
 
     /// The posting of a key written without one (before flushed-state version 8, not yet rewritten), from the

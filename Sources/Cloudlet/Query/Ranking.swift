@@ -1,5 +1,6 @@
 import CloudletCore
 import CloudletStorage
+import Synchronization
 import Foundation  // log
 
 /// One term a ranked query scores: a token searched for in one field (`self CONTAINS` searches each SEARCHABLE field).
@@ -127,4 +128,10 @@ struct BM25: Sendable {
 
     /// The sort key of a score: higher scores first (a distance key of its negation; 0 for none).
     static func key(_ score: Double) -> [UInt8] { SortKey.distance(score > 0 ? -score : 0) }
+}
+
+/// Where a ranked query's plan leaves the scorer it made while merging the postings (``PreparedQuery/pendingStats``),
+/// for the page's marker.
+final class RankedBy: Sendable {
+    let scorer = Mutex<BM25?>(nil)
 }
