@@ -100,7 +100,8 @@ extension Database {
     }
 
     /// Gives a ranked query (``PreparedQuery/rankTerms``) its scorer: with `stats` (a continuation marker's), or with
-    /// the statistics of `zones` now.
+    /// the statistics of `zones` now — for one zone whose terms are all indexed, all but the terms' frequencies, which
+    /// its plan counts as it merges the postings (``PreparedQuery/pendingStats``).
     private func rank(_ pq: inout PreparedQuery, in zones: [ZoneKey], stats: RankStats?) async throws {
         guard let terms = pq.rankTerms else { return }
         if let stats { return pq.scorer = BM25(terms: terms, stats: stats) }

@@ -32,9 +32,10 @@ struct RankTerm: Sendable, Hashable, Comparable {
 
 /// The collection statistics a ranked query scores with: the records of the type, each searched field's totals
 /// (``TextTotals``: its average length) and each term's document frequency — summed over the zones searched. The
-/// first page gathers them (``QueryPlanner/rankStatistics(_:)``) and its continuation marker carries them, so every
-/// page scores with the same ones: a record's score then depends on its own postings alone, and the pages of a query
-/// neither repeat nor skip a record because others were saved or deleted in between (as a field sort does).
+/// first page gathers them (``QueryPlanner/rankStatistics(_:frequencies:)``) and its continuation marker carries
+/// them, so every page scores with the same ones: a record's score then depends on its own postings alone, and the
+/// pages of a query neither repeat nor skip a record because others were saved or deleted in between (as a field
+/// sort does).
 struct RankStats: Sendable, Equatable {
     var records = 0
     /// Per field: the records with at least one token in it, and their tokens (from the full-text index's totals, or
