@@ -162,17 +162,32 @@ struct IndexState: Sendable {
         if let old, let new, old == new { return }
         let before = old.map { TextDocument($0) }
         let after = new.map { TextDocument($0) }
-        if let before, let probe = before.probe, try keys.indexValue(subspace.key(Array(probe.utf8), name)) != nil {
-            addText(z, i.id, before, -1)
+        if let before {
+            if try Self.filed(before, name, subspace, keys) { addText(z, i.id, before, -1) }
+            for t in before.frequencies.keys where after?.frequencies[t] == nil {
+                keys.deleteIndexKey(subspace.key(Array(t.utf8), name), sequence: lsn)
+            }
         }
-        for t in (before?.frequencies.keys).map(Array.init) ?? [] where after?.frequencies[t] == nil {
-            keys.deleteIndexKey(subspace.key(Array(t.utf8), name), sequence: lsn)
+        if let after { file(after, name, z, i.id, subspace, lsn, &keys) }
+    }
+
+    /// Whether record `name`, whose value of the field gives `doc`, is filed in the full-text index at `subspace`:
+    /// whether its ``TextDocument/probe`` key is there (a record is filed under all its tokens or none).
+    private static func filed(_ doc: TextDocument, _ name: String, _ subspace: IndexKeyspace.Subspace, _ keys: KeyDirectory) throws -> Bool {
+        guard let probe = doc.probe else { return false }
+        return try keys.indexValue(subspace.key(Array(probe.utf8), name)) != nil
+    }
+
+    /// Files record `name` under every token of `doc` with its posting in the full-text index `id` at `subspace`,
+    /// and counts it in the index's totals for zone `z`.
+    private mutating func file(
+        _ doc: TextDocument, _ name: String, _ z: ZoneKey, _ id: UInt32, _ subspace: IndexKeyspace.Subspace, _ sequence: UInt64,
+        _ keys: inout KeyDirectory
+    ) {
+        for (t, n) in doc.frequencies {
+            keys.putIndexKey(subspace.key(Array(t.utf8), name), TextPosting(frequency: n, length: doc.length).encoded, sequence: sequence)
         }
-        guard let after else { return }
-        for (t, n) in after.frequencies {
-            keys.putIndexKey(subspace.key(Array(t.utf8), name), TextPosting(frequency: n, length: after.length).encoded, sequence: lsn)
-        }
-        addText(z, i.id, after, 1)
+        addText(z, id, doc, 1)
     }
 
     mutating func apply(_ m: IndexMutation, lsn: UInt64, keys: inout KeyDirectory) throws {
@@ -241,11 +256,7 @@ struct IndexState: Sendable {
         if d.kind == .text {
             // Filed already (a commit since, or an earlier pass of the build): its keys and the totals are current.
             let doc = TextDocument(values[d.field] ?? nil)
-            guard let probe = doc.probe, try keys.indexValue(subspace.key(Array(probe.utf8), name)) == nil else { return }
-            for (t, n) in doc.frequencies {
-                keys.putIndexKey(subspace.key(Array(t.utf8), name), TextPosting(frequency: n, length: doc.length).encoded, sequence: sequence)
-            }
-            addText(z, info.id, doc, 1)
+            if try !Self.filed(doc, name, subspace, keys) { file(doc, name, z, info.id, subspace, sequence, &keys) }
             return
         }
         for k in d.valueKeys(values, name: name) ?? [] { keys.putIndexKey(subspace.key(k, name), [], sequence: sequence) }
@@ -353,15 +364,9 @@ struct IndexState: Sendable {
                 while let e = try stored.next() {
                     let name = String(decoding: e.key[prefix.count...], as: UTF8.self)
                     let doc = TextDocument(try StoredValues.decode(e.value)[d.field] ?? nil)
-                    guard let probe = doc.probe, try keys.indexValue(subspace.key(Array(probe.utf8), name)) != nil else { continue }
-                    filed.append((name, doc))
+                    if try Self.filed(doc, name, subspace, keys) { filed.append((name, doc)) }
                 }
-                for (name, doc) in filed {
-                    for (t, n) in doc.frequencies {
-                        keys.putIndexKey(subspace.key(Array(t.utf8), name), TextPosting(frequency: n, length: doc.length).encoded, sequence: sequence)
-                    }
-                    addText(z, info.id, doc, 1)
-                }
+                for (name, doc) in filed { file(doc, name, z, info.id, subspace, sequence, &keys) }
             }
         }
     }

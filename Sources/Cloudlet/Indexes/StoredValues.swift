@@ -10,16 +10,7 @@ enum IndexedField {
 }
 
 /// The tokens a SEARCHABLE index files a STRING or LIST<STRING> value under (``TextTokenizer``); none for other types.
-func textTokens(_ v: FieldValue) -> Set<String> {
-    switch v {
-    case .string(let s): return Set(TextTokenizer.tokens(s))
-    case .list(.string, let items):
-        var out: Set<String> = []
-        for case .string(let s) in items { out.formUnion(TextTokenizer.tokens(s)) }
-        return out
-    default: return []
-    }
-}
+func textTokens(_ v: FieldValue) -> Set<String> { Set(TextDocument(v).frequencies.keys) }
 
 /// The cells a spatial index files a LOCATION under; none for other values.
 func spatialCells(_ v: FieldValue) -> [UInt64] {

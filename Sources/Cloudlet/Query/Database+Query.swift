@@ -91,11 +91,7 @@ extension Database {
         }
         return QueryResults(
             records: records,
-            cursor: more
-                ? QueryCursor(
-                    query: fingerprint, after: rows[rows.count - 1].position,
-                    ranking: (pq.scorer ?? pq.rankedBy?.scorer.withLock { $0 })?.stats)
-                : nil,
+            cursor: more ? QueryCursor(query: fingerprint, after: rows[rows.count - 1].position, ranking: pq.rankScorer?.stats) : nil,
             plan: QueryPlan(zones: plans, notes: notes))
     }
 
@@ -107,12 +103,10 @@ extension Database {
         if let stats { return pq.scorer = BM25(terms: terms, stats: stats) }
         // One zone whose terms are all indexed: its plan counts their frequencies as it merges their postings.
         if zones.count == 1 {
+            // Counts and totals the partition state holds: no read, so no hop off the pool.
             let z = zones[0]
-            let partition = store.partition(for: z)
-            let query = pq
-            let (partial, unindexed) = try await ThreadBridge.offload {
-                try QueryPlanner(state: partition.queryView(), zone: z, query: query).rankStatistics(terms, frequencies: false)
-            }
+            let (partial, unindexed) = try QueryPlanner(state: store.partition(for: z).queryView(), zone: z, query: pq)
+                .rankStatistics(terms, frequencies: false)
             if unindexed.isEmpty {
                 pq.pendingStats = partial
                 pq.rankedBy = RankedBy()

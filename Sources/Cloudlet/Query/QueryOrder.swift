@@ -72,10 +72,8 @@ extension QueryCursor {
         self.init(marker: Base64.encode(w.bytes))
     }
 
-    /// The position this cursor resumes after, checked against the query it must belong to.
-    func position(query: UInt64, keyCount: Int) throws -> QueryPosition { try resume(query: query, keyCount: keyCount, ranked: false).0 }
-
-    /// The position this cursor resumes after and, for a `ranked` query, the statistics its pages score with.
+    /// The position this cursor resumes after, checked against the query it must belong to, and, for a `ranked`
+    /// query, the statistics its pages score with.
     func resume(query: UInt64, keyCount: Int, ranked: Bool) throws -> (QueryPosition, RankStats?) {
         let bad = CloudletError.invalid("the continuation marker is malformed")
         guard let bytes = Base64.decode(marker), bytes.count >= 1 + 8 + 4 else { throw bad }

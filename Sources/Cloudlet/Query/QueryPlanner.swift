@@ -25,11 +25,13 @@ struct PreparedQuery: Sendable {
 
     func fieldType(_ field: String) -> FieldType? { recordSchema?.type(of: field) }
 
+    /// The scorer a ranked query's pages use: given before planning, or made by its one zone's plan.
+    var rankScorer: BM25? { scorer ?? rankedBy?.scorer.withLock { $0 } }
+
     /// Where `r` goes in the query's order.
     func position(_ r: Record, zoneName: String) -> QueryPosition {
         guard order.ranked else { return order.position(r, zoneName: zoneName) }
-        let scorer = self.scorer ?? rankedBy?.scorer.withLock { $0 }
-        return QueryPosition(keys: [BM25.key(scorer?.score(r) ?? 0)], recordName: r.recordName, zoneName: zoneName)
+        return QueryPosition(keys: [BM25.key(rankScorer?.score(r) ?? 0)], recordName: r.recordName, zoneName: zoneName)
     }
 
     func matches(_ r: Record) -> Bool { query.predicate.matches(r, searchable: searchable) }
