@@ -131,6 +131,14 @@ public struct ByteReader {
         }
     }
 
+    /// A varint used as a non-negative `Int` (a count or size that does not describe the input's own bytes): one
+    /// beyond `Int.max` is corruption, not a trap.
+    public mutating func int() throws -> Int {
+        let v = try varint()
+        guard v <= UInt64(Int.max) else { throw CloudletError.corruption("\(what): \(v) at byte \(offset) exceeds Int.max") }
+        return Int(v)
+    }
+
     /// A varint used as a count or length: must fit what is left of the input (at `unit` bytes per item).
     public mutating func length(unit: Int = 1) throws -> Int {
         let v = try varint()

@@ -133,6 +133,40 @@ import Testing
         try await store.close()
     }
 
+    @Test func aMarkerWhoseStatisticsDoNotFitIsABadRequestNotATrap() async throws {
+        let dir = TempDir("rank-forged")
+        let (store, db) = try await store(dir, (0..<6).map { note("a\($0)", "swift log") })
+        let q = Self.search("swift")
+        let marker = try #require(try await db.query(q, resultsLimit: 2).cursor)
+        // The marker as the server wrote it, re-sealed with statistics a client made up: counts beyond Int.max.
+        let sealed = try #require(Base64.decode(marker.marker))
+        var r = ByteReader(Array(sealed.dropLast(4)), what: "test")
+        _ = (try r.u8(), try r.u64())
+        for _ in 0..<(try r.length()) { _ = try r.bytes() }
+        _ = (try r.string(), try r.string())
+        let position = sealed.count - 4 - r.remaining
+        func forged(_ stats: (inout ByteWriter) -> Void) -> QueryCursor {
+            var w = ByteWriter(capacity: 64)
+            w.raw(Array(sealed[..<position]))
+            stats(&w)
+            w.u32(CRC32C.checksum(w.bytes))
+            return QueryCursor(marker: Base64.encode(w.bytes))
+        }
+        let huge = forged { w in
+            w.varint(UInt64.max)
+            w.varint(0)
+            w.varint(0)
+        }
+        let e = await expectError(.invalidArguments) { try await db.query(q, continuationMarker: huge) }
+        #expect(e?.message.contains("malformed") == true, "\(String(describing: e))")
+        // The same marker with statistics that fit still reads the next page.
+        let fitting = forged { w in
+            RankStats(records: 6, fields: ["title": TextTotals(documents: 6, tokens: 12)], frequencies: [Self.t: 6]).encode(into: &w)
+        }
+        #expect(try await db.query(q, resultsLimit: 2, continuationMarker: fitting).records.count == 2)
+        try await store.close()
+    }
+
     /// The title totals, counted in `records`.
     func totals(_ records: [Record]) -> TextTotals {
         var t = TextTotals()

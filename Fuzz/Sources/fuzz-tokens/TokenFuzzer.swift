@@ -9,7 +9,8 @@ import FuzzSupport
 /// The first byte picks what the rest is; modes 0–2 append the CRC-32C that both end with, so that the fuzzer gets
 /// past the checksum to the fields:
 /// - 0: a zone change token, 1: a database change token (bytes, sealed);
-/// - 2: a continuation marker (bytes, sealed; bits 2–3 of the first byte are the sort keys it must carry);
+/// - 2: a continuation marker (bytes, sealed; bits 2–3 of the first byte are the sort keys it must carry, bit 4
+///   whether it belongs to a ranked query and so carries ranking statistics);
 /// - 3: the rest as text: a `syncToken` member and a continuation marker as a client sends them (base64, unsealed).
 /// What decodes must re-encode to a token or marker that decodes to the same position; what does not throws
 /// `CloudletError` (`invalidArguments`) or `APIError` (`BAD_REQUEST`).
@@ -31,16 +32,21 @@ public func fuzzTokens(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
         Fuzz.require(again == p, "database token decode → encode → decode differs: \(p) vs \(String(describing: again))")
     case 2:
         let keyCount = Int(mode >> 2) & 3
+        let ranked = mode & 16 != 0
         // The marker's fingerprint (bytes 1..<9) is the query it is checked against, so that decoding goes on.
         var query: UInt64 = 0
         for (i, b) in rest.dropFirst().prefix(8).enumerated() { query |= UInt64(b) << (8 * UInt64(i)) }
         let cursor = QueryCursor(marker: Base64.encode(Fuzz.sealed(rest)))
-        guard let p = Fuzz.decoding("QueryCursor.position", { try cursor.position(query: query, keyCount: keyCount) })
+        guard let (p, stats) = Fuzz.decoding("QueryCursor.resume", {
+            try cursor.resume(query: query, keyCount: keyCount, ranked: ranked)
+        })
         else { return 0 }
         let again = Fuzz.decoding("position of a re-encoded marker") {
-            try QueryCursor(query: query, after: p).position(query: query, keyCount: keyCount)
+            try QueryCursor(query: query, after: p, ranking: stats).resume(query: query, keyCount: keyCount, ranked: ranked)
         }
-        Fuzz.require(again == p, "continuation marker decode → encode → decode differs: \(p) vs \(String(describing: again))")
+        Fuzz.require(
+            again?.0 == p && again?.1 == stats,
+            "continuation marker decode → encode → decode differs: \(p) \(String(describing: stats)) vs \(String(describing: again))")
     default:
         let text = String(decoding: rest, as: UTF8.self)
         if let token = Fuzz.decoding("ChangesCoding.token", { try ChangesCoding.token(["syncToken": .string(text)], at: "syncToken") }) {
@@ -48,7 +54,7 @@ public func fuzzTokens(_ data: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
             _ = Fuzz.decoding("zonePosition") { try token?.zonePosition() }
             _ = Fuzz.decoding("databasePosition") { try token?.databasePosition() }
         }
-        _ = Fuzz.decoding("QueryCursor.position") { try QueryCursor(marker: text).position(query: 0, keyCount: 1) }
+        _ = Fuzz.decoding("QueryCursor.resume") { try QueryCursor(marker: text).resume(query: 0, keyCount: 1, ranked: false) }
     }
     return 0
 }

@@ -382,7 +382,7 @@ final class NotificationLog: Sendable {
             let container = try r.string()
             let environment: CloudletCore.Environment = try r.u8() == 1 ? .production : .development
             let user = try r.string()
-            let count = Int(try r.varint())
+            let count = try r.int()
             let last = try r.varint()
             header.inboxes.append(InboxCount(inbox: NotificationHub.Inbox(container: container, environment: environment, user: user), count: count, last: last))
         }
@@ -402,7 +402,7 @@ final class NotificationLog: Sendable {
         for _ in 0..<(try r.length()) {
             let sequence = try r.varint()
             let who = try SubscriberID.decode(&r)
-            let partition = Int(try r.varint())
+            let partition = try r.int()
             let lsn = try r.varint()
             let subscriptionID = try r.string()
             let reason: NotificationReason

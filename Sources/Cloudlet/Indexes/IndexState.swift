@@ -329,7 +329,7 @@ struct IndexState: Sendable {
         for _ in 0..<(try r.length()) {
             let z = try Commit.decodeZone(&r)
             var types: [String: Int] = [:]
-            for _ in 0..<(try r.length()) { types[try r.string()] = Int(try r.varint()) }
+            for _ in 0..<(try r.length()) { types[try r.string()] = try r.int() }
             s.recordCounts[z] = types
         }
         guard withTotals else { return s }
@@ -338,7 +338,7 @@ struct IndexState: Sendable {
             var byID: [UInt32: TextTotals] = [:]
             for _ in 0..<(try r.length(unit: 6)) {
                 let id = try r.u32()
-                byID[id] = TextTotals(documents: Int(try r.varint()), tokens: Int(try r.varint()))
+                byID[id] = TextTotals(documents: try r.int(), tokens: try r.int())
             }
             s.textTotals[z] = byID
         }

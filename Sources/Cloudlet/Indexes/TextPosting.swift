@@ -21,7 +21,7 @@ struct TextPosting: Sendable, Hashable {
     static func decode(_ bytes: [UInt8]) throws -> TextPosting? {
         guard !bytes.isEmpty else { return nil }
         var r = ByteReader(bytes, what: "full-text posting")
-        let p = TextPosting(frequency: Int(try r.varint()), length: Int(try r.varint()))
+        let p = TextPosting(frequency: try r.int(), length: try r.int())
         guard r.isAtEnd, p.frequency >= 1, p.frequency <= p.length else {
             throw CloudletError.corruption("full-text posting: malformed value \(LSMKey.printable(bytes))")
         }

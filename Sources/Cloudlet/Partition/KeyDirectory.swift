@@ -670,7 +670,7 @@ enum DirectoryCodec {
             let offset = UInt32(truncatingIfNeeded: try r.varint())
             let length = UInt32(truncatingIfNeeded: try r.varint())
             if block {
-                e.slot = Commit.Slot(block: Int(offset)..<(Int(offset) + Int(length)), recordLength: Int(try r.varint()))
+                e.slot = Commit.Slot(block: Int(offset)..<(Int(offset) + Int(length)), recordLength: try r.int())
             } else {
                 e.slot = Commit.Slot(offset: offset, length: length)
             }

@@ -97,8 +97,8 @@ extension PartitionState {
             var zone = ZoneSummary(createdLSN: try r.u64())
             zone.lastChangeLSN = try r.u64()
             // Counts, not byte lengths: a zone may hold more records than the state has bytes.
-            zone.liveCount = Int(try r.varint())
-            zone.entryCount = Int(try r.varint())
+            zone.liveCount = try r.int()
+            zone.entryCount = try r.int()
             summaries[key] = zone
             s.zoneCreations[key] = try decodeSpan(&r)
         }

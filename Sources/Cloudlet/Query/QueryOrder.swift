@@ -86,14 +86,19 @@ extension QueryCursor {
             throw CloudletError.invalid(
                 "the continuation marker belongs to another query (record type, predicate, sort, zone or database differ)")
         }
-        let n = try r.length()
-        guard n == keyCount else { throw bad }
-        var keys: [[UInt8]] = []
-        for _ in 0..<n { keys.append(try r.bytes()) }
-        let p = QueryPosition(keys: keys, recordName: try r.string(), zoneName: try r.string())
-        let stats = ranked ? try RankStats.decode(&r) : nil
-        guard r.isAtEnd else { throw bad }
-        return (p, stats)
+        // The client's bytes, not ours: what does not decode is a bad request, never "corruption".
+        do {
+            let n = try r.length()
+            guard n == keyCount else { throw bad }
+            var keys: [[UInt8]] = []
+            for _ in 0..<n { keys.append(try r.bytes()) }
+            let p = QueryPosition(keys: keys, recordName: try r.string(), zoneName: try r.string())
+            let stats = ranked ? try RankStats.decode(&r) : nil
+            guard r.isAtEnd else { throw bad }
+            return (p, stats)
+        } catch let e as CloudletError where e.code == .corruption {
+            throw bad
+        }
     }
 }
 

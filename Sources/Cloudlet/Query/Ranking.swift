@@ -70,12 +70,12 @@ struct RankStats: Sendable, Equatable {
     }
 
     static func decode(_ r: inout ByteReader) throws -> RankStats {
-        var s = RankStats(records: Int(try r.varint()))
+        var s = RankStats(records: try r.int())
         for _ in 0..<(try r.length(unit: 3)) {
-            s.fields[try r.string()] = TextTotals(documents: Int(try r.varint()), tokens: Int(try r.varint()))
+            s.fields[try r.string()] = TextTotals(documents: try r.int(), tokens: try r.int())
         }
         for _ in 0..<(try r.length(unit: 3)) {
-            s.frequencies[RankTerm(field: try r.string(), token: try r.string())] = Int(try r.varint())
+            s.frequencies[RankTerm(field: try r.string(), token: try r.string())] = try r.int()
         }
         return s
     }
