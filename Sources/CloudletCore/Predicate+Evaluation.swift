@@ -40,11 +40,15 @@ extension Comparison {
     }
 
     private func matchTokens(_ have: Set<String>) -> Bool {
-        let want = Set(value.stringValue.map(TextTokenizer.tokens) ?? [])
+        let want = Set(value.stringValue.map(TextTokenizer.searchTerms) ?? [])
         guard !want.isEmpty else { return false }
+        func has(_ term: String) -> Bool {
+            guard let prefix = TextTokenizer.prefix(of: term) else { return have.contains(term) }
+            return have.contains { $0.utf8.starts(with: prefix.utf8) }
+        }
         switch comparator {
-        case .containsAllTokens: return want.isSubset(of: have)
-        case .containsAnyTokens: return !want.isDisjoint(with: have)
+        case .containsAllTokens: return want.allSatisfy(has)
+        case .containsAnyTokens: return want.contains(where: has)
         default: return false
         }
     }
@@ -175,6 +179,36 @@ public enum TextTokenizer {
         asciiTokens(s) ?? foldedTokens(s)
     }
 
+    /// The terms a token search (CONTAINS_ALL_TOKENS, CONTAINS_ANY_TOKENS, `self CONTAINS`) looks for in `s`: its
+    /// ``tokens(_:)``, except that a word written with a `*` right after it is a prefix term, kept folded with its
+    /// `*` (`"Swi*"` → `"swi*"`: any token that begins with "swi"), stop word or not. A `*` after no word is a
+    /// separator, as any other punctuation. Tokens never hold a `*`, so the two kinds cannot be confused.
+    public static func searchTerms(_ s: String) -> [String] {
+        guard s.utf8.contains(UInt8(ascii: "*")) else { return tokens(s) }
+        var out: [String] = []
+        let parts = s.split(separator: "*", omittingEmptySubsequences: false)
+        for (i, part) in parts.enumerated() {
+            let scalars = part.unicodeScalars
+            // The word the `*` follows: the part's last run of letters and digits (none after the last part).
+            var start = scalars.endIndex
+            if i < parts.count - 1 {
+                while start > scalars.startIndex, CharacterSet.alphanumerics.contains(scalars[scalars.index(before: start)]) {
+                    start = scalars.index(before: start)
+                }
+            }
+            out += tokens(String(scalars[..<start]))
+            if start < scalars.endIndex, let word = foldedTokens(String(scalars[start...]), droppingStopWords: false).last {
+                out.append(word + "*")
+            }
+        }
+        return out
+    }
+
+    /// The prefix a search term (``searchTerms(_:)``) stands for, without its `*`; nil for a whole token.
+    public static func prefix(of term: String) -> Substring? {
+        term.utf8.last == UInt8(ascii: "*") ? term.dropLast() : nil
+    }
+
     /// ``tokens(_:)`` of a string that is all ASCII, without Foundation: folding is lowercasing there and the
     /// alphanumerics are `0-9 A-Z a-z`, so this gives what ``foldedTokens(_:)`` does (tested equal) at a fraction
     /// of the cost — a query evaluates it on every record it reads. nil if `s` has a byte beyond ASCII.
@@ -200,19 +234,22 @@ public enum TextTokenizer {
     }
 
     /// ``tokens(_:)`` by Foundation's folding and Unicode's alphanumerics: any string.
-    static func foldedTokens(_ s: String) -> [String] {
+    static func foldedTokens(_ s: String, droppingStopWords: Bool = true) -> [String] {
         let folded = s.folding(options: [.caseInsensitive, .diacriticInsensitive], locale: nil)
         var out: [String] = []
         var current = ""
+        func end() {
+            if !current.isEmpty && !(droppingStopWords && stopWords.contains(current)) { out.append(current) }
+            current = ""
+        }
         for ch in folded.unicodeScalars {
             if CharacterSet.alphanumerics.contains(ch) {
                 current.unicodeScalars.append(ch)
-            } else if !current.isEmpty {
-                if !stopWords.contains(current) { out.append(current) }
-                current = ""
+            } else {
+                end()
             }
         }
-        if !current.isEmpty && !stopWords.contains(current) { out.append(current) }
+        end()
         return out
     }
 }

@@ -94,6 +94,21 @@ import Testing
         #expect(TextTokenizer.tokens("Crème-brûlée, the BEST!") == ["creme", "brulee", "best"])
     }
 
+    /// A word with a `*` right after it searches for every token it begins, folded as tokens are, stop word or not;
+    /// a `*` after no word is punctuation.
+    @Test func aStarredWordIsAPrefixTerm() {
+        #expect(TextTokenizer.searchTerms("Swi* the* * x y*z, Crè*") == ["swi*", "the*", "x", "y*", "z", "cre*"])
+        #expect(TextTokenizer.searchTerms("no stars here") == ["stars", "here"])
+        #expect(TextTokenizer.prefix(of: "swi*") == "swi" && TextTokenizer.prefix(of: "swift") == nil)
+        #expect(m("text", .containsAnyTokens, "qui*"))
+        #expect(m("text", .containsAllTokens, "QUI* caf*"))
+        #expect(!m("text", .containsAllTokens, "qui* dogs*"))
+        #expect(m("text", .containsAnyTokens, "dogs* cafe"))
+        #expect(!m("text", .containsAnyTokens, "uick*"), "a prefix matches at a token's start only")
+        #expect(!m("text", .containsAnyTokens, "qui"), "without its star a word is a whole token")
+        #expect(m(fullTextField, .containsAllTokens, "hel* bro*"))
+    }
+
     /// The ASCII tokenizer gives what Foundation's folding does, on every printable ASCII character and on random
     /// strings of them; a string with any other character takes the general path.
     @Test func asciiTokensEqualTheFoldedTokens() {

@@ -23,6 +23,8 @@ import Testing
     ]
     static let strings = ["apple", "Apple", "APPLE", "banana", "band", "cherry", "Éclair", "eclair", "", "fig tree"]
     static let words = ["coffee", "Café", "database", "swift", "the", "log", "quick", "brown", "fox", "crème"]
+    /// Prefix search terms: of several tokens (coffee, café, crème), of one, of a stop word, of none.
+    static let prefixTerms = ["c*", "Caf*", "dat*", "th*", "zz*"]
     static let doubles: [Double] = [-1.5, -0.0, 0, 0.5, 2, 2.5, 3.25, 1e10]
     static let timestamps: [Int64] = [0, 1_000, 1_700_000_000_000, 1_700_000_000_001, -5]
     static let byteValues: [[UInt8]] = [[], [0], [0, 1], [1], [255], [1, 0]]
@@ -147,7 +149,7 @@ import Testing
         case "loc":
             c = Comparison("loc", .near, .location(point(&rng)), distance: radius(&rng))
         case "text", fullTextField:
-            let words = (0..<(1 + rng.int(2))).map { _ in rng.pick(Self.words + ["nothing"]) }.joined(separator: " ")
+            let words = (0..<(1 + rng.int(2))).map { _ in rng.pick(Self.words + ["nothing"] + Self.prefixTerms) }.joined(separator: " ")
             c = Comparison(field, rng.chance(50) ? .containsAllTokens : .containsAnyTokens, .string(words))
         case "tags", "nums":
             var ops: [Comparator] = [

@@ -68,7 +68,11 @@ func modelRanking(_ p: Predicate, sorts: [QuerySort], searchable: Set<String>, c
         stats.fields[f] = totals
     }
     for t in terms {
-        stats.frequencies[t] = corpus.filter { TextDocument(IndexedField.value(t.field, in: $0)).frequencies[t.token] != nil }.count
+        let prefix = TextTokenizer.prefix(of: t.token).map(String.init)
+        stats.frequencies[t] = corpus.filter { r in
+            let tokens = TextDocument(IndexedField.value(t.field, in: r)).frequencies.keys
+            return prefix.map { p in tokens.contains { $0.hasPrefix(p) } } ?? tokens.contains(t.token)
+        }.count
     }
     return BM25(terms: terms, stats: stats)
 }

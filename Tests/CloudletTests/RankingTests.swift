@@ -95,6 +95,48 @@ import Testing
         try await store.close()
     }
 
+    @Test func aPrefixTermMatchesEveryTokenItBeginsAndScoresTheirOccurrencesTogether() async throws {
+        let dir = TempDir("rank-prefix")
+        let notes = [
+            note("p1", "swim swimming swift"), note("p2", "swiss cheese"), note("p3", "sweden switch board meeting"),
+            note("p4", "a swim"), note("p5", "apple pie"), note("p6", "Swimming pool"),
+        ] + Self.fillers.enumerated().map { note("f\($0.offset)", $0.element) }
+        let (store, db) = try await store(dir, notes)
+        // p1 has three tokens beginning "swi" in three; p4 one in one; p2 and p6 one in two; p3 one in four.
+        let q = Self.search("Swi*")
+        let page = try await db.query(q)
+        #expect(page.records.map(\.recordName) == ["p1", "p4", "p2", "p6", "p3"])
+        #expect(page.plan.zones[0].order.hasPrefix("ranked by BM25 from"), "\(page.plan)")
+        let model = try #require(modelRanking(q.predicate, sorts: [], searchable: ["title"], corpus: notes))
+        #expect(model.stats.frequencies[RankTerm(field: "title", token: "swi*")] == 5, "each record counts once")
+        #expect(model.score(notes[0]) > model.score(notes[3]))
+        // With a whole token, and with every term required; a stop word's prefix still finds the words it begins.
+        let mixedQuery = Self.search("swift swi*")
+        let mixedModel = try #require(modelRanking(mixedQuery.predicate, sorts: [], searchable: ["title"], corpus: notes))
+        let mixed = try await db.query(mixedQuery)
+        #expect(mixed.records.map(\.recordName) == notes.filter { mixedModel.score($0) > 0 }.sorted { rankedLess($0, $1, mixedModel) }.map(\.recordName))
+        #expect(mixed.records.first?.recordName == "p1")
+        let both = Query(recordType: "Note", predicate: .comparison(Comparison("title", .containsAllTokens, "swi* pool")))
+        #expect(try await db.query(both).records.map(\.recordName) == ["p6"])
+        #expect(try await db.query(Self.search("a*")).records.map(\.recordName) == ["p5"])
+        #expect(try await db.query(Self.search("zzz*")).records.isEmpty)
+        // Pages, ranked and by name (the names come gathered from the postings of every token the prefix begins).
+        for sorts in [[], [QuerySort.ascending("recordName")]] {
+            let sorted = Query(recordType: "Note", predicate: q.predicate, sortDescriptors: sorts)
+            var got: [String] = []
+            var cursor: QueryCursor?
+            var pages = 0
+            repeat {
+                let p = try await db.query(sorted, resultsLimit: 2, continuationMarker: cursor)
+                got += p.records.map(\.recordName)
+                cursor = p.cursor
+                pages += 1
+            } while cursor != nil && pages < 10
+            #expect(got == (sorts.isEmpty ? ["p1", "p4", "p2", "p6", "p3"] : ["p1", "p2", "p3", "p4", "p6"]), "\(sorts)")
+        }
+        try await store.close()
+    }
+
     @Test func theMarkerKeepsTheFirstPagesStatisticsSoPagesNeitherRepeatNorSkipWhileRecordsChange() async throws {
         let dir = TempDir("rank-pages")
         // Records with "alpha" only and with "beta" only, interleaved in score; more alphas saved between the pages
@@ -139,12 +181,7 @@ import Testing
         let q = Self.search("swift")
         let marker = try #require(try await db.query(q, resultsLimit: 2).cursor)
         // The marker as the server wrote it, re-sealed with statistics a client made up: counts beyond Int.max.
-        let sealed = try #require(Base64.decode(marker.marker))
-        var r = ByteReader(Array(sealed.dropLast(4)), what: "test")
-        _ = (try r.u8(), try r.u64())
-        for _ in 0..<(try r.length()) { _ = try r.bytes() }
-        _ = (try r.string(), try r.string())
-        let position = sealed.count - 4 - r.remaining
+        let (sealed, position) = try Self.statistics(in: marker)
         func forged(_ stats: (inout ByteWriter) -> Void) -> QueryCursor {
             var w = ByteWriter(capacity: 64)
             w.raw(Array(sealed[..<position]))
@@ -164,6 +201,59 @@ import Testing
             RankStats(records: 6, fields: ["title": TextTotals(documents: 6, tokens: 12)], frequencies: [Self.t: 6]).encode(into: &w)
         }
         #expect(try await db.query(q, resultsLimit: 2, continuationMarker: fitting).records.count == 2)
+        try await store.close()
+    }
+
+    /// A ranked query's marker, unsealed, and where the statistics it carries start (``QueryCursor``'s layout).
+    static func statistics(in marker: QueryCursor) throws -> (bytes: [UInt8], at: Int) {
+        let sealed = try #require(Base64.decode(marker.marker))
+        var r = ByteReader(Array(sealed.dropLast(4)), what: "test")
+        _ = (try r.u8(), try r.u64())
+        for _ in 0..<(try r.length()) { _ = try r.bytes() }
+        _ = (try r.string(), try r.string())
+        return (Array(sealed.dropLast(4)), sealed.count - 4 - r.remaining)
+    }
+
+    @Test func aPrefixCountsEachRecordOnceInTheStatisticsOfAZoneWideQuery() async throws {
+        let dir = TempDir("rank-prefix-zones")
+        let store = try await openStore(dir)
+        let db = try store.container(testContainer).privateDatabase(user: "u")
+        let z = ZoneID(zoneName: "Z")
+        try await db.createZone(z)
+        // Seven keys under "swi…" in four records; "cheese" in two; a "p2" in each zone.
+        let notes = [
+            note("p1", "swim swimming swift"), note("p2", "swiss cheese"), note("p3", "pool"),
+            note("q1", "switch swiss", zone: z), note("q2", "cheese board", zone: z), note("p2", "swiss roll", zone: z),
+        ]
+        _ = try await db.modify(notes.map { .create($0) })
+        try await store.container(testContainer).addIndexes(.searchable, recordType: "Note", field: "title")
+        await store.waitForIndexBuilds()
+        let q = Self.search("swi* cheese")
+        let model = try #require(modelRanking(q.predicate, sorts: [], searchable: ["title"], corpus: notes))
+        let first = try await db.query(q, zoneWide: true, resultsLimit: 1)
+        let (bytes, at) = try Self.statistics(in: try #require(first.cursor))
+        var r = ByteReader(bytes, from: at, what: "test")
+        let stats = try RankStats.decode(&r)
+        #expect(stats == model.stats, "\(stats) vs \(model.stats)")
+        #expect(stats.frequencies[RankTerm(field: "title", token: "swi*")] == 4)
+        var got = first.records.map(\.recordName)
+        var cursor = first.cursor
+        while let c = cursor, got.count < 10 {
+            let page = try await db.query(q, zoneWide: true, resultsLimit: 1, continuationMarker: c)
+            got += page.records.map(\.recordName)
+            cursor = page.cursor
+        }
+        #expect(got == notes.filter { model.score($0) > 0 }.sorted { rankedLess($0, $1, model) }.map(\.recordName))
+        // By name, a page at a time: the names a prefix gathers resume at the marker's, which the other zone has too.
+        let byName = Query(recordType: "Note", predicate: q.predicate, sortDescriptors: [.ascending("recordName")])
+        var named: [String] = []
+        cursor = nil
+        repeat {
+            let page = try await db.query(byName, zoneWide: true, resultsLimit: 1, continuationMarker: cursor)
+            named += page.records.map { "\($0.recordName)@\($0.id.zoneID.zoneName)" }
+            cursor = page.cursor
+        } while cursor != nil && named.count < 10
+        #expect(named == ["p1@_defaultZone", "p2@Z", "p2@_defaultZone", "q1@Z", "q2@Z"], "\(named)")
         try await store.close()
     }
 

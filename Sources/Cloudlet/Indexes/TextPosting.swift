@@ -61,8 +61,15 @@ struct TextDocument: Sendable, Equatable {
         self.length = length
     }
 
-    func posting(_ token: String) -> TextPosting? {
-        frequencies[token].map { TextPosting(frequency: $0, length: length) }
+    /// The posting of a token, or of a prefix search term (``TextTokenizer/searchTerms(_:)``, `"swi*"`): the
+    /// occurrences of every token it begins, summed; nil if none occurs.
+    func posting(_ term: String) -> TextPosting? {
+        guard let prefix = TextTokenizer.prefix(of: term) else {
+            return frequencies[term].map { TextPosting(frequency: $0, length: length) }
+        }
+        var n = 0
+        for (t, f) in frequencies where t.utf8.starts(with: prefix.utf8) { n += f }
+        return n > 0 ? TextPosting(frequency: n, length: length) : nil
     }
 
     /// The token whose key says whether the record is in the index: a record is filed under all its tokens or none

@@ -136,7 +136,7 @@ extension Database {
                             docs[t.field] = d
                             stats.fields[t.field, default: TextTotals()].add(d, 1)
                         }
-                        if d.frequencies[t.token] != nil { stats.frequencies[t, default: 0] += 1 }
+                        if d.posting(t.token) != nil { stats.frequencies[t, default: 0] += 1 }
                     }
                 }
             }

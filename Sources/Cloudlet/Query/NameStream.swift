@@ -77,6 +77,28 @@ final class TypeNameStream: NameStream {
     func seek(atLeast name: String) throws { try stepForward(to: name) }
 }
 
+/// Names gathered beforehand and sorted by ``NameOrder``: the records a prefix search term finds, which the
+/// full-text index files token by token rather than in one name order.
+final class SortedNameStream: NameStream {
+    private let names: [String]
+    private var at = 0
+
+    init(_ names: [String]) { self.names = names }
+
+    var current: String? { at < names.count ? names[at] : nil }
+
+    func advance() throws { at += 1 }
+
+    func seek(atLeast name: String) throws {
+        var (lo, hi) = (at, names.count)
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if NameOrder.compare(names[mid], name) < 0 { lo = mid + 1 } else { hi = mid }
+        }
+        at = lo
+    }
+}
+
 /// Every name of any child, once.
 final class UnionStream: NameStream {
     private let children: [any NameStream]

@@ -220,7 +220,7 @@ struct QueryPlanner {
         let v = c.value
         if c.field == fullTextField {
             guard c.comparator == .containsAllTokens || c.comparator == .containsAnyTokens else { return nil }
-            let tokens = Set(v.stringValue.map(TextTokenizer.tokens) ?? []).sorted()
+            let tokens = Set(v.stringValue.map(TextTokenizer.searchTerms) ?? []).sorted()
             let fields = q.searchable.sorted()
             if tokens.isEmpty || fields.isEmpty { return .nothing }
             guard fields.allSatisfy({ ready($0, .text) }) else { return nil }
@@ -258,7 +258,7 @@ struct QueryPlanner {
             return .spatial(field: c.field, cells: GeoCells.covering(l, km: d))
         case .containsAllTokens, .containsAnyTokens:
             guard ready(c.field, .text) else { return nil }
-            let tokens = Set(v.stringValue.map(TextTokenizer.tokens) ?? []).sorted()
+            let tokens = Set(v.stringValue.map(TextTokenizer.searchTerms) ?? []).sorted()
             if tokens.isEmpty { return .nothing }
             return .text(fields: [c.field], tokens: tokens, all: c.comparator == .containsAllTokens)
         default:
@@ -289,6 +289,14 @@ struct QueryPlanner {
             return .names(lo: name, hi: nil, prefix: nil)
         default: return nil
         }
+    }
+
+    /// The full-text index's value keys a search term (``TextTokenizer/searchTerms(_:)``) reads: a token's own, or
+    /// those of every token a prefix term (`"swi*"`) begins — one range, as the index orders its keys by token.
+    static func textRange(_ term: String) -> IndexKeyspace.ValueRange {
+        guard let prefix = TextTokenizer.prefix(of: term) else { return .exactly(Array(term.utf8)) }
+        let lo = Array(prefix.utf8)
+        return .between(lo, SortKey.successor(lo))
     }
 
     /// The cursor over index (`field`, `kind`)'s entries in `range`; nil if the index is not defined.
@@ -381,7 +389,7 @@ struct QueryPlanner {
             while n < cap, try c.next() != nil { n += 1 }
             return n
         case .text(let fields, let tokens, let all):
-            let perToken = try tokens.map { t in try fields.reduce(0) { $0 + (try count($1, .text, .exactly(Array(t.utf8)), cap: cap)) } }
+            let perToken = try tokens.map { t in try fields.reduce(0) { $0 + (try count($1, .text, Self.textRange(t), cap: cap)) } }
             return all ? perToken.min() ?? 0 : perToken.reduce(0, +)
         case .spatial(let f, let cells):
             return try cells.reduce(0) { $0 + (try count(f, .spatial, .exactly(IndexKeyspace.cellKey($1)), cap: cap)) }
@@ -414,7 +422,7 @@ struct QueryPlanner {
             var out: Set<String>?
             for t in tokens {
                 var withToken: Set<String> = []
-                for f in fields { withToken.formUnion(try names(f, .text, .exactly(Array(t.utf8)))) }
+                for f in fields { withToken.formUnion(try names(f, .text, Self.textRange(t))) }
                 if all {
                     out = out.map { $0.intersection(withToken) } ?? withToken
                     if out!.isEmpty { break }
@@ -462,7 +470,14 @@ struct QueryPlanner {
             }
             return try TypeNameStream(st.keys.indexCursor(range), prefixCount: n)
         case .text(let fields, let tokens, let all):
-            let perToken = try tokens.map { t in UnionStream(try fields.map { try posting($0, .text, Array(t.utf8)) }) as any NameStream }
+            func termStream(_ f: String, _ t: String) throws -> any NameStream {
+                guard TextTokenizer.prefix(of: t) != nil else { return try posting(f, .text, Array(t.utf8)) }
+                // A prefix's postings are filed token by token: its names gathered and sorted.
+                var found = try names(f, .text, Self.textRange(t)).sorted { NameOrder.compare($0, $1) < 0 }
+                if let start { found.removeAll { NameOrder.compare($0, start) < (inclusive ? 0 : 1) } }
+                return SortedNameStream(found)
+            }
+            let perToken = try tokens.map { t in UnionStream(try fields.map { try termStream($0, t) }) as any NameStream }
             return all ? try IntersectionStream(perToken) : UnionStream(perToken)
         case .spatial(let f, let cells):
             return UnionStream(try cells.map { try posting(f, .spatial, IndexKeyspace.cellKey($0)) })
@@ -694,7 +709,10 @@ struct QueryPlanner {
             }
             s.fields[t.field] = totals
             guard frequencies else { continue }
-            s.frequencies[t] = try count(t.field, .text, .exactly(Array(t.token.utf8)), cap: .max, keepingNames: false)
+            // A token files each record once; a prefix may file one under several of the tokens it begins.
+            s.frequencies[t] = TextTokenizer.prefix(of: t.token) == nil
+                ? try count(t.field, .text, .exactly(Array(t.token.utf8)), cap: .max, keepingNames: false)
+                : try names(t.field, .text, Self.textRange(t.token)).count
         }
         return (s, unindexed)
     }
@@ -725,19 +743,34 @@ struct QueryPlanner {
             all = a
         }
         let full = bits?.values.reduce(0, |) ?? 0
-        var cursors: [IndexCursor] = []
+        // A token's postings come from its cursor, a prefix's from the list `gathered` (read before the merge).
+        var cursors: [IndexCursor?] = []
+        var gathered: [(postings: [(name: [UInt8], value: [UInt8])], at: Int)?] = []
+        func nextPosting(_ i: Int) throws -> (name: ArraySlice<UInt8>, value: [UInt8])? {
+            guard let g = gathered[i] else { return try cursors[i]?.nextPosting() }
+            guard g.at < g.postings.count else { return nil }
+            gathered[i]!.at += 1
+            return (g.postings[g.at].name[...], g.postings[g.at].value)
+        }
         // Each term's current posting (its name, UTF-8, and value); `live`: the terms not yet done.
         var names: [ArraySlice<UInt8>] = []
         var values: [[UInt8]] = []
         var live: [Int] = []
         var termBits: [UInt64] = []
         for (i, t) in terms.enumerated() {
-            guard var c = scan(t.field, .text, .exactly(Array(t.token.utf8))) else { return nil }
-            let head = try c.nextPosting()
+            if TextTokenizer.prefix(of: t.token) != nil {
+                guard let g = try prefixPostings(t) else { return nil }
+                cursors.append(nil)
+                gathered.append((g, 0))
+            } else {
+                guard let c = scan(t.field, .text, .exactly(Array(t.token.utf8))) else { return nil }
+                cursors.append(c)
+                gathered.append(nil)
+            }
+            let head = try nextPosting(i)
             names.append(head?.name ?? [])
             values.append(head?.value ?? [])
             if head != nil { live.append(i) }
-            cursors.append(c)
             termBits.append(bits?[t.token] ?? 0)
         }
         var scored = 0
@@ -778,7 +811,7 @@ struct QueryPlanner {
                 heldFrom.removeLast()
             }
             for i in here {
-                if let next = try cursors[i].nextPosting() {
+                if let next = try nextPosting(i) {
                     names[i] = next.name
                     values[i] = next.value
                 } else {
@@ -815,6 +848,23 @@ struct QueryPlanner {
             out.append((name, p))
         }
         return (out, scored, scorer)
+    }
+
+    /// A prefix term's postings in name order, each name's summed over the tokens the prefix begins (the index files
+    /// them token by token); an empty value where a key has none (written before postings had values). Nil if the
+    /// index is not defined.
+    private func prefixPostings(_ t: RankTerm) throws -> [(name: [UInt8], value: [UInt8])]? {
+        guard var c = scan(t.field, .text, Self.textRange(t.token)) else { return nil }
+        var byName: [String: TextPosting?] = [:]
+        while let (e, value) = try c.nextWithValue() {
+            let p = try TextPosting.decode(value)
+            guard let known = byName[e.name] else {
+                byName[e.name] = p
+                continue
+            }
+            byName[e.name] = known.flatMap { k in p.map { TextPosting(frequency: k.frequency + $0.frequency, length: k.length) } }
+        }
+        return byName.map { (Array($0.key.utf8), $0.value?.encoded ?? []) }.sorted { LSMKey.less($0.name, $1.name) }
     }
 
     /// The posting of a key written without one (before flushed-state version 8, not yet rewritten), from the

@@ -3,7 +3,8 @@ import CloudletStorage
 import Synchronization
 import Foundation  // log
 
-/// One term a ranked query scores: a token searched for in one field (`self CONTAINS` searches each SEARCHABLE field).
+/// One term a ranked query scores: a token, or a prefix (``TextTokenizer/searchTerms(_:)``, `"swi*"`), searched for
+/// in one field (`self CONTAINS` searches each SEARCHABLE field).
 struct RankTerm: Sendable, Hashable, Comparable {
     var field: String
     var token: String
@@ -18,7 +19,7 @@ struct RankTerm: Sendable, Hashable, Comparable {
             switch p {
             case .comparison(let c) where c.comparator == .containsAllTokens || c.comparator == .containsAnyTokens:
                 let fields = c.field == fullTextField ? Array(searchable) : [c.field]
-                for t in Set(c.value.stringValue.map(TextTokenizer.tokens) ?? []) {
+                for t in Set(c.value.stringValue.map(TextTokenizer.searchTerms) ?? []) {
                     for f in fields { out.insert(RankTerm(field: f, token: t)) }
                 }
             case .and(let ps), .or(let ps): ps.forEach(walk)
