@@ -2,6 +2,7 @@ import CloudletWire
 import Cloudlet
 import CloudletCommandLine
 import CloudletCore
+import CloudletServer
 import Foundation
 
 /// `cloudlet query`: runs a query against a store directory, or explains its plan.
@@ -21,7 +22,7 @@ enum QueryCommand {
           --limit N           results per page (default and maximum 200); a continuation marker is printed when
                               more follow: pass it to --continue
           --database D        public (default), private or shared; --user U names the owner of a private or
-                              shared database
+                              shared database: a user's name (`cloudlet user add NAME`) or userRecordName
           --environment E     development (default) or production
           --zone Z            the zone to search (default _defaultZone); --zone-wide searches every zone
           --explain           print how the query would run (index, candidates, in-memory sort) without running it
@@ -69,7 +70,16 @@ enum QueryCommand {
         let store = try await StoreOptions.open(o)
         defer { try? store.closeNow() }
         let container = try StoreOptions.container(o, store)
-        let db = try container.database(scope, user: o["--user"] ?? defaultOwnerName, environment: env)
+        // A user as `cloudlet user add` named them, or by their userRecordName.
+        var owner = o["--user"] ?? defaultOwnerName
+        if let name = o["--user"] {
+            if let user = try await Credentials(store: store).user(named: name) {
+                owner = user.userRecordName
+            } else if scope != .public {
+                FileHandle.standardError.write(Data("note: no user is named '\(name)': reading the database of the owner with that record name\n".utf8))
+            }
+        }
+        let db = try container.database(scope, user: owner, environment: env)
         let query = Query(recordType: type, predicate: predicate, sortDescriptors: sorts)
         let zone = ZoneID(zoneName: o["--zone"] ?? ZoneID.defaultZoneName)
         let zoneWide = o.has("--zone-wide")

@@ -63,6 +63,32 @@ import Testing
         #expect(deploy.status == 0 && deploy.out.contains("deployed"), "\(deploy)")
     }
 
+    /// `--user` names a private database's owner as `cloudlet user add` named them, or by userRecordName; a token
+    /// search may end a word with `*` for every token it begins.
+    @Test func aPrivateDatabaseIsNamedByItsUsersName() async throws {
+        let dir = TempDir("cli-query-user")
+        let path = dir.sub("store")
+        let added = try await cloudlet(["user", "add", "ana", "--data", path])
+        #expect(added.status == 0, "\(added)")
+        let urn = try #require(added.out.firstMatch(of: /userRecordName (_[0-9a-f]+)/)?.1).description
+        let store = try await openStore(dir)
+        let db = try store.container(testContainer).privateDatabase(user: urn)
+        _ = try await db.modify(["swimming pool", "swift notes", "coffee"].enumerated().map { i, title in
+            .create(Record(recordType: "Note", recordName: "n\(i)", fields: ["title": .string(title)]))
+        })
+        try await store.close()
+        let base = ["query", "--data", path, "--container", testContainer, "--database", "private", "--type", "Note"]
+        for who in ["ana", urn] {
+            let all = try await cloudlet(base + ["--user", who])
+            #expect(all.status == 0 && all.out.contains("(3 records)"), "\(who): \(all)")
+        }
+        let nobody = try await cloudlet(base + ["--user", "zed"])
+        #expect(nobody.status == 0 && nobody.out.contains("(0 records)") && nobody.err.contains("no user is named 'zed'"), "\(nobody)")
+        let prefix = try await cloudlet(base + ["--user", "ana", "--predicate", "self CONTAINS 'SWI*'", "--json"])
+        let obj = try #require(try JSONSerialization.jsonObject(with: Data(prefix.out.utf8)) as? [String: Any], "\(prefix)")
+        #expect((obj["records"] as? [[String: Any]])?.compactMap { $0["recordName"] as? String }.sorted() == ["n0", "n1"])
+    }
+
     /// A composite index declared by `cloudlet schema import`; `query --explain` names it, `--count --explain` says
     /// the count is read off it.
     @Test func compositeIndexesFromTheCommandLine() async throws {
