@@ -42,6 +42,18 @@ import Testing
         #expect(try TextPosting.decode([]) == nil, "a key written before postings had values")
     }
 
+    /// A posting decoded where it lies (a slice of a run's block) reads its two varints and nothing else.
+    @Test func aPostingDecodesInPlaceAndRefusesWhatIsMalformed() throws {
+        let big = TextPosting(frequency: 300, length: Int(Int32.max))
+        let block: [UInt8] = [9, 9] + big.encoded + [7]
+        #expect(try TextPosting.decode(block[2..<(block.count - 1)]) == big)
+        for bad: [UInt8] in [
+            [1], [2, 1], [1, 1, 0], [0, 3], [0x80], [1] + [UInt8](repeating: 0xFF, count: 9) + [1],
+        ] {
+            #expect(throws: CloudletError.self, "\(bad)") { try TextPosting.decode(bad[...]) }
+        }
+    }
+
     func note(_ name: String, _ title: String, zone: ZoneID = .default) -> Record {
         var r = Record(recordType: "Note", recordName: name, zoneID: zone)
         r["title"] = .string(title)

@@ -230,10 +230,11 @@ struct IndexCursor {
     }
 
     /// For a forward walk of one value key's entries (``seeksByName``): the next entry's record name (UTF-8) and the
-    /// value its key holds, nil after the last.
-    mutating func nextPosting() throws -> (name: ArraySlice<UInt8>, value: [UInt8])? {
-        guard let e = try keys.next() else { return nil }
-        return (e.key[namePrefix!.count...], e.value)
+    /// value its key holds, nil after the last — in place, nothing copied: let go of both before the next call (or
+    /// it copies the key).
+    mutating func nextPosting() throws -> (name: ArraySlice<UInt8>, value: ArraySlice<UInt8>)? {
+        guard let (key, value) = try keys.nextKeyValue() else { return nil }
+        return (key[namePrefix!.count...], value)
     }
 
     /// The next entry's record name (its value key left undecoded), nil after the last.

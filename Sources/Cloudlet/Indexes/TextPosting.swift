@@ -18,14 +18,29 @@ struct TextPosting: Sendable, Hashable {
     }
 
     /// The posting a key's value holds; nil for an empty value (a key written before postings had values).
-    static func decode(_ bytes: [UInt8]) throws -> TextPosting? {
+    static func decode(_ bytes: [UInt8]) throws -> TextPosting? { try decode(bytes[...]) }
+
+    /// ``decode(_:)`` of the bytes where they lie (a run's block).
+    static func decode(_ bytes: ArraySlice<UInt8>) throws -> TextPosting? {
         guard !bytes.isEmpty else { return nil }
-        var r = ByteReader(bytes, what: "full-text posting")
-        let p = TextPosting(frequency: try r.int(), length: try r.int())
-        guard r.isAtEnd, p.frequency >= 1, p.frequency <= p.length else {
-            throw CloudletError.corruption("full-text posting: malformed value \(LSMKey.printable(bytes))")
+        var at = bytes.startIndex
+        func varint() -> Int? {
+            var v = 0
+            var shift = 0
+            // At most nine bytes: 63 bits, never beyond Int.max.
+            while at < bytes.endIndex, shift <= 56 {
+                let b = bytes[at]
+                at += 1
+                v |= Int(b & 0x7F) << shift
+                if b & 0x80 == 0 { return v }
+                shift += 7
+            }
+            return nil
         }
-        return p
+        guard let frequency = varint(), let length = varint(), at == bytes.endIndex, frequency >= 1, frequency <= length else {
+            throw CloudletError.corruption("full-text posting: malformed value \(LSMKey.printable(Array(bytes)))")
+        }
+        return TextPosting(frequency: frequency, length: length)
     }
 }
 

@@ -442,6 +442,13 @@ package struct KeyDirectory: Sendable {
             return try next()?.key
         }
 
+        /// The next live key and its value (forwards: the scan's key buffer and the value where it lies, to let go
+        /// of before the next call).
+        mutating func nextKeyValue() throws -> (key: [UInt8], value: ArraySlice<UInt8>)? {
+            guard backward != nil else { return try forward!.nextKeyValue() }
+            return try next().map { ($0.key, $0.value[...]) }
+        }
+
         /// Forwards only: makes the next call return the first live key at least `key` (or the one after the last
         /// returned, if that is further on).
         mutating func seek(_ key: [UInt8]) throws {
@@ -524,6 +531,12 @@ struct RangeCursor {
     /// The next live key in the range, nil after the last: the scan's own buffer, to let go of before the next call
     /// (or that call copies it).
     mutating func nextKey() throws -> [UInt8]? { try step() ? scan!.key : nil }
+
+    /// ``nextKey()`` with the entry's value, in place (``LSMKeyScan/valueBytes()``).
+    mutating func nextKeyValue() throws -> (key: [UInt8], value: ArraySlice<UInt8>)? {
+        guard try step(), let key = scan!.key, let value = try scan!.valueBytes() else { return nil }
+        return (key, value)
+    }
 
     /// Makes the next call return the first live key at least `key`, or the one after the last returned if that is
     /// further on (the cursor never moves back).

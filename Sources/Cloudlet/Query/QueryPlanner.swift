@@ -746,15 +746,16 @@ struct QueryPlanner {
         // A token's postings come from its cursor, a prefix's from the list `gathered` (read before the merge).
         var cursors: [IndexCursor?] = []
         var gathered: [(postings: [(name: [UInt8], value: [UInt8])], at: Int)?] = []
-        func nextPosting(_ i: Int) throws -> (name: ArraySlice<UInt8>, value: [UInt8])? {
+        func nextPosting(_ i: Int) throws -> (name: ArraySlice<UInt8>, value: ArraySlice<UInt8>)? {
             guard let g = gathered[i] else { return try cursors[i]?.nextPosting() }
             guard g.at < g.postings.count else { return nil }
             gathered[i]!.at += 1
-            return (g.postings[g.at].name[...], g.postings[g.at].value)
+            return (g.postings[g.at].name[...], g.postings[g.at].value[...])
         }
-        // Each term's current posting (its name, UTF-8, and value); `live`: the terms not yet done.
+        // Each term's current posting (its name, UTF-8, and value), where its cursor reads them; `live`: the terms
+        // not yet done.
         var names: [ArraySlice<UInt8>] = []
-        var values: [[UInt8]] = []
+        var values: [ArraySlice<UInt8>] = []
         var live: [Int] = []
         var termBits: [UInt64] = []
         for (i, t) in terms.enumerated() {
@@ -792,7 +793,7 @@ struct QueryPlanner {
                     here.append(i)
                 }
             }
-            let name = names[here[0]]
+            let at = here[0]
             var has: UInt64 = 0
             for i in here { has |= termBits[i] }
             scored += here.count
@@ -802,15 +803,17 @@ struct QueryPlanner {
             for i in here {
                 if given == nil { frequencies[i] += 1 }
                 guard kept else { continue }
-                let p = try TextPosting.decode(values[i]) ?? unvaluedPosting(terms[i], String(decoding: name, as: UTF8.self))
+                let p = try TextPosting.decode(values[i]) ?? unvaluedPosting(terms[i], String(decoding: names[at], as: UTF8.self))
                 if let given { score += given.weight(i, p) } else { held.append((i, p)) }
             }
             if kept {
-                ranked.append((score, String(decoding: name, as: UTF8.self)))
+                ranked.append((score, String(decoding: names[at], as: UTF8.self)))
             } else if given == nil {
                 heldFrom.removeLast()
             }
             for i in here {
+                // Let go of the term's posting first: its cursor then rewrites the key in place, not a copy.
+                (names[i], values[i]) = ([], [])
                 if let next = try nextPosting(i) {
                     names[i] = next.name
                     values[i] = next.value

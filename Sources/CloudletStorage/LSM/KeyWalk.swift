@@ -20,6 +20,9 @@ class KeyWalk {
     /// The current entry, made whole (its key copied out, its value decoded).
     func entry() throws -> LSMEntry { fatalError("KeyWalk.entry is abstract") }
 
+    /// The current value entry's value, where it lies (a block's bytes, a memtable entry's), not copied.
+    func valueBytes() throws -> ArraySlice<UInt8> { fatalError("KeyWalk.valueBytes is abstract") }
+
     /// The current entry's sequence (asked only when two sources stand on the same key).
     func sequence() throws -> UInt64 { try entry().sequence }
 }
@@ -68,6 +71,8 @@ final class TableKeyWalk: KeyWalk {
     }
 
     override func entry() throws -> LSMEntry { entries[i] }
+
+    override func valueBytes() throws -> ArraySlice<UInt8> { entries[i].value[...] }
 
     override func sequence() throws -> UInt64 { entries[i].sequence }
 }
@@ -202,6 +207,13 @@ final class RunKeyWalk: KeyWalk {
 
     override func entry() throws -> LSMEntry {
         try reader.entry(key: key, value: block.contents[value], block: blockIndex)
+    }
+
+    override func valueBytes() throws -> ArraySlice<UInt8> {
+        // After the kind byte and the sequence; a malformed entry is named by the entry's decoding.
+        var at = value.lowerBound + 1
+        guard SortedRunReader.varint(block.contents[value], &at) != nil else { return try entry().value[...] }
+        return block.contents[at..<value.upperBound]
     }
 
     override func sequence() throws -> UInt64 {

@@ -65,6 +65,10 @@ public final class LSMKeyScan {
     /// Compares the current key with `other` (``LSMKey/compare(_:_:)``) without copying it; requires not ``done``.
     public func compareKey(with other: [UInt8]) -> Int { LSMKey.compare(walks[winner].key, other) }
 
+    /// The current entry's value where it lies (a block's bytes: holding it keeps the block, not a copy); nil once
+    /// ``done``.
+    public func valueBytes() throws -> ArraySlice<UInt8>? { winner < 0 ? nil : try walks[winner].valueBytes() }
+
     /// The current entry, made whole (key copied, value decoded); nil once ``done``.
     public func entry() throws -> LSMEntry? { winner < 0 ? nil : try walks[winner].entry() }
 
