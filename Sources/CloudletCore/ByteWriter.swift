@@ -131,6 +131,21 @@ public struct ByteReader {
         }
     }
 
+    /// A LEB128 varint of at most ten bytes at index `at` of `bytes` (moved past it), for bytes read where they lie
+    /// (a run's block) without a reader; nil if cut off or too long.
+    public static func varint(_ bytes: ArraySlice<UInt8>, at: inout Int) -> UInt64? {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while at < bytes.endIndex, shift < 64 {
+            let b = bytes[at]
+            at += 1
+            result |= UInt64(b & 0x7F) << shift
+            if b & 0x80 == 0 { return result }
+            shift += 7
+        }
+        return nil
+    }
+
     /// A varint used as a non-negative `Int` (a count or size that does not describe the input's own bytes): one
     /// beyond `Int.max` is corruption, not a trap.
     public mutating func int() throws -> Int {

@@ -76,7 +76,7 @@ enum QueryCommand {
             if let user = try await Credentials(store: store).user(named: name) {
                 owner = user.userRecordName
             } else if scope != .public {
-                FileHandle.standardError.write(Data("note: no user is named '\(name)': reading the database of the owner with that record name\n".utf8))
+                ServerConfiguration.standardError("note: no user is named '\(name)': reading the database of the owner with that record name")
             }
         }
         let db = try container.database(scope, user: owner, environment: env)

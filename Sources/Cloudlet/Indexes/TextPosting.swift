@@ -24,19 +24,7 @@ struct TextPosting: Sendable, Hashable {
     static func decode(_ bytes: ArraySlice<UInt8>) throws -> TextPosting? {
         guard !bytes.isEmpty else { return nil }
         var at = bytes.startIndex
-        func varint() -> Int? {
-            var v = 0
-            var shift = 0
-            // At most nine bytes: 63 bits, never beyond Int.max.
-            while at < bytes.endIndex, shift <= 56 {
-                let b = bytes[at]
-                at += 1
-                v |= Int(b & 0x7F) << shift
-                if b & 0x80 == 0 { return v }
-                shift += 7
-            }
-            return nil
-        }
+        func varint() -> Int? { ByteReader.varint(bytes, at: &at).flatMap { $0 <= UInt64(Int.max) ? Int($0) : nil } }
         guard let frequency = varint(), let length = varint(), at == bytes.endIndex, frequency >= 1, frequency <= length else {
             throw CloudletError.corruption("full-text posting: malformed value \(LSMKey.printable(Array(bytes)))")
         }

@@ -1,3 +1,5 @@
+import CloudletCore
+
 /// One source's keys in a range, in order, for ``LSMKeyScan`` (scans and counts that make no ``LSMEntry`` a step):
 /// stands on a key (``key``, whether its entry is a value) until ``done``. A walk is used by the one scan that made
 /// it, never shared, so its state opts out of Swift's dynamic exclusivity checks (`@exclusivity(unchecked)`), which
@@ -212,14 +214,14 @@ final class RunKeyWalk: KeyWalk {
     override func valueBytes() throws -> ArraySlice<UInt8> {
         // After the kind byte and the sequence; a malformed entry is named by the entry's decoding.
         var at = value.lowerBound + 1
-        guard SortedRunReader.varint(block.contents[value], &at) != nil else { return try entry().value[...] }
+        guard ByteReader.varint(block.contents[value], at: &at) != nil else { return try entry().value[...] }
         return block.contents[at..<value.upperBound]
     }
 
     override func sequence() throws -> UInt64 {
         // The varint after the kind byte (settle checked that there is one), read in place.
         var at = value.lowerBound + 1
-        if let sequence = SortedRunReader.varint(block.contents[value], &at) { return sequence }
+        if let sequence = ByteReader.varint(block.contents[value], at: &at) { return sequence }
         return try entry().sequence  // malformed: the entry's decoding names the run
     }
 }

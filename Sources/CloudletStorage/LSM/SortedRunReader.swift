@@ -208,7 +208,7 @@ public final class SortedRunReader: Sendable {
         // The kind, then the sequence (a varint), then the value (a tombstone has none).
         var at = bytes.startIndex + 1
         if let kindByte = bytes.first, let kind = LSMEntry.Kind(rawValue: kindByte),
-            let sequence = Self.varint(bytes, &at), kind == .value || at == bytes.endIndex
+            let sequence = ByteReader.varint(bytes, at: &at), kind == .value || at == bytes.endIndex
         {
             return LSMEntry(key: key, kind: kind, sequence: sequence, value: Array(bytes[at...]))
         }
@@ -275,7 +275,7 @@ public final class SortedRunReader: Sendable {
                 }
                 var v = l.value.lowerBound
                 let value = contents[l.value]
-                guard let blockOffset = varint(value, &v), let size = varint(value, &v), v == value.endIndex
+                guard let blockOffset = ByteReader.varint(value, at: &v), let size = ByteReader.varint(value, at: &v), v == value.endIndex
                 else {
                     throw Block.Defect("malformed index entry \(separators.count)")
                 }
@@ -295,20 +295,6 @@ public final class SortedRunReader: Sendable {
             throw CloudletError.corruption(run: path, offset: offset, "index block: \(error.reason)")
         }
         return (separators, handles)
-    }
-
-    /// A LEB128 varint of at most ten bytes at index `at` of `bytes` (moved past it); nil if cut off or too long.
-    static func varint(_ bytes: ArraySlice<UInt8>, _ at: inout Int) -> UInt64? {
-        var result: UInt64 = 0
-        var shift: UInt64 = 0
-        while at < bytes.endIndex, shift < 64 {
-            let b = bytes[at]
-            at += 1
-            result |= UInt64(b & 0x7F) << shift
-            if b & 0x80 == 0 { return result }
-            shift += 7
-        }
-        return nil
     }
 }
 
