@@ -96,7 +96,7 @@ import Testing
 
     /// A word with a `*` right after it searches for every token it begins, folded as tokens are, stop word or not;
     /// a `*` after no word is punctuation.
-    @Test func aStarredWordIsAPrefixTerm() {
+    @Test func aStarredWordIsAPrefixTerm() throws {
         #expect(TextTokenizer.searchTerms("Swi* the* * x y*z, Crè*") == ["swi*", "the*", "x", "y*", "z", "cre*"])
         #expect(TextTokenizer.searchTerms("no stars here") == ["stars", "here"])
         #expect(TextTokenizer.prefix(of: "swi*") == "swi" && TextTokenizer.prefix(of: "swift") == nil)
@@ -107,6 +107,10 @@ import Testing
         #expect(!m("text", .containsAnyTokens, "uick*"), "a prefix matches at a token's start only")
         #expect(!m("text", .containsAnyTokens, "qui"), "without its star a word is a whole token")
         #expect(m(fullTextField, .containsAllTokens, "hel* bro*"))
+        // The format string's forms pass the words through: the star survives them.
+        #expect(try CloudletCore.Predicate(format: "ALL tokenize('QUI* caf*', 'Cdl') IN allTokens").matches(record))
+        #expect(try CloudletCore.Predicate(format: "self CONTAINS 'bro*'").matches(record))
+        #expect(try !CloudletCore.Predicate(format: "self CONTAINS 'bro'").matches(record))
     }
 
     /// The ASCII tokenizer gives what Foundation's folding does, on every printable ASCII character and on random
