@@ -44,7 +44,7 @@ extension Comparison {
         guard !want.isEmpty else { return false }
         func has(_ term: String) -> Bool {
             guard let prefix = TextTokenizer.prefix(of: term) else { return have.contains(term) }
-            return have.contains { $0.utf8.starts(with: prefix.utf8) }
+            return have.contains { TextTokenizer.begins($0, with: prefix) }
         }
         switch comparator {
         case .containsAllTokens: return want.allSatisfy(has)
@@ -208,6 +208,10 @@ public enum TextTokenizer {
     public static func prefix(of term: String) -> Substring? {
         term.utf8.last == UInt8(ascii: "*") ? term.dropLast() : nil
     }
+
+    /// Whether a prefix term's `prefix` (``prefix(of:)``) begins `token`: by UTF-8 bytes, the order the full-text
+    /// index's keys are in, so that evaluation and the index's key range for the prefix find the same tokens.
+    public static func begins(_ token: String, with prefix: Substring) -> Bool { token.utf8.starts(with: prefix.utf8) }
 
     /// ``tokens(_:)`` of a string that is all ASCII, without Foundation: folding is lowercasing there and the
     /// alphanumerics are `0-9 A-Z a-z`, so this gives what ``foldedTokens(_:)`` does (tested equal) at a fraction

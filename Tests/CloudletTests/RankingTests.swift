@@ -60,10 +60,11 @@ import Testing
         return r
     }
 
-    /// A store whose Note type has `title` SEARCHABLE (built), with `notes`.
-    func store(_ dir: TempDir, _ notes: [Record]) async throws -> (CloudletStore, Database) {
+    /// A store whose Note type has `title` SEARCHABLE (built), with `zones` made and `notes` saved.
+    func store(_ dir: TempDir, _ notes: [Record], zones: [ZoneID] = []) async throws -> (CloudletStore, Database) {
         let store = try await openStore(dir)
         let db = try store.container(testContainer).privateDatabase(user: "u")
+        for z in zones { try await db.createZone(z) }
         _ = try await db.modify(notes.map { .create($0) })
         try await store.container(testContainer).addIndexes(.searchable, recordType: "Note", field: "title")
         await store.waitForIndexBuilds()
@@ -228,18 +229,13 @@ import Testing
 
     @Test func aPrefixCountsEachRecordOnceInTheStatisticsOfAZoneWideQuery() async throws {
         let dir = TempDir("rank-prefix-zones")
-        let store = try await openStore(dir)
-        let db = try store.container(testContainer).privateDatabase(user: "u")
         let z = ZoneID(zoneName: "Z")
-        try await db.createZone(z)
         // Seven keys under "swi…" in four records; "cheese" in two; a "p2" in each zone.
         let notes = [
             note("p1", "swim swimming swift"), note("p2", "swiss cheese"), note("p3", "pool"),
             note("q1", "switch swiss", zone: z), note("q2", "cheese board", zone: z), note("p2", "swiss roll", zone: z),
         ]
-        _ = try await db.modify(notes.map { .create($0) })
-        try await store.container(testContainer).addIndexes(.searchable, recordType: "Note", field: "title")
-        await store.waitForIndexBuilds()
+        let (store, db) = try await store(dir, notes, zones: [z])
         let q = Self.search("swi* cheese")
         let model = try #require(modelRanking(q.predicate, sorts: [], searchable: ["title"], corpus: notes))
         let first = try await db.query(q, zoneWide: true, resultsLimit: 1)

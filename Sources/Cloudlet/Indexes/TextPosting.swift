@@ -71,7 +71,7 @@ struct TextDocument: Sendable, Equatable {
             return frequencies[term].map { TextPosting(frequency: $0, length: length) }
         }
         var n = 0
-        for (t, f) in frequencies where t.utf8.starts(with: prefix.utf8) { n += f }
+        for (t, f) in frequencies where TextTokenizer.begins(t, with: prefix) { n += f }
         return n > 0 ? TextPosting(frequency: n, length: length) : nil
     }
 
