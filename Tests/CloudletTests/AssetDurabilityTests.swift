@@ -97,4 +97,73 @@ import Testing
         #expect(try await store.assetData(AssetReference(fileChecksum: again.checksum, size: again.size)) == bytes)
         try await store.close()
     }
+
+    /// Pieces of `bytes`, `size` at a time, as an upload's body gives them (valid until the next call).
+    static func pieces(_ bytes: [UInt8], _ size: Int) -> (next: () -> UnsafeRawBufferPointer, ended: () -> Bool, calls: () -> Int) {
+        let holder = Pieces(bytes)  // captured by `next`: freed with it
+        var offset = 0
+        var calls = 0
+        let next = { () -> UnsafeRawBufferPointer in
+            calls += 1
+            let n = min(size, bytes.count - offset)
+            defer { offset += n }
+            return UnsafeRawBufferPointer(rebasing: holder.storage[offset..<offset + n])
+        }
+        return (next, { offset >= bytes.count }, { calls })
+    }
+
+    /// A piece is written on another thread while it is hashed (BlobStore's FileWriter): its failure still fails the
+    /// write, and nothing is kept — no blob named, no temporary file left.
+    @Test func aWriteThatFailsBesideTheHashingKeepsNothing() throws {
+        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
+        try fs.createDirectory("/store")
+        let blobs = try BlobStore(directory: "/store/assets", fileSystem: fs, readOnly: false)
+        try blobs.prepareDirectories()
+        fs.failWrites(errno: ENOSPC, keeping: 1000)
+        let bytes = (0..<700_000).map { UInt8(truncatingIfNeeded: $0) }
+        let source = Self.pieces(bytes, 256 << 10)
+        #expect(throws: CloudletError.self) { try blobs.write(syncName: false, next: source.next) }
+        #expect(source.calls() == 1, "the write went on after its first piece failed")
+        #expect(try fs.listDirectory("/store/assets/tmp").isEmpty, "the temporary file was left behind")
+        #expect(!blobs.exists(SHA256Stream.hex(of: bytes)))
+    }
+
+    /// With `ended` (an upload with a Content-Length), the file's fdatasync starts with its last piece, beside that
+    /// piece's hashing, before the source is asked for more; and a failed sync still names nothing.
+    @Test func theLastPieceStartsTheSyncAndAFailedSyncNamesNothing() throws {
+        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
+        try fs.createDirectory("/store")
+        let blobs = try BlobStore(directory: "/store/assets", fileSystem: fs, readOnly: false)
+        try blobs.prepareDirectories()
+        let bytes = (0..<600_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+        let source = Self.pieces(bytes, 256 << 10)
+        let before = fs.fdatasyncCount
+        var syncsWhenAskedAfterTheEnd: Int?
+        let blob = try blobs.write(syncName: false, ended: source.ended) {
+            if source.ended() { syncsWhenAskedAfterTheEnd = fs.fdatasyncCount - before }
+            return source.next()
+        }
+        #expect(syncsWhenAskedAfterTheEnd == 1, "the file was not synced with its last piece")
+        #expect(fs.fdatasyncCount - before == 1, "one sync per file")
+        #expect(try blobs.read(blob.checksum) == bytes)
+
+        fs.failFdatasync(errno: EIO)
+        let other = Array(bytes.reversed())
+        let failing = Self.pieces(other, 256 << 10)
+        #expect(throws: CloudletError.self) { try blobs.write(syncName: false, ended: failing.ended, next: failing.next) }
+        #expect(try fs.listDirectory("/store/assets/tmp").isEmpty)
+        #expect(!blobs.exists(SHA256Stream.hex(of: other)), "a file whose sync failed was named")
+    }
+}
+
+/// A copy of some bytes at a fixed address (what an upload's pieces are), freed with the last closure holding it.
+private final class Pieces {
+    let storage: UnsafeMutableRawBufferPointer
+
+    init(_ bytes: [UInt8]) {
+        storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 16)
+        bytes.withUnsafeBytes { storage.copyMemory(from: $0) }
+    }
+
+    deinit { storage.deallocate() }
 }

@@ -188,7 +188,10 @@ final class AssetTransfer: Sendable {
             let blob: BlobStore.StoredBlob
             do {
                 // The name is synced by the save that references the file (BlobStore.makeDurable): one sync per upload.
-                blob = try store.assets.write(maxSize: min(maxAssetSize, allowance ?? .max), syncName: false) {
+                // With a Content-Length the stream knows its last piece: its fdatasync starts beside its hashing.
+                blob = try store.assets.write(
+                    maxSize: min(maxAssetSize, allowance ?? .max), syncName: false, ended: { stream.finished }
+                ) {
                     try stream.nextPiece(atLeast: BlobStore.chunkSize)  // the front end's buffer: no copy
                 }
             } catch is BlobStore.TooLarge {
