@@ -500,7 +500,7 @@ package final class BlobReader: Sendable {
 
 /// The writing half of ``BlobStore/write(maxSize:pin:syncName:ended:next:)``: one job at a time — a piece written
 /// (its writeback started every ``BlobStore/writebackWindow`` bytes), then optionally the file's `fdatasync` — run on
-/// a thread of ``BlockingThreads/shared`` while the caller hashes the same piece. The caller waits for each job
+/// a thread of ``pool`` while the caller hashes the same piece. The caller waits for each job
 /// before it lets the piece go. `@unchecked Sendable`: `pending` is the caller's alone; `failure` is written by the
 /// job before it signals `done` and read by the caller after it waited for it.
 final class FileWriter: @unchecked Sendable {
@@ -512,6 +512,11 @@ final class FileWriter: @unchecked Sendable {
     private var unstarted: UInt64 = 0
 
     init(_ file: any File) { self.file = file }
+
+    /// The writers' threads: a pool of their own, not ``BlockingThreads/shared``, because a write may itself run on
+    /// a thread of that pool (an embedded save's import, offloaded there) and wait for its writer: with the pool at
+    /// its cap, a job queued behind its own waiting caller would never run.
+    static let pool = BlockingThreads(name: "cloudlet.asset-writer")
 
     /// A piece's address and length, handed to the job (the caller keeps it valid until ``wait()`` returns).
     private struct Piece: @unchecked Sendable { var bytes: UnsafeRawBufferPointer }
@@ -536,7 +541,7 @@ final class FileWriter: @unchecked Sendable {
     private func start(_ job: @escaping @Sendable () throws(FileSystemError) -> Void) {
         precondition(!pending, "one job at a time")
         pending = true
-        BlockingThreads.shared.submit { [self] in
+        Self.pool.submit { [self] in
             do throws(FileSystemError) { try job() } catch { failure = error }
             done.signal()
         }
