@@ -6,7 +6,7 @@ import Synchronization
 
 /// Wraps another file system and makes chosen calls fail, for tests of the failure paths (LevelDB's
 /// `fault_injection_test.cc`): fail the Nth `fdatasync` with `EIO`, tear a write part-way (the process "dies":
-/// every later write and sync fails), fail every write with `ENOSPC`, or stall every `fdatasync` (a slow disk).
+/// every later write and sync fails), fail every write with `ENOSPC`, fail every creation of a file, or stall every `fdatasync` (a slow disk).
 ///
 /// Counting starts when a fault is armed; faults fire once (except ``failWrites(errno:matching:)``) and are cleared
 /// by ``clearFaults()``. Each fault may be limited to the paths a predicate accepts (`matching`: only checkpoint
@@ -28,6 +28,9 @@ public final class FaultInjectingFileSystem: FileSystem {
         var writeErrno: Int32?
         var writeKeep = 0
         var writePaths: PathFilter?
+        /// Every open that creates a file on a path `createPaths` accepts fails with this errno.
+        var createErrno: Int32?
+        var createPaths: PathFilter?
         /// After a torn write nothing gets written or synced any more.
         var dead = false
         var fdatasyncCalls = 0
@@ -90,6 +93,15 @@ public final class FaultInjectingFileSystem: FileSystem {
         }
     }
 
+    /// Makes every open with `.create` from now on of a path `matching` accepts (nil: any) fail with `errno` (no space
+    /// for a new inode by default) until ``clearFaults()``, creating nothing.
+    public func failCreates(errno: Int32 = ENOSPC, matching paths: PathFilter? = nil) {
+        faults.withLock {
+            $0.createErrno = errno
+            $0.createPaths = paths
+        }
+    }
+
     /// Makes every fdatasync from now on on a path `matching` accepts (nil: any) wait until ``resumeFdatasync()``,
     /// then go on as usual: a stalled disk, for tests of what happens while the committer (or an index flush) is
     /// stuck.
@@ -118,6 +130,7 @@ public final class FaultInjectingFileSystem: FileSystem {
             $0.fdatasyncCountdown = nil
             $0.tearCountdown = nil
             $0.writeErrno = nil
+            $0.createErrno = nil
             $0.dead = false
         }
         resumeFdatasync()
@@ -136,7 +149,10 @@ public final class FaultInjectingFileSystem: FileSystem {
     public var directorySyncCount: Int { faults.withLock { $0.directorySyncCalls } }
 
     public func open(_ path: String, options: OpenOptions) throws(FileSystemError) -> any File {
-        FaultyFile(base: try base.open(path, options: options), fileSystem: self)
+        if options.contains(.create), let errno = faults.withLock({ f in f.createPaths?(path) ?? true ? f.createErrno : nil }) {
+            throw FileSystemError(operation: "open", path: path, errno: errno)
+        }
+        return FaultyFile(base: try base.open(path, options: options), fileSystem: self)
     }
 
     public func listDirectory(_ path: String) throws(FileSystemError) -> [String] { try base.listDirectory(path) }

@@ -182,13 +182,13 @@ package final class BlobStore: Sendable {
     ) throws -> StoredBlob {
         guard !readOnly else { throw CloudletError(.readOnly, "the store at \(Path.parent(directory)) is open read-only") }
         let temp = try temporaryPath()
-        let file = try io { () throws(FileSystemError) in try fileSystem.open(temp, options: [.create, .truncate]) }
-        let writer = FileWriter(file)
+        let writer = FileWriter(creating: temp, on: fileSystem)  // created while the first piece comes
         var kept = false
         defer {
-            writer.finish()  // nothing may still use the file (or a piece) once this returns
-            try? file.close()
-            if !kept { try? fileSystem.remove(temp) }
+            if !kept {
+                try? writer.close()  // nothing may still use the file (or a piece) once this returns
+                try? fileSystem.remove(temp)
+            }
         }
         let hash = SHA256Stream()
         var size: Int64 = 0
@@ -203,11 +203,8 @@ package final class BlobStore: Sendable {
             size += Int64(chunk.count)
             try io { () throws(FileSystemError) in try writer.wait() }  // the piece is the source's again after this
         }
-        if !synced {
-            writer.sync()
-            try io { () throws(FileSystemError) in try writer.wait() }
-        }
-        try io { () throws(FileSystemError) in try file.close() }
+        if !synced { writer.sync() }
+        try io { () throws(FileSystemError) in try writer.close() }
         let checksum = hash.finishHex()
         try place(temp, as: checksum, pin: pin)
         kept = true
@@ -498,25 +495,35 @@ package final class BlobReader: Sendable {
     package func duplicateDescriptor() -> Int32? { file.duplicateDescriptor() }
 }
 
-/// The writing half of ``BlobStore/write(maxSize:pin:syncName:ended:next:)``: one job at a time — a piece written
-/// (its writeback started every ``BlobStore/writebackWindow`` bytes), then optionally the file's `fdatasync` — run on
-/// a thread of ``pool`` while the caller hashes the same piece. The caller waits for each job
-/// before it lets the piece go. `@unchecked Sendable`: `pending` is the caller's alone; `failure` is written by the
-/// job before it signals `done` and read by the caller after it waited for it.
+/// The file half of ``BlobStore/write(maxSize:pin:syncName:ended:next:)``, run on a thread of ``pool`` while the
+/// caller hashes: the temporary file's creation (while the caller waits for the first piece), each piece's `pwrite`
+/// (its writeback started every ``BlobStore/writebackWindow`` bytes), and the `fdatasync`. Jobs run one at a time,
+/// in the order they were given; after one fails the rest are skipped and ``wait()`` throws its error.
+///
+/// `@unchecked Sendable`: `queue`, `running`, `outstanding` and `failure` are guarded by `lock`; `file` and
+/// `unstarted` are touched by the jobs only (one at a time), and `file` by the caller once no job is outstanding.
 final class FileWriter: @unchecked Sendable {
-    private let file: any File
-    private let done = DispatchSemaphore(value: 0)
-    private var pending = false
-    private var failure: FileSystemError?
-    /// Where the writeback not yet started begins (the job's alone).
-    private var unstarted: UInt64 = 0
+    typealias Job = @Sendable () throws(FileSystemError) -> Void
 
-    init(_ file: any File) { self.file = file }
+    private let lock = NSCondition()
+    private var queue: [Job] = []
+    private var running = false
+    private var outstanding = 0
+    private var failure: FileSystemError?
+    /// The file once its creation job has run.
+    private var file: (any File)?
+    /// Where the writeback not yet started begins.
+    private var unstarted: UInt64 = 0
 
     /// The writers' threads: a pool of their own, not ``BlockingThreads/shared``, because a write may itself run on
     /// a thread of that pool (an embedded save's import, offloaded there) and wait for its writer: with the pool at
     /// its cap, a job queued behind its own waiting caller would never run.
     static let pool = BlockingThreads(name: "cloudlet.asset-writer")
+
+    /// Starts creating (or truncating) `path` on `fileSystem`.
+    init(creating path: String, on fileSystem: any FileSystem) {
+        start { [self] () throws(FileSystemError) in file = try fileSystem.open(path, options: [.create, .truncate]) }
+    }
 
     /// A piece's address and length, handed to the job (the caller keeps it valid until ``wait()`` returns).
     private struct Piece: @unchecked Sendable { var bytes: UnsafeRawBufferPointer }
@@ -525,6 +532,7 @@ final class FileWriter: @unchecked Sendable {
     func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64, sync: Bool) {
         let piece = Piece(bytes: bytes)
         start { [self] () throws(FileSystemError) in
+            guard let file else { return }
             try file.pwrite(piece.bytes, at: offset)
             let end = offset + UInt64(piece.bytes.count)
             if end - unstarted >= UInt64(BlobStore.writebackWindow) {
@@ -536,25 +544,50 @@ final class FileWriter: @unchecked Sendable {
     }
 
     /// Starts the file's `fdatasync`.
-    func sync() { start { [file] () throws(FileSystemError) in try file.fdatasync() } }
+    func sync() { start { [self] () throws(FileSystemError) in try file?.fdatasync() } }
 
-    private func start(_ job: @escaping @Sendable () throws(FileSystemError) -> Void) {
-        precondition(!pending, "one job at a time")
-        pending = true
-        Self.pool.submit { [self] in
-            do throws(FileSystemError) { try job() } catch { failure = error }
-            done.signal()
+    private func start(_ job: @escaping Job) {
+        lock.lock()
+        queue.append(job)
+        outstanding += 1
+        let idle = !running
+        running = true
+        lock.unlock()
+        if idle { Self.pool.submit { [self] in drain() } }
+    }
+
+    /// Runs the queued jobs in order until none is left (on a pool thread).
+    private func drain() {
+        lock.lock()
+        while !queue.isEmpty {
+            let job = queue.removeFirst()
+            let skip = failure != nil
+            lock.unlock()
+            var error: FileSystemError?
+            if !skip { do throws(FileSystemError) { try job() } catch let e { error = e } }
+            lock.lock()
+            if let error, failure == nil { failure = error }
+            outstanding -= 1
+            lock.broadcast()
         }
+        running = false
+        lock.unlock()
     }
 
-    /// Waits for the job started last; throws what it threw.
+    /// Waits for every job started so far; throws the first error one threw.
     func wait() throws(FileSystemError) {
-        guard pending else { return }
-        pending = false
-        done.wait()
-        if let failure = failure.take() { throw failure }
+        lock.lock()
+        while outstanding > 0 { lock.wait() }
+        let error = failure
+        lock.unlock()
+        if let error { throw error }
     }
 
-    /// Waits for a job still running, ignoring how it ended (the write has failed already).
-    func finish() { try? wait() }
+    /// Waits for the jobs still running, then closes the file: after this nothing uses it (or a piece). Throws
+    /// the first error of a job, or of the close.
+    func close() throws(FileSystemError) {
+        defer { try? file?.close() }
+        try wait()
+        try file?.close()
+    }
 }
