@@ -37,6 +37,8 @@ public final class FaultInjectingFileSystem: FileSystem {
         var fdatasyncCallsByPath: [String: Int] = [:]
         var writeCalls = 0
         var directorySyncCalls = 0
+        /// `startWriteback` calls: the byte ranges, by path.
+        var writebacksByPath: [String: [Range<UInt64>]] = [:]
         var bytesReadByPath: [String: Int] = [:]
     }
 
@@ -144,6 +146,9 @@ public final class FaultInjectingFileSystem: FileSystem {
     public var writeCount: Int { faults.withLock { $0.writeCalls } }
     /// Bytes read (pread) from the file at `path` through this wrapper.
     public func bytesRead(of path: String) -> Int { faults.withLock { $0.bytesReadByPath[path] ?? 0 } }
+
+    /// The ranges whose writeback was started (``File/startWriteback(at:count:)``) on the file at `path`, in order.
+    public func writebacks(of path: String) -> [Range<UInt64>] { faults.withLock { $0.writebacksByPath[path] ?? [] } }
 
     /// `fsyncDirectory` calls so far (counted whether or not a fault is armed).
     public var directorySyncCount: Int { faults.withLock { $0.directorySyncCalls } }
@@ -256,7 +261,10 @@ final class FaultyFile: File {
     }
 
     // Hints pass through to the file underneath (the defaults of `File` would drop them).
-    func startWriteback(at offset: UInt64, count: Int) { base.startWriteback(at: offset, count: count) }
+    func startWriteback(at offset: UInt64, count: Int) {
+        fileSystem.faults.withLock { $0.writebacksByPath[path, default: []].append(offset..<(offset + UInt64(count))) }
+        base.startWriteback(at: offset, count: count)
+    }
 
     func prefetch(at offset: UInt64, count: Int) { base.prefetch(at: offset, count: count) }
     func duplicateDescriptor() -> Int32? { base.duplicateDescriptor() }

@@ -181,6 +181,25 @@ import Testing
         #expect(try fs.listDirectory("/store/assets/tmp").isEmpty)
     }
 
+    /// The writer starts each piece's writeback as soon as it has written it, except the last one's, which the sync
+    /// writes: a 1 MB upload's sync has one piece left (docs/assets.md, *Writing a file*).
+    @Test func eachPieceButTheLastHasItsWritebackStarted() throws {
+        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
+        try fs.createDirectory("/store")
+        let blobs = try BlobStore(directory: "/store/assets", fileSystem: fs, readOnly: false)
+        try blobs.prepareDirectories()
+        let bytes = (0..<1_000_000).map { UInt8(truncatingIfNeeded: $0 &* 11) }
+        let source = Self.pieces(bytes, 256 << 10)
+        var temp: String?
+        let blob = try blobs.write(syncName: false, ended: source.ended) {
+            if source.calls() == 1 { temp = try fs.listDirectory("/store/assets/tmp").first }
+            return source.next()
+        }
+        #expect(try blobs.read(blob.checksum) == bytes)
+        let ranges = try fs.writebacks(of: "/store/assets/tmp/" + #require(temp))
+        #expect(ranges == [0..<262_144, 262_144..<524_288, 524_288..<786_432])
+    }
+
     /// A temporary file that cannot be created fails the write with the file system's error; nothing is named.
     @Test func aTemporaryFileThatCannotBeCreatedFailsTheWrite() throws {
         let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())

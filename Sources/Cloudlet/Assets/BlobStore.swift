@@ -164,9 +164,11 @@ package final class BlobStore: Sendable {
     }
 
     /// Bytes written to a blob's temporary file after which their writeback is started
-    /// (``File/startWriteback(at:count:)``), so that the disk writes a large file while the rest arrives rather than
-    /// all of it in the final `fdatasync` (docs/assets.md, *Speed*). A 1 MB file never reaches it.
-    package static let writebackWindow = 8 << 20
+    /// (``File/startWriteback(at:count:)``, on the writer's thread, beside the hashing), so that the disk writes a
+    /// file while the rest arrives rather than all of it in the final `fdatasync`: one piece (an upload's pieces are
+    /// 256–512 KiB), so that even a 1 MB file's sync has only its last piece left (docs/assets.md, *Speed*; it was
+    /// 8 MiB while the hashing thread paid for the call).
+    package static let writebackWindow = 256 << 10
 
     /// ``write(maxSize:pin:syncName:read:)`` from `next`, which returns the next piece of the blob (valid until it is
     /// called again; empty at the end): for a source that has its bytes in a buffer already (an upload's body, taken
@@ -535,7 +537,7 @@ final class FileWriter: @unchecked Sendable {
             guard let file else { return }
             try file.pwrite(piece.bytes, at: offset)
             let end = offset + UInt64(piece.bytes.count)
-            if end - unstarted >= UInt64(BlobStore.writebackWindow) {
+            if !sync, end - unstarted >= UInt64(BlobStore.writebackWindow) {  // the sync writes it all anyway
                 file.startWriteback(at: unstarted, count: Int(end - unstarted))
                 unstarted = end
             }
