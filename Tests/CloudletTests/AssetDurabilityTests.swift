@@ -98,6 +98,15 @@ import Testing
         try await store.close()
     }
 
+    /// A blob store at `/store/assets` (its directories made) on a fault-injecting in-memory file system.
+    static func blobStore() throws -> (FaultInjectingFileSystem, BlobStore) {
+        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
+        try fs.createDirectory("/store")
+        let blobs = try BlobStore(directory: "/store/assets", fileSystem: fs, readOnly: false)
+        try blobs.prepareDirectories()
+        return (fs, blobs)
+    }
+
     /// Pieces of `bytes`, `size` at a time, as an upload's body gives them (valid until the next call).
     static func pieces(_ bytes: [UInt8], _ size: Int) -> (next: () -> UnsafeRawBufferPointer, ended: () -> Bool, calls: () -> Int) {
         let holder = Pieces(bytes)  // captured by `next`: freed with it
@@ -115,10 +124,7 @@ import Testing
     /// A piece is written on another thread while it is hashed (BlobStore's FileWriter): its failure still fails the
     /// write, and nothing is kept — no blob named, no temporary file left.
     @Test func aWriteThatFailsBesideTheHashingKeepsNothing() throws {
-        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
-        try fs.createDirectory("/store")
-        let blobs = try BlobStore(directory: "/store/assets", fileSystem: fs, readOnly: false)
-        try blobs.prepareDirectories()
+        let (fs, blobs) = try Self.blobStore()
         fs.failWrites(errno: ENOSPC, keeping: 1000)
         let bytes = (0..<700_000).map { UInt8(truncatingIfNeeded: $0) }
         let source = Self.pieces(bytes, 256 << 10)
@@ -131,10 +137,7 @@ import Testing
     /// With `ended` (an upload with a Content-Length), the file's fdatasync starts with its last piece, beside that
     /// piece's hashing, before the source is asked for more; and a failed sync still names nothing.
     @Test func theLastPieceStartsTheSyncAndAFailedSyncNamesNothing() throws {
-        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
-        try fs.createDirectory("/store")
-        let blobs = try BlobStore(directory: "/store/assets", fileSystem: fs, readOnly: false)
-        try blobs.prepareDirectories()
+        let (fs, blobs) = try Self.blobStore()
         let bytes = (0..<600_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
         let source = Self.pieces(bytes, 256 << 10)
         let before = fs.fdatasyncCount
@@ -158,10 +161,7 @@ import Testing
     /// The temporary file is created on the writer's thread while the upload's first piece is awaited, not after it
     /// came (its creation is a few hundred microseconds of a 1 MB upload: docs/assets.md, *Speed*).
     @Test func theTemporaryFileIsCreatedWhileTheFirstPieceIsAwaited() throws {
-        let fs = InMemoryFileSystem()
-        try fs.createDirectory("/store")
-        let blobs = try BlobStore(directory: "/store/assets", fileSystem: fs, readOnly: false)
-        try blobs.prepareDirectories()
+        let (fs, blobs) = try Self.blobStore()
         let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
         let source = Self.pieces(bytes, 256 << 10)
         var createdBeforeTheFirstPiece = false
@@ -184,10 +184,7 @@ import Testing
     /// The writer starts each piece's writeback as soon as it has written it, except the last one's, which the sync
     /// writes: a 1 MB upload's sync has one piece left (docs/assets.md, *Writing a file*).
     @Test func eachPieceButTheLastHasItsWritebackStarted() throws {
-        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
-        try fs.createDirectory("/store")
-        let blobs = try BlobStore(directory: "/store/assets", fileSystem: fs, readOnly: false)
-        try blobs.prepareDirectories()
+        let (fs, blobs) = try Self.blobStore()
         let bytes = (0..<1_000_000).map { UInt8(truncatingIfNeeded: $0 &* 11) }
         let source = Self.pieces(bytes, 256 << 10)
         var temp: String?
@@ -202,10 +199,7 @@ import Testing
 
     /// A temporary file that cannot be created fails the write with the file system's error; nothing is named.
     @Test func aTemporaryFileThatCannotBeCreatedFailsTheWrite() throws {
-        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
-        try fs.createDirectory("/store")
-        let blobs = try BlobStore(directory: "/store/assets", fileSystem: fs, readOnly: false)
-        try blobs.prepareDirectories()
+        let (fs, blobs) = try Self.blobStore()
         fs.failCreates(errno: ENOSPC)
         let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 5) }
         let source = Self.pieces(bytes, 256 << 10)
