@@ -18,6 +18,8 @@ final class DiskFileSyncWorkload: Workload {
     var name: String { direction == .write ? "disk-filesync-1m" : "disk-fileread-1m" }
     let engine = "disk"
     let role = EngineRole.anchor
+    /// Runs in its asset row's group, interleaved with it (WorkloadCatalog.Definition.joins).
+    var accompaniesGroup: Bool { true }
     let unit = "MB/s"
     var latencyOf: String {
         direction == .write

@@ -14,6 +14,8 @@ final class DiskSequentialWorkload: Workload {
     var name: String { direction == .write ? "disk-seqwrite" : "disk-seqread" }
     let engine = "disk"
     let role = EngineRole.anchor
+    /// Runs in its asset row's group, interleaved with it (WorkloadCatalog.Definition.joins).
+    var accompaniesGroup: Bool { true }
     let unit = "MB/s"
     var latencyOf: String {
         direction == .write ? "one 1 MiB pwrite (buffered; the one fdatasync is in the throughput only)" : "one 1 MiB pread"

@@ -77,6 +77,10 @@ enum WorkloadCatalog {
         /// For `fillsync*`: the number of 4 KiB fdatasync'd writes of the group's `disk` and `disk-prewritten`
         /// rows (the limits), run interleaved with the engines.
         var diskRow: (@Sendable (Sizes) -> Int)? = nil
+        /// For a disk workload that is an asset row's anchor: the definition whose group it runs in, accompanying it
+        /// (``Workload/accompaniesGroup``) and interleaved with it run by run, so that the disk's own drift between
+        /// runs (a factor of two within minutes on our VM) hits the anchor and the asset row alike.
+        var joins: String? = nil
     }
 
     static let definitions: [Definition] = [
@@ -85,16 +89,16 @@ enum WorkloadCatalog {
             make: { _, s in DiskAppendSyncWorkload(appends: s.appendSyncs) }),
         Definition(
             name: "disk-seqwrite", summary: "1 MiB sequential writes, one fdatasync at the end (disk only)", needs: nil,
-            make: { _, s in DiskSequentialWorkload(.write, mebibytes: s.seqwriteMiB) }),
+            make: { _, s in DiskSequentialWorkload(.write, mebibytes: s.seqwriteMiB) }, joins: "asset-upload-large"),
         Definition(
             name: "disk-seqread", summary: "1 MiB sequential reads of a file dropped from the page cache (disk only)",
-            needs: nil, make: { _, s in DiskSequentialWorkload(.read, mebibytes: s.seqwriteMiB) }),
+            needs: nil, make: { _, s in DiskSequentialWorkload(.read, mebibytes: s.seqwriteMiB) }, joins: "asset-download-large"),
         Definition(
             name: "disk-filesync-1m", summary: "1 MB new files, each written, fdatasync'd and renamed (disk only)",
-            needs: nil, make: { _, s in DiskFileSyncWorkload(.write, count: s.smallAssets) }),
+            needs: nil, make: { _, s in DiskFileSyncWorkload(.write, count: s.smallAssets) }, joins: "asset-upload"),
         Definition(
             name: "disk-fileread-1m", summary: "1 MB files dropped from the page cache, each opened and read whole (disk only)",
-            needs: nil, make: { _, s in DiskFileSyncWorkload(.read, count: s.smallAssets) }),
+            needs: nil, make: { _, s in DiskFileSyncWorkload(.read, count: s.smallAssets) }, joins: "asset-download"),
         Definition(
             name: "notify-1k", summary: "commit → websocket notification delay at 1,000 commits/s (cloudlet only)",
             needs: nil, make: { _, s in NotifyLatencyWorkload(rate: 1_000, seconds: s.notifySeconds) }),
@@ -211,11 +215,17 @@ enum WorkloadCatalog {
         quick: Bool, sizes: Sizes? = nil, engines: [EngineRegistry.Entry] = EngineRegistry.all
     ) -> [[any Workload]] {
         let s = sizes ?? (quick ? Sizes.quick : Sizes.full)
-        let rows = definitions.map { d -> [any Workload] in
+        var rows = definitions.map { d -> [any Workload] in
             guard let needs = d.needs else { return [d.make(nil, s)] }
             let rows = engines.filter { $0.runs(d.name, needing: needs) }.map { d.make($0, s) }
             guard let diskRow = d.diskRow, !rows.isEmpty else { return rows }
             return rows + [false, true].map { DiskAppendSyncWorkload(appends: diskRow(s), limitOf: d.name, prewritten: $0) }
+        }
+        // An asset row's disk anchors run in its group, first, interleaved with it.
+        for (i, d) in definitions.enumerated() {
+            guard let joined = d.joins, let k = definitions.firstIndex(where: { $0.name == joined }) else { continue }
+            rows[k] = rows[i] + rows[k]
+            rows[i] = []
         }
         // The query workloads bring their own data set (QueryFixtures).
         // So do the client's (an in-process server over loopback, and the raw HTTP anchor).
