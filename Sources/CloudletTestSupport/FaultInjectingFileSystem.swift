@@ -6,7 +6,8 @@ import Synchronization
 
 /// Wraps another file system and makes chosen calls fail, for tests of the failure paths (LevelDB's
 /// `fault_injection_test.cc`): fail the Nth `fdatasync` with `EIO`, tear a write part-way (the process "dies":
-/// every later write and sync fails), fail every write with `ENOSPC`, fail every creation of a file, or stall every `fdatasync` (a slow disk).
+/// every later write and sync fails), fail every write with `ENOSPC`, fail every creation of a file, or stall every
+/// `fdatasync` (a slow disk).
 ///
 /// Counting starts when a fault is armed; faults fire once (except ``failWrites(errno:matching:)``) and are cleared
 /// by ``clearFaults()``. Each fault may be limited to the paths a predicate accepts (`matching`: only checkpoint
@@ -154,7 +155,7 @@ public final class FaultInjectingFileSystem: FileSystem {
     public var directorySyncCount: Int { faults.withLock { $0.directorySyncCalls } }
 
     public func open(_ path: String, options: OpenOptions) throws(FileSystemError) -> any File {
-        if options.contains(.create), let errno = faults.withLock({ f in f.createPaths?(path) ?? true ? f.createErrno : nil }) {
+        if options.contains(.create), let errno = faults.withLock({ f in (f.createPaths?(path) ?? true) ? f.createErrno : nil }) {
             throw FileSystemError(operation: "open", path: path, errno: errno)
         }
         return FaultyFile(base: try base.open(path, options: options), fileSystem: self)
