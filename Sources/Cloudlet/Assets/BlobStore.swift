@@ -502,16 +502,22 @@ package final class BlobReader: Sendable {
 /// (its writeback started every ``BlobStore/writebackWindow`` bytes), and the `fdatasync`. Jobs run one at a time,
 /// in the order they were given; after one fails the rest are skipped and ``wait()`` throws its error.
 ///
-/// `@unchecked Sendable`: `queue`, `running`, `outstanding` and `failure` are guarded by `lock`; `file` and
-/// `unstarted` are touched by the jobs only (one at a time), and `file` by the caller once no job is outstanding.
+/// `@unchecked Sendable`: the queue's state is a ``Monitor``'s; `file` and `unstarted` are touched by the jobs only
+/// (one at a time), and `file` by the caller once no job is outstanding.
 final class FileWriter: @unchecked Sendable {
     typealias Job = @Sendable () throws(FileSystemError) -> Void
 
-    private let lock = NSCondition()
-    private var queue: [Job] = []
-    private var running = false
-    private var outstanding = 0
-    private var failure: FileSystemError?
+    private struct Queue {
+        var jobs: [Job] = []
+        /// Whether a pool thread is draining `jobs`.
+        var running = false
+        /// Jobs started and not finished.
+        var outstanding = 0
+        /// The first error a job threw.
+        var failure: FileSystemError?
+    }
+
+    private let queue = Monitor(Queue())
     /// The file once its creation job has run.
     private var file: (any File)?
     /// Where the writeback not yet started begins.
@@ -549,40 +555,40 @@ final class FileWriter: @unchecked Sendable {
     func sync() { start { [self] () throws(FileSystemError) in try file?.fdatasync() } }
 
     private func start(_ job: @escaping Job) {
-        lock.lock()
-        queue.append(job)
-        outstanding += 1
-        let idle = !running
-        running = true
-        lock.unlock()
+        let idle = queue.withLock { q in
+            q.jobs.append(job)
+            q.outstanding += 1
+            let idle = !q.running
+            q.running = true
+            return idle
+        }
         if idle { Self.pool.submit { [self] in drain() } }
     }
 
     /// Runs the queued jobs in order until none is left (on a pool thread).
     private func drain() {
-        lock.lock()
-        while !queue.isEmpty {
-            let job = queue.removeFirst()
-            let skip = failure != nil
-            lock.unlock()
+        // The queue is found empty and `running` cleared in one critical section: a job started after that gets a
+        // drain of its own, and two drains never run at once.
+        while let (job, skip) = queue.withLock({ q -> (Job, Bool)? in
+            guard !q.jobs.isEmpty else {
+                q.running = false
+                return nil
+            }
+            return (q.jobs.removeFirst(), q.failure != nil)
+        }) {
             var error: FileSystemError?
             if !skip { do throws(FileSystemError) { try job() } catch let e { error = e } }
-            lock.lock()
-            if let error, failure == nil { failure = error }
-            outstanding -= 1
-            lock.broadcast()
+            queue.withLock { q in
+                if let error, q.failure == nil { q.failure = error }
+                q.outstanding -= 1
+            }
+            queue.broadcast(.progress)
         }
-        running = false
-        lock.unlock()
     }
 
     /// Waits for every job started so far; throws the first error one threw.
     func wait() throws(FileSystemError) {
-        lock.lock()
-        while outstanding > 0 { lock.wait() }
-        let error = failure
-        lock.unlock()
-        if let error { throw error }
+        if let error = queue.withLock(waitingOn: .progress, until: { $0.outstanding == 0 }, { $0.failure }) { throw error }
     }
 
     /// Waits for the jobs still running, then closes the file: after this nothing uses it (or a piece). Throws
