@@ -380,6 +380,26 @@ struct LSMTreeTests {
         tree.close()
     }
 
+    @Test("the merge observer is called after each background merge is installed, with the merged runs already live")
+    func mergeObserverSeesInstalledMerges() throws {
+        let tree = try LSMTree(directory: "/tree", fileSystem: InMemoryFileSystem(), configuration: smallConfiguration(background: true))
+        // Each call notes the change count and whether every level-0 run it could have seen was merged away.
+        let seen = Mutex<[(changes: UInt64, level0: Int)]>([])
+        tree.onMergeInstalled { [tree] in
+            let view = tree.runsView()
+            seen.withLock { $0.append((tree.runsChanges, view.level0.count)) }
+        }
+        for round in 0..<3 {  // the merge trigger: the third flush starts a merge of level 0
+            for i in 0..<50 { try tree.put(Array("k\(i)".utf8), [UInt8(round)], sequence: UInt64(round * 100 + i + 1)) }
+            try tree.flush(logPosition: [UInt8(round)])
+        }
+        pollUntil { !seen.withLock { $0.isEmpty } }
+        let first = try #require(seen.withLock { $0.first }, "no merge was reported")
+        #expect(first.level0 < 3, "the merge was installed before the observer ran")
+        #expect(first.changes > 3, "three flushes and at least one merge installed")
+        tree.close()
+    }
+
     @Test("a merge's output runs grow with the level they go to: targetRunSize at level 1, times the multiplier a level")
     func runSizePerLevel() throws {
         var configuration = smallConfiguration()

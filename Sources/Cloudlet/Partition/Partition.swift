@@ -157,6 +157,9 @@ package final class Partition: Sendable {
         // the committing task runs again (on the cooperative pool, which may be busy or blocked).
         log.onDurable { [publisher] durable in if publisher.isActive { publisher.publish(durable: durable) } }
         runsSeen = Atomic(tree?.runsChanges ?? 0)
+        // Reads go through the merged runs as soon as a merge is installed, not at the next commit: a store that
+        // stops writing (after a bulk load) would otherwise read every level-0 run merged away, and keep their files.
+        tree?.onMergeInstalled { [weak self] in self?.takeMergedRuns() }
         // Checkpoints of a format-3 store whose migration flushed the index but stopped before deleting them.
         if fromIndex && !configuration.readOnly, !((try? checkpoints.list().0.isEmpty) ?? true) {
             do { try checkpoints.removeAll(except: .max) } catch {
@@ -404,10 +407,7 @@ package final class Partition: Sendable {
             log.fail(CloudletError(.readOnly, "partition \(id): applying commit \(lsn) failed: \(error)", cause: error))
             throw error
         }
-        if let index, index.runsChanges != runsSeen.load(ordering: .relaxed) {
-            runsSeen.store(index.runsChanges, ordering: .relaxed)
-            st.rebaseDirectory(index.runsView())
-        }
+        rebaseIfRunsChanged(&st)
         if publishing {
             publisher.staged(lsn: lsn, mutations: mutations, previous: previous)
             // The committer may have made it durable before it was queued here: then nobody else publishes it but
@@ -428,6 +428,19 @@ package final class Partition: Sendable {
     func noteCommitted(bytes: Int, memtableFull: Bool) {
         noteWritten(bytes, memtableFull: memtableFull)
         maybeCompact(after: bytes)
+    }
+
+    /// Rebases the key directory on the index's runs if a merge changed them since it last looked (the merging
+    /// thread calls it after each merge; commits check too, in `apply`).
+    private func takeMergedRuns() { state.withLock { rebaseIfRunsChanged(&$0) } }
+
+    /// ``takeMergedRuns()`` with the state's lock held.
+    private func rebaseIfRunsChanged(_ st: inout PartitionState) {
+        guard let index else { return }
+        let changes = index.runsChanges
+        guard changes != runsSeen.load(ordering: .relaxed) else { return }
+        runsSeen.store(changes, ordering: .relaxed)
+        st.rebaseDirectory(index.runsView())
     }
 
     /// A read view for a query (O(1), under the lock): the planner reads the indexes through it.

@@ -21,7 +21,7 @@ extension LSMTree {
     /// Merges until none is due, in the calling thread (also what the background thread does). Throws the first
     /// error, which also stops the tree's writes.
     public func mergeUntilIdle() throws {
-        do { while try mergeOnce() {} } catch is MergeAbandoned { throw closedError() }
+        do { while try mergeOnce() { mergeInstalled() } } catch is MergeAbandoned { throw closedError() }
     }
 
     /// What a merge stopped by ``close()`` throws to a caller.
@@ -32,17 +32,18 @@ extension LSMTree {
     /// Merges every run into the deepest level in use (at least 1), dropping tombstones and overwritten versions:
     /// the smallest the tree can be. For offline compaction (`cloudlet-tool compact`); not rate-limited.
     public func mergeAll() throws {
-        try mergeLock.withLock { _ in
+        let merged = try mergeLock.withLock { _ -> Bool in
             try checkWritable()
             let plan = state.withLock { s -> MergePlan? in
                 guard s.runs.count > 1 || s.runs.first?.metadata.level == 0 else { return nil }
                 let bottom = max(1, s.runs.map(\.metadata.level).max() ?? 1)
                 return MergePlan(inputs: s.runs, outputLevel: bottom, dropTombstones: true)
             }
-            if let plan {
-                do { try merge(plan, bytesPerSecond: nil) } catch is MergeAbandoned { throw closedError() }
-            }
+            guard let plan else { return false }
+            do { try merge(plan, bytesPerSecond: nil) } catch is MergeAbandoned { throw closedError() }
+            return true
         }
+        if merged { mergeInstalled() }
     }
 
     /// Runs one due merge; false if none is due.
@@ -149,7 +150,10 @@ extension LSMTree {
             }
             guard go else { return }
             do {
-                while !state.withLock({ $0.closed }), try mergeOnce() { state.broadcast(.progress) }
+                while !state.withLock({ $0.closed }), try mergeOnce() {
+                    state.broadcast(.progress)
+                    mergeInstalled()
+                }
             } catch is MergeAbandoned {
                 return  // closing
             } catch {

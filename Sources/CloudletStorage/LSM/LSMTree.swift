@@ -42,6 +42,8 @@ public final class LSMTree: Sendable {
     let state: Monitor<State>
     private let mergeThread = Mutex<NativeThread?>(nil)
     private let installs = Atomic<UInt64>(0)
+    /// Called after each merge is installed (``onMergeInstalled(_:)``).
+    private let mergeObserver = Mutex<(@Sendable () -> Void)?>(nil)
     /// Set by ``close()``: a merge under way stops at its next entry and leaves nothing behind (its inputs stay
     /// live), so that closing never waits for a long, rate-limited merge to finish.
     let closing = Atomic<Bool>(false)
@@ -230,6 +232,15 @@ public final class LSMTree: Sendable {
     /// Counts changes to the set of live runs (flushes and merges installed): a caller holding a ``runsView()`` takes
     /// a fresh one when this moved, to let go of the files merged away.
     public var runsChanges: UInt64 { installs.load(ordering: .acquiring) }
+
+    /// Has `body` called after each merge is installed — on the merging thread, outside the tree's locks — so that an
+    /// owner holding a ``runsView()`` takes a fresh one then, not only when it next writes: until it does, its reads
+    /// go on through the runs merged away (every level-0 run a point read or scan must look at) and their files stay
+    /// on disk. Replaces the previous observer.
+    public func onMergeInstalled(_ body: @escaping @Sendable () -> Void) { mergeObserver.withLock { $0 = body } }
+
+    /// Tells the observer (``onMergeInstalled(_:)``) that a merge was installed; called with no tree lock held.
+    func mergeInstalled() { mergeObserver.withLock { $0 }?() }
 
     /// The value of `key`, or nil if it has none or was deleted.
     public func get(_ key: [UInt8]) throws -> [UInt8]? { try readView().get(key) }
