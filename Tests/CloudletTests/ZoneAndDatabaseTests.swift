@@ -1,6 +1,7 @@
 import CloudletCore
 import CloudletTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Cloudlet
@@ -31,6 +32,36 @@ import Testing
         await expectError(.unknownItem) { try await db.record(for: RecordID(recordName: "n0", zoneID: work)) }
         await expectError(.invalidArguments) { try await db.deleteZone(.default) }
         try await store.close()
+    }
+
+    @Test("a save racing the deletion of its zone is refused with zoneNotFound when the zone was deleted before it commits, and the zone stays gone")
+    func aSaveRacingItsZonesDeletionIsRefused() async throws {
+        let store = try await openStore(dir)
+        let db = try store.container(testContainer).privateDatabase(user: "alice")
+        let work = ZoneID(zoneName: "Work")
+        try await db.createZone(work)
+        _ = try await db.save(note("kept", zone: work))
+        let deleted = Mutex(false)
+        store.testHooks.setBeforeModifyCommit {
+            store.testHooks.setBeforeModifyCommit(nil)
+            do {
+                try await db.deleteZone(work)
+                deleted.withLock { $0 = true }
+            } catch { Issue.record("deleting the zone failed: \(error)") }
+        }
+        let results = try await db.modify([.create(note("late", zone: work)), .create(note("elsewhere"))], atomic: false)
+        #expect(deleted.withLock { $0 })
+        #expect(results[0].code == .zoneNotFound, "\(results[0])")
+        #expect(results[1].error == nil, "the default zone's save is not the deleted zone's: \(results[1])")
+        await expectError(.zoneNotFound) { try await db.zone(for: work) }
+        #expect(try await db.zones().map(\.id.zoneName) == ["_defaultZone"])
+        try await store.close()
+        // Nor does the record come back with the log's replay.
+        let reopened = try await openStore(dir)
+        let again = try reopened.container(testContainer).privateDatabase(user: "alice")
+        #expect(try await again.zones().map(\.id.zoneName) == ["_defaultZone"])
+        await expectError(.zoneNotFound) { try await again.record(for: RecordID(recordName: "late", zoneID: work)) }
+        try await reopened.close()
     }
 
     @Test func publicAndSharedDatabasesHaveNoCustomZones() async throws {

@@ -399,9 +399,14 @@ public struct Database: CloudletDatabase {
                 }
                 if groups[key] == nil {
                     if let e = zoneErrors[key] { throw e }
-                    do { try requireZone(key) } catch let e as CloudletError {
-                        zoneErrors[key] = e
-                        throw e
+                    // The shared database has no default zone. A custom zone's existence is checked where the batch
+                    // is planned, under the partition's lock (commitGroup): checking it here too took that lock on
+                    // the cooperative pool, where a save waited for it behind every other writer's planning.
+                    if key.zoneName == ZoneID.defaultZoneName {
+                        do { try requireZone(key) } catch let e as CloudletError {
+                            zoneErrors[key] = e
+                            throw e
+                        }
                     }
                     order.append(key)
                 }
@@ -484,6 +489,16 @@ public struct Database: CloudletDatabase {
                 let hooks = store.testHooks
                 let stamp = RecordStamp(timestamp: now, userRecordName: user, deviceID: store.configuration.deviceID)
                 let ((results, shareResults, _), lsn) = try await partition.commit(lookups: lookups, waitingForRoom: { st, lsn in
+                    // The zone must exist as the batch is planned, under the writer lock: checked before that, a
+                    // deletion of the zone committed in between let the batch write into it, bringing it back.
+                    guard st.zoneExists(key) else {
+                        let gone = zoneNotFound(key)
+                        return ([], (
+                            Dictionary(uniqueKeysWithValues: ops.map { ($0.0, RecordResult.failed($0.1.recordID, gone)) }),
+                            Dictionary(uniqueKeysWithValues: shares.map { ($0.0, Result<Share, CloudletError>.failure(gone)) }),
+                            Self.catalogCopy(of: ShareChanges(), saved: [], in: key, lsn: lsn)
+                        ))
+                    }
                     prefetched.seed(lookups, currentEpoch: partition.entryCache.epoch)
                     var planner = BatchPlanner(
                         state: st, lsn: lsn, zone: key, catalog: store.catalog.snapshot(), access: access,
