@@ -70,4 +70,44 @@ import Testing
         #expect(after.names == expected())
         try await store.close()
     }
+
+    @Test("a record that moves a few metres keeps most of its spatial cells, whose keys' locations move with it: distance order follows the new places")
+    func movedRecordsKeysCarryTheirNewLocation() async throws {
+        let dir = TempDir("query-near-moved")
+        let store = try await openStore(dir)
+        let db = try store.container(testContainer).privateDatabase(user: "u")
+        // Pairs 2 m apart in distance from the center, each record of a pair on another bearing.
+        func place(_ name: String, km: Double, bearing: Double) -> Record {
+            Record(recordType: "Place", recordName: name, fields: ["where": .location(destination(from: Self.center, km: km, bearing: bearing))])
+        }
+        var records: [Record] = []
+        for i in 0..<20 {
+            let km = 1 + Double(i), bearing = Double(i * 17)
+            records.append(place("a\(i)", km: km, bearing: bearing))
+            records.append(place("b\(i)", km: km + 0.002, bearing: bearing + 90))
+        }
+        _ = try await db.modify(records.map { RecordOperation.create($0) })
+        let query = Query(
+            recordType: "Place", predicate: .comparison(Comparison("where", .near, .location(Self.center), distance: 50)),
+            sortDescriptors: [.distance("where", from: Self.center)])
+        _ = try await db.query(query)  // defines the spatial index; built in the background
+        await store.waitForIndexBuilds()
+        let before = try await db.query(query).records.map { $0.recordName }
+        #expect(before == records.map { $0.recordName })
+        // Each a-record moves 4 m outwards: now behind its b-record, mostly within the cells it had.
+        for i in 0..<20 {
+            var moved = try await db.record(for: RecordID(recordName: "a\(i)"))
+            moved["where"] = .location(destination(from: Self.center, km: 1.004 + Double(i), bearing: Double(i * 17)))
+            _ = try await db.save(moved)
+            records[2 * i] = moved
+        }
+        let page = try await db.query(query)
+        #expect(page.plan.zones.first?.access.contains("spatial index on 'where'") == true, "\(page.plan)")
+        let expected = records.sorted { modelLess($0, $1, query.sortDescriptors) }.map { $0.recordName }
+        #expect(expected.prefix(2) == ["b0", "a0"])
+        #expect(page.records.map { $0.recordName } == expected)
+        let problems = try store.partitions[0].state.withLock { try $0.secondaryIndexProblems() }
+        #expect(problems.isEmpty, "\(problems)")
+        try await store.close()
+    }
 }

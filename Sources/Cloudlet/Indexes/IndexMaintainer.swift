@@ -109,6 +109,26 @@ struct TextMaintainer: FieldIndexMaintainer {
 struct SpatialMaintainer: FieldIndexMaintainer {
     var kind: IndexKind { .spatial }
     func valueKeys(_ value: FieldValue?) -> [[UInt8]] { value.map { spatialCells($0).map(IndexKeyspace.cellKey) } ?? [] }
+
+    /// The value of each of a record's keys: the latitude and longitude of a LOCATION value (IEEE 754 doubles, little
+    /// endian, 16 bytes), so that a walk in distance order places a candidate without reading its stored values;
+    /// empty for a LIST<LOCATION> (no one distance: it sorts as a record without the field does). Keys written before
+    /// this value existed are empty too: their readers fall back to the stored values.
+    static func entryValue(_ value: FieldValue?) -> [UInt8] {
+        guard case .location(let l)? = value else { return [] }
+        var w = ByteWriter(capacity: 16)
+        w.u64(l.latitude.bitPattern)
+        w.u64(l.longitude.bitPattern)
+        return w.bytes
+    }
+
+    /// The location an ``entryValue(_:)`` holds; nil for an empty one (or one of another length).
+    static func location(entryValue v: ArraySlice<UInt8>) -> Location? {
+        guard v.count == 16 else { return nil }
+        var r = ByteReader(Array(v), what: "spatial index value")
+        guard let lat = try? r.u64(), let lon = try? r.u64() else { return nil }
+        return Location(latitude: Double(bitPattern: lat), longitude: Double(bitPattern: lon))
+    }
 }
 
 /// A composite index (``CompositeIndex``): a record is filed under one key, the tuple of its values of the index's

@@ -83,6 +83,14 @@ extension PartitionState {
                         guard problem("\(zoneName): the \(d) files '\(e.name)' under \(LSMKey.printable(e.valueKey)), which its stored values do not") else { return problems }
                         continue
                     }
+                    if d.kind == .spatial {
+                        // A key's location (written since the value existed; empty before) is its record's.
+                        let want = SpatialMaintainer.entryValue(values?[d.field] ?? nil)
+                        if !value.isEmpty && !value.elementsEqual(want) {
+                            guard problem("\(zoneName): the \(d)'s key of '\(e.name)' under \(LSMKey.printable(e.valueKey)) holds location \(LSMKey.printable(value)), its stored value gives \(LSMKey.printable(want))") else { return problems }
+                        }
+                        continue
+                    }
                     guard d.kind == .text else { continue }
                     let doc = TextDocument(values?[d.field] ?? nil)
                     let token = String(decoding: e.valueKey, as: UTF8.self)

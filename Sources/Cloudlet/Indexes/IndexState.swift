@@ -144,8 +144,18 @@ struct IndexState: Sendable {
         let d = i.definition
         let subspace = IndexKeyspace.Subspace(zone: DirectoryKey.zone(z), id: i.id)
         if d.kind == .text { return try writeText(i, old: old?[d.field], new: new?[d.field], name, z, subspace, lsn, &keys) }
-        let u = d.maintainer.update(old: d.valueKeys(old, name: name), new: d.valueKeys(new, name: name), name: name, in: subspace)
+        let filed = d.valueKeys(new, name: name)
+        let u = d.maintainer.update(old: d.valueKeys(old, name: name), new: filed, name: name, in: subspace)
         for k in u.deletes { keys.deleteIndexKey(k, sequence: lsn) }
+        if d.kind == .spatial {
+            // Each key carries the location (``SpatialMaintainer/entryValue(_:)``): a record that moved within a cell
+            // keeps that cell's key, whose value must move too — every key of the new value is put.
+            let value = new?[d.field] ?? nil
+            let moved = value != (old?[d.field] ?? nil)
+            let puts = moved ? (filed ?? []).map { subspace.key($0, name) } : u.puts
+            for k in puts { keys.putIndexKey(k, SpatialMaintainer.entryValue(value), sequence: lsn) }
+            return
+        }
         for k in u.puts { keys.putIndexKey(k, [], sequence: lsn) }
     }
 
@@ -259,7 +269,8 @@ struct IndexState: Sendable {
             if try !Self.filed(doc, name, subspace, keys) { file(doc, name, z, info.id, subspace, sequence, &keys) }
             return
         }
-        for k in d.valueKeys(values, name: name) ?? [] { keys.putIndexKey(subspace.key(k, name), [], sequence: sequence) }
+        let value = d.kind == .spatial ? SpatialMaintainer.entryValue(values[d.field] ?? nil) : []
+        for k in d.valueKeys(values, name: name) ?? [] { keys.putIndexKey(subspace.key(k, name), value, sequence: sequence) }
     }
 
     /// A record's stored values (nil: none stored).

@@ -920,19 +920,21 @@ struct QueryPlanner {
         }
         var cursor = st.keys.indexCursor(LSMKeyRange(lower: prefixes[0], upper: DirectoryKey.successor(prefixes[prefixes.count - 1])))
         // The key the last cell's walk stopped at (the first past it), which may be a later cell's first.
-        var held: [UInt8]?
+        var held: (key: [UInt8], value: ArraySlice<UInt8>)?
         for prefix in prefixes {
-            var key: [UInt8]?
-            if let h = held, !LSMKey.less(h, prefix) {
+            var key: (key: [UInt8], value: ArraySlice<UInt8>)?
+            if let h = held, !LSMKey.less(h.key, prefix) {
                 key = h
             } else {
                 try cursor.seek(prefix)
-                key = try cursor.nextKey()
+                key = try cursor.nextKeyValue()
             }
-            while let k = key, k.starts(with: prefix) {
+            while let (k, value) = key, k.starts(with: prefix) {
                 let name = String(decoding: k[prefix.count...], as: UTF8.self)
-                key = try cursor.nextKey()
-                guard let kept = try IndexState.storedValues(st.keys, zonePrefix, q.query.recordType, name)?[n.field] else {
+                key = try cursor.nextKeyValue()
+                // The key's own location (``SpatialMaintainer/entryValue(_:)``), else the record's stored value.
+                let located = SpatialMaintainer.location(entryValue: value).map { FieldValue.location($0) }
+                guard let kept = try located ?? IndexState.storedValues(st.keys, zonePrefix, q.query.recordType, name)?[n.field] else {
                     if let entry = try st.cachedEntry(zone, name), !entry.deleted { unplaced.append((name, entry)) }
                     continue
                 }
