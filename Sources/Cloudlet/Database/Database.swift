@@ -400,8 +400,8 @@ public struct Database: CloudletDatabase {
                 if groups[key] == nil {
                     if let e = zoneErrors[key] { throw e }
                     // The shared database has no default zone. A custom zone's existence is checked where the batch
-                    // is planned, under the partition's lock (commitGroup): checking it here too took that lock on
-                    // the cooperative pool, where a save waited for it behind every other writer's planning.
+                    // is planned, under the partition's lock (commitGroup), and only there: checking it here as well
+                    // took that lock on the cooperative pool, where a save waited behind every writer's planning.
                     if key.zoneName == ZoneID.defaultZoneName {
                         do { try requireZone(key) } catch let e as CloudletError {
                             zoneErrors[key] = e

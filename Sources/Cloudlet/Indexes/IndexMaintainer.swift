@@ -125,9 +125,12 @@ struct SpatialMaintainer: FieldIndexMaintainer {
     /// The location an ``entryValue(_:)`` holds; nil for an empty one (or one of another length).
     static func location(entryValue v: ArraySlice<UInt8>) -> Location? {
         guard v.count == 16 else { return nil }
-        var r = ByteReader(Array(v), what: "spatial index value")
-        guard let lat = try? r.u64(), let lon = try? r.u64() else { return nil }
-        return Location(latitude: Double(bitPattern: lat), longitude: Double(bitPattern: lon))
+        // Read where the bytes lie (a block's, or a memtable entry's): one of these a candidate of a NEAR walk.
+        return v.withUnsafeBytes { b in
+            Location(
+                latitude: Double(bitPattern: UInt64(littleEndian: b.loadUnaligned(fromByteOffset: 0, as: UInt64.self))),
+                longitude: Double(bitPattern: UInt64(littleEndian: b.loadUnaligned(fromByteOffset: 8, as: UInt64.self))))
+        }
     }
 }
 
