@@ -160,6 +160,7 @@ package final class Partition: Sendable {
         // Reads go through the merged runs as soon as a merge is installed, not at the next commit: a store that
         // stops writing (after a bulk load) would otherwise read every level-0 run merged away, and keep their files.
         tree?.onMergeInstalled { [weak self] in self?.takeMergedRuns() }
+        takeMergedRuns()  // a merge the tree installed since the directory took its runs, before the observer was set
         // Checkpoints of a format-3 store whose migration flushed the index but stopped before deleting them.
         if fromIndex && !configuration.readOnly, !((try? checkpoints.list().0.isEmpty) ?? true) {
             do { try checkpoints.removeAll(except: .max) } catch {
