@@ -32,6 +32,24 @@ import Testing
         return try store.partition(for: key).state.withLock { try $0.entry(key, name) }
     }
 
+    @Test("a share saved by modify while its zone is deleted is refused with zoneNotFound, and nothing brings the zone back")
+    func aShareSavedByModifyRacingItsZonesDeletionIsRefused() async throws {
+        let store = try await openStore(dir)
+        let (alice, zone) = try await aliceZone(store)
+        _ = try await alice.save(trip("lisbon", zone))
+        store.testHooks.setBeforeModifyCommit {
+            store.testHooks.setBeforeModifyCommit(nil)
+            do { try await alice.deleteZone(zone) } catch { Issue.record("deleting the zone failed: \(error)") }
+        }
+        let (records, shares) = try await alice.modify(
+            [.create(trip("porto", zone))], saving: [ShareSave(Share(zone: zone, publicPermission: .readOnly))])
+        #expect(records[0].code == .zoneNotFound, "\(records[0])")
+        if case .failure(let e) = shares[0] { #expect(e.code == .zoneNotFound, "\(e)") } else { Issue.record("the share was saved") }
+        await expectError(.zoneNotFound) { try await alice.zone(for: zone) }
+        #expect(store.catalog.snapshot().shares.shares(in: zoneKey(zone)).isEmpty)
+        try await store.close()
+    }
+
     @Test func aShareSavedWithItsRootIsOneCommitAndAFailedShareFailsTheAtomicZone() async throws {
         let store = try await openStore(dir)
         let (alice, zone) = try await aliceZone(store)
