@@ -37,12 +37,10 @@ import Testing
         let store = try await openStore(dir)
         let (alice, zone) = try await aliceZone(store)
         _ = try await alice.save(trip("lisbon", zone))
-        store.testHooks.setBeforeModifyCommit {
-            store.testHooks.setBeforeModifyCommit(nil)
-            do { try await alice.deleteZone(zone) } catch { Issue.record("deleting the zone failed: \(error)") }
-        }
+        let deleted = onceBeforeCommit(store) { try await alice.deleteZone(zone) }
         let (records, shares) = try await alice.modify(
             [.create(trip("porto", zone))], saving: [ShareSave(Share(zone: zone, publicPermission: .readOnly))])
+        #expect(deleted.value)
         #expect(records[0].code == .zoneNotFound, "\(records[0])")
         if case .failure(let e) = shares[0] { #expect(e.code == .zoneNotFound, "\(e)") } else { Issue.record("the share was saved") }
         await expectError(.zoneNotFound) { try await alice.zone(for: zone) }

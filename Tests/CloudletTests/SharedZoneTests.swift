@@ -16,25 +16,6 @@ import Testing
     /// The shared trip of the engine's sharing tests.
     let fixture = SharingTests()
 
-    /// Whether the owner's action ran.
-    final class Ran: Sendable {
-        let flag = Mutex(false)
-        var value: Bool { flag.withLock { $0 } }
-        /// true the first time only.
-        func first() -> Bool { flag.withLock { done in defer { done = true }; return !done } }
-    }
-
-    /// Runs `owner` once, the first time a `modify` reaches the point before its commit.
-    func onceBeforeCommit(_ store: CloudletStore, _ owner: @escaping @Sendable () async throws -> Void) -> Ran {
-        let ran = Ran()
-        store.testHooks.setBeforeModifyCommit {
-            guard ran.first() else { return }
-            store.testHooks.setBeforeModifyCommit(nil)
-            do { try await owner() } catch { Issue.record("the owner's action failed: \(error)") }
-        }
-        return ran
-    }
-
     @Test func aParticipantsWriteRacingTheEndOfTheShareIsRefusedWhenTheShareEndedBeforeItCommits() async throws {
         let store = try await openStore(dir)
         let (alice, share, zone, bob, _) = try await fixture.acceptedTrip(store)

@@ -2,6 +2,7 @@ import CloudletCore
 import CloudletStorage
 import CloudletTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Cloudlet
@@ -68,4 +69,24 @@ func rewritePartitionDirectory(_ storePath: String, _ body: (PartitionState, ino
     try body(state, &memtable)
     try tree.flush(memtable, logPosition: tree.logPosition)
     tree.close()
+}
+
+/// Whether an action staged by ``onceBeforeCommit(_:_:)`` ran.
+final class Ran: Sendable {
+    let flag = Mutex(false)
+    var value: Bool { flag.withLock { $0 } }
+    /// true the first time only.
+    func first() -> Bool { flag.withLock { done in defer { done = true }; return !done } }
+}
+
+/// Runs `action` once, the first time a `modify` of `store` reaches the point before its commit (after it grouped its
+/// operations by zone): how a test stages another writer's change racing that `modify`. A failed action is an issue.
+func onceBeforeCommit(_ store: CloudletStore, _ action: @escaping @Sendable () async throws -> Void) -> Ran {
+    let ran = Ran()
+    store.testHooks.setBeforeModifyCommit {
+        guard ran.first() else { return }
+        store.testHooks.setBeforeModifyCommit(nil)
+        do { try await action() } catch { Issue.record("the action staged before the commit failed: \(error)") }
+    }
+    return ran
 }

@@ -1,7 +1,6 @@
 import CloudletCore
 import CloudletTestSupport
 import Foundation
-import Synchronization
 import Testing
 
 @testable import Cloudlet
@@ -41,16 +40,9 @@ import Testing
         let work = ZoneID(zoneName: "Work")
         try await db.createZone(work)
         _ = try await db.save(note("kept", zone: work))
-        let deleted = Mutex(false)
-        store.testHooks.setBeforeModifyCommit {
-            store.testHooks.setBeforeModifyCommit(nil)
-            do {
-                try await db.deleteZone(work)
-                deleted.withLock { $0 = true }
-            } catch { Issue.record("deleting the zone failed: \(error)") }
-        }
+        let deleted = onceBeforeCommit(store) { try await db.deleteZone(work) }
         let results = try await db.modify([.create(note("late", zone: work)), .create(note("elsewhere"))], atomic: false)
-        #expect(deleted.withLock { $0 })
+        #expect(deleted.value)
         #expect(results[0].code == .zoneNotFound, "\(results[0])")
         #expect(results[1].error == nil, "the default zone's save is not the deleted zone's: \(results[1])")
         await expectError(.zoneNotFound) { try await db.zone(for: work) }
