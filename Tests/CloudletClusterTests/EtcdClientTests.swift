@@ -29,7 +29,8 @@ struct EtcdClientTests {
         let etcd = try await EtcdProcess(directory: dir.sub("etcd"))
         defer { withExtendedLifetime(etcd) {} }
         let client = EtcdClient(url: etcd.url)
-        let lease = try await client.grantLease(ttl: 10)
+        // Long enough to outlive the test on a loaded machine (a parallel run once took 46 s): expiry is not tested here.
+        let lease = try await client.grantLease(ttl: 300)
         let epoch = try #require(try await client.create("/leader", Array("n1".utf8), lease: lease))
         #expect(try await client.create("/leader", Array("n2".utf8), lease: lease) == nil)
         let key = try #require(try await client.get("/leader"))
@@ -48,7 +49,7 @@ struct EtcdClientTests {
         let etcd = try await EtcdProcess(directory: dir.sub("etcd"))
         defer { withExtendedLifetime(etcd) {} }
         let client = EtcdClient(url: etcd.url)
-        let lease = try await client.grantLease(ttl: 10)
+        let lease = try await client.grantLease(ttl: 300)  // outlives a loaded machine; revocation is what is tested
         try await client.put("/progress/n1", [1], lease: lease)
         #expect(try await client.keepAlive(lease))
         try await client.revokeLease(lease)
