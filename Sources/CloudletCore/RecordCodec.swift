@@ -27,10 +27,14 @@ public enum RecordCodec {
         if let c = record.created { encode(c, into: &w) }
         if let m = record.modified { encode(m, into: &w) }
         if let p = record.parent { w.string(p.recordName) }
-        w.varint(record.fields.count)
-        for (name, value) in record.fields.sorted(by: { $0.key < $1.key }) {
-            w.string(name)
-            encode(value, into: &w)
+        let fields = record.fields
+        w.varint(fields.count)
+        // Sorted through the fields' indices: sorting the (name, value) pairs copied a value at every move.
+        var order = Array(fields.indices)
+        order.sort { fields.keys[$0] < fields.keys[$1] }
+        for i in order {
+            w.string(fields.keys[i])
+            encode(fields.values[i], into: &w)
         }
     }
 

@@ -92,6 +92,12 @@ package struct BatchPlanner {
         var results: [Int: RecordResult] = [:]
         var firstFailure: (RecordID, CloudletError)?
         var seen: Set<String> = []
+        // Sized once for the batch: grown step by step, each doubling rehashed every name so far.
+        results.reserveCapacity(ops.count)
+        seen.reserveCapacity(ops.count)
+        overlay.reserveCapacity(ops.count)
+        mutations.reserveCapacity(ops.count)
+        looked.entries.reserveCapacity(looked.entries.count + ops.count)
         for (index, op) in ops {
             let id = op.recordID
             do {

@@ -416,9 +416,13 @@ package final class Partition: Sendable {
             if log.durableLSN >= lsn && !log.hasCommitGate { publisher.publish(durable: lsn) }
         }
         // Cache what was written: a writer that reads it back (an update of a record saved a moment ago) must
-        // not wait for the commit's fdatasync while holding the writer lock.
-        for (i, m) in mutations.enumerated() {
-            if case .putRecord(_, let r, _) = m { cache.put(.init(lsn: lsn, index: UInt32(i)), record: r) }
+        // not wait for the commit's fdatasync while holding the writer lock. Not a bulk write's records: they
+        // would evict the working set of everyone else's reads for versions mostly never read back (an import),
+        // and caching them was a twentieth of a bulk load's time.
+        if mutations.count <= Self.cachedCommitLimit {
+            for (i, m) in mutations.enumerated() {
+                if case .putRecord(_, let r, _) = m { cache.put(.init(lsn: lsn, index: UInt32(i)), record: r) }
+            }
         }
         let memtableBytes = st.keys.memtableBytes
         writer.noteMemtable(bytes: memtableBytes)
@@ -717,6 +721,9 @@ package final class Partition: Sendable {
         }
         return results.map { $0! }
     }
+
+    /// The most mutations a commit may have for its saved records to be cached as they are written.
+    static let cachedCommitLimit = 32
 
     /// Record blocks at most this many bytes apart are fetched by one read.
     static let spanGap: UInt64 = 16 << 10
