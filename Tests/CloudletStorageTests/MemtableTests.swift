@@ -65,6 +65,33 @@ struct MemtableTests {
         for entry in sorted.prefix(2000) { #expect(memtable.get(entry.key) == entry, "seed \(seed)") }
     }
 
+    @Test("layers whose keys share prefixes of different lengths merge in byte order")
+    func layersWithDifferentPrefixesMerge() throws {
+        let seed = SeededRandom.testSeed()
+        var rng = SeededRandom(seed: seed)
+        var memtable = Memtable()
+        var model: [[UInt8]: LSMEntry] = [:]
+        // Table t's keys share a prefix of 1 + (t % 19) bytes, all ones after the first (16 and more too), so that
+        // layers merge with a shorter common prefix than each has — their windows are moved by 0 to 18 bytes — and
+        // the keys of different layers interleave. Tails are short and of bytes 0-2, so windows tie and zero bytes
+        // meet the zero padding.
+        var sequence: UInt64 = 0
+        for t in 0..<40 {
+            let prefix = [0x55] + [UInt8](repeating: 1, count: t % 19)
+            for _ in 0..<2048 {
+                sequence += 1
+                let key = prefix + (0..<rng.int(6)).map { _ in UInt8(rng.int(3)) } + [UInt8(truncatingIfNeeded: sequence)]
+                let entry = LSMEntry.put(key, [UInt8(sequence & 0xFF)], sequence: sequence)
+                memtable.apply(entry)
+                model[key] = entry
+            }
+        }
+        #expect(memtable.layerSizes.contains { $0 > 4 * 2048 / 2 }, "layers merged: \(memtable.layerSizes)")
+        let sorted = model.values.sorted { LSMKey.less($0.key, $1.key) }
+        #expect(try memtable.makeIterator().entries() == sorted, "seed \(seed)")
+        for entry in sorted where entry.sequence % 7 == 0 { #expect(memtable.get(entry.key) == entry, "seed \(seed)") }
+    }
+
     @Test("an older write of a key than the one held is ignored")
     func olderIgnored() {
         var memtable = Memtable()
@@ -93,6 +120,31 @@ struct MemtableTests {
         #expect(seen.count == 100 && seen.allSatisfy { $0.value == [1] })
         #expect(frozen.get([5])?.value == [1] && frozen.get([200]) == nil && frozen.count == 100)
         #expect(memtable.get([5])?.isTombstone == true && memtable.count == 101)
+    }
+
+    @Test("layers merged after a copy or an iterator was taken stay whole in that copy and iterator")
+    func mergeKeepsWhatOthersHold() throws {
+        func key(_ i: Int) -> [UInt8] { [0x4B, UInt8(i >> 8), UInt8(i & 0xFF)] }
+        var memtable = Memtable()
+        // Three sealed tables of one size class: the next seal merges four.
+        for i in 0..<(3 * 2048) { memtable.put(key(i), [1], sequence: UInt64(i + 1)) }
+        #expect(memtable.layerSizes == [2048, 2048, 2048])
+        let frozen = memtable
+        let iterator = memtable.makeIterator()
+        let expected = (0..<(3 * 2048)).map { LSMEntry.put(key($0), [1], sequence: UInt64($0 + 1)) }.sorted { LSMKey.less($0.key, $1.key) }
+        for i in (3 * 2048)..<(4 * 2048) { memtable.put(key(i), [2], sequence: UInt64(i + 1)) }
+        #expect(memtable.layerSizes == [4 * 2048], "the four merged")
+        #expect(try iterator.entries() == expected)
+        #expect(try frozen.makeIterator().entries() == expected)
+        #expect(frozen.get(key(7))?.value == [1] && frozen.get(key(3 * 2048)) == nil)
+
+        // The copy gone, the next merge may take the entries of layers only the memtable holds.
+        var alone = Memtable()
+        for i in 0..<(4 * 2048) { alone.put(key(i), [3], sequence: UInt64(i + 1)) }
+        let all = (0..<(4 * 2048)).map { LSMEntry.put(key($0), [3], sequence: UInt64($0 + 1)) }.sorted { LSMKey.less($0.key, $1.key) }
+        #expect(alone.layerSizes == [4 * 2048])
+        #expect(try alone.makeIterator().entries() == all)
+        #expect(memtable.get(key(7))?.value == [1] && memtable.get(key(4 * 2048 - 1))?.value == [2])
     }
 }
 

@@ -19,14 +19,29 @@ import Synchronization
 public struct Memtable: Sendable {
     /// Sorted, immutable, one entry a key, with the keys' hashes (``KeyHash``) and a bloom filter over them, so
     /// that a lookup of a key the layer lacks — most lookups, in most layers — costs a few bit probes.
-    final class Layer: Sendable {
-        let entries: [LSMEntry]
+    ///
+    /// Each entry also keeps its key's 16 bytes after the prefix all the layer's keys share (``window(_:after:)``,
+    /// as one integer): merging layers orders their heads by these, so a merge touches the keys themselves — each
+    /// its own heap array, most of them cold — only where two windows tie. Reading each key's bytes was most of a
+    /// merge's time.
+    ///
+    /// A merge moves the entries out of the layers only this memtable holds (no copy of it, no read view), rather
+    /// than copying them: a copy retains each entry's key and value, a cache miss apiece, and releasing the old
+    /// layers was as many again. Nothing else can see such a layer, so `entries` is mutable for that alone.
+    final class Layer: @unchecked Sendable {
+        fileprivate(set) var entries: [LSMEntry]
         let hashes: [UInt64]
+        /// How many leading bytes every key of the layer has in common.
+        let shared: Int
+        /// ``entries``' keys' windows after ``shared`` bytes.
+        let windows: [UInt128]
         let filter: BloomFilter
 
-        init(_ entries: [LSMEntry], hashes: [UInt64]) {
+        init(_ entries: [LSMEntry], hashes: [UInt64], shared: Int, windows: [UInt128]) {
             self.entries = entries
             self.hashes = hashes
+            self.shared = shared
+            self.windows = windows
             filter = BloomFilter(hashes: hashes, bitsPerKey: 10, powerOfTwo: true)
         }
 
@@ -153,8 +168,10 @@ public struct Memtable: Sendable {
     /// (``sizeClass(_:)``), merges those into one: each entry is copied about log₄(n / ``recentLimit``) times over
     /// its life, and at most ``fanIn`` - 1 layers of each class stand.
     private mutating func seal() {
-        let order = Self.keyOrder(recent.entries)
-        let layer = Layer(order.map { recent.entries[Int($0)] }, hashes: order.map { recent.hashes[Int($0)] })
+        let (order, shared, windows) = Self.sortedWindows(recent.entries)
+        let layer = Layer(
+            order.map { recent.entries[Int($0)] }, hashes: order.map { recent.hashes[Int($0)] }, shared: shared,
+            windows: windows)
         recent.removeAll()
         layers.insert(layer, at: 0)
         while true {
@@ -162,7 +179,10 @@ public struct Memtable: Sendable {
             var n = 1
             while n < layers.count && Self.sizeClass(layers[n].entries.count) == size { n += 1 }
             guard n >= Self.fanIn else { return }
-            let merged = Self.merge(Array(layers[0..<n]))
+            // Known unique: no copy of this memtable (a read view) holds the layer, so the merge may take its
+            // entries. (Asking through `layers` first gives `layers` a buffer of its own if a copy shares it.)
+            let movable = (0..<n).map { isKnownUniquelyReferenced(&layers[$0]) }
+            let merged = Self.merge(Array(layers[0..<n]), taking: movable)
             layers.replaceSubrange(0..<n, with: [merged])
         }
     }
@@ -172,8 +192,11 @@ public struct Memtable: Sendable {
     /// The keys of one table share a long prefix (the directory's keys start with their zone's path), so comparing
     /// whole keys spends most of its time in bytes that never differ. This sorts the 16 bytes after the prefix all
     /// keys share, as two integers (shorter keys padded with zeros), and compares whole keys only where those tie.
-    static func keyOrder(_ entries: [LSMEntry]) -> [Int32] {
-        guard let first = entries.first?.key else { return [] }
+    static func keyOrder(_ entries: [LSMEntry]) -> [Int32] { sortedWindows(entries).order }
+
+    /// ``keyOrder(_:)``, with the prefix length all the keys share and, in key order, their windows after it.
+    private static func sortedWindows(_ entries: [LSMEntry]) -> (order: [Int32], shared: Int, windows: [UInt128]) {
+        guard let first = entries.first?.key else { return ([], 0, []) }
         var shared = first.count
         for e in entries.dropFirst() where shared > 0 { shared = min(shared, LSMKey.commonPrefix(first, e.key, upTo: shared)) }
         var items = entries.indices.map { (window: window(entries[$0].key, after: shared), index: Int32($0)) }
@@ -181,14 +204,28 @@ public struct Memtable: Sendable {
             if a.window != b.window { return a.window < b.window }
             return LSMKey.compare(entries[Int(a.index)].key, entries[Int(b.index)].key) < 0
         }
-        return items.map(\.index)
+        return (items.map(\.index), shared, items.map(\.window))
     }
 
-    /// The 16 bytes of `key` after its first `shared` as two big-endian integers, missing bytes as zeros: pairs that
-    /// order as the keys do, except that keys equal in them (or differing only in trailing zeros) need a whole
+    /// The 16 bytes of `key` after its first `shared` as one big-endian integer, missing bytes as zeros: integers
+    /// that order as the keys do, except that keys equal in them (or differing only in trailing zeros) need a whole
     /// comparison.
-    private static func window(_ key: [UInt8], after shared: Int) -> (UInt64, UInt64) {
-        key.withUnsafeBytes { (LSMKey.bigEndianWindow($0, from: shared), LSMKey.bigEndianWindow($0, from: shared + 8)) }
+    private static func window(_ key: [UInt8], after shared: Int) -> UInt128 {
+        key.withUnsafeBytes {
+            UInt128(LSMKey.bigEndianWindow($0, from: shared)) << 64 | UInt128(LSMKey.bigEndianWindow($0, from: shared + 8))
+        }
+    }
+
+    /// The windows of `layer`'s keys after `shared` bytes (at most ``Layer/shared``) instead of after the layer's own
+    /// prefix, without reading the keys: the bytes in between are the layer's common prefix, the same for every key,
+    /// so each window is those bytes followed by the start of the window it has.
+    private static func windows(of layer: Layer, after shared: Int) -> [UInt128] {
+        let gap = layer.shared - shared
+        guard gap > 0, let first = layer.entries.first?.key else { return layer.windows }
+        let prefix = window(first, after: shared)  // begins with the gap's bytes
+        if gap >= 16 { return [UInt128](repeating: prefix, count: layer.windows.count) }
+        let mask = ~UInt128(0) << (128 - 8 * gap)
+        return layer.windows.map { prefix & mask | $0 >> (8 * gap) }
     }
 
     /// Layers of one size class that merge into one.
@@ -206,25 +243,30 @@ public struct Memtable: Sendable {
     }
 
     /// The union of sorted layers, newest first; for a key several hold, the newest one's entry.
-    private static func merge(_ parts: [Layer]) -> Layer {
+    /// `taking[i]`: the merge may move the entries of `parts[i]` out (nothing else holds that layer); it leaves
+    /// the layer with ``placeholder``s where it took them.
+    private static func merge(_ parts: [Layer], taking: [Bool]) -> Layer {
         var out: [LSMEntry] = []
         var hashes: [UInt64] = []
         let total = parts.reduce(0) { $0 + $1.entries.count }
         out.reserveCapacity(total)
         hashes.reserveCapacity(total)
-        // Through buffer pointers held for the whole merge: a step then reads keys in place, where subscripting
-        // the layers' arrays retained and released each one it touched. As in ``keyOrder(_:)``, each part's head
-        // key is compared by the 16 bytes after the prefix all keys share, whole keys only where those tie.
-        withBuffers(parts.map(\.entries)) { lists in
-            // Each list is sorted, so its keys share what its first and last share.
-            let first = lists.first { !$0.isEmpty }?.first?.key ?? []
-            var shared = Int.max
-            for list in lists where !list.isEmpty {
-                shared = min(shared, LSMKey.commonPrefix(list.first!.key, list.last!.key, upTo: shared))
-                shared = min(shared, LSMKey.commonPrefix(first, list.first!.key, upTo: shared))
-            }
+        var windows: [UInt128] = []
+        windows.reserveCapacity(total)
+        // Each part's head key is compared by its window after the prefix all keys share (the part's windows,
+        // moved to that prefix), whole keys only where those tie — through buffer pointers held for the whole
+        // merge, so a step reads keys in place (subscripting the layers' arrays retained each entry it touched).
+        // The prefix every key of every part has: each part's own, cut where the parts' first keys differ.
+        let first = parts.first { !$0.entries.isEmpty }?.entries[0].key ?? []
+        var shared = Int.max
+        for part in parts where !part.entries.isEmpty {
+            shared = min(shared, part.shared, LSMKey.commonPrefix(first, part.entries[0].key, upTo: shared))
+        }
+        if shared == .max { shared = 0 }
+        let partWindows = parts.map { Self.windows(of: $0, after: shared) }
+        withBuffers(parts, taking) { lists, owned in
             var positions = [Int](repeating: 0, count: lists.count)
-            var heads = lists.map { $0.isEmpty ? (0, 0) : window($0[0].key, after: shared) }
+            var heads = partWindows.map { $0.first ?? 0 }
             while true {
                 // The smallest key among the parts' positions, and every part standing on it (a bit each); the
                 // first (newest) part holding it wins.
@@ -244,25 +286,43 @@ public struct Memtable: Sendable {
                     holders = 1 << p
                 }
                 guard winner >= 0 else { break }
-                out.append(lists[winner][positions[winner]])
+                if let owned = owned[winner] {
+                    let slot = owned.baseAddress! + positions[winner]
+                    out.append(slot.move())
+                    slot.initialize(to: placeholder)
+                } else {
+                    out.append(lists[winner][positions[winner]])
+                }
                 hashes.append(parts[winner].hashes[positions[winner]])
+                windows.append(heads[winner])
                 for p in lists.indices where holders & (1 << p) != 0 {
                     positions[p] += 1
-                    if positions[p] < lists[p].count { heads[p] = window(lists[p][positions[p]].key, after: shared) }
+                    if positions[p] < lists[p].count { heads[p] = partWindows[p][positions[p]] }
                 }
             }
         }
-        return Layer(out, hashes: hashes)
+        return Layer(out, hashes: hashes, shared: shared, windows: windows)
     }
 
-    /// Calls `body` with buffer pointers to each of `arrays`, valid during the call.
+    /// Calls `body` with buffer pointers to each part's entries, valid during the call, and mutable ones to those
+    /// of the parts it may take from (`taking`; nil for the others). A taken part's array gets a buffer of its own
+    /// first if an iterator shares it.
     private static func withBuffers<R>(
-        _ arrays: [[LSMEntry]], from i: Int = 0, _ held: [UnsafeBufferPointer<LSMEntry>] = [],
-        _ body: ([UnsafeBufferPointer<LSMEntry>]) -> R
+        _ parts: [Layer], _ taking: [Bool], from i: Int = 0, _ held: [UnsafeBufferPointer<LSMEntry>] = [],
+        _ owned: [UnsafeMutableBufferPointer<LSMEntry>?] = [],
+        _ body: ([UnsafeBufferPointer<LSMEntry>], [UnsafeMutableBufferPointer<LSMEntry>?]) -> R
     ) -> R {
-        guard i < arrays.count else { return body(held) }
-        return arrays[i].withUnsafeBufferPointer { withBuffers(arrays, from: i + 1, held + [$0], body) }
+        guard i < parts.count else { return body(held, owned) }
+        if taking[i] {
+            return parts[i].entries.withUnsafeMutableBufferPointer { m in
+                withBuffers(parts, taking, from: i + 1, held + [UnsafeBufferPointer(m)], owned + [m], body)
+            }
+        }
+        return parts[i].entries.withUnsafeBufferPointer { withBuffers(parts, taking, from: i + 1, held + [$0], owned + [nil], body) }
     }
+
+    /// What a merge leaves where it took an entry: empty arrays are shared and never counted, so it costs nothing.
+    private static let placeholder = LSMEntry.delete([], sequence: 0)
 }
 
 /// An in-order walk of a memtable: its sorted parts (the table sorted when the iterator was made, then the
