@@ -1,4 +1,5 @@
 import CloudletCore
+import CloudletTestSupport
 import Testing
 
 @testable import Cloudlet
@@ -16,6 +17,24 @@ import Testing
         let written = RecordCache.Key(lsn: 8, index: 0)
         cache.put(written, record: record(2))
         #expect(cache.get(written)?.recordName == "r2")
+    }
+
+    @Test func aSmallCommitsRecordsAreCachedAsWrittenABulkCommitsAreNot() async throws {
+        let dir = TempDir("record-cache")
+        let store = try await openStore(dir)
+        let db = try store.container(testContainer).privateDatabase(user: "alice")
+        let small = (0..<Partition.cachedCommitLimit).map { note("s\($0)") }
+        let bulk = (0...Partition.cachedCommitLimit).map { note("b\($0)") }
+        for batch in [small, bulk] { #expect(try await db.modify(batch.map { .create($0) }).allSatisfy { $0.error == nil }) }
+        let before = store.statistics
+        _ = try await db.record(for: small[3].id)
+        let afterSmall = store.statistics
+        #expect(afterSmall.cacheHits == before.cacheHits + 1, "a record of a commit of \(small.count) was cached as written")
+        _ = try await db.record(for: bulk[3].id)
+        let afterBulk = store.statistics
+        #expect(afterBulk.cacheHits == afterSmall.cacheHits, "a record of a commit of \(bulk.count) was not")
+        #expect(afterBulk.cacheMisses == afterSmall.cacheMisses + 1)
+        try await store.close()
     }
 
     @Test func aScanOfVersionsReadOnceInsertsAlmostNothing() {

@@ -419,10 +419,11 @@ package final class Partition: Sendable {
         // not wait for the commit's fdatasync while holding the writer lock. Not a bulk write's records: they
         // would evict the working set of everyone else's reads for versions mostly never read back (an import),
         // and caching them was a twentieth of a bulk load's time.
-        if mutations.count <= Self.cachedCommitLimit {
-            for (i, m) in mutations.enumerated() {
-                if case .putRecord(_, let r, _) = m { cache.put(.init(lsn: lsn, index: UInt32(i)), record: r) }
-            }
+        let saved = mutations.enumerated().compactMap { i, m -> (Int, Record)? in
+            if case .putRecord(_, let r, _) = m { (i, r) } else { nil }
+        }
+        if saved.count <= Self.cachedCommitLimit {
+            for (i, r) in saved { cache.put(.init(lsn: lsn, index: UInt32(i)), record: r) }
         }
         let memtableBytes = st.keys.memtableBytes
         writer.noteMemtable(bytes: memtableBytes)
@@ -722,7 +723,7 @@ package final class Partition: Sendable {
         return results.map { $0! }
     }
 
-    /// The most mutations a commit may have for its saved records to be cached as they are written.
+    /// The most records a commit may save for them to be cached as they are written.
     static let cachedCommitLimit = 32
 
     /// Record blocks at most this many bytes apart are fetched by one read.
