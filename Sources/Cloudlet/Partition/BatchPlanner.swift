@@ -92,12 +92,15 @@ package struct BatchPlanner {
         var results: [Int: RecordResult] = [:]
         var firstFailure: (RecordID, CloudletError)?
         var seen: Set<String> = []
-        // Sized once for the batch: grown step by step, each doubling rehashed every name so far.
-        results.reserveCapacity(ops.count)
-        seen.reserveCapacity(ops.count)
-        overlay.reserveCapacity(ops.count)
-        mutations.reserveCapacity(ops.count)
-        looked.entries.reserveCapacity(looked.entries.count + ops.count)
+        // A batch's tables sized once: grown step by step, each doubling rehashed every name so far. (Not for a
+        // single operation, where the first insertion allocates as much.)
+        if ops.count > 1 {
+            results.reserveCapacity(ops.count)
+            seen.reserveCapacity(ops.count)
+            overlay.reserveCapacity(ops.count)
+            mutations.reserveCapacity(ops.count)
+            looked.entries.reserveCapacity(looked.entries.count + ops.count)
+        }
         for (index, op) in ops {
             let id = op.recordID
             do {
