@@ -168,10 +168,10 @@ public struct Memtable: Sendable {
     /// (``sizeClass(_:)``), merges those into one: each entry is copied about log₄(n / ``recentLimit``) times over
     /// its life, and at most ``fanIn`` - 1 layers of each class stand.
     private mutating func seal() {
-        let (order, shared, windows) = Self.sortedWindows(recent.entries)
+        let (items, shared) = Self.sortedWindows(recent.entries)
         let layer = Layer(
-            order.map { recent.entries[Int($0)] }, hashes: order.map { recent.hashes[Int($0)] }, shared: shared,
-            windows: windows)
+            items.map { recent.entries[Int($0.index)] }, hashes: items.map { recent.hashes[Int($0.index)] }, shared: shared,
+            windows: items.map(\.window))
         recent.removeAll()
         layers.insert(layer, at: 0)
         while true {
@@ -192,11 +192,11 @@ public struct Memtable: Sendable {
     /// The keys of one table share a long prefix (the directory's keys start with their zone's path), so comparing
     /// whole keys spends most of its time in bytes that never differ. This sorts the 16 bytes after the prefix all
     /// keys share, as two integers (shorter keys padded with zeros), and compares whole keys only where those tie.
-    static func keyOrder(_ entries: [LSMEntry]) -> [Int32] { sortedWindows(entries).order }
+    static func keyOrder(_ entries: [LSMEntry]) -> [Int32] { sortedWindows(entries).items.map(\.index) }
 
-    /// ``keyOrder(_:)``, with the prefix length all the keys share and, in key order, their windows after it.
-    private static func sortedWindows(_ entries: [LSMEntry]) -> (order: [Int32], shared: Int, windows: [UInt128]) {
-        guard let first = entries.first?.key else { return ([], 0, []) }
+    /// ``keyOrder(_:)`` as (window, index) pairs in key order, with the prefix length all the keys share.
+    private static func sortedWindows(_ entries: [LSMEntry]) -> (items: [(window: UInt128, index: Int32)], shared: Int) {
+        guard let first = entries.first?.key else { return ([], 0) }
         var shared = first.count
         for e in entries.dropFirst() where shared > 0 { shared = min(shared, LSMKey.commonPrefix(first, e.key, upTo: shared)) }
         var items = entries.indices.map { (window: window(entries[$0].key, after: shared), index: Int32($0)) }
@@ -204,7 +204,7 @@ public struct Memtable: Sendable {
             if a.window != b.window { return a.window < b.window }
             return LSMKey.compare(entries[Int(a.index)].key, entries[Int(b.index)].key) < 0
         }
-        return (items.map(\.index), shared, items.map(\.window))
+        return (items, shared)
     }
 
     /// The 16 bytes of `key` after its first `shared` as one big-endian integer, missing bytes as zeros: integers
@@ -253,9 +253,6 @@ public struct Memtable: Sendable {
         hashes.reserveCapacity(total)
         var windows: [UInt128] = []
         windows.reserveCapacity(total)
-        // Each part's head key is compared by its window after the prefix all keys share (the part's windows,
-        // moved to that prefix), whole keys only where those tie — through buffer pointers held for the whole
-        // merge, so a step reads keys in place (subscripting the layers' arrays retained each entry it touched).
         // The prefix every key of every part has: each part's own, cut where the parts' first keys differ.
         let first = parts.first { !$0.entries.isEmpty }?.entries[0].key ?? []
         var shared = Int.max
@@ -264,6 +261,9 @@ public struct Memtable: Sendable {
         }
         if shared == .max { shared = 0 }
         let partWindows = parts.map { Self.windows(of: $0, after: shared) }
+        // Each part's head key is compared by its window after that prefix, whole keys only where those tie —
+        // through buffer pointers held for the whole merge, so a step reads keys in place (subscripting the
+        // layers' arrays retained each entry it touched).
         withBuffers(parts, taking) { lists, owned in
             var positions = [Int](repeating: 0, count: lists.count)
             var heads = partWindows.map { $0.first ?? 0 }
