@@ -50,16 +50,23 @@ package struct SchemaCatalog: Sendable {
 
     package func recordType(_ key: SchemaKey, _ name: String) -> RecordTypeSchema? { types[key]?[name] }
 
+    /// Whether `t` has each of `fields` with its value's type. Through the dictionary's indices: iterating its
+    /// (name, value) pairs copied each value (a retain and a release) to read its type tag.
+    private static func knows(_ fields: [String: FieldValue], _ t: RecordTypeSchema) -> Bool {
+        var i = fields.startIndex
+        while i != fields.endIndex {
+            guard t.fields[fields.keys[i]] == fields.values[i].type else { return false }
+            fields.formIndex(after: &i)
+        }
+        return true
+    }
+
     /// The schema mutations saving `record` needs, or an error naming the field whose type does not match (any
     /// environment) or the type/field production does not have. `pending` holds additions made earlier in the
     /// same commit.
     package func additions(for record: Record, in key: SchemaKey, pending: [Mutation]) throws -> [Mutation] {
         // Fast path: the type and every field are known with the right types.
-        if let t = types[key]?[record.recordType],
-            record.fields.allSatisfy({ t.fields[$0.key] == $0.value.type })
-        {
-            return []
-        }
+        if let t = types[key]?[record.recordType], Self.knows(record.fields, t) { return [] }
         var known = types[key]?[record.recordType]
         for case .schemaField(let k, let type, let field, let fieldType) in pending
         where k == key && type == record.recordType {
