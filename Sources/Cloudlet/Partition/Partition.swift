@@ -419,11 +419,10 @@ package final class Partition: Sendable {
         // not wait for the commit's fdatasync while holding the writer lock. Not a bulk write's records: they
         // would evict the working set of everyone else's reads for versions mostly never read back (an import),
         // and caching them was a twentieth of a bulk load's time.
-        let saved = mutations.enumerated().compactMap { i, m -> (Int, Record)? in
-            if case .putRecord(_, let r, _) = m { (i, r) } else { nil }
-        }
-        if saved.count <= Self.cachedCommitLimit {
-            for (i, r) in saved { cache.put(.init(lsn: lsn, index: UInt32(i)), record: r) }
+        if mutations.lazy.filter({ $0.kind == .putRecord }).count <= Self.cachedCommitLimit {
+            for (i, m) in mutations.enumerated() {
+                if case .putRecord(_, let r, _) = m { cache.put(.init(lsn: lsn, index: UInt32(i)), record: r) }
+            }
         }
         let memtableBytes = st.keys.memtableBytes
         writer.noteMemtable(bytes: memtableBytes)
