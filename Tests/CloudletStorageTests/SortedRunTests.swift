@@ -121,36 +121,80 @@ struct SortedRunTests {
         }
     }
 
-    @Test("the bloom filter has no false negatives and about the configured false-positive rate")
+    @Test("both bloom filters have no false negatives and about the configured false-positive rate")
     func bloomFilter() throws {
         var rng = SeededRandom(seed: SeededRandom.testSeed())
-        for (bitsPerKey, bound) in [(10, 0.025), (5, 0.15)] {
+        // The cache-local filter packs a key's bits into one block: a little more often wrong than the spread one.
+        for (bitsPerKey, spreadBound, blockedBound) in [(10, 0.015, 0.02), (5, 0.12, 0.14)] {
             let keys = (0..<20_000).map { i in Array("key-\(i)-\(rng.next())".utf8) }
-            let filter = BloomFilter(hashes: keys.map(KeyHash.hash), bitsPerKey: bitsPerKey)
-            #expect(keys.allSatisfy(filter.mayContain), "false negative at \(bitsPerKey) bits a key")
+            let hashes = keys.map(KeyHash.hash)
             let probes = (0..<20_000).map { i in Array("other-\(i)".utf8) }
-            let rate = Double(probes.filter(filter.mayContain).count) / Double(probes.count)
-            #expect(rate < bound, "false-positive rate \(rate) at \(bitsPerKey) bits a key")
-            #expect(BloomFilter(encoded: filter.encoded) == filter)
+            let spread = BloomFilter(hashes: hashes, bitsPerKey: bitsPerKey)
+            let blocked = BlockedBloomFilter(hashes: hashes, bitsPerKey: bitsPerKey)
+            for (name, mayContain, bound) in [
+                ("spread", spread.mayContain as ([UInt8]) -> Bool, spreadBound),
+                ("blocked", blocked.mayContain as ([UInt8]) -> Bool, blockedBound),
+            ] {
+                #expect(keys.allSatisfy(mayContain), "\(name): false negative at \(bitsPerKey) bits a key")
+                let rate = Double(probes.filter(mayContain).count) / Double(probes.count)
+                #expect(rate < bound, "\(name): false-positive rate \(rate) at \(bitsPerKey) bits a key")
+            }
+            #expect(BloomFilter(encoded: spread.encoded) == spread)
+            #expect(BlockedBloomFilter(encoded: blocked.encoded) == blocked)
+            #expect(blocked.encoded.count == 1 + blocked.blockCount * 64)
+            #expect(blocked.blockCount == (20_000 * bitsPerKey + 511) / 512)
         }
+        #expect(BlockedBloomFilter(encoded: [7] + [UInt8](repeating: 0, count: 63)) == nil, "a part of a block")
+        #expect(BlockedBloomFilter(encoded: [0] + [UInt8](repeating: 0, count: 64)) == nil, "no probes")
+        #expect(BlockedBloomFilter(encoded: [17] + [UInt8](repeating: 0, count: 64)) == nil, "too many probes")
     }
 
     /// The probes are part of the on-disk format (SortedRunFormat.md, "Filter block"): a lookup answers what
     /// checking every probe of the documented formula answers, whatever it skips.
-    @Test("the bloom filter answers as the documented probe formula does")
+    @Test("the spread bloom filter (format 1) answers as its documented probe formula does")
     func bloomFilterProbes() throws {
         var rng = SeededRandom(seed: SeededRandom.testSeed())
         let hashes = (0..<500).map { _ in rng.next() }
-        for filter in [BloomFilter(hashes: hashes, bitsPerKey: 3), BloomFilter(hashes: hashes, bitsPerKey: 3, powerOfTwo: true)] {
-            let m = UInt64(filter.bits.count * 8)
+        let filter = BloomFilter(hashes: hashes, bitsPerKey: 3)
+        let m = UInt64(filter.bits.count * 8)
+        for _ in 0..<10_000 {
+            let h = rng.next()
+            let delta = ((h >> 21) | (h << 43)) | 1
+            let expected = (0..<UInt64(filter.probes)).allSatisfy { i in
+                let bit = (h &+ i &* delta) % m
+                return filter.bits[Int(bit / 8)] & (1 << UInt8(bit % 8)) != 0
+            }
+            #expect(filter.mayContain(hash: h) == expected, "hash \(h), \(m) bits")
+        }
+    }
+
+    @Test("the cache-local bloom filter (format 2) answers as its documented probe formula does, a key's bits in one block")
+    func blockedBloomFilterProbes() throws {
+        var rng = SeededRandom(seed: SeededRandom.testSeed())
+        for count in [1, 30, 500] {
+            let hashes = (0..<count).map { _ in rng.next() }
+            let filter = BlockedBloomFilter(hashes: hashes, bitsPerKey: 3)
+            let bits = Array(filter.bits)
+            let blocks = UInt64(filter.blockCount)
+            func probed(_ h: UInt64) -> [Int] {
+                // SortedRunFormat.md: block (h >> 32) × B >> 32; g₀ = h mod 2³², gᵢ₊₁ = gᵢ × 0x9E3779B9; bit gᵢ >> 23.
+                let block = Int(((h >> 32) * blocks) >> 32)
+                var g = UInt32(truncatingIfNeeded: h)
+                var positions: [Int] = []
+                for _ in 0..<filter.probes {
+                    positions.append(block * 512 + Int(g >> 23))
+                    g = g &* 0x9E37_79B9
+                }
+                return positions
+            }
+            for h in hashes {
+                #expect(probed(h).allSatisfy { bits[$0 / 8] & (1 << UInt8($0 % 8)) != 0 }, "an added key's bit is clear")
+            }
+            #expect(bits.reduce(0) { $0 + $1.nonzeroBitCount } == Set(hashes.flatMap(probed)).count, "bits set that no key's probes name")
             for _ in 0..<10_000 {
                 let h = rng.next()
-                let delta = ((h >> 21) | (h << 43)) | 1
-                let expected = (0..<UInt64(filter.probes)).allSatisfy { i in
-                    let bit = (h &+ i &* delta) % m
-                    return filter.bits[Int(bit / 8)] & (1 << UInt8(bit % 8)) != 0
-                }
-                #expect(filter.mayContain(hash: h) == expected, "hash \(h), \(m) bits")
+                let expected = probed(h).allSatisfy { bits[$0 / 8] & (1 << UInt8($0 % 8)) != 0 }
+                #expect(filter.mayContain(hash: h) == expected, "hash \(h), \(blocks) blocks")
             }
         }
     }

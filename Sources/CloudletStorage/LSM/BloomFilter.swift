@@ -15,7 +15,8 @@ public enum KeyHash {
     }
 }
 
-/// A bloom filter over the keys of one run: `bitsPerKey` bits a key, `k = round(bitsPerKey × ln 2)` probes (1…30)
+/// The bloom filter of a format-version-1 run (``BlockedBloomFilter`` replaced it in version 2; runs written before
+/// are still read): `bitsPerKey` bits a key, `k = round(bitsPerKey × ln 2)` probes (1…30)
 /// by double hashing (Kirsch–Mitzenmacher): probe i sets bit `(h + i × δ) mod m`, where h is ``KeyHash`` and δ is
 /// h rotated by 21 bits, forced odd. No false negatives; about 1% false positives at 10 bits a key.
 ///
@@ -26,15 +27,11 @@ public struct BloomFilter: Sendable, Equatable {
     /// The bit array.
     public let bits: [UInt8]
 
-    /// A filter over the keys with these hashes. `powerOfTwo`: round the bit count up to a power of two (up to
-    /// twice the bits), so that a probe's `mod m` is a mask instead of a division — for filters kept in memory
-    /// (memtable layers), which no file format fixes.
-    public init(hashes: [UInt64], bitsPerKey: Int, powerOfTwo: Bool = false) {
+    /// A filter over the keys with these hashes.
+    public init(hashes: [UInt64], bitsPerKey: Int) {
         precondition(bitsPerKey >= 1)
         probes = min(30, max(1, Int((Double(bitsPerKey) * 0.69).rounded())))
-        var bitCount = max(64, hashes.count * bitsPerKey)
-        if powerOfTwo { bitCount = .powerOfTwo(atLeast: bitCount) }
-        var bits = [UInt8](repeating: 0, count: (bitCount + 7) / 8)
+        var bits = [UInt8](repeating: 0, count: (max(64, hashes.count * bitsPerKey) + 7) / 8)
         let m = UInt64(bits.count * 8)
         for h in hashes {
             Self.forEachProbe(h, probes: probes, m: m) { bits[Int($0 >> 3)] |= 1 << UInt8($0 & 7) }
@@ -53,17 +50,15 @@ public struct BloomFilter: Sendable, Equatable {
     public var encoded: [UInt8] { [UInt8(probes)] + bits }
 
     /// False only if the key with this hash was certainly not added.
-    /// Stops at the first probe that finds its bit clear: a key that was not added — most lookups, in most runs and
-    /// memtable layers — costs about two probes (each a 64-bit division), not all k.
+    /// Stops at the first probe that finds its bit clear: a key that was not added — most lookups, in most runs —
+    /// costs about two probes (each a 64-bit division), not all k.
     public func mayContain(hash h: UInt64) -> Bool {
         let m = UInt64(bits.count * 8)
         let delta = Self.delta(h)
         var g = h
-        // For a power-of-two m, g mod m is g's low bits (the same bit, without a division).
-        let mask = m & (m &- 1) == 0 ? m &- 1 : 0
         return bits.withUnsafeBufferPointer { b in
             for _ in 0..<probes {
-                let bit = mask != 0 ? g & mask : g % m
+                let bit = g % m
                 if b[Int(bit >> 3)] & (1 << UInt8(bit & 7)) == 0 { return false }
                 g &+= delta
             }

@@ -19,7 +19,7 @@ final class LSMRunHandle: Sendable {
     let cacheID: UInt64
     private let open: @Sendable () throws -> SortedRunReader
     /// The reader once open: read without a lock (every point read asks each run it probes for it).
-    private let opened = AtomicLazyReference<SortedRunReader>()
+    private let opened = OnceReference<SortedRunReader>()
     /// Held while opening, so that two first reads open the file once.
     private let opening = Mutex(())
     private let cache: BlockCache?

@@ -277,7 +277,7 @@ public final class Manifest: Sendable {
         func corrupt(_ offset: Int, _ what: String) -> CloudletError {
             .corruption("manifest \(path) offset \(offset): \(what)")
         }
-        switch VersionedHeader.check(bytes, magic: magic, version: formatVersion) {
+        switch VersionedHeader.check(bytes, magic: magic, versions: formatVersion...formatVersion) {
         case nil: break
         case .damaged(let reason)?: throw corrupt(0, reason)
         case .unsupported(let reason)?: throw CloudletError(.notSupported, "manifest \(path): \(reason)")

@@ -35,14 +35,14 @@ public struct Memtable: Sendable {
         let shared: Int
         /// ``entries``' keys' windows after ``shared`` bytes.
         let windows: [UInt128]
-        let filter: BloomFilter
+        let filter: BlockedBloomFilter
 
         init(_ entries: [LSMEntry], hashes: [UInt64], shared: Int, windows: [UInt128]) {
             self.entries = entries
             self.hashes = hashes
             self.shared = shared
             self.windows = windows
-            filter = BloomFilter(hashes: hashes, bitsPerKey: 10, powerOfTwo: true)
+            filter = BlockedBloomFilter(hashes: hashes, bitsPerKey: 10)
         }
 
         /// The entry of `key` (whose hash is `hash`), if the layer has one.

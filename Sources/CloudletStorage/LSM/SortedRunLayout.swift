@@ -7,8 +7,11 @@ enum SortedRunLayout {
     static let headerMagic: [UInt8] = [0x43, 0x4C, 0x54, 0x52, 0x55, 0x4E, 0x00, 0x01]
     /// `CLTRUNF\x01`, the first 8 bytes of the footer.
     static let footerMagic: [UInt8] = [0x43, 0x4C, 0x54, 0x52, 0x55, 0x4E, 0x46, 0x01]
-    /// The format version this code writes, and the newest it reads.
-    static let formatVersion: UInt16 = 1
+    /// The format version this code writes, and the newest it reads: 2, whose filter block is a cache-local
+    /// ``BlockedBloomFilter``.
+    static let formatVersion: UInt16 = 2
+    /// The versions this code reads: 1 (a spread ``BloomFilter``, runs written before version 2) and 2.
+    static let readableVersions: ClosedRange<UInt16> = 1...formatVersion
     static let headerSize = VersionedHeader.size
     static let footerSize = 64
     /// Compression type byte + CRC32C after every block's stored bytes.
@@ -19,11 +22,13 @@ enum SortedRunLayout {
     /// A block may be at most this long as stored (its size is a u32 in the footer, and LZ4's input limit).
     static let maxBlockSize = LZ4Block.maxInputLength
 
-    static func header() -> [UInt8] { VersionedHeader.encode(magic: headerMagic, version: formatVersion) }
+    static func header(version: UInt16 = formatVersion) -> [UInt8] {
+        VersionedHeader.encode(magic: headerMagic, version: version)
+    }
 
     /// What is wrong with a header, nil if nothing; `bytes` are the file's first 16 bytes (or fewer).
     static func headerDefect(_ bytes: [UInt8]) -> String? {
-        VersionedHeader.check(bytes, magic: headerMagic, version: formatVersion)?.reason
+        VersionedHeader.check(bytes, magic: headerMagic, versions: readableVersions)?.reason
     }
 
     /// A block's stored bytes plus trailer: LZ4-compressed when `compress` is set and that saves at least 1/8.
@@ -96,6 +101,8 @@ public struct BlockHandle: Sendable, Hashable, CustomStringConvertible {
 
 /// The last 64 bytes of a run file (SortedRunFormat.md, "Footer").
 struct SortedRunFooter: Equatable {
+    /// The file's format version (the header's too).
+    var version = SortedRunLayout.formatVersion
     var dataBlockCount: UInt32
     var index: BlockHandle
     var filter: BlockHandle
@@ -104,7 +111,7 @@ struct SortedRunFooter: Equatable {
     func encoded() -> [UInt8] {
         var w = ByteWriter(capacity: SortedRunLayout.footerSize)
         w.raw(SortedRunLayout.footerMagic)
-        w.u16(SortedRunLayout.formatVersion)
+        w.u16(version)
         w.u16(0)
         w.u32(dataBlockCount)
         w.u64(index.offset)
@@ -131,13 +138,14 @@ struct SortedRunFooter: Equatable {
             return .failure(Defect("footer CRC mismatch"))
         }
         let version = bytes.loadLE(UInt16.self, at: 8)
-        guard version == SortedRunLayout.formatVersion else {
+        guard SortedRunLayout.readableVersions.contains(version) else {
             return .failure(Defect("unsupported format version \(version)"))
         }
         guard bytes.loadLE(UInt16.self, at: 10) == 0, bytes.loadLE(UInt32.self, at: 52) == 0,
             bytes.loadLE(UInt32.self, at: 56) == 0
         else { return .failure(Defect("unknown footer flags or reserved bytes")) }
         let footer = SortedRunFooter(
+            version: version,
             dataBlockCount: bytes.loadLE(UInt32.self, at: 12),
             index: BlockHandle(offset: bytes.loadLE(UInt64.self, at: 16), size: UInt64(bytes.loadLE(UInt32.self, at: 40))),
             filter: BlockHandle(

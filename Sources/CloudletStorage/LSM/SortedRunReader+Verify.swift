@@ -40,7 +40,7 @@ extension SortedRunReader {
             return findings
         }
         let separators = index.separators
-        let filter: BloomFilter
+        let filter: RunFilter
         do { filter = try self.filter() } catch let error as CloudletError {
             note(footer.filter.offset, error.message)
             return findings

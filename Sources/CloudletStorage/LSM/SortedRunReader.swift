@@ -34,12 +34,12 @@ public final class SortedRunReader: Sendable {
     }
     /// The bloom filter, loaded by the first point read (scans never need it).
     final class LoadedFilter: Sendable {
-        let filter: BloomFilter
+        let filter: RunFilter
 
-        init(_ filter: BloomFilter) { self.filter = filter }
+        init(_ filter: RunFilter) { self.filter = filter }
     }
-    private let loaded = AtomicLazyReference<RunIndex>()
-    private let loadedFilter = AtomicLazyReference<LoadedFilter>()
+    private let loaded = OnceReference<RunIndex>()
+    private let loadedFilter = OnceReference<LoadedFilter>()
     let footer: SortedRunFooter
     let cache: BlockCache?
 
@@ -89,13 +89,19 @@ public final class SortedRunReader: Sendable {
             case .failure(let defect): throw CloudletError.corruption(run: path, offset: footerOffset, defect.reason)
             }
             self.footer = footer
-            let properties: SortedRunProperties
+            guard header.loadLE(UInt16.self, at: 8) == footer.version else {
+                throw CloudletError.corruption(
+                    run: path, offset: footerOffset,
+                    "the footer's format version \(footer.version) is not the header's \(header.loadLE(UInt16.self, at: 8))")
+            }
+            var properties: SortedRunProperties
             let propertiesBytes = try Self.readBlockContents(file, path, footer.properties)
             do {
                 properties = try SortedRunProperties(decoding: propertiesBytes)
             } catch let error as CloudletError where error.code == .corruption {
                 throw CloudletError.corruption(run: path, offset: footer.properties.offset, error.message)
             }
+            properties.formatVersion = footer.version
             self.properties = properties
             mapping = file.mapReadOnly(count: Int(fileSize))
             guard properties.dataBlockCount == UInt64(footer.dataBlockCount),
@@ -122,13 +128,13 @@ public final class SortedRunReader: Sendable {
 
     /// The bloom filter, read and checked the first time (damage throws, and is reported). Only point reads load it:
     /// a scan (a query, the open-time share check, a merge) reads a run's index and blocks, never its filter.
-    func filter() throws -> BloomFilter { try filterObject().filter }
+    func filter() throws -> RunFilter { try filterObject().filter }
 
     /// The loaded filter's box (probing through it copies no array).
     private func filterObject() throws -> LoadedFilter {
         if let loaded = loadedFilter.load() { return loaded }
         return try reportingCorruption {
-            guard let filter = BloomFilter(encoded: try blockContents(footer.filter)) else {
+            guard let filter = RunFilter(encoded: try blockContents(footer.filter), formatVersion: footer.version) else {
                 throw CloudletError.corruption(run: path, offset: footer.filter.offset, "malformed bloom filter")
             }
             return loadedFilter.storeIfNil(LoadedFilter(filter))

@@ -31,26 +31,41 @@ public final class SortedRunWriter {
     private var properties = SortedRunProperties()
     private var lastKey: [UInt8]?
     private var state = State.open
+    /// The format version written: the current one, or 1 (its spread filter) for tests of reading old runs.
+    private let formatVersion: UInt16
 
     private enum State { case open, finished, failed }
 
     /// Starts a run at `path` (its temp file is created now; the directory must exist). `creator` goes into the
     /// properties (e.g. `flush`).
-    public init(
+    public convenience init(
         path: String, fileNumber: UInt64, configuration: SortedRunConfiguration = SortedRunConfiguration(),
         fileSystem: any FileSystem = PosixFileSystem(), creator: String = ""
     ) throws {
+        try self.init(
+            path: path, fileNumber: fileNumber, configuration: configuration, fileSystem: fileSystem, creator: creator,
+            formatVersion: SortedRunLayout.formatVersion)
+    }
+
+    /// A writer of format version `formatVersion` (one of ``SortedRunLayout/readableVersions``).
+    init(
+        path: String, fileNumber: UInt64, configuration: SortedRunConfiguration, fileSystem: any FileSystem,
+        creator: String, formatVersion: UInt16
+    ) throws {
         precondition(configuration.blockSize >= 1 && configuration.bloomBitsPerKey >= 1)
+        precondition(SortedRunLayout.readableVersions.contains(formatVersion))
+        self.formatVersion = formatVersion
         self.path = path
         self.fileNumber = fileNumber
         self.configuration = configuration
         block = BlockBuilder(restartInterval: configuration.restartInterval)
         self.fileSystem = fileSystem
         properties.fileNumber = fileNumber
+        properties.formatVersion = formatVersion
         properties.creator = creator
         do throws(FileSystemError) {
             replacement = try FileReplacement(replacing: path, fileSystem: fileSystem)
-            try replacement.file.write(SortedRunLayout.header(), at: 0)
+            try replacement.file.write(SortedRunLayout.header(version: formatVersion), at: 0)
         } catch {
             throw CloudletError.io(error, "creating sorted run \(path)")
         }
@@ -102,11 +117,14 @@ public final class SortedRunWriter {
             properties.largestKey = lastKey ?? []
             properties.creationTime = UInt64(max(0, time(nil)))
             let indexHandle = try writeBlock(index.finish(), compress: false)
-            let filter = BloomFilter(hashes: hashes, bitsPerKey: configuration.bloomBitsPerKey)
-            let filterHandle = try writeBlock(filter.encoded, compress: false)
+            let filter =
+                formatVersion >= 2
+                ? BlockedBloomFilter(hashes: hashes, bitsPerKey: configuration.bloomBitsPerKey).encoded
+                : BloomFilter(hashes: hashes, bitsPerKey: configuration.bloomBitsPerKey).encoded
+            let filterHandle = try writeBlock(filter, compress: false)
             let propertiesHandle = try writeBlock(properties.encoded(), compress: false)
             let footer = SortedRunFooter(
-                dataBlockCount: UInt32(properties.dataBlockCount), index: indexHandle, filter: filterHandle,
+                version: formatVersion, dataBlockCount: UInt32(properties.dataBlockCount), index: indexHandle, filter: filterHandle,
                 properties: propertiesHandle)
             try write(footer.encoded())
             do throws(FileReplacementError) { try replacement.commit() } catch {

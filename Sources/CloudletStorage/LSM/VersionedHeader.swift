@@ -29,14 +29,15 @@ enum VersionedHeader {
         }
     }
 
-    static func check(_ bytes: [UInt8], magic: [UInt8], version: UInt16) -> Defect? {
+    /// `versions`: the format versions the reader knows.
+    static func check(_ bytes: [UInt8], magic: [UInt8], versions: ClosedRange<UInt16>) -> Defect? {
         guard bytes.count >= size else { return .damaged("file too short for a header (\(bytes.count) bytes)") }
         guard Array(bytes[0..<8]) == magic else { return .damaged("bad header magic") }
         guard bytes.loadLE(UInt32.self, at: 12) == CRC32C.checksum(bytes[0..<12]) else {
             return .damaged("header CRC mismatch")
         }
         let found = bytes.loadLE(UInt16.self, at: 8)
-        guard found == version else { return .unsupported("unsupported format version \(found)") }
+        guard versions.contains(found) else { return .unsupported("unsupported format version \(found)") }
         guard bytes.loadLE(UInt16.self, at: 10) == 0 else { return .unsupported("unknown header flags") }
         return nil
     }
