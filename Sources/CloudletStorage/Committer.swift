@@ -141,7 +141,7 @@ final class Committer: @unchecked Sendable {
             return (ready, durable, s.gate == nil ? s.durableHandler : nil)
         }
         monitor.broadcast(.progress)
-        for waiter in ready { waiter.continuation.resume() }
+        for waiter in ready { waiter.resume(.success(())) }
         handler?(durable)
     }
 
@@ -174,7 +174,7 @@ final class Committer: @unchecked Sendable {
             return (s.failure!, waiters, handler)
         }
         monitor.broadcast(.progress)
-        for waiter in waiters { waiter.continuation.resume(throwing: first) }
+        for waiter in waiters { waiter.resume(.failure(first)) }
         handler?(failure)
     }
 

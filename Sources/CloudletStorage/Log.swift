@@ -216,7 +216,7 @@ public final class Log: Sendable {
                     // Checked under the lock that the cancellation handler takes, after the task's flag is set: a
                     // cancellation either finds the waiter registered or keeps it from registering.
                     if Task.isCancelled { return .failure(CancellationError()) }
-                    s.waiters.append(LogState.Waiter(lsn: lsn, continuation: continuation, id: id))
+                    s.waiters.append(LogState.Waiter(lsn: lsn, resumer: .task(continuation), id: id))
                     return nil
                 }
                 if let outcome { continuation.resume(with: outcome) }
@@ -226,8 +226,26 @@ public final class Log: Sendable {
                 guard let i = s.waiters.firstIndex(where: { $0.id == id }) else { return nil }
                 return s.waiters.remove(at: i)
             }
-            cancelled?.continuation.resume(throwing: CancellationError())
+            cancelled?.resume(.failure(CancellationError()))
         }
+    }
+
+    /// Calls `callback` once `lsn` is durable (`.success`) or never will be (the log's failure, a closed log, an LSN
+    /// never staged): right away on this thread if that is known now, else on the committer's thread after the
+    /// fdatasync that makes it durable (keep it short: resuming a task). ``waitDurable(_:)`` without a task
+    /// suspended on it — for a writer that hands its caller's continuation over (`PartitionWriter.run(_:deliver:)`),
+    /// so that the task wakes once, when its commit is durable. Not cancellable.
+    public func whenDurable(_ lsn: UInt64, _ callback: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        let now = monitor.withLock { s -> Result<Void, any Error>? in
+            do {
+                if try isDurable(lsn, s) { return .success(()) }
+            } catch {
+                return .failure(error)
+            }
+            s.waiters.append(LogState.Waiter(lsn: lsn, resumer: .callback(callback), id: 0))
+            return nil
+        }
+        if let now { callback(now) }
     }
 
     /// ``waitDurable(_:)`` for threads that may block (never call it on the cooperative pool).
@@ -502,7 +520,7 @@ public final class Log: Sendable {
             return (s.failure, waiters)
         }
         monitor.broadcast(.progress)
-        for waiter in waiters { waiter.continuation.resume(throwing: failure ?? closedError()) }
+        for waiter in waiters { waiter.resume(.failure(failure ?? closedError())) }
         if let failure { throw failure }
     }
 }

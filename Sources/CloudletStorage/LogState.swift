@@ -41,12 +41,24 @@ struct LogState {
         var used: UInt64
     }
 
-    /// An `async` caller of ``Log/waitDurable(_:)``.
+    /// An `async` caller of ``Log/waitDurable(_:)``, or a callback of ``Log/whenDurable(_:_:)``.
     struct Waiter {
+        enum Resumer {
+            case task(CheckedContinuation<Void, any Error>)
+            case callback(@Sendable (Result<Void, any Error>) -> Void)
+        }
         var lsn: UInt64
-        var continuation: CheckedContinuation<Void, any Error>
-        /// Tells a cancelled waiter from the others (``Log/waitDurable(_:)``).
+        var resumer: Resumer
+        /// Tells a cancelled waiter from the others (``Log/waitDurable(_:)``; 0 for callbacks).
         var id: UInt64
+
+        /// Tells the waiter its LSN is durable (`.success`) or never will be. Call it outside the log's lock.
+        func resume(_ outcome: Result<Void, any Error>) {
+            switch resumer {
+            case .task(let c): c.resume(with: outcome)
+            case .callback(let f): f(outcome)
+            }
+        }
     }
 
     // Staging, advanced by stage().

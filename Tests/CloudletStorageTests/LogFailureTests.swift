@@ -110,6 +110,51 @@ struct LogFailureTests {
         _ = try? log.close()
     }
 
+    /// The callback a partition's writer hands its caller's continuation to (`Partition.commit(untilDurable:)`).
+    @Test("whenDurable calls back at once for a durable LSN, after the fdatasync for a staged one, with the failure of a failed one, and with readOnly once closed")
+    func whenDurableCallbacks() async throws {
+        let fs = FaultInjectingFileSystem(wrapping: InMemoryFileSystem())
+        let (log, _) = try openCollecting("/p", partition: 4, config(), fileSystem: fs)
+        let outcomes = Mutex<[String]>([])
+        @Sendable func note(_ name: String) -> @Sendable (Result<Void, any Error>) -> Void {
+            { outcome in
+                let text: String
+                switch outcome {
+                case .success: text = "durable"
+                case .failure(let error as CloudletError): text = "\(error.code)"
+                case .failure(let error): text = "\(error)"
+                }
+                outcomes.withLock { $0.append("\(name): \(text)") }
+            }
+        }
+        let (first, _) = try log.stage(type: 1, payload: [1])
+        try await log.waitDurable(first)
+        log.whenDurable(first, note("first"))
+        #expect(outcomes.withLock { $0 } == ["first: durable"], "a durable LSN is answered on the calling thread")
+
+        fs.stallFdatasync()
+        let (second, _) = try log.stage(type: 1, payload: [2])
+        try await poll("the committer is in its fdatasync") { fs.stalledFdatasyncCalls == 1 }
+        log.whenDurable(second, note("second"))
+        #expect(outcomes.withLock { $0.count } == 1, "called back before its frame was durable")
+        fs.resumeFdatasync()
+        try await poll("the second callback") { outcomes.withLock { $0.count } == 2 }
+        #expect(log.durableLSN >= second)
+
+        fs.failFdatasync(nth: 1)
+        let (third, _) = try log.stage(type: 1, payload: [3])
+        log.whenDurable(third, note("third"))
+        try await poll("the third callback") { outcomes.withLock { $0.count } == 3 }
+        log.whenDurable(third + 1, note("never staged"))
+        _ = try? log.close()
+        log.whenDurable(third, note("after close"))
+        let readOnly = "\(CloudletError.Code.readOnly)"
+        #expect(outcomes.withLock { $0 } == [
+            "first: durable", "second: durable", "third: \(readOnly)", "never staged: \(readOnly)",
+            "after close: \(readOnly)",
+        ])
+    }
+
     @Test("a write torn part-way by a dying process leaves a torn tail that the next open truncates")
     func tornWrite() async throws {
         let memory = InMemoryFileSystem()
@@ -128,5 +173,15 @@ struct LogFailureTests {
         #expect(reopened.recovery.tornTail?.droppedBytes == 45)
         #expect(memory.contents(of: "/p/00000000000000000001.seg")?.count == Int(staged.last!.position.end))
         try reopened.close()
+    }
+
+    /// Polls `condition` until it holds (a deadline only so that a broken build fails instead of hanging).
+    private func poll(_ what: String, _ condition: () -> Bool) async throws {
+        for _ in 0..<30_000 {
+            if condition() { return }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        Issue.record("never happened: \(what)")
+        throw CancellationError()
     }
 }

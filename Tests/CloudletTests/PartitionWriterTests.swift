@@ -100,6 +100,78 @@ struct PartitionWriterTests {
         #expect(writer.statistics.queuedJobs == 0)
     }
 
+    /// What `Partition.commit(untilDurable:)` rests on: the writer hands a queued job's outcome over and is free at
+    /// once; the task wakes when the receiver resumes it, with what it resumes it with.
+    @Test("a queued job's outcome goes to deliver on the writer's thread; the task waits until deliver resumes it, and the writer is free meanwhile")
+    func deliveredOutcomeResumesTheTaskLater() async throws {
+        let writer = PartitionWriter(name: "test", stallLimit: .max)
+        defer { writer.close() }
+        let held = Mutex<(@Sendable () -> Void)?>(nil)
+        let deliveredOnPool = Counter()
+        let returned = Counter()
+        let task = Task {
+            let r = try await writer.run({ 6 }) { outcome, resume in
+                if !ThreadBridge.mayBlock { deliveredOnPool.add() }
+                held.withLock { $0 = { resume(outcome.map { $0 * 7 }) } }
+            }
+            returned.add()
+            return r
+        }
+        try await eventually("the outcome is delivered") { held.withLock { $0 != nil } }
+        // The writer runs the next job while the first task still waits for its delivery to resume it.
+        #expect(try await writer.run { 1 } == 1)
+        #expect(returned.value == 0, "the task returned before deliver resumed it")
+        held.withLock { $0 }!()
+        #expect(try await task.value == 42)
+        #expect(deliveredOnPool.value == 0, "deliver ran on the cooperative pool")
+    }
+
+    @Test("a task cancelled while it waits for its job's delivery stops with CancellationError; the late delivery is ignored")
+    func cancelledWhileWaitingForDelivery() async throws {
+        let writer = PartitionWriter(name: "test", stallLimit: .max)
+        defer { writer.close() }
+        let held = Mutex<(@Sendable () -> Void)?>(nil)
+        let ran = Counter()
+        let task = Task {
+            try await writer.run({ ran.add() }) { outcome, resume in held.withLock { $0 = { resume(outcome) } } }
+        }
+        try await eventually("the outcome is delivered") { held.withLock { $0 != nil } }
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        held.withLock { $0 }!()  // resumes nothing: the continuation was resumed once already
+        #expect(ran.value == 1, "the job ran (it is not undone)")
+    }
+
+    @Test("a task cancelled while its delivering job runs stops with CancellationError once the job has run")
+    func cancelledWhileDeliveringJobRuns() async throws {
+        let writer = PartitionWriter(name: "test", stallLimit: .max)
+        defer { writer.close() }
+        let gate = Gate()
+        let task = Task {
+            try await writer.run({ gate.pass(); return 1 }) { _, _ in }  // never delivered
+        }
+        try await eventually("the job runs") { gate.entered }
+        task.cancel()
+        gate.open()
+        await #expect(throws: CancellationError.self) { try await task.value }
+    }
+
+    @Test("a job run inline (a caller that may block) returns its own outcome and is not delivered")
+    func inlineJobIsNotDelivered() throws {
+        let writer = PartitionWriter(name: "test", stallLimit: .max)
+        defer { writer.close() }
+        let delivered = Counter()
+        let r = try ThreadBridge.wait {
+            try await writer.run({ 5 }) { outcome, resume in
+                delivered.add()
+                resume(outcome)
+            }
+        }
+        #expect(r == 5)
+        #expect(delivered.value == 0)
+        #expect(writer.statistics.inlineJobs == 1)
+    }
+
     @Test("a task cancelled while its job is queued gets CancellationError, and the job never runs")
     func cancelledWhileQueued() async throws {
         let writer = PartitionWriter(name: "test", stallLimit: .max)

@@ -430,9 +430,11 @@ public struct Database: CloudletDatabase {
         var stagings: [StagedCatalogCommit] = []
         for key in order {
             let staging = StagedCatalogCommit()
+            // One zone's batch waits for its durability in its commit (one wake-up of the task, not two); with
+            // several, each zone's commit goes on as soon as the previous one is staged, and all are awaited below.
             let (groupResults, groupShares, wait) = try await commitGroup(
                 key, groups[key] ?? [], shares: shareGroups[key] ?? [], atomic: atomic, rejected: prepared.rejected,
-                assetRule: assetRule, staging: staging)
+                assetRule: assetRule, staging: staging, untilDurable: order.count == 1)
             for (i, r) in groupResults { results[i] = r }
             for (i, r) in groupShares { shareResults[i] = r }
             if let wait { waits.append(wait) }
@@ -459,7 +461,7 @@ public struct Database: CloudletDatabase {
     /// catalog moved meanwhile, e.g. a concurrent reset).
     private func commitGroup(
         _ key: ZoneKey, _ ops: [(Int, RecordOperation)], shares: [(Int, ShareSave)], atomic: Bool, rejected: [Int: CloudletError],
-        assetRule: AssetRule?, staging: StagedCatalogCommit
+        assetRule: AssetRule?, staging: StagedCatalogCommit, untilDurable: Bool
     ) async throws -> (
         [Int: RecordResult], [Int: Result<Share, CloudletError>], (Partition, UInt64)?
     ) {
@@ -568,7 +570,7 @@ public struct Database: CloudletDatabase {
                         }
                     }
                     return (mutations, (results, shareResults, Self.catalogCopy(of: changes, saved: changes.puts, in: key, lsn: lsn)))
-                }, staged: { planned, _ in staging.stage(planned.2, in: catalog, hooks: hooks) })
+                }, staged: { planned, _ in staging.stage(planned.2, in: catalog, hooks: hooks) }, untilDurable: untilDurable)
                 return (results, shareResults, lsn.map { (partition, $0) })
             } catch let needs as BatchPlanner.NeedsSchema {
                 try await store.addSchema(needs.mutations)

@@ -326,13 +326,26 @@ package final class Partition: Sendable {
     /// ``commit(lookups:waitingForRoom:)`` that runs `staged` with the plan's result and the commit's LSN once the
     /// commit is staged and applied, still under the state's lock (so in this partition's commit order): where a commit
     /// that has a copy in the catalog (share records) stages that copy. Not run when nothing was written.
+    ///
+    /// `untilDurable`: return once the commit is also durable (what the caller would wait for next anyway), the
+    /// task woken once — by the committer, after the fdatasync — instead of by the writer and then the committer: a
+    /// wake-up of the cooperative pool less a commit, which concurrent single-record saves pay per record. Not for a
+    /// replicated log (its acknowledgement waits for the followers too: ``waitDurable(_:)``), nor for an inline job.
     package func commit<R: Sendable>(
         lookups: PlannedLookups? = nil,
         waitingForRoom plan: @escaping @Sendable (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R),
-        staged: @escaping @Sendable (R, UInt64) -> Void
+        staged: @escaping @Sendable (R, UInt64) -> Void, untilDurable: Bool = false
     ) async throws -> (result: R, lsn: UInt64?) {
         try await log.waitForRoom()
-        return try await writer.run { try self.commitNow(admitOverLimit: true, lookups: lookups, plan, staged: staged) }
+        let job: @Sendable () throws -> (result: R, lsn: UInt64?) = {
+            try self.commitNow(admitOverLimit: true, lookups: lookups, plan, staged: staged)
+        }
+        guard untilDurable && !log.hasCommitGate else { return try await writer.run(job) }
+        let log = self.log
+        return try await writer.run(job) { outcome, resume in
+            guard case .success(let committed) = outcome, let lsn = committed.lsn else { return resume(outcome) }
+            log.whenDurable(lsn) { durable in resume(durable.map { committed }) }
+        }
     }
 
     /// Commits as a job of the partition's ``writer``, for threads that may block: runs `plan` with the state and

@@ -29,6 +29,9 @@ import Synchronization
 ///
 /// Sendable: every stored property is immutable; the mutable state lives in `core`'s monitor.
 final class PartitionWriter: Sendable {
+    /// What ``run(_:deliver:)`` does with a queued job's outcome: called with it and with what resumes the task.
+    typealias Delivery<R> = @Sendable (Result<R, any Error>, @escaping @Sendable (Result<R, any Error>) -> Void) -> Void
+
     /// The state shared with the writer's thread (which holds it, not the writer, so that dropping the writer
     /// stops the thread).
     private let core: Core
@@ -46,6 +49,21 @@ final class PartitionWriter: Sendable {
     /// then never runs), `.readOnly` once the writer is closed, a failed flush's error if the job was held by a
     /// stall that ended with it.
     func run<R: Sendable>(_ job: @escaping @Sendable () throws -> R) async throws -> R {
+        try await run(job, deliver: nil)
+    }
+
+    /// ``run(_:)`` whose queued job, once run, hands its outcome to `deliver` on the writer's thread instead of
+    /// resuming the task there: `deliver` resumes it (calls its second argument) when it sees fit — a commit, once
+    /// its frame is durable, from the committer's thread. The task then wakes once for the job and its wait, not
+    /// twice. A job run inline (on a caller that may block) returns as ``run(_:)`` does: `deliver` is not called.
+    ///
+    /// Cancellation: a queued job never runs (`CancellationError`); a task cancelled once its job has run — while
+    /// it waits for the delivery, or during the job — stops waiting with `CancellationError` (what the job did
+    /// stays), unless the delivery resumed it first. So the caller sees what ``run(_:)`` followed by a cancellable
+    /// wait would give it.
+    func run<R: Sendable>(
+        _ job: @escaping @Sendable () throws -> R, deliver: Delivery<R>?
+    ) async throws -> R {
         try Task.checkCancellation()
         if ThreadBridge.mayBlock, try core.claim() {
             defer { core.release(inline: true) }
@@ -54,8 +72,16 @@ final class PartitionWriter: Sendable {
         let ticket = Ticket()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<R, any Error>) in
-                ticket.body = { c.resume(with: Result(catching: job)) }
-                ticket.fail = { c.resume(throwing: $0) }
+                if let deliver {
+                    // Resumed by whichever comes first: the delivery, or a cancellation once the job has run.
+                    let once = ResumeOnce(c)
+                    ticket.delivers = true
+                    ticket.body = { deliver(Result(catching: job)) { once.resume(with: $0) } }
+                    ticket.fail = { once.resume(with: .failure($0)) }
+                } else {
+                    ticket.body = { c.resume(with: Result(catching: job)) }
+                    ticket.fail = { c.resume(throwing: $0) }
+                }
                 core.enqueue(ticket)
             }
         } onCancel: {
@@ -147,6 +173,25 @@ extension PartitionWriter {
         var phase = Phase.new
         var body: () -> Void = {}
         var fail: (any Error) -> Void = { _ in }
+        /// A ``PartitionWriter/run(_:deliver:)`` job: its `fail` may follow its body (a cancellation while it waits
+        /// for the delivery); set before it is queued.
+        var delivers = false
+        /// Its task was cancelled while the job ran (a delivering job only), and whether the job has run.
+        var cancelledWhileRunning = false
+        var ran = false
+    }
+
+    /// A continuation resumed by the first of several who may: the rest are ignored.
+    fileprivate final class ResumeOnce<R: Sendable>: Sendable {
+        private let continuation: CheckedContinuation<R, any Error>
+        private let resumed = Atomic<Bool>(false)
+
+        init(_ continuation: CheckedContinuation<R, any Error>) { self.continuation = continuation }
+
+        func resume(with outcome: Result<R, any Error>) {
+            guard !resumed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            continuation.resume(with: outcome)
+        }
     }
 
     fileprivate struct State {
@@ -261,7 +306,13 @@ extension PartitionWriter {
                     s.stats.cancelledJobs += 1
                     s.noteStall()
                     return true
-                case .running, .cancelled:
+                case .running:
+                    // A delivering job's task stops waiting for the delivery: now if the job has run, else as soon
+                    // as it has (the loop checks).
+                    guard ticket.delivers else { return false }
+                    ticket.cancelledWhileRunning = true
+                    return ticket.ran
+                case .cancelled:
                     return false
                 }
             }
@@ -320,6 +371,11 @@ extension PartitionWriter {
                 }
                 guard let next else { return }
                 next.body()
+                let cancelled = monitor.withLock { _ in
+                    next.ran = true
+                    return next.cancelledWhileRunning
+                }
+                if cancelled { next.fail(CancellationError()) }
                 release(inline: false)
             }
         }
