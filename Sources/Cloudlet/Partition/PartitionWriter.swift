@@ -264,12 +264,15 @@ extension PartitionWriter {
             }
         }
 
-        /// The job that ``claim()`` (`inline`) or the thread took is over: the thread takes the queued ones.
-        func release(inline: Bool) {
-            let more = monitor.withLock { s in
+        /// The job that ``claim()`` (`inline`) or the thread took (`ticket`) is over: the thread takes the queued
+        /// ones. A delivering ticket whose task was cancelled while it ran fails with `CancellationError` now.
+        func release(inline: Bool, ticket: Ticket? = nil) {
+            let (more, cancelled) = monitor.withLock { s in
                 s.busy = false
-                return s.waiting > 0
+                ticket?.ran = true
+                return (s.waiting > 0, ticket?.cancelledWhileRunning ?? false)
             }
+            if cancelled { ticket?.fail(CancellationError()) }
             if more && inline { monitor.signal(.work) }
         }
 
@@ -371,12 +374,7 @@ extension PartitionWriter {
                 }
                 guard let next else { return }
                 next.body()
-                let cancelled = monitor.withLock { _ in
-                    next.ran = true
-                    return next.cancelledWhileRunning
-                }
-                if cancelled { next.fail(CancellationError()) }
-                release(inline: false)
+                release(inline: false, ticket: next)
             }
         }
 
