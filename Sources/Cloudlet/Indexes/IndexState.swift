@@ -409,7 +409,6 @@ struct IndexState: Sendable {
         for _ in 0..<(try r.length()) {
             let z = try Commit.decodeZone(&r)
             let zone = DirectoryKey.zone(z)
-            let schema = SchemaKey(zone: z)
             for _ in 0..<(try r.length()) {
                 let type = try r.string()
                 var slots: [String] = []
@@ -442,7 +441,6 @@ struct IndexState: Sendable {
         // Record counts from the type index; a ready index must hold every live record of its type.
         for z in keys.zoneKeys {
             let zone = DirectoryKey.zone(z)
-            let schema = SchemaKey(zone: z)
             let prefix = zone + [DirectoryKey.typeTag]
             var cursor = keys.indexCursor(LSMKeyRange(lower: prefix, upper: DirectoryKey.successor(prefix)))
             while let e = try cursor.next() {
