@@ -296,9 +296,10 @@ extension PartitionWriter {
         }
 
         /// The task of `ticket` was cancelled: a queued job leaves the queue and fails with `CancellationError`; one
-        /// not queued yet never will be; one running goes on.
+        /// not queued yet never will be; one running goes on — and a delivering one's task then stops waiting for its
+        /// delivery (``run(_:deliver:)``).
         func cancel(_ ticket: Ticket) {
-            let dequeued = monitor.withLock { s -> Bool in
+            let failNow = monitor.withLock { s -> Bool in
                 switch ticket.phase {
                 case .new:
                     ticket.phase = .cancelled
@@ -319,7 +320,7 @@ extension PartitionWriter {
                     return false
                 }
             }
-            if dequeued { ticket.fail(CancellationError()) }
+            if failNow { ticket.fail(CancellationError()) }
         }
 
         func update(_ change: (inout State) -> Void) {

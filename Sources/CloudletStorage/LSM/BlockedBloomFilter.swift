@@ -2,7 +2,8 @@
 /// 512-bit blocks (64 bytes, one cache line); a key's ``KeyHash`` picks one block with its high 32 bits and sets `k`
 /// bits inside it, chosen by its low 32 bits. A probe of a key present in the run — the run a point read finds its
 /// key in — touches one cache line where ``BloomFilter`` touched `k` (seven at ten bits a key) scattered over the
-/// whole filter, each a likely cache miss once filters outgrow the CPU's caches; and it costs no division.
+/// whole filter, each a likely cache miss once filters outgrow the CPU's caches; and it costs no division. (On our
+/// 2-core VM the spread filter's misses overlapped enough that reads got no faster: Benchmarks/README.md.)
 ///
 /// Packing a key's bits into one block raises the false-positive rate a little (blocks fill unevenly): about 1.0 %
 /// at ten bits a key, against 0.85 % spread (the test bounds both).
