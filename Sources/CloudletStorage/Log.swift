@@ -208,11 +208,7 @@ public final class Log: Sendable {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let outcome = monitor.withLock { s -> Result<Void, any Error>? in
-                    do {
-                        if try isDurable(lsn, s) { return .success(()) }
-                    } catch {
-                        return .failure(error)
-                    }
+                    if let settled = settled(lsn, s) { return settled }
                     // Checked under the lock that the cancellation handler takes, after the task's flag is set: a
                     // cancellation either finds the waiter registered or keeps it from registering.
                     if Task.isCancelled { return .failure(CancellationError()) }
@@ -237,15 +233,20 @@ public final class Log: Sendable {
     /// so that the task wakes once, when its commit is durable. Not cancellable.
     public func whenDurable(_ lsn: UInt64, _ callback: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         let now = monitor.withLock { s -> Result<Void, any Error>? in
-            do {
-                if try isDurable(lsn, s) { return .success(()) }
-            } catch {
-                return .failure(error)
-            }
+            if let settled = settled(lsn, s) { return settled }
             s.waiters.append(LogState.Waiter(lsn: lsn, resumer: .callback(callback), id: 0))
             return nil
         }
         if let now { callback(now) }
+    }
+
+    /// What a waiter for `lsn` would be told now (``isDurable(_:_:)`` as an outcome), nil while it must wait.
+    private func settled(_ lsn: UInt64, _ s: LogState) -> Result<Void, any Error>? {
+        do {
+            return try isDurable(lsn, s) ? .success(()) : nil
+        } catch {
+            return .failure(error)
+        }
     }
 
     /// ``waitDurable(_:)`` for threads that may block (never call it on the cooperative pool).

@@ -508,15 +508,6 @@ struct LSMTreeTests {
         reopened.close()
     }
 
-    /// Checks `condition` every millisecond until it holds, for at most 20 s (a background merge's progress); the
-    /// caller's `#require` says what it waited for.
-    private func pollUntil(_ condition: () throws -> Bool) rethrows {
-        for _ in 0..<20_000 {
-            if try condition() { return }
-            usleep(1000)
-        }
-    }
-
     /// Memtable `round`: keys k0…k49, every value `[round]`.
     private func roundMemtable(_ round: Int) -> Memtable {
         var m = Memtable()

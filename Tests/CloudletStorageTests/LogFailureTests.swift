@@ -134,17 +134,20 @@ struct LogFailureTests {
 
         fs.stallFdatasync()
         let (second, _) = try log.stage(type: 1, payload: [2])
-        try await poll("the committer is in its fdatasync") { fs.stalledFdatasyncCalls == 1 }
+        pollUntil { fs.stalledFdatasyncCalls == 1 }
+        try #require(fs.stalledFdatasyncCalls == 1, "the committer is in its fdatasync")
         log.whenDurable(second, note("second"))
         #expect(outcomes.withLock { $0.count } == 1, "called back before its frame was durable")
         fs.resumeFdatasync()
-        try await poll("the second callback") { outcomes.withLock { $0.count } == 2 }
+        pollUntil { outcomes.withLock { $0.count } == 2 }
+        try #require(outcomes.withLock { $0.count } == 2, "the second callback")
         #expect(log.durableLSN >= second)
 
         fs.failFdatasync(nth: 1)
         let (third, _) = try log.stage(type: 1, payload: [3])
         log.whenDurable(third, note("third"))
-        try await poll("the third callback") { outcomes.withLock { $0.count } == 3 }
+        pollUntil { outcomes.withLock { $0.count } == 3 }
+        try #require(outcomes.withLock { $0.count } == 3, "the third callback")
         log.whenDurable(third + 1, note("never staged"))
         _ = try? log.close()
         log.whenDurable(third, note("after close"))
@@ -173,15 +176,5 @@ struct LogFailureTests {
         #expect(reopened.recovery.tornTail?.droppedBytes == 45)
         #expect(memory.contents(of: "/p/00000000000000000001.seg")?.count == Int(staged.last!.position.end))
         try reopened.close()
-    }
-
-    /// Polls `condition` until it holds (a deadline only so that a broken build fails instead of hanging).
-    private func poll(_ what: String, _ condition: () -> Bool) async throws {
-        for _ in 0..<30_000 {
-            if condition() { return }
-            try await Task.sleep(for: .milliseconds(1))
-        }
-        Issue.record("never happened: \(what)")
-        throw CancellationError()
     }
 }

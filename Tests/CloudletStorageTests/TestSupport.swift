@@ -4,6 +4,15 @@ import CloudletTestSupport
 import Foundation
 import Testing
 
+/// Checks `condition` every millisecond until it holds, for at most 20 s (background work's progress: a merge, the
+/// committer); the caller's `#require` says what it waited for.
+func pollUntil(_ condition: () throws -> Bool) rethrows {
+    for _ in 0..<20_000 {
+        if try condition() { return }
+        usleep(1000)
+    }
+}
+
 /// `count` random (incompressible) bytes.
 func randomBytes(_ count: Int, _ rng: inout SeededRandom) -> [UInt8] {
     (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }

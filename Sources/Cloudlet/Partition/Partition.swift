@@ -329,8 +329,9 @@ package final class Partition: Sendable {
     ///
     /// `untilDurable`: return once the commit is also durable (what the caller would wait for next anyway), the
     /// task woken once — by the committer, after the fdatasync — instead of by the writer and then the committer: a
-    /// wake-up of the cooperative pool less a commit, which concurrent single-record saves pay per record. Not for a
-    /// replicated log (its acknowledgement waits for the followers too: ``waitDurable(_:)``), nor for an inline job.
+    /// wake-up of the cooperative pool less a commit, which concurrent single-record saves pay per record. An inline
+    /// job returns at once. The caller still calls ``waitDurable(_:)``: at once past a durable commit, and for a
+    /// replicated log it goes on to wait for the followers.
     package func commit<R: Sendable>(
         lookups: PlannedLookups? = nil,
         waitingForRoom plan: @escaping @Sendable (PartitionState, UInt64) throws -> (mutations: [Mutation], result: R),
@@ -340,7 +341,7 @@ package final class Partition: Sendable {
         let job: @Sendable () throws -> (result: R, lsn: UInt64?) = {
             try self.commitNow(admitOverLimit: true, lookups: lookups, plan, staged: staged)
         }
-        guard untilDurable && !log.hasCommitGate else { return try await writer.run(job) }
+        guard untilDurable else { return try await writer.run(job) }
         let log = self.log
         return try await writer.run(job) { outcome, resume in
             guard case .success(let committed) = outcome, let lsn = committed.lsn else { return resume(outcome) }

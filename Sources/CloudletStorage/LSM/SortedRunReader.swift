@@ -89,10 +89,11 @@ public final class SortedRunReader: Sendable {
             case .failure(let defect): throw CloudletError.corruption(run: path, offset: footerOffset, defect.reason)
             }
             self.footer = footer
-            guard header.loadLE(UInt16.self, at: 8) == footer.version else {
+            let headerVersion = header.loadLE(UInt16.self, at: 8)
+            guard headerVersion == footer.version else {
                 throw CloudletError.corruption(
                     run: path, offset: footerOffset,
-                    "the footer's format version \(footer.version) is not the header's \(header.loadLE(UInt16.self, at: 8))")
+                    "the footer's format version \(footer.version) is not the header's \(headerVersion)")
             }
             var properties: SortedRunProperties
             let propertiesBytes = try Self.readBlockContents(file, path, footer.properties)
