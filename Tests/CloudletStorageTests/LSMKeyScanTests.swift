@@ -23,10 +23,18 @@ struct LSMKeyScanTests {
         var rank: Int
     }
 
+    /// `key` with 7 constant bytes after its first (none if it is empty), an order-preserving change: keys whose
+    /// first 8 bytes (the scan's heads, in a range whose bounds differ at once) tie and whose order lies in what
+    /// follows, as an index's numbers (escaped zeros) make them.
+    private static func padded(_ key: [UInt8]) -> [UInt8] {
+        key.isEmpty ? key : [key[0]] + [0x00, 0xFF, 0x00, 0xFF, 0x80, 0x00, 0xFF] + key[1...]
+    }
+
     /// A tree with `flushes` level-0 runs (and deeper levels when `merge`), two memtables laid over its view that
-    /// sometimes hold the same key at the same sequence, and a dictionary model of what the view holds.
+    /// sometimes hold the same key at the same sequence, and a dictionary model of what the view holds. `shape`
+    /// turns each random key into the one written (order-preserving).
     private func fixture(
-        _ rng: inout SeededRandom, flushes: Int, merge: Bool, tableWrites: Int
+        _ rng: inout SeededRandom, flushes: Int, merge: Bool, tableWrites: Int, shape: ([UInt8]) -> [UInt8] = { $0 }
     ) throws -> (LSMTree, LSMReadView, [[UInt8]: LSMEntry]) {
         let tree = try LSMTree(directory: "/tree", fileSystem: InMemoryFileSystem(), configuration: configuration())
         var newest: [[UInt8]: Newest] = [:]
@@ -40,7 +48,7 @@ struct LSMKeyScanTests {
         for round in 0..<flushes {
             for _ in 0..<300 {
                 sequence += 1
-                try tree.apply(write(randomKey(&rng, maxLength: 4), rank: 0, &rng))
+                try tree.apply(write(shape(randomKey(&rng, maxLength: 4)), rank: 0, &rng))
             }
             var w = ByteWriter()
             w.u64(sequence)
@@ -51,7 +59,7 @@ struct LSMKeyScanTests {
         var newer = Memtable()
         for _ in 0..<tableWrites {
             sequence += 1
-            let key = rng.chance(70) ? randomBytes(1 + rng.int(8), &rng) : randomKey(&rng, maxLength: 4)
+            let key = shape(rng.chance(70) ? randomBytes(1 + rng.int(8), &rng) : randomKey(&rng, maxLength: 4))
             if rng.chance(50) { older.apply(write(key, rank: 1, &rng)) }
             if rng.chance(50) { newer.apply(write(key, rank: 2, &rng)) }
         }
@@ -59,21 +67,22 @@ struct LSMKeyScanTests {
         return (tree, view, newest.compactMapValues { $0.entry.isTombstone ? nil : $0.entry })
     }
 
-    private func randomRange(_ rng: inout SeededRandom) -> LSMKeyRange {
-        let bounds = [randomKey(&rng, maxLength: 3), randomKey(&rng, maxLength: 3)].sorted(by: LSMKey.less)
+    private func randomRange(_ rng: inout SeededRandom, shape: ([UInt8]) -> [UInt8] = { $0 }) -> LSMKeyRange {
+        let bounds = [shape(randomKey(&rng, maxLength: 3)), shape(randomKey(&rng, maxLength: 3))].sorted(by: LSMKey.less)
         return LSMKeyRange(lower: rng.chance(15) ? nil : bounds[0], upper: rng.chance(15) ? nil : bounds[1])
     }
 
     @Test(
         "a scan of a range yields exactly the model's live keys and entries, newest first among equal keys, with any number of sources",
-        arguments: [(1, false, 0), (3, false, 3000), (7, false, 6000), (6, true, 9000)])
-    func scanAgreesWithModel(flushes: Int, merge: Bool, tableWrites: Int) throws {
+        arguments: [(1, false, 0, false), (3, false, 3000, false), (7, false, 6000, false), (6, true, 9000, false), (6, true, 9000, true)])
+    func scanAgreesWithModel(flushes: Int, merge: Bool, tableWrites: Int, padded: Bool) throws {
         let seed = SeededRandom.testSeed()
         var rng = SeededRandom(seed: seed)
-        let (tree, view, model) = try fixture(&rng, flushes: flushes, merge: merge, tableWrites: tableWrites)
+        let shape = padded ? Self.padded : { $0 }
+        let (tree, view, model) = try fixture(&rng, flushes: flushes, merge: merge, tableWrites: tableWrites, shape: shape)
         defer { tree.close() }
         for round in 0..<150 {
-            let range = round == 0 ? LSMKeyRange.all : randomRange(&rng)
+            let range = round == 0 ? LSMKeyRange.all : randomRange(&rng, shape: shape)
             let expected = model.values.filter { range.contains($0.key) }.sorted { LSMKey.less($0.key, $1.key) }
             let scan = try view.makeKeyScan(range)
             var got: [LSMEntry] = []
@@ -89,14 +98,17 @@ struct LSMKeyScanTests {
         }
     }
 
-    @Test("seeks interleaved with steps land on the first live key at least the target, never moving back")
-    func seeksAgreeWithModel() throws {
+    @Test(
+        "seeks interleaved with steps land on the first live key at least the target, never moving back",
+        arguments: [false, true])
+    func seeksAgreeWithModel(padded: Bool) throws {
         let seed = SeededRandom.testSeed()
         var rng = SeededRandom(seed: seed)
-        let (tree, view, model) = try fixture(&rng, flushes: 5, merge: true, tableWrites: 6000)
+        let shape = padded ? Self.padded : { $0 }
+        let (tree, view, model) = try fixture(&rng, flushes: 5, merge: true, tableWrites: 6000, shape: shape)
         defer { tree.close() }
         for _ in 0..<150 {
-            let range = randomRange(&rng)
+            let range = randomRange(&rng, shape: shape)
             let expected = model.keys.filter { range.contains($0) }.sorted(by: LSMKey.less)
             let scan = try view.makeKeyScan(range)
             var at = 0  // the index in `expected` of the scan's key
@@ -107,7 +119,7 @@ struct LSMKeyScanTests {
                     at += 1
                 } else {
                     // Sometimes behind the current key (a no-op), mostly ahead of it, at a key or between keys.
-                    let target = rng.chance(50) ? expected[min(expected.count - 1, at + rng.int(40))] : randomKey(&rng, maxLength: 4)
+                    let target = rng.chance(50) ? expected[min(expected.count - 1, at + rng.int(40))] : shape(randomKey(&rng, maxLength: 4))
                     try scan.seek(target)
                     at = max(at, modelIndex(expected, target))
                 }

@@ -55,12 +55,23 @@ struct Block: Sendable {
     }
 
     func layout(at offset: Int, previousKeyCount: Int) throws(Defect) -> EntryLayout {
+        try contents.withUnsafeBufferPointer { bytes throws(Defect) in
+            try Self.layout(bytes, entriesEnd: restartsStart, at: offset, previousKeyCount: previousKeyCount)
+        }
+    }
+
+    /// ``layout(at:previousKeyCount:)`` in a block's bytes that the caller holds (a walk reading entry after entry),
+    /// the entries ending at `entriesEnd`: every read checked against it, none against the array's bounds again.
+    @inline(__always)
+    static func layout(
+        _ bytes: UnsafeBufferPointer<UInt8>, entriesEnd: Int, at offset: Int, previousKeyCount: Int
+    ) throws(Defect) -> EntryLayout {
         var at = offset
-        let shared = try varint(&at)
-        let unshared = try varint(&at)
-        let valueLength = try varint(&at)
+        let shared = try varint(bytes, &at, end: entriesEnd)
+        let unshared = try varint(bytes, &at, end: entriesEnd)
+        let valueLength = try varint(bytes, &at, end: entriesEnd)
         guard shared <= previousKeyCount else { throw Defect("entry at \(offset) shares more than the previous key") }
-        guard unshared <= restartsStart - at, valueLength <= restartsStart - at - unshared else {
+        guard unshared <= entriesEnd - at, valueLength <= entriesEnd - at - unshared else {
             throw Defect("entry at \(offset) runs past the entries")
         }
         return EntryLayout(shared: shared, unshared: at..<(at + unshared), value: (at + unshared)..<(at + unshared + valueLength))
@@ -76,12 +87,14 @@ struct Block: Sendable {
         return Entry(key: key, value: l.value, next: l.next)
     }
 
-    private func varint(_ at: inout Int) throws(Defect) -> Int {
+    /// A length varint at `at` (moved past it), read before `end` (`end` ≤ `bytes.count`).
+    @inline(__always)
+    private static func varint(_ bytes: UnsafeBufferPointer<UInt8>, _ at: inout Int, end: Int) throws(Defect) -> Int {
         var result = 0
         var shift = 0
         while true {
-            guard at < restartsStart else { throw Defect("entry at \(at) is cut off") }
-            let b = contents[at]
+            guard at < end else { throw Defect("entry at \(at) is cut off") }
+            let b = bytes[at]
             at += 1
             result |= Int(b & 0x7F) << shift
             if b & 0x80 == 0 { return result }

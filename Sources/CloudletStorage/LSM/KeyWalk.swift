@@ -5,12 +5,45 @@ import CloudletCore
 /// it, never shared, so its state opts out of Swift's dynamic exclusivity checks (`@exclusivity(unchecked)`), which
 /// showed in a count's profile.
 class KeyWalk {
-    /// The current key (meaningless once ``done``).
-    @exclusivity(unchecked) final var key: [UInt8] = []
+    /// The current key's bytes (meaningless once ``done``), in a buffer the walk owns and rewrites in place: a step
+    /// replaces the bytes after the part the next key shares with this one, and nothing is reference-counted or
+    /// checked for uniqueness (as an array's would be) a step.
+    @exclusivity(unchecked) final private(set) var keyStart: UnsafeMutablePointer<UInt8>
+    @exclusivity(unchecked) final private(set) var keyCount = 0
+    @exclusivity(unchecked) final private var keyCapacity = 64
     /// Whether the current entry is a value (not a tombstone).
     @exclusivity(unchecked) final var isValue = false
     /// Past the range's end or the source's.
     @exclusivity(unchecked) final var done = false
+
+    init() { keyStart = .allocate(capacity: keyCapacity) }
+
+    deinit { keyStart.deallocate() }
+
+    /// The current key's bytes, valid until the walk moves.
+    final var keyBytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: keyStart, count: keyCount) }
+
+    /// The current key, copied.
+    final var key: [UInt8] { Array(keyBytes) }
+
+    /// Keeps the key's first `shared` bytes and puts `rest` after them.
+    @inline(__always)
+    final func replaceKey(after shared: Int, with rest: UnsafeRawBufferPointer) {
+        let count = shared + rest.count
+        if count > keyCapacity {
+            let capacity = max(count, 2 * keyCapacity)
+            let bigger = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+            UnsafeMutableRawPointer(bigger).copyMemory(from: keyStart, byteCount: shared)
+            keyStart.deallocate()
+            keyStart = bigger
+            keyCapacity = capacity
+        }
+        if let from = rest.baseAddress { UnsafeMutableRawPointer(keyStart + shared).copyMemory(from: from, byteCount: rest.count) }
+        keyCount = count
+    }
+
+    /// Makes `bytes` the key.
+    final func setKey(_ bytes: [UInt8]) { bytes.withUnsafeBytes { replaceKey(after: 0, with: $0) } }
 
     /// Moves to the next key (``done`` past the range).
     func advance() throws { fatalError("KeyWalk.advance is abstract") }
@@ -47,10 +80,9 @@ final class TableKeyWalk: KeyWalk {
     private func settle() {
         guard i < end else {
             done = true
-            key = []
             return
         }
-        key = entries[i].key
+        setKey(entries[i].key)
         isValue = !entries[i].isTombstone
     }
 
@@ -60,7 +92,7 @@ final class TableKeyWalk: KeyWalk {
     }
 
     override func seek(_ target: [UInt8]) throws {
-        guard !done, LSMKey.compare(key, target) < 0 else { return }
+        guard !done, LSMKey.compare(keyBytes, target) < 0 else { return }
         // The first entry at least `target`, searched for among those after the current one.
         var lo = i + 1
         var hi = end
@@ -133,13 +165,13 @@ final class RunKeyWalk: KeyWalk {
             } catch { throw reader.defect(error, block: i) }
             if let e = c.current {
                 // The first key of a block (or run) must follow the key the walk stood on.
-                if !key.isEmpty && LSMKey.compare(e.key, key) <= 0 {
+                if keyCount > 0 && LSMKey.compare(e.key, keyBytes) <= 0 {
                     throw reader.defect(Block.Defect("block's first key does not follow the previous key"), block: i)
                 }
                 block = c.block
                 blockIndex = i
                 checkUpper = upper.map { index.separators.compare(i, $0) >= 0 } ?? false
-                key = e.key
+                setKey(e.key)
                 value = e.value
                 next = e.next
                 try settle()
@@ -153,7 +185,7 @@ final class RunKeyWalk: KeyWalk {
 
     /// Reads the current entry's kind; ends the walk at the upper bound.
     private func settle() throws {
-        if checkUpper, let upper, LSMKey.compare(key, upper) >= 0 {
+        if checkUpper, let upper, LSMKey.compare(keyBytes, upper) >= 0 {
             done = true
             return
         }
@@ -171,25 +203,29 @@ final class RunKeyWalk: KeyWalk {
             return
         }
         let at = next
+        let end = block.restartsStart
         do throws(Block.Defect) {
-            let l = try block.layout(at: at, previousKeyCount: key.count)
-            // Above the previous key only if its own bytes are above the rest of that one (as BlockCursor.seek checks).
-            guard LSMKey.compare(block.contents[l.unshared], key[l.shared...]) > 0 else {
-                throw Block.Defect("keys out of order at \(at)")
+            // The block's bytes held once for the step: no slice of the array made, nothing retained.
+            try block.contents.withUnsafeBufferPointer { bytes throws(Block.Defect) in
+                let l = try Block.layout(bytes, entriesEnd: end, at: at, previousKeyCount: keyCount)
+                let rest = UnsafeRawBufferPointer(start: bytes.baseAddress! + l.unshared.lowerBound, count: l.unshared.count)
+                // Above the previous key only if its own bytes are above the rest of that one (as BlockCursor.seek checks).
+                guard LSMKey.compare(rest, UnsafeRawBufferPointer(start: keyStart + l.shared, count: keyCount - l.shared)) > 0 else {
+                    throw Block.Defect("keys out of order at \(at)")
+                }
+                replaceKey(after: l.shared, with: rest)
+                value = l.value
+                next = l.next
             }
-            key.removeSubrange(l.shared...)
-            key.append(contentsOf: block.contents[l.unshared])
-            value = l.value
-            next = l.next
         } catch { throw reader.defect(error, block: blockIndex) }
         try settle()
     }
 
     override func seek(_ target: [UInt8]) throws {
-        guard !done, LSMKey.compare(key, target) < 0 else { return }
+        guard !done, LSMKey.compare(keyBytes, target) < 0 else { return }
         if index.separators.compare(blockIndex, target) >= 0 {
             // In this block (its separator is at least every key in it): stepping on in place reaches it.
-            while !done, LSMKey.compare(key, target) < 0 { try advance() }
+            while !done, LSMKey.compare(keyBytes, target) < 0 { try advance() }
             return
         }
         // A later block of this run (a binary search of its separators), or of a later run.

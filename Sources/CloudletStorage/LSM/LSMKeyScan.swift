@@ -24,17 +24,20 @@ public final class LSMKeyScan {
     /// How many leading bytes every key of the range shares: the heads start after them.
     private let shared: Int
     /// Per walk: the 8 bytes of its key after ``shared``, big-endian (missing bytes as zeros).
-    @exclusivity(unchecked) private var heads: [UInt64]
+    private let heads: UnsafeMutablePointer<UInt64>
     /// Per walk: whether it is past its end (``KeyWalk/done``), kept here with the heads so that most comparisons
     /// read two plain arrays and touch no walk.
-    @exclusivity(unchecked) private var ended: [Bool]
+    private let ended: UnsafeMutablePointer<Bool>
     /// The loser tree over the walks: `tree[0]` is the winner (the smallest key, its newest entry); inner node `n`
     /// (1 ..< k) keeps the loser of its match; walk `i` is leaf `k + i`, and node `n`'s parent is `n / 2`.
-    @exclusivity(unchecked) private var tree: [Int]
+    private let tree: UnsafeMutablePointer<Int>
     /// The walk standing on the current key; -1 once done.
     @exclusivity(unchecked) private var winner = -1
-    /// The key last stepped past (its older entries, in other walks, are skipped), and whether there is one.
-    @exclusivity(unchecked) private var last: [UInt8] = []
+    /// The key last stepped past (its older entries, in other walks, are skipped), in a buffer of the scan's own,
+    /// and whether there is one.
+    @exclusivity(unchecked) private var last: UnsafeMutablePointer<UInt8>
+    @exclusivity(unchecked) private var lastCount = 0
+    @exclusivity(unchecked) private var lastCapacity = 64
     @exclusivity(unchecked) private var lastHead: UInt64 = 0
     @exclusivity(unchecked) private var hasLast = false
 
@@ -46,24 +49,44 @@ public final class LSMKeyScan {
         } else {
             shared = 0
         }
-        heads = [UInt64](repeating: 0, count: walks.count)
-        ended = [Bool](repeating: false, count: walks.count)
-        tree = [Int](repeating: 0, count: max(walks.count, 1))
-        last.reserveCapacity(64)
+        // Plain memory the scan owns (freed in deinit): an array's element store checks the array is not shared first.
+        let k = max(walks.count, 1)
+        heads = .allocate(capacity: k)
+        heads.initialize(repeating: 0, count: k)
+        ended = .allocate(capacity: k)
+        ended.initialize(repeating: false, count: k)
+        tree = .allocate(capacity: k)
+        tree.initialize(repeating: 0, count: k)
+        last = .allocate(capacity: lastCapacity)
         for i in walks.indices { updateHead(i) }
         if !walks.isEmpty { tree[0] = try build(1) }
         try settle()
     }
 
+    deinit {
+        last.deallocate()
+        heads.deallocate()
+        ended.deallocate()
+        tree.deallocate()
+    }
+
     /// Past the last live key of the range.
     public var done: Bool { winner < 0 }
 
-    /// The current key (nil once ``done``). The array is the walk's buffer: let go of it before the next step, or
-    /// that step copies it.
-    public var key: [UInt8]? { winner < 0 ? nil : walks[winner].key }
+    /// The current key (nil once ``done``), copied into an array the scan keeps for the purpose: let go of it before
+    /// asking again, or that call makes a new one.
+    public var key: [UInt8]? {
+        guard winner >= 0 else { return nil }
+        exported.removeAll(keepingCapacity: true)
+        exported.append(contentsOf: walks[winner].keyBytes)
+        return exported
+    }
+
+    /// What ``key`` hands out.
+    @exclusivity(unchecked) private var exported: [UInt8] = []
 
     /// Compares the current key with `other` (``LSMKey/compare(_:_:)``) without copying it; requires not ``done``.
-    public func compareKey(with other: [UInt8]) -> Int { LSMKey.compare(walks[winner].key, other) }
+    public func compareKey(with other: [UInt8]) -> Int { LSMKey.compare(walks[winner].keyBytes, other) }
 
     /// The current entry's value where it lies (a block's bytes: holding it keeps the block, not a copy); nil once
     /// ``done``.
@@ -81,14 +104,14 @@ public final class LSMKeyScan {
 
     /// Moves forward to the first live key at least `target`; stays if the current key is already there.
     public func seek(_ target: [UInt8]) throws {
-        guard winner >= 0, LSMKey.compare(walks[winner].key, target) < 0 else { return }
+        guard winner >= 0, LSMKey.compare(walks[winner].keyBytes, target) < 0 else { return }
         // A target a few keys ahead (a join of two common tokens' postings) is reached sooner by stepping — one path
         // replayed a step — than by seeking every walk and playing the whole tournament again.
         for _ in 0..<Self.stepsBeforeSeeking {
             try advance()
-            guard winner >= 0, LSMKey.compare(walks[winner].key, target) < 0 else { return }
+            guard winner >= 0, LSMKey.compare(walks[winner].keyBytes, target) < 0 else { return }
         }
-        for i in walks.indices where !walks[i].done && LSMKey.compare(walks[i].key, target) < 0 {
+        for i in walks.indices where !walks[i].done && LSMKey.compare(walks[i].keyBytes, target) < 0 {
             try walks[i].seek(target)
             updateHead(i)
         }
@@ -110,7 +133,9 @@ public final class LSMKeyScan {
                 winner = -1
                 return
             }
-            if hasLast && heads[w] == lastHead && LSMKey.compare(walks[w].key, last) == 0 {
+            if hasLast && heads[w] == lastHead
+                && compareTied(walks[w].keyBytes, UnsafeRawBufferPointer(start: last, count: lastCount)) == 0
+            {
                 // An older entry of the key just stepped past.
                 try walks[w].advance()
                 updateHead(w)
@@ -126,19 +151,27 @@ public final class LSMKeyScan {
 
     /// Notes walk `w`'s key as the one stepped past and advances it.
     private func stepPast(_ w: Int) throws {
-        last.removeAll(keepingCapacity: true)
-        last.append(contentsOf: walks[w].key)
+        // `walks` keeps every walk alive as long as the scan: no retain and release of it a step.
+        unowned(unsafe) let walk = walks[w]
+        let count = walk.keyCount
+        if count > lastCapacity {
+            last.deallocate()
+            lastCapacity = max(count, 2 * lastCapacity)
+            last = .allocate(capacity: lastCapacity)
+        }
+        UnsafeMutableRawPointer(last).copyMemory(from: walk.keyStart, byteCount: count)
+        lastCount = count
         lastHead = heads[w]
         hasLast = true
-        try walks[w].advance()
+        try walk.advance()
         updateHead(w)
         try replay(w)
     }
 
     private func updateHead(_ i: Int) {
-        let w = walks[i]
+        unowned(unsafe) let w = walks[i]
         ended[i] = w.done
-        heads[i] = w.done ? 0 : w.key.withUnsafeBytes { LSMKey.bigEndianWindow($0, from: shared) }
+        heads[i] = w.done ? 0 : LSMKey.bigEndianWindow(w.keyBytes, from: shared)
     }
 
     /// Whether walk `a`'s entry comes before walk `b`'s: a smaller key; for equal keys the higher sequence, then the
@@ -147,11 +180,22 @@ public final class LSMKeyScan {
         if ended[b] { return !ended[a] }
         if ended[a] { return false }
         if heads[a] != heads[b] { return heads[a] < heads[b] }
-        let wa = walks[a], wb = walks[b]
-        let c = LSMKey.compare(wa.key, wb.key)
+        unowned(unsafe) let wa = walks[a]
+        unowned(unsafe) let wb = walks[b]
+        let c = compareTied(wa.keyBytes, wb.keyBytes)
         if c != 0 { return c < 0 }
         let sa = try wa.sequence(), sb = try wb.sequence()
         return sa != sb ? sa > sb : a < b
+    }
+
+    /// Compares two keys of the range whose heads are equal (``LSMKey/compare(_:_:)``'s answer): from the bytes after
+    /// the shared prefix and the head, which are equal in both, where both have them. (Keys that fill their heads so
+    /// little, such as an index's numbers, tie often.)
+    @inline(__always)
+    private func compareTied(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+        let known = shared + 8
+        guard a.count >= known, b.count >= known else { return LSMKey.compare(a, b) }
+        return LSMKey.compare(UnsafeRawBufferPointer(rebasing: a[known...]), UnsafeRawBufferPointer(rebasing: b[known...]))
     }
 
     /// Plays the matches of the subtree at node `n` (a leaf if `n` ≥ k), keeping each match's loser; its winner.
@@ -173,7 +217,11 @@ public final class LSMKeyScan {
         var w = i
         var n = (walks.count + i) / 2
         while n >= 1 {
-            if try precedes(tree[n], w) { swap(&tree[n], &w) }
+            let kept = tree[n]
+            if try precedes(kept, w) {
+                tree[n] = w
+                w = kept
+            }
             n /= 2
         }
         tree[0] = w
