@@ -23,11 +23,13 @@ struct LSMKeyScanTests {
         var rank: Int
     }
 
-    /// `key` with 7 constant bytes after its first (none if it is empty), an order-preserving change: keys whose
-    /// first 8 bytes (the scan's heads, in a range whose bounds differ at once) tie and whose order lies in what
-    /// follows, as an index's numbers (escaped zeros) make them.
-    private static func padded(_ key: [UInt8]) -> [UInt8] {
-        key.isEmpty ? key : [key[0]] + [0x00, 0xFF, 0x00, 0xFF, 0x80, 0x00, 0xFF] + key[1...]
+    /// `key` with `n` constant bytes after its first (none if it is empty), an order-preserving change: keys whose
+    /// first bytes (the scan's 8-byte head and its tail words, in a range whose bounds differ at once) tie and whose
+    /// order lies in what follows, as an index's numbers (escaped zeros) make them. 7 reaches the tail words, 31 the
+    /// bytes after them.
+    private static func padded(_ n: Int) -> ([UInt8]) -> [UInt8] {
+        let filler = (0..<n).map { [0x00, 0xFF, 0x80][$0 % 3] as UInt8 }
+        return { key in key.isEmpty ? key : [key[0]] + filler + key[1...] }
     }
 
     /// A tree with `flushes` level-0 runs (and deeper levels when `merge`), two memtables laid over its view that
@@ -74,11 +76,11 @@ struct LSMKeyScanTests {
 
     @Test(
         "a scan of a range yields exactly the model's live keys and entries, newest first among equal keys, with any number of sources",
-        arguments: [(1, false, 0, false), (3, false, 3000, false), (7, false, 6000, false), (6, true, 9000, false), (6, true, 9000, true)])
-    func scanAgreesWithModel(flushes: Int, merge: Bool, tableWrites: Int, padded: Bool) throws {
+        arguments: [(1, false, 0, 0), (3, false, 3000, 0), (7, false, 6000, 0), (6, true, 9000, 0), (6, true, 9000, 7), (6, true, 9000, 31)])
+    func scanAgreesWithModel(flushes: Int, merge: Bool, tableWrites: Int, padding: Int) throws {
         let seed = SeededRandom.testSeed()
         var rng = SeededRandom(seed: seed)
-        let shape = padded ? Self.padded : { $0 }
+        let shape = Self.padded(padding)
         let (tree, view, model) = try fixture(&rng, flushes: flushes, merge: merge, tableWrites: tableWrites, shape: shape)
         defer { tree.close() }
         for round in 0..<150 {
@@ -100,11 +102,11 @@ struct LSMKeyScanTests {
 
     @Test(
         "seeks interleaved with steps land on the first live key at least the target, never moving back",
-        arguments: [false, true])
-    func seeksAgreeWithModel(padded: Bool) throws {
+        arguments: [0, 7, 31])
+    func seeksAgreeWithModel(padding: Int) throws {
         let seed = SeededRandom.testSeed()
         var rng = SeededRandom(seed: seed)
-        let shape = padded ? Self.padded : { $0 }
+        let shape = Self.padded(padding)
         let (tree, view, model) = try fixture(&rng, flushes: 5, merge: true, tableWrites: 6000, shape: shape)
         defer { tree.close() }
         for _ in 0..<150 {

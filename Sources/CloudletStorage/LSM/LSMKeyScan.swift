@@ -25,6 +25,11 @@ public final class LSMKeyScan {
     private let shared: Int
     /// Per walk: the 8 bytes of its key after ``shared``, big-endian (missing bytes as zeros).
     private let heads: UnsafeMutablePointer<UInt64>
+    /// Per walk: the ``tailWords`` 8-byte words of its key after its head, likewise — compared only where heads tie,
+    /// so that keys whose heads tie (an index's numbers hold one varying byte there and then escaped zeros) are
+    /// mostly told apart by integers, not by a `memcmp` of their bytes.
+    private let tails: UnsafeMutablePointer<UInt64>
+    static let tailWords = 3
     /// Per walk: whether it is past its end (``KeyWalk/done``), kept here with the heads so that most comparisons
     /// read two plain arrays and touch no walk.
     private let ended: UnsafeMutablePointer<Bool>
@@ -39,6 +44,7 @@ public final class LSMKeyScan {
     @exclusivity(unchecked) private var lastCount = 0
     @exclusivity(unchecked) private var lastCapacity = 64
     @exclusivity(unchecked) private var lastHead: UInt64 = 0
+    @exclusivity(unchecked) private var lastTails: (UInt64, UInt64, UInt64) = (0, 0, 0)
     @exclusivity(unchecked) private var hasLast = false
 
     /// `walks`: positioned, newest source first, all within `range`.
@@ -53,6 +59,8 @@ public final class LSMKeyScan {
         let k = max(walks.count, 1)
         heads = .allocate(capacity: k)
         heads.initialize(repeating: 0, count: k)
+        tails = .allocate(capacity: k * Self.tailWords)
+        tails.initialize(repeating: 0, count: k * Self.tailWords)
         ended = .allocate(capacity: k)
         ended.initialize(repeating: false, count: k)
         tree = .allocate(capacity: k)
@@ -66,6 +74,7 @@ public final class LSMKeyScan {
     deinit {
         last.deallocate()
         heads.deallocate()
+        tails.deallocate()
         ended.deallocate()
         tree.deallocate()
     }
@@ -133,7 +142,7 @@ public final class LSMKeyScan {
                 winner = -1
                 return
             }
-            if hasLast && heads[w] == lastHead
+            if hasLast && heads[w] == lastHead && tail(w) == lastTails
                 && compareTied(walks[w].keyBytes, UnsafeRawBufferPointer(start: last, count: lastCount)) == 0
             {
                 // An older entry of the key just stepped past.
@@ -162,6 +171,7 @@ public final class LSMKeyScan {
         UnsafeMutableRawPointer(last).copyMemory(from: walk.keyStart, byteCount: count)
         lastCount = count
         lastHead = heads[w]
+        lastTails = tail(w)
         hasLast = true
         try walk.advance()
         updateHead(w)
@@ -171,7 +181,17 @@ public final class LSMKeyScan {
     private func updateHead(_ i: Int) {
         unowned(unsafe) let w = walks[i]
         ended[i] = w.done
-        heads[i] = w.done ? 0 : LSMKey.bigEndianWindow(w.keyBytes, from: shared)
+        guard !w.done else { return }
+        let key = w.keyBytes
+        heads[i] = LSMKey.bigEndianWindow(key, from: shared)
+        for j in 0..<Self.tailWords { tails[i * Self.tailWords + j] = LSMKey.bigEndianWindow(key, from: shared + 8 * (j + 1)) }
+    }
+
+    /// Walk `i`'s ``tails``.
+    @inline(__always)
+    private func tail(_ i: Int) -> (UInt64, UInt64, UInt64) {
+        let t = tails + i * Self.tailWords
+        return (t[0], t[1], t[2])
     }
 
     /// Whether walk `a`'s entry comes before walk `b`'s: a smaller key; for equal keys the higher sequence, then the
@@ -180,6 +200,8 @@ public final class LSMKeyScan {
         if ended[b] { return !ended[a] }
         if ended[a] { return false }
         if heads[a] != heads[b] { return heads[a] < heads[b] }
+        let ta = tails + a * Self.tailWords, tb = tails + b * Self.tailWords
+        for j in 0..<Self.tailWords where ta[j] != tb[j] { return ta[j] < tb[j] }
         unowned(unsafe) let wa = walks[a]
         unowned(unsafe) let wb = walks[b]
         let c = compareTied(wa.keyBytes, wb.keyBytes)
@@ -188,12 +210,11 @@ public final class LSMKeyScan {
         return sa != sb ? sa > sb : a < b
     }
 
-    /// Compares two keys of the range whose heads are equal (``LSMKey/compare(_:_:)``'s answer): from the bytes after
-    /// the shared prefix and the head, which are equal in both, where both have them. (Keys that fill their heads so
-    /// little, such as an index's numbers, tie often.)
+    /// Compares two keys of the range whose heads and tails are equal (``LSMKey/compare(_:_:)``'s answer): from the
+    /// bytes after the shared prefix, the head and the tails, which are equal in both, where both have them.
     @inline(__always)
     private func compareTied(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
-        let known = shared + 8
+        let known = shared + 8 * (1 + Self.tailWords)
         guard a.count >= known, b.count >= known else { return LSMKey.compare(a, b) }
         return LSMKey.compare(UnsafeRawBufferPointer(rebasing: a[known...]), UnsafeRawBufferPointer(rebasing: b[known...]))
     }
