@@ -9,7 +9,9 @@
 /// source's key costs k: a memtable holds several sorted layers and a tree several runs, and the keys of a posting
 /// or a range, written in random name order, interleave across all of them. A comparison looks first at the 8 bytes
 /// after the prefix every key of the range shares (the range's bounds' common prefix), kept per walk as an integer,
-/// and compares whole keys only where those tie.
+/// then where those tie at the next 24 bytes (three more integers), and compares the keys' bytes after those only
+/// where all tie. The scan's state (heads, tree, the last key) is plain memory it owns, and it reads its walks
+/// without retaining them: nothing a step is reference-counted.
 ///
 /// The newest entry of a key wins: the tree orders equal keys by sequence, highest first, then by source, newest
 /// first; the older entries of the key come out right after it and are skipped, as is every entry of a key whose
@@ -29,7 +31,8 @@ public final class LSMKeyScan {
     /// so that keys whose heads tie (an index's numbers hold one varying byte there and then escaped zeros) are
     /// mostly told apart by integers, not by a `memcmp` of their bytes.
     private let tails: UnsafeMutablePointer<UInt64>
-    static let tailWords = 3
+    /// Three: ``tail(_:)`` and ``lastTails`` hold them as a tuple.
+    private static let tailWords = 3
     /// Per walk: whether it is past its end (``KeyWalk/done``), kept here with the heads so that most comparisons
     /// read two plain arrays and touch no walk.
     private let ended: UnsafeMutablePointer<Bool>
