@@ -1,46 +1,57 @@
 import CloudletCore
 
+/// A key's bytes in memory of its own, grown as needed and freed with it: what a walk stands on, and what a scan last
+/// stepped past. A step rewrites it in place — the bytes after the part the next key shares with this one — and
+/// nothing is reference-counted or checked for uniqueness, as an array's would be.
+struct KeyBuffer: ~Copyable {
+    private(set) var start: UnsafeMutablePointer<UInt8>
+    private(set) var count = 0
+    private var capacity = 64
+
+    init() { start = .allocate(capacity: capacity) }
+
+    deinit { start.deallocate() }
+
+    /// The bytes, valid until the next change.
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: start, count: count) }
+
+    /// Keeps the first `shared` bytes (at most ``count``) and puts `rest` after them.
+    @inline(__always)
+    mutating func replace(after shared: Int, with rest: UnsafeRawBufferPointer) {
+        let n = shared + rest.count
+        if n > capacity {
+            capacity = max(n, 2 * capacity)
+            let bigger = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+            UnsafeMutableRawPointer(bigger).copyMemory(from: start, byteCount: shared)
+            start.deallocate()
+            start = bigger
+        }
+        if let from = rest.baseAddress { UnsafeMutableRawPointer(start + shared).copyMemory(from: from, byteCount: rest.count) }
+        count = n
+    }
+}
+
 /// One source's keys in a range, in order, for ``LSMKeyScan`` (scans and counts that make no ``LSMEntry`` a step):
 /// stands on a key (``key``, whether its entry is a value) until ``done``. A walk is used by the one scan that made
 /// it, never shared, so its state opts out of Swift's dynamic exclusivity checks (`@exclusivity(unchecked)`), which
 /// showed in a count's profile.
 class KeyWalk {
-    /// The current key's bytes (meaningless once ``done``), in a buffer the walk owns and rewrites in place: a step
-    /// replaces the bytes after the part the next key shares with this one, and nothing is reference-counted or
-    /// checked for uniqueness (as an array's would be) a step.
-    @exclusivity(unchecked) final private(set) var keyStart: UnsafeMutablePointer<UInt8>
-    @exclusivity(unchecked) final private(set) var keyCount = 0
-    @exclusivity(unchecked) final private var keyCapacity = 64
+    /// The current key (meaningless once ``done``), rewritten in place a step.
+    @exclusivity(unchecked) final private(set) var current = KeyBuffer()
     /// Whether the current entry is a value (not a tombstone).
     @exclusivity(unchecked) final var isValue = false
     /// Past the range's end or the source's.
     @exclusivity(unchecked) final var done = false
 
-    init() { keyStart = .allocate(capacity: keyCapacity) }
-
-    deinit { keyStart.deallocate() }
-
     /// The current key's bytes, valid until the walk moves.
-    final var keyBytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: keyStart, count: keyCount) }
+    final var keyBytes: UnsafeRawBufferPointer { current.bytes }
 
     /// The current key, copied.
     final var key: [UInt8] { Array(keyBytes) }
 
     /// Keeps the key's first `shared` bytes and puts `rest` after them.
     @inline(__always)
-    final func replaceKey(after shared: Int, with rest: UnsafeRawBufferPointer) {
-        let count = shared + rest.count
-        if count > keyCapacity {
-            let capacity = max(count, 2 * keyCapacity)
-            let bigger = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
-            UnsafeMutableRawPointer(bigger).copyMemory(from: keyStart, byteCount: shared)
-            keyStart.deallocate()
-            keyStart = bigger
-            keyCapacity = capacity
-        }
-        if let from = rest.baseAddress { UnsafeMutableRawPointer(keyStart + shared).copyMemory(from: from, byteCount: rest.count) }
-        keyCount = count
-    }
+    final func replaceKey(after shared: Int, with rest: UnsafeRawBufferPointer) { current.replace(after: shared, with: rest) }
 
     /// Makes `bytes` the key.
     final func setKey(_ bytes: [UInt8]) { bytes.withUnsafeBytes { replaceKey(after: 0, with: $0) } }
@@ -165,7 +176,7 @@ final class RunKeyWalk: KeyWalk {
             } catch { throw reader.defect(error, block: i) }
             if let e = c.current {
                 // The first key of a block (or run) must follow the key the walk stood on.
-                if keyCount > 0 && LSMKey.compare(e.key, keyBytes) <= 0 {
+                if !keyBytes.isEmpty && LSMKey.compare(e.key, keyBytes) <= 0 {
                     throw reader.defect(Block.Defect("block's first key does not follow the previous key"), block: i)
                 }
                 block = c.block
@@ -207,10 +218,10 @@ final class RunKeyWalk: KeyWalk {
         do throws(Block.Defect) {
             // The block's bytes held once for the step: no slice of the array made, nothing retained.
             try block.contents.withUnsafeBufferPointer { bytes throws(Block.Defect) in
-                let l = try Block.layout(bytes, entriesEnd: end, at: at, previousKeyCount: keyCount)
+                let l = try Block.layout(bytes, entriesEnd: end, at: at, previousKeyCount: keyBytes.count)
                 let rest = UnsafeRawBufferPointer(start: bytes.baseAddress! + l.unshared.lowerBound, count: l.unshared.count)
                 // Above the previous key only if its own bytes are above the rest of that one (as BlockCursor.seek checks).
-                guard LSMKey.compare(rest, UnsafeRawBufferPointer(start: keyStart + l.shared, count: keyCount - l.shared)) > 0 else {
+                guard LSMKey.compare(rest, UnsafeRawBufferPointer(rebasing: keyBytes[l.shared...])) > 0 else {
                     throw Block.Defect("keys out of order at \(at)")
                 }
                 replaceKey(after: l.shared, with: rest)

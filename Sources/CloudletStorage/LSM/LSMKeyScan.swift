@@ -43,9 +43,7 @@ public final class LSMKeyScan {
     @exclusivity(unchecked) private var winner = -1
     /// The key last stepped past (its older entries, in other walks, are skipped), in a buffer of the scan's own,
     /// and whether there is one.
-    @exclusivity(unchecked) private var last: UnsafeMutablePointer<UInt8>
-    @exclusivity(unchecked) private var lastCount = 0
-    @exclusivity(unchecked) private var lastCapacity = 64
+    @exclusivity(unchecked) private var last = KeyBuffer()
     @exclusivity(unchecked) private var lastHead: UInt64 = 0
     @exclusivity(unchecked) private var lastTails: (UInt64, UInt64, UInt64) = (0, 0, 0)
     @exclusivity(unchecked) private var hasLast = false
@@ -68,14 +66,12 @@ public final class LSMKeyScan {
         ended.initialize(repeating: false, count: k)
         tree = .allocate(capacity: k)
         tree.initialize(repeating: 0, count: k)
-        last = .allocate(capacity: lastCapacity)
         for i in walks.indices { updateHead(i) }
         if !walks.isEmpty { tree[0] = try build(1) }
         try settle()
     }
 
     deinit {
-        last.deallocate()
         heads.deallocate()
         tails.deallocate()
         ended.deallocate()
@@ -146,7 +142,7 @@ public final class LSMKeyScan {
                 return
             }
             if hasLast && heads[w] == lastHead && tail(w) == lastTails
-                && compareTied(walks[w].keyBytes, UnsafeRawBufferPointer(start: last, count: lastCount)) == 0
+                && compareTied(walks[w].keyBytes, last.bytes) == 0
             {
                 // An older entry of the key just stepped past.
                 try walks[w].advance()
@@ -165,14 +161,7 @@ public final class LSMKeyScan {
     private func stepPast(_ w: Int) throws {
         // `walks` keeps every walk alive as long as the scan: no retain and release of it a step.
         unowned(unsafe) let walk = walks[w]
-        let count = walk.keyCount
-        if count > lastCapacity {
-            last.deallocate()
-            lastCapacity = max(count, 2 * lastCapacity)
-            last = .allocate(capacity: lastCapacity)
-        }
-        UnsafeMutableRawPointer(last).copyMemory(from: walk.keyStart, byteCount: count)
-        lastCount = count
+        last.replace(after: 0, with: walk.keyBytes)
         lastHead = heads[w]
         lastTails = tail(w)
         hasLast = true
